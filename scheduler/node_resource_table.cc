@@ -71,6 +71,15 @@ absl::StatusOr<NodeIndex> NodeResourceTable::AddNode(NodeSpec spec, absl::string
       return s;
     }
   }
+  // The accelerator label follows accelerator_type, so selectors on it and the
+  // accelerator pools always agree.
+  auto label = spec.labels.find(std::string(kAcceleratorTypeLabel));
+  if (label != spec.labels.end() && label->second != spec.accelerator_type) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        field, ".labels[\"", kAcceleratorTypeLabel, "\"]: '", label->second,
+        "' disagrees with accelerator_type '", spec.accelerator_type,
+        "'; set accelerator_type and berth sets the label"));
+  }
   if (!spec.accelerator_type.empty()) {
     if (gpus.IsZero()) {
       return absl::InvalidArgumentError(absl::StrCat(
@@ -83,24 +92,17 @@ absl::StatusOr<NodeIndex> NodeResourceTable::AddNode(NodeSpec spec, absl::string
           field, ".accelerator_type: '", spec.accelerator_type,
           "' may use only letters, digits and _ . / -"));
     }
-    auto label = spec.labels.find(std::string(kAcceleratorTypeLabel));
-    if (label != spec.labels.end() && label->second != spec.accelerator_type) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          field, ".labels[\"", kAcceleratorTypeLabel, "\"]: '", label->second,
-          "' contradicts accelerator_type '", spec.accelerator_type, "'"));
-    }
     spec.resources.Set(AcceleratorResourceName(spec.accelerator_type), Quantity::Whole(1));
     spec.labels[std::string(kAcceleratorTypeLabel)] = spec.accelerator_type;
   }
 
-  auto [pool_it, new_pool] =
-      pool_by_type_.try_emplace(spec.accelerator_type, static_cast<uint32_t>(pools_.size()));
+  auto [pool_it, new_pool] = pool_by_key_.try_emplace(
+      std::make_pair(spec.accelerator_type, !gpus.IsZero()), static_cast<uint32_t>(pools_.size()));
   if (new_pool) {
     pools_.emplace_back();
     pools_.back().accelerator_type = spec.accelerator_type;
+    pools_.back().has_gpus = !gpus.IsZero();
   }
-  Pool& pool = pools_[pool_it->second];
-  pool.has_gpus = pool.has_gpus || !gpus.IsZero();
 
   const NodeIndex index = static_cast<NodeIndex>(nodes_.size());
   Node node;
@@ -123,9 +125,10 @@ std::optional<NodeIndex> NodeResourceTable::FindNode(absl::string_view node_id) 
   return it->second;
 }
 
-const NodeResourceTable::Pool* NodeResourceTable::FindPool(absl::string_view accelerator_type) const {
-  auto it = pool_by_type_.find(accelerator_type);
-  return it == pool_by_type_.end() ? nullptr : &pools_[it->second];
+const NodeResourceTable::Pool* NodeResourceTable::FindPool(absl::string_view accelerator_type,
+                                                           bool has_gpus) const {
+  auto it = pool_by_key_.find(std::make_pair(std::string(accelerator_type), has_gpus));
+  return it == pool_by_key_.end() ? nullptr : &pools_[it->second];
 }
 
 void NodeResourceTable::Index(NodeIndex index) {

@@ -2,7 +2,8 @@
 // labels and state, indexed so that the placement core finds a fitting node
 // without scanning the cluster.
 //
-// Nodes live in pools, one per accelerator type ("" for nodes without one).
+// Nodes live in pools, one per accelerator type, plus one for GPU nodes of no
+// stated type and one for nodes without GPUs.
 // Each pool keeps its ALIVE nodes in ordered sets keyed by free and by total
 // CPU, GPU and memory, so "the tightest node with at least 2 free GPUs" is a
 // lower_bound and "the node with the most free GPUs" is the set's end. Only
@@ -93,7 +94,9 @@ class NodeResourceTable {
   size_t slot_count() const { return nodes_.size(); }
   size_t alive_count() const { return alive_count_; }
   const std::vector<Pool>& pools() const { return pools_; }
-  const Pool* FindPool(absl::string_view accelerator_type) const;
+  // The pool of GPU nodes of `accelerator_type` ("": GPU nodes of no stated
+  // type), or with has_gpus false, of the nodes without GPUs.
+  const Pool* FindPool(absl::string_view accelerator_type, bool has_gpus = true) const;
   // Whether the summed totals of ALIVE nodes cover `demand`, resource by
   // resource (a necessary condition for any placement of it).
   bool AliveTotalCovers(const ResourceSet& demand) const;
@@ -119,7 +122,7 @@ class NodeResourceTable {
   std::vector<Node> nodes_;
   absl::flat_hash_map<std::string, NodeIndex> by_id_;
   std::vector<Pool> pools_;
-  absl::flat_hash_map<std::string, uint32_t> pool_by_type_;
+  absl::flat_hash_map<std::pair<std::string, bool>, uint32_t> pool_by_key_;
   // Cluster-wide sums may exceed int64 (100k nodes x 1 TiB in 1/10000 bytes).
   absl::flat_hash_map<std::string, __int128> alive_total_;
   size_t alive_count_ = 0;
