@@ -178,7 +178,9 @@ TEST(PlacementPropertyTest, RandomClustersAndGroups) {
         EXPECT_EQ(p.allocation.resources, bundle.resources);
         nodes.insert(p.allocation.node);
       }
-      if (spec.strategy() == PlacementStrategy::kStrictPack) EXPECT_EQ(nodes.size(), 1u);
+      if (spec.strategy() == PlacementStrategy::kStrictPack) {
+        EXPECT_EQ(nodes.size(), 1u);
+      }
       if (spec.strategy() == PlacementStrategy::kStrictSpread) {
         EXPECT_EQ(nodes.size(), spec.bundles().size());
       }
