@@ -340,7 +340,13 @@ PlacementDecision BundlePlacer::Explain(const std::vector<uint32_t>& order,
   for (uint32_t b : order) {
     Demand one = MakeDemand({b});
     if (!FindNode(one, Preference::kMostFree, Capacity::kTotal, {&excluded, pinned})) {
-      d.reason = DescribeShortfall(one, Capacity::kTotal);
+      const bool excluded_only =
+          !excluded.empty() && FindNode(one, Preference::kMostFree, Capacity::kTotal, {});
+      d.reason = excluded_only
+                     ? absl::StrCat("STRICT_SPREAD: ", DescribeDemand(one),
+                                    " on a node of its own; every ALIVE node that could hold it "
+                                    "already holds one of the group's bundles")
+                     : DescribeShortfall(one, Capacity::kTotal);
       return d;
     }
   }

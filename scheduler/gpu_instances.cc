@@ -98,6 +98,27 @@ absl::Status GpuInstances::Release(const std::vector<GpuShare>& shares) {
   return absl::OkStatus();
 }
 
+absl::Status GpuInstances::Take(const std::vector<GpuShare>& shares) {
+  std::vector<int64_t> after = free_;
+  for (const GpuShare& s : shares) {
+    if (s.index >= after.size()) {
+      return absl::InvalidArgumentError(absl::StrCat("GPU instance ", s.index, " does not exist"));
+    }
+    if (s.amount.units() <= 0 || s.amount > Quantity::Whole(1)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "share of GPU ", s.index, ": ", s.amount.ToString(), " is not in (0, 1]"));
+    }
+    if (after[s.index] < s.amount.units()) {
+      return absl::ResourceExhaustedError(
+          absl::StrCat("GPU ", s.index, " has ", Quantity::FromUnits(after[s.index]).ToString(),
+                       " free, needs ", s.amount.ToString()));
+    }
+    after[s.index] -= s.amount.units();
+  }
+  free_ = std::move(after);
+  return absl::OkStatus();
+}
+
 std::string GpuIdsToString(const std::vector<GpuShare>& shares) {
   return absl::StrJoin(shares, ",", [](std::string* out, const GpuShare& s) {
     absl::StrAppend(out, s.index);

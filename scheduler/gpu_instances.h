@@ -53,6 +53,11 @@ class GpuInstances {
   // Returns shares taken by Allocate. Fails without change if any share would
   // overfill its instance or names a missing one.
   absl::Status Release(const std::vector<GpuShare>& shares);
+  // Takes exactly `shares` (chosen elsewhere, e.g. by the head for a raylet),
+  // all or nothing: INVALID_ARGUMENT if a share names a missing instance or
+  // is not in (0, 1]; RESOURCE_EXHAUSTED if an instance lacks room. The
+  // counterpart of Release.
+  absl::Status Take(const std::vector<GpuShare>& shares);
 
  private:
   // Index of the instance a fraction (< 1) best-fits onto, or -1.

@@ -141,6 +141,7 @@ TEST_F(BundlePlacerTest, StrictSpreadReschedulingAvoidsTheGroupsOwnNodes) {
   ASSERT_TRUE(table_.SetNodeState(lost, NodeState::kDead).ok());
   auto again = Place(group, kept);
   EXPECT_EQ(again.outcome, PlacementOutcome::kInfeasible);  // only 2 ALIVE nodes, both used
+  EXPECT_THAT(again.reason, HasSubstr("already holds one of the group's bundles"));
   Add(MakeNode("d", 8, 2));
   again = Place(group, kept);
   ASSERT_EQ(again.outcome, PlacementOutcome::kPlaced);

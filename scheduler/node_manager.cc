@@ -1,0 +1,170 @@
+#include "scheduler/node_manager.h"
+
+#include <algorithm>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "common/proto_convert.h"
+
+namespace berth {
+
+absl::StatusOr<NodeManager::Registration> NodeManager::Register(
+    const v1::RegisterNodeRequest& request, int64_t now_ms) {
+  if (absl::Status s = ValidateString(request.node_id(), "node_id", 128, true); !s.ok()) return s;
+  if (absl::Status s = ValidateString(request.address(), "address", 256, true); !s.ok()) return s;
+  if (absl::Status s = ValidateString(request.request_id(), "request_id", 128, false); !s.ok()) {
+    return s;
+  }
+  if (static_cast<size_t>(request.labels_size()) > kMaxLabels) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("labels: ", request.labels_size(), " labels; at most ", kMaxLabels));
+  }
+  auto existing = nodes_.find(request.node_id());
+  if (existing != nodes_.end()) {
+    const NodeResourceTable::Node& node = table_->node(existing->second.index);
+    if (!request.request_id().empty() && request.request_id() == existing->second.request_id) {
+      return Registration{existing->second.index, false};  // a retry of the same call
+    }
+    if (node.state != NodeState::kDead) {
+      return absl::AlreadyExistsError(absl::StrCat(
+          "node_id: node '", request.node_id(), "' is already registered and ",
+          NodeStateName(node.state), "; a restarted raylet may register again once the head "
+          "has declared the old one DEAD"));
+    }
+  }
+
+  NodeSpec spec;
+  spec.node_id = request.node_id();
+  absl::StatusOr<ResourceSet> total = ResourceSetFromProto(request.total(), "total");
+  if (!total.ok()) return total.status();
+  spec.resources = *std::move(total);
+  for (const auto& [key, value] : request.labels()) {
+    if (absl::StartsWith(key, "berth.io/")) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "labels[\"", key, "\"]: keys starting with berth.io/ are set by berth"));
+    }
+    spec.labels[key] = value;
+  }
+  const int64_t gpu_count = spec.resources.Get(kGpu).units() / Quantity::kUnitsPerWhole;
+  if (request.gpus_size() != gpu_count || !spec.resources.Get(kGpu).IsWhole()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "gpus: ", request.gpus_size(), " GPU instances listed but total.amounts[\"GPU\"] is ",
+        spec.resources.Get(kGpu).ToString()));
+  }
+  for (int i = 0; i < request.gpus_size(); ++i) {
+    const v1::GpuInstance& gpu = request.gpus(i);
+    if (gpu.index() != static_cast<uint32_t>(i)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("gpus[", i, "].index: ", gpu.index(), "; instances must be 0..n-1 in order"));
+    }
+    if (gpu.accelerator_type() != request.gpus(0).accelerator_type()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "gpus[", i, "].accelerator_type: '", gpu.accelerator_type(), "' differs from gpus[0]'s '",
+          request.gpus(0).accelerator_type(), "'; a node has one accelerator type"));
+    }
+  }
+  if (request.gpus_size() > 0) spec.accelerator_type = request.gpus(0).accelerator_type();
+
+  bool replaced_dead = false;
+  if (existing != nodes_.end()) {
+    // The DEAD record goes; its bundles were already rescheduled.
+    if (absl::Status s = table_->RemoveNode(request.node_id()); !s.ok()) return s;
+    nodes_.erase(existing);
+    replaced_dead = true;
+  }
+  absl::StatusOr<NodeIndex> index = table_->AddNode(std::move(spec), "node");
+  if (!index.ok()) {
+    // AddNode names fields as node.resources[...]; the request calls it total.
+    std::string message(index.status().message());
+    if (absl::StartsWith(message, "node.resources")) message.replace(0, 14, "total.amounts");
+    if (absl::StartsWith(message, "node.")) message.erase(0, 5);
+    return absl::Status(index.status().code(), message);
+  }
+  NodeRecord record;
+  record.index = *index;
+  record.address = request.address();
+  record.request_id = request.request_id();
+  record.gpus.assign(request.gpus().begin(), request.gpus().end());
+  record.last_heartbeat_ms = now_ms;
+  nodes_[request.node_id()] = std::move(record);
+  return Registration{*index, replaced_dead};
+}
+
+bool NodeManager::Heartbeat(const v1::HeartbeatRequest& request, int64_t now_ms) {
+  auto it = nodes_.find(request.node_id());
+  if (it == nodes_.end() || table_->node(it->second.index).state == NodeState::kDead) return false;
+  if (request.sequence() > it->second.sequence || request.sequence() == 0) {
+    it->second.sequence = request.sequence();
+    it->second.last_heartbeat_ms = now_ms;
+  }
+  return true;
+}
+
+std::vector<std::string> NodeManager::CheckLiveness(int64_t now_ms) {
+  std::vector<std::string> dead;
+  const int64_t limit = config_.heartbeat_period_ms * config_.misses;
+  for (auto& [id, record] : nodes_) {
+    if (table_->node(record.index).state == NodeState::kDead) continue;
+    if (now_ms - record.last_heartbeat_ms > limit) {
+      table_->SetNodeState(id, NodeState::kDead).IgnoreError();
+      dead.push_back(id);
+    }
+  }
+  std::sort(dead.begin(), dead.end());
+  return dead;
+}
+
+absl::Status NodeManager::Drain(const v1::DrainNodeRequest& request) {
+  if (absl::Status s = ValidateString(request.node_id(), "node_id", 128, true); !s.ok()) return s;
+  if (absl::Status s = ValidateString(request.reason(), "reason", 1024, false); !s.ok()) return s;
+  auto it = nodes_.find(request.node_id());
+  if (it == nodes_.end()) {
+    return absl::NotFoundError(absl::StrCat("node_id: no node '", request.node_id(), "'"));
+  }
+  if (table_->node(it->second.index).state == NodeState::kDead) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("node_id: node '", request.node_id(), "' is DEAD"));
+  }
+  it->second.drain_reason = request.reason().empty() ? "drained by operator" : request.reason();
+  return table_->SetNodeState(request.node_id(), NodeState::kDraining);
+}
+
+std::string NodeManager::Address(NodeIndex index) const {
+  const NodeResourceTable::Node& node = table_->node(index);
+  auto it = nodes_.find(node.id);
+  if (node.removed || node.state == NodeState::kDead || it == nodes_.end()) return "";
+  return it->second.address;
+}
+
+absl::Status NodeManager::ListNodes(const v1::ListNodesRequest& request,
+                                    v1::ListNodesResponse* response) const {
+  absl::StatusOr<LabelSelector> selector = LabelSelectorFromProto(request.selector(), "selector");
+  if (!selector.ok()) return selector.status();
+  std::vector<const std::pair<const std::string, NodeRecord>*> sorted;
+  for (const auto& entry : nodes_) sorted.push_back(&entry);
+  std::sort(sorted.begin(), sorted.end(), [](auto* a, auto* b) { return a->first < b->first; });
+  for (const auto* entry : sorted) {
+    const NodeRecord& record = entry->second;
+    const NodeResourceTable::Node& node = table_->node(record.index);
+    const v1::NodeState state = NodeStateToProto(node.state);
+    if (request.states_size() > 0 &&
+        std::find(request.states().begin(), request.states().end(), state) ==
+            request.states().end()) {
+      continue;
+    }
+    if (!selector->Matches(node.labels)) continue;
+    v1::NodeInfo* info = response->add_nodes();
+    info->set_node_id(node.id);
+    info->set_address(record.address);
+    info->set_state(state);
+    ResourceSetToProto(node.total, info->mutable_total());
+    ResourceSetToProto(node.available, info->mutable_available());
+    info->mutable_labels()->insert(node.labels.begin(), node.labels.end());
+    for (const v1::GpuInstance& gpu : record.gpus) *info->add_gpus() = gpu;
+    info->set_last_heartbeat_unix_ms(record.last_heartbeat_ms);
+    info->set_drain_reason(record.drain_reason);
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace berth

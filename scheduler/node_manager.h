@@ -1,0 +1,74 @@
+// NodeManager: the head's registry of nodes (raylets): registration,
+// heartbeats, liveness, draining. Pure: the caller passes the time in and
+// serializes access; no gRPC, threads or clocks.
+//
+// Resources live in the shared NodeResourceTable (what placement reads);
+// NodeManager keeps what placement does not need: addresses, GPU instance
+// details, heartbeat times. A node that misses `misses` heartbeat periods
+// becomes DEAD; CheckLiveness() returns such nodes so the placement group
+// manager can reschedule their bundles.
+#ifndef BERTH_SCHEDULER_NODE_MANAGER_H_
+#define BERTH_SCHEDULER_NODE_MANAGER_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "berth/v1/head.pb.h"
+#include "scheduler/node_resource_table.h"
+
+namespace berth {
+
+struct LivenessConfig {
+  int64_t heartbeat_period_ms = 1000;
+  int misses = 5;  // periods without a heartbeat before a node is DEAD
+};
+
+class NodeManager {
+ public:
+  static constexpr size_t kMaxLabels = 64;
+
+  NodeManager(NodeResourceTable* table, LivenessConfig config) : table_(table), config_(config) {}
+
+  struct Registration {
+    NodeIndex index = 0;
+    bool replaced_dead = false;  // a DEAD node of the same id was replaced
+  };
+  // Validates and registers. A retry with the same request_id is accepted
+  // again; a second registration of an ALIVE or DRAINING node id is
+  // ALREADY_EXISTS; a DEAD node's id registers afresh.
+  absl::StatusOr<Registration> Register(const v1::RegisterNodeRequest& request, int64_t now_ms);
+  // Records a heartbeat; false when the node is unknown or DEAD (the raylet
+  // must register again).
+  bool Heartbeat(const v1::HeartbeatRequest& request, int64_t now_ms);
+  // Marks nodes whose heartbeats stopped as DEAD and returns their ids.
+  std::vector<std::string> CheckLiveness(int64_t now_ms);
+  // Stops new bundles going to the node; its bundles stay.
+  absl::Status Drain(const v1::DrainNodeRequest& request);
+
+  // The raylet address of an ALIVE or DRAINING node, or "".
+  std::string Address(NodeIndex index) const;
+  absl::Status ListNodes(const v1::ListNodesRequest& request, v1::ListNodesResponse* response) const;
+  int64_t heartbeat_period_ms() const { return config_.heartbeat_period_ms; }
+
+ private:
+  struct NodeRecord {
+    NodeIndex index = 0;
+    std::string address;
+    std::string request_id;
+    std::vector<v1::GpuInstance> gpus;
+    int64_t last_heartbeat_ms = 0;
+    uint64_t sequence = 0;
+    std::string drain_reason;
+  };
+
+  NodeResourceTable* table_;
+  LivenessConfig config_;
+  absl::flat_hash_map<std::string, NodeRecord> nodes_;  // by node id
+};
+
+}  // namespace berth
+
+#endif  // BERTH_SCHEDULER_NODE_MANAGER_H_

@@ -1,0 +1,438 @@
+#include "scheduler/placement_group_manager.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "common/proto_convert.h"
+
+namespace berth {
+
+PlacementGroupManager::QueueKey PlacementGroupManager::KeyOf(const Group& g) const {
+  return {g.state == v1::PLACEMENT_GROUP_STATE_RESCHEDULING ? 0 : 1, -g.priority, g.arrival};
+}
+
+void PlacementGroupManager::Enqueue(Group& g, int64_t due_ms) {
+  g.next_try_ms = due_ms;
+  queue_[KeyOf(g)] = g.id;
+}
+
+void PlacementGroupManager::Dequeue(const Group& g) {
+  queue_.erase(KeyOf(g));
+  infeasible_.erase(g.id);
+}
+
+absl::StatusOr<std::string> PlacementGroupManager::Create(
+    const v1::CreatePlacementGroupRequest& request, const std::string& new_id, int64_t now_ms) {
+  if (absl::Status s = ValidateString(request.request_id(), "request_id", 128, true); !s.ok()) {
+    return s;
+  }
+  if (absl::Status s = ValidateString(request.name(), "name", kMaxNameLength, false); !s.ok()) {
+    return s;
+  }
+  if (absl::Status s = ValidateString(request.job_id(), "job_id", 128, false); !s.ok()) return s;
+  const std::string fingerprint = request.SerializeAsString();
+  if (auto it = by_request_id_.find(request.request_id()); it != by_request_id_.end()) {
+    auto group = groups_.find(it->second);
+    if (group != groups_.end() && group->second.fingerprint != fingerprint) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "request_id: '", request.request_id(), "' was used for a different request"));
+    }
+    return it->second;
+  }
+  if (!request.name().empty() && by_name_.contains(request.name())) {
+    return absl::AlreadyExistsError(absl::StrCat("name: a placement group named '", request.name(),
+                                                 "' exists (", by_name_.at(request.name()), ")"));
+  }
+  absl::StatusOr<PlacementGroupSpec> spec =
+      PlacementGroupSpecFromProto(request.bundles(), request.strategy());
+  if (!spec.ok()) return spec.status();
+
+  Group g(new_id, *std::move(spec));
+  g.name = request.name();
+  g.job_id = request.job_id();
+  g.request_id = request.request_id();
+  g.fingerprint = fingerprint;
+  g.priority = request.priority();
+  g.arrival = next_arrival_++;
+  g.placed.resize(g.spec.bundles().size());
+  g.created_ms = now_ms;
+  g.reason = "waiting to be scheduled";
+  auto [it, inserted] = groups_.emplace(new_id, std::move(g));
+  if (!inserted) return absl::AlreadyExistsError(absl::StrCat("placement group id ", new_id));
+  by_request_id_[request.request_id()] = new_id;
+  if (!request.name().empty()) by_name_[request.name()] = new_id;
+  Enqueue(it->second, now_ms);
+  return new_id;
+}
+
+std::vector<uint32_t> PlacementGroupManager::PlacedBundles(const Group& g) const {
+  std::vector<uint32_t> out;
+  for (uint32_t b = 0; b < g.placed.size(); ++b) {
+    if (g.placed[b]) out.push_back(b);
+  }
+  return out;
+}
+
+std::vector<CancelTask> PlacementGroupManager::CancelsFor(const Group& g,
+                                                          const std::vector<uint32_t>& bundles) const {
+  std::map<NodeIndex, std::vector<uint32_t>> by_node;
+  for (uint32_t b : bundles) {
+    if (g.placed[b]) by_node[g.placed[b]->allocation.node].push_back(b);
+  }
+  std::vector<CancelTask> cancels;
+  for (auto& [node, indices] : by_node) {
+    const std::string address = nodes_->Address(node);
+    if (address.empty()) continue;  // a DEAD node holds nothing any more
+    cancels.push_back({g.id, address, std::move(indices)});
+  }
+  return cancels;
+}
+
+void PlacementGroupManager::ReleaseBundles(Group& g, const std::vector<uint32_t>& bundles) {
+  for (uint32_t b : bundles) {
+    if (!g.placed[b]) continue;
+    // A node removed after it died took its reservations with it.
+    table_->Release(g.placed[b]->allocation).IgnoreError();
+    g.placed[b].reset();
+  }
+}
+
+void PlacementGroupManager::Forget(const std::string& id) {
+  auto it = groups_.find(id);
+  if (it == groups_.end()) return;
+  auto by_request = by_request_id_.find(it->second.request_id);
+  if (by_request != by_request_id_.end() && by_request->second == id) by_request_id_.erase(by_request);
+  groups_.erase(it);
+}
+
+absl::StatusOr<std::vector<CancelTask>> PlacementGroupManager::Remove(const std::string& id) {
+  auto it = groups_.find(id);
+  if (it == groups_.end()) {
+    return absl::NotFoundError(absl::StrCat("placement_group_id: no placement group '", id, "'"));
+  }
+  Group& g = it->second;
+  if (g.state == v1::PLACEMENT_GROUP_STATE_REMOVED) return std::vector<CancelTask>{};
+  Dequeue(g);
+  if (!g.name.empty()) by_name_.erase(g.name);
+  g.state = v1::PLACEMENT_GROUP_STATE_REMOVED;
+  g.reason = "removed";
+  removed_order_.push_back(id);
+  std::vector<CancelTask> cancels;
+  if (!g.in_flight) {
+    const std::vector<uint32_t> placed = PlacedBundles(g);
+    cancels = CancelsFor(g, placed);
+    ReleaseBundles(g, placed);
+    // Freed resources may let waiting groups in now.
+    for (auto& [key, waiting] : queue_) groups_.at(waiting).next_try_ms = 0;
+  }
+  while (removed_order_.size() > config_.max_removed_kept) {
+    const std::string old = removed_order_.front();
+    removed_order_.pop_front();
+    if (!groups_.at(old).in_flight) Forget(old);
+  }
+  return cancels;
+}
+
+std::vector<CommitTask> PlacementGroupManager::Schedule(int64_t now_ms) {
+  std::vector<CommitTask> tasks;
+  BundlePlacer placer(table_);
+  for (auto it = queue_.begin(); it != queue_.end() && in_flight_ < config_.max_in_flight;) {
+    Group& g = groups_.at(it->second);
+    if (g.next_try_ms > now_ms) {
+      ++it;
+      continue;
+    }
+    std::vector<BundlePlacement> kept;
+    for (const auto& p : g.placed) {
+      if (p) kept.push_back(*p);
+    }
+    ++g.attempts;
+    absl::StatusOr<PlacementDecision> d = placer.Place(g.spec, kept);
+    if (!d.ok()) {  // cannot happen for a validated group; keep it waiting
+      g.reason = std::string(d.status().message());
+      g.next_try_ms = now_ms + config_.max_backoff_ms;
+      ++it;
+      continue;
+    }
+    if (d->outcome == PlacementOutcome::kInfeasible) {
+      g.infeasible = true;
+      g.reason = d->reason;
+      it = queue_.erase(it);
+      infeasible_.insert(g.id);
+      continue;
+    }
+    g.infeasible = false;
+    if (d->outcome == PlacementOutcome::kRetryLater) {
+      g.reason = d->reason;
+      g.backoff_ms = g.backoff_ms == 0
+                         ? config_.initial_backoff_ms
+                         : std::min<int64_t>(config_.max_backoff_ms,
+                                             static_cast<int64_t>(g.backoff_ms * config_.backoff_multiplier));
+      g.next_try_ms = now_ms + g.backoff_ms;
+      ++it;
+      continue;
+    }
+    // Placed: reserved in the table; hand the commit to the caller.
+    it = queue_.erase(it);
+    g.in_flight = true;
+    ++in_flight_;
+    ++g.attempt;
+    g.committing.clear();
+    g.reason = "reserving bundles on the raylets (two-phase commit)";
+    CommitTask task{g.id, g.attempt, {}};
+    std::map<NodeIndex, size_t> node_slot;
+    for (BundlePlacement& p : d->placements) {
+      const NodeIndex node = p.allocation.node;
+      auto [slot, fresh] = node_slot.try_emplace(node, task.nodes.size());
+      if (fresh) task.nodes.push_back({table_->node(node).id, nodes_->Address(node), {}});
+      task.nodes[slot->second].bundles.push_back(
+          {p.bundle_index, p.allocation.resources, p.allocation.gpus});
+      g.committing.push_back(p.bundle_index);
+      g.placed[p.bundle_index] = std::move(p);
+    }
+    tasks.push_back(std::move(task));
+  }
+  return tasks;
+}
+
+std::optional<int64_t> PlacementGroupManager::NextDue() const {
+  std::optional<int64_t> due;
+  if (in_flight_ >= config_.max_in_flight) return due;
+  for (const auto& [key, id] : queue_) {
+    const int64_t t = groups_.at(id).next_try_ms;
+    if (!due || t < *due) due = t;
+  }
+  return due;
+}
+
+void PlacementGroupManager::OnPrepared(const std::string& id, uint64_t attempt) {
+  auto it = groups_.find(id);
+  if (it == groups_.end() || it->second.attempt != attempt || !it->second.in_flight) return;
+  if (it->second.state == v1::PLACEMENT_GROUP_STATE_PENDING) {
+    it->second.state = v1::PLACEMENT_GROUP_STATE_PREPARED;
+  }
+}
+
+std::vector<CancelTask> PlacementGroupManager::OnCommitDone(const std::string& id, uint64_t attempt,
+                                                            const absl::Status& result,
+                                                            int64_t now_ms) {
+  auto it = groups_.find(id);
+  if (it == groups_.end() || it->second.attempt != attempt || !it->second.in_flight) return {};
+  Group& g = it->second;
+  g.in_flight = false;
+  --in_flight_;
+  const std::vector<uint32_t> committing = std::move(g.committing);
+  g.committing.clear();
+  if (g.state == v1::PLACEMENT_GROUP_STATE_REMOVED) {
+    // Removed during the commit: release everything it holds. A failed
+    // commit's own bundles were cancelled by the committer already.
+    std::vector<uint32_t> to_cancel;
+    for (uint32_t b : PlacedBundles(g)) {
+      const bool cancelled = !result.ok() &&
+                             std::find(committing.begin(), committing.end(), b) != committing.end();
+      if (!cancelled) to_cancel.push_back(b);
+    }
+    std::vector<CancelTask> cancels = CancelsFor(g, to_cancel);
+    ReleaseBundles(g, PlacedBundles(g));
+    return cancels;
+  }
+  if (!result.ok()) {
+    ReleaseBundles(g, committing);
+    g.reason = absl::StrCat("two-phase commit failed, retrying: ", result.message());
+    if (g.state == v1::PLACEMENT_GROUP_STATE_PREPARED) g.state = v1::PLACEMENT_GROUP_STATE_PENDING;
+    g.backoff_ms = g.backoff_ms == 0 ? config_.initial_backoff_ms
+                                     : std::min<int64_t>(config_.max_backoff_ms,
+                                                         static_cast<int64_t>(g.backoff_ms * config_.backoff_multiplier));
+    Enqueue(g, now_ms + g.backoff_ms);
+    return {};
+  }
+  // Bundles whose node died during the commit are lost already.
+  std::vector<uint32_t> lost;
+  for (uint32_t b : committing) {
+    if (g.placed[b] && table_->node(g.placed[b]->allocation.node).state == NodeState::kDead) {
+      lost.push_back(b);
+    }
+  }
+  ReleaseBundles(g, lost);
+  g.backoff_ms = 0;
+  if (lost.empty() && PlacedBundles(g).size() == g.placed.size()) {
+    g.state = v1::PLACEMENT_GROUP_STATE_CREATED;
+    g.reason.clear();
+    g.placed_ms = now_ms;
+  } else {
+    g.state = v1::PLACEMENT_GROUP_STATE_RESCHEDULING;
+    g.reason = "a node holding some of its bundles died during the commit";
+    Enqueue(g, now_ms);
+  }
+  return {};
+}
+
+void PlacementGroupManager::OnNodesChanged(int64_t now_ms) {
+  for (const std::string& id : infeasible_) Enqueue(groups_.at(id), now_ms);
+  infeasible_.clear();
+}
+
+void PlacementGroupManager::OnNodeDead(const std::string& node_id, int64_t now_ms) {
+  std::optional<NodeIndex> index = table_->FindNode(node_id);
+  if (!index) return;
+  for (auto& [id, g] : groups_) {
+    if (g.state == v1::PLACEMENT_GROUP_STATE_REMOVED || g.in_flight) continue;
+    std::vector<uint32_t> lost;
+    for (uint32_t b = 0; b < g.placed.size(); ++b) {
+      if (g.placed[b] && g.placed[b]->allocation.node == *index) lost.push_back(b);
+    }
+    if (lost.empty()) continue;
+    Dequeue(g);
+    ReleaseBundles(g, lost);
+    g.state = v1::PLACEMENT_GROUP_STATE_RESCHEDULING;
+    g.reason = absl::StrCat(lost.size(), " bundle(s) lost with node ", node_id, "; rescheduling");
+    g.backoff_ms = 0;
+    Enqueue(g, now_ms);
+  }
+}
+
+void PlacementGroupManager::ToProto(const Group& g, v1::PlacementGroupInfo* info) const {
+  info->set_placement_group_id(g.id);
+  info->set_name(g.name);
+  info->set_strategy(StrategyToProto(g.spec.strategy()));
+  for (const Bundle& b : g.spec.bundles()) BundleToProto(b, info->add_bundles());
+  info->set_state(g.state);
+  for (uint32_t b = 0; b < g.placed.size(); ++b) {
+    if (!g.placed[b]) continue;
+    v1::BundleLocation* loc = info->add_locations();
+    loc->set_bundle_index(b);
+    loc->set_node_id(table_->node(g.placed[b]->allocation.node).id);
+    GpuSharesToProto(g.placed[b]->allocation.gpus, loc->mutable_gpus());
+  }
+  info->set_infeasible(g.infeasible);
+  info->set_pending_reason(g.state == v1::PLACEMENT_GROUP_STATE_CREATED ? "" : g.reason);
+  info->set_created_unix_ms(g.created_ms);
+  info->set_placed_unix_ms(g.placed_ms);
+  info->set_scheduling_attempts(g.attempts);
+  info->set_job_id(g.job_id);
+  info->set_priority(g.priority);
+}
+
+absl::Status PlacementGroupManager::Get(const v1::GetPlacementGroupRequest& request,
+                                        v1::PlacementGroupInfo* info) const {
+  std::string id = request.placement_group_id();
+  if (request.selector_case() == v1::GetPlacementGroupRequest::kName) {
+    auto it = by_name_.find(request.name());
+    if (it == by_name_.end()) {
+      return absl::NotFoundError(absl::StrCat("name: no placement group named '", request.name(), "'"));
+    }
+    id = it->second;
+  } else if (id.empty()) {
+    return absl::InvalidArgumentError("placement_group_id: give a placement group id or a name");
+  }
+  auto it = groups_.find(id);
+  if (it == groups_.end()) {
+    return absl::NotFoundError(absl::StrCat("placement_group_id: no placement group '", id, "'"));
+  }
+  ToProto(it->second, info);
+  return absl::OkStatus();
+}
+
+void PlacementGroupManager::List(const v1::ListPlacementGroupsRequest& request,
+                                 v1::ListPlacementGroupsResponse* response) const {
+  std::vector<const Group*> sorted;
+  for (const auto& [id, g] : groups_) {
+    if (request.states_size() > 0 &&
+        std::find(request.states().begin(), request.states().end(), g.state) == request.states().end()) {
+      continue;
+    }
+    if (!request.job_id().empty() && g.job_id != request.job_id()) continue;
+    sorted.push_back(&g);
+  }
+  std::sort(sorted.begin(), sorted.end(), [](const Group* a, const Group* b) { return a->arrival < b->arrival; });
+  for (const Group* g : sorted) ToProto(*g, response->add_placement_groups());
+}
+
+std::optional<v1::PlacementGroupState> PlacementGroupManager::State(const std::string& id) const {
+  auto it = groups_.find(id);
+  if (it == groups_.end()) return std::nullopt;
+  return it->second.state;
+}
+
+void PlacementGroupManager::ClusterStatus(v1::GetClusterStatusResponse* response) const {
+  ResourceSet total, available;
+  struct AcceleratorCount {
+    uint32_t nodes = 0;
+    uint32_t gpus = 0;
+    Quantity free;
+  };
+  std::map<std::string, AcceleratorCount> accelerators;
+  for (NodeIndex n = 0; n < table_->slot_count(); ++n) {
+    const NodeResourceTable::Node& node = table_->node(n);
+    if (node.removed) continue;
+    if (node.state == NodeState::kDraining) response->set_draining_nodes(response->draining_nodes() + 1);
+    if (node.state == NodeState::kDead) response->set_dead_nodes(response->dead_nodes() + 1);
+    if (node.state != NodeState::kAlive) continue;
+    response->set_alive_nodes(response->alive_nodes() + 1);
+    total.Add(node.total).IgnoreError();
+    available.Add(node.available).IgnoreError();
+    if (!node.accelerator_type.empty()) {
+      AcceleratorCount& c = accelerators[node.accelerator_type];
+      ++c.nodes;
+      c.gpus += node.gpus.count();
+      c.free = Quantity::FromUnits(c.free.units() + node.gpus.TotalFree().units());
+    }
+  }
+  ResourceSetToProto(total, response->mutable_total());
+  ResourceSetToProto(available, response->mutable_available());
+  for (const auto& [type, c] : accelerators) {
+    v1::AcceleratorTypeCount* out = response->add_accelerators();
+    out->set_accelerator_type(type);
+    out->set_nodes(c.nodes);
+    out->set_gpus_total(c.gpus);
+    out->set_gpus_available(c.free.ToDouble());
+  }
+  // Unplaced bundles of waiting groups, grouped by shape and strategy.
+  std::map<std::string, v1::PendingDemand> demand;
+  std::vector<std::string> order;
+  for (const auto& [id, g] : groups_) {
+    if (g.in_flight || (g.state != v1::PLACEMENT_GROUP_STATE_PENDING &&
+                        g.state != v1::PLACEMENT_GROUP_STATE_RESCHEDULING)) {
+      continue;
+    }
+    v1::PendingDemand d;
+    for (uint32_t b = 0; b < g.placed.size(); ++b) {
+      if (!g.placed[b]) BundleToProto(g.spec.bundles()[b], d.add_shape());
+    }
+    d.set_strategy(StrategyToProto(g.spec.strategy()));
+    const std::string key = d.SerializeAsString();
+    auto [it, fresh] = demand.try_emplace(key, std::move(d));
+    if (fresh) {
+      it->second.set_reason(g.reason);
+      it->second.set_infeasible(g.infeasible);
+      order.push_back(key);
+    }
+    it->second.set_count(it->second.count() + 1);
+  }
+  std::stable_sort(order.begin(), order.end(), [&](const std::string& a, const std::string& b) {
+    return demand.at(a).count() > demand.at(b).count();
+  });
+  for (const std::string& key : order) *response->add_pending_demand() = demand.at(key);
+}
+
+std::vector<v1::HeldBundle> PlacementGroupManager::BundlesOn(const std::string& node_id) const {
+  std::vector<v1::HeldBundle> held;
+  std::optional<NodeIndex> index = table_->FindNode(node_id);
+  if (!index) return held;
+  for (const auto& [id, g] : groups_) {
+    if (g.state == v1::PLACEMENT_GROUP_STATE_REMOVED && !g.in_flight) continue;
+    for (uint32_t b = 0; b < g.placed.size(); ++b) {
+      if (!g.placed[b] || g.placed[b]->allocation.node != *index) continue;
+      v1::HeldBundle h;
+      h.mutable_key()->set_placement_group_id(id);
+      h.mutable_key()->set_bundle_index(b);
+      ResourceSetToProto(g.placed[b]->allocation.resources, h.mutable_resources());
+      GpuSharesToProto(g.placed[b]->allocation.gpus, h.mutable_gpus());
+      h.set_committed(std::find(g.committing.begin(), g.committing.end(), b) == g.committing.end());
+      held.push_back(std::move(h));
+    }
+  }
+  return held;
+}
+
+}  // namespace berth

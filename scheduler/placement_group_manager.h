@@ -1,0 +1,168 @@
+// PlacementGroupManager: the head's placement groups, their queue and their
+// life cycle. Pure: the caller passes the time in, serializes access and
+// carries out the returned work (two-phase commits, cancellations) with the
+// raylets; no gRPC, threads or clocks.
+//
+// Life cycle, as in Ray: PENDING -> (placed, reserved in the head's table)
+// -> PREPARED -> CREATED; RESCHEDULING when bundles are lost with a node;
+// REMOVED. Unlike Ray several groups may be in flight at once: the table
+// reserves at decision time, so no GPU is promised twice. The queue orders
+// RESCHEDULING groups first, then by priority (higher first), then by
+// arrival; a group that does not fit now waits with backoff (100 ms x1.5,
+// capped at 1 s) without blocking the groups behind it; an infeasible group
+// waits until the set of nodes changes.
+#ifndef BERTH_SCHEDULER_PLACEMENT_GROUP_MANAGER_H_
+#define BERTH_SCHEDULER_PLACEMENT_GROUP_MANAGER_H_
+
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "berth/v1/head.pb.h"
+#include "scheduler/bundle_placer.h"
+#include "scheduler/node_manager.h"
+
+namespace berth {
+
+struct SchedulerConfig {
+  int64_t initial_backoff_ms = 100;
+  double backoff_multiplier = 1.5;
+  int64_t max_backoff_ms = 1000;
+  size_t max_in_flight = 64;        // groups in two-phase commit at once
+  size_t max_removed_kept = 10000;  // REMOVED groups remembered for Get/List
+};
+
+// One bundle to reserve on one raylet.
+struct RayletBundle {
+  uint32_t bundle_index = 0;
+  ResourceSet resources;
+  std::vector<GpuShare> gpus;
+};
+
+// The bundles of one group on one node.
+struct NodeBundles {
+  std::string node_id;
+  std::string address;
+  std::vector<RayletBundle> bundles;
+};
+
+// A two-phase commit to run: Prepare on every node, then Commit; on any
+// failure Cancel what was prepared. Report the end with OnCommitDone.
+struct CommitTask {
+  std::string placement_group_id;
+  uint64_t attempt = 0;
+  std::vector<NodeBundles> nodes;
+};
+
+// Bundles to release on a raylet (a removed group, an abandoned commit).
+struct CancelTask {
+  std::string placement_group_id;
+  std::string address;
+  std::vector<uint32_t> bundle_indices;
+};
+
+class PlacementGroupManager {
+ public:
+  static constexpr size_t kMaxNameLength = 128;
+
+  PlacementGroupManager(NodeResourceTable* table, const NodeManager* nodes, SchedulerConfig config)
+      : table_(table), nodes_(nodes), config_(config) {}
+
+  // Validates and queues a group under `new_id`. Idempotent by request_id:
+  // a retry returns the first call's id; the same request_id with other
+  // arguments is INVALID_ARGUMENT. A name used by a live group is
+  // ALREADY_EXISTS.
+  absl::StatusOr<std::string> Create(const v1::CreatePlacementGroupRequest& request,
+                                     const std::string& new_id, int64_t now_ms);
+  // Removes a group and returns what to release on the raylets. Idempotent;
+  // an unknown id is NOT_FOUND. A group in two-phase commit is released when
+  // its commit ends.
+  absl::StatusOr<std::vector<CancelTask>> Remove(const std::string& id);
+
+  absl::Status Get(const v1::GetPlacementGroupRequest& request, v1::PlacementGroupInfo* info) const;
+  void List(const v1::ListPlacementGroupsRequest& request,
+            v1::ListPlacementGroupsResponse* response) const;
+  std::optional<v1::PlacementGroupState> State(const std::string& id) const;
+
+  // Places every due group that fits, reserving in the table; returns the
+  // commits to run.
+  std::vector<CommitTask> Schedule(int64_t now_ms);
+  // When the next waiting group is due, if any is waiting on time.
+  std::optional<int64_t> NextDue() const;
+  // Every node of the commit prepared its bundles.
+  void OnPrepared(const std::string& id, uint64_t attempt);
+  // The commit ended; `result` is not OK if a prepare or commit failed (the
+  // committer has already cancelled what it prepared). Returns releases to
+  // send when the group was removed meanwhile.
+  std::vector<CancelTask> OnCommitDone(const std::string& id, uint64_t attempt,
+                                       const absl::Status& result, int64_t now_ms);
+  // A node joined or came back: infeasible groups are worth another try.
+  void OnNodesChanged(int64_t now_ms);
+  // A node died: its bundles are lost and their groups go RESCHEDULING.
+  void OnNodeDead(const std::string& node_id, int64_t now_ms);
+
+  void ClusterStatus(v1::GetClusterStatusResponse* response) const;
+  // Bundles the head believes `node_id` holds (committed or in commit).
+  std::vector<v1::HeldBundle> BundlesOn(const std::string& node_id) const;
+
+ private:
+  struct Group {
+    Group(std::string group_id, PlacementGroupSpec group_spec)
+        : id(std::move(group_id)), spec(std::move(group_spec)) {}
+    std::string id;
+    std::string name;
+    std::string job_id;
+    std::string request_id;
+    std::string fingerprint;  // the create request, to detect reused request ids
+    PlacementGroupSpec spec;
+    int32_t priority = 0;
+    uint64_t arrival = 0;
+    v1::PlacementGroupState state = v1::PLACEMENT_GROUP_STATE_PENDING;
+    std::vector<std::optional<BundlePlacement>> placed;  // by bundle index
+    std::vector<uint32_t> committing;  // bundles of the commit in flight
+    uint64_t attempt = 0;
+    bool in_flight = false;
+    bool infeasible = false;
+    std::string reason;
+    int64_t created_ms = 0;
+    int64_t placed_ms = 0;
+    int64_t next_try_ms = 0;
+    int64_t backoff_ms = 0;
+    uint32_t attempts = 0;
+  };
+  // RESCHEDULING first, then higher priority, then arrival.
+  using QueueKey = std::tuple<int, int32_t, uint64_t>;
+
+  QueueKey KeyOf(const Group& g) const;
+  void Enqueue(Group& g, int64_t due_ms);
+  void Dequeue(const Group& g);
+  // Releases the table reservations of `bundles` and forgets them.
+  void ReleaseBundles(Group& g, const std::vector<uint32_t>& bundles);
+  std::vector<CancelTask> CancelsFor(const Group& g, const std::vector<uint32_t>& bundles) const;
+  std::vector<uint32_t> PlacedBundles(const Group& g) const;
+  void ToProto(const Group& g, v1::PlacementGroupInfo* info) const;
+  void Forget(const std::string& id);
+
+  NodeResourceTable* table_;
+  const NodeManager* nodes_;
+  SchedulerConfig config_;
+  std::map<std::string, Group> groups_;
+  absl::flat_hash_map<std::string, std::string> by_request_id_;
+  absl::flat_hash_map<std::string, std::string> by_name_;  // live groups only
+  std::map<QueueKey, std::string> queue_;                  // waiting to be placed
+  std::set<std::string> infeasible_;                       // waiting for a node change
+  std::deque<std::string> removed_order_;
+  uint64_t next_arrival_ = 0;
+  size_t in_flight_ = 0;
+};
+
+}  // namespace berth
+
+#endif  // BERTH_SCHEDULER_PLACEMENT_GROUP_MANAGER_H_

@@ -1,0 +1,128 @@
+#include "scheduler/node_manager.h"
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace berth {
+namespace {
+
+using ::testing::HasSubstr;
+
+v1::RegisterNodeRequest Registration(const std::string& id, int gpus, const std::string& type) {
+  v1::RegisterNodeRequest r;
+  r.set_node_id(id);
+  r.set_address("127.0.0.1:1234");
+  r.set_request_id("reg-" + id);
+  (*r.mutable_total()->mutable_amounts())["CPU"] = 8;
+  (*r.mutable_total()->mutable_amounts())["memory"] = 32e9;
+  if (gpus > 0) (*r.mutable_total()->mutable_amounts())["GPU"] = gpus;
+  for (int i = 0; i < gpus; ++i) {
+    v1::GpuInstance* g = r.add_gpus();
+    g->set_index(i);
+    g->set_accelerator_type(type);
+  }
+  (*r.mutable_labels())["zone"] = "a";
+  return r;
+}
+
+class NodeManagerTest : public ::testing::Test {
+ protected:
+  NodeResourceTable table_;
+  NodeManager nodes_{&table_, LivenessConfig{1000, 5}};
+};
+
+TEST_F(NodeManagerTest, RegisterSetsAcceleratorResourceAndLabel) {
+  auto reg = nodes_.Register(Registration("n1", 4, "A10G"), 0);
+  ASSERT_TRUE(reg.ok()) << reg.status();
+  const auto& node = table_.node(reg->index);
+  EXPECT_EQ(node.total.Get("accelerator_type:A10G"), Quantity::Whole(1));
+  EXPECT_EQ(node.labels.at("berth.io/accelerator-type"), "A10G");
+  v1::ListNodesResponse list;
+  ASSERT_TRUE(nodes_.ListNodes({}, &list).ok());
+  ASSERT_EQ(list.nodes_size(), 1);
+  EXPECT_EQ(list.nodes(0).gpus_size(), 4);
+  EXPECT_EQ(list.nodes(0).state(), v1::NODE_STATE_ALIVE);
+  EXPECT_EQ(list.nodes(0).available().amounts().at("GPU"), 4);
+}
+
+TEST_F(NodeManagerTest, DuplicateRegistrationIsAlreadyExistsButRetryIsFine) {
+  ASSERT_TRUE(nodes_.Register(Registration("n1", 1, "T4"), 0).ok());
+  EXPECT_TRUE(nodes_.Register(Registration("n1", 1, "T4"), 10).ok());  // same request id
+  v1::RegisterNodeRequest again = Registration("n1", 1, "T4");
+  again.set_request_id("another");
+  auto dup = nodes_.Register(again, 20);
+  EXPECT_EQ(dup.status().code(), absl::StatusCode::kAlreadyExists);
+  EXPECT_THAT(std::string(dup.status().message()), HasSubstr("node_id"));
+  EXPECT_EQ(table_.alive_count(), 1u);
+}
+
+TEST_F(NodeManagerTest, BadRegistrationsNameTheField) {
+  struct Case {
+    v1::RegisterNodeRequest request;
+    std::string field;
+  };
+  std::vector<Case> cases;
+  cases.push_back({Registration("", 1, "T4"), "node_id"});
+  cases.push_back({Registration(std::string(200, 'x'), 1, "T4"), "node_id"});
+  auto negative = Registration("a", 0, "");
+  (*negative.mutable_total()->mutable_amounts())["CPU"] = -1;
+  cases.push_back({negative, "total.amounts[\"CPU\"]"});
+  auto nan = Registration("b", 0, "");
+  (*nan.mutable_total()->mutable_amounts())["memory"] = std::nan("");
+  cases.push_back({nan, "total.amounts[\"memory\"]"});
+  auto mismatch = Registration("c", 2, "T4");
+  mismatch.mutable_gpus()->RemoveLast();
+  cases.push_back({mismatch, "gpus"});
+  auto reserved = Registration("d", 0, "");
+  (*reserved.mutable_labels())["berth.io/accelerator-type"] = "H100";
+  cases.push_back({reserved, "labels[\"berth.io/accelerator-type\"]"});
+  auto internal = Registration("e", 1, "T4");
+  (*internal.mutable_total()->mutable_amounts())["accelerator_type:T4"] = 1;
+  cases.push_back({internal, "total.amounts[\"accelerator_type:T4\"]"});
+  for (const Case& c : cases) {
+    auto r = nodes_.Register(c.request, 0);
+    ASSERT_FALSE(r.ok()) << c.field;
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument) << r.status();
+    EXPECT_THAT(std::string(r.status().message()), HasSubstr(c.field));
+  }
+  EXPECT_EQ(table_.alive_count(), 0u);  // nothing half-applied
+}
+
+TEST_F(NodeManagerTest, MissedHeartbeatsMakeANodeDeadAndItMayRegisterAgain) {
+  ASSERT_TRUE(nodes_.Register(Registration("n1", 1, "T4"), 0).ok());
+  ASSERT_TRUE(nodes_.Register(Registration("n2", 1, "T4"), 0).ok());
+  v1::HeartbeatRequest hb;
+  hb.set_node_id("n1");
+  hb.set_sequence(1);
+  EXPECT_TRUE(nodes_.Heartbeat(hb, 4000));
+  EXPECT_TRUE(nodes_.CheckLiveness(5000).empty());
+  EXPECT_EQ(nodes_.CheckLiveness(5001), std::vector<std::string>{"n2"});
+  EXPECT_EQ(nodes_.CheckLiveness(9001), std::vector<std::string>{"n1"});
+  hb.set_sequence(2);
+  EXPECT_FALSE(nodes_.Heartbeat(hb, 9002));  // DEAD: must register again
+  v1::RegisterNodeRequest again = Registration("n1", 1, "T4");
+  again.set_request_id("second");
+  auto reg = nodes_.Register(again, 9003);
+  ASSERT_TRUE(reg.ok()) << reg.status();
+  EXPECT_TRUE(reg->replaced_dead);
+  EXPECT_EQ(table_.alive_count(), 1u);
+}
+
+TEST_F(NodeManagerTest, DrainStopsNewBundlesOnly) {
+  ASSERT_TRUE(nodes_.Register(Registration("n1", 1, "T4"), 0).ok());
+  v1::DrainNodeRequest drain;
+  drain.set_node_id("n1");
+  ASSERT_TRUE(nodes_.Drain(drain).ok());
+  EXPECT_EQ(table_.alive_count(), 0u);
+  v1::ListNodesRequest only_draining;
+  only_draining.add_states(v1::NODE_STATE_DRAINING);
+  v1::ListNodesResponse list;
+  ASSERT_TRUE(nodes_.ListNodes(only_draining, &list).ok());
+  ASSERT_EQ(list.nodes_size(), 1);
+  EXPECT_EQ(list.nodes(0).drain_reason(), "drained by operator");
+  drain.set_node_id("nope");
+  EXPECT_EQ(nodes_.Drain(drain).code(), absl::StatusCode::kNotFound);
+}
+
+}  // namespace
+}  // namespace berth

@@ -1,0 +1,285 @@
+#include "scheduler/placement_group_manager.h"
+
+#include <set>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace berth {
+namespace {
+
+using ::testing::HasSubstr;
+
+class PlacementGroupManagerTest : public ::testing::Test {
+ protected:
+  void AddNode(const std::string& id, int gpus, const std::string& type = "T4") {
+    v1::RegisterNodeRequest r;
+    r.set_node_id(id);
+    r.set_address(id + ":1");
+    r.set_request_id("reg-" + id + std::to_string(now_));
+    (*r.mutable_total()->mutable_amounts())["CPU"] = 16;
+    (*r.mutable_total()->mutable_amounts())["GPU"] = gpus;
+    for (int i = 0; i < gpus; ++i) {
+      v1::GpuInstance* g = r.add_gpus();
+      g->set_index(i);
+      g->set_accelerator_type(type);
+    }
+    ASSERT_TRUE(nodes_.Register(r, now_).ok());
+    pgs_.OnNodesChanged(now_);
+  }
+
+  v1::CreatePlacementGroupRequest Request(int bundles, v1::PlacementStrategy strategy,
+                                          double gpus = 1, int priority = 0) {
+    v1::CreatePlacementGroupRequest r;
+    r.set_request_id("req-" + std::to_string(next_id_));
+    r.set_strategy(strategy);
+    r.set_priority(priority);
+    for (int i = 0; i < bundles; ++i) (*r.add_bundles()->mutable_resources()->mutable_amounts())["GPU"] = gpus;
+    return r;
+  }
+
+  std::string Create(const v1::CreatePlacementGroupRequest& r) {
+    auto id = pgs_.Create(r, "pg-" + std::to_string(next_id_++), now_);
+    EXPECT_TRUE(id.ok()) << id.status();
+    return id.value_or("");
+  }
+
+  // Runs every commit to success, as the raylets would.
+  std::vector<CommitTask> ScheduleAndCommit(bool succeed = true) {
+    std::vector<CommitTask> tasks = pgs_.Schedule(now_);
+    for (const CommitTask& t : tasks) {
+      if (succeed) pgs_.OnPrepared(t.placement_group_id, t.attempt);
+      pgs_.OnCommitDone(t.placement_group_id, t.attempt,
+                        succeed ? absl::OkStatus() : absl::UnavailableError("raylet refused"), now_);
+    }
+    return tasks;
+  }
+
+  v1::PlacementGroupInfo Info(const std::string& id) {
+    v1::GetPlacementGroupRequest r;
+    r.set_placement_group_id(id);
+    v1::PlacementGroupInfo info;
+    EXPECT_TRUE(pgs_.Get(r, &info).ok());
+    return info;
+  }
+
+  int64_t now_ = 1000;
+  int next_id_ = 0;
+  NodeResourceTable table_;
+  NodeManager nodes_{&table_, LivenessConfig{1000, 5}};
+  PlacementGroupManager pgs_{&table_, &nodes_, SchedulerConfig{}};
+};
+
+TEST_F(PlacementGroupManagerTest, PendingPreparedCreated) {
+  AddNode("a", 4);
+  const std::string id = Create(Request(2, v1::PLACEMENT_STRATEGY_PACK));
+  EXPECT_EQ(Info(id).state(), v1::PLACEMENT_GROUP_STATE_PENDING);
+  std::vector<CommitTask> tasks = pgs_.Schedule(now_);
+  ASSERT_EQ(tasks.size(), 1u);
+  ASSERT_EQ(tasks[0].nodes.size(), 1u);
+  EXPECT_EQ(tasks[0].nodes[0].address, "a:1");
+  EXPECT_EQ(tasks[0].nodes[0].bundles.size(), 2u);
+  EXPECT_EQ(Info(id).state(), v1::PLACEMENT_GROUP_STATE_PENDING);
+  pgs_.OnPrepared(id, tasks[0].attempt);
+  EXPECT_EQ(Info(id).state(), v1::PLACEMENT_GROUP_STATE_PREPARED);
+  pgs_.OnCommitDone(id, tasks[0].attempt, absl::OkStatus(), now_);
+  v1::PlacementGroupInfo info = Info(id);
+  EXPECT_EQ(info.state(), v1::PLACEMENT_GROUP_STATE_CREATED);
+  ASSERT_EQ(info.locations_size(), 2);
+  EXPECT_EQ(info.locations(0).node_id(), "a");
+  EXPECT_EQ(info.locations(1).gpus(0).index(), 1u);
+  EXPECT_EQ(info.pending_reason(), "");
+}
+
+TEST_F(PlacementGroupManagerTest, HeadViewReservesAtDecisionTime) {
+  AddNode("a", 2);
+  const std::string first = Create(Request(2, v1::PLACEMENT_STRATEGY_PACK));
+  const std::string second = Create(Request(2, v1::PLACEMENT_STRATEGY_PACK));
+  // Both are due; only the first fits while its commit is still in flight.
+  std::vector<CommitTask> tasks = pgs_.Schedule(now_);
+  ASSERT_EQ(tasks.size(), 1u);
+  EXPECT_EQ(tasks[0].placement_group_id, first);
+  EXPECT_THAT(Info(second).pending_reason(), HasSubstr("waiting for resources"));
+  EXPECT_FALSE(Info(second).infeasible());
+}
+
+TEST_F(PlacementGroupManagerTest, FailedCommitReleasesAndRetriesWithBackoff) {
+  AddNode("a", 2);
+  const std::string id = Create(Request(2, v1::PLACEMENT_STRATEGY_PACK));
+  ScheduleAndCommit(/*succeed=*/false);
+  EXPECT_EQ(table_.node(0).available.Get(kGpu), Quantity::Whole(2));
+  EXPECT_THAT(Info(id).pending_reason(), HasSubstr("two-phase commit failed"));
+  EXPECT_TRUE(pgs_.Schedule(now_).empty());        // backing off
+  EXPECT_EQ(pgs_.NextDue(), std::optional<int64_t>(now_ + 100));
+  now_ += 100;
+  ScheduleAndCommit();
+  EXPECT_EQ(Info(id).state(), v1::PLACEMENT_GROUP_STATE_CREATED);
+}
+
+TEST_F(PlacementGroupManagerTest, InfeasibleWaitsForANodeChange) {
+  AddNode("a", 2);
+  const std::string id = Create(Request(4, v1::PLACEMENT_STRATEGY_STRICT_PACK));
+  EXPECT_TRUE(ScheduleAndCommit().empty());
+  EXPECT_TRUE(Info(id).infeasible());
+  EXPECT_THAT(Info(id).pending_reason(), HasSubstr("the largest node has GPU: 2"));
+  EXPECT_FALSE(pgs_.NextDue().has_value());
+  AddNode("b", 4);
+  ScheduleAndCommit();
+  EXPECT_EQ(Info(id).state(), v1::PLACEMENT_GROUP_STATE_CREATED);
+}
+
+TEST_F(PlacementGroupManagerTest, PriorityThenArrival) {
+  AddNode("a", 1);
+  const std::string low = Create(Request(1, v1::PLACEMENT_STRATEGY_PACK, 1, 0));
+  const std::string high = Create(Request(1, v1::PLACEMENT_STRATEGY_PACK, 1, 5));
+  std::vector<CommitTask> tasks = ScheduleAndCommit();
+  ASSERT_EQ(tasks.size(), 1u);
+  EXPECT_EQ(tasks[0].placement_group_id, high);
+  EXPECT_EQ(Info(low).state(), v1::PLACEMENT_GROUP_STATE_PENDING);
+}
+
+TEST_F(PlacementGroupManagerTest, NodeDeathReschedulesOnlyLostBundles) {
+  AddNode("a", 1);
+  AddNode("b", 1);
+  AddNode("c", 1);
+  const std::string id = Create(Request(2, v1::PLACEMENT_STRATEGY_STRICT_SPREAD));
+  ScheduleAndCommit();
+  v1::PlacementGroupInfo before = Info(id);
+  ASSERT_EQ(before.state(), v1::PLACEMENT_GROUP_STATE_CREATED);
+  const std::string lost_node = before.locations(1).node_id();
+  const std::string kept_node = before.locations(0).node_id();
+  ASSERT_TRUE(table_.SetNodeState(lost_node, NodeState::kDead).ok());
+  pgs_.OnNodeDead(lost_node, now_);
+  v1::PlacementGroupInfo rescheduling = Info(id);
+  EXPECT_EQ(rescheduling.state(), v1::PLACEMENT_GROUP_STATE_RESCHEDULING);
+  EXPECT_THAT(rescheduling.pending_reason(), HasSubstr("lost with node " + lost_node));
+  ASSERT_EQ(rescheduling.locations_size(), 1);
+  std::vector<CommitTask> tasks = ScheduleAndCommit();
+  ASSERT_EQ(tasks.size(), 1u);
+  ASSERT_EQ(tasks[0].nodes.size(), 1u);
+  ASSERT_EQ(tasks[0].nodes[0].bundles.size(), 1u);  // only the lost bundle
+  EXPECT_EQ(tasks[0].nodes[0].bundles[0].bundle_index, 1u);
+  EXPECT_NE(tasks[0].nodes[0].node_id, kept_node);  // STRICT_SPREAD avoids the group's node
+  v1::PlacementGroupInfo after = Info(id);
+  EXPECT_EQ(after.state(), v1::PLACEMENT_GROUP_STATE_CREATED);
+  EXPECT_EQ(after.locations(0).node_id(), kept_node);
+}
+
+TEST_F(PlacementGroupManagerTest, StrictSpreadThatNoLongerFitsStaysPendingWithAReason) {
+  AddNode("a", 1);
+  AddNode("b", 1);
+  const std::string id = Create(Request(2, v1::PLACEMENT_STRATEGY_STRICT_SPREAD));
+  ScheduleAndCommit();
+  ASSERT_TRUE(table_.SetNodeState("b", NodeState::kDead).ok());
+  pgs_.OnNodeDead("b", now_);
+  ScheduleAndCommit();
+  v1::PlacementGroupInfo info = Info(id);
+  EXPECT_EQ(info.state(), v1::PLACEMENT_GROUP_STATE_RESCHEDULING);
+  EXPECT_TRUE(info.infeasible());
+  EXPECT_THAT(info.pending_reason(), HasSubstr("STRICT_SPREAD"));
+  v1::GetClusterStatusResponse status;
+  pgs_.ClusterStatus(&status);
+  ASSERT_EQ(status.pending_demand_size(), 1);
+  EXPECT_EQ(status.pending_demand(0).shape_size(), 1);
+  EXPECT_TRUE(status.pending_demand(0).infeasible());
+}
+
+TEST_F(PlacementGroupManagerTest, RemoveReleasesAndCancels) {
+  AddNode("a", 2);
+  const std::string id = Create(Request(2, v1::PLACEMENT_STRATEGY_PACK));
+  ScheduleAndCommit();
+  auto cancels = pgs_.Remove(id);
+  ASSERT_TRUE(cancels.ok());
+  ASSERT_EQ(cancels->size(), 1u);
+  EXPECT_EQ((*cancels)[0].address, "a:1");
+  EXPECT_EQ((*cancels)[0].bundle_indices, (std::vector<uint32_t>{0, 1}));
+  EXPECT_EQ(table_.node(0).available, table_.node(0).total);
+  EXPECT_EQ(Info(id).state(), v1::PLACEMENT_GROUP_STATE_REMOVED);
+  EXPECT_TRUE(pgs_.Remove(id).ok());  // idempotent
+  EXPECT_EQ(pgs_.Remove("pg-none").status().code(), absl::StatusCode::kNotFound);
+}
+
+TEST_F(PlacementGroupManagerTest, RemoveDuringCommitReleasesWhenItEnds) {
+  AddNode("a", 2);
+  const std::string id = Create(Request(2, v1::PLACEMENT_STRATEGY_PACK));
+  std::vector<CommitTask> tasks = pgs_.Schedule(now_);
+  ASSERT_EQ(tasks.size(), 1u);
+  auto cancels = pgs_.Remove(id);
+  ASSERT_TRUE(cancels.ok());
+  EXPECT_TRUE(cancels->empty());
+  EXPECT_EQ(table_.node(0).available.Get(kGpu), Quantity::Whole(0));  // still held
+  std::vector<CancelTask> after = pgs_.OnCommitDone(id, tasks[0].attempt, absl::OkStatus(), now_);
+  ASSERT_EQ(after.size(), 1u);
+  EXPECT_EQ(table_.node(0).available, table_.node(0).total);
+}
+
+TEST_F(PlacementGroupManagerTest, CreateIsIdempotentAndValidated) {
+  AddNode("a", 2);
+  v1::CreatePlacementGroupRequest r = Request(1, v1::PLACEMENT_STRATEGY_PACK);
+  r.set_name("trainer");
+  const std::string id = Create(r);
+  auto again = pgs_.Create(r, "pg-other", now_);
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(*again, id);
+  v1::CreatePlacementGroupRequest changed = r;
+  changed.set_priority(3);
+  EXPECT_EQ(pgs_.Create(changed, "pg-x", now_).status().code(), absl::StatusCode::kInvalidArgument);
+  v1::CreatePlacementGroupRequest same_name = Request(1, v1::PLACEMENT_STRATEGY_PACK);
+  same_name.set_request_id("other");
+  same_name.set_name("trainer");
+  EXPECT_EQ(pgs_.Create(same_name, "pg-y", now_).status().code(), absl::StatusCode::kAlreadyExists);
+
+  auto expect_invalid = [&](v1::CreatePlacementGroupRequest bad, const std::string& field) {
+    auto s = pgs_.Create(bad, "pg-bad", now_);
+    ASSERT_FALSE(s.ok()) << field;
+    EXPECT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(std::string(s.status().message()), HasSubstr(field));
+  };
+  auto empty = Request(0, v1::PLACEMENT_STRATEGY_PACK);
+  empty.set_request_id("e1");
+  expect_invalid(empty, "bundles");
+  auto nan = Request(1, v1::PLACEMENT_STRATEGY_PACK, std::nan(""));
+  nan.set_request_id("e2");
+  expect_invalid(nan, "bundles[0].resources.amounts[\"GPU\"]");
+  auto strategy = Request(1, static_cast<v1::PlacementStrategy>(42));
+  strategy.set_request_id("e3");
+  expect_invalid(strategy, "strategy");
+  auto oversize = Request(5000, v1::PLACEMENT_STRATEGY_PACK);
+  oversize.set_request_id("e4");
+  expect_invalid(oversize, "bundles: 5000 bundles");
+  auto long_name = Request(1, v1::PLACEMENT_STRATEGY_PACK);
+  long_name.set_request_id("e5");
+  long_name.set_name(std::string(300, 'n'));
+  expect_invalid(long_name, "name");
+  auto internal = Request(1, v1::PLACEMENT_STRATEGY_PACK);
+  internal.set_request_id("e6");
+  (*internal.mutable_bundles(0)->mutable_resources()->mutable_amounts())["accelerator_type:T4"] = 0.001;
+  expect_invalid(internal, "berth.io/accelerator-type in (T4)");
+  auto no_id = Request(1, v1::PLACEMENT_STRATEGY_PACK);
+  no_id.clear_request_id();
+  expect_invalid(no_id, "request_id");
+  v1::ListPlacementGroupsResponse all;
+  pgs_.List({}, &all);
+  EXPECT_EQ(all.placement_groups_size(), 1);  // nothing half-applied
+}
+
+TEST_F(PlacementGroupManagerTest, ManyCreateRemoveCyclesRestoreTheTable) {
+  AddNode("a", 4, "A10G");
+  AddNode("b", 2, "T4");
+  AddNode("c", 8, "T4");
+  const std::vector<v1::PlacementStrategy> strategies = {
+      v1::PLACEMENT_STRATEGY_PACK, v1::PLACEMENT_STRATEGY_SPREAD,
+      v1::PLACEMENT_STRATEGY_STRICT_PACK, v1::PLACEMENT_STRATEGY_STRICT_SPREAD};
+  for (int i = 0; i < 1000; ++i) {
+    const std::string id = Create(Request(1 + i % 3, strategies[i % 4], i % 5 == 0 ? 0.5 : 1));
+    ScheduleAndCommit();
+    ASSERT_EQ(Info(id).state(), v1::PLACEMENT_GROUP_STATE_CREATED) << i;
+    ASSERT_TRUE(pgs_.Remove(id).ok());
+  }
+  for (NodeIndex n = 0; n < table_.slot_count(); ++n) {
+    EXPECT_EQ(table_.node(n).available, table_.node(n).total);
+  }
+}
+
+}  // namespace
+}  // namespace berth
