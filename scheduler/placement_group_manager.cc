@@ -83,7 +83,9 @@ std::vector<CancelTask> PlacementGroupManager::CancelsFor(const Group& g,
   for (auto& [node, indices] : by_node) {
     const std::string address = nodes_->Address(node);
     if (address.empty()) continue;  // a DEAD node holds nothing any more
-    cancels.push_back({g.id, address, std::move(indices)});
+    // A group is removed once, so this id is unique.
+    cancels.push_back({g.id, address, std::move(indices),
+                       absl::StrCat(g.id, "/remove/", table_->node(node).id)});
   }
   return cancels;
 }

@@ -66,6 +66,7 @@ struct CancelTask {
   std::string placement_group_id;
   std::string address;
   std::vector<uint32_t> bundle_indices;
+  std::string request_id;  // unique per cancellation: raylets dedupe by it
 };
 
 class PlacementGroupManager {

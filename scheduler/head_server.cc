@@ -1,0 +1,319 @@
+#include "scheduler/head_server.h"
+
+#include <cstdio>
+#include <random>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "common/proto_convert.h"
+
+namespace berth {
+namespace {
+
+int64_t NowMs() { return absl::ToUnixMillis(absl::Now()); }
+
+}  // namespace
+
+HeadServer::HeadServer(HeadConfig config)
+    : config_(config),
+      raylets_(config.raylet_rpc_timeout),
+      committer_(&raylets_),
+      nodes_(&table_, config.liveness),
+      groups_(&table_, &nodes_, config.scheduler) {}
+
+HeadServer::~HeadServer() { Stop(); }
+
+void HeadServer::Start() {
+  for (int i = 0; i < config_.committer_threads; ++i) {
+    committer_threads_.emplace_back([this] { CommitterLoop(); });
+  }
+  scheduling_thread_ = std::thread([this] { SchedulingLoop(); });
+}
+
+void HeadServer::Stop() {
+  {
+    absl::MutexLock lock(&mu_);
+    stopping_ = true;
+  }
+  if (scheduling_thread_.joinable()) scheduling_thread_.join();
+  {
+    absl::MutexLock lock(&work_mu_);
+    work_stopping_ = true;
+  }
+  for (std::thread& t : committer_threads_) t.join();
+  committer_threads_.clear();
+}
+
+std::string HeadServer::NewPlacementGroupId() {
+  static thread_local std::mt19937_64 rng(std::random_device{}());
+  return absl::StrFormat("pg-%012x", rng() & 0xffffffffffffULL);
+}
+
+void HeadServer::Submit(std::function<void()> work) {
+  absl::MutexLock lock(&work_mu_);
+  work_.push_back(std::move(work));
+}
+
+void HeadServer::SubmitCancels(std::vector<CancelTask> cancels) {
+  for (CancelTask& c : cancels) {
+    Submit([this, c = std::move(c)] { committer_.Cancel(c); });
+  }
+}
+
+void HeadServer::CommitterLoop() {
+  while (true) {
+    std::function<void()> work;
+    {
+      absl::MutexLock lock(&work_mu_);
+      work_mu_.Await(absl::Condition(
+          +[](HeadServer* s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(s->work_mu_) {
+            return !s->work_.empty() || s->work_stopping_;
+          },
+          this));
+      if (work_.empty()) return;  // stopping, and nothing left to do
+      work = std::move(work_.front());
+      work_.pop_front();
+    }
+    work();
+  }
+}
+
+void HeadServer::RunCommit(const CommitTask& task) {
+  absl::Status result = committer_.Run(task, [&] {
+    absl::MutexLock lock(&mu_);
+    groups_.OnPrepared(task.placement_group_id, task.attempt);
+  });
+  std::vector<CancelTask> cancels;
+  {
+    absl::MutexLock lock(&mu_);
+    cancels = groups_.OnCommitDone(task.placement_group_id, task.attempt, result, NowMs());
+    kick_ = true;
+  }
+  if (!result.ok()) {
+    std::fprintf(stderr, "berth-head: %s attempt %llu: %s\n", task.placement_group_id.c_str(),
+                 static_cast<unsigned long long>(task.attempt), std::string(result.message()).c_str());
+  }
+  SubmitCancels(std::move(cancels));
+}
+
+void HeadServer::SchedulingLoop() {
+  const int64_t liveness_every = std::max<int64_t>(config_.liveness.heartbeat_period_ms / 4, 10);
+  int64_t next_liveness = 0;
+  while (true) {
+    std::vector<CommitTask> tasks;
+    absl::Time wake;
+    {
+      absl::MutexLock lock(&mu_);
+      if (stopping_) return;
+      const int64_t now = NowMs();
+      if (now >= next_liveness) {
+        for (const std::string& dead : nodes_.CheckLiveness(now)) {
+          std::fprintf(stderr, "berth-head: node %s missed its heartbeats: DEAD\n", dead.c_str());
+          groups_.OnNodeDead(dead, now);
+        }
+        next_liveness = now + liveness_every;
+      }
+      tasks = groups_.Schedule(now);
+      int64_t wake_ms = next_liveness;
+      if (std::optional<int64_t> due = groups_.NextDue()) wake_ms = std::min(wake_ms, std::max(*due, now + 1));
+      wake = absl::FromUnixMillis(wake_ms);
+      kick_ = false;
+    }
+    for (CommitTask& task : tasks) {
+      Submit([this, task = std::move(task)] { RunCommit(task); });
+    }
+    absl::MutexLock lock(&mu_);
+    mu_.AwaitWithDeadline(absl::Condition(
+                              +[](HeadServer* s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(s->mu_) {
+                                return s->kick_ || s->stopping_;
+                              },
+                              this),
+                          wake);
+  }
+}
+
+// --- NodeService -----------------------------------------------------------
+
+grpc::Status HeadServer::RegisterNode(grpc::ServerContext*, const v1::RegisterNodeRequest* request,
+                                      v1::RegisterNodeResponse* response) {
+  // Before the node can receive new bundles, it drops any it holds that the
+  // head does not know (left from before a head or raylet restart).
+  std::vector<v1::HeldBundle> held;
+  {
+    absl::MutexLock lock(&mu_);
+    held = groups_.BundlesOn(request->node_id());
+  }
+  if (!request->address().empty() && request->node_id().size() <= 128) {
+    v1::ReleaseUnusedBundlesRequest release;
+    release.set_request_id(absl::StrCat("register/", request->request_id()));
+    for (const v1::HeldBundle& h : held) *release.add_in_use() = h.key();
+    absl::StatusOr<v1::ReleaseUnusedBundlesResponse> released =
+        raylets_.ReleaseUnused(request->address(), release);
+    if (released.ok() && released->released_size() > 0) {
+      std::fprintf(stderr, "berth-head: node %s released %d stale bundle(s)\n",
+                   request->node_id().c_str(), released->released_size());
+    }
+  }
+  absl::MutexLock lock(&mu_);
+  absl::StatusOr<NodeManager::Registration> reg = nodes_.Register(*request, NowMs());
+  if (!reg.ok()) return ToGrpcStatus(reg.status());
+  std::fprintf(stderr, "berth-head: node %s registered at %s: %s\n", request->node_id().c_str(),
+               request->address().c_str(), table_.node(reg->index).total.ToString().c_str());
+  groups_.OnNodesChanged(NowMs());
+  kick_ = true;
+  response->set_accepted(true);
+  response->set_heartbeat_interval_ms(static_cast<uint32_t>(nodes_.heartbeat_period_ms()));
+  for (v1::HeldBundle& h : held) *response->add_held_bundles() = std::move(h);
+  return grpc::Status::OK;
+}
+
+grpc::Status HeadServer::Heartbeat(grpc::ServerContext*, const v1::HeartbeatRequest* request,
+                                   v1::HeartbeatResponse* response) {
+  if (request->node_id().empty()) {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "node_id: required");
+  }
+  absl::MutexLock lock(&mu_);
+  const bool known = nodes_.Heartbeat(*request, NowMs());
+  response->set_ack(known);
+  response->set_reregister_required(!known);
+  if (known) {
+    std::optional<NodeIndex> index = table_.FindNode(request->node_id());
+    response->set_drain_requested(index && table_.node(*index).state == NodeState::kDraining);
+  }
+  return grpc::Status::OK;
+}
+
+grpc::Status HeadServer::ListNodes(grpc::ServerContext*, const v1::ListNodesRequest* request,
+                                   v1::ListNodesResponse* response) {
+  absl::MutexLock lock(&mu_);
+  return ToGrpcStatus(nodes_.ListNodes(*request, response));
+}
+
+grpc::Status HeadServer::DrainNode(grpc::ServerContext*, const v1::DrainNodeRequest* request,
+                                   v1::DrainNodeResponse* response) {
+  absl::MutexLock lock(&mu_);
+  absl::Status s = nodes_.Drain(*request);
+  if (!s.ok()) return ToGrpcStatus(s);
+  response->set_accepted(true);
+  response->set_bundles_to_move(static_cast<uint32_t>(groups_.BundlesOn(request->node_id()).size()));
+  return grpc::Status::OK;
+}
+
+grpc::Status HeadServer::ReportWorkerExit(grpc::ServerContext*,
+                                          const v1::ReportWorkerExitRequest* request,
+                                          v1::ReportWorkerExitResponse*) {
+  if (absl::Status s = ValidateString(request->node_id(), "node_id", 128, true); !s.ok()) {
+    return ToGrpcStatus(s);
+  }
+  if (absl::Status s = ValidateString(request->status().worker_id(), "status.worker_id", 256, true);
+      !s.ok()) {
+    return ToGrpcStatus(s);
+  }
+  absl::MutexLock lock(&mu_);
+  if (!table_.FindNode(request->node_id())) {
+    return grpc::Status(grpc::StatusCode::NOT_FOUND,
+                        absl::StrCat("node_id: no node '", request->node_id(), "'"));
+  }
+  for (const v1::ReportWorkerExitRequest& seen : worker_exits_) {
+    if (seen.node_id() == request->node_id() &&
+        seen.status().worker_id() == request->status().worker_id()) {
+      return grpc::Status::OK;  // a retried report
+    }
+  }
+  worker_exits_.push_back(*request);
+  while (worker_exits_.size() > config_.max_worker_exits_kept) worker_exits_.pop_front();
+  return grpc::Status::OK;
+}
+
+grpc::Status HeadServer::ListWorkerExits(grpc::ServerContext*,
+                                         const v1::ListWorkerExitsRequest* request,
+                                         v1::ListWorkerExitsResponse* response) {
+  absl::MutexLock lock(&mu_);
+  for (const v1::ReportWorkerExitRequest& exit : worker_exits_) {
+    if (!request->job_id().empty() && exit.status().job_id() != request->job_id()) continue;
+    if (!request->placement_group_id().empty() &&
+        exit.status().placement_group_id() != request->placement_group_id()) {
+      continue;
+    }
+    *response->add_exits() = exit;
+  }
+  return grpc::Status::OK;
+}
+
+// --- PlacementGroupService -------------------------------------------------
+
+grpc::Status HeadServer::CreatePlacementGroup(grpc::ServerContext*,
+                                              const v1::CreatePlacementGroupRequest* request,
+                                              v1::CreatePlacementGroupResponse* response) {
+  absl::MutexLock lock(&mu_);
+  absl::StatusOr<std::string> id = groups_.Create(*request, NewPlacementGroupId(), NowMs());
+  if (!id.ok()) return ToGrpcStatus(id.status());
+  response->set_placement_group_id(*id);
+  kick_ = true;
+  return grpc::Status::OK;
+}
+
+grpc::Status HeadServer::GetPlacementGroup(grpc::ServerContext*,
+                                           const v1::GetPlacementGroupRequest* request,
+                                           v1::GetPlacementGroupResponse* response) {
+  absl::MutexLock lock(&mu_);
+  return ToGrpcStatus(groups_.Get(*request, response->mutable_placement_group()));
+}
+
+grpc::Status HeadServer::ListPlacementGroups(grpc::ServerContext*,
+                                             const v1::ListPlacementGroupsRequest* request,
+                                             v1::ListPlacementGroupsResponse* response) {
+  absl::MutexLock lock(&mu_);
+  groups_.List(*request, response);
+  return grpc::Status::OK;
+}
+
+grpc::Status HeadServer::WaitPlacementGroupReady(grpc::ServerContext* context,
+                                                 const v1::WaitPlacementGroupReadyRequest* request,
+                                                 v1::WaitPlacementGroupReadyResponse* response) {
+  absl::Time deadline = absl::Now() + absl::Milliseconds(request->timeout_ms());
+  deadline = std::min(deadline, absl::FromChrono(context->deadline()));
+  const std::string& id = request->placement_group_id();
+  absl::MutexLock lock(&mu_);
+  if (!groups_.State(id)) {
+    return grpc::Status(grpc::StatusCode::NOT_FOUND,
+                        absl::StrCat("placement_group_id: no placement group '", id, "'"));
+  }
+  auto settled = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    std::optional<v1::PlacementGroupState> s = groups_.State(id);
+    return !s || *s == v1::PLACEMENT_GROUP_STATE_CREATED || *s == v1::PLACEMENT_GROUP_STATE_REMOVED ||
+           stopping_;
+  };
+  mu_.AwaitWithDeadline(absl::Condition(&settled), deadline);
+  response->set_ready(groups_.State(id) == v1::PLACEMENT_GROUP_STATE_CREATED);
+  v1::GetPlacementGroupRequest get;
+  get.set_placement_group_id(id);
+  groups_.Get(get, response->mutable_placement_group()).IgnoreError();
+  return grpc::Status::OK;
+}
+
+grpc::Status HeadServer::RemovePlacementGroup(grpc::ServerContext*,
+                                              const v1::RemovePlacementGroupRequest* request,
+                                              v1::RemovePlacementGroupResponse*) {
+  absl::StatusOr<std::vector<CancelTask>> cancels;
+  {
+    absl::MutexLock lock(&mu_);
+    cancels = groups_.Remove(request->placement_group_id());
+    if (!cancels.ok()) return ToGrpcStatus(cancels.status());
+    kick_ = true;
+  }
+  SubmitCancels(*std::move(cancels));
+  return grpc::Status::OK;
+}
+
+// --- ClusterService --------------------------------------------------------
+
+grpc::Status HeadServer::GetClusterStatus(grpc::ServerContext*, const v1::GetClusterStatusRequest*,
+                                          v1::GetClusterStatusResponse* response) {
+  absl::MutexLock lock(&mu_);
+  groups_.ClusterStatus(response);
+  response->set_as_of_unix_ms(NowMs());
+  return grpc::Status::OK;
+}
+
+}  // namespace berth

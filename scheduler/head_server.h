@@ -1,0 +1,121 @@
+// HeadServer: berth-head's gRPC services (NodeService, PlacementGroupService,
+// ClusterService) around the pure state machines, plus the two loops that
+// drive them.
+//
+// One mutex guards the node table, NodeManager and PlacementGroupManager;
+// RPC handlers take it briefly and never call out while holding it. The
+// scheduling loop places due groups and hands their two-phase commits to a
+// pool of committer threads, so several groups are in flight at once; it
+// also declares nodes DEAD when their heartbeats stop.
+#ifndef BERTH_SCHEDULER_HEAD_SERVER_H_
+#define BERTH_SCHEDULER_HEAD_SERVER_H_
+
+#include <deque>
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "berth/v1/head.grpc.pb.h"
+#include "scheduler/bundle_committer.h"
+#include "scheduler/node_manager.h"
+#include "scheduler/placement_group_manager.h"
+#include "scheduler/raylet_clients.h"
+
+namespace berth {
+
+struct HeadConfig {
+  LivenessConfig liveness;
+  SchedulerConfig scheduler;
+  absl::Duration raylet_rpc_timeout = absl::Seconds(2);
+  int committer_threads = 8;
+  size_t max_worker_exits_kept = 10000;
+};
+
+class HeadServer final : public v1::NodeService::Service,
+                         public v1::PlacementGroupService::Service,
+                         public v1::ClusterService::Service {
+ public:
+  explicit HeadServer(HeadConfig config);
+  ~HeadServer() override;
+  HeadServer(const HeadServer&) = delete;
+  HeadServer& operator=(const HeadServer&) = delete;
+
+  // Starts the scheduling loop and the committer threads.
+  void Start();
+  // Stops them; in-flight commits finish first.
+  void Stop();
+
+  // NodeService
+  grpc::Status RegisterNode(grpc::ServerContext* context, const v1::RegisterNodeRequest* request,
+                            v1::RegisterNodeResponse* response) override;
+  grpc::Status Heartbeat(grpc::ServerContext* context, const v1::HeartbeatRequest* request,
+                         v1::HeartbeatResponse* response) override;
+  grpc::Status ListNodes(grpc::ServerContext* context, const v1::ListNodesRequest* request,
+                         v1::ListNodesResponse* response) override;
+  grpc::Status DrainNode(grpc::ServerContext* context, const v1::DrainNodeRequest* request,
+                         v1::DrainNodeResponse* response) override;
+  grpc::Status ReportWorkerExit(grpc::ServerContext* context,
+                                const v1::ReportWorkerExitRequest* request,
+                                v1::ReportWorkerExitResponse* response) override;
+  grpc::Status ListWorkerExits(grpc::ServerContext* context,
+                               const v1::ListWorkerExitsRequest* request,
+                               v1::ListWorkerExitsResponse* response) override;
+
+  // PlacementGroupService
+  grpc::Status CreatePlacementGroup(grpc::ServerContext* context,
+                                    const v1::CreatePlacementGroupRequest* request,
+                                    v1::CreatePlacementGroupResponse* response) override;
+  grpc::Status GetPlacementGroup(grpc::ServerContext* context,
+                                 const v1::GetPlacementGroupRequest* request,
+                                 v1::GetPlacementGroupResponse* response) override;
+  grpc::Status ListPlacementGroups(grpc::ServerContext* context,
+                                   const v1::ListPlacementGroupsRequest* request,
+                                   v1::ListPlacementGroupsResponse* response) override;
+  grpc::Status WaitPlacementGroupReady(grpc::ServerContext* context,
+                                       const v1::WaitPlacementGroupReadyRequest* request,
+                                       v1::WaitPlacementGroupReadyResponse* response) override;
+  grpc::Status RemovePlacementGroup(grpc::ServerContext* context,
+                                    const v1::RemovePlacementGroupRequest* request,
+                                    v1::RemovePlacementGroupResponse* response) override;
+
+  // ClusterService
+  grpc::Status GetClusterStatus(grpc::ServerContext* context,
+                                const v1::GetClusterStatusRequest* request,
+                                v1::GetClusterStatusResponse* response) override;
+
+ private:
+  void SchedulingLoop();
+  void CommitterLoop();
+  // Queues raylet work for the committer threads.
+  void Submit(std::function<void()> work);
+  void SubmitCancels(std::vector<CancelTask> cancels);
+  void RunCommit(const CommitTask& task);
+  std::string NewPlacementGroupId();
+
+  const HeadConfig config_;
+  RayletClients raylets_;
+  BundleCommitter committer_;
+
+  absl::Mutex mu_;
+  NodeResourceTable table_ ABSL_GUARDED_BY(mu_);
+  NodeManager nodes_ ABSL_GUARDED_BY(mu_);
+  PlacementGroupManager groups_ ABSL_GUARDED_BY(mu_);
+  std::deque<v1::ReportWorkerExitRequest> worker_exits_ ABSL_GUARDED_BY(mu_);
+  bool kick_ ABSL_GUARDED_BY(mu_) = false;  // wake the scheduling loop
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+
+  absl::Mutex work_mu_;
+  std::deque<std::function<void()>> work_ ABSL_GUARDED_BY(work_mu_);
+  bool work_stopping_ ABSL_GUARDED_BY(work_mu_) = false;
+
+  std::thread scheduling_thread_;
+  std::vector<std::thread> committer_threads_;
+};
+
+}  // namespace berth
+
+#endif  // BERTH_SCHEDULER_HEAD_SERVER_H_

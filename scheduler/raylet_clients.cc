@@ -1,0 +1,55 @@
+#include "scheduler/raylet_clients.h"
+
+#include "common/proto_convert.h"
+#include "grpcpp/grpcpp.h"
+
+namespace berth {
+
+v1::RayletService::Stub* RayletClients::Stub(const std::string& address) {
+  absl::MutexLock lock(&mu_);
+  auto& stub = stubs_[address];
+  if (!stub) {
+    stub = v1::RayletService::NewStub(
+        grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
+  }
+  return stub.get();
+}
+
+template <typename Request, typename Response, typename Method>
+absl::StatusOr<Response> RayletClients::Call(const std::string& address, Method method,
+                                             const Request& request) {
+  grpc::ClientContext context;
+  context.set_deadline(absl::ToChronoTime(absl::Now() + timeout_));
+  Response response;
+  grpc::Status status = (Stub(address)->*method)(&context, request, &response);
+  if (!status.ok()) return FromGrpcStatus(status);
+  return response;
+}
+
+absl::StatusOr<v1::PrepareBundleResourcesResponse> RayletClients::Prepare(
+    const std::string& address, const v1::PrepareBundleResourcesRequest& request) {
+  return Call<v1::PrepareBundleResourcesRequest, v1::PrepareBundleResourcesResponse>(
+      address, &v1::RayletService::Stub::PrepareBundleResources, request);
+}
+
+absl::Status RayletClients::Commit(const std::string& address,
+                                   const v1::CommitBundleResourcesRequest& request) {
+  return Call<v1::CommitBundleResourcesRequest, v1::CommitBundleResourcesResponse>(
+             address, &v1::RayletService::Stub::CommitBundleResources, request)
+      .status();
+}
+
+absl::Status RayletClients::Cancel(const std::string& address,
+                                   const v1::CancelResourceReserveRequest& request) {
+  return Call<v1::CancelResourceReserveRequest, v1::CancelResourceReserveResponse>(
+             address, &v1::RayletService::Stub::CancelResourceReserve, request)
+      .status();
+}
+
+absl::StatusOr<v1::ReleaseUnusedBundlesResponse> RayletClients::ReleaseUnused(
+    const std::string& address, const v1::ReleaseUnusedBundlesRequest& request) {
+  return Call<v1::ReleaseUnusedBundlesRequest, v1::ReleaseUnusedBundlesResponse>(
+      address, &v1::RayletService::Stub::ReleaseUnusedBundles, request);
+}
+
+}  // namespace berth

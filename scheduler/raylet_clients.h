@@ -1,0 +1,42 @@
+// RayletClients: the head's gRPC stubs to the raylets, one channel per
+// address, created on first use. Every call carries a deadline.
+#ifndef BERTH_SCHEDULER_RAYLET_CLIENTS_H_
+#define BERTH_SCHEDULER_RAYLET_CLIENTS_H_
+
+#include <memory>
+#include <string>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "berth/v1/raylet.grpc.pb.h"
+
+namespace berth {
+
+class RayletClients {
+ public:
+  explicit RayletClients(absl::Duration timeout) : timeout_(timeout) {}
+
+  absl::StatusOr<v1::PrepareBundleResourcesResponse> Prepare(
+      const std::string& address, const v1::PrepareBundleResourcesRequest& request);
+  absl::Status Commit(const std::string& address, const v1::CommitBundleResourcesRequest& request);
+  absl::Status Cancel(const std::string& address, const v1::CancelResourceReserveRequest& request);
+  absl::StatusOr<v1::ReleaseUnusedBundlesResponse> ReleaseUnused(
+      const std::string& address, const v1::ReleaseUnusedBundlesRequest& request);
+
+ private:
+  v1::RayletService::Stub* Stub(const std::string& address);
+  template <typename Request, typename Response, typename Method>
+  absl::StatusOr<Response> Call(const std::string& address, Method method, const Request& request);
+
+  const absl::Duration timeout_;
+  absl::Mutex mu_;
+  absl::flat_hash_map<std::string, std::unique_ptr<v1::RayletService::Stub>> stubs_
+      ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace berth
+
+#endif  // BERTH_SCHEDULER_RAYLET_CLIENTS_H_
