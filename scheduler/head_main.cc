@@ -5,7 +5,6 @@
 //   berth-head --listen 127.0.0.1:6380 [--port-file PATH]
 #include <csignal>
 #include <cstdio>
-#include <fstream>
 #include <memory>
 #include <string>
 
@@ -13,22 +12,8 @@
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/health_check_service_interface.h"
+#include "common/files.h"
 #include "scheduler/head_server.h"
-
-namespace {
-
-// Writes `port` to `path` atomically, so a reader never sees half a number.
-bool WritePortFile(const std::string& path, int port) {
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp);
-    out << port << "\n";
-    if (!out) return false;
-  }
-  return std::rename(tmp.c_str(), path.c_str()) == 0;
-}
-
-}  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"berth-head: the berth cluster scheduler"};
@@ -74,9 +59,11 @@ int main(int argc, char** argv) {
     return 1;
   }
   head.Start();
-  if (!port_file.empty() && !WritePortFile(port_file, port)) {
-    std::fprintf(stderr, "berth-head: cannot write %s\n", port_file.c_str());
-    return 1;
+  if (!port_file.empty()) {
+    if (absl::Status s = berth::WritePortFile(port_file, port); !s.ok()) {
+      std::fprintf(stderr, "berth-head: %s\n", std::string(s.message()).c_str());
+      return 1;
+    }
   }
   std::fprintf(stderr, "berth-head: serving on port %d\n", port);
 

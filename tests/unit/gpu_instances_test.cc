@@ -61,6 +61,47 @@ TEST(GpuInstancesTest, DoubleReleaseFailsWithoutChange) {
   EXPECT_FALSE(gpus.Release({{7, Q(1)}}).ok());
 }
 
+TEST(GpuInstancesTest, TakeTakesExactlyTheGivenShares) {
+  GpuInstances gpus(4);
+  ASSERT_TRUE(gpus.Take({{3, Q(1)}, {1, Q(0.25)}}).ok());
+  EXPECT_EQ(gpus.free(0), Q(1));
+  EXPECT_EQ(gpus.free(1), Q(0.75));
+  EXPECT_EQ(gpus.free(3), Q(0));
+  // Allocate now best-fits a fraction onto the instance Take left partly used.
+  auto a = gpus.Allocate(Q(0.5)).value();
+  EXPECT_EQ(a[0].index, 1u);
+}
+
+TEST(GpuInstancesTest, TakeIsAllOrNothing) {
+  GpuInstances gpus(2);
+  ASSERT_TRUE(gpus.Take({{0, Q(0.5)}}).ok());
+  // The second share does not fit: the first must not be taken either.
+  absl::Status s = gpus.Take({{1, Q(1)}, {0, Q(0.75)}});
+  EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_NE(s.message().find("GPU 0 has 0.5 free, needs 0.75"), std::string::npos) << s;
+  EXPECT_EQ(gpus.free(1), Q(1));
+  EXPECT_EQ(gpus.free(0), Q(0.5));
+  // Shares within one call add up on the same instance.
+  EXPECT_EQ(gpus.Take({{1, Q(0.5)}, {1, Q(0.75)}}).code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(gpus.free(1), Q(1));
+}
+
+TEST(GpuInstancesTest, TakeRejectsMissingInstancesAndBadAmounts) {
+  GpuInstances gpus(2);
+  EXPECT_EQ(gpus.Take({{0, Q(1)}, {2, Q(1)}}).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(gpus.Take({{0, Q(0)}}).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(gpus.Take({{0, Q(2)}}).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(gpus.TotalFree(), Q(2));
+}
+
+TEST(GpuInstancesTest, ReleaseUndoesTake) {
+  GpuInstances gpus(3);
+  const std::vector<GpuShare> shares = {{2, Q(1)}, {0, Q(0.3333)}};
+  ASSERT_TRUE(gpus.Take(shares).ok());
+  ASSERT_TRUE(gpus.Release(shares).ok());
+  for (uint32_t i = 0; i < 3; ++i) EXPECT_EQ(gpus.free(i), Q(1));
+}
+
 TEST(GpuInstancesTest, ValidateRejectsNonWholeAboveOne) {
   EXPECT_TRUE(ValidateGpuRequest(Q(0.5), "f").ok());
   EXPECT_TRUE(ValidateGpuRequest(Q(1), "f").ok());

@@ -1,0 +1,310 @@
+#include "client/format.h"
+
+#include <algorithm>
+#include <map>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/strip.h"
+#include "absl/time/time.h"
+#include "google/protobuf/util/json_util.h"
+#include "scheduler/quantity.h"
+#include "scheduler/resource_set.h"
+
+namespace berth {
+namespace {
+
+// Columns separated by two spaces, each as wide as its widest cell; empty
+// cells show as "-".
+class Table {
+ public:
+  explicit Table(std::vector<std::string> header) { rows_.push_back(std::move(header)); }
+
+  void AddRow(std::vector<std::string> row) {
+    for (std::string& cell : row) {
+      if (cell.empty()) cell = "-";
+    }
+    rows_.push_back(std::move(row));
+  }
+
+  std::string ToString() const {
+    std::vector<size_t> widths;
+    for (const auto& row : rows_) {
+      widths.resize(std::max(widths.size(), row.size()));
+      for (size_t c = 0; c < row.size(); ++c) widths[c] = std::max(widths[c], row[c].size());
+    }
+    std::string out;
+    for (const auto& row : rows_) {
+      std::string line;
+      for (size_t c = 0; c < row.size(); ++c) {
+        absl::StrAppend(&line, row[c]);
+        if (c + 1 < row.size()) line.append(widths[c] - row[c].size() + 2, ' ');
+      }
+      absl::StrAppend(&out, line, "\n");
+    }
+    return out;
+  }
+
+ private:
+  std::vector<std::vector<std::string>> rows_;
+};
+
+// Enum value name without its prefix ("NODE_STATE_ALIVE" -> "ALIVE"); the
+// number for values this build does not know.
+std::string EnumName(const google::protobuf::EnumDescriptor* descriptor, int value,
+                     absl::string_view prefix) {
+  const google::protobuf::EnumValueDescriptor* v = descriptor->FindValueByNumber(value);
+  if (v == nullptr) return absl::StrCat(value);
+  absl::string_view name = v->name();
+  absl::ConsumePrefix(&name, prefix);
+  return std::string(name);
+}
+
+std::string StrategyName(v1::PlacementStrategy strategy) {
+  // The head reports UNSPECIFIED as PACK, which is what it means.
+  if (strategy == v1::PLACEMENT_STRATEGY_UNSPECIFIED) strategy = v1::PLACEMENT_STRATEGY_PACK;
+  return EnumName(v1::PlacementStrategy_descriptor(), strategy, "PLACEMENT_STRATEGY_");
+}
+
+std::string GroupStateName(const v1::PlacementGroupInfo& group) {
+  std::string name =
+      EnumName(v1::PlacementGroupState_descriptor(), group.state(), "PLACEMENT_GROUP_STATE_");
+  if (group.infeasible()) absl::StrAppend(&name, " (infeasible)");
+  return name;
+}
+
+// Exact decimal when the value is a valid quantity, as sent otherwise.
+std::string Amount(double value) {
+  absl::StatusOr<Quantity> q = Quantity::FromDouble(value, "");
+  return q.ok() ? q->ToString() : absl::StrCat(value);
+}
+
+std::string ResourceAmount(absl::string_view name, double value) {
+  absl::StatusOr<Quantity> q = Quantity::FromDouble(value, "");
+  if (!q.ok()) return absl::StrCat(value);
+  return name == kMemory ? FormatMemory(*q) : q->ToString();
+}
+
+double Get(const v1::ResourceSet& set, absl::string_view name) {
+  auto it = set.amounts().find(std::string(name));
+  return it == set.amounts().end() ? 0 : it->second;
+}
+
+// "3/4"; empty (shown "-") when the node has none of it.
+std::string FreeOfTotal(const v1::NodeInfo& node, absl::string_view name) {
+  const double total = Get(node.total(), name);
+  if (total == 0) return "";
+  return absl::StrCat(Amount(Get(node.available(), name)), "/", Amount(total));
+}
+
+// Bytes as Gi with at most one decimal: "15.5", "128".
+std::string Gibibytes(double bytes) {
+  std::string text = absl::StrFormat("%.1f", bytes / (1 << 30));
+  if (absl::EndsWith(text, ".0")) text.resize(text.size() - 2);
+  return text;
+}
+
+std::string SortedLabels(const google::protobuf::Map<std::string, std::string>& labels) {
+  const std::map<std::string, std::string> sorted(labels.begin(), labels.end());
+  return absl::StrJoin(sorted, ",", absl::PairFormatter("="));
+}
+
+std::string AcceleratorType(const v1::NodeInfo& node) {
+  auto label = node.labels().find(std::string(kAcceleratorTypeLabel));
+  if (label != node.labels().end()) return label->second;
+  return node.gpus().empty() ? "" : node.gpus(0).accelerator_type();
+}
+
+// "0,1" for whole GPUs, "0(0.25)" for a share of one.
+std::string GpuIds(const v1::BundleLocation& location) {
+  return absl::StrJoin(location.gpus(), ",", [](std::string* out, const v1::GpuShare& share) {
+    absl::StrAppend(out, share.index());
+    if (share.units() != Quantity::kUnitsPerWhole) {
+      absl::StrAppend(out, "(", Quantity::FromUnits(share.units()).ToString(), ")");
+    }
+  });
+}
+
+std::string Timestamp(int64_t unix_ms) {
+  return absl::FormatTime("%Y-%m-%d %H:%M:%S UTC", absl::FromUnixMillis(unix_ms),
+                          absl::UTCTimeZone());
+}
+
+bool IsWaiting(const v1::PlacementGroupInfo& group) {
+  return group.state() == v1::PLACEMENT_GROUP_STATE_PENDING ||
+         group.state() == v1::PLACEMENT_GROUP_STATE_RESCHEDULING || group.infeasible();
+}
+
+}  // namespace
+
+std::string FormatResources(const v1::ResourceSet& resources) {
+  const std::map<std::string, double> sorted(resources.amounts().begin(),
+                                             resources.amounts().end());
+  return absl::StrCat("{",
+                      absl::StrJoin(sorted, ", ",
+                                    [](std::string* out, const std::pair<std::string, double>& e) {
+                                      absl::StrAppend(out, e.first, ": ",
+                                                      ResourceAmount(e.first, e.second));
+                                    }),
+                      "}");
+}
+
+std::string FormatSelector(const v1::LabelSelector& selector) {
+  return absl::StrJoin(
+      selector.requirements(), ", ", [](std::string* out, const v1::LabelSelectorRequirement& r) {
+        const std::string values = absl::StrCat("(", absl::StrJoin(r.values(), ","), ")");
+        switch (r.op()) {
+          case v1::LABEL_OPERATOR_IN:
+            absl::StrAppend(out, r.key(), " in ", values);
+            break;
+          case v1::LABEL_OPERATOR_NOT_IN:
+            absl::StrAppend(out, r.key(), " notin ", values);
+            break;
+          case v1::LABEL_OPERATOR_EXISTS:
+            absl::StrAppend(out, r.key());
+            break;
+          case v1::LABEL_OPERATOR_DOES_NOT_EXIST:
+            absl::StrAppend(out, "!", r.key());
+            break;
+          default:
+            absl::StrAppend(out, r.key(), " <operator ", r.op(), "> ", values);
+        }
+      });
+}
+
+std::string FormatBundle(const v1::Bundle& bundle) {
+  std::string text = FormatResources(bundle.resources());
+  if (bundle.selector().requirements().empty()) return text;
+  text.pop_back();  // the closing brace
+  return absl::StrCat(text, "; ", FormatSelector(bundle.selector()), "}");
+}
+
+std::string FormatNodes(const v1::ListNodesResponse& response) {
+  Table table({"NODE_ID", "STATE", "ADDRESS", "ACCELERATOR", "GPU", "CPU", "MEMORY", "LABELS"});
+  for (const v1::NodeInfo& node : response.nodes()) {
+    std::string memory;
+    if (const double total = Get(node.total(), kMemory); total != 0) {
+      memory = absl::StrCat(Gibibytes(Get(node.available(), kMemory)), "/", Gibibytes(total), "Gi");
+    }
+    table.AddRow({node.node_id(), EnumName(v1::NodeState_descriptor(), node.state(), "NODE_STATE_"),
+                  node.address(), AcceleratorType(node), FreeOfTotal(node, kGpu),
+                  FreeOfTotal(node, kCpu), memory, SortedLabels(node.labels())});
+  }
+  return table.ToString();
+}
+
+std::string FormatPlacementGroups(const v1::ListPlacementGroupsResponse& response) {
+  Table table({"ID", "NAME", "STRATEGY", "STATE", "BUNDLES"});
+  for (const v1::PlacementGroupInfo& group : response.placement_groups()) {
+    table.AddRow({group.placement_group_id(), group.name(), StrategyName(group.strategy()),
+                  GroupStateName(group), absl::StrCat(group.bundles_size())});
+  }
+  return table.ToString();
+}
+
+std::string FormatPlacementGroup(const v1::PlacementGroupInfo& group) {
+  Table fields({"id:", group.placement_group_id()});
+  fields.AddRow({"name:", group.name()});
+  fields.AddRow({"strategy:", StrategyName(group.strategy())});
+  fields.AddRow({"state:", GroupStateName(group)});
+  fields.AddRow({"priority:", absl::StrCat(group.priority())});
+  if (!group.job_id().empty()) fields.AddRow({"job:", group.job_id()});
+  if (group.created_unix_ms() != 0) fields.AddRow({"created:", Timestamp(group.created_unix_ms())});
+  if (group.placed_unix_ms() != 0) fields.AddRow({"placed:", Timestamp(group.placed_unix_ms())});
+  fields.AddRow({"attempts:", absl::StrCat(group.scheduling_attempts())});
+  if (IsWaiting(group)) fields.AddRow({"reason:", group.pending_reason()});
+
+  std::map<uint32_t, const v1::BundleLocation*> locations;
+  for (const v1::BundleLocation& location : group.locations()) {
+    locations[location.bundle_index()] = &location;
+  }
+  Table bundles({"BUNDLE", "NODE", "GPUS", "RESOURCES", "SELECTOR"});
+  for (int i = 0; i < group.bundles_size(); ++i) {
+    auto it = locations.find(static_cast<uint32_t>(i));
+    const v1::BundleLocation* location = it == locations.end() ? nullptr : it->second;
+    bundles.AddRow({absl::StrCat(i), location ? location->node_id() : "",
+                    location ? GpuIds(*location) : "",
+                    FormatResources(group.bundles(i).resources()),
+                    FormatSelector(group.bundles(i).selector())});
+  }
+  return absl::StrCat(fields.ToString(), "\n", bundles.ToString());
+}
+
+std::string FormatPendingDemand(const v1::PendingDemand& demand) {
+  // Runs of identical bundles collapse to "{GPU: 1} * 8", as in `ray status`.
+  std::vector<std::pair<std::string, int>> runs;
+  for (const v1::Bundle& bundle : demand.shape()) {
+    std::string text = FormatBundle(bundle);
+    if (!runs.empty() && runs.back().first == text) {
+      ++runs.back().second;
+    } else {
+      runs.emplace_back(std::move(text), 1);
+    }
+  }
+  std::string line = absl::StrJoin(runs, ", ", [](std::string* out, const auto& run) {
+    absl::StrAppend(out, run.first, " * ", run.second);
+  });
+  absl::StrAppend(&line, " (", StrategyName(demand.strategy()), "): ", demand.count(), "+ pending");
+  if (demand.infeasible()) absl::StrAppend(&line, ", infeasible");
+  return line;
+}
+
+std::string FormatClusterStatus(const v1::GetClusterStatusResponse& status) {
+  std::string out =
+      absl::StrCat("Nodes: ", status.alive_nodes(), " alive, ", status.draining_nodes(),
+                   " draining, ", status.dead_nodes(), " dead\n\n");
+
+  // Accelerator types have their own table below.
+  std::map<std::string, std::pair<double, double>> resources;  // name -> (available, total)
+  for (const auto& [name, total] : status.total().amounts()) {
+    if (!absl::StartsWith(name, kAcceleratorResourcePrefix)) resources[name].second = total;
+  }
+  for (const auto& [name, available] : status.available().amounts()) {
+    if (!absl::StartsWith(name, kAcceleratorResourcePrefix)) resources[name].first = available;
+  }
+  Table totals({"RESOURCE", "AVAILABLE", "TOTAL"});
+  for (const auto& [name, amounts] : resources) {
+    totals.AddRow(
+        {name, ResourceAmount(name, amounts.first), ResourceAmount(name, amounts.second)});
+  }
+  absl::StrAppend(&out, totals.ToString());
+
+  if (!status.accelerators().empty()) {
+    Table accelerators({"ACCELERATOR", "NODES", "GPU_AVAILABLE", "GPU_TOTAL"});
+    for (const v1::AcceleratorTypeCount& a : status.accelerators()) {
+      accelerators.AddRow({a.accelerator_type(), absl::StrCat(a.nodes()),
+                           Amount(a.gpus_available()), absl::StrCat(a.gpus_total())});
+    }
+    absl::StrAppend(&out, "\n", accelerators.ToString());
+  }
+
+  absl::StrAppend(&out, "\nPending demand:\n");
+  if (status.pending_demand().empty()) absl::StrAppend(&out, "  (none)\n");
+  for (const v1::PendingDemand& demand : status.pending_demand()) {
+    absl::StrAppend(&out, "  ", FormatPendingDemand(demand), "\n");
+    if (!demand.reason().empty()) absl::StrAppend(&out, "    ", demand.reason(), "\n");
+  }
+  return out;
+}
+
+absl::StatusOr<std::string> ToJson(const google::protobuf::Message& message) {
+  google::protobuf::util::JsonPrintOptions options;
+  options.add_whitespace = true;
+  options.preserve_proto_field_names = true;
+  // "ready": false and "count": 0 matter to scripts; print them.
+  options.always_print_primitive_fields = true;
+  std::string json;
+  const auto status = google::protobuf::util::MessageToJsonString(message, &json, options);
+  if (!status.ok()) {
+    return absl::InternalError(
+        absl::StrCat("cannot render ", message.GetTypeName(), " as JSON: ", status.ToString()));
+  }
+  if (json.empty() || json.back() != '\n') json.push_back('\n');
+  return json;
+}
+
+}  // namespace berth

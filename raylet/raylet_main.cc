@@ -1,0 +1,304 @@
+// berth-raylet: the node agent. Serves RayletService for the head, registers
+// and heartbeats with the head's NodeService, and runs worker processes.
+// SIGTERM / SIGINT: stop serving, kill every worker, report, exit 0.
+#include <signal.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <optional>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "CLI/CLI.hpp"
+#include "absl/status/statusor.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "berth/v1/head.pb.h"
+#include "common/proto_convert.h"
+#include "grpcpp/create_channel.h"
+#include "grpcpp/ext/proto_server_reflection_plugin.h"
+#include "grpcpp/health_check_service_interface.h"
+#include "grpcpp/security/credentials.h"
+#include "grpcpp/security/server_credentials.h"
+#include "grpcpp/server.h"
+#include "grpcpp/server_builder.h"
+#include "common/files.h"
+#include "raylet/bundle_reservations.h"
+#include "raylet/gpu_discovery.h"
+#include "raylet/head_connection.h"
+#include "raylet/log.h"
+#include "raylet/raylet_service.h"
+#include "raylet/tcp_port.h"
+#include "raylet/worker_processes.h"
+#include "scheduler/label_selector.h"
+#include "scheduler/quantity.h"
+#include "scheduler/resource_set.h"
+
+namespace berth {
+namespace {
+
+// How long shutdown gives in-flight RPCs, workers (SIGTERM -> SIGKILL) and
+// the last exit reports.
+constexpr absl::Duration kShutdownGrace = absl::Seconds(2);
+
+struct Flags {
+  std::string head;
+  std::string listen = "127.0.0.1:0";
+  std::string advertise_host = "127.0.0.1";
+  std::string port_file;
+  std::string node_id;
+  std::string num_cpus;
+  std::string memory;
+  std::optional<uint32_t> num_gpus;
+  std::string accelerator_type;
+  std::string resources;
+  std::string labels;
+  std::string log_dir;
+  std::string refuse_prepare_file;
+};
+
+// "a=1,b=2" -> {{a, 1}, {b, 2}}.
+absl::StatusOr<std::vector<std::pair<std::string, std::string>>> ParsePairs(
+    absl::string_view text, absl::string_view flag) {
+  std::vector<std::pair<std::string, std::string>> pairs;
+  for (absl::string_view item : absl::StrSplit(text, ',', absl::SkipWhitespace())) {
+    std::pair<std::string, std::string> kv = absl::StrSplit(item, absl::MaxSplits('=', 1));
+    if (kv.first.empty() || item.find('=') == absl::string_view::npos) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(flag, ": \"", item, "\" is not name=value"));
+    }
+    pairs.push_back(std::move(kv));
+  }
+  return pairs;
+}
+
+absl::StatusOr<ResourceSet> CustomResources(absl::string_view text) {
+  absl::StatusOr<std::vector<std::pair<std::string, std::string>>> pairs =
+      ParsePairs(text, "--resources");
+  if (!pairs.ok()) return pairs.status();
+  ResourceSet resources;
+  for (const auto& [name, value] : *pairs) {
+    const std::string field = absl::StrCat("--resources[\"", name, "\"]");
+    if (absl::Status s = ValidateResourceName(name, field); !s.ok()) return s;
+    if (name == kCpu || name == kGpu || name == kMemory ||
+        absl::StartsWith(name, kAcceleratorResourcePrefix)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          field, ": set CPU, memory and GPUs with --num-cpus, --memory, --num-gpus and "
+                 "--accelerator-type"));
+    }
+    absl::StatusOr<Quantity> amount = Quantity::Parse(value, field);
+    if (!amount.ok()) return amount.status();
+    resources.Set(name, *amount);
+  }
+  return resources;
+}
+
+absl::StatusOr<Labels> NodeLabels(absl::string_view text) {
+  absl::StatusOr<std::vector<std::pair<std::string, std::string>>> pairs =
+      ParsePairs(text, "--labels");
+  if (!pairs.ok()) return pairs.status();
+  Labels labels;
+  for (const auto& [key, value] : *pairs) {
+    const std::string field = absl::StrCat("--labels[\"", key, "\"]");
+    if (absl::Status s = ValidateLabelKey(key, field); !s.ok()) return s;
+    if (absl::Status s = ValidateLabelValue(value, field); !s.ok()) return s;
+    if (absl::StartsWith(key, "berth.io/")) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(field, ": the berth.io/ prefix is reserved (set by the head)"));
+    }
+    labels[key] = value;
+  }
+  return labels;
+}
+
+absl::StatusOr<Quantity> CpuCount(const std::string& flag) {
+  if (!flag.empty()) return Quantity::Parse(flag, "--num-cpus");
+  return Quantity::Whole(std::max(1u, std::thread::hardware_concurrency()));
+}
+
+absl::StatusOr<Quantity> MemoryBytes(const std::string& flag) {
+  if (!flag.empty()) return Quantity::Parse(flag, "--memory");
+  const long pages = sysconf(_SC_PHYS_PAGES);
+  const long page_size = sysconf(_SC_PAGE_SIZE);
+  if (pages <= 0 || page_size <= 0) {
+    return absl::UnavailableError("--memory: cannot read the machine's memory size; set it");
+  }
+  return Quantity::Whole(static_cast<int64_t>(pages) * page_size);
+}
+
+std::string HostName() {
+  char name[256] = {};
+  if (gethostname(name, sizeof(name) - 1) != 0 || name[0] == '\0') return "node";
+  return name;
+}
+
+int Fail(const absl::Status& status) {
+  RayletLog("error: ", status.message());
+  return 1;
+}
+
+int Run(const Flags& flags) {
+  absl::StatusOr<HostPort> head = ParseHostPort(flags.head, "--head");
+  if (!head.ok()) return Fail(head.status());
+  absl::StatusOr<HostPort> listen = ParseHostPort(flags.listen, "--listen");
+  if (!listen.ok()) return Fail(listen.status());
+  // Known before the server starts: the default node id and log dir need it.
+  std::optional<TcpPortReservation> reservation;
+  {
+    absl::StatusOr<TcpPortReservation> reserved =
+        TcpPortReservation::Reserve(listen->host, listen->port);
+    if (!reserved.ok()) return Fail(reserved.status());
+    reservation.emplace(*std::move(reserved));
+  }
+  listen->port = reservation->port();
+
+  const std::string node_id =
+      flags.node_id.empty() ? absl::StrCat(HostName(), "-", listen->port) : flags.node_id;
+  if (absl::Status s = ValidateString(node_id, "--node-id", 256, true); !s.ok()) return Fail(s);
+  const std::string node_dir = absl::StrCat("/tmp/berth/", node_id);
+  const std::string log_dir = flags.log_dir.empty() ? node_dir + "/logs" : flags.log_dir;
+
+  absl::StatusOr<Quantity> cpus = CpuCount(flags.num_cpus);
+  if (!cpus.ok()) return Fail(cpus.status());
+  absl::StatusOr<Quantity> memory = MemoryBytes(flags.memory);
+  if (!memory.ok()) return Fail(memory.status());
+  absl::StatusOr<ResourceSet> custom = CustomResources(flags.resources);
+  if (!custom.ok()) return Fail(custom.status());
+  absl::StatusOr<Labels> labels = NodeLabels(flags.labels);
+  if (!labels.ok()) return Fail(labels.status());
+  if (!flags.accelerator_type.empty()) {
+    if (absl::Status s = ValidateLabelValue(flags.accelerator_type, "--accelerator-type");
+        !s.ok()) {
+      return Fail(s);
+    }
+  }
+
+  const DiscoveredGpus gpus = DiscoverGpus({flags.num_gpus, flags.accelerator_type, node_id});
+  const std::string accelerator_type =
+      gpus.devices.empty() ? "" : gpus.devices.front().accelerator_type;
+  ResourceSet total = *custom;
+  total.Set(kCpu, *cpus);
+  total.Set(kMemory, *memory);
+  total.Set(kGpu, Quantity::Whole(static_cast<int64_t>(gpus.devices.size())));
+  // Bundles asking for accelerator_type:<T> reserve from it here as on the
+  // head, though only the head announces it.
+  ResourceSet reservable = total;
+  if (!accelerator_type.empty()) reservable.Set(AcceleratorResourceName(accelerator_type), Quantity::Whole(1));
+  RayletLog("node ", node_id, ": ", total.ToString(), ", GPUs ", gpus.source,
+            accelerator_type.empty() ? "" : absl::StrCat(", accelerator type ", accelerator_type),
+            ", logs in ", log_dir);
+
+  HeadConnection head_connection(
+      grpc::CreateChannel(head->ToString(), grpc::InsecureChannelCredentials()), {node_id});
+  WorkerProcessManager workers({log_dir, node_dir + "/work", [&](const WorkerRecord& record) {
+                                  v1::WorkerStatus status;
+                                  WorkerRecordToProto(record, &status);
+                                  RayletLog("worker ", record.worker_id, " ended: ",
+                                            v1::WorkerState_Name(status.state()), ", exit code ",
+                                            record.exit_code, ", signal ", record.signal);
+                                  head_connection.ReportWorkerExit(status);
+                                }});
+  RayletService::Options service_options;
+  service_options.advertise_host = flags.advertise_host;
+  service_options.refuse_prepare_file = flags.refuse_prepare_file;
+  RayletService service(service_options,
+                        BundleReservations(reservable, static_cast<uint32_t>(gpus.devices.size())),
+                        &workers);
+
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  grpc::ServerBuilder builder;
+  int bound_port = 0;
+  builder.AddListeningPort(listen->ToString(), grpc::InsecureServerCredentials(), &bound_port);
+  builder.RegisterService(&service);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  if (server == nullptr || bound_port == 0) {
+    return Fail(absl::UnavailableError(absl::StrCat("--listen: cannot serve on ", listen->ToString())));
+  }
+  reservation.reset();  // the server holds the port now
+  const std::string address = HostPort{flags.advertise_host, listen->port}.ToString();
+  RayletLog("serving RayletService on ", listen->ToString(), ", advertised as ", address);
+  if (!flags.port_file.empty()) {
+    if (absl::Status s = WritePortFile(flags.port_file, bound_port); !s.ok()) {
+      server->Shutdown();
+      return Fail(s);
+    }
+  }
+
+  v1::RegisterNodeRequest registration;
+  registration.set_node_id(node_id);
+  registration.set_address(address);
+  ResourceSetToProto(total, registration.mutable_total());
+  registration.mutable_labels()->insert(labels->begin(), labels->end());
+  for (const GpuDevice& gpu : gpus.devices) {
+    v1::GpuInstance* out = registration.add_gpus();
+    out->set_index(gpu.index);
+    out->set_uuid(gpu.uuid);
+    out->set_accelerator_type(gpu.accelerator_type);
+    out->set_memory_bytes(gpu.memory_bytes);
+  }
+  head_connection.Start({
+      [&registration] { return registration; },
+      [&service] { return service.Available(); },
+      [&workers] { return static_cast<uint32_t>(workers.RunningCount()); },
+      [&service](const v1::RegisterNodeResponse& response) {
+        service.SyncHeldBundles(response.held_bundles()).IgnoreError();  // logged by the service
+      },
+  });
+
+  // SIGTERM / SIGINT were blocked in main() before any thread existed.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGTERM);
+  sigaddset(&stop_signals, SIGINT);
+  int received = 0;
+  sigwait(&stop_signals, &received);
+  RayletLog("received ", strsignal(received), ": shutting down");
+  server->Shutdown(absl::ToChronoTime(absl::Now() + kShutdownGrace));
+  workers.StopAll(kShutdownGrace);
+  head_connection.Shutdown(kShutdownGrace);
+  RayletLog("stopped");
+  return 0;
+}
+
+}  // namespace
+}  // namespace berth
+
+int main(int argc, char** argv) {
+  // Blocked in every thread (threads inherit the mask) and taken by sigwait
+  // in Run; workers unblock them before exec.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGTERM);
+  sigaddset(&stop_signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+
+  berth::Flags flags;
+  CLI::App app{"berth-raylet: the berth node agent"};
+  app.add_option("--head", flags.head, "head address, HOST:PORT")->required();
+  app.add_option("--listen", flags.listen, "address to serve RayletService on")
+      ->capture_default_str();
+  app.add_option("--advertise-host", flags.advertise_host,
+                 "host the head and other nodes reach this node at")
+      ->capture_default_str();
+  app.add_option("--port-file", flags.port_file, "write the bound port here once serving");
+  app.add_option("--node-id", flags.node_id, "node id (default: <hostname>-<port>)");
+  app.add_option("--num-cpus", flags.num_cpus, "logical CPUs (default: hardware concurrency)");
+  app.add_option("--memory", flags.memory, "memory in bytes, e.g. 16Gi (default: physical memory)");
+  app.add_option("--num-gpus", flags.num_gpus,
+                 "simulate this many GPUs instead of asking NVML");
+  app.add_option("--accelerator-type", flags.accelerator_type,
+                 "accelerator type of the GPUs, e.g. A10G (overrides NVML's)");
+  app.add_option("--resources", flags.resources, "custom resources, name=qty,name=qty");
+  app.add_option("--labels", flags.labels, "node labels, k=v,k=v");
+  app.add_option("--log-dir", flags.log_dir, "worker logs (default: /tmp/berth/<node-id>/logs)");
+  app.add_option("--refuse-prepare-file", flags.refuse_prepare_file,
+                 "test hook: refuse every prepare while this file exists");
+  CLI11_PARSE(app, argc, argv);
+  return berth::Run(flags);
+}

@@ -1,0 +1,373 @@
+#include "raylet/raylet_service.h"
+
+#include <sys/stat.h>
+
+#include <set>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/proto_convert.h"
+#include "google/protobuf/io/coded_stream.h"
+#include "google/protobuf/io/zero_copy_stream_impl_lite.h"
+#include "raylet/log.h"
+#include "raylet/tcp_port.h"
+
+namespace berth {
+namespace {
+
+constexpr size_t kMaxIdBytes = 256;
+// Results remembered for retries; a head retries within seconds, so the
+// newest few thousand are plenty.
+constexpr size_t kMaxCachedResults = 4096;
+
+// Same bytes for equal messages (map order included), to recognise retries.
+std::string Fingerprint(const google::protobuf::Message& message) {
+  std::string bytes;
+  {
+    google::protobuf::io::StringOutputStream stream(&bytes);
+    google::protobuf::io::CodedOutputStream coded(&stream);
+    coded.SetSerializationDeterministic(true);
+    message.SerializeToCodedStream(&coded);
+  }
+  return bytes;
+}
+
+absl::StatusOr<BundleRequest> BundleRequestFromProto(uint32_t bundle_index,
+                                                     const v1::ResourceSet& resources,
+                                                     const google::protobuf::RepeatedPtrField<v1::GpuShare>& gpus,
+                                                     const std::string& field) {
+  BundleRequest request;
+  request.bundle_index = bundle_index;
+  absl::StatusOr<ResourceSet> set = ResourceSetFromProto(resources, absl::StrCat(field, ".resources"));
+  if (!set.ok()) return set.status();
+  request.resources = *std::move(set);
+  absl::StatusOr<std::vector<GpuShare>> shares = GpuSharesFromProto(gpus, absl::StrCat(field, ".gpus"));
+  if (!shares.ok()) return shares.status();
+  request.gpus = *std::move(shares);
+  return request;
+}
+
+v1::WorkerState WorkerStateToProto(WorkerState state) {
+  switch (state) {
+    case WorkerState::kRunning:
+      return v1::WORKER_STATE_RUNNING;
+    case WorkerState::kExited:
+      return v1::WORKER_STATE_EXITED;
+    case WorkerState::kFailed:
+      return v1::WORKER_STATE_FAILED;
+    case WorkerState::kKilled:
+      return v1::WORKER_STATE_KILLED;
+  }
+  return v1::WORKER_STATE_UNSPECIFIED;
+}
+
+std::string IndicesToString(const google::protobuf::RepeatedField<uint32_t>& indices) {
+  return indices.empty() ? "all" : absl::StrJoin(indices, ",");
+}
+
+}  // namespace
+
+void WorkerRecordToProto(const WorkerRecord& record, v1::WorkerStatus* proto) {
+  proto->set_worker_id(record.worker_id);
+  proto->set_job_id(record.job_id);
+  proto->set_pid(record.pid);
+  proto->set_state(WorkerStateToProto(record.state));
+  proto->set_exit_code(record.exit_code);
+  proto->set_signal(record.signal);
+  proto->set_started_unix_ms(record.started_unix_ms);
+  proto->set_ended_unix_ms(record.ended_unix_ms);
+  proto->set_placement_group_id(record.placement_group_id);
+  proto->set_bundle_index(record.bundle_index);
+}
+
+RayletService::RayletService(Options options, BundleReservations reservations,
+                             WorkerProcessManager* workers)
+    : options_(std::move(options)), workers_(workers), reservations_(std::move(reservations)) {}
+
+grpc::Status RayletService::Idempotent(absl::string_view method, const std::string& request_id,
+                                       const google::protobuf::Message& request,
+                                       google::protobuf::Message* response,
+                                       const std::function<absl::Status()>& apply) {
+  if (absl::Status s = ValidateString(request_id, "request_id", kMaxIdBytes, true); !s.ok()) {
+    return ToGrpcStatus(s);
+  }
+  const std::string key = absl::StrCat(method, "/", request_id);
+  std::string fingerprint = Fingerprint(request);
+  absl::MutexLock lock(&mu_);
+  if (auto it = results_.find(key); it != results_.end()) {
+    if (it->second.request_fingerprint != fingerprint) {
+      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                          absl::StrCat("request_id: \"", request_id, "\" was already used for a ",
+                                       method, " with different arguments"));
+    }
+    response->ParseFromString(it->second.response);
+    return it->second.status;
+  }
+  const absl::Status status = apply();
+  if (!status.ok()) response->Clear();  // an error carries no half-filled answer
+  if (result_order_.size() >= kMaxCachedResults) {
+    results_.erase(result_order_.front());
+    result_order_.pop_front();
+  }
+  results_[key] = {std::move(fingerprint), ToGrpcStatus(status), response->SerializeAsString()};
+  result_order_.push_back(key);
+  return ToGrpcStatus(status);
+}
+
+grpc::Status RayletService::PrepareBundleResources(grpc::ServerContext*,
+                                                   const v1::PrepareBundleResourcesRequest* request,
+                                                   v1::PrepareBundleResourcesResponse* response) {
+  return Idempotent("PrepareBundleResources", request->request_id(), *request, response,
+                    [&]() -> absl::Status {
+    const std::string& pg = request->placement_group_id();
+    if (absl::Status s = ValidateString(pg, "placement_group_id", kMaxIdBytes, true); !s.ok()) {
+      return s;
+    }
+    std::vector<BundleRequest> bundles;
+    for (int i = 0; i < request->bundles_size(); ++i) {
+      const v1::BundleReservation& b = request->bundles(i);
+      absl::StatusOr<BundleRequest> bundle = BundleRequestFromProto(
+          b.bundle_index(), b.resources(), b.gpus(), absl::StrCat("bundles[", i, "]"));
+      if (!bundle.ok()) return bundle.status();
+      bundles.push_back(*std::move(bundle));
+    }
+    struct stat ignored;
+    if (!options_.refuse_prepare_file.empty() &&
+        stat(options_.refuse_prepare_file.c_str(), &ignored) == 0) {
+      response->set_prepared(false);
+      response->set_reason(
+          absl::StrCat("refusing prepares: ", options_.refuse_prepare_file, " exists"));
+      RayletLog("prepare ", pg, " refused: ", response->reason());
+      return absl::OkStatus();
+    }
+    absl::StatusOr<PrepareOutcome> outcome = reservations_.Prepare(pg, bundles);
+    if (!outcome.ok()) return outcome.status();
+    response->set_prepared(outcome->prepared);
+    response->set_reason(outcome->reason);
+    RayletLog("prepare ", pg, " (", bundles.size(), " bundles): ",
+              outcome->prepared ? "prepared" : absl::StrCat("not prepared: ", outcome->reason));
+    return absl::OkStatus();
+  });
+}
+
+grpc::Status RayletService::CommitBundleResources(grpc::ServerContext*,
+                                                  const v1::CommitBundleResourcesRequest* request,
+                                                  v1::CommitBundleResourcesResponse* response) {
+  return Idempotent("CommitBundleResources", request->request_id(), *request, response,
+                    [&]() -> absl::Status {
+    const std::string& pg = request->placement_group_id();
+    if (absl::Status s = ValidateString(pg, "placement_group_id", kMaxIdBytes, true); !s.ok()) {
+      return s;
+    }
+    if (request->bundle_indices().empty()) {
+      return absl::InvalidArgumentError("bundle_indices: at least one bundle is required");
+    }
+    const std::vector<uint32_t> indices(request->bundle_indices().begin(),
+                                        request->bundle_indices().end());
+    if (absl::Status s = reservations_.Commit(pg, indices); !s.ok()) return s;
+    RayletLog("commit ", pg, " bundles ", IndicesToString(request->bundle_indices()));
+    return absl::OkStatus();
+  });
+}
+
+grpc::Status RayletService::CancelResourceReserve(grpc::ServerContext*,
+                                                  const v1::CancelResourceReserveRequest* request,
+                                                  v1::CancelResourceReserveResponse* response) {
+  return Idempotent("CancelResourceReserve", request->request_id(), *request, response,
+                    [&]() -> absl::Status {
+    const std::string& pg = request->placement_group_id();
+    if (absl::Status s = ValidateString(pg, "placement_group_id", kMaxIdBytes, true); !s.ok()) {
+      return s;
+    }
+    const std::vector<uint32_t> indices(request->bundle_indices().begin(),
+                                        request->bundle_indices().end());
+    const std::vector<BundleKey> released = reservations_.Cancel(pg, indices);
+    StopWorkersOf(released);
+    RayletLog("cancel ", pg, " bundles ", IndicesToString(request->bundle_indices()), ": ",
+              released.size(), " released");
+    return absl::OkStatus();
+  });
+}
+
+grpc::Status RayletService::ReleaseUnusedBundles(grpc::ServerContext*,
+                                                 const v1::ReleaseUnusedBundlesRequest* request,
+                                                 v1::ReleaseUnusedBundlesResponse* response) {
+  return Idempotent("ReleaseUnusedBundles", request->request_id(), *request, response,
+                    [&]() -> absl::Status {
+    std::set<BundleKey> in_use;
+    for (int i = 0; i < request->in_use_size(); ++i) {
+      const v1::BundleKey& key = request->in_use(i);
+      if (absl::Status s = ValidateString(key.placement_group_id(),
+                                          absl::StrCat("in_use[", i, "].placement_group_id"),
+                                          kMaxIdBytes, true);
+          !s.ok()) {
+        return s;
+      }
+      in_use.insert({key.placement_group_id(), key.bundle_index()});
+    }
+    const std::vector<BundleKey> released = reservations_.ReleaseUnused(in_use);
+    StopWorkersOf(released);
+    for (const BundleKey& key : released) {
+      v1::BundleKey* out = response->add_released();
+      out->set_placement_group_id(key.placement_group_id);
+      out->set_bundle_index(key.bundle_index);
+    }
+    RayletLog("release unused: kept ", in_use.size(), ", released ", released.size());
+    return absl::OkStatus();
+  });
+}
+
+grpc::Status RayletService::StartWorker(grpc::ServerContext*, const v1::StartWorkerRequest* request,
+                                        v1::StartWorkerResponse* response) {
+  return Idempotent("StartWorker", request->request_id(), *request, response,
+                    [&]() {
+                      return StartWorkerLocked(request->spec(), response);
+                    });
+}
+
+absl::Status RayletService::StartWorkerLocked(const v1::WorkerSpec& spec,
+                                              v1::StartWorkerResponse* response) {
+  const std::string& pg = spec.placement_group_id();
+  if (absl::Status s = ValidateString(pg, "spec.placement_group_id", kMaxIdBytes, true); !s.ok()) {
+    return s;
+  }
+  const BundleKey key{pg, spec.bundle_index()};
+  const ReservedBundle* bundle = reservations_.Find(key);
+  if (bundle == nullptr || bundle->state != BundleState::kCommitted) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "spec.bundle_index: ", key.ToString(), " is not committed on this node"));
+  }
+  WorkerLaunch launch;
+  launch.worker_id = spec.worker_id();
+  launch.job_id = spec.job_id();
+  launch.placement_group_id = pg;
+  launch.bundle_index = spec.bundle_index();
+  launch.argv.assign(spec.argv().begin(), spec.argv().end());
+  launch.env.insert(spec.env().begin(), spec.env().end());
+  launch.cwd = spec.cwd();
+  if (spec.visible_gpu_indices().empty()) {
+    for (const GpuShare& share : bundle->gpus) launch.visible_gpu_indices.push_back(share.index);
+  } else {
+    // Any GPU of the same group on this node, so that a worker may see its
+    // node-mates' GPUs (NCCL peer access), as the head decides.
+    std::set<uint32_t> held;
+    for (const ReservedBundle& b : reservations_.List()) {
+      if (b.key.placement_group_id != pg || b.state != BundleState::kCommitted) continue;
+      for (const GpuShare& share : b.gpus) held.insert(share.index);
+    }
+    std::set<uint32_t> seen;
+    for (int i = 0; i < spec.visible_gpu_indices_size(); ++i) {
+      const uint32_t index = spec.visible_gpu_indices(i);
+      const std::string field = absl::StrCat("spec.visible_gpu_indices[", i, "]");
+      if (!seen.insert(index).second) {
+        return absl::InvalidArgumentError(absl::StrCat(field, ": GPU ", index, " listed twice"));
+      }
+      if (held.count(index) == 0) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            field, ": GPU ", index, " is not held by placement group ", pg, " on this node"));
+      }
+      launch.visible_gpu_indices.push_back(index);
+    }
+  }
+  absl::StatusOr<StartedWorker> started = workers_->Start(launch);
+  if (!started.ok()) {
+    RayletLog("worker ", launch.worker_id, " failed to start: ", started.status().message());
+    return started.status();
+  }
+  response->set_pid(started->pid);
+  response->set_already_running(started->already_running);
+  if (!started->already_running) {
+    RayletLog("worker ", launch.worker_id, " started: pid ", started->pid, ", ", key.ToString(),
+              ", CUDA_VISIBLE_DEVICES=", absl::StrJoin(launch.visible_gpu_indices, ","));
+  }
+  return absl::OkStatus();
+}
+
+grpc::Status RayletService::StopWorker(grpc::ServerContext*, const v1::StopWorkerRequest* request,
+                                       v1::StopWorkerResponse* response) {
+  return Idempotent("StopWorker", request->request_id(), *request, response, [&]() -> absl::Status {
+    if (absl::Status s = ValidateString(request->worker_id(), "worker_id", kMaxIdBytes, true);
+        !s.ok()) {
+      return s;
+    }
+    if (absl::Status s = workers_->Stop(request->worker_id(),
+                                        absl::Milliseconds(request->grace_period_ms()));
+        !s.ok()) {
+      return s;
+    }
+    RayletLog("worker ", request->worker_id(), " stopping (grace ", request->grace_period_ms(),
+              " ms)");
+    return absl::OkStatus();
+  });
+}
+
+grpc::Status RayletService::ListWorkers(grpc::ServerContext*, const v1::ListWorkersRequest* request,
+                                        v1::ListWorkersResponse* response) {
+  for (const WorkerRecord& record : workers_->List()) {
+    if (!request->job_id().empty() && record.job_id != request->job_id()) continue;
+    WorkerRecordToProto(record, response->add_workers());
+  }
+  return grpc::Status::OK;
+}
+
+grpc::Status RayletService::AllocatePort(grpc::ServerContext*, const v1::AllocatePortRequest*,
+                                         v1::AllocatePortResponse* response) {
+  absl::StatusOr<TcpPortReservation> port = TcpPortReservation::Reserve(options_.advertise_host, 0);
+  if (!port.ok()) return ToGrpcStatus(port.status());
+  response->set_port(port->port());
+  response->set_host(options_.advertise_host);
+  return grpc::Status::OK;
+}
+
+ResourceSet RayletService::Available() const {
+  absl::MutexLock lock(&mu_);
+  return reservations_.free();
+}
+
+absl::Status RayletService::SyncHeldBundles(
+    const google::protobuf::RepeatedPtrField<v1::HeldBundle>& held) {
+  absl::MutexLock lock(&mu_);
+  std::set<BundleKey> keep;
+  for (const v1::HeldBundle& h : held) {
+    keep.insert({h.key().placement_group_id(), h.key().bundle_index()});
+  }
+  const std::vector<BundleKey> released = reservations_.ReleaseUnused(keep);
+  StopWorkersOf(released);
+  absl::Status first_error;
+  for (int i = 0; i < held.size(); ++i) {
+    const v1::HeldBundle& h = held[i];
+    const std::string& pg = h.key().placement_group_id();
+    absl::Status status = [&]() -> absl::Status {
+      absl::StatusOr<BundleRequest> bundle = BundleRequestFromProto(
+          h.key().bundle_index(), h.resources(), h.gpus(), absl::StrCat("held_bundles[", i, "]"));
+      if (!bundle.ok()) return bundle.status();
+      absl::StatusOr<PrepareOutcome> outcome = reservations_.Prepare(pg, {*bundle});
+      if (!outcome.ok()) return outcome.status();
+      if (!outcome->prepared) return absl::ResourceExhaustedError(outcome->reason);
+      return h.committed() ? reservations_.Commit(pg, {h.key().bundle_index()})
+                           : absl::OkStatus();
+    }();
+    if (!status.ok() && first_error.ok()) {
+      first_error = absl::Status(status.code(), absl::StrCat("held_bundles[", i, "]: ",
+                                                             status.message()));
+    }
+  }
+  RayletLog("synced bundles with the head: holding ", held.size(), ", released ",
+            released.size(), first_error.ok() ? "" : absl::StrCat("; ", first_error.message()));
+  return first_error;
+}
+
+void RayletService::StopWorkersOf(const std::vector<BundleKey>& bundles) {
+  if (bundles.empty()) return;
+  const std::set<BundleKey> keys(bundles.begin(), bundles.end());
+  for (const WorkerRecord& record : workers_->List()) {
+    if (record.state != WorkerState::kRunning) continue;
+    if (keys.count({record.placement_group_id, record.bundle_index}) == 0) continue;
+    if (workers_->Stop(record.worker_id, options_.bundle_release_grace).ok()) {
+      RayletLog("worker ", record.worker_id, " stopping: its bundle was released");
+    }
+  }
+}
+
+}  // namespace berth

@@ -1,0 +1,102 @@
+// RayletService: the node agent's gRPC service (proto/berth/v1/raylet.proto),
+// called by the head.
+//
+// A thin adapter over BundleReservations and WorkerProcessManager: it checks
+// and converts wire input (INVALID_ARGUMENT naming the field), applies it,
+// and answers. Mutating RPCs are idempotent by request_id: a retry returns
+// the first call's answer and applies nothing twice; an id reused with
+// different arguments is INVALID_ARGUMENT. Mutations are serialized, so each
+// one sees and leaves a consistent node. Thread-safe.
+#ifndef BERTH_RAYLET_RAYLET_SERVICE_H_
+#define BERTH_RAYLET_RAYLET_SERVICE_H_
+
+#include <deque>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "berth/v1/head.pb.h"
+#include "berth/v1/raylet.grpc.pb.h"
+#include "raylet/bundle_reservations.h"
+#include "raylet/worker_processes.h"
+#include "scheduler/resource_set.h"
+
+namespace berth {
+
+void WorkerRecordToProto(const WorkerRecord& record, v1::WorkerStatus* proto);
+
+class RayletService final : public v1::RayletService::Service {
+ public:
+  struct Options {
+    // Host other nodes reach this one at (AllocatePort answers with it).
+    std::string advertise_host = "127.0.0.1";
+    // Test hook: while this file exists, every prepare is refused.
+    std::string refuse_prepare_file;
+    // SIGTERM -> SIGKILL grace for workers of cancelled or released bundles.
+    absl::Duration bundle_release_grace = absl::Seconds(2);
+  };
+
+  RayletService(Options options, BundleReservations reservations,
+                WorkerProcessManager* workers);
+
+  grpc::Status PrepareBundleResources(grpc::ServerContext* context,
+                                      const v1::PrepareBundleResourcesRequest* request,
+                                      v1::PrepareBundleResourcesResponse* response) override;
+  grpc::Status CommitBundleResources(grpc::ServerContext* context,
+                                     const v1::CommitBundleResourcesRequest* request,
+                                     v1::CommitBundleResourcesResponse* response) override;
+  grpc::Status CancelResourceReserve(grpc::ServerContext* context,
+                                     const v1::CancelResourceReserveRequest* request,
+                                     v1::CancelResourceReserveResponse* response) override;
+  grpc::Status ReleaseUnusedBundles(grpc::ServerContext* context,
+                                    const v1::ReleaseUnusedBundlesRequest* request,
+                                    v1::ReleaseUnusedBundlesResponse* response) override;
+  grpc::Status StartWorker(grpc::ServerContext* context, const v1::StartWorkerRequest* request,
+                           v1::StartWorkerResponse* response) override;
+  grpc::Status StopWorker(grpc::ServerContext* context, const v1::StopWorkerRequest* request,
+                          v1::StopWorkerResponse* response) override;
+  grpc::Status ListWorkers(grpc::ServerContext* context, const v1::ListWorkersRequest* request,
+                           v1::ListWorkersResponse* response) override;
+  grpc::Status AllocatePort(grpc::ServerContext* context, const v1::AllocatePortRequest* request,
+                            v1::AllocatePortResponse* response) override;
+
+  // Resources no bundle holds.
+  ResourceSet Available() const;
+  // After (re)registration: keeps exactly the bundles the head says this
+  // node holds, restoring missing ones (committed if the head says so) and
+  // releasing all others with their workers. Returns the first bundle that
+  // could not be restored, if any; the others are still applied.
+  absl::Status SyncHeldBundles(const google::protobuf::RepeatedPtrField<v1::HeldBundle>& held);
+
+ private:
+  struct CachedResult {
+    std::string request_fingerprint;
+    grpc::Status status;
+    std::string response;
+  };
+
+  // Runs `apply` once per (method, request_id) under mu_, caching its result.
+  grpc::Status Idempotent(absl::string_view method, const std::string& request_id,
+                          const google::protobuf::Message& request,
+                          google::protobuf::Message* response,
+                          const std::function<absl::Status()>& apply);
+  void StopWorkersOf(const std::vector<BundleKey>& bundles);
+  absl::Status StartWorkerLocked(const v1::WorkerSpec& spec, v1::StartWorkerResponse* response)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  const Options options_;
+  WorkerProcessManager* const workers_;
+  mutable absl::Mutex mu_;
+  BundleReservations reservations_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<std::string, CachedResult> results_ ABSL_GUARDED_BY(mu_);
+  std::deque<std::string> result_order_ ABSL_GUARDED_BY(mu_);  // oldest first, for eviction
+};
+
+}  // namespace berth
+
+#endif  // BERTH_RAYLET_RAYLET_SERVICE_H_

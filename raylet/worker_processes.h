@@ -1,0 +1,118 @@
+// WorkerProcessManager: starts, watches and stops the node's worker
+// processes.
+//
+// Each worker runs in its own process group, with exactly the environment it
+// is given plus CUDA_VISIBLE_DEVICES, and with stdout / stderr appended to
+// `<log_dir>/<worker_id>.out` / `.err`. Start is idempotent by worker id and
+// returns only once the program has been exec'd: a program that cannot be
+// started is an error from Start, never a silent exit. A reaper thread
+// records every exit (code or signal) and hands it to the on-exit callback.
+// Stop signals the whole group: SIGTERM, then SIGKILL after the grace period.
+// The destructor kills every worker still running. Thread-safe.
+#ifndef BERTH_RAYLET_WORKER_PROCESSES_H_
+#define BERTH_RAYLET_WORKER_PROCESSES_H_
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+
+namespace berth {
+
+struct WorkerLaunch {
+  std::string worker_id;  // [A-Za-z0-9_.-], names the log files
+  std::string job_id;     // may be empty; names the default working directory
+  std::string placement_group_id;
+  uint32_t bundle_index = 0;
+  std::vector<std::string> argv;  // argv[0] is searched in the raylet's PATH
+  std::map<std::string, std::string> env;
+  std::string cwd;  // empty = <work_dir_root>/<job_id or "no-job">
+  std::vector<uint32_t> visible_gpu_indices;
+};
+
+enum class WorkerState { kRunning, kExited, kFailed, kKilled };
+
+struct WorkerRecord {
+  std::string worker_id;
+  std::string job_id;
+  std::string placement_group_id;
+  uint32_t bundle_index = 0;
+  pid_t pid = 0;
+  WorkerState state = WorkerState::kRunning;
+  int exit_code = 0;  // when it exited normally
+  int signal = 0;     // when a signal ended it
+  int64_t started_unix_ms = 0;
+  int64_t ended_unix_ms = 0;  // 0 while running
+};
+
+struct StartedWorker {
+  pid_t pid = 0;
+  bool already_running = false;  // the worker id was started before
+};
+
+class WorkerProcessManager {
+ public:
+  struct Options {
+    std::string log_dir;
+    std::string work_dir_root;
+    // Called on the reaper thread, once per worker, after it ended.
+    std::function<void(const WorkerRecord&)> on_exit;
+  };
+
+  explicit WorkerProcessManager(Options options);
+  ~WorkerProcessManager();
+  WorkerProcessManager(const WorkerProcessManager&) = delete;
+  WorkerProcessManager& operator=(const WorkerProcessManager&) = delete;
+
+  // Forks and execs the worker. INVALID_ARGUMENT for a bad worker id, job id,
+  // empty argv or env name (naming `spec.<field>`); INTERNAL if the log
+  // files, the working directory or exec fail.
+  absl::StatusOr<StartedWorker> Start(const WorkerLaunch& launch);
+  // Sends SIGTERM to the worker's process group now and SIGKILL once `grace`
+  // has passed (at once for zero); returns without waiting. A worker that
+  // already ended is left alone. NOT_FOUND for an unknown worker id.
+  absl::Status Stop(const std::string& worker_id, absl::Duration grace);
+  // Stops every running worker like Stop and waits until all have been
+  // reaped (SIGKILL after `grace`).
+  void StopAll(absl::Duration grace);
+
+  // Running and ended workers, ordered by worker id.
+  std::vector<WorkerRecord> List() const;
+  size_t RunningCount() const;
+
+ private:
+  struct Worker {
+    WorkerRecord record;
+    bool stop_requested = false;
+    absl::Time kill_at = absl::InfiniteFuture();  // SIGKILL deadline once stopping
+  };
+
+  void ReapLoop();
+  // Collects ended workers and sends due SIGKILLs; returns the records of
+  // workers that ended.
+  std::vector<WorkerRecord> ReapOnce() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void SignalStop(Worker& worker, absl::Duration grace) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  const Options options_;
+  // Serializes Start so that one worker id is never forked twice.
+  absl::Mutex start_mu_;
+  mutable absl::Mutex mu_;
+  absl::CondVar wake_reaper_;
+  std::map<std::string, Worker> workers_ ABSL_GUARDED_BY(mu_);
+  bool shutting_down_ ABSL_GUARDED_BY(mu_) = false;
+  std::thread reaper_;
+};
+
+}  // namespace berth
+
+#endif  // BERTH_RAYLET_WORKER_PROCESSES_H_

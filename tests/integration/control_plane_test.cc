@@ -1,0 +1,363 @@
+// The control plane across real processes: one berth-head and three
+// berth-raylets with simulated GPUs of two accelerator types, on 127.0.0.1.
+#include <signal.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <fstream>
+#include <map>
+#include <set>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "common/files.h"
+#include "tests/integration/local_cluster.h"
+
+namespace berth::testing {
+namespace {
+
+using ::testing::HasSubstr;
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+
+using Availability = std::map<std::string, std::map<std::string, double>>;
+
+// An amount of a resource set; absent means zero, as on the wire.
+double Amount(const std::map<std::string, double>& amounts, const std::string& name) {
+  auto it = amounts.find(name);
+  return it == amounts.end() ? 0 : it->second;
+}
+
+class ControlPlaneTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    cluster_ = std::make_unique<LocalCluster>();
+    // a10g-0 and a10g-1: 4 x A10G each; t4-0: 2 x T4.
+    cluster_->AddRaylet({"a10g-0", 4, "A10G", 16, "64Gi", "zone=a"});
+    cluster_->AddRaylet({"a10g-1", 4, "A10G", 16, "64Gi", "zone=b"});
+    cluster_->AddRaylet({"t4-0", 2, "T4", 8, "32Gi", "zone=a"});
+  }
+
+  Availability Available() {
+    v1::ListNodesResponse response;
+    EXPECT_TRUE(cluster_->nodes().ListNodes(Context().get(), {}, &response).ok());
+    Availability out;
+    for (const auto& n : response.nodes()) {
+      out[n.node_id()] = {n.available().amounts().begin(), n.available().amounts().end()};
+    }
+    return out;
+  }
+
+  static v1::Bundle GpuBundle(double gpus, const std::string& accelerator = "") {
+    v1::Bundle b;
+    (*b.mutable_resources()->mutable_amounts())["GPU"] = gpus;
+    (*b.mutable_resources()->mutable_amounts())["CPU"] = 1;
+    if (!accelerator.empty()) {
+      auto* r = b.mutable_selector()->add_requirements();
+      r->set_key("berth.io/accelerator-type");
+      r->set_op(v1::LABEL_OPERATOR_IN);
+      r->add_values(accelerator);
+    }
+    return b;
+  }
+
+  grpc::Status Create(std::vector<v1::Bundle> bundles, v1::PlacementStrategy strategy,
+                      std::string* id, const std::string& name = "") {
+    v1::CreatePlacementGroupRequest request;
+    request.set_request_id("req-" + std::to_string(next_request_++));
+    request.set_strategy(strategy);
+    request.set_name(name);
+    for (auto& b : bundles) *request.add_bundles() = std::move(b);
+    v1::CreatePlacementGroupResponse response;
+    grpc::Status s = cluster_->groups().CreatePlacementGroup(Context().get(), request, &response);
+    *id = response.placement_group_id();
+    return s;
+  }
+
+  std::string CreateOk(std::vector<v1::Bundle> bundles, v1::PlacementStrategy strategy) {
+    std::string id;
+    grpc::Status s = Create(std::move(bundles), strategy, &id);
+    EXPECT_TRUE(s.ok()) << s.error_message();
+    return id;
+  }
+
+  v1::PlacementGroupInfo WaitReady(const std::string& id, int timeout_ms = 10000) {
+    v1::WaitPlacementGroupReadyRequest request;
+    request.set_placement_group_id(id);
+    request.set_timeout_ms(timeout_ms);
+    v1::WaitPlacementGroupReadyResponse response;
+    grpc::Status s = cluster_->groups().WaitPlacementGroupReady(
+        Context(milliseconds(timeout_ms + 5000)).get(), request, &response);
+    EXPECT_TRUE(s.ok()) << s.error_message();
+    return response.placement_group();
+  }
+
+  v1::PlacementGroupInfo Get(const std::string& id) {
+    v1::GetPlacementGroupRequest request;
+    request.set_placement_group_id(id);
+    v1::GetPlacementGroupResponse response;
+    EXPECT_TRUE(cluster_->groups().GetPlacementGroup(Context().get(), request, &response).ok());
+    return response.placement_group();
+  }
+
+  void Remove(const std::string& id) {
+    v1::RemovePlacementGroupRequest request;
+    request.set_placement_group_id(id);
+    request.set_request_id("rm-" + id);
+    v1::RemovePlacementGroupResponse response;
+    grpc::Status s = cluster_->groups().RemovePlacementGroup(Context().get(), request, &response);
+    EXPECT_TRUE(s.ok()) << s.error_message();
+  }
+
+  // Asks the raylet itself whether all of its GPUs and CPUs are free, by
+  // preparing (then cancelling) a probe bundle of its whole capacity.
+  bool RayletIsIdle(const std::string& node_id, int gpus, int cpus) {
+    v1::PrepareBundleResourcesRequest prepare;
+    prepare.set_placement_group_id("probe");
+    prepare.set_request_id("probe-" + std::to_string(next_request_++));
+    v1::BundleReservation* b = prepare.add_bundles();
+    (*b->mutable_resources()->mutable_amounts())["CPU"] = cpus;
+    if (gpus > 0) (*b->mutable_resources()->mutable_amounts())["GPU"] = gpus;
+    for (int i = 0; i < gpus; ++i) {
+      v1::GpuShare* g = b->add_gpus();
+      g->set_index(i);
+      g->set_units(10000);
+    }
+    v1::PrepareBundleResourcesResponse prepared;
+    grpc::Status s = cluster_->raylet(node_id).PrepareBundleResources(Context().get(), prepare, &prepared);
+    EXPECT_TRUE(s.ok()) << s.error_message();
+    v1::CancelResourceReserveRequest cancel;
+    cancel.set_placement_group_id("probe");
+    cancel.set_request_id(prepare.request_id() + "-cancel");
+    cancel.add_bundle_indices(0);
+    v1::CancelResourceReserveResponse cancelled;
+    EXPECT_TRUE(cluster_->raylet(node_id).CancelResourceReserve(Context().get(), cancel, &cancelled).ok());
+    return prepared.prepared();
+  }
+
+  std::unique_ptr<LocalCluster> cluster_;
+  int next_request_ = 0;
+};
+
+TEST_F(ControlPlaneTest, EveryStrategyPlacesAndRemovesWithExactAvailability) {
+  const Availability idle = Available();
+  ASSERT_EQ(idle.size(), 3u);
+  EXPECT_EQ(idle.at("a10g-0").at("GPU"), 4);
+  EXPECT_EQ(idle.at("a10g-0").at("accelerator_type:A10G"), 1);
+  struct Case {
+    v1::PlacementStrategy strategy;
+    int bundles;
+    std::string accelerator;
+    size_t expected_nodes;
+  };
+  for (const Case& c : std::vector<Case>{{v1::PLACEMENT_STRATEGY_PACK, 3, "A10G", 1},
+                                         {v1::PLACEMENT_STRATEGY_SPREAD, 3, "", 3},
+                                         {v1::PLACEMENT_STRATEGY_STRICT_PACK, 4, "A10G", 1},
+                                         {v1::PLACEMENT_STRATEGY_STRICT_SPREAD, 2, "A10G", 2}}) {
+    SCOPED_TRACE(v1::PlacementStrategy_Name(c.strategy));
+    std::vector<v1::Bundle> bundles(c.bundles, GpuBundle(1, c.accelerator));
+    const std::string id = CreateOk(bundles, c.strategy);
+    v1::PlacementGroupInfo info = WaitReady(id);
+    ASSERT_EQ(info.state(), v1::PLACEMENT_GROUP_STATE_CREATED) << info.pending_reason();
+    ASSERT_EQ(info.locations_size(), c.bundles);
+    std::map<std::string, int> gpus_used;
+    std::set<std::pair<std::string, uint32_t>> gpu_ids;
+    for (const auto& loc : info.locations()) {
+      ++gpus_used[loc.node_id()];
+      ASSERT_EQ(loc.gpus_size(), 1);
+      EXPECT_TRUE(gpu_ids.insert({loc.node_id(), loc.gpus(0).index()}).second) << "GPU given twice";
+      if (!c.accelerator.empty()) EXPECT_THAT(loc.node_id(), HasSubstr("a10g"));
+    }
+    EXPECT_EQ(gpus_used.size(), c.expected_nodes);
+    const Availability during = Available();
+    for (const auto& [node, amounts] : idle) {
+      const int used = gpus_used.count(node) ? gpus_used[node] : 0;
+      EXPECT_EQ(Amount(during.at(node), "GPU"), Amount(amounts, "GPU") - used) << node;
+      EXPECT_EQ(Amount(during.at(node), "CPU"), Amount(amounts, "CPU") - used) << node;
+    }
+    Remove(id);
+    EXPECT_EQ(Get(id).state(), v1::PLACEMENT_GROUP_STATE_REMOVED);
+    EXPECT_EQ(Available(), idle);
+  }
+  for (const char* node : {"a10g-0", "a10g-1"}) EXPECT_TRUE(RayletIsIdle(node, 4, 16)) << node;
+  EXPECT_TRUE(RayletIsIdle("t4-0", 2, 8));
+}
+
+TEST_F(ControlPlaneTest, KilledRayletsBundlesAreRescheduled) {
+  const std::string spread = CreateOk(std::vector<v1::Bundle>(3, GpuBundle(1)), v1::PLACEMENT_STRATEGY_SPREAD);
+  ASSERT_EQ(WaitReady(spread).state(), v1::PLACEMENT_GROUP_STATE_CREATED);
+  const std::string strict =
+      CreateOk(std::vector<v1::Bundle>(3, GpuBundle(1)), v1::PLACEMENT_STRATEGY_STRICT_SPREAD);
+  ASSERT_EQ(WaitReady(strict).state(), v1::PLACEMENT_GROUP_STATE_CREATED);
+  ASSERT_EQ(Get(spread).locations(2).node_id().empty(), false);
+
+  cluster_->KillRaylet("t4-0", SIGKILL);
+  // DEAD after 5 missed heartbeats (100 ms each); rescheduled soon after.
+  const bool replaced = WaitUntil(
+      [&] {
+        v1::PlacementGroupInfo info = Get(spread);
+        if (info.state() != v1::PLACEMENT_GROUP_STATE_CREATED || info.locations_size() != 3) return false;
+        for (const auto& loc : info.locations()) {
+          if (loc.node_id() == "t4-0") return false;
+        }
+        return true;
+      },
+      seconds(5));
+  EXPECT_TRUE(replaced) << Get(spread).DebugString();
+  // STRICT_SPREAD over 3 nodes cannot fit on the 2 that are left.
+  v1::PlacementGroupInfo info = Get(strict);
+  EXPECT_EQ(info.state(), v1::PLACEMENT_GROUP_STATE_RESCHEDULING);
+  EXPECT_EQ(info.locations_size(), 2);
+  EXPECT_THAT(info.pending_reason(), HasSubstr("STRICT_SPREAD"));
+  v1::ListNodesRequest dead;
+  dead.add_states(v1::NODE_STATE_DEAD);
+  v1::ListNodesResponse nodes;
+  ASSERT_TRUE(cluster_->nodes().ListNodes(Context().get(), dead, &nodes).ok());
+  ASSERT_EQ(nodes.nodes_size(), 1);
+  EXPECT_EQ(nodes.nodes(0).node_id(), "t4-0");
+  // The node comes back: the group is whole again.
+  cluster_->RestartRaylet("t4-0");
+  EXPECT_EQ(WaitReady(strict).state(), v1::PLACEMENT_GROUP_STATE_CREATED);
+}
+
+TEST_F(ControlPlaneTest, RefusedPrepareLeavesNoPartialPlacement) {
+  const std::string refuse = cluster_->dir() + "/refuse";
+  ASSERT_EQ(ReadFileOrEmpty(refuse), "");
+  { std::ofstream(refuse) << "x"; }
+  cluster_->AddRaylet({"t4-1", 2, "T4", 8, "32Gi", "", {"--refuse-prepare-file", refuse}});
+  const Availability idle = Available();
+  const std::string id =
+      CreateOk(std::vector<v1::Bundle>(4, GpuBundle(1)), v1::PLACEMENT_STRATEGY_STRICT_SPREAD);
+  v1::PlacementGroupInfo pending = WaitReady(id, 1500);
+  EXPECT_NE(pending.state(), v1::PLACEMENT_GROUP_STATE_CREATED);
+  EXPECT_THAT(pending.pending_reason(), HasSubstr("refused to prepare"));
+  // Every other raylet cancelled what it prepared.
+  EXPECT_TRUE(WaitUntil([&] { return Available() == idle; }, seconds(3)));
+  for (const char* node : {"a10g-0", "a10g-1"}) EXPECT_TRUE(RayletIsIdle(node, 4, 16)) << node;
+  EXPECT_TRUE(RayletIsIdle("t4-0", 2, 8));
+  // The raylet recovers: the group is placed.
+  std::remove(refuse.c_str());
+  v1::PlacementGroupInfo created = WaitReady(id);
+  EXPECT_EQ(created.state(), v1::PLACEMENT_GROUP_STATE_CREATED) << created.pending_reason();
+}
+
+TEST_F(ControlPlaneTest, ThousandCreateRemoveCyclesLeaveAvailabilityExact) {
+  const Availability idle = Available();
+  const std::vector<v1::PlacementStrategy> strategies = {
+      v1::PLACEMENT_STRATEGY_PACK, v1::PLACEMENT_STRATEGY_SPREAD,
+      v1::PLACEMENT_STRATEGY_STRICT_PACK, v1::PLACEMENT_STRATEGY_STRICT_SPREAD};
+  for (int i = 0; i < 1000; ++i) {
+    std::vector<v1::Bundle> bundles(1 + i % 3, GpuBundle(i % 4 == 0 ? 0.5 : 1));
+    const std::string id = CreateOk(bundles, strategies[i % 4]);
+    ASSERT_EQ(WaitReady(id).state(), v1::PLACEMENT_GROUP_STATE_CREATED) << "cycle " << i;
+    Remove(id);
+  }
+  EXPECT_EQ(Available(), idle);
+  EXPECT_TRUE(WaitUntil(
+      [&] { return RayletIsIdle("a10g-0", 4, 16) && RayletIsIdle("a10g-1", 4, 16) && RayletIsIdle("t4-0", 2, 8); },
+      seconds(5)));
+}
+
+TEST_F(ControlPlaneTest, WorkerSeesItsGpusLogsOutputAndItsExitReachesTheHead) {
+  const std::string id = CreateOk({GpuBundle(2, "T4")}, v1::PLACEMENT_STRATEGY_PACK);
+  v1::PlacementGroupInfo info = WaitReady(id);
+  ASSERT_EQ(info.state(), v1::PLACEMENT_GROUP_STATE_CREATED);
+  ASSERT_EQ(info.locations(0).node_id(), "t4-0");
+  v1::StartWorkerRequest start;
+  start.set_request_id("start-w1");
+  v1::WorkerSpec* spec = start.mutable_spec();
+  spec->set_worker_id("w1");
+  spec->set_job_id("job-1");
+  spec->set_placement_group_id(id);
+  spec->set_bundle_index(0);
+  spec->add_argv("/bin/sh");
+  spec->add_argv("-c");
+  spec->add_argv("echo \"gpus=$CUDA_VISIBLE_DEVICES rank=$RANK\"; echo oops >&2; exit 7");
+  (*spec->mutable_env())["RANK"] = "0";
+  v1::StartWorkerResponse started;
+  grpc::Status s = cluster_->raylet("t4-0").StartWorker(Context().get(), start, &started);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  EXPECT_GT(started.pid(), 0);
+  v1::ListWorkerExitsRequest exits_request;
+  exits_request.set_job_id("job-1");
+  v1::ListWorkerExitsResponse exits;
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        exits.Clear();
+        return cluster_->nodes().ListWorkerExits(Context().get(), exits_request, &exits).ok() &&
+               exits.exits_size() == 1;
+      },
+      seconds(5)));
+  EXPECT_EQ(exits.exits(0).node_id(), "t4-0");
+  EXPECT_EQ(exits.exits(0).status().worker_id(), "w1");
+  EXPECT_EQ(exits.exits(0).status().exit_code(), 7);
+  const std::string out = ReadFileOrEmpty(cluster_->log_dir("t4-0") + "/w1.out");
+  EXPECT_EQ(out, "gpus=" + std::string(info.locations(0).gpus(0).index() == 0 ? "0,1" : "1,0") + " rank=0\n");
+  EXPECT_EQ(ReadFileOrEmpty(cluster_->log_dir("t4-0") + "/w1.err"), "oops\n");
+}
+
+TEST_F(ControlPlaneTest, BadInputIsRejectedNamingTheField) {
+  auto expect = [&](v1::CreatePlacementGroupRequest request, grpc::StatusCode code,
+                    const std::string& field) {
+    if (request.request_id().empty()) request.set_request_id("bad-" + std::to_string(next_request_++));
+    v1::CreatePlacementGroupResponse response;
+    grpc::Status s = cluster_->groups().CreatePlacementGroup(Context().get(), request, &response);
+    EXPECT_EQ(s.error_code(), code) << field << ": " << s.error_message();
+    EXPECT_THAT(s.error_message(), HasSubstr(field));
+  };
+  v1::CreatePlacementGroupRequest negative;
+  *negative.add_bundles() = GpuBundle(-1);
+  expect(negative, grpc::StatusCode::INVALID_ARGUMENT, "bundles[0].resources.amounts[\"GPU\"]");
+  v1::CreatePlacementGroupRequest nan;
+  *nan.add_bundles() = GpuBundle(std::nan(""));
+  expect(nan, grpc::StatusCode::INVALID_ARGUMENT, "bundles[0].resources.amounts[\"GPU\"]");
+  v1::CreatePlacementGroupRequest strategy;
+  *strategy.add_bundles() = GpuBundle(1);
+  strategy.set_strategy(static_cast<v1::PlacementStrategy>(99));
+  expect(strategy, grpc::StatusCode::INVALID_ARGUMENT, "strategy");
+  expect(v1::CreatePlacementGroupRequest(), grpc::StatusCode::INVALID_ARGUMENT, "bundles");
+  v1::CreatePlacementGroupRequest oversize;
+  for (int i = 0; i < 5000; ++i) *oversize.add_bundles() = GpuBundle(0.001);
+  expect(oversize, grpc::StatusCode::INVALID_ARGUMENT, "bundles: 5000 bundles");
+  v1::CreatePlacementGroupRequest long_name;
+  *long_name.add_bundles() = GpuBundle(1);
+  long_name.set_name(std::string(1000, 'x'));
+  expect(long_name, grpc::StatusCode::INVALID_ARGUMENT, "name");
+
+  v1::GetPlacementGroupRequest get;
+  get.set_placement_group_id("pg-unknown");
+  v1::GetPlacementGroupResponse got;
+  grpc::Status s = cluster_->groups().GetPlacementGroup(Context().get(), get, &got);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_THAT(s.error_message(), HasSubstr("placement_group_id"));
+  v1::RemovePlacementGroupRequest remove;
+  remove.set_placement_group_id("pg-unknown");
+  v1::RemovePlacementGroupResponse removed;
+  EXPECT_EQ(cluster_->groups().RemovePlacementGroup(Context().get(), remove, &removed).error_code(),
+            grpc::StatusCode::NOT_FOUND);
+
+  v1::RegisterNodeRequest duplicate;
+  duplicate.set_node_id("a10g-0");
+  duplicate.set_address("127.0.0.1:1");
+  duplicate.set_request_id("dup");
+  (*duplicate.mutable_total()->mutable_amounts())["CPU"] = 1;
+  v1::RegisterNodeResponse registered;
+  s = cluster_->nodes().RegisterNode(Context().get(), duplicate, &registered);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::ALREADY_EXISTS);
+  EXPECT_THAT(s.error_message(), HasSubstr("node_id"));
+  v1::DrainNodeRequest drain;
+  drain.set_node_id(std::string(500, 'n'));
+  v1::DrainNodeResponse drained;
+  s = cluster_->nodes().DrainNode(Context().get(), drain, &drained);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(s.error_message(), HasSubstr("node_id"));
+
+  // The head is still serving and nothing was half-applied.
+  v1::ListPlacementGroupsResponse all;
+  ASSERT_TRUE(cluster_->groups().ListPlacementGroups(Context().get(), {}, &all).ok());
+  EXPECT_EQ(all.placement_groups_size(), 0);
+  EXPECT_EQ(Available().size(), 3u);
+}
+
+}  // namespace
+}  // namespace berth::testing

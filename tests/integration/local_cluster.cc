@@ -1,0 +1,200 @@
+#include "tests/integration/local_cluster.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+#include <thread>
+
+#include "common/files.h"
+#include "grpcpp/grpcpp.h"
+
+namespace berth::testing {
+namespace {
+
+std::string ReadPortFile(const std::string& path, std::chrono::milliseconds timeout) {
+  std::string port;
+  WaitUntil(
+      [&] {
+        port = ReadFileOrEmpty(path);
+        return !port.empty() && port.back() == '\n';
+      },
+      timeout);
+  if (!port.empty() && port.back() == '\n') port.pop_back();
+  return port;
+}
+
+std::shared_ptr<grpc::Channel> Channel(const std::string& address) {
+  return grpc::CreateChannel(address, grpc::InsecureChannelCredentials());
+}
+
+}  // namespace
+
+ChildProcess::ChildProcess(std::vector<std::string> argv, const std::string& log_path) {
+  std::vector<char*> args;
+  for (std::string& a : argv) args.push_back(a.data());
+  args.push_back(nullptr);
+  pid_ = fork();
+  if (pid_ < 0) throw std::runtime_error("fork failed");
+  if (pid_ == 0) {
+    const int fd = open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+    if (fd >= 0) {
+      dup2(fd, STDOUT_FILENO);
+      dup2(fd, STDERR_FILENO);
+    }
+    execv(args[0], args.data());
+    _exit(127);
+  }
+}
+
+ChildProcess::~ChildProcess() {
+  if (pid_ > 0) {
+    Signal(SIGKILL);
+    Wait();
+  }
+}
+
+void ChildProcess::Signal(int signal) {
+  if (pid_ > 0) kill(pid_, signal);
+}
+
+int ChildProcess::Wait() {
+  int status = 0;
+  if (pid_ > 0) waitpid(pid_, &status, 0);
+  pid_ = -1;
+  return status;
+}
+
+std::unique_ptr<grpc::ClientContext> Context(std::chrono::milliseconds timeout) {
+  auto context = std::make_unique<grpc::ClientContext>();
+  context->set_deadline(std::chrono::system_clock::now() + timeout);
+  return context;
+}
+
+bool WaitUntil(const std::function<bool()>& condition, std::chrono::milliseconds timeout) {
+  const auto end = std::chrono::steady_clock::now() + timeout;
+  while (true) {
+    if (condition()) return true;
+    if (std::chrono::steady_clock::now() > end) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+}
+
+LocalCluster::LocalCluster(int heartbeat_ms) : heartbeat_ms_(heartbeat_ms) {
+  char dir[] = "/tmp/berth-it-XXXXXX";
+  if (mkdtemp(dir) == nullptr) throw std::runtime_error("mkdtemp failed");
+  dir_ = dir;
+  const std::string port_file = dir_ + "/head.port";
+  head_ = std::make_unique<ChildProcess>(
+      std::vector<std::string>{BERTH_HEAD_BIN, "--listen", "127.0.0.1:0", "--port-file", port_file,
+                               "--heartbeat-period-ms", std::to_string(heartbeat_ms),
+                               "--heartbeat-misses", "5", "--raylet-rpc-timeout-ms", "1000"},
+      dir_ + "/head.log");
+  const std::string port = ReadPortFile(port_file, std::chrono::seconds(10));
+  if (port.empty()) throw std::runtime_error("berth-head did not start; see " + dir_ + "/head.log");
+  head_address_ = "127.0.0.1:" + port;
+  auto channel = Channel(head_address_);
+  nodes_ = v1::NodeService::NewStub(channel);
+  groups_ = v1::PlacementGroupService::NewStub(channel);
+  cluster_ = v1::ClusterService::NewStub(channel);
+}
+
+LocalCluster::~LocalCluster() {
+  // Raylets first (they kill their workers on SIGTERM), then the head.
+  for (auto& r : raylets_) {
+    if (r->process && r->process->running()) {
+      r->process->Signal(SIGTERM);
+      r->process->Wait();
+    }
+  }
+  raylets_.clear();
+  head_.reset();
+  if (getenv("BERTH_KEEP_TEST_DIRS") == nullptr) {
+    std::system(("rm -rf '" + dir_ + "'").c_str());
+  }
+}
+
+std::string LocalCluster::log_dir(const std::string& node_id) const {
+  return dir_ + "/" + node_id + "-logs";
+}
+
+void LocalCluster::StartRaylet(Raylet& r) {
+  const RayletOptions& o = r.options;
+  const std::string port_file = dir_ + "/" + o.node_id + ".port";
+  std::remove(port_file.c_str());
+  std::vector<std::string> argv = {BERTH_RAYLET_BIN, "--head", head_address_, "--listen",
+                                   "127.0.0.1:0", "--port-file", port_file, "--node-id", o.node_id,
+                                   "--num-cpus", std::to_string(o.num_cpus), "--memory", o.memory,
+                                   "--num-gpus", std::to_string(o.num_gpus), "--log-dir",
+                                   log_dir(o.node_id)};
+  if (!o.accelerator_type.empty()) {
+    argv.push_back("--accelerator-type");
+    argv.push_back(o.accelerator_type);
+  }
+  if (!o.labels.empty()) {
+    argv.push_back("--labels");
+    argv.push_back(o.labels);
+  }
+  argv.insert(argv.end(), o.extra_flags.begin(), o.extra_flags.end());
+  r.process = std::make_unique<ChildProcess>(argv, dir_ + "/" + o.node_id + ".log");
+  const std::string port = ReadPortFile(port_file, std::chrono::seconds(10));
+  if (port.empty()) throw std::runtime_error("berth-raylet " + o.node_id + " did not start");
+  r.address = "127.0.0.1:" + port;
+  r.stub = v1::RayletService::NewStub(Channel(r.address));
+  const bool alive = WaitUntil(
+      [&] {
+        v1::ListNodesRequest request;
+        request.add_states(v1::NODE_STATE_ALIVE);
+        v1::ListNodesResponse response;
+        if (!nodes_->ListNodes(Context().get(), request, &response).ok()) return false;
+        for (const auto& n : response.nodes()) {
+          if (n.node_id() == o.node_id && n.address() == r.address) return true;
+        }
+        return false;
+      },
+      std::chrono::seconds(15));
+  if (!alive) throw std::runtime_error("berth-raylet " + o.node_id + " did not register");
+}
+
+void LocalCluster::AddRaylet(const RayletOptions& options) {
+  auto r = std::make_unique<Raylet>();
+  r->options = options;
+  StartRaylet(*r);
+  raylets_.push_back(std::move(r));
+}
+
+void LocalCluster::KillRaylet(const std::string& node_id, int signal) {
+  for (auto& r : raylets_) {
+    if (r->options.node_id == node_id && r->process) {
+      r->process->Signal(signal);
+      r->process->Wait();
+    }
+  }
+}
+
+void LocalCluster::RestartRaylet(const std::string& node_id) {
+  for (auto& r : raylets_) {
+    if (r->options.node_id == node_id) StartRaylet(*r);
+  }
+}
+
+v1::RayletService::Stub& LocalCluster::raylet(const std::string& node_id) {
+  for (auto& r : raylets_) {
+    if (r->options.node_id == node_id) return *r->stub;
+  }
+  throw std::runtime_error("no raylet " + node_id);
+}
+
+std::string LocalCluster::raylet_address(const std::string& node_id) const {
+  for (const auto& r : raylets_) {
+    if (r->options.node_id == node_id) return r->address;
+  }
+  return "";
+}
+
+}  // namespace berth::testing

@@ -1,0 +1,98 @@
+// LocalCluster: a real berth cluster for integration tests: one berth-head
+// and any number of berth-raylet processes on 127.0.0.1, on ephemeral
+// ports, with stubs to talk to them. Every process is killed when the
+// cluster goes out of scope.
+#ifndef BERTH_TESTS_INTEGRATION_LOCAL_CLUSTER_H_
+#define BERTH_TESTS_INTEGRATION_LOCAL_CLUSTER_H_
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "berth/v1/head.grpc.pb.h"
+#include "berth/v1/raylet.grpc.pb.h"
+
+namespace berth::testing {
+
+// A child process with its output in a log file.
+class ChildProcess {
+ public:
+  ChildProcess(std::vector<std::string> argv, const std::string& log_path);
+  ~ChildProcess();
+  ChildProcess(const ChildProcess&) = delete;
+  ChildProcess& operator=(const ChildProcess&) = delete;
+
+  pid_t pid() const { return pid_; }
+  void Signal(int signal);
+  // Waits for the process to exit; returns its wait status.
+  int Wait();
+  bool running() const { return pid_ > 0; }
+
+ private:
+  pid_t pid_ = -1;
+};
+
+struct RayletOptions {
+  std::string node_id;
+  int num_gpus = 0;
+  std::string accelerator_type;
+  int num_cpus = 8;
+  std::string memory = "32Gi";
+  std::string labels;                   // "k=v,k=v"
+  std::vector<std::string> extra_flags;  // e.g. --refuse-prepare-file
+};
+
+class LocalCluster {
+ public:
+  // Heartbeats every `heartbeat_ms`; a node is DEAD after 5 missed periods.
+  explicit LocalCluster(int heartbeat_ms = 100);
+  ~LocalCluster();
+
+  // Starts a raylet and waits until the head lists it ALIVE.
+  void AddRaylet(const RayletOptions& options);
+  void KillRaylet(const std::string& node_id, int signal);
+  // Starts a stopped raylet again with its old options (a new process).
+  void RestartRaylet(const std::string& node_id);
+
+  v1::NodeService::Stub& nodes() { return *nodes_; }
+  v1::PlacementGroupService::Stub& groups() { return *groups_; }
+  v1::ClusterService::Stub& cluster() { return *cluster_; }
+  v1::RayletService::Stub& raylet(const std::string& node_id);
+  std::string raylet_address(const std::string& node_id) const;
+  const std::string& head_address() const { return head_address_; }
+  const std::string& dir() const { return dir_; }
+  std::string log_dir(const std::string& node_id) const;
+  int heartbeat_ms() const { return heartbeat_ms_; }
+
+ private:
+  struct Raylet {
+    RayletOptions options;
+    std::unique_ptr<ChildProcess> process;
+    std::string address;
+    std::unique_ptr<v1::RayletService::Stub> stub;
+  };
+  void StartRaylet(Raylet& r);
+
+  int heartbeat_ms_;
+  std::string dir_;
+  std::unique_ptr<ChildProcess> head_;
+  std::string head_address_;
+  std::unique_ptr<v1::NodeService::Stub> nodes_;
+  std::unique_ptr<v1::PlacementGroupService::Stub> groups_;
+  std::unique_ptr<v1::ClusterService::Stub> cluster_;
+  std::vector<std::unique_ptr<Raylet>> raylets_;
+};
+
+// A client context with a deadline `timeout` from now.
+std::unique_ptr<grpc::ClientContext> Context(
+    std::chrono::milliseconds timeout = std::chrono::milliseconds(5000));
+// Polls `condition` every 20 ms until it holds or `timeout` passes.
+bool WaitUntil(const std::function<bool()>& condition, std::chrono::milliseconds timeout);
+
+}  // namespace berth::testing
+
+#endif  // BERTH_TESTS_INTEGRATION_LOCAL_CLUSTER_H_
