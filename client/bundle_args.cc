@@ -4,6 +4,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/substitute.h"
 #include "common/proto_convert.h"
 #include "scheduler/label_selector.h"
 #include "scheduler/placement_group_spec.h"
@@ -14,40 +15,43 @@ namespace berth {
 namespace {
 
 constexpr absl::string_view kBundleExample = "want e.g. \"GPU=1,CPU=2,memory=16Gi;zone in (a,b)\"";
+constexpr absl::string_view kResourcesExample = "want e.g. \"GPU=1,CPU=2,memory=16Gi\"";
 
-absl::Status ParseResources(absl::string_view text, absl::string_view field, v1::ResourceSet* out) {
-  bool any_nonzero = false;
+// `NAME=QUANTITY,...` into a resource set, zero amounts kept. `example`
+// ends the syntax errors; `accelerator_hint` ($0 = the type) says what to
+// write instead of an internal accelerator_type:* name (the head would
+// reject it too, but in terms of the wire field).
+absl::StatusOr<v1::ResourceSet> ParseResources(absl::string_view text, absl::string_view field,
+                                               absl::string_view example,
+                                               absl::string_view accelerator_hint) {
+  if (absl::StripAsciiWhitespace(text).empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(field, ": no resources; ", example));
+  }
+  v1::ResourceSet out;
   for (absl::string_view item : absl::StrSplit(text, ',')) {
     item = absl::StripAsciiWhitespace(item);
     const size_t eq = item.find('=');
     if (eq == absl::string_view::npos) {
       return absl::InvalidArgumentError(
-          absl::StrCat(field, ": '", item, "' is not NAME=QUANTITY; ", kBundleExample));
+          absl::StrCat(field, ": '", item, "' is not NAME=QUANTITY; ", example));
     }
     const std::string name(absl::StripAsciiWhitespace(item.substr(0, eq)));
     const std::string entry_field = absl::StrCat(field, "[\"", name, "\"]");
     if (absl::Status s = ValidateResourceName(name, field); !s.ok()) return s;
-    // The head would reject it too, but in terms of the wire field; say here
-    // what to write instead.
     if (absl::StartsWith(name, kAcceleratorResourcePrefix)) {
       return absl::InvalidArgumentError(absl::StrCat(
-          field, ": ", name, " is internal; select the accelerator with \";", kAcceleratorTypeLabel,
-          " in (", name.substr(kAcceleratorResourcePrefix.size()), ")\""));
+          field, ": ", name, " is internal; ",
+          absl::Substitute(accelerator_hint, name.substr(kAcceleratorResourcePrefix.size()))));
     }
-    if (out->amounts().contains(name)) {
+    if (out.amounts().contains(name)) {
       return absl::InvalidArgumentError(absl::StrCat(field, ": ", name, " given twice"));
     }
     absl::StatusOr<Quantity> amount =
         Quantity::Parse(absl::StripAsciiWhitespace(item.substr(eq + 1)), entry_field);
     if (!amount.ok()) return amount.status();
-    any_nonzero |= !amount->IsZero();
-    (*out->mutable_amounts())[name] = amount->ToDouble();
+    (*out.mutable_amounts())[name] = amount->ToDouble();
   }
-  if (!any_nonzero) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(field, ": a bundle needs at least one non-zero resource; ", kBundleExample));
-  }
-  return absl::OkStatus();
+  return out;
 }
 
 }  // namespace
@@ -55,14 +59,19 @@ absl::Status ParseResources(absl::string_view text, absl::string_view field, v1:
 absl::StatusOr<v1::Bundle> ParseBundleArg(absl::string_view text, absl::string_view field) {
   // Selectors contain commas ("zone in (a,b), !spot") but never ';'.
   const size_t semicolon = text.find(';');
-  const absl::string_view resources = text.substr(0, semicolon);
+  absl::StatusOr<v1::ResourceSet> resources = ParseResources(
+      text.substr(0, semicolon), field, kBundleExample,
+      absl::StrCat("select the accelerator with \";", kAcceleratorTypeLabel, " in ($0)\""));
+  if (!resources.ok()) return resources.status();
+  // The head drops zero amounts; a bundle of nothing but zeros is a typo.
+  bool any_nonzero = false;
+  for (const auto& [name, amount] : resources->amounts()) any_nonzero |= amount != 0;
+  if (!any_nonzero) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(field, ": a bundle needs at least one non-zero resource; ", kBundleExample));
+  }
   v1::Bundle bundle;
-  if (absl::StripAsciiWhitespace(resources).empty()) {
-    return absl::InvalidArgumentError(absl::StrCat(field, ": no resources; ", kBundleExample));
-  }
-  if (absl::Status s = ParseResources(resources, field, bundle.mutable_resources()); !s.ok()) {
-    return s;
-  }
+  *bundle.mutable_resources() = *std::move(resources);
   if (semicolon != absl::string_view::npos) {
     absl::StatusOr<LabelSelector> selector =
         LabelSelector::Parse(text.substr(semicolon + 1), absl::StrCat(field, ".selector"));
@@ -70,6 +79,11 @@ absl::StatusOr<v1::Bundle> ParseBundleArg(absl::string_view text, absl::string_v
     LabelSelectorToProto(*selector, bundle.mutable_selector());
   }
   return bundle;
+}
+
+absl::StatusOr<v1::ResourceSet> ParseResourcesArg(absl::string_view text, absl::string_view field) {
+  return ParseResources(text, field, kResourcesExample,
+                        "select the accelerator with --accelerator-type $0");
 }
 
 absl::StatusOr<std::vector<v1::Bundle>> ParseBundleArgs(const std::vector<std::string>& args,

@@ -1,4 +1,5 @@
-// Parsing of the `berth pg` command-line arguments into wire types.
+// Parsing of resource and placement arguments (`berth pg`, `berth job`) into
+// wire types.
 //
 // Pure functions, no I/O. A bundle is written `NAME=QUANTITY,...`, optionally
 // followed by `;` and a label selector:
@@ -21,6 +22,11 @@ namespace berth {
 
 // One `--bundle` value; `field` names it in errors, e.g. "--bundle[2]".
 absl::StatusOr<v1::Bundle> ParseBundleArg(absl::string_view text, absl::string_view field);
+
+// A resource list without selector, as `berth job submit` takes it:
+// `--trainer-resources "CPU=1,memory=200Gi"`. Zero amounts are kept (the
+// head drops them, so "CPU=0" asks for none); `field` names the flag.
+absl::StatusOr<v1::ResourceSet> ParseResourcesArg(absl::string_view text, absl::string_view field);
 
 // Every `--bundle` value in order, the whole list repeated `replicas` times
 // (`--replicas`, >= 1). At most PlacementGroupSpec::kMaxBundles in all.

@@ -134,6 +134,21 @@ std::string Timestamp(int64_t unix_ms) {
                           absl::UTCTimeZone());
 }
 
+std::string TrainJobStateName(v1::TrainJobState state) {
+  return EnumName(v1::TrainJobState_descriptor(), state, "TRAIN_JOB_STATE_");
+}
+
+// The trainer reports from step 1 on, so step 0 means "no report yet" and
+// both show as empty ("-").
+std::string Step(const v1::TrainJobInfo& job) {
+  return job.last_step() == 0 ? "" : absl::StrCat(job.last_step());
+}
+
+// Four significant digits: enough to see a loss fall, short enough to scan.
+std::string Loss(const v1::TrainJobInfo& job) {
+  return job.last_step() == 0 ? "" : absl::StrFormat("%.4g", job.last_loss());
+}
+
 bool IsWaiting(const v1::PlacementGroupInfo& group) {
   return group.state() == v1::PLACEMENT_GROUP_STATE_PENDING ||
          group.state() == v1::PLACEMENT_GROUP_STATE_RESCHEDULING || group.infeasible();
@@ -289,6 +304,62 @@ std::string FormatClusterStatus(const v1::GetClusterStatusResponse& status) {
     if (!demand.reason().empty()) absl::StrAppend(&out, "    ", demand.reason(), "\n");
   }
   return out;
+}
+
+std::string FormatTrainJobs(const v1::ListTrainJobsResponse& response) {
+  Table table({"JOB_ID", "NAME", "STATE", "WORKERS", "FAILURES", "STEP", "LOSS", "SUBMITTED"});
+  for (const v1::TrainJobInfo& job : response.jobs()) {
+    // num_workers 0 means the default, 1.
+    const uint32_t workers = std::max(job.spec().scaling_config().num_workers(), 1u);
+    table.AddRow({job.job_id(), job.spec().name(), TrainJobStateName(job.state()),
+                  absl::StrCat(workers), absl::StrCat(job.failures()), Step(job), Loss(job),
+                  job.submitted_unix_ms() == 0 ? "" : Timestamp(job.submitted_unix_ms())});
+  }
+  return table.ToString();
+}
+
+std::string FormatTrainJob(const v1::TrainJobInfo& job) {
+  Table fields({"id:", job.job_id()});
+  fields.AddRow({"name:", job.spec().name()});
+  fields.AddRow({"state:", TrainJobStateName(job.state())});
+  if (!job.message().empty()) fields.AddRow({"message:", job.message()});
+  fields.AddRow({"placement group:", job.placement_group_id()});
+  fields.AddRow({"master:", job.master_address()});
+  fields.AddRow({"attempt:", absl::StrCat(job.attempt())});
+  const int32_t max_failures = job.spec().failure_config().max_failures();
+  fields.AddRow({"failures:",
+                 absl::StrCat(job.failures(), " (max ",
+                              max_failures < 0 ? "unlimited" : absl::StrCat(max_failures), ")")});
+  for (int i = 0; i < job.failure_causes_size(); ++i) {
+    fields.AddRow({absl::StrCat("failure ", i + 1, ":"), job.failure_causes(i)});
+  }
+  fields.AddRow({"step:", Step(job)});
+  fields.AddRow({"loss:", Loss(job)});
+  fields.AddRow({"checkpoint:", job.latest_checkpoint().empty()
+                                    ? ""
+                                    : absl::StrCat(job.latest_checkpoint(), " (step ",
+                                                   job.latest_checkpoint_step(), ")")});
+  if (job.submitted_unix_ms() != 0) {
+    fields.AddRow({"submitted:", Timestamp(job.submitted_unix_ms())});
+  }
+  if (job.started_unix_ms() != 0) fields.AddRow({"started:", Timestamp(job.started_unix_ms())});
+  if (job.ended_unix_ms() != 0) fields.AddRow({"ended:", Timestamp(job.ended_unix_ms())});
+
+  Table ranks({"RANK", "NODE", "BUNDLE", "LOCAL_RANK", "NODE_RANK", "GPUS", "WORKER_ID"});
+  for (const v1::WorkerRank& worker : job.workers()) {
+    ranks.AddRow({absl::StrCat(worker.world_rank()), worker.node_id(),
+                  absl::StrCat(worker.bundle_index()), absl::StrCat(worker.local_rank()),
+                  absl::StrCat(worker.node_rank()), absl::StrJoin(worker.gpu_indices(), ","),
+                  worker.worker_id()});
+  }
+  return absl::StrCat(fields.ToString(), "\n", ranks.ToString());
+}
+
+std::string FormatTrainProgress(const v1::TrainJobInfo& job) {
+  const std::string step = Step(job);
+  const std::string loss = Loss(job);
+  return absl::StrCat("step ", step.empty() ? "-" : step, " loss ", loss.empty() ? "-" : loss, " [",
+                      TrainJobStateName(job.state()), "]");
 }
 
 absl::StatusOr<std::string> ToJson(const google::protobuf::Message& message) {

@@ -42,6 +42,21 @@ std::string FormatClusterStatus(const v1::GetClusterStatusResponse& status);
 // One line of pending demand (no newline).
 std::string FormatPendingDemand(const v1::PendingDemand& demand);
 
+// One row per train job: id, name, state, workers, failures, last step and
+// loss, submission time.
+std::string FormatTrainJobs(const v1::ListTrainJobsResponse& response);
+
+// One train job in detail: its fields (state and message, placement group,
+// rendezvous address, attempt, failures and the cause of each, last step
+// and loss, latest checkpoint), then the rank table: one row per worker
+// with its global rank, node, bundle, local rank, node rank, GPU ids and
+// worker id.
+std::string FormatTrainJob(const v1::TrainJobInfo& job);
+
+// One line of progress for `berth job watch`, "step 120 loss 0.4312
+// [RUNNING]" (no newline); step and loss are "-" before the first report.
+std::string FormatTrainProgress(const v1::TrainJobInfo& job);
+
 // Any message as indented JSON with the proto field names, plus a newline.
 absl::StatusOr<std::string> ToJson(const google::protobuf::Message& message);
 

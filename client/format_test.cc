@@ -1,5 +1,8 @@
 #include "client/format.h"
 
+#include <vector>
+
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -175,6 +178,108 @@ TEST(FormatTest, ClusterStatusHasTotalsAcceleratorsAndDemand) {
 TEST(FormatTest, ClusterStatusWithoutDemandSaysNone) {
   EXPECT_THAT(FormatClusterStatus(v1::GetClusterStatusResponse()),
               HasSubstr("Pending demand:\n  (none)\n"));
+}
+
+// A 4-worker job on two nodes after one restart, rank 0 on node-a.
+v1::TrainJobInfo RunningJob() {
+  v1::TrainJobInfo job;
+  job.set_job_id("job-1");
+  job.mutable_spec()->set_name("mnist");
+  job.mutable_spec()->mutable_scaling_config()->set_num_workers(4);
+  job.mutable_spec()->mutable_failure_config()->set_max_failures(-1);
+  job.set_state(v1::TRAIN_JOB_STATE_RUNNING);
+  job.set_placement_group_id("pg-7");
+  job.set_master_address("10.0.0.1:29500");
+  job.set_attempt(1);
+  job.set_failures(1);
+  job.add_failure_causes("rank 1 (worker job-1-a0-r1 on node-b) exited with code 3");
+  job.set_last_step(120);
+  job.set_last_loss(0.431234);
+  job.set_latest_checkpoint("/ckpt/job-1/step-100");
+  job.set_latest_checkpoint_step(100);
+  job.set_submitted_unix_ms(1700000000000);
+  const struct {
+    uint32_t rank, local_rank, node_rank, bundle;
+    const char* node;
+    std::vector<uint32_t> gpus;
+  } workers[] = {{0, 0, 0, 0, "node-a", {0}},
+                 {1, 1, 0, 2, "node-a", {1}},
+                 {2, 0, 1, 1, "node-b", {0}},
+                 {3, 1, 1, 3, "node-b", {1}}};
+  for (const auto& w : workers) {
+    v1::WorkerRank* rank = job.add_workers();
+    rank->set_world_rank(w.rank);
+    rank->set_local_rank(w.local_rank);
+    rank->set_node_rank(w.node_rank);
+    rank->set_local_world_size(2);
+    rank->set_bundle_index(w.bundle);
+    rank->set_node_id(w.node);
+    for (uint32_t gpu : w.gpus) rank->add_gpu_indices(gpu);
+    rank->set_worker_id(absl::StrCat("job-1-a1-r", w.rank));
+  }
+  return job;
+}
+
+TEST(FormatTest, TrainJobShowsFailuresCheckpointAndRankTable) {
+  const std::string text = FormatTrainJob(RunningJob());
+  EXPECT_THAT(text, ContainsRegex("^id: +job-1\n"));
+  EXPECT_THAT(text, ContainsRegex("state: +RUNNING\n"));
+  EXPECT_THAT(text, Not(HasSubstr("message:")));
+  EXPECT_THAT(text, ContainsRegex("placement group: +pg-7\n"));
+  EXPECT_THAT(text, ContainsRegex("master: +10.0.0.1:29500\n"));
+  EXPECT_THAT(text, ContainsRegex("attempt: +1\n"));
+  EXPECT_THAT(text, ContainsRegex("failures: +1 \\(max unlimited\\)\n"));
+  EXPECT_THAT(text, ContainsRegex("failure 1: +rank 1 \\(worker job-1-a0-r1 on node-b\\) exited "
+                                  "with code 3\n"));
+  EXPECT_THAT(text, ContainsRegex("step: +120\nloss: +0.4312\n"));
+  EXPECT_THAT(text, ContainsRegex("checkpoint: +/ckpt/job-1/step-100 \\(step 100\\)\n"));
+  EXPECT_THAT(text, HasSubstr("submitted:        2023-11-14 22:13:20 UTC\n"));
+  // The rank table: ranks in order; bundles need not follow them.
+  EXPECT_THAT(text, HasSubstr("\n\n"
+                              "RANK  NODE    BUNDLE  LOCAL_RANK  NODE_RANK  GPUS  WORKER_ID\n"
+                              "0     node-a  0       0           0          0     job-1-a1-r0\n"
+                              "1     node-a  2       1           0          1     job-1-a1-r1\n"
+                              "2     node-b  1       0           1          0     job-1-a1-r2\n"
+                              "3     node-b  3       1           1          1     job-1-a1-r3\n"));
+}
+
+TEST(FormatTest, PendingTrainJobShowsItsMessageAndNoRanks) {
+  v1::TrainJobInfo job;
+  job.set_job_id("job-2");
+  job.set_state(v1::TRAIN_JOB_STATE_PENDING);
+  job.set_message("waiting for resources: bundle 0 needs GPU: 8");
+  job.mutable_spec()->mutable_entrypoint()->mutable_command()->add_argv("python");
+  const std::string text = FormatTrainJob(job);
+  EXPECT_THAT(text, ContainsRegex("message: +waiting for resources: bundle 0 needs GPU: 8\n"));
+  EXPECT_THAT(text, ContainsRegex("failures: +0 \\(max 0\\)\n"));
+  EXPECT_THAT(text, ContainsRegex("step: +-\nloss: +-\ncheckpoint: +-\n"));
+  EXPECT_THAT(text, ContainsRegex("RANK +NODE +BUNDLE +LOCAL_RANK +NODE_RANK +GPUS +WORKER_ID\n$"));
+}
+
+TEST(FormatTest, TrainJobListRows) {
+  v1::ListTrainJobsResponse response;
+  *response.add_jobs() = RunningJob();
+  v1::TrainJobInfo* pending = response.add_jobs();
+  pending->set_job_id("job-2");
+  pending->set_state(v1::TRAIN_JOB_STATE_PENDING);
+  const std::string table = FormatTrainJobs(response);
+  EXPECT_THAT(table,
+              ContainsRegex("^JOB_ID +NAME +STATE +WORKERS +FAILURES +STEP +LOSS +SUBMITTED\n"));
+  EXPECT_THAT(table,
+              ContainsRegex("job-1 +mnist +RUNNING +4 +1 +120 +0.4312 +2023-11-14 22:13:20 UTC\n"));
+  // num_workers 0 is the default, 1; no report yet shows as "-".
+  EXPECT_THAT(table, ContainsRegex("job-2 +- +PENDING +1 +0 +- +- +-\n"));
+}
+
+TEST(FormatTest, TrainProgressLine) {
+  v1::TrainJobInfo job = RunningJob();
+  EXPECT_EQ(FormatTrainProgress(job), "step 120 loss 0.4312 [RUNNING]");
+  job.set_last_loss(1.5e-5);
+  job.set_state(v1::TRAIN_JOB_STATE_SUCCEEDED);
+  EXPECT_EQ(FormatTrainProgress(job), "step 120 loss 1.5e-05 [SUCCEEDED]");
+  v1::TrainJobInfo starting;
+  starting.set_state(v1::TRAIN_JOB_STATE_STARTING);
+  EXPECT_EQ(FormatTrainProgress(starting), "step - loss - [STARTING]");
 }
 
 TEST(FormatTest, JsonUsesProtoFieldNamesAndPrintsDefaults) {

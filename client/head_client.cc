@@ -67,7 +67,8 @@ HeadClient::HeadClient(std::shared_ptr<grpc::Channel> channel, HeadClientOptions
     : options_(options),
       nodes_(v1::NodeService::NewStub(channel)),
       placement_groups_(v1::PlacementGroupService::NewStub(channel)),
-      cluster_(v1::ClusterService::NewStub(channel)) {}
+      cluster_(v1::ClusterService::NewStub(channel)),
+      train_jobs_(v1::TrainJobService::NewStub(channel)) {}
 
 template <typename Response, typename Rpc>
 absl::StatusOr<Response> HeadClient::Call(absl::Duration timeout, Rpc rpc) {
@@ -168,6 +169,35 @@ absl::StatusOr<v1::GetClusterStatusResponse> HeadClient::GetClusterStatus() {
   const v1::GetClusterStatusRequest request;
   return Call<v1::GetClusterStatusResponse>(options_.timeout, [&](auto* context, auto* response) {
     return cluster_->GetClusterStatus(context, request, response);
+  });
+}
+
+absl::StatusOr<v1::SubmitTrainJobResponse> HeadClient::SubmitTrainJob(
+    v1::SubmitTrainJobRequest request) {
+  if (request.request_id().empty()) request.set_request_id(NewRequestId());
+  return Call<v1::SubmitTrainJobResponse>(options_.timeout, [&](auto* context, auto* response) {
+    return train_jobs_->SubmitTrainJob(context, request, response);
+  });
+}
+
+absl::StatusOr<v1::GetTrainJobResponse> HeadClient::GetTrainJob(
+    const v1::GetTrainJobRequest& request) {
+  return Call<v1::GetTrainJobResponse>(options_.timeout, [&](auto* context, auto* response) {
+    return train_jobs_->GetTrainJob(context, request, response);
+  });
+}
+
+absl::StatusOr<v1::ListTrainJobsResponse> HeadClient::ListTrainJobs(
+    const v1::ListTrainJobsRequest& request) {
+  return Call<v1::ListTrainJobsResponse>(options_.timeout, [&](auto* context, auto* response) {
+    return train_jobs_->ListTrainJobs(context, request, response);
+  });
+}
+
+absl::StatusOr<v1::StopTrainJobResponse> HeadClient::StopTrainJob(v1::StopTrainJobRequest request) {
+  if (request.request_id().empty()) request.set_request_id(NewRequestId());
+  return Call<v1::StopTrainJobResponse>(options_.timeout, [&](auto* context, auto* response) {
+    return train_jobs_->StopTrainJob(context, request, response);
   });
 }
 

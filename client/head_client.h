@@ -1,5 +1,5 @@
 // HeadClient: a blocking client of berth-head's services (nodes, placement
-// groups, cluster status).
+// groups, cluster status, train jobs).
 //
 // Promises: every call has a deadline (options.timeout, plus the wait for
 // WaitPlacementGroupReady); calls that fail with UNAVAILABLE are retried
@@ -64,6 +64,12 @@ class HeadClient {
 
   absl::StatusOr<v1::GetClusterStatusResponse> GetClusterStatus();
 
+  absl::StatusOr<v1::SubmitTrainJobResponse> SubmitTrainJob(v1::SubmitTrainJobRequest request);
+  absl::StatusOr<v1::GetTrainJobResponse> GetTrainJob(const v1::GetTrainJobRequest& request);
+  absl::StatusOr<v1::ListTrainJobsResponse> ListTrainJobs(
+      const v1::ListTrainJobsRequest& request = {});
+  absl::StatusOr<v1::StopTrainJobResponse> StopTrainJob(v1::StopTrainJobRequest request);
+
  private:
   HeadClient(std::shared_ptr<grpc::Channel> channel, HeadClientOptions options);
 
@@ -76,6 +82,7 @@ class HeadClient {
   const std::unique_ptr<v1::NodeService::Stub> nodes_;
   const std::unique_ptr<v1::PlacementGroupService::Stub> placement_groups_;
   const std::unique_ptr<v1::ClusterService::Stub> cluster_;
+  const std::unique_ptr<v1::TrainJobService::Stub> train_jobs_;
 };
 
 }  // namespace berth

@@ -1,5 +1,6 @@
 #include "client/head_client.h"
 
+#include <algorithm>
 #include <chrono>
 #include <memory>
 #include <string>
@@ -29,13 +30,16 @@ struct SeenCall {
   absl::Duration time_left;
 };
 
-// The head's three services, recording every call. Scripted failures:
-// `create_failures` are returned, in order, by the first creates.
+// The head's four services, recording every call. Scripted failures:
+// `create_failures` are returned, in order, by the first creates, and
+// `submit_failures` by the first job submissions.
 class FakeHead final : public v1::PlacementGroupService::Service,
                        public v1::NodeService::Service,
-                       public v1::ClusterService::Service {
+                       public v1::ClusterService::Service,
+                       public v1::TrainJobService::Service {
  public:
   std::vector<grpc::Status> create_failures;
+  std::vector<grpc::Status> submit_failures;
 
   std::vector<SeenCall> calls() {
     absl::MutexLock lock(&mu_);
@@ -113,6 +117,44 @@ class FakeHead final : public v1::PlacementGroupService::Service,
     return grpc::Status::OK;
   }
 
+  grpc::Status SubmitTrainJob(grpc::ServerContext* context,
+                              const v1::SubmitTrainJobRequest* request,
+                              v1::SubmitTrainJobResponse* response) override {
+    const size_t n = Record(context, "SubmitTrainJob", request->request_id());
+    if (n < submit_failures.size()) return submit_failures[n];
+    response->set_job_id("job-1");
+    return grpc::Status::OK;
+  }
+
+  grpc::Status GetTrainJob(grpc::ServerContext* context, const v1::GetTrainJobRequest* request,
+                           v1::GetTrainJobResponse* response) override {
+    Record(context, "GetTrainJob", "");
+    if (request->job_id() != "job-1") {
+      return grpc::Status(grpc::StatusCode::NOT_FOUND, "no such job");
+    }
+    response->mutable_job()->set_job_id("job-1");
+    response->mutable_job()->set_state(v1::TRAIN_JOB_STATE_RUNNING);
+    return grpc::Status::OK;
+  }
+
+  grpc::Status ListTrainJobs(grpc::ServerContext* context, const v1::ListTrainJobsRequest* request,
+                             v1::ListTrainJobsResponse* response) override {
+    Record(context, "ListTrainJobs", "");
+    // One RUNNING job, filtered as the head does.
+    if (request->states().empty() ||
+        std::find(request->states().begin(), request->states().end(),
+                  v1::TRAIN_JOB_STATE_RUNNING) != request->states().end()) {
+      response->add_jobs()->set_job_id("job-1");
+    }
+    return grpc::Status::OK;
+  }
+
+  grpc::Status StopTrainJob(grpc::ServerContext* context, const v1::StopTrainJobRequest* request,
+                            v1::StopTrainJobResponse*) override {
+    Record(context, "StopTrainJob", request->request_id());
+    return grpc::Status::OK;
+  }
+
  private:
   // Returns how many calls of `method` came before this one.
   size_t Record(grpc::ServerContext* context, const std::string& method,
@@ -141,6 +183,7 @@ class HeadClientTest : public ::testing::Test {
     builder.RegisterService(static_cast<v1::PlacementGroupService::Service*>(&head_));
     builder.RegisterService(static_cast<v1::NodeService::Service*>(&head_));
     builder.RegisterService(static_cast<v1::ClusterService::Service*>(&head_));
+    builder.RegisterService(static_cast<v1::TrainJobService::Service*>(&head_));
     server_ = builder.BuildAndStart();
     ASSERT_NE(server_, nullptr);
     ASSERT_GT(port_, 0);
@@ -231,9 +274,17 @@ TEST_F(HeadClientTest, EveryCallHasTheConfiguredDeadline) {
   ASSERT_TRUE(client->ListPlacementGroups().ok());
   ASSERT_TRUE(client->RemovePlacementGroup(remove).ok());
   ASSERT_TRUE(client->GetClusterStatus().ok());
+  v1::GetTrainJobRequest get_job;
+  get_job.set_job_id("job-1");
+  v1::StopTrainJobRequest stop_job;
+  stop_job.set_job_id("job-1");
+  ASSERT_TRUE(client->SubmitTrainJob(v1::SubmitTrainJobRequest()).ok());
+  ASSERT_TRUE(client->GetTrainJob(get_job).ok());
+  ASSERT_TRUE(client->ListTrainJobs().ok());
+  ASSERT_TRUE(client->StopTrainJob(stop_job).ok());
 
   const std::vector<SeenCall> calls = head_.calls();
-  ASSERT_THAT(calls, SizeIs(8));
+  ASSERT_THAT(calls, SizeIs(12));
   // The wire rounds the timeout up a little.
   for (const SeenCall& call : calls) {
     EXPECT_LE(call.time_left, absl::Seconds(3.1)) << call.method;
@@ -244,6 +295,47 @@ TEST_F(HeadClientTest, EveryCallHasTheConfiguredDeadline) {
   EXPECT_THAT(calls[1].request_id, SizeIs(32));
   EXPECT_EQ(calls[6].method, "RemovePlacementGroup");
   EXPECT_THAT(calls[6].request_id, SizeIs(32));
+  EXPECT_EQ(calls[8].method, "SubmitTrainJob");
+  EXPECT_THAT(calls[8].request_id, SizeIs(32));
+  EXPECT_EQ(calls[11].method, "StopTrainJob");
+  EXPECT_THAT(calls[11].request_id, SizeIs(32));
+}
+
+TEST_F(HeadClientTest, SubmitTrainJobRetriesUnavailableWithTheSameRequestId) {
+  head_.submit_failures = {grpc::Status(grpc::StatusCode::UNAVAILABLE, "head restarting")};
+  v1::SubmitTrainJobRequest request;
+  request.mutable_spec()->mutable_scaling_config()->set_num_workers(4);
+  absl::StatusOr<v1::SubmitTrainJobResponse> submitted = Client()->SubmitTrainJob(request);
+  ASSERT_TRUE(submitted.ok()) << submitted.status();
+  EXPECT_EQ(submitted->job_id(), "job-1");
+
+  const std::vector<SeenCall> calls = head_.calls();
+  ASSERT_THAT(calls, SizeIs(2));
+  EXPECT_THAT(calls[0].request_id, ::testing::MatchesRegex("[0-9a-f]{32}"));
+  EXPECT_EQ(calls[1].request_id, calls[0].request_id);
+}
+
+TEST_F(HeadClientTest, TrainJobReadsPassRequestAndErrorThrough) {
+  std::unique_ptr<HeadClient> client = Client();
+  v1::GetTrainJobRequest get;
+  get.set_job_id("job-1");
+  absl::StatusOr<v1::GetTrainJobResponse> job = client->GetTrainJob(get);
+  ASSERT_TRUE(job.ok()) << job.status();
+  EXPECT_EQ(job->job().state(), v1::TRAIN_JOB_STATE_RUNNING);
+
+  get.set_job_id("job-9");
+  job = client->GetTrainJob(get);
+  EXPECT_EQ(job.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(job.status().message(), "no such job");
+
+  v1::ListTrainJobsRequest failed;
+  failed.add_states(v1::TRAIN_JOB_STATE_FAILED);
+  absl::StatusOr<v1::ListTrainJobsResponse> listed = client->ListTrainJobs(failed);
+  ASSERT_TRUE(listed.ok()) << listed.status();
+  EXPECT_THAT(listed->jobs(), SizeIs(0));
+  listed = client->ListTrainJobs();
+  ASSERT_TRUE(listed.ok()) << listed.status();
+  EXPECT_THAT(listed->jobs(), SizeIs(1));
 }
 
 TEST_F(HeadClientTest, WaitDeadlineIncludesTheWait) {

@@ -2,6 +2,8 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
+#include <fstream>
 #include <set>
 #include <utility>
 
@@ -317,6 +319,41 @@ grpc::Status RayletService::AllocatePort(grpc::ServerContext*, const v1::Allocat
   if (!port.ok()) return ToGrpcStatus(port.status());
   response->set_port(port->port());
   response->set_host(options_.advertise_host);
+  return grpc::Status::OK;
+}
+
+grpc::Status RayletService::ReadWorkerLog(grpc::ServerContext*, const v1::ReadWorkerLogRequest* request,
+                                          v1::ReadWorkerLogResponse* response) {
+  if (request->stream() != v1::LOG_STREAM_STDOUT && request->stream() != v1::LOG_STREAM_STDERR) {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "stream: STDOUT or STDERR");
+  }
+  const std::string path =
+      workers_->LogPath(request->worker_id(), request->stream() == v1::LOG_STREAM_STDERR);
+  if (path.empty() || request->worker_id().size() > kMaxIdBytes) {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                        "worker_id: a worker id, not a path");
+  }
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    return grpc::Status(grpc::StatusCode::NOT_FOUND,
+                        absl::StrCat("worker_id: no log for '", request->worker_id(), "'"));
+  }
+  in.seekg(0, std::ios::end);
+  const uint64_t size = static_cast<uint64_t>(in.tellg());
+  const uint64_t max = request->max_bytes() == 0 ? 64 * 1024 : std::min<uint64_t>(request->max_bytes(), 1 << 20);
+  if (request->offset() < size) {
+    std::string data(std::min(max, size - request->offset()), '\0');
+    in.seekg(static_cast<std::streamoff>(request->offset()));
+    in.read(data.data(), static_cast<std::streamsize>(data.size()));
+    data.resize(static_cast<size_t>(in.gcount()));
+    response->set_data(std::move(data));
+  }
+  response->set_size(size);
+  bool exited = true;
+  for (const WorkerRecord& record : workers_->List()) {
+    if (record.worker_id == request->worker_id()) exited = record.state != WorkerState::kRunning;
+  }
+  response->set_exited(exited);
   return grpc::Status::OK;
 }
 

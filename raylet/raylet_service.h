@@ -64,6 +64,8 @@ class RayletService final : public v1::RayletService::Service {
                            v1::ListWorkersResponse* response) override;
   grpc::Status AllocatePort(grpc::ServerContext* context, const v1::AllocatePortRequest* request,
                             v1::AllocatePortResponse* response) override;
+  grpc::Status ReadWorkerLog(grpc::ServerContext* context, const v1::ReadWorkerLogRequest* request,
+                             v1::ReadWorkerLogResponse* response) override;
 
   // Resources no bundle holds.
   ResourceSet Available() const;

@@ -261,6 +261,14 @@ void WorkerProcessManager::SignalStop(Worker& worker, absl::Duration grace) {
   wake_reaper_.Signal();
 }
 
+std::string WorkerProcessManager::LogPath(const std::string& worker_id, bool stderr_log) const {
+  if (worker_id.empty() || worker_id == "." || worker_id == ".." ||
+      worker_id.find('/') != std::string::npos) {
+    return "";
+  }
+  return absl::StrCat(options_.log_dir, "/", worker_id, stderr_log ? ".err" : ".out");
+}
+
 std::vector<WorkerRecord> WorkerProcessManager::List() const {
   absl::MutexLock lock(&mu_);
   std::vector<WorkerRecord> out;

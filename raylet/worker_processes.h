@@ -88,6 +88,9 @@ class WorkerProcessManager {
 
   // Running and ended workers, ordered by worker id.
   std::vector<WorkerRecord> List() const;
+  // `<log_dir>/<worker_id>.out` or `.err`; "" for an id that is not a plain
+  // file name (no path separators), so callers cannot escape the log dir.
+  std::string LogPath(const std::string& worker_id, bool stderr_log) const;
   size_t RunningCount() const;
 
  private:

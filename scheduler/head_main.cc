@@ -4,16 +4,36 @@
 //
 //   berth-head --listen 127.0.0.1:6380 [--port-file PATH]
 #include <csignal>
+#include <filesystem>
 #include <cstdio>
 #include <memory>
 #include <string>
 
 #include "CLI/CLI.hpp"
+#include "absl/strings/str_cat.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "common/files.h"
 #include "scheduler/head_server.h"
+
+namespace {
+
+// berth-worker beside this binary (an install), or in the build tree's
+// worker/ folder, else by name from the raylet's PATH.
+std::string DefaultWorkerBinary() {
+  std::error_code error;
+  const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", error);
+  if (!error) {
+    for (const auto& candidate : {self.parent_path() / "berth-worker",
+                                  self.parent_path().parent_path() / "worker" / "berth-worker"}) {
+      if (std::filesystem::exists(candidate, error)) return candidate.string();
+    }
+  }
+  return "berth-worker";
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"berth-head: the berth cluster scheduler"};
@@ -31,11 +51,22 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, 1000));
   app.add_option("--raylet-rpc-timeout-ms", rpc_timeout_ms, "deadline of each call to a raylet")
       ->check(CLI::Range(10, 600000));
+  std::string advertise_address;
+  app.add_option("--advertise-address", advertise_address,
+                 "host:port raylets and trainers reach the head at (default: the listen "
+                 "host and the bound port)");
+  app.add_option("--worker-binary", config.train.worker_binary,
+                 "berth-worker as the raylets run it (default: beside berth-head, else PATH)");
+  app.add_option("--checkpoint-root", config.train.checkpoint_root,
+                 "where trainers write checkpoints when a job names no storage_path");
   app.add_option("--committer-threads", config.committer_threads,
                  "two-phase commits run at once")
       ->check(CLI::Range(1, 256));
   CLI11_PARSE(app, argc, argv);
   config.raylet_rpc_timeout = absl::Milliseconds(rpc_timeout_ms);
+  if (config.train.worker_binary.empty() || config.train.worker_binary == "berth-worker") {
+    config.train.worker_binary = DefaultWorkerBinary();
+  }
 
   // Signals are taken by sigwait below, not by whichever thread they hit.
   sigset_t signals;
@@ -53,12 +84,16 @@ int main(int argc, char** argv) {
   builder.RegisterService(static_cast<berth::v1::NodeService::Service*>(&head));
   builder.RegisterService(static_cast<berth::v1::PlacementGroupService::Service*>(&head));
   builder.RegisterService(static_cast<berth::v1::ClusterService::Service*>(&head));
+  builder.RegisterService(static_cast<berth::v1::TrainJobService::Service*>(&head));
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (!server || port == 0) {
     std::fprintf(stderr, "berth-head: cannot listen on %s\n", listen.c_str());
     return 1;
   }
-  head.Start();
+  if (advertise_address.empty()) {
+    advertise_address = absl::StrCat(listen.substr(0, listen.rfind(':')), ":", port);
+  }
+  head.Start(advertise_address);
   if (!port_file.empty()) {
     if (absl::Status s = berth::WritePortFile(port_file, port); !s.ok()) {
       std::fprintf(stderr, "berth-head: %s\n", std::string(s.message()).c_str());

@@ -1,6 +1,7 @@
 #include "scheduler/head_server.h"
 
 #include <cstdio>
+#include <map>
 #include <random>
 
 #include "absl/strings/str_cat.h"
@@ -23,7 +24,10 @@ HeadServer::HeadServer(HeadConfig config)
 
 HeadServer::~HeadServer() { Stop(); }
 
-void HeadServer::Start() {
+void HeadServer::Start(const std::string& head_address) {
+  TrainControllerConfig train = config_.train;
+  train.head_address = head_address;
+  jobs_ = std::make_unique<TrainJobController>(this, &raylets_, std::move(train));
   for (int i = 0; i < config_.committer_threads; ++i) {
     committer_threads_.emplace_back([this] { CommitterLoop(); });
   }
@@ -31,6 +35,7 @@ void HeadServer::Start() {
 }
 
 void HeadServer::Stop() {
+  jobs_.reset();
   {
     absl::MutexLock lock(&mu_);
     stopping_ = true;
@@ -202,6 +207,7 @@ grpc::Status HeadServer::DrainNode(grpc::ServerContext*, const v1::DrainNodeRequ
 grpc::Status HeadServer::ReportWorkerExit(grpc::ServerContext*,
                                           const v1::ReportWorkerExitRequest* request,
                                           v1::ReportWorkerExitResponse*) {
+  // The controller is told after mu_ is released: it calls back into the head.
   if (absl::Status s = ValidateString(request->node_id(), "node_id", 128, true); !s.ok()) {
     return ToGrpcStatus(s);
   }
@@ -209,7 +215,7 @@ grpc::Status HeadServer::ReportWorkerExit(grpc::ServerContext*,
       !s.ok()) {
     return ToGrpcStatus(s);
   }
-  absl::MutexLock lock(&mu_);
+  absl::ReleasableMutexLock lock(&mu_);
   if (!table_.FindNode(request->node_id())) {
     return grpc::Status(grpc::StatusCode::NOT_FOUND,
                         absl::StrCat("node_id: no node '", request->node_id(), "'"));
@@ -222,6 +228,8 @@ grpc::Status HeadServer::ReportWorkerExit(grpc::ServerContext*,
   }
   worker_exits_.push_back(*request);
   while (worker_exits_.size() > config_.max_worker_exits_kept) worker_exits_.pop_front();
+  lock.Release();
+  if (jobs_) jobs_->OnWorkerExit(request->node_id(), request->status());
   return grpc::Status::OK;
 }
 
@@ -314,6 +322,126 @@ grpc::Status HeadServer::GetClusterStatus(grpc::ServerContext*, const v1::GetClu
   groups_.ClusterStatus(response);
   response->set_as_of_unix_ms(NowMs());
   return grpc::Status::OK;
+}
+
+// --- TrainJobService -------------------------------------------------------
+
+grpc::Status HeadServer::SubmitTrainJob(grpc::ServerContext*, const v1::SubmitTrainJobRequest* request,
+                                        v1::SubmitTrainJobResponse* response) {
+  absl::StatusOr<std::string> id = jobs_->Submit(*request);
+  if (!id.ok()) return ToGrpcStatus(id.status());
+  response->set_job_id(*id);
+  return grpc::Status::OK;
+}
+
+grpc::Status HeadServer::GetTrainJob(grpc::ServerContext*, const v1::GetTrainJobRequest* request,
+                                     v1::GetTrainJobResponse* response) {
+  return ToGrpcStatus(jobs_->Get(request->job_id(), response->mutable_job()));
+}
+
+grpc::Status HeadServer::ListTrainJobs(grpc::ServerContext*, const v1::ListTrainJobsRequest* request,
+                                       v1::ListTrainJobsResponse* response) {
+  jobs_->List(*request, response);
+  return grpc::Status::OK;
+}
+
+grpc::Status HeadServer::StopTrainJob(grpc::ServerContext*, const v1::StopTrainJobRequest* request,
+                                      v1::StopTrainJobResponse*) {
+  return ToGrpcStatus(jobs_->Stop(request->job_id()));
+}
+
+grpc::Status HeadServer::StreamTrainJobLogs(grpc::ServerContext* context,
+                                            const v1::StreamTrainJobLogsRequest* request,
+                                            grpc::ServerWriter<v1::LogChunk>* writer) {
+  std::optional<uint32_t> rank;
+  if (request->has_rank()) rank = request->rank();
+  // Read offsets per (worker, stream); a restart brings new worker ids.
+  std::map<std::pair<std::string, int>, uint64_t> offsets;
+  while (true) {
+    absl::StatusOr<std::vector<RankLog>> sources = jobs_->Logs(request->job_id(), rank);
+    if (!sources.ok()) return ToGrpcStatus(sources.status());
+    bool wrote = false;
+    bool all_exited = true;
+    for (const RankLog& source : *sources) {
+      const std::string address = RayletAddress(source.node_id);
+      if (address.empty()) continue;
+      for (v1::LogStream stream : {v1::LOG_STREAM_STDOUT, v1::LOG_STREAM_STDERR}) {
+        auto [it, fresh] = offsets.try_emplace({source.worker_id, stream},
+                                               stream == v1::LOG_STREAM_STDOUT ? request->from_offset() : 0);
+        v1::ReadWorkerLogRequest read;
+        read.set_worker_id(source.worker_id);
+        read.set_stream(stream);
+        read.set_offset(it->second);
+        absl::StatusOr<v1::ReadWorkerLogResponse> chunk = raylets_.ReadWorkerLog(address, read);
+        if (!chunk.ok()) {
+          all_exited = false;  // not started yet, or the raylet is busy
+          continue;
+        }
+        if (!chunk->data().empty()) {
+          v1::LogChunk out;
+          out.set_rank(source.rank);
+          out.set_stream(stream);
+          out.set_offset(it->second);
+          out.set_data(chunk->data());
+          if (!writer->Write(out)) return grpc::Status::OK;  // the client went away
+          it->second += chunk->data().size();
+          wrote = true;
+        }
+        if (!chunk->exited() || chunk->size() > it->second) all_exited = false;
+      }
+    }
+    if (wrote) continue;  // drain what is there before deciding anything
+    if (!request->follow() || context->IsCancelled()) return grpc::Status::OK;
+    v1::TrainJobInfo info;
+    if (jobs_->Get(request->job_id(), &info).ok() && all_exited &&
+        (info.state() == v1::TRAIN_JOB_STATE_SUCCEEDED || info.state() == v1::TRAIN_JOB_STATE_FAILED ||
+         info.state() == v1::TRAIN_JOB_STATE_STOPPED)) {
+      return grpc::Status::OK;
+    }
+    absl::SleepFor(absl::Milliseconds(200));
+  }
+}
+
+grpc::Status HeadServer::ReportTrainProgress(grpc::ServerContext*,
+                                             const v1::ReportTrainProgressRequest* request,
+                                             v1::ReportTrainProgressResponse*) {
+  return ToGrpcStatus(jobs_->ReportProgress(*request));
+}
+
+// --- PlacementGroupHost ----------------------------------------------------
+
+absl::StatusOr<std::string> HeadServer::CreateGroup(PlacementGroupSpec spec,
+                                                    const v1::CreatePlacementGroupRequest& meta) {
+  absl::MutexLock lock(&mu_);
+  absl::StatusOr<std::string> id =
+      groups_.CreateFromSpec(std::move(spec), meta, NewPlacementGroupId(), NowMs());
+  if (id.ok()) kick_ = true;
+  return id;
+}
+
+absl::StatusOr<v1::PlacementGroupInfo> HeadServer::GetGroup(const std::string& id) {
+  v1::GetPlacementGroupRequest request;
+  request.set_placement_group_id(id);
+  v1::PlacementGroupInfo info;
+  absl::MutexLock lock(&mu_);
+  if (absl::Status s = groups_.Get(request, &info); !s.ok()) return s;
+  return info;
+}
+
+void HeadServer::RemoveGroup(const std::string& id) {
+  absl::StatusOr<std::vector<CancelTask>> cancels;
+  {
+    absl::MutexLock lock(&mu_);
+    cancels = groups_.Remove(id);
+    kick_ = true;
+  }
+  if (cancels.ok()) SubmitCancels(*std::move(cancels));
+}
+
+std::string HeadServer::RayletAddress(const std::string& node_id) {
+  absl::MutexLock lock(&mu_);
+  std::optional<NodeIndex> index = table_.FindNode(node_id);
+  return index ? nodes_.Address(*index) : "";
 }
 
 }  // namespace berth

@@ -24,11 +24,13 @@
 #include "scheduler/node_manager.h"
 #include "scheduler/placement_group_manager.h"
 #include "scheduler/raylet_clients.h"
+#include "train/train_job_controller.h"
 
 namespace berth {
 
 struct HeadConfig {
   LivenessConfig liveness;
+  TrainControllerConfig train;
   SchedulerConfig scheduler;
   absl::Duration raylet_rpc_timeout = absl::Seconds(2);
   int committer_threads = 8;
@@ -37,16 +39,19 @@ struct HeadConfig {
 
 class HeadServer final : public v1::NodeService::Service,
                          public v1::PlacementGroupService::Service,
-                         public v1::ClusterService::Service {
+                         public v1::ClusterService::Service,
+                         public v1::TrainJobService::Service,
+                         public PlacementGroupHost {
  public:
   explicit HeadServer(HeadConfig config);
   ~HeadServer() override;
   HeadServer(const HeadServer&) = delete;
   HeadServer& operator=(const HeadServer&) = delete;
 
-  // Starts the scheduling loop and the committer threads.
-  void Start();
-  // Stops them; in-flight commits finish first.
+  // Starts the scheduling loop, the committer threads and the train job
+  // controller. `head_address` is where raylets and trainers reach the head.
+  void Start(const std::string& head_address);
+  // Stops running jobs, then the loops; in-flight commits finish first.
   void Stop();
 
   // NodeService
@@ -87,6 +92,29 @@ class HeadServer final : public v1::NodeService::Service,
                                 const v1::GetClusterStatusRequest* request,
                                 v1::GetClusterStatusResponse* response) override;
 
+  // TrainJobService
+  grpc::Status SubmitTrainJob(grpc::ServerContext* context, const v1::SubmitTrainJobRequest* request,
+                              v1::SubmitTrainJobResponse* response) override;
+  grpc::Status GetTrainJob(grpc::ServerContext* context, const v1::GetTrainJobRequest* request,
+                           v1::GetTrainJobResponse* response) override;
+  grpc::Status ListTrainJobs(grpc::ServerContext* context, const v1::ListTrainJobsRequest* request,
+                             v1::ListTrainJobsResponse* response) override;
+  grpc::Status StopTrainJob(grpc::ServerContext* context, const v1::StopTrainJobRequest* request,
+                            v1::StopTrainJobResponse* response) override;
+  grpc::Status StreamTrainJobLogs(grpc::ServerContext* context,
+                                  const v1::StreamTrainJobLogsRequest* request,
+                                  grpc::ServerWriter<v1::LogChunk>* writer) override;
+  grpc::Status ReportTrainProgress(grpc::ServerContext* context,
+                                   const v1::ReportTrainProgressRequest* request,
+                                   v1::ReportTrainProgressResponse* response) override;
+
+  // PlacementGroupHost, for the train job controller.
+  absl::StatusOr<std::string> CreateGroup(PlacementGroupSpec spec,
+                                          const v1::CreatePlacementGroupRequest& meta) override;
+  absl::StatusOr<v1::PlacementGroupInfo> GetGroup(const std::string& id) override;
+  void RemoveGroup(const std::string& id) override;
+  std::string RayletAddress(const std::string& node_id) override;
+
  private:
   void SchedulingLoop();
   void CommitterLoop();
@@ -114,6 +142,8 @@ class HeadServer final : public v1::NodeService::Service,
 
   std::thread scheduling_thread_;
   std::vector<std::thread> committer_threads_;
+  // Created by Start(), destroyed first by Stop(): its jobs use the rest.
+  std::unique_ptr<TrainJobController> jobs_;
 };
 
 }  // namespace berth

@@ -26,41 +26,52 @@ absl::StatusOr<std::string> PlacementGroupManager::Create(
   if (absl::Status s = ValidateString(request.request_id(), "request_id", 128, true); !s.ok()) {
     return s;
   }
-  if (absl::Status s = ValidateString(request.name(), "name", kMaxNameLength, false); !s.ok()) {
-    return s;
-  }
-  if (absl::Status s = ValidateString(request.job_id(), "job_id", 128, false); !s.ok()) return s;
-  const std::string fingerprint = request.SerializeAsString();
   if (auto it = by_request_id_.find(request.request_id()); it != by_request_id_.end()) {
     auto group = groups_.find(it->second);
-    if (group != groups_.end() && group->second.fingerprint != fingerprint) {
+    if (group != groups_.end() && group->second.fingerprint != request.SerializeAsString()) {
       return absl::InvalidArgumentError(absl::StrCat(
           "request_id: '", request.request_id(), "' was used for a different request"));
     }
     return it->second;
   }
-  if (!request.name().empty() && by_name_.contains(request.name())) {
-    return absl::AlreadyExistsError(absl::StrCat("name: a placement group named '", request.name(),
-                                                 "' exists (", by_name_.at(request.name()), ")"));
-  }
   absl::StatusOr<PlacementGroupSpec> spec =
       PlacementGroupSpecFromProto(request.bundles(), request.strategy());
   if (!spec.ok()) return spec.status();
+  return CreateFromSpec(*std::move(spec), request, new_id, now_ms);
+}
 
-  Group g(new_id, *std::move(spec));
-  g.name = request.name();
-  g.job_id = request.job_id();
-  g.request_id = request.request_id();
-  g.fingerprint = fingerprint;
-  g.priority = request.priority();
+absl::StatusOr<std::string> PlacementGroupManager::CreateFromSpec(
+    PlacementGroupSpec spec, const v1::CreatePlacementGroupRequest& meta,
+    const std::string& new_id, int64_t now_ms) {
+  if (absl::Status s = ValidateString(meta.request_id(), "request_id", 128, true); !s.ok()) {
+    return s;
+  }
+  if (absl::Status s = ValidateString(meta.name(), "name", kMaxNameLength, false); !s.ok()) {
+    return s;
+  }
+  if (absl::Status s = ValidateString(meta.job_id(), "job_id", 128, false); !s.ok()) return s;
+  if (by_request_id_.contains(meta.request_id())) {
+    return absl::AlreadyExistsError(
+        absl::StrCat("request_id: '", meta.request_id(), "' was already used"));
+  }
+  if (!meta.name().empty() && by_name_.contains(meta.name())) {
+    return absl::AlreadyExistsError(absl::StrCat("name: a placement group named '", meta.name(),
+                                                 "' exists (", by_name_.at(meta.name()), ")"));
+  }
+  Group g(new_id, std::move(spec));
+  g.name = meta.name();
+  g.job_id = meta.job_id();
+  g.request_id = meta.request_id();
+  g.fingerprint = meta.SerializeAsString();
+  g.priority = meta.priority();
   g.arrival = next_arrival_++;
   g.placed.resize(g.spec.bundles().size());
   g.created_ms = now_ms;
   g.reason = "waiting to be scheduled";
   auto [it, inserted] = groups_.emplace(new_id, std::move(g));
   if (!inserted) return absl::AlreadyExistsError(absl::StrCat("placement group id ", new_id));
-  by_request_id_[request.request_id()] = new_id;
-  if (!request.name().empty()) by_name_[request.name()] = new_id;
+  by_request_id_[meta.request_id()] = new_id;
+  if (!meta.name().empty()) by_name_[meta.name()] = new_id;
   Enqueue(it->second, now_ms);
   return new_id;
 }

@@ -82,6 +82,12 @@ class PlacementGroupManager {
   // ALREADY_EXISTS.
   absl::StatusOr<std::string> Create(const v1::CreatePlacementGroupRequest& request,
                                      const std::string& new_id, int64_t now_ms);
+  // Queues a group whose bundles berth built itself (the train layer's, which
+  // carry `accelerator_type:` resources users may not write). `meta` gives
+  // name, job_id, priority and request_id; its bundles are ignored.
+  absl::StatusOr<std::string> CreateFromSpec(PlacementGroupSpec spec,
+                                             const v1::CreatePlacementGroupRequest& meta,
+                                             const std::string& new_id, int64_t now_ms);
   // Removes a group and returns what to release on the raylets. Idempotent;
   // an unknown id is NOT_FOUND. A group in two-phase commit is released when
   // its commit ends.

@@ -52,4 +52,28 @@ absl::StatusOr<v1::ReleaseUnusedBundlesResponse> RayletClients::ReleaseUnused(
       address, &v1::RayletService::Stub::ReleaseUnusedBundles, request);
 }
 
+absl::StatusOr<v1::StartWorkerResponse> RayletClients::StartWorker(
+    const std::string& address, const v1::StartWorkerRequest& request) {
+  return Call<v1::StartWorkerRequest, v1::StartWorkerResponse>(
+      address, &v1::RayletService::Stub::StartWorker, request);
+}
+
+absl::Status RayletClients::StopWorker(const std::string& address,
+                                       const v1::StopWorkerRequest& request) {
+  return Call<v1::StopWorkerRequest, v1::StopWorkerResponse>(
+             address, &v1::RayletService::Stub::StopWorker, request)
+      .status();
+}
+
+absl::StatusOr<v1::AllocatePortResponse> RayletClients::AllocatePort(const std::string& address) {
+  return Call<v1::AllocatePortRequest, v1::AllocatePortResponse>(
+      address, &v1::RayletService::Stub::AllocatePort, v1::AllocatePortRequest());
+}
+
+absl::StatusOr<v1::ReadWorkerLogResponse> RayletClients::ReadWorkerLog(
+    const std::string& address, const v1::ReadWorkerLogRequest& request) {
+  return Call<v1::ReadWorkerLogRequest, v1::ReadWorkerLogResponse>(
+      address, &v1::RayletService::Stub::ReadWorkerLog, request);
+}
+
 }  // namespace berth

@@ -1,4 +1,5 @@
-// RayletClients: the head's gRPC stubs to the raylets, one channel per
+// RayletClients: the head's gRPC stubs to the raylets (placement and the
+// train job controller), one channel per
 // address, created on first use. Every call carries a deadline.
 #ifndef BERTH_SCHEDULER_RAYLET_CLIENTS_H_
 #define BERTH_SCHEDULER_RAYLET_CLIENTS_H_
@@ -25,6 +26,12 @@ class RayletClients {
   absl::Status Cancel(const std::string& address, const v1::CancelResourceReserveRequest& request);
   absl::StatusOr<v1::ReleaseUnusedBundlesResponse> ReleaseUnused(
       const std::string& address, const v1::ReleaseUnusedBundlesRequest& request);
+  absl::StatusOr<v1::StartWorkerResponse> StartWorker(const std::string& address,
+                                                      const v1::StartWorkerRequest& request);
+  absl::Status StopWorker(const std::string& address, const v1::StopWorkerRequest& request);
+  absl::StatusOr<v1::AllocatePortResponse> AllocatePort(const std::string& address);
+  absl::StatusOr<v1::ReadWorkerLogResponse> ReadWorkerLog(const std::string& address,
+                                                          const v1::ReadWorkerLogRequest& request);
 
  private:
   v1::RayletService::Stub* Stub(const std::string& address);

@@ -90,11 +90,15 @@ LocalCluster::LocalCluster(int heartbeat_ms) : heartbeat_ms_(heartbeat_ms) {
   if (mkdtemp(dir) == nullptr) throw std::runtime_error("mkdtemp failed");
   dir_ = dir;
   const std::string port_file = dir_ + "/head.port";
-  head_ = std::make_unique<ChildProcess>(
-      std::vector<std::string>{BERTH_HEAD_BIN, "--listen", "127.0.0.1:0", "--port-file", port_file,
-                               "--heartbeat-period-ms", std::to_string(heartbeat_ms),
-                               "--heartbeat-misses", "5", "--raylet-rpc-timeout-ms", "1000"},
-      dir_ + "/head.log");
+  std::vector<std::string> argv = {BERTH_HEAD_BIN, "--listen", "127.0.0.1:0", "--port-file", port_file,
+                                   "--heartbeat-period-ms", std::to_string(heartbeat_ms),
+                                   "--heartbeat-misses", "5", "--raylet-rpc-timeout-ms", "1000",
+                                   "--checkpoint-root", dir_ + "/jobs"};
+#ifdef BERTH_WORKER_BIN
+  argv.push_back("--worker-binary");
+  argv.push_back(BERTH_WORKER_BIN);
+#endif
+  head_ = std::make_unique<ChildProcess>(argv, dir_ + "/head.log");
   const std::string port = ReadPortFile(port_file, std::chrono::seconds(10));
   if (port.empty()) throw std::runtime_error("berth-head did not start; see " + dir_ + "/head.log");
   head_address_ = "127.0.0.1:" + port;
@@ -102,6 +106,7 @@ LocalCluster::LocalCluster(int heartbeat_ms) : heartbeat_ms_(heartbeat_ms) {
   nodes_ = v1::NodeService::NewStub(channel);
   groups_ = v1::PlacementGroupService::NewStub(channel);
   cluster_ = v1::ClusterService::NewStub(channel);
+  jobs_ = v1::TrainJobService::NewStub(channel);
 }
 
 LocalCluster::~LocalCluster() {

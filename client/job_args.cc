@@ -1,0 +1,126 @@
+#include "client/job_args.h"
+
+#include <cmath>
+#include <limits>
+#include <utility>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "client/bundle_args.h"
+#include "scheduler/placement_group_spec.h"
+
+namespace berth {
+namespace {
+
+absl::Status NotWithCommand(absl::string_view flag) {
+  return absl::InvalidArgumentError(absl::StrCat(
+      flag, ": only for the built-in trainer; a command after `--` takes its own arguments"));
+}
+
+absl::Status ParseBuiltinTrainer(const JobSubmitArgs& args, v1::Entrypoint::BuiltinTrainer* out) {
+  if (!args.env.empty()) {
+    return absl::InvalidArgumentError(
+        "--env: only with a command after `--`; the built-in trainer takes none");
+  }
+  out->set_steps(args.steps.value_or(kDefaultTrainSteps));
+  if (out->steps() == 0) return absl::InvalidArgumentError("--steps: must be at least 1");
+  if (args.lr) {
+    if (!std::isfinite(*args.lr) || *args.lr <= 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--lr: ", *args.lr, " is not a finite number > 0"));
+    }
+    out->set_learning_rate(*args.lr);
+  }
+  if (args.batch_size) {
+    if (*args.batch_size == 0)
+      return absl::InvalidArgumentError("--batch-size: must be at least 1");
+    out->set_batch_size(*args.batch_size);
+  }
+  out->set_checkpoint_every_steps(args.checkpoint_every.value_or(0));
+  return absl::OkStatus();
+}
+
+absl::Status ParseCommand(const JobSubmitArgs& args, v1::Entrypoint::Command* out) {
+  if (args.steps) return NotWithCommand("--steps");
+  if (args.lr) return NotWithCommand("--lr");
+  if (args.batch_size) return NotWithCommand("--batch-size");
+  if (args.checkpoint_every) return NotWithCommand("--checkpoint-every");
+  if (args.command[0].empty()) {
+    return absl::InvalidArgumentError("COMMAND: the program after `--` is empty");
+  }
+  for (const std::string& arg : args.command) out->add_argv(arg);
+  for (size_t i = 0; i < args.env.size(); ++i) {
+    const std::string field = absl::StrCat("--env[", i, "]");
+    const size_t eq = args.env[i].find('=');
+    if (eq == std::string::npos || eq == 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(field, ": '", args.env[i], "' is not KEY=VALUE"));
+    }
+    const std::string key = args.env[i].substr(0, eq);
+    if (!out->mutable_env()->try_emplace(key, args.env[i].substr(eq + 1)).second) {
+      return absl::InvalidArgumentError(absl::StrCat(field, ": ", key, " given twice"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<v1::TrainJobSpec> BuildTrainJobSpec(const JobSubmitArgs& args) {
+  v1::TrainJobSpec spec;
+  spec.set_name(args.name);
+  spec.set_storage_path(args.storage_path);
+
+  // One bundle per worker, so the placement group's limit is the job's.
+  if (args.num_workers < 1 ||
+      static_cast<uint64_t>(args.num_workers) > PlacementGroupSpec::kMaxBundles) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--num-workers: ", args.num_workers, " is not in 1..", PlacementGroupSpec::kMaxBundles));
+  }
+  v1::ScalingConfig* scaling = spec.mutable_scaling_config();
+  scaling->set_num_workers(static_cast<uint32_t>(args.num_workers));
+  scaling->set_use_gpu(args.use_gpu);
+  scaling->set_accelerator_type(args.accelerator_type);
+  if (args.resources_per_worker) {
+    absl::StatusOr<v1::ResourceSet> resources =
+        ParseResourcesArg(*args.resources_per_worker, "--resources-per-worker");
+    if (!resources.ok()) return resources.status();
+    *scaling->mutable_resources_per_worker() = *std::move(resources);
+  }
+  if (args.trainer_resources) {
+    absl::StatusOr<v1::ResourceSet> resources =
+        ParseResourcesArg(*args.trainer_resources, "--trainer-resources");
+    if (!resources.ok()) return resources.status();
+    *scaling->mutable_trainer_resources() = *std::move(resources);
+  }
+  absl::StatusOr<v1::PlacementStrategy> strategy = ParseStrategyArg(args.strategy);
+  if (!strategy.ok()) return strategy.status();
+  scaling->set_placement_strategy(*strategy);
+
+  if (args.max_failures < -1 || args.max_failures > std::numeric_limits<int32_t>::max()) {
+    return absl::InvalidArgumentError(absl::StrCat("--max-failures: ", args.max_failures,
+                                                   " is not -1 (unlimited) or a count >= 0"));
+  }
+  spec.mutable_failure_config()->set_max_failures(static_cast<int32_t>(args.max_failures));
+
+  absl::Status entrypoint =
+      args.command.empty()
+          ? ParseBuiltinTrainer(args, spec.mutable_entrypoint()->mutable_builtin_trainer())
+          : ParseCommand(args, spec.mutable_entrypoint()->mutable_command());
+  if (!entrypoint.ok()) return entrypoint;
+  return spec;
+}
+
+absl::StatusOr<v1::TrainJobState> ParseTrainJobStateArg(absl::string_view text) {
+  v1::TrainJobState state;
+  const std::string upper = absl::AsciiStrToUpper(absl::StripAsciiWhitespace(text));
+  if (upper == "UNSPECIFIED" ||
+      !v1::TrainJobState_Parse(absl::StrCat("TRAIN_JOB_STATE_", upper), &state)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--state: unknown state '", text,
+        "' (want PENDING, STARTING, RUNNING, RESTARTING, SUCCEEDED, FAILED or STOPPED)"));
+  }
+  return state;
+}
+
+}  // namespace berth

@@ -1,0 +1,58 @@
+// Parsing of the `berth job` command-line arguments into wire types.
+//
+// Pure functions, no I/O. `berth job submit` runs either the built-in
+// trainer (no command; --steps, --lr, --batch-size, --checkpoint-every) or,
+// after `--`, a command on every rank (with --env K=V); flags of the other
+// kind are errors rather than silently ignored. Resource flags take
+// `NAME=QUANTITY,...` as --bundle does ("GPU=1,CPU=2", "memory=200Gi").
+// Only what the CLI alone knows is checked here; the head validates the
+// spec itself. Every error is INVALID_ARGUMENT naming the flag, and for
+// repeated flags the index: `--env[1]: ...`.
+#ifndef BERTH_CLIENT_JOB_ARGS_H_
+#define BERTH_CLIENT_JOB_ARGS_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "berth/v1/train.pb.h"
+
+namespace berth {
+
+// The built-in trainer's step count when --steps is not given (the proto
+// wants one > 0; this is berth-worker's own default).
+inline constexpr uint32_t kDefaultTrainSteps = 200;
+
+// `berth job submit` as typed; unset optionals were not given.
+struct JobSubmitArgs {
+  std::string name;
+  int64_t num_workers = 1;
+  bool use_gpu = false;
+  std::optional<std::string> resources_per_worker;
+  std::optional<std::string> trainer_resources;
+  std::string accelerator_type;
+  std::string strategy = "PACK";
+  int64_t max_failures = 0;
+  std::string storage_path;
+  // Built-in trainer only.
+  std::optional<uint32_t> steps;
+  std::optional<double> lr;
+  std::optional<uint32_t> batch_size;
+  std::optional<uint32_t> checkpoint_every;
+  // Command only: argv (after `--`) and `--env K=V` values.
+  std::vector<std::string> command;
+  std::vector<std::string> env;
+};
+
+absl::StatusOr<v1::TrainJobSpec> BuildTrainJobSpec(const JobSubmitArgs& args);
+
+// `--state`: PENDING, STARTING, RUNNING, RESTARTING, SUCCEEDED, FAILED,
+// STOPPED, any case.
+absl::StatusOr<v1::TrainJobState> ParseTrainJobStateArg(absl::string_view text);
+
+}  // namespace berth
+
+#endif  // BERTH_CLIENT_JOB_ARGS_H_

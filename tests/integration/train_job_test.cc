@@ -1,0 +1,394 @@
+// Train jobs across real processes: berth-head, two berth-raylets with two
+// simulated GPUs each, the berth-worker trainer and ranks (Gloo: libtorch
+// here is CPU-only) or user commands.
+#include <signal.h>
+
+#include <fstream>
+#include <map>
+#include <optional>
+#include <regex>
+#include <set>
+#include <sstream>
+
+#include "common/files.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/integration/local_cluster.h"
+
+namespace berth::testing {
+namespace {
+
+using ::testing::HasSubstr;
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+
+constexpr double kGi = 1024.0 * 1024 * 1024;
+
+v1::TrainJobSpec GpuJob(int workers) {
+  v1::TrainJobSpec spec;
+  spec.set_name("test");
+  spec.mutable_scaling_config()->set_num_workers(workers);
+  spec.mutable_scaling_config()->set_use_gpu(true);
+  return spec;
+}
+
+void SetCommand(v1::TrainJobSpec* spec, std::vector<std::string> argv,
+                std::map<std::string, std::string> env = {}) {
+  auto* command = spec->mutable_entrypoint()->mutable_command();
+  for (auto& a : argv) command->add_argv(a);
+  for (auto& [k, v] : env) (*command->mutable_env())[k] = v;
+}
+
+std::map<std::string, std::string> ParseEnv(const std::string& text) {
+  std::map<std::string, std::string> env;
+  std::istringstream in(text);
+  std::string line;
+  while (std::getline(in, line)) {
+    const size_t eq = line.find('=');
+    if (eq != std::string::npos) env[line.substr(0, eq)] = line.substr(eq + 1);
+  }
+  return env;
+}
+
+// "step <n> loss <x>" lines of a rank-0 log: (step, loss) pairs.
+std::vector<std::pair<int, double>> Losses(const std::string& text) {
+  std::vector<std::pair<int, double>> out;
+  std::regex line(R"(step (\d+) loss ([0-9.eE+-]+))");
+  for (auto it = std::sregex_iterator(text.begin(), text.end(), line); it != std::sregex_iterator(); ++it) {
+    out.push_back({std::stoi((*it)[1]), std::stod((*it)[2])});
+  }
+  return out;
+}
+
+std::string ParamsHash(const std::string& text) {
+  std::smatch m;
+  std::regex line(R"(rank \d+ params ([0-9a-f]+))");
+  return std::regex_search(text, m, line) ? m[1].str() : "";
+}
+
+class TrainJobTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    cluster_ = std::make_unique<LocalCluster>();
+    cluster_->AddRaylet({"n0", 2, "A10G", 8, "32Gi"});
+    cluster_->AddRaylet({"n1", 2, "A10G", 8, "32Gi"});
+  }
+
+  std::string Submit(const v1::TrainJobSpec& spec) {
+    v1::SubmitTrainJobRequest request;
+    *request.mutable_spec() = spec;
+    request.set_request_id("submit-" + std::to_string(next_++));
+    v1::SubmitTrainJobResponse response;
+    grpc::Status s = cluster_->jobs().SubmitTrainJob(Context().get(), request, &response);
+    EXPECT_TRUE(s.ok()) << s.error_message();
+    return response.job_id();
+  }
+
+  v1::TrainJobInfo Get(const std::string& id) {
+    v1::GetTrainJobRequest request;
+    request.set_job_id(id);
+    v1::GetTrainJobResponse response;
+    EXPECT_TRUE(cluster_->jobs().GetTrainJob(Context().get(), request, &response).ok());
+    return response.job();
+  }
+
+  v1::TrainJobInfo WaitDone(const std::string& id, seconds timeout = seconds(90)) {
+    v1::TrainJobInfo info;
+    WaitUntil(
+        [&] {
+          info = Get(id);
+          return info.state() == v1::TRAIN_JOB_STATE_SUCCEEDED ||
+                 info.state() == v1::TRAIN_JOB_STATE_FAILED || info.state() == v1::TRAIN_JOB_STATE_STOPPED;
+        },
+        timeout);
+    return info;
+  }
+
+  std::string RankLog(const v1::TrainJobInfo& info, uint32_t rank, const std::string& ext = ".out") {
+    const v1::WorkerRank& w = info.workers(rank);
+    return ReadFileOrEmpty(cluster_->log_dir(w.node_id()) + "/" + w.worker_id() + ext);
+  }
+
+  // The node each process of the job ran on, from the exits the head saw.
+  std::map<std::string, v1::ReportWorkerExitRequest> Exits(const std::string& job_id) {
+    v1::ListWorkerExitsRequest request;
+    request.set_job_id(job_id);
+    v1::ListWorkerExitsResponse response;
+    EXPECT_TRUE(cluster_->nodes().ListWorkerExits(Context().get(), request, &response).ok());
+    std::map<std::string, v1::ReportWorkerExitRequest> out;
+    for (const auto& e : response.exits()) out[e.status().worker_id()] = e;
+    return out;
+  }
+
+  std::unique_ptr<LocalCluster> cluster_;
+  int next_ = 0;
+};
+
+TEST_F(TrainJobTest, BuiltinWorkersTrainAsOneGroupWithRankZeroBesideTheTrainer) {
+  v1::TrainJobSpec spec = GpuJob(4);
+  (*spec.mutable_scaling_config()->mutable_trainer_resources()->mutable_amounts())["CPU"] = 1;
+  (*spec.mutable_scaling_config()->mutable_trainer_resources()->mutable_amounts())["memory"] = kGi;
+  spec.mutable_entrypoint()->mutable_builtin_trainer()->set_steps(200);
+  spec.mutable_entrypoint()->mutable_builtin_trainer()->set_checkpoint_every_steps(50);
+  const std::string id = Submit(spec);
+  v1::TrainJobInfo info = WaitDone(id);
+  ASSERT_EQ(info.state(), v1::TRAIN_JOB_STATE_SUCCEEDED) << info.DebugString();
+  ASSERT_EQ(info.workers_size(), 4);
+
+  // Rank 0 is bundle 0; the trainer ran on its node, in its bundle.
+  const v1::WorkerRank& rank0 = info.workers(0);
+  EXPECT_EQ(rank0.bundle_index(), 0u);
+  auto exits = Exits(id);
+  const std::string trainer = id + "-a0-trainer";
+  ASSERT_TRUE(exits.count(trainer)) << "no exit recorded for the trainer";
+  EXPECT_EQ(exits[trainer].node_id(), rank0.node_id());
+  EXPECT_EQ(exits[trainer].status().bundle_index(), 0u);
+  // The others: the trainer's node first, then by GPU id; local ranks count up.
+  std::map<std::string, uint32_t> local;
+  for (int r = 0; r < 4; ++r) {
+    const v1::WorkerRank& w = info.workers(r);
+    EXPECT_EQ(w.world_rank(), static_cast<uint32_t>(r));
+    EXPECT_EQ(w.local_rank(), local[w.node_id()]++) << "rank " << r;
+    EXPECT_EQ(w.node_rank(), w.node_id() == rank0.node_id() ? 0u : 1u);
+    EXPECT_EQ(w.local_world_size(), 2u);
+    if (r > 0 && info.workers(r - 1).node_id() == w.node_id() && r - 1 > 0) {
+      EXPECT_LT(info.workers(r - 1).gpu_indices(0), w.gpu_indices(0));
+    }
+  }
+  EXPECT_EQ(info.workers(1).node_id(), rank0.node_id());
+
+  // The Gloo group trained: loss fell 10x, and every rank ends identical.
+  std::vector<std::pair<int, double>> losses = Losses(RankLog(info, 0));
+  ASSERT_GE(losses.size(), 2u) << RankLog(info, 0) << RankLog(info, 0, ".err");
+  EXPECT_LT(losses.back().second * 10, losses.front().second)
+      << "first " << losses.front().second << " last " << losses.back().second;
+  const std::string hash = ParamsHash(RankLog(info, 0));
+  ASSERT_FALSE(hash.empty());
+  for (int r = 1; r < 4; ++r) EXPECT_EQ(ParamsHash(RankLog(info, r)), hash) << "rank " << r;
+  // The trainer relayed progress and a checkpoint to the head.
+  EXPECT_GE(info.last_step(), 190u);
+  EXPECT_GT(info.last_loss(), 0);
+  EXPECT_FALSE(info.latest_checkpoint().empty());
+  EXPECT_FALSE(ReadFileOrEmpty(info.latest_checkpoint()).empty());
+  EXPECT_EQ(info.failures(), 0u);
+}
+
+TEST_F(TrainJobTest, EveryRankGetsTheEnvContract) {
+  v1::TrainJobSpec spec = GpuJob(4);
+  SetCommand(&spec, {"/bin/sh", "-c", "env | sort"}, {{"MY_FLAG", "1"}});
+  const std::string id = Submit(spec);
+  v1::TrainJobInfo info = WaitDone(id);
+  ASSERT_EQ(info.state(), v1::TRAIN_JOB_STATE_SUCCEEDED) << info.DebugString();
+  const std::string master_port = info.master_address().substr(info.master_address().rfind(':') + 1);
+  std::map<std::string, std::vector<uint32_t>> node_gpus;  // in local-rank order
+  for (const auto& w : info.workers()) {
+    for (uint32_t g : w.gpu_indices()) node_gpus[w.node_id()].push_back(g);
+  }
+  for (int r = 0; r < 4; ++r) {
+    const v1::WorkerRank& w = info.workers(r);
+    std::map<std::string, std::string> env = ParseEnv(RankLog(info, r));
+    SCOPED_TRACE("rank " + std::to_string(r));
+    EXPECT_EQ(env["RANK"], std::to_string(r));
+    EXPECT_EQ(env["LOCAL_RANK"], std::to_string(w.local_rank()));
+    EXPECT_EQ(env["WORLD_SIZE"], "4");
+    EXPECT_EQ(env["LOCAL_WORLD_SIZE"], std::to_string(w.local_world_size()));
+    EXPECT_EQ(env["NODE_RANK"], std::to_string(w.node_rank()));
+    EXPECT_EQ(env["MASTER_ADDR"], "127.0.0.1");
+    EXPECT_EQ(env["MASTER_PORT"], master_port);
+    EXPECT_EQ(env["BERTH_JOB_ID"], id);
+    EXPECT_EQ(env["BERTH_PLACEMENT_GROUP_ID"], info.placement_group_id());
+    EXPECT_EQ(env["BERTH_BUNDLE_INDEX"], std::to_string(w.bundle_index()));
+    EXPECT_EQ(env["BERTH_HEAD_ADDRESS"], cluster_->head_address());
+    EXPECT_EQ(env["TORCHELASTIC_USE_AGENT_STORE"], "True");
+    EXPECT_EQ(env["MY_FLAG"], "1");
+    const auto& gpus = node_gpus[w.node_id()];
+    std::string visible;
+    for (uint32_t g : gpus) visible += (visible.empty() ? "" : ",") + std::to_string(g);
+    EXPECT_EQ(env["CUDA_VISIBLE_DEVICES"], visible);
+    // Device LOCAL_RANK of the list is the worker's own GPU.
+    EXPECT_EQ(gpus[w.local_rank()], w.gpu_indices(0));
+  }
+}
+
+TEST_F(TrainJobTest, AFailedWorkerRestartsTheGroupFromTheLatestCheckpoint) {
+  v1::TrainJobSpec spec = GpuJob(4);
+  spec.mutable_failure_config()->set_max_failures(2);
+  SetCommand(&spec, {BERTH_WORKER_BIN, "train", "--steps", "200", "--checkpoint-every", "20"},
+             {{"BERTH_TEST_CRASH_AT_STEP", "50"},
+              {"BERTH_TEST_CRASH_RANK", "1"},
+              {"BERTH_TEST_CRASH_ONCE_FILE", cluster_->dir() + "/crashed-once"}});
+  const std::string id = Submit(spec);
+  // The crash is seen: RESTARTING (or already running again).
+  ASSERT_TRUE(WaitUntil([&] { return Get(id).failures() == 1; }, seconds(60)));
+  v1::TrainJobInfo info = WaitDone(id);
+  ASSERT_EQ(info.state(), v1::TRAIN_JOB_STATE_SUCCEEDED) << info.DebugString();
+  EXPECT_EQ(info.failures(), 1u);
+  ASSERT_EQ(info.failure_causes_size(), 1);
+  EXPECT_THAT(info.failure_causes(0), HasSubstr("rank 1"));
+  EXPECT_THAT(info.failure_causes(0), HasSubstr("exited with code 3"));
+  EXPECT_EQ(info.attempt(), 1u);
+  // The second attempt resumed from the checkpoint at step 40, not step 0.
+  std::vector<std::pair<int, double>> losses = Losses(RankLog(info, 0));
+  ASSERT_FALSE(losses.empty()) << RankLog(info, 0) << RankLog(info, 0, ".err");
+  EXPECT_GE(losses.front().first, 40);
+  const std::string hash = ParamsHash(RankLog(info, 0));
+  ASSERT_FALSE(hash.empty());
+  for (int r = 1; r < 4; ++r) EXPECT_EQ(ParamsHash(RankLog(info, r)), hash) << "rank " << r;
+}
+
+TEST_F(TrainJobTest, AJobTooLargeWaitsWithAReasonAndStartsWhenANodeJoins) {
+  v1::TrainJobSpec spec = GpuJob(6);
+  SetCommand(&spec, {"/bin/sh", "-c", "exit 0"});
+  const std::string id = Submit(spec);
+  ASSERT_TRUE(WaitUntil([&] { return Get(id).message().find("waiting for placement") != std::string::npos; },
+                        seconds(5)));
+  v1::TrainJobInfo pending = Get(id);
+  EXPECT_EQ(pending.state(), v1::TRAIN_JOB_STATE_PENDING);
+  EXPECT_THAT(pending.message(), HasSubstr("GPU"));
+  v1::GetClusterStatusResponse status;
+  ASSERT_TRUE(cluster_->cluster().GetClusterStatus(Context().get(), {}, &status).ok());
+  ASSERT_EQ(status.pending_demand_size(), 1);
+  EXPECT_EQ(status.pending_demand(0).shape_size(), 6);
+  cluster_->AddRaylet({"n2", 2, "A10G", 8, "32Gi"});
+  v1::TrainJobInfo done = WaitDone(id);
+  EXPECT_EQ(done.state(), v1::TRAIN_JOB_STATE_SUCCEEDED) << done.DebugString();
+}
+
+TEST_F(TrainJobTest, StopEndsEveryProcessAndRemovesTheGroup) {
+  v1::TrainJobSpec spec = GpuJob(2);
+  SetCommand(&spec, {"/bin/sh", "-c", "sleep 60"});
+  const std::string id = Submit(spec);
+  ASSERT_TRUE(WaitUntil([&] { return Get(id).state() == v1::TRAIN_JOB_STATE_RUNNING; }, seconds(10)));
+  v1::StopTrainJobRequest stop;
+  stop.set_job_id(id);
+  stop.set_request_id("stop-1");
+  v1::StopTrainJobResponse stopped;
+  ASSERT_TRUE(cluster_->jobs().StopTrainJob(Context().get(), stop, &stopped).ok());
+  v1::TrainJobInfo info = WaitDone(id, seconds(15));
+  EXPECT_EQ(info.state(), v1::TRAIN_JOB_STATE_STOPPED);
+  EXPECT_EQ(Exits(id).size(), 3u);  // trainer + 2 ranks all ended
+  v1::GetPlacementGroupRequest get;
+  get.set_placement_group_id(info.placement_group_id());
+  v1::GetPlacementGroupResponse pg;
+  ASSERT_TRUE(cluster_->groups().GetPlacementGroup(Context().get(), get, &pg).ok());
+  EXPECT_EQ(pg.placement_group().state(), v1::PLACEMENT_GROUP_STATE_REMOVED);
+}
+
+TEST_F(TrainJobTest, LogsAreKeptPerRankAndStreamed) {
+  v1::TrainJobSpec spec = GpuJob(3);
+  SetCommand(&spec, {"/bin/sh", "-c", "echo hello from rank $RANK; echo warn $RANK >&2"});
+  const std::string id = Submit(spec);
+  ASSERT_EQ(WaitDone(id).state(), v1::TRAIN_JOB_STATE_SUCCEEDED);
+  auto read_all = [&](std::optional<uint32_t> rank) {
+    v1::StreamTrainJobLogsRequest request;
+    request.set_job_id(id);
+    if (rank) request.set_rank(*rank);
+    auto context = Context();
+    auto reader = cluster_->jobs().StreamTrainJobLogs(context.get(), request);
+    std::map<std::pair<uint32_t, int>, std::string> out;
+    v1::LogChunk chunk;
+    while (reader->Read(&chunk)) out[{chunk.rank(), chunk.stream()}] += chunk.data();
+    EXPECT_TRUE(reader->Finish().ok());
+    return out;
+  };
+  auto all = read_all(std::nullopt);
+  for (uint32_t r = 0; r < 3; ++r) {
+    EXPECT_EQ((all[{r, v1::LOG_STREAM_STDOUT}]), "hello from rank " + std::to_string(r) + "\n");
+    EXPECT_EQ((all[{r, v1::LOG_STREAM_STDERR}]), "warn " + std::to_string(r) + "\n");
+  }
+  auto one = read_all(2u);
+  EXPECT_EQ(one.size(), 2u);
+  EXPECT_EQ((one[{2u, v1::LOG_STREAM_STDOUT}]), "hello from rank 2\n");
+  v1::StreamTrainJobLogsRequest bad;
+  bad.set_job_id(id);
+  bad.set_rank(7);
+  auto context = Context();
+  auto reader = cluster_->jobs().StreamTrainJobLogs(context.get(), bad);
+  v1::LogChunk chunk;
+  while (reader->Read(&chunk)) {
+  }
+  EXPECT_EQ(reader->Finish().error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+}
+
+TEST_F(TrainJobTest, BadSpecsNameTheField) {
+  auto expect = [&](v1::TrainJobSpec spec, const std::string& field) {
+    v1::SubmitTrainJobRequest request;
+    *request.mutable_spec() = spec;
+    request.set_request_id("bad-" + std::to_string(next_++));
+    v1::SubmitTrainJobResponse response;
+    grpc::Status s = cluster_->jobs().SubmitTrainJob(Context().get(), request, &response);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << field << ": " << s.error_message();
+    EXPECT_THAT(s.error_message(), HasSubstr(field));
+  };
+  v1::TrainJobSpec zero = GpuJob(0);
+  expect(zero, "spec.scaling_config.num_workers");
+  v1::TrainJobSpec gpu_without_use = GpuJob(1);
+  gpu_without_use.mutable_scaling_config()->set_use_gpu(false);
+  (*gpu_without_use.mutable_scaling_config()->mutable_resources_per_worker()->mutable_amounts())["GPU"] = 1;
+  expect(gpu_without_use, "spec.scaling_config.resources_per_worker[\"GPU\"]");
+  v1::TrainJobSpec internal = GpuJob(1);
+  (*internal.mutable_scaling_config()->mutable_resources_per_worker()->mutable_amounts())
+      ["accelerator_type:A10G"] = 0.001;
+  expect(internal, "scaling_config.accelerator_type");
+  v1::TrainJobSpec nan = GpuJob(1);
+  (*nan.mutable_scaling_config()->mutable_trainer_resources()->mutable_amounts())["memory"] = std::nan("");
+  expect(nan, "spec.scaling_config.trainer_resources[\"memory\"]");
+  v1::TrainJobSpec accel_cpu = GpuJob(1);
+  accel_cpu.mutable_scaling_config()->set_use_gpu(false);
+  accel_cpu.mutable_scaling_config()->set_accelerator_type("A10G");
+  expect(accel_cpu, "spec.scaling_config.accelerator_type");
+  v1::TrainJobSpec reserved = GpuJob(1);
+  SetCommand(&reserved, {"/bin/true"}, {{"RANK", "3"}});
+  expect(reserved, "spec.entrypoint.command.env[\"RANK\"]");
+  v1::TrainJobSpec strategy = GpuJob(1);
+  strategy.mutable_scaling_config()->set_placement_strategy(static_cast<v1::PlacementStrategy>(42));
+  expect(strategy, "spec.scaling_config.placement_strategy");
+  v1::ListTrainJobsResponse all;
+  ASSERT_TRUE(cluster_->jobs().ListTrainJobs(Context().get(), {}, &all).ok());
+  EXPECT_EQ(all.jobs_size(), 0);
+}
+
+// The seed examples: 2 x A10G nodes (one with 256Gi) + 2 x T4 nodes.
+TEST(TrainSeedExamplesTest, AcceleratorTypeAndABigMemoryRankZero) {
+  LocalCluster cluster;
+  cluster.AddRaylet({"t4-0", 2, "T4", 8, "32Gi"});
+  cluster.AddRaylet({"t4-1", 2, "T4", 8, "32Gi"});
+  cluster.AddRaylet({"a10g-0", 2, "A10G", 8, "32Gi"});
+  cluster.AddRaylet({"a10g-bigmem", 2, "A10G", 64, "256Gi"});
+  int next = 0;
+  auto run = [&](v1::TrainJobSpec spec) {
+    SetCommand(&spec, {"/bin/sh", "-c", "exit 0"});
+    v1::SubmitTrainJobRequest request;
+    *request.mutable_spec() = spec;
+    request.set_request_id("seed-" + std::to_string(next++));
+    v1::SubmitTrainJobResponse response;
+    EXPECT_TRUE(cluster.jobs().SubmitTrainJob(Context().get(), request, &response).ok());
+    v1::TrainJobInfo info;
+    WaitUntil(
+        [&] {
+          v1::GetTrainJobRequest get;
+          get.set_job_id(response.job_id());
+          v1::GetTrainJobResponse got;
+          cluster.jobs().GetTrainJob(Context().get(), get, &got);
+          info = got.job();
+          return info.state() == v1::TRAIN_JOB_STATE_SUCCEEDED || info.state() == v1::TRAIN_JOB_STATE_FAILED;
+        },
+        seconds(30));
+    return info;
+  };
+  v1::TrainJobSpec a10g = GpuJob(4);
+  a10g.mutable_scaling_config()->set_accelerator_type("A10G");
+  v1::TrainJobInfo first = run(a10g);
+  ASSERT_EQ(first.state(), v1::TRAIN_JOB_STATE_SUCCEEDED) << first.DebugString();
+  for (const auto& w : first.workers()) EXPECT_THAT(w.node_id(), HasSubstr("a10g")) << w.DebugString();
+
+  (*a10g.mutable_scaling_config()->mutable_trainer_resources()->mutable_amounts())["memory"] = 200 * kGi;
+  v1::TrainJobInfo second = run(a10g);
+  ASSERT_EQ(second.state(), v1::TRAIN_JOB_STATE_SUCCEEDED) << second.DebugString();
+  EXPECT_EQ(second.workers(0).node_id(), "a10g-bigmem");
+  EXPECT_EQ(second.workers(0).bundle_index(), 0u);
+  for (const auto& w : second.workers()) EXPECT_THAT(w.node_id(), HasSubstr("a10g"));
+}
+
+}  // namespace
+}  // namespace berth::testing

@@ -1,0 +1,572 @@
+#include "train/train_job_controller.h"
+
+#include <random>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "common/proto_convert.h"
+#include "train/rank_assignment.h"
+#include "train/scaling_config.h"
+
+namespace berth {
+namespace {
+
+int64_t NowMs() { return absl::ToUnixMillis(absl::Now()); }
+
+// The env contract berth sets; a user command may not set these itself.
+constexpr const char* kReservedEnv[] = {
+    "MASTER_ADDR",      "MASTER_PORT",          "RANK",
+    "LOCAL_RANK",       "WORLD_SIZE",           "LOCAL_WORLD_SIZE",
+    "NODE_RANK",        "CUDA_VISIBLE_DEVICES", "BERTH_JOB_ID",
+    "BERTH_PLACEMENT_GROUP_ID", "BERTH_BUNDLE_INDEX", "BERTH_HEAD_ADDRESS",
+    "TORCHELASTIC_USE_AGENT_STORE"};
+
+constexpr const char* kDefaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+
+bool IsTerminal(v1::TrainJobState s) {
+  return s == v1::TRAIN_JOB_STATE_SUCCEEDED || s == v1::TRAIN_JOB_STATE_FAILED ||
+         s == v1::TRAIN_JOB_STATE_STOPPED;
+}
+
+std::string HostOf(const std::string& address) {
+  const size_t colon = address.rfind(':');
+  return colon == std::string::npos ? address : address.substr(0, colon);
+}
+
+std::string DescribeExit(const v1::WorkerStatus& s) {
+  if (s.signal() != 0) return absl::StrCat("was killed by signal ", s.signal());
+  return absl::StrCat("exited with code ", s.exit_code());
+}
+
+absl::Status ValidateEntrypoint(const v1::TrainJobSpec& spec) {
+  if (!spec.entrypoint().has_command()) return absl::OkStatus();
+  const auto& command = spec.entrypoint().command();
+  if (command.argv_size() == 0 || command.argv(0).empty()) {
+    return absl::InvalidArgumentError("spec.entrypoint.command.argv: give the program to run");
+  }
+  for (const char* name : kReservedEnv) {
+    if (command.env().contains(name)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "spec.entrypoint.command.env[\"", name, "\"]: set by berth for every worker"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<PlacementGroupSpec> PlacementGroupForJob(const v1::TrainJobSpec& spec) {
+  const v1::ScalingConfig& s = spec.scaling_config();
+  ScalingConfig config;
+  config.num_workers = s.num_workers();
+  config.use_gpu = s.use_gpu();
+  // An empty map on the wire is "unset": Ray's defaults apply.
+  if (s.resources_per_worker().amounts_size() > 0) {
+    config.resources_per_worker.emplace(s.resources_per_worker().amounts().begin(),
+                                        s.resources_per_worker().amounts().end());
+  }
+  if (s.trainer_resources().amounts_size() > 0) {
+    config.trainer_resources.emplace(s.trainer_resources().amounts().begin(),
+                                     s.trainer_resources().amounts().end());
+  }
+  config.accelerator_type = s.accelerator_type();
+  switch (s.placement_strategy()) {
+    case v1::PLACEMENT_STRATEGY_UNSPECIFIED:
+    case v1::PLACEMENT_STRATEGY_PACK:
+      config.placement_strategy = "PACK";
+      break;
+    case v1::PLACEMENT_STRATEGY_SPREAD:
+      config.placement_strategy = "SPREAD";
+      break;
+    case v1::PLACEMENT_STRATEGY_STRICT_PACK:
+      config.placement_strategy = "STRICT_PACK";
+      break;
+    case v1::PLACEMENT_STRATEGY_STRICT_SPREAD:
+      config.placement_strategy = "STRICT_SPREAD";
+      break;
+    default:
+      config.placement_strategy = absl::StrCat(static_cast<int>(s.placement_strategy()));
+  }
+  absl::StatusOr<PlacementGroupSpec> group = BuildTrainPlacementGroup(config);
+  if (!group.ok()) {
+    return absl::Status(group.status().code(), absl::StrCat("spec.", group.status().message()));
+  }
+  return group;
+}
+
+TrainJobController::TrainJobController(PlacementGroupHost* groups, RayletClients* raylets,
+                                       TrainControllerConfig config)
+    : groups_(groups), raylets_(raylets), config_(std::move(config)) {}
+
+TrainJobController::~TrainJobController() {
+  std::vector<std::thread*> threads;
+  {
+    absl::MutexLock lock(&mu_);
+    shutting_down_ = true;
+    for (auto& [id, job] : jobs_) {
+      job->stop_requested = true;
+      threads.push_back(&job->thread);
+    }
+  }
+  for (std::thread* t : threads) {
+    if (t->joinable()) t->join();
+  }
+}
+
+absl::StatusOr<std::string> TrainJobController::Submit(const v1::SubmitTrainJobRequest& request) {
+  if (absl::Status s = ValidateString(request.request_id(), "request_id", 128, true); !s.ok()) {
+    return s;
+  }
+  if (absl::Status s = ValidateString(request.spec().name(), "spec.name", 128, false); !s.ok()) {
+    return s;
+  }
+  if (absl::Status s = ValidateString(request.spec().storage_path(), "spec.storage_path", 1024, false);
+      !s.ok()) {
+    return s;
+  }
+  if (request.spec().failure_config().max_failures() < -1) {
+    return absl::InvalidArgumentError(
+        "spec.failure_config.max_failures: -1 (unlimited), 0 or more");
+  }
+  if (absl::Status s = ValidateEntrypoint(request.spec()); !s.ok()) return s;
+  absl::StatusOr<PlacementGroupSpec> group = PlacementGroupForJob(request.spec());
+  if (!group.ok()) return group.status();
+
+  absl::MutexLock lock(&mu_);
+  const std::string fingerprint = request.SerializeAsString();
+  if (auto it = by_request_id_.find(request.request_id()); it != by_request_id_.end()) {
+    if (jobs_.at(it->second)->fingerprint != fingerprint) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "request_id: '", request.request_id(), "' was used for a different job"));
+    }
+    return it->second;
+  }
+  if (shutting_down_) return absl::UnavailableError("the head is shutting down");
+  static thread_local std::mt19937_64 rng(std::random_device{}());
+  const std::string id = absl::StrFormat("job-%08x", rng() & 0xffffffffULL);
+  auto job = std::make_unique<Job>(*std::move(group));
+  job->request_id = request.request_id();
+  job->fingerprint = fingerprint;
+  job->info.set_job_id(id);
+  *job->info.mutable_spec() = request.spec();
+  job->info.set_state(v1::TRAIN_JOB_STATE_PENDING);
+  job->info.set_message("creating the placement group");
+  job->info.set_submitted_unix_ms(NowMs());
+  Job* raw = job.get();
+  jobs_[id] = std::move(job);
+  by_request_id_[request.request_id()] = id;
+  raw->thread = std::thread([this, id] { RunJob(id); });
+  return id;
+}
+
+absl::Status TrainJobController::Get(const std::string& job_id, v1::TrainJobInfo* info) const {
+  absl::MutexLock lock(&mu_);
+  auto it = jobs_.find(job_id);
+  if (it == jobs_.end()) return absl::NotFoundError(absl::StrCat("job_id: no job '", job_id, "'"));
+  *info = it->second->info;
+  return absl::OkStatus();
+}
+
+void TrainJobController::List(const v1::ListTrainJobsRequest& request,
+                              v1::ListTrainJobsResponse* response) const {
+  absl::MutexLock lock(&mu_);
+  std::vector<const v1::TrainJobInfo*> infos;
+  for (const auto& [id, job] : jobs_) {
+    if (request.states_size() > 0 &&
+        std::find(request.states().begin(), request.states().end(), job->info.state()) ==
+            request.states().end()) {
+      continue;
+    }
+    infos.push_back(&job->info);
+  }
+  std::sort(infos.begin(), infos.end(), [](const v1::TrainJobInfo* a, const v1::TrainJobInfo* b) {
+    return a->submitted_unix_ms() < b->submitted_unix_ms();
+  });
+  for (const v1::TrainJobInfo* info : infos) *response->add_jobs() = *info;
+}
+
+absl::Status TrainJobController::Stop(const std::string& job_id) {
+  absl::MutexLock lock(&mu_);
+  auto it = jobs_.find(job_id);
+  if (it == jobs_.end()) return absl::NotFoundError(absl::StrCat("job_id: no job '", job_id, "'"));
+  it->second->stop_requested = true;
+  return absl::OkStatus();
+}
+
+absl::Status TrainJobController::ReportProgress(const v1::ReportTrainProgressRequest& request) {
+  if (request.job_id().empty()) return absl::InvalidArgumentError("job_id: required");
+  absl::MutexLock lock(&mu_);
+  auto it = jobs_.find(request.job_id());
+  if (it == jobs_.end()) {
+    return absl::NotFoundError(absl::StrCat("job_id: no job '", request.job_id(), "'"));
+  }
+  v1::TrainJobInfo& info = it->second->info;
+  if (request.step() >= info.last_step()) {
+    info.set_last_step(request.step());
+    info.set_last_loss(request.loss());
+  }
+  if (!request.latest_checkpoint().empty() && request.step() >= info.latest_checkpoint_step()) {
+    info.set_latest_checkpoint(request.latest_checkpoint());
+    info.set_latest_checkpoint_step(request.step());
+  }
+  return absl::OkStatus();
+}
+
+void TrainJobController::OnWorkerExit(const std::string& node_id, const v1::WorkerStatus& status) {
+  absl::MutexLock lock(&mu_);
+  auto it = jobs_.find(status.job_id());
+  if (it == jobs_.end()) return;
+  it->second->exits[status.worker_id()] = status;
+}
+
+absl::StatusOr<std::vector<RankLog>> TrainJobController::Logs(const std::string& job_id,
+                                                              std::optional<uint32_t> rank) const {
+  absl::MutexLock lock(&mu_);
+  auto it = jobs_.find(job_id);
+  if (it == jobs_.end()) return absl::NotFoundError(absl::StrCat("job_id: no job '", job_id, "'"));
+  const std::vector<RankLog>& logs = it->second->logs;
+  if (!rank) return logs;
+  if (*rank >= it->second->info.spec().scaling_config().num_workers()) {
+    return absl::InvalidArgumentError(absl::StrCat("rank: ", *rank, " >= num_workers"));
+  }
+  for (const RankLog& l : logs) {
+    if (l.rank == *rank) return std::vector<RankLog>{l};
+  }
+  return std::vector<RankLog>{};
+}
+
+void TrainJobController::SetState(const std::string& job_id, v1::TrainJobState state,
+                                  const std::string& message) {
+  absl::MutexLock lock(&mu_);
+  v1::TrainJobInfo& info = jobs_.at(job_id)->info;
+  info.set_state(state);
+  info.set_message(message);
+  if (state == v1::TRAIN_JOB_STATE_RUNNING && info.started_unix_ms() == 0) {
+    info.set_started_unix_ms(NowMs());
+  }
+  if (IsTerminal(state)) info.set_ended_unix_ms(NowMs());
+}
+
+bool TrainJobController::WaitPlaced(const std::string& job_id, const std::string& pg_id) {
+  while (true) {
+    absl::StatusOr<v1::PlacementGroupInfo> pg = groups_->GetGroup(pg_id);
+    absl::MutexLock lock(&mu_);
+    Job& job = *jobs_.at(job_id);
+    if (job.stop_requested) return false;
+    if (pg.ok() && pg->state() == v1::PLACEMENT_GROUP_STATE_CREATED) return true;
+    if (pg.ok()) {
+      job.info.set_message(absl::StrCat("waiting for placement", pg->infeasible() ? " (infeasible)" : "",
+                                        ": ", pg->pending_reason()));
+    }
+    mu_.AwaitWithTimeout(absl::Condition(&job.stop_requested), config_.poll);
+  }
+}
+
+absl::StatusOr<std::map<std::string, std::string>> TrainJobController::Launch(
+    const std::string& job_id, const v1::PlacementGroupInfo& pg, uint32_t attempt) {
+  std::vector<BundleSite> sites(pg.bundles_size());
+  for (const v1::BundleLocation& loc : pg.locations()) {
+    BundleSite& site = sites.at(loc.bundle_index());
+    site.node_id = loc.node_id();
+    for (const v1::GpuShare& g : loc.gpus()) site.gpu_ids.push_back(g.index());
+  }
+  absl::StatusOr<std::vector<RankedWorker>> ranks = AssignRanks(sites);
+  if (!ranks.ok()) return ranks.status();
+  const std::string rank0_address = groups_->RayletAddress((*ranks)[0].node_id);
+  if (rank0_address.empty()) return absl::UnavailableError("rank 0's node is gone");
+  absl::StatusOr<v1::AllocatePortResponse> port = raylets_->AllocatePort(rank0_address);
+  if (!port.ok()) return port.status();
+  const std::string master_addr = port->host().empty() ? HostOf(rank0_address) : port->host();
+
+  v1::TrainJobSpec spec;
+  std::string checkpoint_dir;
+  std::string resume_from;
+  {
+    absl::MutexLock lock(&mu_);
+    Job& job = *jobs_.at(job_id);
+    spec = job.info.spec();
+    job.exits.clear();
+    job.logs.clear();
+    job.info.clear_workers();
+    job.info.set_attempt(attempt);
+    job.info.set_master_address(absl::StrCat(master_addr, ":", port->port()));
+    resume_from = job.info.latest_checkpoint();
+    checkpoint_dir = spec.storage_path().empty()
+                         ? absl::StrCat(config_.checkpoint_root, "/", job_id, "/checkpoints")
+                         : absl::StrCat(spec.storage_path(), "/", job_id, "/checkpoints");
+  }
+  const uint32_t world = static_cast<uint32_t>(ranks->size());
+  std::map<std::string, std::string> started;  // worker id -> node id
+  auto start = [&](v1::WorkerSpec worker, const std::string& node_id) -> absl::Status {
+    const std::string address = groups_->RayletAddress(node_id);
+    if (address.empty()) return absl::UnavailableError(absl::StrCat("node ", node_id, " is gone"));
+    v1::StartWorkerRequest request;
+    request.set_request_id(absl::StrCat("start/", worker.worker_id()));
+    *request.mutable_spec() = std::move(worker);
+    absl::StatusOr<v1::StartWorkerResponse> response = raylets_->StartWorker(address, request);
+    if (!response.ok()) {
+      return absl::Status(response.status().code(),
+                          absl::StrCat("starting ", request.spec().worker_id(), " on ", node_id, ": ",
+                                       response.status().message()));
+    }
+    started[request.spec().worker_id()] = node_id;
+    return absl::OkStatus();
+  };
+  auto base_env = [&](v1::WorkerSpec& w, uint32_t bundle) {
+    auto& env = *w.mutable_env();
+    env["PATH"] = kDefaultPath;
+    env["MASTER_ADDR"] = master_addr;
+    env["MASTER_PORT"] = absl::StrCat(port->port());
+    env["WORLD_SIZE"] = absl::StrCat(world);
+    env["BERTH_JOB_ID"] = job_id;
+    env["BERTH_PLACEMENT_GROUP_ID"] = pg.placement_group_id();
+    env["BERTH_BUNDLE_INDEX"] = absl::StrCat(bundle);
+    env["BERTH_HEAD_ADDRESS"] = config_.head_address;
+    // Like torchrun's agent, the trainer hosts the store; ranks connect to it.
+    env["TORCHELASTIC_USE_AGENT_STORE"] = "True";
+  };
+
+  // The trainer first: it hosts the store the workers rendezvous at.
+  v1::WorkerSpec trainer;
+  trainer.set_worker_id(absl::StrCat(job_id, "-a", attempt, "-trainer"));
+  trainer.set_job_id(job_id);
+  trainer.set_placement_group_id(pg.placement_group_id());
+  trainer.set_bundle_index(0);
+  trainer.add_argv(config_.worker_binary);
+  for (const std::string& a : {std::string("trainer"), std::string("--port"), absl::StrCat(port->port()),
+                               std::string("--world-size"), absl::StrCat(world),
+                               std::string("--checkpoint-dir"), checkpoint_dir,
+                               std::string("--head"), config_.head_address,
+                               std::string("--job-id"), job_id}) {
+    trainer.add_argv(a);
+  }
+  if (!resume_from.empty()) {
+    trainer.add_argv("--resume-from");
+    trainer.add_argv(resume_from);
+  }
+  base_env(trainer, 0);
+  if (absl::Status s = start(trainer, (*ranks)[0].node_id); !s.ok()) return s;
+
+  for (const RankedWorker& r : *ranks) {
+    v1::WorkerSpec w;
+    w.set_worker_id(absl::StrCat(job_id, "-a", attempt, "-r", r.world_rank));
+    w.set_job_id(job_id);
+    w.set_placement_group_id(pg.placement_group_id());
+    w.set_bundle_index(r.bundle_index);
+    for (uint32_t gpu : r.visible_gpu_ids) w.add_visible_gpu_indices(gpu);
+    v1::WorkerRank* rank = w.mutable_rank();
+    rank->set_world_rank(r.world_rank);
+    rank->set_local_rank(r.local_rank);
+    rank->set_node_rank(r.node_rank);
+    rank->set_local_world_size(r.local_world_size);
+    rank->set_bundle_index(r.bundle_index);
+    rank->set_node_id(r.node_id);
+    for (uint32_t gpu : r.gpu_ids) rank->add_gpu_indices(gpu);
+    rank->set_worker_id(w.worker_id());
+    base_env(w, r.bundle_index);
+    auto& env = *w.mutable_env();
+    env["RANK"] = absl::StrCat(r.world_rank);
+    env["LOCAL_RANK"] = absl::StrCat(r.local_rank);
+    env["LOCAL_WORLD_SIZE"] = absl::StrCat(r.local_world_size);
+    env["NODE_RANK"] = absl::StrCat(r.node_rank);
+    if (spec.entrypoint().has_command()) {
+      const auto& command = spec.entrypoint().command();
+      for (const std::string& a : command.argv()) w.add_argv(a);
+      for (const auto& [k, v] : command.env()) env[k] = v;
+      w.set_cwd(command.working_dir());
+    } else {
+      const auto& builtin = spec.entrypoint().builtin_trainer();
+      w.add_argv(config_.worker_binary);
+      w.add_argv("train");
+      if (builtin.steps() > 0) {
+        w.add_argv("--steps");
+        w.add_argv(absl::StrCat(builtin.steps()));
+      }
+      if (builtin.learning_rate() > 0) {
+        w.add_argv("--lr");
+        w.add_argv(absl::StrCat(builtin.learning_rate()));
+      }
+      if (builtin.batch_size() > 0) {
+        w.add_argv("--batch-size");
+        w.add_argv(absl::StrCat(builtin.batch_size()));
+      }
+      if (builtin.checkpoint_every_steps() > 0) {
+        w.add_argv("--checkpoint-every");
+        w.add_argv(absl::StrCat(builtin.checkpoint_every_steps()));
+      }
+    }
+    {
+      absl::MutexLock lock(&mu_);
+      Job& job = *jobs_.at(job_id);
+      *job.info.add_workers() = *rank;
+      job.logs.push_back({r.world_rank, r.node_id, w.worker_id()});
+    }
+    if (absl::Status s = start(std::move(w), r.node_id); !s.ok()) {
+      StopProcesses(job_id, started);
+      return s;
+    }
+  }
+  return started;
+}
+
+TrainJobController::Outcome TrainJobController::Watch(
+    const std::string& job_id, const std::string& pg_id,
+    const std::map<std::string, std::string>& processes) {
+  const std::string trainer_id = [&] {
+    for (const auto& [id, node] : processes) {
+      if (absl::EndsWith(id, "-trainer")) return id;
+    }
+    return std::string();
+  }();
+  while (true) {
+    absl::StatusOr<v1::PlacementGroupInfo> pg = groups_->GetGroup(pg_id);
+    absl::MutexLock lock(&mu_);
+    Job& job = *jobs_.at(job_id);
+    if (job.stop_requested) return {false, true, "stopped"};
+    if (pg.ok() && pg->state() != v1::PLACEMENT_GROUP_STATE_CREATED) {
+      return {false, false, absl::StrCat("the placement group lost bundles: ", pg->pending_reason())};
+    }
+    size_t workers_done = 0;
+    for (const auto& [id, node] : processes) {
+      auto exit = job.exits.find(id);
+      if (exit == job.exits.end()) continue;
+      const v1::WorkerStatus& s = exit->second;
+      const bool clean = s.signal() == 0 && s.exit_code() == 0;
+      if (id == trainer_id) {
+        if (!clean) return {false, false, absl::StrCat("the trainer (", id, " on ", node, ") ", DescribeExit(s))};
+        continue;
+      }
+      if (!clean) {
+        std::string rank = id.substr(id.rfind("-r") + 2);
+        return {false, false, absl::StrCat("rank ", rank, " (", id, " on ", node, ") ", DescribeExit(s))};
+      }
+      ++workers_done;
+    }
+    if (workers_done + 1 == processes.size()) {
+      // Every rank finished cleanly. A user command's trainer only hosted the
+      // store; the built-in one writes the final checkpoint and checks the
+      // ranks agree, so give it a moment; then it is stopped like a leftover.
+      if (job.info.spec().entrypoint().has_command()) return {true, false, ""};
+      auto trainer_exited = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+        return job.exits.count(trainer_id) > 0;
+      };
+      mu_.AwaitWithTimeout(absl::Condition(&trainer_exited), absl::Seconds(3));
+      auto exit = job.exits.find(trainer_id);
+      if (exit != job.exits.end() && (exit->second.signal() != 0 || exit->second.exit_code() != 0)) {
+        return {false, false,
+                absl::StrCat("the trainer (", trainer_id, ") ", DescribeExit(exit->second))};
+      }
+      return {true, false, ""};
+    }
+    mu_.AwaitWithTimeout(absl::Condition(&job.stop_requested), config_.poll);
+  }
+}
+
+void TrainJobController::StopProcesses(const std::string& job_id,
+                                       const std::map<std::string, std::string>& processes) {
+  for (const auto& [worker_id, node_id] : processes) {
+    const std::string address = groups_->RayletAddress(node_id);
+    if (address.empty()) continue;
+    v1::StopWorkerRequest request;
+    request.set_worker_id(worker_id);
+    request.set_grace_period_ms(static_cast<uint32_t>(absl::ToInt64Milliseconds(config_.stop_grace)));
+    request.set_request_id(absl::StrCat("stop/", worker_id));
+    raylets_->StopWorker(address, request).IgnoreError();
+  }
+  // Wait (bounded) until the processes on live nodes are gone, so the next
+  // attempt does not share GPUs with the last one. Node liveness is read
+  // before taking mu_: the head is never called with mu_ held.
+  std::vector<std::string> awaited;
+  for (const auto& [worker_id, node_id] : processes) {
+    if (!groups_->RayletAddress(node_id).empty()) awaited.push_back(worker_id);
+  }
+  absl::MutexLock lock(&mu_);
+  const Job& job = *jobs_.at(job_id);
+  auto all_exited = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    for (const std::string& worker_id : awaited) {
+      if (!(job.exits.count(worker_id) > 0)) return false;
+    }
+    return true;
+  };
+  mu_.AwaitWithTimeout(absl::Condition(&all_exited), config_.stop_grace + absl::Seconds(3));
+}
+
+void TrainJobController::RunJob(const std::string& job_id) {
+  std::string pg_id;
+  {
+    v1::CreatePlacementGroupRequest meta;
+    PlacementGroupSpec spec = [&] {
+      absl::MutexLock lock(&mu_);
+      Job& job = *jobs_.at(job_id);
+      meta.set_name(absl::StrCat(job_id, "-pg"));
+      meta.set_job_id(job_id);
+      meta.set_request_id(absl::StrCat(job_id, "/pg"));
+      return job.spec;
+    }();
+    absl::StatusOr<std::string> created = groups_->CreateGroup(std::move(spec), meta);
+    if (!created.ok()) {
+      SetState(job_id, v1::TRAIN_JOB_STATE_FAILED,
+               absl::StrCat("creating the placement group: ", created.status().message()));
+      return;
+    }
+    pg_id = *created;
+    absl::MutexLock lock(&mu_);
+    jobs_.at(job_id)->info.set_placement_group_id(pg_id);
+  }
+  int32_t max_failures = 0;
+  {
+    absl::MutexLock lock(&mu_);
+    max_failures = jobs_.at(job_id)->info.spec().failure_config().max_failures();
+  }
+  v1::TrainJobState final_state = v1::TRAIN_JOB_STATE_FAILED;
+  std::string final_message;
+  for (uint32_t attempt = 0;; ++attempt) {
+    if (!WaitPlaced(job_id, pg_id)) {
+      final_state = v1::TRAIN_JOB_STATE_STOPPED;
+      final_message = "stopped";
+      break;
+    }
+    absl::StatusOr<v1::PlacementGroupInfo> pg = groups_->GetGroup(pg_id);
+    SetState(job_id, attempt == 0 ? v1::TRAIN_JOB_STATE_STARTING : v1::TRAIN_JOB_STATE_RESTARTING,
+             "starting the trainer and workers");
+    absl::StatusOr<std::map<std::string, std::string>> processes =
+        pg.ok() ? Launch(job_id, *pg, attempt) : absl::StatusOr<std::map<std::string, std::string>>(pg.status());
+    Outcome outcome;
+    if (processes.ok()) {
+      SetState(job_id, v1::TRAIN_JOB_STATE_RUNNING, "");
+      outcome = Watch(job_id, pg_id, *processes);
+      if (!outcome.succeeded) StopProcesses(job_id, *processes);
+    } else {
+      outcome.cause = std::string(processes.status().message());
+    }
+    if (outcome.succeeded) {
+      StopProcesses(job_id, *processes);  // a trainer still up; exited ones are no-ops
+      final_state = v1::TRAIN_JOB_STATE_SUCCEEDED;
+      break;
+    }
+    if (outcome.stopped) {
+      final_state = v1::TRAIN_JOB_STATE_STOPPED;
+      final_message = "stopped";
+      break;
+    }
+    bool give_up = false;
+    {
+      absl::MutexLock lock(&mu_);
+      v1::TrainJobInfo& info = jobs_.at(job_id)->info;
+      info.set_failures(info.failures() + 1);
+      info.add_failure_causes(outcome.cause);
+      give_up = max_failures >= 0 && static_cast<int64_t>(info.failures()) > max_failures;
+    }
+    if (give_up) {
+      final_message = absl::StrCat("failed: ", outcome.cause);
+      break;
+    }
+    SetState(job_id, v1::TRAIN_JOB_STATE_RESTARTING, absl::StrCat("restarting after: ", outcome.cause));
+  }
+  groups_->RemoveGroup(pg_id);
+  SetState(job_id, final_state, final_message);
+}
+
+}  // namespace berth

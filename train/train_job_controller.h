@@ -1,0 +1,129 @@
+// TrainJobController: runs train jobs inside the head. A job's ScalingConfig
+// becomes one placement group (bundle 0 = trainer + rank 0); once it is
+// CREATED the controller starts the trainer (the job's driver, which hosts
+// the rendezvous store on rank 0's node) and the N ranked workers through
+// the raylets, watches them, and on a worker failure or a lost node stops
+// the group and starts it again from the latest checkpoint, up to
+// max_failures. One thread per job drives these steps; every job's state is
+// behind one mutex and visible through Get/List at any time.
+//
+// States: PENDING (waiting for placement; the message says why) -> STARTING
+// -> RUNNING -> SUCCEEDED | FAILED | STOPPED, with RESTARTING between
+// attempts.
+#ifndef BERTH_TRAIN_TRAIN_JOB_CONTROLLER_H_
+#define BERTH_TRAIN_TRAIN_JOB_CONTROLLER_H_
+
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "berth/v1/head.pb.h"
+#include "scheduler/placement_group_spec.h"
+#include "scheduler/raylet_clients.h"
+
+namespace berth {
+
+// The placement-group side of the head, as the controller needs it.
+class PlacementGroupHost {
+ public:
+  virtual ~PlacementGroupHost() = default;
+  virtual absl::StatusOr<std::string> CreateGroup(PlacementGroupSpec spec,
+                                                  const v1::CreatePlacementGroupRequest& meta) = 0;
+  virtual absl::StatusOr<v1::PlacementGroupInfo> GetGroup(const std::string& id) = 0;
+  virtual void RemoveGroup(const std::string& id) = 0;
+  // The raylet address of an ALIVE or DRAINING node, or "".
+  virtual std::string RayletAddress(const std::string& node_id) = 0;
+};
+
+struct TrainControllerConfig {
+  std::string head_address;                  // BERTH_HEAD_ADDRESS; the trainer reports here
+  std::string worker_binary = "berth-worker";  // run by the raylets (PATH lookup)
+  std::string checkpoint_root = "/tmp/berth/jobs";
+  absl::Duration stop_grace = absl::Seconds(2);
+  absl::Duration poll = absl::Milliseconds(50);
+};
+
+// Where a rank's output is, for log streaming.
+struct RankLog {
+  uint32_t rank = 0;
+  std::string node_id;
+  std::string worker_id;
+};
+
+class TrainJobController {
+ public:
+  TrainJobController(PlacementGroupHost* groups, RayletClients* raylets,
+                     TrainControllerConfig config);
+  // Stops every running job (as StopTrainJob would) and joins the threads.
+  ~TrainJobController();
+
+  // Validates (errors name the field under `spec.`), then starts the job.
+  // Idempotent by request_id.
+  absl::StatusOr<std::string> Submit(const v1::SubmitTrainJobRequest& request);
+  absl::Status Get(const std::string& job_id, v1::TrainJobInfo* info) const;
+  void List(const v1::ListTrainJobsRequest& request, v1::ListTrainJobsResponse* response) const;
+  absl::Status Stop(const std::string& job_id);
+  absl::Status ReportProgress(const v1::ReportTrainProgressRequest& request);
+  void OnWorkerExit(const std::string& node_id, const v1::WorkerStatus& status);
+  // The current attempt's workers (all ranks, or one).
+  absl::StatusOr<std::vector<RankLog>> Logs(const std::string& job_id,
+                                            std::optional<uint32_t> rank) const;
+
+ private:
+  struct Job {
+    v1::TrainJobInfo info;
+    PlacementGroupSpec spec;
+    std::string request_id;
+    std::string fingerprint;
+    bool stop_requested = false;
+    // Final statuses of the current attempt's processes, by worker id.
+    std::map<std::string, v1::WorkerStatus> exits;
+    std::vector<RankLog> logs;
+    std::thread thread;
+    explicit Job(PlacementGroupSpec s) : spec(std::move(s)) {}
+  };
+  // How an attempt ended.
+  struct Outcome {
+    bool succeeded = false;
+    bool stopped = false;
+    std::string cause;
+  };
+
+  void RunJob(const std::string& job_id);
+  // Waits for the group to be CREATED; false if the job was stopped.
+  bool WaitPlaced(const std::string& job_id, const std::string& pg_id);
+  // Starts the trainer and workers of attempt `attempt`; returns the
+  // processes started (worker id -> node), or the cause of failure.
+  absl::StatusOr<std::map<std::string, std::string>> Launch(const std::string& job_id,
+                                                            const v1::PlacementGroupInfo& pg,
+                                                            uint32_t attempt);
+  Outcome Watch(const std::string& job_id, const std::string& pg_id,
+                const std::map<std::string, std::string>& processes);
+  void StopProcesses(const std::string& job_id, const std::map<std::string, std::string>& processes);
+  void SetState(const std::string& job_id, v1::TrainJobState state, const std::string& message);
+
+  PlacementGroupHost* groups_;
+  RayletClients* raylets_;
+  const TrainControllerConfig config_;
+
+  mutable absl::Mutex mu_;
+  std::map<std::string, std::unique_ptr<Job>> jobs_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, std::string> by_request_id_ ABSL_GUARDED_BY(mu_);
+  bool shutting_down_ ABSL_GUARDED_BY(mu_) = false;
+  uint64_t next_job_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+// Converts the wire ScalingConfig into the train layer's, then into the
+// job's placement group. Errors name the field under `spec.scaling_config`.
+absl::StatusOr<PlacementGroupSpec> PlacementGroupForJob(const v1::TrainJobSpec& spec);
+
+}  // namespace berth
+
+#endif  // BERTH_TRAIN_TRAIN_JOB_CONTROLLER_H_

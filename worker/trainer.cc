@@ -1,0 +1,217 @@
+#include "worker/trainer.h"
+
+#include <signal.h>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+
+#include <csignal>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "berth/v1/head.grpc.pb.h"
+#include "grpcpp/create_channel.h"
+#include "grpcpp/security/credentials.h"
+#include "worker/checkpoint_files.h"
+#include "worker/store_protocol.h"
+#include "worker/train.h"
+
+namespace berth {
+namespace {
+
+constexpr absl::Duration kPollInterval = absl::Milliseconds(100);
+constexpr absl::Duration kHeadDeadline = absl::Seconds(2);
+
+volatile std::sig_atomic_t g_stop_signal = 0;
+void OnStopSignal(int signal) { g_stop_signal = signal; }
+
+template <typename... Args>
+void Log(const Args&... args) {
+  const std::string line = absl::StrCat("berth-worker trainer: ", args..., "\n");
+  std::fputs(line.c_str(), stderr);
+}
+
+// Reports progress to the head's TrainJobService. Failures are logged (once
+// per distinct error) and never stop the job.
+class HeadReporter {
+ public:
+  HeadReporter(const std::string& head, std::string job_id)
+      : stub_(v1::TrainJobService::NewStub(
+            grpc::CreateChannel(head, grpc::InsecureChannelCredentials()))),
+        job_id_(std::move(job_id)) {}
+
+  void Report(const Progress& progress, const std::string& latest_checkpoint) {
+    v1::ReportTrainProgressRequest request;
+    request.set_job_id(job_id_);
+    request.set_step(progress.step);
+    request.set_loss(progress.loss);
+    request.set_latest_checkpoint(latest_checkpoint);
+    v1::ReportTrainProgressResponse response;
+    grpc::ClientContext context;
+    context.set_deadline(absl::ToChronoTime(absl::Now() + kHeadDeadline));
+    const grpc::Status status = stub_->ReportTrainProgress(&context, request, &response);
+    const std::string error =
+        status.ok() ? "" : absl::StrCat("code ", status.error_code(), ": ", status.error_message());
+    if (error != last_error_) {
+      Log(error.empty() ? "reporting to the head again" : "reporting to the head failed: " + error);
+      last_error_ = error;
+    }
+  }
+
+ private:
+  std::unique_ptr<v1::TrainJobService::Stub> stub_;
+  std::string job_id_;
+  std::string last_error_;
+};
+
+// What the trainer has seen of the job so far.
+struct JobView {
+  std::string progress_text;
+  Progress progress;
+  std::string checkpoint_step_text;
+  std::string latest_checkpoint;
+};
+
+std::string Get(c10d::Store& store, const std::string& key) { return FromBytes(store.get(key)); }
+
+// Prints new progress; returns whether there was any.
+bool RelayProgress(c10d::Store& store, JobView& view) {
+  if (!store.check({kProgressKey})) return false;
+  std::string text = Get(store, kProgressKey);
+  if (text == view.progress_text) return false;
+  view.progress_text = std::move(text);
+  absl::StatusOr<Progress> progress = ParseProgress(view.progress_text, kProgressKey);
+  if (!progress.ok()) {
+    Log(progress.status().message());
+    return false;
+  }
+  view.progress = *progress;
+  std::printf("step %llu loss %.6g\n", static_cast<unsigned long long>(progress->step),
+              progress->loss);
+  return true;
+}
+
+// Writes a new checkpoint to its file; returns whether there was one. The
+// step is read from the checkpoint itself: the step key only signals that
+// rank 0 published one, and a newer one may land between the two reads.
+bool SaveNewCheckpoint(c10d::Store& store, const std::string& dir, JobView& view) {
+  if (!store.check({kCheckpointStepKey})) return false;
+  std::string step_text = Get(store, kCheckpointStepKey);
+  if (step_text == view.checkpoint_step_text) return false;
+  view.checkpoint_step_text = std::move(step_text);
+  const std::string data = Get(store, kCheckpointDataKey);
+  absl::StatusOr<uint64_t> step = CheckpointStep(data);
+  if (!step.ok()) {
+    Log(kCheckpointDataKey, ": ", step.status().message());
+    return false;
+  }
+  const std::string path = CheckpointPath(dir, *step);
+  if (absl::Status s = WriteFileAtomically(path, data); !s.ok()) {
+    Log("error: checkpoint of step ", *step, " not saved: ", s.message());
+    return false;
+  }
+  view.latest_checkpoint = path;
+  std::printf("checkpoint %llu %s\n", static_cast<unsigned long long>(*step), path.c_str());
+  return true;
+}
+
+// 0 if every rank ended with the same parameters, 1 if not.
+int JudgeEnd(c10d::Store& store, uint32_t world_size) {
+  std::vector<std::string> hashes;
+  for (uint32_t r = 0; r < world_size; ++r) {
+    hashes.push_back(Get(store, DoneKey(r)));
+    std::printf("rank %u params %s\n", r, hashes.back().c_str());
+  }
+  for (uint32_t r = 1; r < world_size; ++r) {
+    if (hashes[r] != hashes[0]) {
+      Log("error: ranks ended with different parameters (rank 0 ", hashes[0], ", rank ", r, " ",
+          hashes[r], ")");
+      return 1;
+    }
+  }
+  std::printf("all %u ranks done: params %s\n", world_size, hashes[0].c_str());
+  return 0;
+}
+
+int Serve(const TrainerFlags& flags, const std::optional<std::string>& resume_checkpoint,
+          uint64_t resume_step) {
+  c10d::TCPStoreOptions options;
+  options.port = static_cast<uint16_t>(flags.port);
+  options.isServer = true;  // listens on every interface
+  options.waitWorkers = false;
+  auto store = c10::make_intrusive<c10d::TCPStore>("127.0.0.1", options);
+  for (const auto& [key, value] : ResumePointWrites(resume_checkpoint, resume_step)) {
+    store->set(key, ToBytes(value));
+  }
+  std::printf("store on port %u for %u ranks%s\n", flags.port, flags.world_size,
+              resume_checkpoint.has_value()
+                  ? absl::StrCat(", resuming after step ", resume_step).c_str()
+                  : "");
+
+  std::optional<HeadReporter> head;
+  if (!flags.head.empty()) head.emplace(flags.head, flags.job_id);
+  std::vector<std::string> done_keys;
+  for (uint32_t r = 0; r < flags.world_size; ++r) done_keys.push_back(DoneKey(r));
+  JobView view;
+  const absl::Time deadline = absl::Now() + absl::Seconds(flags.timeout_s);
+  while (g_stop_signal == 0) {
+    // Checked before the checkpoint: rank 0 publishes its last checkpoint
+    // before it reports done, so this pass still saves it.
+    const bool all_done = store->check(done_keys);
+    const bool progressed = RelayProgress(*store, view);
+    const bool checkpointed = SaveNewCheckpoint(*store, flags.checkpoint_dir, view);
+    if (head.has_value() && (progressed || checkpointed)) {
+      head->Report(view.progress, view.latest_checkpoint);
+    }
+    if (all_done) return JudgeEnd(*store, flags.world_size);
+    if (absl::Now() > deadline) {
+      Log("error: --timeout-s ", flags.timeout_s, " passed before all ranks were done");
+      return 1;
+    }
+    absl::SleepFor(kPollInterval);
+  }
+  Log("received ", strsignal(g_stop_signal), ": exiting");
+  return 128 + g_stop_signal;
+}
+
+}  // namespace
+
+int RunTrainer(const TrainerFlags& flags) {
+  struct sigaction action = {};
+  action.sa_handler = OnStopSignal;
+  sigaction(SIGTERM, &action, nullptr);
+  sigaction(SIGINT, &action, nullptr);
+
+  if (absl::Status s = MakeDirectories(flags.checkpoint_dir); !s.ok()) {
+    Log("error: --checkpoint-dir: ", s.message());
+    return kUsageExitCode;
+  }
+  std::optional<std::string> resume_checkpoint;
+  uint64_t resume_step = 0;
+  if (!flags.resume_from.empty()) {
+    absl::StatusOr<CheckpointFile> file = ReadCheckpointFile(flags.resume_from);
+    if (!file.ok()) {
+      Log("error: --resume-from: ", file.status().message());
+      return kUsageExitCode;
+    }
+    resume_checkpoint = std::move(file->bytes);
+    resume_step = file->step;
+  }
+  try {
+    return Serve(flags, resume_checkpoint, resume_step);
+  } catch (const c10::Error& e) {
+    Log("error: ", e.what_without_backtrace());
+  } catch (const std::exception& e) {
+    Log("error: ", e.what());
+  }
+  return 1;
+}
+
+}  // namespace berth
