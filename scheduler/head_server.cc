@@ -318,9 +318,20 @@ grpc::Status HeadServer::RemovePlacementGroup(grpc::ServerContext*,
 
 grpc::Status HeadServer::GetClusterStatus(grpc::ServerContext*, const v1::GetClusterStatusRequest*,
                                           v1::GetClusterStatusResponse* response) {
-  absl::MutexLock lock(&mu_);
-  groups_.ClusterStatus(response);
-  response->set_as_of_unix_ms(NowMs());
+  {
+    absl::MutexLock lock(&mu_);
+    groups_.ClusterStatus(response);
+    response->set_as_of_unix_ms(NowMs());
+  }
+  v1::ListTrainJobsResponse jobs;
+  jobs_->List({}, &jobs);
+  std::map<v1::TrainJobState, uint32_t> by_state;
+  for (const v1::TrainJobInfo& job : jobs.jobs()) ++by_state[job.state()];
+  for (const auto& [state, count] : by_state) {
+    v1::TrainJobStateCount* c = response->add_train_jobs();
+    c->set_state(state);
+    c->set_count(count);
+  }
   return grpc::Status::OK;
 }
 

@@ -400,6 +400,13 @@ void PlacementGroupManager::ClusterStatus(v1::GetClusterStatusResponse* response
     out->set_gpus_total(c.gpus);
     out->set_gpus_available(c.free.ToDouble());
   }
+  std::map<v1::PlacementGroupState, uint32_t> by_state;
+  for (const auto& [id, g] : groups_) ++by_state[g.state];
+  for (const auto& [state, count] : by_state) {
+    v1::PlacementGroupStateCount* c = response->add_placement_groups();
+    c->set_state(state);
+    c->set_count(count);
+  }
   // Unplaced bundles of waiting groups, grouped by shape and strategy.
   std::map<std::string, v1::PendingDemand> demand;
   std::vector<std::string> order;

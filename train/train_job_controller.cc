@@ -1,5 +1,6 @@
 #include "train/train_job_controller.h"
 
+#include <cmath>
 #include <random>
 
 #include "absl/strings/match.h"
@@ -41,7 +42,19 @@ std::string DescribeExit(const v1::WorkerStatus& s) {
 }
 
 absl::Status ValidateEntrypoint(const v1::TrainJobSpec& spec) {
-  if (!spec.entrypoint().has_command()) return absl::OkStatus();
+  if (!spec.entrypoint().has_command()) {
+    const auto& builtin = spec.entrypoint().builtin_trainer();
+    if (!builtin.model().empty() && builtin.model() != "mlp") {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "spec.entrypoint.builtin_trainer.model: unknown model '", builtin.model(),
+          "' (berth-worker has: mlp)"));
+    }
+    if (!std::isfinite(builtin.learning_rate()) || builtin.learning_rate() < 0) {
+      return absl::InvalidArgumentError(
+          "spec.entrypoint.builtin_trainer.learning_rate: must be finite and >= 0");
+    }
+    return absl::OkStatus();
+  }
   const auto& command = spec.entrypoint().command();
   if (command.argv_size() == 0 || command.argv(0).empty()) {
     return absl::InvalidArgumentError("spec.entrypoint.command.argv: give the program to run");

@@ -110,7 +110,10 @@ LocalCluster::LocalCluster(int heartbeat_ms) : heartbeat_ms_(heartbeat_ms) {
 }
 
 LocalCluster::~LocalCluster() {
-  // Raylets first (they kill their workers on SIGTERM), then the head.
+  // Raylets first (they kill their workers on SIGTERM), then the head. Our
+  // channels to the raylets go first: an open connection holds up a gRPC
+  // server's shutdown until its grace period ends.
+  for (auto& r : raylets_) r->stub.reset();
   for (auto& r : raylets_) {
     if (r->process && r->process->running()) {
       r->process->Signal(SIGTERM);

@@ -343,6 +343,9 @@ TEST_F(TrainJobTest, BadSpecsNameTheField) {
   v1::TrainJobSpec strategy = GpuJob(1);
   strategy.mutable_scaling_config()->set_placement_strategy(static_cast<v1::PlacementStrategy>(42));
   expect(strategy, "spec.scaling_config.placement_strategy");
+  v1::TrainJobSpec model = GpuJob(1);
+  model.mutable_entrypoint()->mutable_builtin_trainer()->set_model("resnet");
+  expect(model, "spec.entrypoint.builtin_trainer.model");
   v1::ListTrainJobsResponse all;
   ASSERT_TRUE(cluster_->jobs().ListTrainJobs(Context().get(), {}, &all).ok());
   EXPECT_EQ(all.jobs_size(), 0);

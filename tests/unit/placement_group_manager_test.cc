@@ -182,6 +182,9 @@ TEST_F(PlacementGroupManagerTest, StrictSpreadThatNoLongerFitsStaysPendingWithAR
   ASSERT_EQ(status.pending_demand_size(), 1);
   EXPECT_EQ(status.pending_demand(0).shape_size(), 1);
   EXPECT_TRUE(status.pending_demand(0).infeasible());
+  ASSERT_EQ(status.placement_groups_size(), 1);
+  EXPECT_EQ(status.placement_groups(0).state(), v1::PLACEMENT_GROUP_STATE_RESCHEDULING);
+  EXPECT_EQ(status.placement_groups(0).count(), 1u);
 }
 
 TEST_F(PlacementGroupManagerTest, RemoveReleasesAndCancels) {
