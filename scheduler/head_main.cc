@@ -105,7 +105,9 @@ int main(int argc, char** argv) {
   int signal = 0;
   sigwait(&signals, &signal);
   std::fprintf(stderr, "berth-head: signal %d, shutting down\n", signal);
-  head.Stop();
+  // No new RPCs first (handlers use the job controller), then stop the jobs
+  // and loops.
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+  head.Stop();
   return 0;
 }
