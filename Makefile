@@ -4,7 +4,7 @@ BUILD_DIR ?= build
 JOBS ?= $(shell nproc)
 BAZEL ?= bazel
 
-.PHONY: all setup configure build test demo bench bazel clean
+.PHONY: all setup configure build test demo placement-demo bench bazel clean
 
 all: build
 
@@ -22,8 +22,9 @@ build: configure
 test: build
 	ctest --test-dir $(BUILD_DIR) --output-on-failure -j $(JOBS)
 
+# A local cluster, a train job followed to its end, status, `berth down`.
 demo: build
-	$(BUILD_DIR)/train/berth-placement-demo
+	BUILD_DIR=$(BUILD_DIR) bash scripts/demo.sh
 
 bench: build
 	$(BUILD_DIR)/bench/placement_bench --benchmark_counters_tabular=true
@@ -35,3 +36,7 @@ bazel: setup
 
 clean:
 	rm -rf $(BUILD_DIR)
+
+# The first demo: the placement core alone on a simulated heterogeneous cluster.
+placement-demo: build
+	$(BUILD_DIR)/train/berth-placement-demo

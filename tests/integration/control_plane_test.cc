@@ -172,7 +172,9 @@ TEST_F(ControlPlaneTest, EveryStrategyPlacesAndRemovesWithExactAvailability) {
       ++gpus_used[loc.node_id()];
       ASSERT_EQ(loc.gpus_size(), 1);
       EXPECT_TRUE(gpu_ids.insert({loc.node_id(), loc.gpus(0).index()}).second) << "GPU given twice";
-      if (!c.accelerator.empty()) EXPECT_THAT(loc.node_id(), HasSubstr("a10g"));
+      if (!c.accelerator.empty()) {
+        EXPECT_THAT(loc.node_id(), HasSubstr("a10g"));
+      }
     }
     EXPECT_EQ(gpus_used.size(), c.expected_nodes);
     const Availability during = Available();

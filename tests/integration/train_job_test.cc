@@ -240,15 +240,16 @@ TEST_F(TrainJobTest, AJobTooLargeWaitsWithAReasonAndStartsWhenANodeJoins) {
   v1::TrainJobSpec spec = GpuJob(6);
   SetCommand(&spec, {"/bin/sh", "-c", "exit 0"});
   const std::string id = Submit(spec);
-  ASSERT_TRUE(WaitUntil([&] { return Get(id).message().find("waiting for placement") != std::string::npos; },
-                        seconds(5)));
+  // The placement core's reason, once the scheduler has tried the group.
+  ASSERT_TRUE(WaitUntil([&] { return Get(id).message().find("GPU") != std::string::npos; }, seconds(5)))
+      << Get(id).message();
   v1::TrainJobInfo pending = Get(id);
   EXPECT_EQ(pending.state(), v1::TRAIN_JOB_STATE_PENDING);
   EXPECT_THAT(pending.message(), HasSubstr("GPU"));
   v1::GetClusterStatusResponse status;
   ASSERT_TRUE(cluster_->cluster().GetClusterStatus(Context().get(), {}, &status).ok());
-  ASSERT_EQ(status.pending_demand_size(), 1);
-  EXPECT_EQ(status.pending_demand(0).shape_size(), 6);
+  ASSERT_EQ(status.pending_demand_size(), 1) << status.DebugString();
+  EXPECT_EQ(status.pending_demand(0).shape_size(), 6) << status.DebugString();
   cluster_->AddRaylet({"n2", 2, "A10G", 8, "32Gi"});
   v1::TrainJobInfo done = WaitDone(id);
   EXPECT_EQ(done.state(), v1::TRAIN_JOB_STATE_SUCCEEDED) << done.DebugString();

@@ -1,0 +1,124 @@
+// End to end through the real `berth` binary: `up` a two-node local cluster
+// in a temporary BERTH_HOME, read `status -o json`, submit command jobs from
+// a job file, read their logs, stop one, and check `down` leaves none of the
+// cluster's processes running.
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "client/local_cluster.h"
+
+namespace berth {
+namespace {
+
+struct Result {
+  int rc = -1;
+  std::string out;  // stdout and stderr
+};
+
+class CliEndToEndTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char dir[] = "/tmp/berth-e2e-XXXXXX";
+    ASSERT_NE(mkdtemp(dir), nullptr);
+    home_ = dir;
+  }
+  void TearDown() override {
+    Berth("down");
+    std::filesystem::remove_all(home_);
+  }
+
+  // Runs `berth args` against this test's cluster only.
+  Result Berth(const std::string& args) {
+    const std::string command =
+        absl::StrCat("env -u BERTH_ADDRESS BERTH_HOME=", home_, " ", BERTH_CLI, " ", args, " 2>&1");
+    Result result;
+    FILE* pipe = popen(command.c_str(), "r");
+    if (pipe == nullptr) return result;
+    char buffer[4096];
+    for (size_t n; (n = fread(buffer, 1, sizeof(buffer), pipe)) > 0;) result.out.append(buffer, n);
+    const int status = pclose(pipe);
+    result.rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    return result;
+  }
+
+  std::string WriteJob(const std::string& name, const std::string& shell) {
+    const std::string path = absl::StrCat(home_, "/", name, ".yaml");
+    std::ofstream(path) << "name: " << name << "\nscaling:\n  num_workers: 2\nentrypoint:\n"
+                        << "  command: /bin/sh\n  args: [-c, \"" << shell << "\"]\n";
+    return path;
+  }
+
+  std::string JobState(const std::string& id) {
+    const Result got = Berth(absl::StrCat("job ", id, " -o json"));
+    if (got.rc != 0) return got.out;
+    return nlohmann::json::parse(got.out)["job"].value("state", "");
+  }
+
+  bool WaitForState(const std::string& id, const std::string& state) {
+    const absl::Time deadline = absl::Now() + absl::Seconds(20);
+    while (JobState(id) != state) {
+      if (absl::Now() > deadline) return false;
+      absl::SleepFor(absl::Milliseconds(200));
+    }
+    return true;
+  }
+
+  std::string home_;
+};
+
+TEST_F(CliEndToEndTest, UpSubmitLogsStopDown) {
+  const Result up = Berth("up --nodes 2 --gpus-per-node 2 --port 0");
+  ASSERT_EQ(up.rc, 0) << up.out;
+  EXPECT_NE(up.out.find("node-1"), std::string::npos) << up.out;
+
+  const Result again = Berth("up --port 0");
+  EXPECT_EQ(again.rc, 1) << again.out;
+  EXPECT_NE(again.out.find("already running"), std::string::npos) << again.out;
+
+  const Result status = Berth("status -o json");
+  ASSERT_EQ(status.rc, 0) << status.out;
+  const nlohmann::json json = nlohmann::json::parse(status.out);
+  EXPECT_EQ(json.value("alive_nodes", 0), 2) << status.out;
+
+  const Result hi = Berth(absl::StrCat("submit ", WriteJob("hi", "echo hi $RANK"), " --wait"));
+  ASSERT_EQ(hi.rc, 0) << hi.out;
+  const std::string id = hi.out.substr(0, hi.out.find('\n'));
+  EXPECT_NE(hi.out.find("SUCCEEDED"), std::string::npos) << hi.out;
+
+  const Result logs = Berth(absl::StrCat("logs ", id));
+  ASSERT_EQ(logs.rc, 0) << logs.out;
+  EXPECT_NE(logs.out.find("[rank 0] hi 0"), std::string::npos) << logs.out;
+  EXPECT_NE(logs.out.find("[rank 1] hi 1"), std::string::npos) << logs.out;
+
+  const Result sleeper = Berth(absl::StrCat("submit ", WriteJob("sleeper", "sleep 300")));
+  ASSERT_EQ(sleeper.rc, 0) << sleeper.out;
+  const std::string sleeper_id = sleeper.out.substr(0, sleeper.out.find('\n'));
+  ASSERT_TRUE(WaitForState(sleeper_id, "TRAIN_JOB_STATE_RUNNING")) << JobState(sleeper_id);
+  const Result stop = Berth(absl::StrCat("stop ", sleeper_id));
+  ASSERT_EQ(stop.rc, 0) << stop.out;
+  EXPECT_TRUE(WaitForState(sleeper_id, "TRAIN_JOB_STATE_STOPPED")) << JobState(sleeper_id);
+
+  absl::StatusOr<std::optional<LocalState>> state =
+      ReadStateFile(StateFilePath(absl::StrCat(home_, "/local")));
+  ASSERT_TRUE(state.ok() && state->has_value()) << state.status();
+  ASSERT_EQ((*state)->processes.size(), 3u);
+  const Result down = Berth("down");
+  ASSERT_EQ(down.rc, 0) << down.out;
+  for (const LocalProcess& p : (*state)->processes) {
+    EXPECT_FALSE(IsRunning(p)) << p.name << " pid " << p.pid;
+  }
+  EXPECT_EQ(Berth("down").rc, 0);
+}
+
+}  // namespace
+}  // namespace berth

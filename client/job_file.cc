@@ -1,0 +1,405 @@
+#include "client/job_file.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <limits>
+#include <optional>
+#include <set>
+#include <vector>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/string_view.h"
+#include "client/job_args.h"
+#include "common/proto_convert.h"
+#include "scheduler/placement_group_spec.h"
+#include "scheduler/quantity.h"
+#include "scheduler/resource_set.h"
+
+namespace berth {
+namespace {
+
+using StringMap = google::protobuf::Map<std::string, std::string>;
+// Called with each entry of a YAML map: the key as text, its value, and the
+// key node (for the line of errors about the key itself).
+using EntryFn =
+    std::function<absl::Status(const std::string&, const YAML::Node&, const YAML::Node&)>;
+
+constexpr uint32_t kMaxUint32 = std::numeric_limits<uint32_t>::max();
+
+// `scaling.num_workers`; the top-level keys have no parent.
+std::string Child(absl::string_view path, absl::string_view key) {
+  return path.empty() ? std::string(key) : absl::StrCat(path, ".", key);
+}
+
+// Keys the user chooses (resource names, env variables, labels) are quoted,
+// as --bundle errors write them: `scaling.trainer_resources["memory"]`.
+std::string Entry(absl::string_view path, absl::string_view key) {
+  return absl::StrCat(path, "[\"", key, "\"]");
+}
+
+// A YAML value as an error shows it. Quoted scalars are strings in YAML even
+// when they look like numbers, hence "the string".
+std::string Describe(const YAML::Node& node) {
+  switch (node.Type()) {
+    case YAML::NodeType::Map:
+      return "a map";
+    case YAML::NodeType::Sequence:
+      return "a list";
+    case YAML::NodeType::Scalar:
+      return node.Tag() == "!" ? absl::StrCat("the string \"", node.Scalar(), "\"")
+                               : absl::StrCat("'", node.Scalar(), "'");
+    default:
+      return "nothing";
+  }
+}
+
+// A plain (unquoted) scalar: what YAML reads as a number or a boolean.
+bool IsPlainScalar(const YAML::Node& node) { return node.IsScalar() && node.Tag() != "!"; }
+
+class JobFileParser {
+ public:
+  explicit JobFileParser(absl::string_view file) : file_(file) {}
+
+  absl::StatusOr<v1::TrainJobSpec> Parse(const YAML::Node& root) {
+    v1::TrainJobSpec spec;
+    bool has_scaling = false;
+    bool has_entrypoint = false;
+    absl::Status status = ForEachKey(
+        root, "",
+        {"name", "scaling", "entrypoint", "failure", "checkpoint_dir", "labels"},
+        [&](const std::string& key, const YAML::Node& value, const YAML::Node&) -> absl::Status {
+          if (key == "name") return String(value, key, spec.mutable_name());
+          if (key == "scaling") {
+            has_scaling = true;
+            return Scaling(value, key, spec.mutable_scaling_config());
+          }
+          if (key == "entrypoint") {
+            has_entrypoint = true;
+            return EntrypointSection(value, key, spec.mutable_entrypoint());
+          }
+          if (key == "failure") return Failure(value, key, spec.mutable_failure_config());
+          if (key == "checkpoint_dir") return String(value, key, spec.mutable_storage_path());
+          return Strings(value, key, spec.mutable_labels());
+        });
+    if (!status.ok()) return status;
+    // The world size is the one setting without a safe default.
+    if (!has_scaling) {
+      return Error(root, "scaling", "required (with at least scaling.num_workers)");
+    }
+    // As `berth job submit` without a command: the built-in trainer, and
+    // the same explicit defaults, so both ways of writing a job agree.
+    if (!has_entrypoint) {
+      spec.mutable_entrypoint()->mutable_builtin_trainer()->set_steps(kDefaultTrainSteps);
+    }
+    spec.mutable_failure_config();
+    return spec;
+  }
+
+  // "<file>:<line>: " before a message that already names the key path.
+  absl::Status At(const YAML::Mark& mark, const absl::Status& status) const {
+    return absl::Status(status.code(), absl::StrCat(file_, ":", std::max(mark.line, 0) + 1, ": ",
+                                                    status.message()));
+  }
+
+ private:
+  absl::Status Error(const YAML::Node& node, absl::string_view path,
+                     absl::string_view what) const {
+    return At(node.Mark(), absl::InvalidArgumentError(absl::StrCat(path, ": ", what)));
+  }
+
+  absl::Status Expected(const YAML::Node& node, absl::string_view path,
+                        absl::string_view type) const {
+    return Error(node, path, absl::StrCat("expected ", type, ", got ", Describe(node)));
+  }
+
+  // Calls `fn` for each entry of the map `node`. Keys must be scalars and
+  // unique (yaml-cpp keeps both of a repeated key; the second would silently
+  // lose), and, unless `allowed` is empty, one of `allowed`. No value may be
+  // empty (`key:` or `key: ~`).
+  absl::Status ForEachKey(const YAML::Node& node, absl::string_view path,
+                          const std::vector<absl::string_view>& allowed, const EntryFn& fn) const {
+    if (!node.IsMap()) return Expected(node, path.empty() ? "job file" : path, "a map");
+    std::set<std::string> seen;
+    for (const auto& entry : node) {
+      const YAML::Node& key = entry.first;
+      if (!key.IsScalar()) return Expected(key, path.empty() ? "job file" : path, "scalar keys");
+      const std::string& name = key.Scalar();
+      const std::string key_path = allowed.empty() ? Entry(path, name) : Child(path, name);
+      if (!allowed.empty() && std::find(allowed.begin(), allowed.end(), name) == allowed.end()) {
+        return Error(key, key_path,
+                     absl::StrCat("unknown key (allowed: ", absl::StrJoin(allowed, ", "), ")"));
+      }
+      if (!seen.insert(name).second) return Error(key, key_path, "given twice");
+      // Checked here, at the key: an empty value's own line is the next one.
+      if (entry.second.IsNull()) return Error(key, key_path, "no value");
+      if (absl::Status s = fn(name, entry.second, key); !s.ok()) return s;
+    }
+    return absl::OkStatus();
+  }
+
+  // Any scalar is a string: `name: 7` is the name "7".
+  absl::Status String(const YAML::Node& node, absl::string_view path, std::string* out) const {
+    if (!node.IsScalar()) return Expected(node, path, "a string");
+    *out = node.Scalar();
+    return absl::OkStatus();
+  }
+
+  absl::StatusOr<int64_t> Integer(const YAML::Node& node, absl::string_view path, int64_t min,
+                                  int64_t max) const {
+    int64_t value = 0;
+    if (!IsPlainScalar(node) || !absl::SimpleAtoi(node.Scalar(), &value)) {
+      return Expected(node, path, "an integer");
+    }
+    if (value < min || value > max) {
+      return Error(node, path, absl::StrCat(value, " is not in ", min, "..", max));
+    }
+    return value;
+  }
+
+  // Integer() in [min, max], handed to `set` (a proto setter).
+  template <typename Setter>
+  absl::Status SetInteger(const YAML::Node& node, absl::string_view path, int64_t min,
+                          int64_t max, Setter set) const {
+    absl::StatusOr<int64_t> value = Integer(node, path, min, max);
+    if (!value.ok()) return value.status();
+    set(*value);
+    return absl::OkStatus();
+  }
+
+  // YAML 1.2's core schema: true/True/TRUE, false/False/FALSE.
+  template <typename Setter>
+  absl::Status SetBool(const YAML::Node& node, absl::string_view path, Setter set) const {
+    const std::string text = IsPlainScalar(node) ? absl::AsciiStrToLower(node.Scalar()) : "";
+    if (text != "true" && text != "false") return Expected(node, path, "true or false");
+    set(text == "true");
+    return absl::OkStatus();
+  }
+
+  // Numbers and strings alike go through Quantity::Parse: 2, 0.5, "200Gi".
+  absl::Status Resources(const YAML::Node& node, absl::string_view path,
+                         v1::ResourceSet* out) const {
+    return ForEachKey(
+        node, path, {},
+        [&](const std::string& name, const YAML::Node& value, const YAML::Node& key) {
+          if (absl::Status s = ValidateResourceName(name, path); !s.ok()) return At(key.Mark(), s);
+          if (absl::StartsWith(name, kAcceleratorResourcePrefix)) {
+            return Error(key, Entry(path, name),
+                         absl::StrCat("is internal; write scaling.accelerator_type: ",
+                                      name.substr(kAcceleratorResourcePrefix.size())));
+          }
+          if (!value.IsScalar()) return Expected(value, Entry(path, name), "a quantity");
+          absl::StatusOr<Quantity> amount = Quantity::Parse(value.Scalar(), Entry(path, name));
+          if (!amount.ok()) return At(value.Mark(), amount.status());
+          (*out->mutable_amounts())[name] = amount->ToDouble();
+          return absl::OkStatus();
+        });
+  }
+
+  // env and labels: string keys to any scalar, written as text.
+  absl::Status Strings(const YAML::Node& node, absl::string_view path, StringMap* out) const {
+    return ForEachKey(
+        node, path, {},
+        [&](const std::string& name, const YAML::Node& value, const YAML::Node& key) {
+          if (name.empty()) return Error(key, path, "empty key");
+          return String(value, Entry(path, name), &(*out)[name]);
+        });
+  }
+
+  absl::Status Scaling(const YAML::Node& node, absl::string_view path,
+                       v1::ScalingConfig* out) const {
+    bool has_num_workers = false;
+    out->set_placement_strategy(v1::PLACEMENT_STRATEGY_PACK);
+    absl::Status status = ForEachKey(
+        node, path,
+        {"num_workers", "use_gpu", "resources_per_worker", "trainer_resources", "accelerator_type",
+         "placement_strategy"},
+        [&](const std::string& key, const YAML::Node& value, const YAML::Node&) -> absl::Status {
+          const std::string key_path = Child(path, key);
+          if (key == "num_workers") {
+            has_num_workers = true;
+            // One bundle per worker, so the placement group's limit is the job's.
+            return SetInteger(value, key_path, 1, PlacementGroupSpec::kMaxBundles,
+                              [&](int64_t n) { out->set_num_workers(n); });
+          }
+          if (key == "use_gpu") {
+            return SetBool(value, key_path, [&](bool b) { out->set_use_gpu(b); });
+          }
+          if (key == "resources_per_worker") {
+            return Resources(value, key_path, out->mutable_resources_per_worker());
+          }
+          if (key == "trainer_resources") {
+            return Resources(value, key_path, out->mutable_trainer_resources());
+          }
+          if (key == "accelerator_type") {
+            return String(value, key_path, out->mutable_accelerator_type());
+          }
+          if (!value.IsScalar()) return Expected(value, key_path, "a strategy name");
+          absl::StatusOr<PlacementStrategy> strategy =
+              ParsePlacementStrategy(value.Scalar(), key_path);
+          if (!strategy.ok()) return At(value.Mark(), strategy.status());
+          out->set_placement_strategy(StrategyToProto(*strategy));
+          return absl::OkStatus();
+        });
+    if (!status.ok()) return status;
+    if (!has_num_workers) return Error(node, Child(path, "num_workers"), "required");
+    return absl::OkStatus();
+  }
+
+  absl::Status EntrypointSection(const YAML::Node& node, absl::string_view path,
+                                 v1::Entrypoint* out) const {
+    // Key nodes as seen, for errors about the combination. args, env and
+    // working_dir go to `rest` until the program is known, since they may
+    // come before `command:`.
+    std::optional<YAML::Node> builtin, command, command_only;
+    std::string command_only_path, program;
+    v1::Entrypoint::Command rest;
+    absl::Status status = ForEachKey(
+        node, path, {"builtin", "command", "args", "env", "working_dir"},
+        [&](const std::string& key, const YAML::Node& value,
+            const YAML::Node& key_node) -> absl::Status {
+          const std::string key_path = Child(path, key);
+          if (key == "builtin") {
+            builtin = key_node;
+            return Builtin(value, key_path, out->mutable_builtin_trainer());
+          }
+          if (key == "command") {
+            command = key_node;
+            if (absl::Status s = String(value, key_path, &program); !s.ok()) return s;
+            if (absl::StripAsciiWhitespace(program).empty()) {
+              return Error(value, key_path, "empty program");
+            }
+            return absl::OkStatus();
+          }
+          if (!command_only) {
+            command_only = key_node;
+            command_only_path = key_path;
+          }
+          if (key == "args") return Args(value, key_path, rest.mutable_argv());
+          if (key == "env") return Strings(value, key_path, rest.mutable_env());
+          return String(value, key_path, rest.mutable_working_dir());
+        });
+    if (!status.ok()) return status;
+    if (builtin && command) {
+      return Error(*command, Child(path, "command"),
+                   "give either entrypoint.builtin or entrypoint.command, not both");
+    }
+    if (!command && command_only) {
+      return Error(*command_only, command_only_path, "only with entrypoint.command");
+    }
+    if (!command && !builtin) {
+      return Error(node, path, "needs entrypoint.builtin or entrypoint.command");
+    }
+    if (command) {
+      v1::Entrypoint::Command* cmd = out->mutable_command();
+      cmd->add_argv(program);
+      cmd->MergeFrom(rest);
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status Args(const YAML::Node& node, absl::string_view path,
+                    google::protobuf::RepeatedPtrField<std::string>* out) const {
+    if (!node.IsSequence()) return Expected(node, path, "a list of strings");
+    for (size_t i = 0; i < node.size(); ++i) {
+      if (absl::Status s = String(node[i], absl::StrCat(path, "[", i, "]"), out->Add()); !s.ok()) {
+        return s;
+      }
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status Builtin(const YAML::Node& node, absl::string_view path,
+                       v1::Entrypoint::BuiltinTrainer* out) const {
+    out->set_steps(kDefaultTrainSteps);
+    return ForEachKey(
+        node, path, {"model", "steps", "learning_rate", "batch_size", "checkpoint_every"},
+        [&](const std::string& key, const YAML::Node& value, const YAML::Node&) -> absl::Status {
+          const std::string key_path = Child(path, key);
+          if (key == "model") return String(value, key_path, out->mutable_model());
+          if (key == "steps") {
+            return SetInteger(value, key_path, 1, kMaxUint32,
+                              [&](int64_t n) { out->set_steps(n); });
+          }
+          if (key == "batch_size") {
+            return SetInteger(value, key_path, 1, kMaxUint32,
+                              [&](int64_t n) { out->set_batch_size(n); });
+          }
+          if (key == "checkpoint_every") {
+            return SetInteger(value, key_path, 0, kMaxUint32,
+                              [&](int64_t n) { out->set_checkpoint_every_steps(n); });
+          }
+          double lr = 0;
+          if (!IsPlainScalar(value) || !absl::SimpleAtod(value.Scalar(), &lr)) {
+            return Expected(value, key_path, "a number");
+          }
+          if (!std::isfinite(lr) || lr <= 0) {
+            return Error(value, key_path,
+                         absl::StrCat(value.Scalar(), " is not a finite number > 0"));
+          }
+          out->set_learning_rate(lr);
+          return absl::OkStatus();
+        });
+  }
+
+  absl::Status Failure(const YAML::Node& node, absl::string_view path,
+                       v1::FailureConfig* out) const {
+    return ForEachKey(node, path, {"max_failures"},
+                      [&](const std::string& key, const YAML::Node& value, const YAML::Node&) {
+                        // -1 = unlimited, as in Ray.
+                        return SetInteger(value, Child(path, key), -1,
+                                          std::numeric_limits<int32_t>::max(),
+                                          [&](int64_t n) { out->set_max_failures(n); });
+                      });
+  }
+
+  std::string file_;
+};
+
+}  // namespace
+
+absl::StatusOr<v1::TrainJobSpec> ParseJobFile(const std::string& text, const std::string& name) {
+  JobFileParser parser(name);
+  // yaml-cpp reports syntax errors (and nothing else here) as exceptions.
+  try {
+    std::vector<YAML::Node> docs = YAML::LoadAll(text);
+    if (docs.size() > 1) {
+      return parser.At(docs[1].Mark(), absl::InvalidArgumentError(
+                                           "a job file holds one YAML document, not several"));
+    }
+    return parser.Parse(docs.empty() ? YAML::Node() : docs[0]);
+  } catch (const YAML::Exception& e) {
+    return parser.At(e.mark, absl::InvalidArgumentError(absl::StrCat("YAML: ", e.msg)));
+  }
+}
+
+absl::StatusOr<v1::TrainJobSpec> LoadJobFile(const std::string& path) {
+  std::FILE* file = std::fopen(path.c_str(), "rb");
+  if (file == nullptr) {
+    const int error = errno;
+    const std::string message = absl::StrCat(path, ": ", std::strerror(error));
+    return error == ENOENT ? absl::NotFoundError(message) : absl::InvalidArgumentError(message);
+  }
+  std::string text;
+  char buffer[8192];
+  size_t n;
+  while ((n = std::fread(buffer, 1, sizeof(buffer), file)) > 0) text.append(buffer, n);
+  const int error = std::ferror(file) ? errno : 0;
+  std::fclose(file);
+  if (error != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": ", std::strerror(error)));
+  }
+  return ParseJobFile(text, path);
+}
+
+}  // namespace berth

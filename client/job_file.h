@@ -1,0 +1,50 @@
+// Job files: a YAML TrainJobSpec, like accelerate's launch config, with the
+// `scaling:` section spelled exactly as Ray Train's ScalingConfig:
+//
+//   name: seed-a10g
+//   scaling:
+//     num_workers: 16
+//     use_gpu: true
+//     accelerator_type: A10G
+//     trainer_resources: {CPU: 1, memory: 200Gi}
+//     resources_per_worker: {GPU: 1}
+//     placement_strategy: PACK
+//   entrypoint:                 # the built-in worker ...
+//     builtin: {model: mlp, steps: 200, learning_rate: 0.05, batch_size: 64,
+//               checkpoint_every: 50}
+//   # ... or any torchrun-style command:
+//   #   command: python3
+//   #   args: [train.py, --epochs, "3"]
+//   #   env: {NCCL_DEBUG: INFO}
+//   #   working_dir: /srv/train
+//   failure: {max_failures: 2}
+//   checkpoint_dir: /shared/checkpoints
+//
+// Types follow YAML: a quoted "4" is a string, not an integer; any scalar
+// is a string (args, env values). Resource quantities are numbers or
+// strings (0.5, "200Gi"). Without `entrypoint:` the job runs the built-in
+// trainer with its defaults; `scaling.num_workers` is required.
+//
+// Unknown keys, wrong types, empty values and bad values are errors that
+// name the file, the line and the key path (`job.yaml:7:
+// scaling.num_workers: ...`; user-chosen keys in brackets:
+// `scaling.trainer_resources["memory"]`).
+#ifndef BERTH_CLIENT_JOB_FILE_H_
+#define BERTH_CLIENT_JOB_FILE_H_
+
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "berth/v1/train.pb.h"
+
+namespace berth {
+
+// Reads and validates a job file. INVALID_ARGUMENT (or NOT_FOUND for a
+// missing file) with "<path>:<line>: <key path>: <what is wrong>".
+absl::StatusOr<v1::TrainJobSpec> LoadJobFile(const std::string& path);
+// The same for YAML text already in memory; `name` stands for the path.
+absl::StatusOr<v1::TrainJobSpec> ParseJobFile(const std::string& text, const std::string& name);
+
+}  // namespace berth
+
+#endif  // BERTH_CLIENT_JOB_FILE_H_

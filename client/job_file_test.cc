@@ -1,0 +1,238 @@
+#include "client/job_file.h"
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "client/job_args.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace berth {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::StartsWith;
+
+namespace fs = std::filesystem;
+
+const fs::path kExamples = BERTH_EXAMPLES_DIR;
+
+// The .yaml files directly in `dir`, sorted.
+std::vector<fs::path> YamlFiles(const fs::path& dir) {
+  std::vector<fs::path> files;
+  for (const fs::directory_entry& entry : fs::directory_iterator(dir)) {
+    if (entry.path().extension() == ".yaml") files.push_back(entry.path());
+  }
+  std::sort(files.begin(), files.end());
+  return files;
+}
+
+// The error message of parsing `text` as "job.yaml"; "" if it parses.
+std::string ErrorOf(const std::string& text) {
+  absl::StatusOr<v1::TrainJobSpec> spec = ParseJobFile(text, "job.yaml");
+  if (spec.ok()) return "";
+  EXPECT_EQ(spec.status().code(), absl::StatusCode::kInvalidArgument);
+  return std::string(spec.status().message());
+}
+
+TEST(JobFileTest, EveryExampleParses) {
+  const std::vector<fs::path> files = YamlFiles(kExamples);
+  EXPECT_GE(files.size(), 6u);
+  for (const fs::path& file : files) {
+    absl::StatusOr<v1::TrainJobSpec> spec = LoadJobFile(file.string());
+    EXPECT_TRUE(spec.ok()) << spec.status();
+  }
+}
+
+TEST(JobFileTest, EveryBadExampleIsRejectedWithItsLine) {
+  const std::vector<fs::path> files = YamlFiles(kExamples / "bad");
+  EXPECT_GE(files.size(), 3u);
+  for (const fs::path& file : files) {
+    absl::StatusOr<v1::TrainJobSpec> spec = LoadJobFile(file.string());
+    ASSERT_FALSE(spec.ok()) << file;
+    EXPECT_EQ(spec.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(std::string(spec.status().message()), StartsWith(file.string() + ":")) << file;
+  }
+  EXPECT_EQ(LoadJobFile((kExamples / "bad" / "wrong-type.yaml").string()).status().message(),
+            (kExamples / "bad" / "wrong-type.yaml").string() +
+                ":3: scaling.num_workers: expected an integer, got 'four'");
+}
+
+TEST(JobFileTest, SeedBigmemRank0) {
+  absl::StatusOr<v1::TrainJobSpec> spec =
+      LoadJobFile((kExamples / "seed-bigmem-rank0.yaml").string());
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->name(), "seed-bigmem-rank0");
+  const v1::ScalingConfig& scaling = spec->scaling_config();
+  EXPECT_EQ(scaling.num_workers(), 16u);
+  EXPECT_TRUE(scaling.use_gpu());
+  EXPECT_EQ(scaling.accelerator_type(), "A10G");
+  EXPECT_EQ(scaling.placement_strategy(), v1::PLACEMENT_STRATEGY_PACK);
+  EXPECT_TRUE(scaling.resources_per_worker().amounts().empty());
+  ASSERT_EQ(scaling.trainer_resources().amounts_size(), 2);
+  EXPECT_EQ(scaling.trainer_resources().amounts().at("CPU"), 1);
+  EXPECT_EQ(scaling.trainer_resources().amounts().at("memory"), 200.0 * (int64_t{1} << 30));
+  ASSERT_TRUE(spec->entrypoint().has_builtin_trainer());
+  const v1::Entrypoint::BuiltinTrainer& builtin = spec->entrypoint().builtin_trainer();
+  EXPECT_EQ(builtin.model(), "mlp");
+  EXPECT_EQ(builtin.steps(), 200u);
+  EXPECT_EQ(builtin.learning_rate(), 0.05);
+  EXPECT_EQ(builtin.batch_size(), 64u);
+  EXPECT_EQ(builtin.checkpoint_every_steps(), 50u);
+  EXPECT_EQ(spec->failure_config().max_failures(), 2);
+  EXPECT_EQ(spec->storage_path(), "/shared/checkpoints/seed-bigmem-rank0");
+  EXPECT_EQ(spec->labels().at("team"), "research");
+  EXPECT_EQ(spec->labels().at("seed"), "2");
+}
+
+TEST(JobFileTest, CommandTakesArgsEnvAndWorkingDirInAnyOrder) {
+  absl::StatusOr<v1::TrainJobSpec> spec = ParseJobFile(R"(
+scaling: {num_workers: 2}
+entrypoint:
+  args: [train.py, --epochs, 3]
+  env: {NCCL_DEBUG: INFO, OMP_NUM_THREADS: 8}
+  command: python3
+  working_dir: /srv/train
+)",
+                                                       "job.yaml");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  const v1::Entrypoint::Command& command = spec->entrypoint().command();
+  EXPECT_THAT(command.argv(), testing::ElementsAre("python3", "train.py", "--epochs", "3"));
+  EXPECT_EQ(command.env().at("NCCL_DEBUG"), "INFO");
+  EXPECT_EQ(command.env().at("OMP_NUM_THREADS"), "8");
+  EXPECT_EQ(command.working_dir(), "/srv/train");
+}
+
+TEST(JobFileTest, DefaultsMatchTheCommandLine) {
+  absl::StatusOr<v1::TrainJobSpec> spec = ParseJobFile("scaling:\n  num_workers: 3\n", "job.yaml");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->scaling_config().num_workers(), 3u);
+  EXPECT_FALSE(spec->scaling_config().use_gpu());
+  EXPECT_EQ(spec->scaling_config().placement_strategy(), v1::PLACEMENT_STRATEGY_PACK);
+  ASSERT_TRUE(spec->entrypoint().has_builtin_trainer());
+  EXPECT_EQ(spec->entrypoint().builtin_trainer().steps(), kDefaultTrainSteps);
+  EXPECT_TRUE(spec->has_failure_config());
+  EXPECT_EQ(spec->failure_config().max_failures(), 0);
+
+  spec = ParseJobFile("scaling: {num_workers: 1, use_gpu: True, placement_strategy: Spread}\n"
+                      "entrypoint: {builtin: {}}\nfailure: {max_failures: -1}\n",
+                      "job.yaml");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_TRUE(spec->scaling_config().use_gpu());
+  EXPECT_EQ(spec->scaling_config().placement_strategy(), v1::PLACEMENT_STRATEGY_SPREAD);
+  EXPECT_EQ(spec->entrypoint().builtin_trainer().steps(), kDefaultTrainSteps);
+  EXPECT_EQ(spec->failure_config().max_failures(), -1);
+}
+
+TEST(JobFileTest, QuantitiesAsNumbersOrStrings) {
+  absl::StatusOr<v1::TrainJobSpec> spec = ParseJobFile(
+      "scaling:\n  num_workers: 1\n  resources_per_worker: {CPU: 0.5, GPU: \"1\", memory: 1Ki}\n",
+      "job.yaml");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  const auto& amounts = spec->scaling_config().resources_per_worker().amounts();
+  EXPECT_EQ(amounts.at("CPU"), 0.5);
+  EXPECT_EQ(amounts.at("GPU"), 1);
+  EXPECT_EQ(amounts.at("memory"), 1024);
+}
+
+TEST(JobFileTest, UnknownKeysNameTheKeyAndTheAllowedOnes) {
+  EXPECT_EQ(ErrorOf("scaling:\n  num_workers: 1\nnmae: x\n"),
+            "job.yaml:3: nmae: unknown key (allowed: name, scaling, entrypoint, failure, "
+            "checkpoint_dir, labels)");
+  EXPECT_EQ(ErrorOf("name: x\nscaling:\n  num_workers: 2\n  use_gpus: true\n"),
+            "job.yaml:4: scaling.use_gpus: unknown key (allowed: num_workers, use_gpu, "
+            "resources_per_worker, trainer_resources, accelerator_type, placement_strategy)");
+  EXPECT_EQ(ErrorOf("scaling: {num_workers: 1}\nentrypoint:\n  builtin:\n    lr: 0.1\n"),
+            "job.yaml:4: entrypoint.builtin.lr: unknown key (allowed: model, steps, "
+            "learning_rate, batch_size, checkpoint_every)");
+  EXPECT_EQ(ErrorOf("scaling:\n  num_workers: 1\n  num_workers: 2\n"),
+            "job.yaml:3: scaling.num_workers: given twice");
+}
+
+TEST(JobFileTest, WrongTypesNameTheExpectedType) {
+  EXPECT_EQ(ErrorOf("scaling:\n  num_workers: \"four\"\n"),
+            "job.yaml:2: scaling.num_workers: expected an integer, got the string \"four\"");
+  EXPECT_EQ(ErrorOf("scaling:\n  num_workers: 1.5\n"),
+            "job.yaml:2: scaling.num_workers: expected an integer, got '1.5'");
+  EXPECT_EQ(ErrorOf("scaling:\n  num_workers: 1\n  use_gpu: 3\n"),
+            "job.yaml:3: scaling.use_gpu: expected true or false, got '3'");
+  EXPECT_EQ(ErrorOf("scaling: {num_workers: 1}\nentrypoint:\n  command: python3\n"
+                    "  args: {a: b}\n"),
+            "job.yaml:4: entrypoint.args: expected a list of strings, got a map");
+  EXPECT_EQ(ErrorOf("scaling: {num_workers: 1}\nentrypoint:\n  command: python3\n"
+                    "  args:\n    - train.py\n    - [x]\n"),
+            "job.yaml:6: entrypoint.args[1]: expected a string, got a list");
+  EXPECT_EQ(ErrorOf("scaling: {num_workers: 1}\nentrypoint:\n  command: [python3, x.py]\n"),
+            "job.yaml:3: entrypoint.command: expected a string, got a list");
+  EXPECT_EQ(ErrorOf("scaling: {num_workers: 1}\nlabels: [a]\n"),
+            "job.yaml:2: labels: expected a map, got a list");
+  EXPECT_EQ(ErrorOf("scaling:\n"), "job.yaml:1: scaling: no value");
+  EXPECT_EQ(ErrorOf("scaling:\n  num_workers: 1\n  trainer_resources: {CPU: ~}\n"),
+            "job.yaml:3: scaling.trainer_resources[\"CPU\"]: no value");
+  EXPECT_EQ(ErrorOf("- a\n"), "job.yaml:1: job file: expected a map, got a list");
+  EXPECT_EQ(ErrorOf(""), "job.yaml:1: job file: expected a map, got nothing");
+}
+
+TEST(JobFileTest, BadValues) {
+  EXPECT_EQ(ErrorOf("scaling:\n  num_workers: 0\n"),
+            "job.yaml:2: scaling.num_workers: 0 is not in 1..4096");
+  EXPECT_EQ(ErrorOf("name: x\n"), "job.yaml:1: scaling: required (with at least "
+                                  "scaling.num_workers)");
+  EXPECT_EQ(ErrorOf("name: x\nscaling:\n  use_gpu: true\n"),
+            "job.yaml:3: scaling.num_workers: required");
+  EXPECT_EQ(ErrorOf("scaling:\n  num_workers: 1\n  placement_strategy: SPRAED\n"),
+            "job.yaml:3: scaling.placement_strategy: unknown strategy 'SPRAED' (want PACK, "
+            "SPREAD, STRICT_PACK or STRICT_SPREAD)");
+  EXPECT_EQ(ErrorOf("failure: {max_failures: -2}\nscaling: {num_workers: 1}\n"),
+            "job.yaml:1: failure.max_failures: -2 is not in -1..2147483647");
+  EXPECT_EQ(ErrorOf("scaling: {num_workers: 1}\nentrypoint:\n  builtin: {learning_rate: .nan}\n"),
+            "job.yaml:3: entrypoint.builtin.learning_rate: expected a number, got '.nan'");
+  EXPECT_EQ(ErrorOf("scaling: {num_workers: 1}\nentrypoint:\n  builtin: {steps: 0}\n"),
+            "job.yaml:3: entrypoint.builtin.steps: 0 is not in 1..4294967295");
+}
+
+TEST(JobFileTest, BadQuantities) {
+  EXPECT_EQ(ErrorOf("scaling:\n  num_workers: 1\n  trainer_resources:\n    CPU: 1\n"
+                    "    memory: -200Gi\n"),
+            "job.yaml:5: scaling.trainer_resources[\"memory\"]: '-200Gi' is not a quantity "
+            "(want e.g. 0.5, 8, 200Gi, 1.5G)");
+  EXPECT_THAT(ErrorOf("scaling:\n  num_workers: 1\n  trainer_resources: {CPU: .nan}\n"),
+              StartsWith("job.yaml:3: scaling.trainer_resources[\"CPU\"]: '.nan' is not a "
+                         "quantity"));
+  EXPECT_EQ(ErrorOf("scaling:\n  num_workers: 1\n  trainer_resources: {CPU: {a: 1}}\n"),
+            "job.yaml:3: scaling.trainer_resources[\"CPU\"]: expected a quantity, got a map");
+  EXPECT_EQ(ErrorOf("scaling:\n  num_workers: 1\n  resources_per_worker:\n    GPU: 1\n"
+                    "    accelerator_type:A10G: 0.001\n"),
+            "job.yaml:5: scaling.resources_per_worker[\"accelerator_type:A10G\"]: is internal; "
+            "write scaling.accelerator_type: A10G");
+  EXPECT_THAT(ErrorOf("scaling:\n  num_workers: 1\n  resources_per_worker: {\"G PU\": 1}\n"),
+              StartsWith("job.yaml:3: scaling.resources_per_worker[\"G PU\"]: resource names"));
+}
+
+TEST(JobFileTest, EntrypointKinds) {
+  EXPECT_EQ(ErrorOf("scaling: {num_workers: 1}\nentrypoint:\n  builtin: {steps: 1}\n"
+                    "  command: python3\n"),
+            "job.yaml:4: entrypoint.command: give either entrypoint.builtin or "
+            "entrypoint.command, not both");
+  EXPECT_EQ(ErrorOf("scaling: {num_workers: 1}\nentrypoint:\n  command: \" \"\n"),
+            "job.yaml:3: entrypoint.command: empty program");
+  EXPECT_EQ(ErrorOf("scaling: {num_workers: 1}\nentrypoint:\n  builtin: {}\n"
+                    "  env: {A: b}\n"),
+            "job.yaml:4: entrypoint.env: only with entrypoint.command");
+  EXPECT_EQ(ErrorOf("scaling: {num_workers: 1}\nentrypoint: {}\n"),
+            "job.yaml:2: entrypoint: needs entrypoint.builtin or entrypoint.command");
+}
+
+TEST(JobFileTest, SyntaxErrorsAndFiles) {
+  EXPECT_THAT(ErrorOf("scaling:\n  num_workers: 1\nname: [a, b\n"), StartsWith("job.yaml:4: YAML: "));
+  EXPECT_EQ(ErrorOf("scaling: {num_workers: 1}\n---\nname: x\n"),
+            "job.yaml:3: a job file holds one YAML document, not several");
+  absl::StatusOr<v1::TrainJobSpec> missing = LoadJobFile("/nonexistent/job.yaml");
+  EXPECT_EQ(missing.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(std::string(missing.status().message()), HasSubstr("/nonexistent/job.yaml"));
+}
+
+}  // namespace
+}  // namespace berth
