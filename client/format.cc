@@ -289,10 +289,20 @@ std::string FormatClusterStatus(const v1::GetClusterStatusResponse& status) {
   absl::StrAppend(&out, totals.ToString());
 
   if (!status.accelerators().empty()) {
-    Table accelerators({"ACCELERATOR", "NODES", "GPU_AVAILABLE", "GPU_TOTAL"});
+    // Used / total per accelerator type: what the GPU nodes of each model hold.
+    Table accelerators({"ACCELERATOR", "NODES", "GPU_AVAILABLE", "GPU_TOTAL", "CPU_USED",
+                        "MEMORY_USED"});
+    auto used = [](const v1::AcceleratorTypeCount& a, const std::string& name) {
+      const double total = Get(a.total(), name);
+      const double in_use = total - Get(a.available(), name);
+      return name == kMemory
+                 ? absl::StrCat(Gibibytes(in_use), "/", Gibibytes(total), "Gi")
+                 : absl::StrCat(Amount(in_use), "/", Amount(total));
+    };
     for (const v1::AcceleratorTypeCount& a : status.accelerators()) {
       accelerators.AddRow({a.accelerator_type(), absl::StrCat(a.nodes()),
-                           Amount(a.gpus_available()), absl::StrCat(a.gpus_total())});
+                           Amount(a.gpus_available()), absl::StrCat(a.gpus_total()),
+                           used(a, std::string(kCpu)), used(a, std::string(kMemory))});
     }
     absl::StrAppend(&out, "\n", accelerators.ToString());
   }

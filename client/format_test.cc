@@ -160,6 +160,10 @@ TEST(FormatTest, ClusterStatusHasTotalsAcceleratorsAndDemand) {
   a10g->set_nodes(2);
   a10g->set_gpus_total(8);
   a10g->set_gpus_available(1.5);
+  (*a10g->mutable_total()->mutable_amounts())["CPU"] = 16;
+  (*a10g->mutable_total()->mutable_amounts())["memory"] = 128 * kGi;
+  (*a10g->mutable_available()->mutable_amounts())["CPU"] = 10;
+  (*a10g->mutable_available()->mutable_amounts())["memory"] = 96 * kGi;
   v1::PendingDemand* demand = status.add_pending_demand();
   *demand->add_shape() = MakeBundle({{"GPU", 1}});
   demand->set_strategy(v1::PLACEMENT_STRATEGY_SPREAD);
@@ -171,7 +175,7 @@ TEST(FormatTest, ClusterStatusHasTotalsAcceleratorsAndDemand) {
   EXPECT_THAT(text, ContainsRegex("GPU +1.5 +8\n"));
   EXPECT_THAT(text, ContainsRegex("memory +0 +256Gi\n"));
   EXPECT_THAT(text, Not(HasSubstr("accelerator_type:")));
-  EXPECT_THAT(text, ContainsRegex("A10G +2 +1.5 +8\n"));
+  EXPECT_THAT(text, ContainsRegex("A10G +2 +1.5 +8 +6/16 +32/128Gi\n"));
   EXPECT_THAT(text, HasSubstr("  {GPU: 1} * 1 (SPREAD): 4+ pending\n    waiting for resources\n"));
 }
 

@@ -373,6 +373,8 @@ void PlacementGroupManager::ClusterStatus(v1::GetClusterStatusResponse* response
     uint32_t nodes = 0;
     uint32_t gpus = 0;
     Quantity free;
+    ResourceSet total;
+    ResourceSet available;
   };
   std::map<std::string, AcceleratorCount> accelerators;
   for (NodeIndex n = 0; n < table_->slot_count(); ++n) {
@@ -389,6 +391,8 @@ void PlacementGroupManager::ClusterStatus(v1::GetClusterStatusResponse* response
       ++c.nodes;
       c.gpus += node.gpus.count();
       c.free = Quantity::FromUnits(c.free.units() + node.gpus.TotalFree().units());
+      c.total.Add(node.total).IgnoreError();
+      c.available.Add(node.available).IgnoreError();
     }
   }
   ResourceSetToProto(total, response->mutable_total());
@@ -399,6 +403,8 @@ void PlacementGroupManager::ClusterStatus(v1::GetClusterStatusResponse* response
     out->set_nodes(c.nodes);
     out->set_gpus_total(c.gpus);
     out->set_gpus_available(c.free.ToDouble());
+    ResourceSetToProto(c.total, out->mutable_total());
+    ResourceSetToProto(c.available, out->mutable_available());
   }
   std::map<v1::PlacementGroupState, uint32_t> by_state;
   for (const auto& [id, g] : groups_) ++by_state[g.state];

@@ -182,6 +182,11 @@ TEST_F(PlacementGroupManagerTest, StrictSpreadThatNoLongerFitsStaysPendingWithAR
   ASSERT_EQ(status.pending_demand_size(), 1);
   EXPECT_EQ(status.pending_demand(0).shape_size(), 1);
   EXPECT_TRUE(status.pending_demand(0).infeasible());
+  ASSERT_EQ(status.accelerators_size(), 1);
+  // Only node a is ALIVE, and bundle 0 holds its GPU.
+  EXPECT_EQ(status.accelerators(0).total().amounts().at("CPU"), 16);
+  EXPECT_EQ(status.accelerators(0).total().amounts().at("GPU"), 1);
+  EXPECT_EQ(status.accelerators(0).available().amounts().count("GPU"), 0u);
   ASSERT_EQ(status.placement_groups_size(), 1);
   EXPECT_EQ(status.placement_groups(0).state(), v1::PLACEMENT_GROUP_STATE_RESCHEDULING);
   EXPECT_EQ(status.placement_groups(0).count(), 1u);
