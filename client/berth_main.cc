@@ -704,7 +704,8 @@ absl::StatusOr<std::string> StartHead(Local& local, LocalState& state, const std
       local.Spawn(state, "head", "head", *head,
                   {"--listen", absl::StrCat(host, ":", port), "--port-file", port_file,
                    "--worker-binary", *worker, "--checkpoint-root",
-                   absl::StrCat(local.dir, "/checkpoints")});
+                   absl::StrCat(local.dir, "/checkpoints"), "--metrics-listen",
+                   absl::StrCat(host, ":0")});
   if (!process.ok()) return process.status();
   absl::StatusOr<std::string> bound = WaitForPort(*process, port_file);
   if (!bound.ok()) return bound.status();
@@ -719,7 +720,8 @@ absl::StatusOr<LocalProcess> StartRaylet(Local& local, LocalState& state,
   absl::StatusOr<std::string> raylet = local.Binary("berth-raylet", "raylet");
   if (!raylet.ok()) return raylet.status();
   flags.insert(flags.end(), {"--head", head_address, "--log-dir",
-                             absl::StrCat(local.log_dir, "/workers/", name)});
+                             absl::StrCat(local.log_dir, "/workers/", name), "--metrics-listen",
+                             "127.0.0.1:0"});
   return local.Spawn(state, "raylet", name, *raylet, flags);
 }
 
@@ -858,6 +860,7 @@ struct StartFlags {
   std::string resources;
   std::string labels;
   std::string node_id;
+  std::string node_pool;
 };
 
 int RunStart(const Globals&, const StartFlags& flags) {
@@ -891,6 +894,7 @@ int RunStart(const Globals&, const StartFlags& flags) {
   add("--accelerator-type", flags.accelerator_type);
   add("--resources", flags.resources);
   add("--labels", flags.labels);
+  add("--node-pool", flags.node_pool);
   const std::string name =
       flags.node_id.empty() ? absl::StrCat("raylet-", state->processes.size()) : flags.node_id;
   absl::StatusOr<LocalProcess> raylet =
@@ -946,6 +950,7 @@ void AddLocalCommands(CLI::App& app, Action* action) {
   start_cmd->add_option("--resources", start->resources, "Custom resources, name=qty,name=qty");
   start_cmd->add_option("--labels", start->labels, "Node labels, k=v,k=v");
   start_cmd->add_option("--node-id", start->node_id, "Node id (default: <hostname>-<port>)");
+  start_cmd->add_option("--node-pool", start->node_pool, "Autoscaler node pool of the raylet");
   OnChosenLocal(start_cmd, action, start, RunStart);
 }
 

@@ -199,7 +199,7 @@ std::string FormatBundle(const v1::Bundle& bundle) {
 }
 
 std::string FormatNodes(const v1::ListNodesResponse& response) {
-  Table table({"NODE_ID", "STATE", "ADDRESS", "ACCELERATOR", "GPU", "CPU", "MEMORY", "LABELS"});
+  Table table({"NODE_ID", "STATE", "ADDRESS", "ACCELERATOR", "GPU", "CPU", "MEMORY", "METRICS", "LABELS"});
   for (const v1::NodeInfo& node : response.nodes()) {
     std::string memory;
     if (const double total = Get(node.total(), kMemory); total != 0) {
@@ -207,7 +207,7 @@ std::string FormatNodes(const v1::ListNodesResponse& response) {
     }
     table.AddRow({node.node_id(), EnumName(v1::NodeState_descriptor(), node.state(), "NODE_STATE_"),
                   node.address(), AcceleratorType(node), FreeOfTotal(node, kGpu),
-                  FreeOfTotal(node, kCpu), memory, SortedLabels(node.labels())});
+                  FreeOfTotal(node, kCpu), memory, node.metrics_address(), SortedLabels(node.labels())});
   }
   return table.ToString();
 }
@@ -312,6 +312,40 @@ std::string FormatClusterStatus(const v1::GetClusterStatusResponse& status) {
   for (const v1::PendingDemand& demand : status.pending_demand()) {
     absl::StrAppend(&out, "  ", FormatPendingDemand(demand), "\n");
     if (!demand.reason().empty()) absl::StrAppend(&out, "    ", demand.reason(), "\n");
+  }
+  if (status.has_autoscaler()) absl::StrAppend(&out, "\n", FormatAutoscalerStatus(status.autoscaler()));
+  if (!status.metrics_address().empty()) {
+    absl::StrAppend(&out, "\nMetrics: http://", status.metrics_address(),
+                    "/metrics (raylets: `berth nodes`)\n");
+  }
+  return out;
+}
+
+std::string FormatAutoscalerStatus(const v1::AutoscalerStatus& autoscaler) {
+  std::string out = absl::StrCat("Autoscaler (reported ", Timestamp(autoscaler.reported_unix_ms()), "):\n");
+  Table pools({"POOL", "ACCELERATOR", "NODES", "TARGET", "MIN", "MAX"});
+  for (const v1::NodePoolStatus& pool : autoscaler.pools()) {
+    pools.AddRow({pool.name(), pool.accelerator_type().empty() ? "-" : pool.accelerator_type(),
+                  absl::StrCat(pool.nodes()), absl::StrCat(pool.target_nodes()), absl::StrCat(pool.min_nodes()),
+                  absl::StrCat(pool.max_nodes())});
+  }
+  absl::StrAppend(&out, pools.ToString());
+  if (!autoscaler.recent_actions().empty()) absl::StrAppend(&out, "Recent decisions:\n");
+  for (const v1::AutoscalerAction& action : autoscaler.recent_actions()) {
+    absl::StrAppend(&out, "  ", action.decided_unix_ms() == 0 ? "" : Timestamp(action.decided_unix_ms()), " ",
+                    EnumName(v1::AutoscalerActionKind_descriptor(), action.kind(), "AUTOSCALER_ACTION_KIND_"), " ",
+                    action.pool(), " -> ", action.target_nodes(), " node(s)");
+    if (!action.node_ids().empty()) absl::StrAppend(&out, " [", absl::StrJoin(action.node_ids(), ", "), "]");
+    if (!action.reason().empty()) absl::StrAppend(&out, ": ", action.reason());
+    if (!action.error().empty()) absl::StrAppend(&out, " (failed: ", action.error(), ")");
+    absl::StrAppend(&out, "\n");
+  }
+  for (const v1::UnsatisfiableDemand& demand : autoscaler.unsatisfiable()) {
+    v1::PendingDemand as_demand;
+    *as_demand.mutable_shape() = demand.shape();
+    as_demand.set_strategy(demand.strategy());
+    as_demand.set_count(1);
+    absl::StrAppend(&out, "  no pool can hold ", FormatPendingDemand(as_demand), ": ", demand.reason(), "\n");
   }
   return out;
 }

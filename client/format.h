@@ -38,6 +38,8 @@ std::string FormatPlacementGroup(const v1::PlacementGroupInfo& group);
 // accelerator type, and pending demand lines like Ray's
 // "{GPU: 1} * 8 (PACK): 2+ pending".
 std::string FormatClusterStatus(const v1::GetClusterStatusResponse& status);
+// The autoscaler's pools, recent decisions and unsatisfiable demand.
+std::string FormatAutoscalerStatus(const v1::AutoscalerStatus& autoscaler);
 
 // One line of pending demand (no newline).
 std::string FormatPendingDemand(const v1::PendingDemand& demand);

@@ -47,6 +47,7 @@ TEST(FormatTest, NodesTableHasFreeOverTotal) {
   node->set_node_id("node-a");
   node->set_state(v1::NODE_STATE_ALIVE);
   node->set_address("10.0.0.1:6381");
+  node->set_metrics_address("10.0.0.1:9465");
   (*node->mutable_total()->mutable_amounts())["GPU"] = 4;
   (*node->mutable_total()->mutable_amounts())["CPU"] = 16;
   (*node->mutable_total()->mutable_amounts())["memory"] = 128 * kGi;
@@ -62,10 +63,10 @@ TEST(FormatTest, NodesTableHasFreeOverTotal) {
 
   const std::string table = FormatNodes(response);
   EXPECT_THAT(table,
-              ContainsRegex("^NODE_ID +STATE +ADDRESS +ACCELERATOR +GPU +CPU +MEMORY +LABELS\n"));
-  EXPECT_THAT(table, ContainsRegex("node-a +ALIVE +10.0.0.1:6381 +A10G +3/4 +14.5/16 +100/128Gi +"
+              ContainsRegex("^NODE_ID +STATE +ADDRESS +ACCELERATOR +GPU +CPU +MEMORY +METRICS +LABELS\n"));
+  EXPECT_THAT(table, ContainsRegex("node-a +ALIVE +10.0.0.1:6381 +A10G +3/4 +14.5/16 +100/128Gi +10.0.0.1:9465 +"
                                    "berth.io/accelerator-type=A10G,zone=a\n"));
-  EXPECT_THAT(table, ContainsRegex("node-b +DRAINING +- +- +- +0/8 +- +-\n"));
+  EXPECT_THAT(table, ContainsRegex("node-b +DRAINING +- +- +- +0/8 +- +- +-\n"));
 }
 
 v1::PlacementGroupInfo PendingGroup() {
@@ -182,6 +183,35 @@ TEST(FormatTest, ClusterStatusHasTotalsAcceleratorsAndDemand) {
 TEST(FormatTest, ClusterStatusWithoutDemandSaysNone) {
   EXPECT_THAT(FormatClusterStatus(v1::GetClusterStatusResponse()),
               HasSubstr("Pending demand:\n  (none)\n"));
+}
+
+TEST(FormatTest, ClusterStatusShowsAutoscalerAndMetrics) {
+  v1::GetClusterStatusResponse status;
+  status.set_metrics_address("127.0.0.1:9464");
+  v1::AutoscalerStatus* autoscaler = status.mutable_autoscaler();
+  autoscaler->set_reported_unix_ms(1);
+  v1::NodePoolStatus* pool = autoscaler->add_pools();
+  pool->set_name("a10g");
+  pool->set_accelerator_type("A10G");
+  pool->set_nodes(1);
+  pool->set_target_nodes(2);
+  pool->set_max_nodes(4);
+  v1::AutoscalerAction* action = autoscaler->add_recent_actions();
+  action->set_kind(v1::AUTOSCALER_ACTION_KIND_SCALE_UP);
+  action->set_pool("a10g");
+  action->set_target_nodes(2);
+  action->set_reason("1 pending gang(s)");
+  v1::UnsatisfiableDemand* never = autoscaler->add_unsatisfiable();
+  *never->add_shape() = MakeBundle({{"GPU", 16}});
+  never->set_strategy(v1::PLACEMENT_STRATEGY_STRICT_PACK);
+  never->set_reason("no pool has 16 GPUs per node");
+
+  const std::string text = FormatClusterStatus(status);
+  EXPECT_THAT(text, ContainsRegex("a10g +A10G +1 +2 +0 +4\n"));
+  EXPECT_THAT(text, HasSubstr("SCALE_UP a10g -> 2 node(s): 1 pending gang(s)\n"));
+  EXPECT_THAT(text, HasSubstr("no pool can hold {GPU: 16} * 1 (STRICT_PACK)"));
+  EXPECT_THAT(text, HasSubstr("no pool has 16 GPUs per node"));
+  EXPECT_THAT(text, HasSubstr("Metrics: http://127.0.0.1:9464/metrics"));
 }
 
 // A 4-worker job on two nodes after one restart, rank 0 on node-a.

@@ -28,10 +28,12 @@
 #include "grpcpp/server.h"
 #include "grpcpp/server_builder.h"
 #include "common/files.h"
+#include "common/metrics_server.h"
 #include "raylet/bundle_reservations.h"
 #include "raylet/gpu_discovery.h"
 #include "raylet/head_connection.h"
 #include "raylet/log.h"
+#include "raylet/raylet_metrics.h"
 #include "raylet/raylet_service.h"
 #include "raylet/tcp_port.h"
 #include "raylet/worker_processes.h"
@@ -60,6 +62,9 @@ struct Flags {
   std::string labels;
   std::string log_dir;
   std::string refuse_prepare_file;
+  std::string node_pool;
+  std::string metrics_listen;
+  std::string metrics_port_file;
 };
 
 // "a=1,b=2" -> {{a, 1}, {b, 2}}.
@@ -171,6 +176,10 @@ int Run(const Flags& flags) {
   if (!custom.ok()) return Fail(custom.status());
   absl::StatusOr<Labels> labels = NodeLabels(flags.labels);
   if (!labels.ok()) return Fail(labels.status());
+  if (!flags.node_pool.empty()) {
+    if (absl::Status s = ValidateLabelValue(flags.node_pool, "--node-pool"); !s.ok()) return Fail(s);
+    (*labels)[std::string(kNodePoolLabel)] = flags.node_pool;
+  }
   if (!flags.accelerator_type.empty()) {
     if (absl::Status s = ValidateLabelValue(flags.accelerator_type, "--accelerator-type");
         !s.ok()) {
@@ -193,6 +202,7 @@ int Run(const Flags& flags) {
             accelerator_type.empty() ? "" : absl::StrCat(", accelerator type ", accelerator_type),
             ", logs in ", log_dir);
 
+  RayletMetrics metrics(node_id);
   HeadConnection head_connection(
       grpc::CreateChannel(head->ToString(), grpc::InsecureChannelCredentials()), {node_id});
   WorkerProcessManager workers({log_dir, node_dir + "/work", [&](const WorkerRecord& record) {
@@ -201,6 +211,7 @@ int Run(const Flags& flags) {
                                   RayletLog("worker ", record.worker_id, " ended: ",
                                             v1::WorkerState_Name(status.state()), ", exit code ",
                                             record.exit_code, ", signal ", record.signal);
+                                  metrics.OnWorkerExit(record);
                                   head_connection.ReportWorkerExit(status);
                                 }});
   RayletService::Options service_options;
@@ -221,6 +232,28 @@ int Run(const Flags& flags) {
     return Fail(absl::UnavailableError(absl::StrCat("--listen: cannot serve on ", listen->ToString())));
   }
   reservation.reset();  // the server holds the port now
+  std::unique_ptr<MetricsServer> metrics_server;
+  auto state_metrics = std::make_shared<CallbackCollectable>([&] {
+    return RayletStateFamilies({node_id, accelerator_type, static_cast<uint32_t>(gpus.devices.size()),
+                                service.Bundles(), workers.List()});
+  });
+  if (!flags.metrics_listen.empty()) {
+    absl::StatusOr<std::unique_ptr<MetricsServer>> started = MetricsServer::Start(flags.metrics_listen);
+    if (!started.ok()) {
+      server->Shutdown();
+      return Fail(started.status());
+    }
+    metrics_server = *std::move(started);
+    metrics_server->Register(metrics.registry());
+    metrics_server->Register(state_metrics);
+    RayletLog("serving metrics on port ", metrics_server->port());
+    if (!flags.metrics_port_file.empty()) {
+      if (absl::Status s = WritePortFile(flags.metrics_port_file, metrics_server->port()); !s.ok()) {
+        server->Shutdown();
+        return Fail(s);
+      }
+    }
+  }
   const std::string address = HostPort{flags.advertise_host, listen->port}.ToString();
   RayletLog("serving RayletService on ", listen->ToString(), ", advertised as ", address);
   if (!flags.port_file.empty()) {
@@ -233,6 +266,9 @@ int Run(const Flags& flags) {
   v1::RegisterNodeRequest registration;
   registration.set_node_id(node_id);
   registration.set_address(address);
+  if (metrics_server) {
+    registration.set_metrics_address(HostPort{flags.advertise_host, metrics_server->port()}.ToString());
+  }
   ResourceSetToProto(total, registration.mutable_total());
   registration.mutable_labels()->insert(labels->begin(), labels->end());
   for (const GpuDevice& gpu : gpus.devices) {
@@ -259,6 +295,7 @@ int Run(const Flags& flags) {
   int received = 0;
   sigwait(&stop_signals, &received);
   RayletLog("received ", strsignal(received), ": shutting down");
+  metrics_server.reset();  // its collectables read the service and the workers
   server->Shutdown(absl::ToChronoTime(absl::Now() + kShutdownGrace));
   workers.StopAll(kShutdownGrace);
   head_connection.Shutdown(kShutdownGrace);
@@ -297,6 +334,11 @@ int main(int argc, char** argv) {
   app.add_option("--resources", flags.resources, "custom resources, name=qty,name=qty");
   app.add_option("--labels", flags.labels, "node labels, k=v,k=v");
   app.add_option("--log-dir", flags.log_dir, "worker logs (default: /tmp/berth/<node-id>/logs)");
+  app.add_option("--node-pool", flags.node_pool,
+                 "autoscaler node pool of this node (label berth.io/node-pool)");
+  app.add_option("--metrics-listen", flags.metrics_listen,
+                 "serve Prometheus /metrics on HOST:PORT (port 0 picks one); empty = off");
+  app.add_option("--metrics-port-file", flags.metrics_port_file, "write the bound metrics port here");
   app.add_option("--refuse-prepare-file", flags.refuse_prepare_file,
                  "test hook: refuse every prepare while this file exists");
   CLI11_PARSE(app, argc, argv);

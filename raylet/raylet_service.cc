@@ -248,6 +248,7 @@ absl::Status RayletService::StartWorkerLocked(const v1::WorkerSpec& spec,
   launch.argv.assign(spec.argv().begin(), spec.argv().end());
   launch.env.insert(spec.env().begin(), spec.env().end());
   launch.cwd = spec.cwd();
+  if (spec.has_rank()) launch.rank = absl::StrCat(spec.rank().world_rank());
   if (spec.visible_gpu_indices().empty()) {
     for (const GpuShare& share : bundle->gpus) launch.visible_gpu_indices.push_back(share.index);
   } else {
@@ -355,6 +356,11 @@ grpc::Status RayletService::ReadWorkerLog(grpc::ServerContext*, const v1::ReadWo
   }
   response->set_exited(exited);
   return grpc::Status::OK;
+}
+
+std::vector<ReservedBundle> RayletService::Bundles() const {
+  absl::MutexLock lock(&mu_);
+  return reservations_.List();
 }
 
 ResourceSet RayletService::Available() const {

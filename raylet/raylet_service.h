@@ -69,6 +69,8 @@ class RayletService final : public v1::RayletService::Service {
 
   // Resources no bundle holds.
   ResourceSet Available() const;
+  // Every reserved bundle (prepared or committed), for metrics.
+  std::vector<ReservedBundle> Bundles() const;
   // After (re)registration: keeps exactly the bundles the head says this
   // node holds, restoring missing ones (committed if the head says so) and
   // releasing all others with their workers. Returns the first bundle that

@@ -222,7 +222,8 @@ absl::StatusOr<StartedWorker> WorkerProcessManager::Start(const WorkerLaunch& la
 
   Worker worker;
   worker.record = {launch.worker_id, launch.job_id, launch.placement_group_id,
-                   launch.bundle_index, pid, WorkerState::kRunning, 0, 0, started_unix_ms, 0};
+                   launch.bundle_index, pid, WorkerState::kRunning, 0, 0, started_unix_ms, 0,
+                   launch.rank};
   absl::MutexLock lock(&mu_);
   workers_.emplace(launch.worker_id, std::move(worker));
   wake_reaper_.Signal();

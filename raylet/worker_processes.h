@@ -38,6 +38,7 @@ struct WorkerLaunch {
   std::map<std::string, std::string> env;
   std::string cwd;  // empty = <work_dir_root>/<job_id or "no-job">
   std::vector<uint32_t> visible_gpu_indices;
+  std::string rank;  // world rank, for metrics; empty for processes without one
 };
 
 enum class WorkerState { kRunning, kExited, kFailed, kKilled };
@@ -53,6 +54,7 @@ struct WorkerRecord {
   int signal = 0;     // when a signal ended it
   int64_t started_unix_ms = 0;
   int64_t ended_unix_ms = 0;  // 0 while running
+  std::string rank;           // as launched
 };
 
 struct StartedWorker {

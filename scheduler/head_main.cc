@@ -15,6 +15,7 @@
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "common/files.h"
+#include "common/metrics_server.h"
 #include "scheduler/head_server.h"
 
 namespace {
@@ -59,6 +60,11 @@ int main(int argc, char** argv) {
                  "berth-worker as the raylets run it (default: beside berth-head, else PATH)");
   app.add_option("--checkpoint-root", config.train.checkpoint_root,
                  "where trainers write checkpoints when a job names no storage_path");
+  std::string metrics_listen;
+  std::string metrics_port_file;
+  app.add_option("--metrics-listen", metrics_listen,
+                 "serve Prometheus /metrics on HOST:PORT (port 0 picks one); empty = off");
+  app.add_option("--metrics-port-file", metrics_port_file, "write the bound metrics port here");
   app.add_option("--committer-threads", config.committer_threads,
                  "two-phase commits run at once")
       ->check(CLI::Range(1, 256));
@@ -94,6 +100,26 @@ int main(int argc, char** argv) {
     advertise_address = absl::StrCat(listen.substr(0, listen.rfind(':')), ":", port);
   }
   head.Start(advertise_address);
+  std::unique_ptr<berth::MetricsServer> metrics;
+  std::vector<std::shared_ptr<prometheus::Collectable>> collectables = head.MetricsCollectables();
+  if (!metrics_listen.empty()) {
+    absl::StatusOr<std::unique_ptr<berth::MetricsServer>> started = berth::MetricsServer::Start(metrics_listen);
+    if (!started.ok()) {
+      std::fprintf(stderr, "berth-head: %s\n", std::string(started.status().message()).c_str());
+      return 1;
+    }
+    metrics = *std::move(started);
+    for (const auto& c : collectables) metrics->Register(c);
+    head.SetMetricsAddress(
+        absl::StrCat(advertise_address.substr(0, advertise_address.rfind(':')), ":", metrics->port()));
+    if (!metrics_port_file.empty()) {
+      if (absl::Status s = berth::WritePortFile(metrics_port_file, metrics->port()); !s.ok()) {
+        std::fprintf(stderr, "berth-head: %s\n", std::string(s.message()).c_str());
+        return 1;
+      }
+    }
+    std::fprintf(stderr, "berth-head: metrics on port %d\n", metrics->port());
+  }
   if (!port_file.empty()) {
     if (absl::Status s = berth::WritePortFile(port_file, port); !s.ok()) {
       std::fprintf(stderr, "berth-head: %s\n", std::string(s.message()).c_str());
@@ -108,6 +134,8 @@ int main(int argc, char** argv) {
   // No new RPCs first (handlers use the job controller), then stop the jobs
   // and loops.
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+  metrics.reset();  // its collectables read the head
+  collectables.clear();
   head.Stop();
   return 0;
 }

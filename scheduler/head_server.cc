@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/metrics_server.h"
 #include "common/proto_convert.h"
 
 namespace berth {
@@ -20,13 +21,16 @@ HeadServer::HeadServer(HeadConfig config)
       raylets_(config.raylet_rpc_timeout),
       committer_(&raylets_),
       nodes_(&table_, config.liveness),
-      groups_(&table_, &nodes_, config.scheduler) {}
+      groups_(&table_, &nodes_, config.scheduler) {
+  groups_.set_observer(&metrics_);
+}
 
 HeadServer::~HeadServer() { Stop(); }
 
 void HeadServer::Start(const std::string& head_address) {
   TrainControllerConfig train = config_.train;
   train.head_address = head_address;
+  train.on_restart = [this] { metrics_.OnJobRestart(); };
   jobs_ = std::make_unique<TrainJobController>(this, &raylets_, std::move(train));
   for (int i = 0; i < config_.committer_threads; ++i) {
     committer_threads_.emplace_back([this] { CommitterLoop(); });
@@ -84,13 +88,16 @@ void HeadServer::CommitterLoop() {
 }
 
 void HeadServer::RunCommit(const CommitTask& task) {
+  bool prepared = false;
   absl::Status result = committer_.Run(task, [&] {
     absl::MutexLock lock(&mu_);
     groups_.OnPrepared(task.placement_group_id, task.attempt);
+    prepared = true;
   });
   std::vector<CancelTask> cancels;
   {
     absl::MutexLock lock(&mu_);
+    if (!result.ok()) metrics_.OnCommitFailed(prepared);
     cancels = groups_.OnCommitDone(task.placement_group_id, task.attempt, result, NowMs());
     kick_ = true;
   }
@@ -115,6 +122,7 @@ void HeadServer::SchedulingLoop() {
         for (const std::string& dead : nodes_.CheckLiveness(now)) {
           std::fprintf(stderr, "berth-head: node %s missed its heartbeats: DEAD\n", dead.c_str());
           groups_.OnNodeDead(dead, now);
+          metrics_.OnNodeDead();
         }
         next_liveness = now + liveness_every;
       }
@@ -322,6 +330,8 @@ grpc::Status HeadServer::GetClusterStatus(grpc::ServerContext*, const v1::GetClu
     absl::MutexLock lock(&mu_);
     groups_.ClusterStatus(response);
     response->set_as_of_unix_ms(NowMs());
+    if (autoscaler_.reported_unix_ms() != 0) *response->mutable_autoscaler() = autoscaler_;
+    response->set_metrics_address(metrics_address_);
   }
   v1::ListTrainJobsResponse jobs;
   jobs_->List({}, &jobs);
@@ -333,6 +343,37 @@ grpc::Status HeadServer::GetClusterStatus(grpc::ServerContext*, const v1::GetClu
     c->set_count(count);
   }
   return grpc::Status::OK;
+}
+
+grpc::Status HeadServer::ReportAutoscalerStatus(grpc::ServerContext*,
+                                                const v1::ReportAutoscalerStatusRequest* request,
+                                                v1::ReportAutoscalerStatusResponse*) {
+  for (int i = 0; i < request->status().pools_size(); ++i) {
+    if (request->status().pools(i).name().empty()) {
+      return ToGrpcStatus(absl::InvalidArgumentError(absl::StrCat("status.pools[", i, "].name: required")));
+    }
+  }
+  absl::MutexLock lock(&mu_);
+  autoscaler_ = request->status();
+  autoscaler_.set_reported_unix_ms(NowMs());
+  return grpc::Status::OK;
+}
+
+void HeadServer::SetMetricsAddress(const std::string& address) {
+  absl::MutexLock lock(&mu_);
+  metrics_address_ = address;
+}
+
+std::vector<std::shared_ptr<prometheus::Collectable>> HeadServer::MetricsCollectables() {
+  auto state = std::make_shared<CallbackCollectable>([this] {
+    HeadSnapshot snapshot;
+    GetClusterStatus(nullptr, nullptr, &snapshot.status);
+    v1::ListNodesRequest all;
+    ListNodes(nullptr, &all, &snapshot.nodes);
+    snapshot.now_ms = NowMs();
+    return HeadStateFamilies(snapshot);
+  });
+  return {metrics_.registry(), state};
 }
 
 // --- TrainJobService -------------------------------------------------------

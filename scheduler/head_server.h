@@ -20,7 +20,9 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "berth/v1/head.grpc.pb.h"
+#include "prometheus/collectable.h"
 #include "scheduler/bundle_committer.h"
+#include "scheduler/head_metrics.h"
 #include "scheduler/node_manager.h"
 #include "scheduler/placement_group_manager.h"
 #include "scheduler/raylet_clients.h"
@@ -91,6 +93,16 @@ class HeadServer final : public v1::NodeService::Service,
   grpc::Status GetClusterStatus(grpc::ServerContext* context,
                                 const v1::GetClusterStatusRequest* request,
                                 v1::GetClusterStatusResponse* response) override;
+  grpc::Status ReportAutoscalerStatus(grpc::ServerContext* context,
+                                      const v1::ReportAutoscalerStatusRequest* request,
+                                      v1::ReportAutoscalerStatusResponse* response) override;
+
+  // What /metrics serves (docs/metrics.md): the event counters and the
+  // state gauges computed at scrape time. They refer to this server: stop
+  // serving them before destroying it.
+  std::vector<std::shared_ptr<prometheus::Collectable>> MetricsCollectables();
+  // Where /metrics is served (host:port), for cluster status.
+  void SetMetricsAddress(const std::string& address);
 
   // TrainJobService
   grpc::Status SubmitTrainJob(grpc::ServerContext* context, const v1::SubmitTrainJobRequest* request,
@@ -127,6 +139,7 @@ class HeadServer final : public v1::NodeService::Service,
   const HeadConfig config_;
   RayletClients raylets_;
   BundleCommitter committer_;
+  HeadMetrics metrics_;  // before groups_, which reports to it
 
   absl::Mutex mu_;
   NodeResourceTable table_ ABSL_GUARDED_BY(mu_);
@@ -135,6 +148,8 @@ class HeadServer final : public v1::NodeService::Service,
   std::deque<v1::ReportWorkerExitRequest> worker_exits_ ABSL_GUARDED_BY(mu_);
   bool kick_ ABSL_GUARDED_BY(mu_) = false;  // wake the scheduling loop
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  v1::AutoscalerStatus autoscaler_ ABSL_GUARDED_BY(mu_);
+  std::string metrics_address_ ABSL_GUARDED_BY(mu_);
 
   absl::Mutex work_mu_;
   std::deque<std::function<void()>> work_ ABSL_GUARDED_BY(work_mu_);

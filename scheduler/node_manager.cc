@@ -12,6 +12,9 @@ absl::StatusOr<NodeManager::Registration> NodeManager::Register(
     const v1::RegisterNodeRequest& request, int64_t now_ms) {
   if (absl::Status s = ValidateString(request.node_id(), "node_id", 128, true); !s.ok()) return s;
   if (absl::Status s = ValidateString(request.address(), "address", 256, true); !s.ok()) return s;
+  if (absl::Status s = ValidateString(request.metrics_address(), "metrics_address", 256, false); !s.ok()) {
+    return s;
+  }
   if (absl::Status s = ValidateString(request.request_id(), "request_id", 128, false); !s.ok()) {
     return s;
   }
@@ -39,9 +42,10 @@ absl::StatusOr<NodeManager::Registration> NodeManager::Register(
   if (!total.ok()) return total.status();
   spec.resources = *std::move(total);
   for (const auto& [key, value] : request.labels()) {
-    if (absl::StartsWith(key, "berth.io/")) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "labels[\"", key, "\"]: keys starting with berth.io/ are set by berth"));
+    if (absl::StartsWith(key, "berth.io/") && key != kNodePoolLabel) {
+      return absl::InvalidArgumentError(absl::StrCat("labels[\"", key,
+                                                     "\"]: keys starting with berth.io/ are set by berth (",
+                                                     kNodePoolLabel, " excepted)"));
     }
     spec.labels[key] = value;
   }
@@ -83,6 +87,7 @@ absl::StatusOr<NodeManager::Registration> NodeManager::Register(
   NodeRecord record;
   record.index = *index;
   record.address = request.address();
+  record.metrics_address = request.metrics_address();
   record.request_id = request.request_id();
   record.gpus.assign(request.gpus().begin(), request.gpus().end());
   record.last_heartbeat_ms = now_ms;
@@ -156,6 +161,7 @@ absl::Status NodeManager::ListNodes(const v1::ListNodesRequest& request,
     v1::NodeInfo* info = response->add_nodes();
     info->set_node_id(node.id);
     info->set_address(record.address);
+    info->set_metrics_address(record.metrics_address);
     info->set_state(state);
     ResourceSetToProto(node.total, info->mutable_total());
     ResourceSetToProto(node.available, info->mutable_available());

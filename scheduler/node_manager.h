@@ -57,6 +57,7 @@ class NodeManager {
   struct NodeRecord {
     NodeIndex index = 0;
     std::string address;
+    std::string metrics_address;
     std::string request_id;
     std::vector<v1::GpuInstance> gpus;
     int64_t last_heartbeat_ms = 0;

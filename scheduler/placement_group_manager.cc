@@ -67,6 +67,7 @@ absl::StatusOr<std::string> PlacementGroupManager::CreateFromSpec(
   g.arrival = next_arrival_++;
   g.placed.resize(g.spec.bundles().size());
   g.created_ms = now_ms;
+  g.waiting_since_ms = now_ms;
   g.reason = "waiting to be scheduled";
   auto [it, inserted] = groups_.emplace(new_id, std::move(g));
   if (!inserted) return absl::AlreadyExistsError(absl::StrCat("placement group id ", new_id));
@@ -160,7 +161,9 @@ std::vector<CommitTask> PlacementGroupManager::Schedule(int64_t now_ms) {
       if (p) kept.push_back(*p);
     }
     ++g.attempts;
+    if (observer_) observer_->BeforeDecision();
     absl::StatusOr<PlacementDecision> d = placer.Place(g.spec, kept);
+    if (observer_ && d.ok()) observer_->AfterDecision(d->outcome);
     if (!d.ok()) {  // cannot happen for a validated group; keep it waiting
       g.reason = std::string(d.status().message());
       g.next_try_ms = now_ms + config_.max_backoff_ms;
@@ -272,8 +275,10 @@ std::vector<CancelTask> PlacementGroupManager::OnCommitDone(const std::string& i
     g.state = v1::PLACEMENT_GROUP_STATE_CREATED;
     g.reason.clear();
     g.placed_ms = now_ms;
+    if (observer_) observer_->OnCreated(now_ms - g.waiting_since_ms);
   } else {
     g.state = v1::PLACEMENT_GROUP_STATE_RESCHEDULING;
+    g.waiting_since_ms = now_ms;
     g.reason = "a node holding some of its bundles died during the commit";
     Enqueue(g, now_ms);
   }
@@ -298,6 +303,7 @@ void PlacementGroupManager::OnNodeDead(const std::string& node_id, int64_t now_m
     Dequeue(g);
     ReleaseBundles(g, lost);
     g.state = v1::PLACEMENT_GROUP_STATE_RESCHEDULING;
+    g.waiting_since_ms = now_ms;
     g.reason = absl::StrCat(lost.size(), " bundle(s) lost with node ", node_id, "; rescheduling");
     g.backoff_ms = 0;
     Enqueue(g, now_ms);
@@ -420,6 +426,10 @@ void PlacementGroupManager::ClusterStatus(v1::GetClusterStatusResponse* response
     if (g.in_flight || (g.state != v1::PLACEMENT_GROUP_STATE_PENDING &&
                         g.state != v1::PLACEMENT_GROUP_STATE_RESCHEDULING)) {
       continue;
+    }
+    if (response->oldest_pending_since_unix_ms() == 0 ||
+        g.waiting_since_ms < response->oldest_pending_since_unix_ms()) {
+      response->set_oldest_pending_since_unix_ms(g.waiting_since_ms);
     }
     v1::PendingDemand d;
     for (uint32_t b = 0; b < g.placed.size(); ++b) {

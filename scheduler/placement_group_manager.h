@@ -69,12 +69,28 @@ struct CancelTask {
   std::string request_id;  // unique per cancellation: raylets dedupe by it
 };
 
+// Hooks for the adapter's instruments (metrics). Called synchronously under
+// the caller's lock; implementations must be quick and must not call back.
+class PlacementObserver {
+ public:
+  virtual ~PlacementObserver() = default;
+  // Bracket one core placement decision, so the adapter can time it.
+  virtual void BeforeDecision() {}
+  virtual void AfterDecision(PlacementOutcome outcome) {}
+  // A group became CREATED `latency_ms` after it was created, or after it
+  // lost bundles and went RESCHEDULING.
+  virtual void OnCreated(int64_t latency_ms) {}
+};
+
 class PlacementGroupManager {
  public:
   static constexpr size_t kMaxNameLength = 128;
 
   PlacementGroupManager(NodeResourceTable* table, const NodeManager* nodes, SchedulerConfig config)
       : table_(table), nodes_(nodes), config_(config) {}
+
+  // Not owned; must outlive the manager. nullptr = no observer.
+  void set_observer(PlacementObserver* observer) { observer_ = observer; }
 
   // Validates and queues a group under `new_id`. Idempotent by request_id:
   // a retry returns the first call's id; the same request_id with other
@@ -140,6 +156,7 @@ class PlacementGroupManager {
     std::string reason;
     int64_t created_ms = 0;
     int64_t placed_ms = 0;
+    int64_t waiting_since_ms = 0;  // created, or last went RESCHEDULING
     int64_t next_try_ms = 0;
     int64_t backoff_ms = 0;
     uint32_t attempts = 0;
@@ -168,6 +185,7 @@ class PlacementGroupManager {
   std::deque<std::string> removed_order_;
   uint64_t next_arrival_ = 0;
   size_t in_flight_ = 0;
+  PlacementObserver* observer_ = nullptr;
 };
 
 }  // namespace berth

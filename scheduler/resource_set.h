@@ -28,6 +28,9 @@ inline constexpr absl::string_view kMemory = "memory";
 inline constexpr absl::string_view kAcceleratorResourcePrefix = "accelerator_type:";
 // Node label carrying the accelerator model, for label selectors.
 inline constexpr absl::string_view kAcceleratorTypeLabel = "berth.io/accelerator-type";
+// The autoscaler's node pool of a node; the one berth.io/ label a raylet
+// sets itself (from its --node-pool flag).
+inline constexpr absl::string_view kNodePoolLabel = "berth.io/node-pool";
 // What a bundle takes of `accelerator_type:<T>`, as in Ray.
 inline constexpr Quantity kAcceleratorRequest = Quantity::FromUnits(10);
 

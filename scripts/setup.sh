@@ -8,7 +8,8 @@ PACKAGES=(
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libabsl-dev prometheus-cpp-dev libgtest-dev libgmock-dev libbenchmark-dev
   libtorch-dev libgloo-dev
-  libcli11-dev libyaml-cpp-dev nlohmann-json3-dev
+  libcli11-dev libyaml-cpp-dev nlohmann-json3-dev libcurl4-openssl-dev
+  prometheus yamllint
   bazel-bootstrap bazel-rules-java
 )
 

@@ -576,6 +576,7 @@ void TrainJobController::RunJob(const std::string& job_id) {
       final_message = absl::StrCat("failed: ", outcome.cause);
       break;
     }
+    if (config_.on_restart) config_.on_restart();
     SetState(job_id, v1::TRAIN_JOB_STATE_RESTARTING, absl::StrCat("restarting after: ", outcome.cause));
   }
   groups_->RemoveGroup(pg_id);

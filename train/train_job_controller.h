@@ -13,6 +13,7 @@
 #ifndef BERTH_TRAIN_TRAIN_JOB_CONTROLLER_H_
 #define BERTH_TRAIN_TRAIN_JOB_CONTROLLER_H_
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -48,6 +49,9 @@ struct TrainControllerConfig {
   std::string checkpoint_root = "/tmp/berth/jobs";
   absl::Duration stop_grace = absl::Seconds(2);
   absl::Duration poll = absl::Milliseconds(50);
+  // Called (from a job's thread) each time a job restarts its workers after
+  // a failure; for the head's metrics. May be empty.
+  std::function<void()> on_restart;
 };
 
 // Where a rank's output is, for log streaming.

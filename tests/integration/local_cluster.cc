@@ -1,6 +1,9 @@
 #include "tests/integration/local_cluster.h"
 
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/wait.h>
@@ -93,7 +96,7 @@ LocalCluster::LocalCluster(int heartbeat_ms) : heartbeat_ms_(heartbeat_ms) {
   std::vector<std::string> argv = {BERTH_HEAD_BIN, "--listen", "127.0.0.1:0", "--port-file", port_file,
                                    "--heartbeat-period-ms", std::to_string(heartbeat_ms),
                                    "--heartbeat-misses", "5", "--raylet-rpc-timeout-ms", "1000",
-                                   "--checkpoint-root", dir_ + "/jobs"};
+                                   "--checkpoint-root", dir_ + "/jobs", "--metrics-listen", "127.0.0.1:0"};
 #ifdef BERTH_WORKER_BIN
   argv.push_back("--worker-binary");
   argv.push_back(BERTH_WORKER_BIN);
@@ -138,7 +141,8 @@ void LocalCluster::StartRaylet(Raylet& r) {
   std::vector<std::string> argv = {BERTH_RAYLET_BIN, "--head", head_address_, "--listen",
                                    "127.0.0.1:0", "--port-file", port_file, "--node-id", o.node_id,
                                    "--num-cpus", std::to_string(o.num_cpus), "--memory", o.memory,
-                                   "--num-gpus", std::to_string(o.num_gpus), "--log-dir",
+                                   "--num-gpus", std::to_string(o.num_gpus), "--metrics-listen",
+                                   "127.0.0.1:0", "--log-dir",
                                    log_dir(o.node_id)};
   if (!o.accelerator_type.empty()) {
     argv.push_back("--accelerator-type");
@@ -203,6 +207,34 @@ std::string LocalCluster::raylet_address(const std::string& node_id) const {
     if (r->options.node_id == node_id) return r->address;
   }
   return "";
+}
+
+std::string HttpGet(const std::string& host_port, const std::string& path) {
+  const size_t colon = host_port.rfind(':');
+  if (colon == std::string::npos) return "";
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(std::stoi(host_port.substr(colon + 1))));
+  if (inet_pton(AF_INET, host_port.substr(0, colon).c_str(), &addr.sin_addr) != 1) return "";
+  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return "";
+  timeval timeout{5, 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
+  std::string response;
+  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0) {
+    const std::string request = "GET " + path + " HTTP/1.0\r\nHost: " + host_port + "\r\n\r\n";
+    if (write(fd, request.data(), request.size()) == static_cast<ssize_t>(request.size())) {
+      char buffer[8192];
+      ssize_t n;
+      while ((n = read(fd, buffer, sizeof(buffer))) > 0) response.append(buffer, n);
+    }
+  }
+  close(fd);
+  const size_t body = response.find("\r\n\r\n");
+  if (body == std::string::npos || response.rfind("HTTP/1.1 200", 0) != 0) {
+    if (body == std::string::npos || response.rfind("HTTP/1.0 200", 0) != 0) return "";
+  }
+  return response.substr(body + 4);
 }
 
 }  // namespace berth::testing

@@ -92,6 +92,10 @@ class LocalCluster {
 // A client context with a deadline `timeout` from now.
 std::unique_ptr<grpc::ClientContext> Context(
     std::chrono::milliseconds timeout = std::chrono::milliseconds(5000));
+// The body of http://`host_port``path` (HTTP/1.0 GET on a plain socket), or
+// "" when the request fails or the status is not 200.
+std::string HttpGet(const std::string& host_port, const std::string& path);
+
 // Polls `condition` every 20 ms until it holds or `timeout` passes.
 bool WaitUntil(const std::function<bool()>& condition, std::chrono::milliseconds timeout);
 

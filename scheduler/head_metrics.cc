@@ -1,0 +1,252 @@
+#include "scheduler/head_metrics.h"
+
+#include <map>
+#include <string>
+#include <tuple>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/strip.h"
+#include "common/metrics_server.h"
+#include "scheduler/resource_set.h"
+
+namespace berth {
+namespace {
+
+constexpr char kNone[] = "none";
+
+// Latency buckets, seconds: 100 us .. 60 s.
+const prometheus::Histogram::BucketBoundaries& LatencyBuckets() {
+  static const auto* buckets = new prometheus::Histogram::BucketBoundaries{
+      0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1,
+      0.25,   0.5,     1,      2.5,   5,      10,    30,   60};
+  return *buckets;
+}
+
+// Decision buckets, seconds: 1 us .. 100 ms.
+const prometheus::Histogram::BucketBoundaries& DecisionBuckets() {
+  static const auto* buckets = new prometheus::Histogram::BucketBoundaries{
+      0.000001, 0.0000025, 0.000005, 0.00001, 0.000025, 0.00005, 0.0001,
+      0.00025,  0.0005,    0.001,    0.0025,  0.005,    0.01,    0.1};
+  return *buckets;
+}
+
+std::string StateName(const std::string& enum_name, absl::string_view prefix) {
+  return std::string(absl::StripPrefix(enum_name, prefix));
+}
+
+bool IsInternal(const std::string& resource) {
+  return absl::StartsWith(resource, kAcceleratorResourcePrefix);
+}
+
+double Amount(const v1::ResourceSet& set, absl::string_view name) {
+  auto it = set.amounts().find(std::string(name));
+  return it == set.amounts().end() ? 0 : it->second;
+}
+
+// resource -> (total, allocated) for one accelerator type.
+using ResourceUse = std::map<std::string, std::pair<double, double>>;
+
+void AddUse(const v1::ResourceSet& total, const v1::ResourceSet& available, double sign, ResourceUse* use) {
+  for (const auto& [name, amount] : total.amounts()) {
+    if (IsInternal(name)) continue;
+    auto& [t, a] = (*use)[name];
+    t += sign * amount;
+    a += sign * (amount - Amount(available, name));
+  }
+}
+
+// One series per state of the enum (zero when absent from `counts`), named
+// without the enum's prefix; UNSPECIFIED is left out.
+template <typename StateCount>
+prometheus::MetricFamily StateCounts(std::string name, std::string help,
+                                     const google::protobuf::RepeatedPtrField<StateCount>& counts,
+                                     const google::protobuf::EnumDescriptor* states, absl::string_view prefix) {
+  std::map<int, uint32_t> by_state;
+  for (int i = 0; i < states->value_count(); ++i) {
+    if (states->value(i)->number() != 0) by_state[states->value(i)->number()] = 0;
+  }
+  for (const StateCount& c : counts) by_state[c.state()] = c.count();
+  GaugeFamily family(std::move(name), std::move(help));
+  for (const auto& [state, count] : by_state) {
+    family.Add({{"state", StateName(states->FindValueByNumber(state)->name(), prefix)}}, count);
+  }
+  return family.Take();
+}
+
+}  // namespace
+
+std::string BundleAcceleratorType(const v1::Bundle& bundle) {
+  for (const auto& [name, amount] : bundle.resources().amounts()) {
+    if (IsInternal(name) && amount > 0) return name.substr(kAcceleratorResourcePrefix.size());
+  }
+  for (const v1::LabelSelectorRequirement& r : bundle.selector().requirements()) {
+    if (r.key() == kAcceleratorTypeLabel && r.op() == v1::LABEL_OPERATOR_IN && r.values_size() == 1) {
+      return r.values(0);
+    }
+  }
+  return "any";
+}
+
+std::string BundleShape(const v1::Bundle& bundle) {
+  std::map<std::string, double> amounts;
+  for (const auto& [name, amount] : bundle.resources().amounts()) {
+    if (!IsInternal(name) && amount != 0) amounts[name] = amount;
+  }
+  absl::StatusOr<ResourceSet> set = ResourceSet::FromDoubles(amounts, "shape");
+  if (!set.ok()) return "invalid";
+  return std::string(absl::StripSuffix(absl::StripPrefix(set->ToString(), "{"), "}"));
+}
+
+std::vector<prometheus::MetricFamily> HeadStateFamilies(const HeadSnapshot& snapshot) {
+  const v1::GetClusterStatusResponse& status = snapshot.status;
+  std::vector<prometheus::MetricFamily> out;
+
+  GaugeFamily nodes("berth_nodes", "Nodes the head knows, by state.");
+  nodes.Add({{"state", "ALIVE"}}, status.alive_nodes())
+      .Add({{"state", "DRAINING"}}, status.draining_nodes())
+      .Add({{"state", "DEAD"}}, status.dead_nodes());
+  out.push_back(nodes.Take());
+
+  // Per accelerator type; nodes without GPUs are what the per-type sums
+  // leave of the cluster's totals.
+  std::map<std::string, ResourceUse> use;
+  AddUse(status.total(), status.available(), 1, &use[kNone]);
+  for (const v1::AcceleratorTypeCount& a : status.accelerators()) {
+    AddUse(a.total(), a.available(), 1, &use[a.accelerator_type()]);
+    AddUse(a.total(), a.available(), -1, &use[kNone]);
+  }
+  GaugeFamily total("berth_resource_capacity",
+                    "Summed totals of ALIVE nodes (GPU in GPUs, CPU in cores, memory in bytes).");
+  GaugeFamily allocated("berth_resource_allocated",
+                        "Part of berth_resource_capacity reserved by placement group bundles.");
+  for (const auto& [type, resources] : use) {
+    for (const auto& [name, ta] : resources) {
+      // The "none" remainder of a resource only GPU nodes have is 0: skip.
+      if (type == kNone && ta.first < 1e-9 && status.accelerators_size() > 0) continue;
+      total.Add({{"resource", name}, {"accelerator_type", type}}, ta.first);
+      allocated.Add({{"resource", name}, {"accelerator_type", type}}, ta.second);
+    }
+  }
+  out.push_back(total.Take());
+  out.push_back(allocated.Take());
+
+  GaugeFamily node_gpus("berth_node_gpus", "GPU instances of each ALIVE or DRAINING node.");
+  GaugeFamily node_gpus_allocated("berth_node_gpus_allocated",
+                                  "GPUs of the node reserved by bundles (fractional shares summed).");
+  for (const v1::NodeInfo& node : snapshot.nodes.nodes()) {
+    if (node.state() != v1::NODE_STATE_ALIVE && node.state() != v1::NODE_STATE_DRAINING) continue;
+    if (node.gpus_size() == 0) continue;
+    auto type = node.labels().find(std::string(kAcceleratorTypeLabel));
+    const MetricLabels labels = {{"node", node.node_id()},
+                                 {"accelerator_type", type == node.labels().end() ? kNone : type->second}};
+    node_gpus.Add(labels, node.gpus_size());
+    node_gpus_allocated.Add(labels, Amount(node.total(), kGpu) - Amount(node.available(), kGpu));
+  }
+  out.push_back(node_gpus.Take());
+  out.push_back(node_gpus_allocated.Take());
+
+  out.push_back(StateCounts("berth_placement_groups", "Placement groups by state.", status.placement_groups(),
+                            v1::PlacementGroupState_descriptor(), "PLACEMENT_GROUP_STATE_"));
+
+  // Pending demand, per bundle shape.
+  using DemandKey = std::tuple<std::string, std::string, std::string>;  // type, shape, strategy
+  std::map<DemandKey, std::pair<double, double>> demand;                // bundles, GPUs
+  uint32_t infeasible = 0;
+  for (const v1::PendingDemand& d : status.pending_demand()) {
+    if (d.infeasible()) infeasible += d.count();
+    const std::string strategy = StateName(
+        v1::PlacementStrategy_Name(d.strategy() == v1::PLACEMENT_STRATEGY_UNSPECIFIED ? v1::PLACEMENT_STRATEGY_PACK
+                                                                                       : d.strategy()),
+        "PLACEMENT_STRATEGY_");
+    for (const v1::Bundle& b : d.shape()) {
+      auto& [bundles, gpus] = demand[{BundleAcceleratorType(b), BundleShape(b), strategy}];
+      bundles += d.count();
+      gpus += d.count() * Amount(b.resources(), kGpu);
+    }
+  }
+  GaugeFamily infeasible_family("berth_placement_groups_infeasible",
+                                "PENDING/RESCHEDULING groups that no set of alive nodes could hold.");
+  infeasible_family.Add({}, infeasible);
+  out.push_back(infeasible_family.Take());
+  GaugeFamily pending_bundles("berth_pending_bundles",
+                              "Unplaced bundles of PENDING/RESCHEDULING groups, by bundle shape.");
+  GaugeFamily pending_gpus("berth_pending_gpus", "GPUs asked for by unplaced bundles, by bundle shape.");
+  for (const auto& [key, value] : demand) {
+    const MetricLabels labels = {
+        {"accelerator_type", std::get<0>(key)}, {"shape", std::get<1>(key)}, {"strategy", std::get<2>(key)}};
+    pending_bundles.Add(labels, value.first);
+    pending_gpus.Add(labels, value.second);
+  }
+  out.push_back(pending_bundles.Take());
+  out.push_back(pending_gpus.Take());
+  GaugeFamily age("berth_pending_gang_age_seconds",
+                  "How long the oldest PENDING/RESCHEDULING group has waited (0 when none waits).");
+  const int64_t since = status.oldest_pending_since_unix_ms();
+  age.Add({}, since == 0 ? 0.0 : std::max<int64_t>(0, snapshot.now_ms - since) / 1000.0);
+  out.push_back(age.Take());
+
+  out.push_back(StateCounts("berth_train_jobs", "Train jobs by state.", status.train_jobs(),
+                            v1::TrainJobState_descriptor(), "TRAIN_JOB_STATE_"));
+
+  GaugeFamily pool_nodes("berth_autoscaler_pool_nodes", "Nodes of each pool, as last reported by berth-autoscaler.");
+  GaugeFamily pool_target("berth_autoscaler_pool_target_nodes", "Size the autoscaler last asked for, per pool.");
+  for (const v1::NodePoolStatus& pool : status.autoscaler().pools()) {
+    pool_nodes.Add({{"pool", pool.name()}}, pool.nodes());
+    pool_target.Add({{"pool", pool.name()}}, pool.target_nodes());
+  }
+  out.push_back(pool_nodes.Take());
+  out.push_back(pool_target.Take());
+  GaugeFamily unsatisfiable("berth_autoscaler_infeasible_gangs",
+                            "Pending gangs that no configured pool could ever hold.");
+  unsatisfiable.Add({}, status.autoscaler().unsatisfiable_size());
+  out.push_back(unsatisfiable.Take());
+  return out;
+}
+
+HeadMetrics::HeadMetrics() : registry_(std::make_shared<prometheus::Registry>()) {
+  placement_latency_ =
+      &prometheus::BuildHistogram()
+           .Name("berth_placement_latency_seconds")
+           .Help("From CreatePlacementGroup (or a loss to RESCHEDULING) to CREATED.")
+           .Register(*registry_)
+           .Add({}, LatencyBuckets());
+  decision_latency_ = &prometheus::BuildHistogram()
+                           .Name("berth_placement_decision_seconds")
+                           .Help("One placement decision in the core for one group.")
+                           .Register(*registry_)
+                           .Add({}, DecisionBuckets());
+  auto& failures = prometheus::BuildCounter()
+                       .Name("berth_two_phase_commit_failures_total")
+                       .Help("Two-phase commits that failed and were cancelled, by failing phase.")
+                       .Register(*registry_);
+  prepare_failures_ = &failures.Add({{"phase", "prepare"}});
+  commit_failures_ = &failures.Add({{"phase", "commit"}});
+  node_deaths_ = &prometheus::BuildCounter()
+                      .Name("berth_node_deaths_total")
+                      .Help("Nodes declared DEAD after missing their heartbeats.")
+                      .Register(*registry_)
+                      .Add({});
+  job_restarts_ = &prometheus::BuildCounter()
+                       .Name("berth_train_job_restarts_total")
+                       .Help("Worker-group restarts of train jobs after a failure.")
+                       .Register(*registry_)
+                       .Add({});
+}
+
+void HeadMetrics::BeforeDecision() { decision_start_ = std::chrono::steady_clock::now(); }
+
+void HeadMetrics::AfterDecision(PlacementOutcome) {
+  decision_latency_->Observe(
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - decision_start_).count());
+}
+
+void HeadMetrics::OnCreated(int64_t latency_ms) { placement_latency_->Observe(latency_ms / 1000.0); }
+
+void HeadMetrics::OnCommitFailed(bool prepared) { (prepared ? commit_failures_ : prepare_failures_)->Increment(); }
+
+void HeadMetrics::OnNodeDead() { node_deaths_->Increment(); }
+
+void HeadMetrics::OnJobRestart() { job_restarts_->Increment(); }
+
+}  // namespace berth

@@ -1,0 +1,254 @@
+// /metrics of a live cluster (real head and raylets, a running train job):
+// values agree with the cluster's own status, the text passes `promtool
+// check metrics`, and the exported berth_ metrics are exactly the ones
+// docs/metrics.md documents.
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <regex>
+#include <set>
+#include <sstream>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/integration/local_cluster.h"
+
+namespace berth::testing {
+namespace {
+
+using std::chrono::seconds;
+using Labels = std::map<std::string, std::string>;
+
+struct Series {
+  std::string name;
+  Labels labels;
+  double value = 0;
+};
+
+// Samples of a Prometheus text exposition.
+std::vector<Series> Parse(const std::string& text) {
+  std::vector<Series> out;
+  std::istringstream in(text);
+  std::string line;
+  const std::regex sample(R"(^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{(.*)\})? (\S+)$)");
+  const std::regex label(R"re(([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)")re");
+  while (std::getline(in, line)) {
+    std::smatch m;
+    if (line.empty() || line[0] == '#' || !std::regex_match(line, m, sample)) continue;
+    Series s{m[1], {}, std::stod(m[4])};
+    const std::string labels = m[3];
+    for (auto it = std::sregex_iterator(labels.begin(), labels.end(), label); it != std::sregex_iterator(); ++it) {
+      s.labels[(*it)[1]] = (*it)[2];
+    }
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
+// Sum of the samples of `name` whose labels include `match`.
+double Sum(const std::vector<Series>& all, const std::string& name, const Labels& match = {}) {
+  double sum = 0;
+  for (const Series& s : all) {
+    if (s.name != name) continue;
+    bool ok = true;
+    for (const auto& [k, v] : match) ok = ok && s.labels.count(k) && s.labels.at(k) == v;
+    if (ok) sum += s.value;
+  }
+  return sum;
+}
+
+std::set<std::string> TypedNames(const std::string& text) {
+  std::set<std::string> names;
+  std::istringstream in(text);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("# TYPE berth_", 0) == 0) names.insert(line.substr(7, line.find(' ', 7) - 7));
+  }
+  return names;
+}
+
+// The metric names of docs/metrics.md's tables.
+std::set<std::string> DocumentedNames() {
+  std::ifstream in(std::string(BERTH_SOURCE_DIR) + "/docs/metrics.md");
+  std::set<std::string> names;
+  std::string line;
+  const std::regex row(R"(^\| `(berth_[a-z0-9_]+)` \|)");
+  while (std::getline(in, line)) {
+    std::smatch m;
+    if (std::regex_search(line, m, row)) names.insert(m[1]);
+  }
+  return names;
+}
+
+// promtool's verdict on an exposition: "" when clean.
+std::string PromtoolCheck(const std::string& text, const std::string& dir) {
+  const std::string file = dir + "/scrape.prom";
+  std::ofstream(file) << text;
+  const std::string command = std::string(BERTH_PROMTOOL) + " check metrics < " + file + " 2>&1";
+  FILE* pipe = popen(command.c_str(), "r");
+  std::string out;
+  char buffer[512];
+  while (pipe && fgets(buffer, sizeof(buffer), pipe)) out += buffer;
+  const int status = pipe ? pclose(pipe) : -1;
+  return status == 0 ? "" : (out.empty() ? "promtool failed" : out);
+}
+
+class MetricsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    cluster_.AddRaylet({"a10g-0", 4, "A10G", 8, "32Gi"});
+    cluster_.AddRaylet({"t4-0", 2, "T4", 8, "32Gi"});
+  }
+
+  v1::GetClusterStatusResponse Status() {
+    v1::GetClusterStatusResponse status;
+    EXPECT_TRUE(cluster_.cluster().GetClusterStatus(Context().get(), {}, &status).ok());
+    return status;
+  }
+  v1::ListNodesResponse Nodes() {
+    v1::ListNodesResponse nodes;
+    EXPECT_TRUE(cluster_.nodes().ListNodes(Context().get(), {}, &nodes).ok());
+    return nodes;
+  }
+  std::string CreateGroup(v1::PlacementStrategy strategy, int bundles, const std::string& resource, double amount) {
+    v1::CreatePlacementGroupRequest request;
+    request.set_strategy(strategy);
+    request.set_request_id("pg-" + std::to_string(next_++));
+    for (int i = 0; i < bundles; ++i) (*request.add_bundles()->mutable_resources()->mutable_amounts())[resource] = amount;
+    v1::CreatePlacementGroupResponse response;
+    EXPECT_TRUE(cluster_.groups().CreatePlacementGroup(Context().get(), request, &response).ok());
+    return response.placement_group_id();
+  }
+
+  LocalCluster cluster_;
+  int next_ = 0;
+};
+
+TEST_F(MetricsTest, ScrapesMatchTheClusterStateAndPassPromtool) {
+  // A 3-rank A10G job that keeps running, a 2-GPU group, and a gang that
+  // can never be placed (3 distinct nodes on a 2-node cluster).
+  v1::SubmitTrainJobRequest submit;
+  submit.set_request_id("job-1");
+  v1::TrainJobSpec* spec = submit.mutable_spec();
+  spec->set_name("metrics");
+  spec->mutable_scaling_config()->set_num_workers(3);
+  spec->mutable_scaling_config()->set_use_gpu(true);
+  spec->mutable_scaling_config()->set_accelerator_type("A10G");
+  for (const char* a : {"/bin/sh", "-c", "sleep 60"}) spec->mutable_entrypoint()->mutable_command()->add_argv(a);
+  v1::SubmitTrainJobResponse submitted;
+  ASSERT_TRUE(cluster_.jobs().SubmitTrainJob(Context().get(), submit, &submitted).ok());
+  CreateGroup(v1::PLACEMENT_STRATEGY_STRICT_PACK, 1, "GPU", 2);
+  CreateGroup(v1::PLACEMENT_STRATEGY_STRICT_SPREAD, 3, "CPU", 1);
+
+  const v1::GetClusterStatusResponse first = Status();
+  ASSERT_FALSE(first.metrics_address().empty());
+  std::map<std::string, std::string> raylet_metrics;
+  const v1::ListNodesResponse registered = Nodes();
+  for (const v1::NodeInfo& node : registered.nodes()) {
+    ASSERT_FALSE(node.metrics_address().empty()) << node.node_id();
+    raylet_metrics[node.node_id()] = node.metrics_address();
+  }
+  // Running: the trainer and three ranks.
+  v1::GetTrainJobRequest get;
+  get.set_job_id(submitted.job_id());
+  v1::GetTrainJobResponse job;
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        double running = 0;
+        for (const auto& [node, address] : raylet_metrics) {
+          running += Sum(Parse(HttpGet(address, "/metrics")), "berth_raylet_workers_running");
+        }
+        return running == 4 && cluster_.jobs().GetTrainJob(Context().get(), get, &job).ok() &&
+               job.job().state() == v1::TRAIN_JOB_STATE_RUNNING;
+      },
+      seconds(20)));
+
+  const std::string head_text = HttpGet(first.metrics_address(), "/metrics");
+  const v1::GetClusterStatusResponse status = Status();
+  const v1::ListNodesResponse nodes = Nodes();
+  const std::vector<Series> head = Parse(head_text);
+  ASSERT_FALSE(head.empty());
+
+  EXPECT_EQ(Sum(head, "berth_nodes", {{"state", "ALIVE"}}), status.alive_nodes());
+  EXPECT_EQ(Sum(head, "berth_nodes", {{"state", "DEAD"}}), 0);
+  ASSERT_EQ(status.accelerators_size(), 2);
+  for (const v1::AcceleratorTypeCount& a : status.accelerators()) {
+    const Labels gpu = {{"resource", "GPU"}, {"accelerator_type", a.accelerator_type()}};
+    EXPECT_EQ(Sum(head, "berth_resource_capacity", gpu), a.gpus_total()) << a.accelerator_type();
+    EXPECT_DOUBLE_EQ(Sum(head, "berth_resource_allocated", gpu), a.gpus_total() - a.gpus_available())
+        << a.accelerator_type();
+  }
+  // The job's 3 GPUs on the A10G node; the 2-GPU group on the T4 node.
+  EXPECT_EQ(Sum(head, "berth_resource_allocated", {{"resource", "GPU"}, {"accelerator_type", "A10G"}}), 3);
+  EXPECT_EQ(Sum(head, "berth_resource_allocated", {{"resource", "GPU"}, {"accelerator_type", "T4"}}), 2);
+  for (const v1::NodeInfo& node : nodes.nodes()) {
+    auto gpus = [](const v1::ResourceSet& set) {
+      auto it = set.amounts().find("GPU");
+      return it == set.amounts().end() ? 0.0 : it->second;
+    };
+    const double allocated = gpus(node.total()) - gpus(node.available());
+    EXPECT_EQ(Sum(head, "berth_node_gpus_allocated", {{"node", node.node_id()}}), allocated) << node.node_id();
+    EXPECT_EQ(Sum(head, "berth_node_gpus", {{"node", node.node_id()}}), node.gpus_size()) << node.node_id();
+  }
+  std::map<v1::PlacementGroupState, uint32_t> groups;
+  for (const auto& c : status.placement_groups()) groups[c.state()] = c.count();
+  EXPECT_EQ(Sum(head, "berth_placement_groups", {{"state", "CREATED"}}), groups[v1::PLACEMENT_GROUP_STATE_CREATED]);
+  EXPECT_EQ(Sum(head, "berth_placement_groups", {{"state", "CREATED"}}), 2);
+  EXPECT_EQ(Sum(head, "berth_placement_groups", {{"state", "PENDING"}}), 1);
+  EXPECT_EQ(Sum(head, "berth_placement_groups_infeasible"), 1);
+  EXPECT_EQ(Sum(head, "berth_pending_bundles", {{"shape", "CPU: 1"}, {"strategy", "STRICT_SPREAD"}}), 3);
+  EXPECT_GT(Sum(head, "berth_pending_gang_age_seconds"), 0);
+  EXPECT_EQ(Sum(head, "berth_train_jobs", {{"state", "RUNNING"}}), 1);
+  EXPECT_GE(Sum(head, "berth_placement_latency_seconds_count"), 2);
+  EXPECT_GE(Sum(head, "berth_placement_decision_seconds_count"), 3);
+
+  // Each rank's GPU, on its node, named with the job and the rank.
+  std::map<std::string, std::string> raylet_text;
+  double gpus_held = 0;
+  for (const auto& [node, address] : raylet_metrics) {
+    raylet_text[node] = HttpGet(address, "/metrics");
+    gpus_held += Sum(Parse(raylet_text[node]), "berth_gpu_instance_allocated");
+  }
+  EXPECT_EQ(gpus_held, 5);  // what the head says is allocated, summed by the raylets
+  ASSERT_EQ(job.job().workers_size(), 3);
+  for (const v1::WorkerRank& rank : job.job().workers()) {
+    ASSERT_EQ(rank.gpu_indices_size(), 1);
+    const std::vector<Series> raylet = Parse(raylet_text[rank.node_id()]);
+    EXPECT_EQ(Sum(raylet, "berth_gpu_instance_info",
+                  {{"gpu_index", std::to_string(rank.gpu_indices(0))},
+                   {"job_id", submitted.job_id()},
+                   {"rank", std::to_string(rank.world_rank())},
+                   {"worker_id", rank.worker_id()},
+                   {"placement_group_id", job.job().placement_group_id()}}),
+              1)
+        << "rank " << rank.world_rank();
+  }
+  EXPECT_EQ(Sum(Parse(raylet_text["a10g-0"]), "berth_raylet_bundles", {{"state", "committed"}}), 3);
+  EXPECT_EQ(Sum(Parse(raylet_text["t4-0"]), "berth_raylet_idle_reserved_gpus"), 2);  // the bare group
+  EXPECT_EQ(Sum(Parse(raylet_text["a10g-0"]), "berth_raylet_idle_reserved_gpus"), 0);
+
+  // Valid exposition, and exactly the documented berth_ metrics.
+  EXPECT_EQ(PromtoolCheck(head_text, cluster_.dir()), "");
+  std::set<std::string> exported = TypedNames(head_text);
+  for (const auto& [node, text] : raylet_text) {
+    EXPECT_EQ(PromtoolCheck(text, cluster_.dir()), "") << node;
+    for (const std::string& name : TypedNames(text)) exported.insert(name);
+  }
+  EXPECT_EQ(exported, DocumentedNames());
+
+  // Stopping the job: its four processes are counted as killed.
+  v1::StopTrainJobRequest stop;
+  stop.set_job_id(submitted.job_id());
+  stop.set_request_id("stop-1");
+  v1::StopTrainJobResponse stopped;
+  ASSERT_TRUE(cluster_.jobs().StopTrainJob(Context().get(), stop, &stopped).ok());
+  EXPECT_TRUE(WaitUntil(
+      [&] {
+        return Sum(Parse(HttpGet(raylet_metrics["a10g-0"], "/metrics")), "berth_raylet_worker_exits_total",
+                   {{"outcome", "killed"}}) == 4;
+      },
+      seconds(15)));
+}
+
+}  // namespace
+}  // namespace berth::testing
