@@ -172,6 +172,15 @@ absl::StatusOr<v1::GetClusterStatusResponse> HeadClient::GetClusterStatus() {
   });
 }
 
+absl::Status HeadClient::ReportAutoscalerStatus(const v1::AutoscalerStatus& status) {
+  v1::ReportAutoscalerStatusRequest request;
+  *request.mutable_status() = status;
+  return Call<v1::ReportAutoscalerStatusResponse>(options_.timeout, [&](auto* context, auto* response) {
+           return cluster_->ReportAutoscalerStatus(context, request, response);
+         })
+      .status();
+}
+
 absl::StatusOr<v1::SubmitTrainJobResponse> HeadClient::SubmitTrainJob(
     v1::SubmitTrainJobRequest request) {
   if (request.request_id().empty()) request.set_request_id(NewRequestId());

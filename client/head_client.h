@@ -63,6 +63,7 @@ class HeadClient {
       v1::RemovePlacementGroupRequest request);
 
   absl::StatusOr<v1::GetClusterStatusResponse> GetClusterStatus();
+  absl::Status ReportAutoscalerStatus(const v1::AutoscalerStatus& status);
 
   absl::StatusOr<v1::SubmitTrainJobResponse> SubmitTrainJob(v1::SubmitTrainJobRequest request);
   absl::StatusOr<v1::GetTrainJobResponse> GetTrainJob(const v1::GetTrainJobRequest& request);

@@ -102,7 +102,8 @@ void GpuSharesToProto(const std::vector<GpuShare>& shares,
 }
 
 absl::StatusOr<PlacementGroupSpec> PlacementGroupSpecFromProto(
-    const google::protobuf::RepeatedPtrField<v1::Bundle>& bundles, v1::PlacementStrategy strategy) {
+    const google::protobuf::RepeatedPtrField<v1::Bundle>& bundles, v1::PlacementStrategy strategy,
+    bool allow_internal) {
   PlacementStrategy s;
   switch (strategy) {
     case v1::PLACEMENT_STRATEGY_UNSPECIFIED:
@@ -131,7 +132,7 @@ absl::StatusOr<PlacementGroupSpec> PlacementGroupSpecFromProto(
   for (int i = 0; i < bundles.size(); ++i) {
     const std::string field = absl::StrCat("bundles[", i, "]");
     for (const auto& [name, amount] : bundles[i].resources().amounts()) {
-      if (absl::StartsWith(name, kAcceleratorResourcePrefix)) {
+      if (!allow_internal && absl::StartsWith(name, kAcceleratorResourcePrefix)) {
         return absl::InvalidArgumentError(absl::StrCat(
             field, ".resources.amounts[\"", name,
             "\"]: the accelerator_type: resource is internal; select the accelerator with ",

@@ -39,8 +39,11 @@ void GpuSharesToProto(const std::vector<GpuShare>& shares,
 
 // Bundles from the API. Users may not write `accelerator_type:` resources;
 // they select accelerators with the `berth.io/accelerator-type` label.
+// `allow_internal` accepts them, for bundles berth built itself (a train
+// group's, as the head reports them in pending demand).
 absl::StatusOr<PlacementGroupSpec> PlacementGroupSpecFromProto(
-    const google::protobuf::RepeatedPtrField<v1::Bundle>& bundles, v1::PlacementStrategy strategy);
+    const google::protobuf::RepeatedPtrField<v1::Bundle>& bundles, v1::PlacementStrategy strategy,
+    bool allow_internal = false);
 void BundleToProto(const Bundle& bundle, v1::Bundle* proto);
 
 v1::PlacementStrategy StrategyToProto(PlacementStrategy strategy);

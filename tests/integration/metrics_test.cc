@@ -67,13 +67,14 @@ std::set<std::string> TypedNames(const std::string& text) {
   return names;
 }
 
-// The metric names of docs/metrics.md's tables.
+// The metric names of docs/metrics.md's head and raylet tables.
 std::set<std::string> DocumentedNames() {
   std::ifstream in(std::string(BERTH_SOURCE_DIR) + "/docs/metrics.md");
   std::set<std::string> names;
   std::string line;
   const std::regex row(R"(^\| `(berth_[a-z0-9_]+)` \|)");
   while (std::getline(in, line)) {
+    if (line.rfind("## berth-autoscaler", 0) == 0) break;
     std::smatch m;
     if (std::regex_search(line, m, row)) names.insert(m[1]);
   }

@@ -150,7 +150,9 @@ TEST(HeadMetricsTest, EventsFeedCountersAndHistograms) {
       for (const auto& l : m.label) key += "," + l.value;
       counters[key] = m.counter.value;
       histogram_counts[key] = m.histogram.sample_count;
-      if (family.name == "berth_placement_latency_seconds") EXPECT_DOUBLE_EQ(m.histogram.sample_sum, 1.5);
+      if (family.name == "berth_placement_latency_seconds") {
+        EXPECT_DOUBLE_EQ(m.histogram.sample_sum, 1.5);
+      }
     }
   }
   EXPECT_EQ(counters["berth_two_phase_commit_failures_total,prepare"], 1);
