@@ -2,6 +2,11 @@
 // values agree with the cluster's own status, the text passes `promtool
 // check metrics`, and the exported berth_ metrics are exactly the ones
 // docs/metrics.md documents.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <cstdio>
 #include <fstream>
 #include <map>
@@ -11,6 +16,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "common/files.h"
 #include "tests/integration/local_cluster.h"
 
 namespace berth::testing {
@@ -249,6 +255,77 @@ TEST_F(MetricsTest, ScrapesMatchTheClusterStateAndPassPromtool) {
                    {{"outcome", "killed"}}) == 4;
       },
       seconds(15)));
+}
+
+// A free loopback TCP port (bound then released: good enough for a test).
+int FreePort() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(addr);
+  bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
+  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  close(fd);
+  return ntohs(addr.sin_port);
+}
+
+// label value -> sample value of an instant-query answer, keyed by `label`.
+std::map<std::string, double> QueryByLabel(const std::string& prometheus, const std::string& query,
+                                           const std::string& label) {
+  const std::string body = HttpGet(prometheus, "/api/v1/query?query=" + query);
+  std::map<std::string, double> out;
+  const std::regex sample("\\{[^{}]*\"" + label + "\":\"([^\"]*)\"[^{}]*\\},\"value\":\\[[0-9.]+,\"([^\"]+)\"\\]");
+  for (auto it = std::sregex_iterator(body.begin(), body.end(), sample); it != std::sregex_iterator(); ++it) {
+    out[(*it)[1]] = std::stod((*it)[2]);
+  }
+  return out;
+}
+
+// A real Prometheus server scrapes the cluster with deploy/prometheus's
+// rules: the recording rules give the cluster's own numbers.
+TEST_F(MetricsTest, ARealPrometheusScrapesTheClusterAndEvaluatesTheRules) {
+  CreateGroup(v1::PLACEMENT_STRATEGY_STRICT_PACK, 1, "GPU", 3);      // 3 of the A10G node's 4
+  CreateGroup(v1::PLACEMENT_STRATEGY_STRICT_SPREAD, 3, "GPU", 1);    // 3 nodes: never on 2
+  std::vector<std::string> targets = {Status().metrics_address()};
+  const v1::ListNodesResponse nodes = Nodes();
+  for (const v1::NodeInfo& node : nodes.nodes()) targets.push_back(node.metrics_address());
+  const std::string rules = std::string(BERTH_SOURCE_DIR) + "/deploy/prometheus/rules/";
+  std::ofstream(cluster_.dir() + "/prometheus.yml")
+      << "global: {scrape_interval: 1s, evaluation_interval: 1s}\n"
+      << "rule_files: [" << rules << "berth-recording.yml, " << rules << "berth-alerts.yml]\n"
+      << "scrape_configs:\n  - job_name: berth\n    static_configs:\n      - targets: ['"
+      << targets[0] << "', '" << targets[1] << "', '" << targets[2] << "']\n";
+  const std::string address = "127.0.0.1:" + std::to_string(FreePort());
+  ChildProcess prometheus({BERTH_PROMETHEUS, "--config.file=" + cluster_.dir() + "/prometheus.yml",
+                           "--storage.tsdb.path=" + cluster_.dir() + "/tsdb", "--web.listen-address=" + address},
+                          cluster_.dir() + "/prometheus.log");
+
+  // Targets are scraped at their own offsets within the interval: wait
+  // until every answer is in, then compare.
+  std::map<std::string, double> ratio, pending, free_gpus, held, up;
+  const std::map<std::string, double> want_ratio = {{"A10G", 0.75}, {"T4", 0.0}};
+  const std::map<std::string, double> want_pending = {{"any", 3.0}};
+  const std::map<std::string, double> want_free = {{"A10G", 1.0}, {"T4", 2.0}};
+  const std::map<std::string, double> want_held = {{"a10g-0", 3.0}, {"t4-0", 0.0}};
+  WaitUntil(
+      [&] {
+        ratio = QueryByLabel(address, "berth:gpu_allocation_ratio:by_accelerator_type", "accelerator_type");
+        pending = QueryByLabel(address, "berth:pending_gpus:by_accelerator_type", "accelerator_type");
+        free_gpus = QueryByLabel(address, "berth:gpu_free:by_accelerator_type", "accelerator_type");
+        held = QueryByLabel(address, "sum(berth_gpu_instance_allocated)by(node)", "node");
+        up = QueryByLabel(address, "up", "instance");
+        return ratio == want_ratio && pending == want_pending && free_gpus == want_free && held == want_held &&
+               up.size() == 3;
+      },
+      seconds(30));
+  EXPECT_EQ(ratio, want_ratio)
+      << "prometheus log:\n" << ReadFileOrEmpty(cluster_.dir() + "/prometheus.log");
+  EXPECT_EQ(pending, want_pending);
+  EXPECT_EQ(free_gpus, want_free);
+  // The raylets' own view of each reserved GPU, from their scrapes.
+  EXPECT_EQ(held, want_held);
+  EXPECT_EQ(up, (std::map<std::string, double>{{targets[0], 1.0}, {targets[1], 1.0}, {targets[2], 1.0}}));
 }
 
 }  // namespace
