@@ -716,12 +716,13 @@ absl::StatusOr<std::string> StartHead(Local& local, LocalState& state, const std
 
 absl::StatusOr<LocalProcess> StartRaylet(Local& local, LocalState& state,
                                          const std::string& head_address, const std::string& name,
-                                         std::vector<std::string> flags) {
+                                         std::vector<std::string> flags,
+                                         const std::string& metrics_listen = "127.0.0.1:0") {
   absl::StatusOr<std::string> raylet = local.Binary("berth-raylet", "raylet");
   if (!raylet.ok()) return raylet.status();
   flags.insert(flags.end(), {"--head", head_address, "--log-dir",
                              absl::StrCat(local.log_dir, "/workers/", name), "--metrics-listen",
-                             "127.0.0.1:0"});
+                             metrics_listen});
   return local.Spawn(state, "raylet", name, *raylet, flags);
 }
 
@@ -861,6 +862,7 @@ struct StartFlags {
   std::string labels;
   std::string node_id;
   std::string node_pool;
+  std::string metrics_listen = "127.0.0.1:0";
 };
 
 int RunStart(const Globals&, const StartFlags& flags) {
@@ -898,7 +900,7 @@ int RunStart(const Globals&, const StartFlags& flags) {
   const std::string name =
       flags.node_id.empty() ? absl::StrCat("raylet-", state->processes.size()) : flags.node_id;
   absl::StatusOr<LocalProcess> raylet =
-      StartRaylet(local, *state, flags.address, name, raylet_flags);
+      StartRaylet(local, *state, flags.address, name, raylet_flags, flags.metrics_listen);
   if (!raylet.ok()) return LocalError(raylet.status());
   std::cout << "raylet " << name << " (pid " << raylet->pid << ") joining " << flags.address
             << " (log " << raylet->log << ")\n";
@@ -951,6 +953,9 @@ void AddLocalCommands(CLI::App& app, Action* action) {
   start_cmd->add_option("--labels", start->labels, "Node labels, k=v,k=v");
   start_cmd->add_option("--node-id", start->node_id, "Node id (default: <hostname>-<port>)");
   start_cmd->add_option("--node-pool", start->node_pool, "Autoscaler node pool of the raylet");
+  start_cmd->add_option("--metrics-listen", start->metrics_listen,
+                        "With --address: the raylet's /metrics address (0.0.0.0:9465 to be scraped from elsewhere)")
+      ->capture_default_str();
   OnChosenLocal(start_cmd, action, start, RunStart);
 }
 
