@@ -690,6 +690,10 @@ absl::StatusOr<std::string> WaitForPort(const LocalProcess& process, const std::
   }
 }
 
+// Where the local head keeps its state: a head started again after a crash
+// (`berth start --head`) continues the cluster; `up` and `down` clear it.
+std::string HeadStateDir(const Local& local) { return absl::StrCat(local.dir, "/head-state"); }
+
 // Starts a head listening on `listen` ("host:port", port 0 = any free one)
 // and returns its address once it serves.
 absl::StatusOr<std::string> StartHead(Local& local, LocalState& state, const std::string& host,
@@ -705,7 +709,7 @@ absl::StatusOr<std::string> StartHead(Local& local, LocalState& state, const std
                   {"--listen", absl::StrCat(host, ":", port), "--port-file", port_file,
                    "--worker-binary", *worker, "--checkpoint-root",
                    absl::StrCat(local.dir, "/checkpoints"), "--metrics-listen",
-                   absl::StrCat(host, ":0")});
+                   absl::StrCat(host, ":0"), "--state-dir", HeadStateDir(local)});
   if (!process.ok()) return process.status();
   absl::StatusOr<std::string> bound = WaitForPort(*process, port_file);
   if (!bound.ok()) return bound.status();
@@ -782,6 +786,8 @@ void StopLocal(const Local& local, const LocalState& state) {
   StopProcesses(raylets, kStopGrace);
   StopProcesses(heads, kStopGrace);
   std::filesystem::remove(local.state_file);
+  std::error_code ignored;
+  std::filesystem::remove_all(HeadStateDir(local), ignored);
 }
 
 struct UpFlags {
@@ -812,6 +818,8 @@ int RunUp(const Globals& globals, const UpFlags& flags) {
   if (!state.ok()) return LocalError(state.status());
   *state = LocalState{};
   state->log_dir = local.log_dir;
+  std::error_code ignored;
+  std::filesystem::remove_all(HeadStateDir(local), ignored);  // a new cluster
 
   // On any failure nothing is left running.
   auto fail = [&](const absl::Status& status) {
@@ -878,6 +886,12 @@ int RunStart(const Globals&, const StartFlags& flags) {
     absl::StatusOr<std::optional<LocalState>> read = ReadStateFile(local.state_file);
     if (!read.ok()) return LocalError(read.status());
     state = read->value_or(LocalState{});
+  }
+  // A head started where a cluster's raylets still run continues it from
+  // the head's state; otherwise it starts afresh.
+  if (head && std::none_of(state->processes.begin(), state->processes.end(), IsRunning)) {
+    std::error_code ignored;
+    std::filesystem::remove_all(HeadStateDir(local), ignored);
   }
   state->log_dir = local.log_dir;
   if (head) {

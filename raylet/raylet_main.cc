@@ -21,6 +21,7 @@
 #include "berth/v1/head.pb.h"
 #include "common/proto_convert.h"
 #include "grpcpp/create_channel.h"
+#include "grpcpp/support/channel_arguments.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "grpcpp/security/credentials.h"
@@ -66,6 +67,17 @@ struct Flags {
   std::string metrics_listen;
   std::string metrics_port_file;
 };
+
+// Reconnects to a restarted head within a second: gRPC's default backoff
+// (up to 2 minutes) would outlast the head's liveness timeout, and the
+// node would be declared dead although it never stopped.
+grpc::ChannelArguments HeadChannelArguments() {
+  grpc::ChannelArguments args;
+  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
+  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
+  return args;
+}
 
 // "a=1,b=2" -> {{a, 1}, {b, 2}}.
 absl::StatusOr<std::vector<std::pair<std::string, std::string>>> ParsePairs(
@@ -204,7 +216,8 @@ int Run(const Flags& flags) {
 
   RayletMetrics metrics(node_id);
   HeadConnection head_connection(
-      grpc::CreateChannel(head->ToString(), grpc::InsecureChannelCredentials()), {node_id});
+      grpc::CreateCustomChannel(head->ToString(), grpc::InsecureChannelCredentials(), HeadChannelArguments()),
+      {node_id});
   WorkerProcessManager workers({log_dir, node_dir + "/work", [&](const WorkerRecord& record) {
                                   v1::WorkerStatus status;
                                   WorkerRecordToProto(record, &status);

@@ -17,6 +17,7 @@
 #include "common/files.h"
 #include "common/metrics_server.h"
 #include "scheduler/head_server.h"
+#include "scheduler/state_store.h"
 
 namespace {
 
@@ -62,6 +63,13 @@ int main(int argc, char** argv) {
                  "where trainers write checkpoints when a job names no storage_path");
   std::string metrics_listen;
   std::string metrics_port_file;
+  std::string state_dir;
+  std::string state_store;
+  app.add_option("--state-dir", state_dir,
+                 "keep nodes and placement groups in DIR/head.sqlite, so a restarted head continues");
+  app.add_option("--state-store", state_store,
+                 "where to keep state instead: redis://HOST:PORT[/DB] (HA) or sqlite:PATH")
+      ->excludes("--state-dir");
   app.add_option("--metrics-listen", metrics_listen,
                  "serve Prometheus /metrics on HOST:PORT (port 0 picks one); empty = off");
   app.add_option("--metrics-port-file", metrics_port_file, "write the bound metrics port here");
@@ -81,7 +89,22 @@ int main(int argc, char** argv) {
   sigaddset(&signals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
-  berth::HeadServer head(config);
+  std::unique_ptr<berth::StateStore> store;
+  if (!state_dir.empty() || !state_store.empty()) {
+    absl::StatusOr<std::unique_ptr<berth::StateStore>> opened =
+        state_store.empty() ? berth::OpenStateStore(state_dir, "--state-dir")
+                            : berth::OpenStateStore(state_store, "--state-store");
+    if (!opened.ok()) {
+      std::fprintf(stderr, "berth-head: %s\n", std::string(opened.status().message()).c_str());
+      return 1;
+    }
+    store = *std::move(opened);
+  }
+  berth::HeadServer head(config, std::move(store));
+  if (absl::Status restored = head.Restore(); !restored.ok()) {
+    std::fprintf(stderr, "berth-head: cannot restore state: %s\n", std::string(restored.message()).c_str());
+    return 1;
+  }
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;

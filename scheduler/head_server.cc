@@ -16,13 +16,106 @@ int64_t NowMs() { return absl::ToUnixMillis(absl::Now()); }
 
 }  // namespace
 
-HeadServer::HeadServer(HeadConfig config)
+HeadServer::HeadServer(HeadConfig config, std::unique_ptr<StateStore> store)
     : config_(config),
       raylets_(config.raylet_rpc_timeout),
       committer_(&raylets_),
+      store_(store ? std::move(store) : NewMemoryStateStore()),
       nodes_(&table_, config.liveness),
       groups_(&table_, &nodes_, config.scheduler) {
   groups_.set_observer(&metrics_);
+}
+
+absl::Status HeadServer::Restore() {
+  absl::StatusOr<std::vector<StateStore::Record>> nodes = store_->Scan(kNodesTable);
+  if (!nodes.ok()) return nodes.status();
+  absl::StatusOr<std::vector<StateStore::Record>> groups = store_->Scan(kGroupsTable);
+  if (!groups.ok()) return groups.status();
+  absl::MutexLock lock(&mu_);
+  const int64_t now = NowMs();
+  // Nodes come back ALIVE (or DRAINING) with a fresh liveness period, plus
+  // one more for their raylets to reconnect: they keep heartbeating to the
+  // restarted head; those that do not are declared DEAD as usual.
+  const int64_t grace = config_.liveness.heartbeat_period_ms * config_.liveness.misses;
+  for (const auto& [id, value] : *nodes) {
+    v1::NodeRecord record;
+    if (!record.ParseFromString(value)) return absl::DataLossError(absl::StrCat("state store: node record ", id));
+    absl::StatusOr<NodeManager::Registration> reg = nodes_.Register(record.registration(), now + grace);
+    if (!reg.ok()) return absl::DataLossError(absl::StrCat("state store: node ", id, ": ", reg.status().message()));
+    if (record.state() == v1::NODE_STATE_DRAINING) {
+      v1::DrainNodeRequest drain;
+      drain.set_node_id(id);
+      drain.set_reason(record.drain_reason());
+      drain.set_request_id("restore/" + id);
+      nodes_.Drain(drain).IgnoreError();
+    }
+    registrations_[id] = record.registration();
+  }
+  std::vector<v1::PlacementGroupRecord> records;
+  for (const auto& [id, value] : *groups) {
+    if (!records.emplace_back().ParseFromString(value)) {
+      return absl::DataLossError(absl::StrCat("state store: placement group record ", id));
+    }
+  }
+  std::sort(records.begin(), records.end(), [](const auto& a, const auto& b) { return a.arrival() < b.arrival(); });
+  for (const v1::PlacementGroupRecord& record : records) {
+    if (absl::Status s = groups_.Restore(record, now); !s.ok()) return s;
+  }
+  if (absl::Status s = PersistLocked(); !s.ok()) return s;
+  // What the raylets hold beyond the restored groups (a commit in flight
+  // when the head stopped, a group removed since) is released, with the
+  // workers in it.
+  for (const auto& [id, registration] : registrations_) {
+    v1::ReleaseUnusedBundlesRequest release;
+    release.set_request_id(absl::StrCat("restore/", id, "/", now));
+    for (const v1::HeldBundle& h : groups_.BundlesOn(id)) *release.add_in_use() = h.key();
+    Submit([this, address = registration.address(), id = id, release] {
+      absl::StatusOr<v1::ReleaseUnusedBundlesResponse> released = raylets_.ReleaseUnused(address, release);
+      if (released.ok() && released->released_size() > 0) {
+        std::fprintf(stderr, "berth-head: node %s released %d bundle(s) the restored state does not hold\n",
+                     id.c_str(), released->released_size());
+      }
+    });
+  }
+  std::fprintf(stderr, "berth-head: restored %zu node(s) and %zu placement group(s) from %s\n", nodes->size(),
+               records.size(), store_->Describe().c_str());
+  kick_ = true;
+  return absl::OkStatus();
+}
+
+absl::Status HeadServer::PersistLocked() {
+  absl::Status first;
+  for (const std::string& id : groups_.TakeChanged()) {
+    std::optional<v1::PlacementGroupRecord> record = groups_.Export(id);
+    absl::Status s = record ? store_->Put(kGroupsTable, id, record->SerializeAsString())
+                            : store_->Delete(kGroupsTable, id);
+    if (!s.ok() && first.ok()) first = s;
+  }
+  if (!first.ok()) std::fprintf(stderr, "berth-head: %s\n", std::string(first.message()).c_str());
+  return first;
+}
+
+absl::Status HeadServer::PersistNodeLocked(const std::string& node_id) {
+  auto registration = registrations_.find(node_id);
+  std::optional<NodeIndex> index = table_.FindNode(node_id);
+  absl::Status s;
+  if (registration == registrations_.end() || !index || table_.node(*index).state == NodeState::kDead) {
+    s = store_->Delete(kNodesTable, node_id);
+  } else {
+    v1::NodeRecord record;
+    *record.mutable_registration() = registration->second;
+    record.set_state(NodeStateToProto(table_.node(*index).state));
+    v1::ListNodesRequest one;
+    v1::ListNodesResponse listed;
+    if (nodes_.ListNodes(one, &listed).ok()) {
+      for (const v1::NodeInfo& n : listed.nodes()) {
+        if (n.node_id() == node_id) record.set_drain_reason(n.drain_reason());
+      }
+    }
+    s = store_->Put(kNodesTable, node_id, record.SerializeAsString());
+  }
+  if (!s.ok()) std::fprintf(stderr, "berth-head: %s\n", std::string(s.message()).c_str());
+  return s;
 }
 
 HeadServer::~HeadServer() { Stop(); }
@@ -99,6 +192,7 @@ void HeadServer::RunCommit(const CommitTask& task) {
     absl::MutexLock lock(&mu_);
     if (!result.ok()) metrics_.OnCommitFailed(prepared);
     cancels = groups_.OnCommitDone(task.placement_group_id, task.attempt, result, NowMs());
+    PersistLocked().IgnoreError();  // logged
     kick_ = true;
   }
   if (!result.ok()) {
@@ -123,6 +217,8 @@ void HeadServer::SchedulingLoop() {
           std::fprintf(stderr, "berth-head: node %s missed its heartbeats: DEAD\n", dead.c_str());
           groups_.OnNodeDead(dead, now);
           metrics_.OnNodeDead();
+          PersistNodeLocked(dead).IgnoreError();  // logged
+          PersistLocked().IgnoreError();
         }
         next_liveness = now + liveness_every;
       }
@@ -172,6 +268,8 @@ grpc::Status HeadServer::RegisterNode(grpc::ServerContext*, const v1::RegisterNo
   if (!reg.ok()) return ToGrpcStatus(reg.status());
   std::fprintf(stderr, "berth-head: node %s registered at %s: %s\n", request->node_id().c_str(),
                request->address().c_str(), table_.node(reg->index).total.ToString().c_str());
+  registrations_[request->node_id()] = *request;
+  if (absl::Status s = PersistNodeLocked(request->node_id()); !s.ok()) return ToGrpcStatus(s);
   groups_.OnNodesChanged(NowMs());
   kick_ = true;
   response->set_accepted(true);
@@ -207,6 +305,7 @@ grpc::Status HeadServer::DrainNode(grpc::ServerContext*, const v1::DrainNodeRequ
   absl::MutexLock lock(&mu_);
   absl::Status s = nodes_.Drain(*request);
   if (!s.ok()) return ToGrpcStatus(s);
+  if (absl::Status p = PersistNodeLocked(request->node_id()); !p.ok()) return ToGrpcStatus(p);
   response->set_accepted(true);
   response->set_bundles_to_move(static_cast<uint32_t>(groups_.BundlesOn(request->node_id()).size()));
   return grpc::Status::OK;
@@ -264,6 +363,7 @@ grpc::Status HeadServer::CreatePlacementGroup(grpc::ServerContext*,
   absl::MutexLock lock(&mu_);
   absl::StatusOr<std::string> id = groups_.Create(*request, NewPlacementGroupId(), NowMs());
   if (!id.ok()) return ToGrpcStatus(id.status());
+  if (absl::Status s = PersistLocked(); !s.ok()) return ToGrpcStatus(s);
   response->set_placement_group_id(*id);
   kick_ = true;
   return grpc::Status::OK;
@@ -317,6 +417,10 @@ grpc::Status HeadServer::RemovePlacementGroup(grpc::ServerContext*,
     cancels = groups_.Remove(request->placement_group_id());
     if (!cancels.ok()) return ToGrpcStatus(cancels.status());
     kick_ = true;
+    if (absl::Status s = PersistLocked(); !s.ok()) {
+      SubmitCancels(*std::move(cancels));
+      return ToGrpcStatus(s);
+    }
   }
   SubmitCancels(*std::move(cancels));
   return grpc::Status::OK;
@@ -467,7 +571,9 @@ absl::StatusOr<std::string> HeadServer::CreateGroup(PlacementGroupSpec spec,
   absl::MutexLock lock(&mu_);
   absl::StatusOr<std::string> id =
       groups_.CreateFromSpec(std::move(spec), meta, NewPlacementGroupId(), NowMs());
-  if (id.ok()) kick_ = true;
+  if (!id.ok()) return id;
+  kick_ = true;
+  if (absl::Status s = PersistLocked(); !s.ok()) return s;
   return id;
 }
 
@@ -486,6 +592,7 @@ void HeadServer::RemoveGroup(const std::string& id) {
     absl::MutexLock lock(&mu_);
     cancels = groups_.Remove(id);
     kick_ = true;
+    PersistLocked().IgnoreError();  // logged; the record is retried with the next change
   }
   if (cancels.ok()) SubmitCancels(*std::move(cancels));
 }

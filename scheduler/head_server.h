@@ -12,6 +12,7 @@
 
 #include <deque>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <thread>
@@ -25,6 +26,7 @@
 #include "scheduler/head_metrics.h"
 #include "scheduler/node_manager.h"
 #include "scheduler/placement_group_manager.h"
+#include "scheduler/state_store.h"
 #include "scheduler/raylet_clients.h"
 #include "train/train_job_controller.h"
 
@@ -45,10 +47,17 @@ class HeadServer final : public v1::NodeService::Service,
                          public v1::TrainJobService::Service,
                          public PlacementGroupHost {
  public:
-  explicit HeadServer(HeadConfig config);
+  // `store` keeps nodes and placement groups across restarts; nullptr = in
+  // memory only.
+  explicit HeadServer(HeadConfig config, std::unique_ptr<StateStore> store = nullptr);
   ~HeadServer() override;
   HeadServer(const HeadServer&) = delete;
   HeadServer& operator=(const HeadServer&) = delete;
+
+  // Loads what the store holds (before serving): nodes come back with a
+  // fresh liveness period, placement groups with their exact reservations;
+  // raylets are then told to release what the restored state does not hold.
+  absl::Status Restore();
 
   // Starts the scheduling loop, the committer threads and the train job
   // controller. `head_address` is where raylets and trainers reach the head.
@@ -135,11 +144,18 @@ class HeadServer final : public v1::NodeService::Service,
   void SubmitCancels(std::vector<CancelTask> cancels);
   void RunCommit(const CommitTask& task);
   std::string NewPlacementGroupId();
+  // Write changed records to the store, before the change is acknowledged.
+  absl::Status PersistLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status PersistNodeLocked(const std::string& node_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  static constexpr char kNodesTable[] = "nodes";
+  static constexpr char kGroupsTable[] = "groups";
 
   const HeadConfig config_;
   RayletClients raylets_;
   BundleCommitter committer_;
   HeadMetrics metrics_;  // before groups_, which reports to it
+  std::unique_ptr<StateStore> store_;  // written under mu_
 
   absl::Mutex mu_;
   NodeResourceTable table_ ABSL_GUARDED_BY(mu_);
@@ -150,6 +166,8 @@ class HeadServer final : public v1::NodeService::Service,
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   v1::AutoscalerStatus autoscaler_ ABSL_GUARDED_BY(mu_);
   std::string metrics_address_ ABSL_GUARDED_BY(mu_);
+  // Accepted registrations, as written to the store.
+  std::map<std::string, v1::RegisterNodeRequest> registrations_ ABSL_GUARDED_BY(mu_);
 
   absl::Mutex work_mu_;
   std::deque<std::function<void()>> work_ ABSL_GUARDED_BY(work_mu_);

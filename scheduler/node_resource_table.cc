@@ -245,6 +245,28 @@ absl::StatusOr<Allocation> NodeResourceTable::Allocate(NodeIndex index, const Re
   return Allocation{index, request, *std::move(gpus)};
 }
 
+absl::Status NodeResourceTable::Reserve(const Allocation& allocation) {
+  if (allocation.node >= nodes_.size() || nodes_[allocation.node].removed) {
+    return absl::NotFoundError(absl::StrCat("node slot ", allocation.node, " is not registered"));
+  }
+  Node& node = nodes_[allocation.node];
+  if (!node.available.Contains(allocation.resources)) {
+    return absl::ResourceExhaustedError(absl::StrCat("node '", node.id, "' cannot hold ",
+                                                     allocation.resources.ToString(), "; free ",
+                                                     node.available.ToString()));
+  }
+  int64_t gpu_units = 0;
+  for (const GpuShare& share : allocation.gpus) gpu_units += share.amount.units();
+  if (gpu_units != allocation.resources.Get(kGpu).units()) {
+    return absl::InvalidArgumentError("allocation: its GPU shares do not add up to its GPU amount");
+  }
+  if (absl::Status s = node.gpus.Take(allocation.gpus); !s.ok()) return s;
+  const ResourceSet before = node.available;
+  node.available.Subtract(allocation.resources).IgnoreError();
+  Reindex(allocation.node, before);
+  return absl::OkStatus();
+}
+
 absl::Status NodeResourceTable::Release(const Allocation& allocation) {
   if (allocation.node >= nodes_.size() || nodes_[allocation.node].removed) {
     return absl::NotFoundError(

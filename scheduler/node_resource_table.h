@@ -110,6 +110,9 @@ class NodeResourceTable {
   bool FitsTotal(NodeIndex index, const ResourceSet& request) const;
   absl::StatusOr<Allocation> Allocate(NodeIndex index, const ResourceSet& request);
   absl::Status Release(const Allocation& allocation);
+  // Takes exactly `allocation` (its resources and GPU shares), as a head
+  // restoring its state after a restart does; all or nothing.
+  absl::Status Reserve(const Allocation& allocation);
 
   static int64_t IndexKey(const ResourceSet& set, IndexedResource r);
 

@@ -26,6 +26,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "berth/v1/head.pb.h"
+#include "berth/v1/state.pb.h"
 #include "scheduler/bundle_placer.h"
 #include "scheduler/node_manager.h"
 
@@ -132,6 +133,17 @@ class PlacementGroupManager {
   void OnNodeDead(const std::string& node_id, int64_t now_ms);
 
   void ClusterStatus(v1::GetClusterStatusResponse* response) const;
+
+  // Persistence (the head writes these to its StateStore). Ids of groups
+  // whose record changed since the last call; a group that is gone or
+  // REMOVED has no record (Export returns nullopt: delete it).
+  std::vector<std::string> TakeChanged();
+  std::optional<v1::PlacementGroupRecord> Export(const std::string& id) const;
+  // Brings back a group written by Export, after the nodes were restored:
+  // its committed bundles are reserved again exactly (same nodes, same GPU
+  // instances); bundles on nodes that are gone are lost, so the group
+  // waits RESCHEDULING; a group caught in two-phase commit is retried.
+  absl::Status Restore(const v1::PlacementGroupRecord& record, int64_t now_ms);
   // Bundles the head believes `node_id` holds (committed or in commit).
   std::vector<v1::HeldBundle> BundlesOn(const std::string& node_id) const;
 
@@ -186,6 +198,7 @@ class PlacementGroupManager {
   uint64_t next_arrival_ = 0;
   size_t in_flight_ = 0;
   PlacementObserver* observer_ = nullptr;
+  std::set<std::string> changed_;
 };
 
 }  // namespace berth

@@ -7,6 +7,7 @@
 #include <fstream>
 #include <map>
 #include <set>
+#include <thread>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -364,5 +365,97 @@ TEST_F(ControlPlaneTest, BadInputIsRejectedNamingTheField) {
   EXPECT_EQ(Available().size(), 3u);
 }
 
+
+// Where each bundle of each group is: (group, bundle) -> (node, GPU ids).
+using Locations = std::map<std::pair<std::string, uint32_t>, std::pair<std::string, std::vector<uint32_t>>>;
+
+TEST_F(ControlPlaneTest, AKilledHeadRestartsWithItsNodesGroupsAndReservations) {
+  const std::string spread = CreateOk({GpuBundle(2), GpuBundle(2)}, v1::PLACEMENT_STRATEGY_STRICT_SPREAD);
+  const std::string packed = CreateOk({GpuBundle(1, "T4"), GpuBundle(0.5, "T4")}, v1::PLACEMENT_STRATEGY_STRICT_PACK);
+  ASSERT_EQ(WaitReady(spread).state(), v1::PLACEMENT_GROUP_STATE_CREATED);
+  ASSERT_EQ(WaitReady(packed).state(), v1::PLACEMENT_GROUP_STATE_CREATED);
+  std::string waiting;  // 4 distinct nodes on a 3-node cluster: pending
+  ASSERT_TRUE(Create({GpuBundle(1), GpuBundle(1), GpuBundle(1), GpuBundle(1)}, v1::PLACEMENT_STRATEGY_STRICT_SPREAD,
+                     &waiting, "waits")
+                  .ok());
+  auto locations = [&] {
+    Locations out;
+    for (const std::string& id : {spread, packed}) {
+      const v1::PlacementGroupInfo info = Get(id);
+      for (const v1::BundleLocation& l : info.locations()) {
+        std::vector<uint32_t> gpus;
+        for (const v1::GpuShare& g : l.gpus()) gpus.push_back(g.index());
+        out[{id, l.bundle_index()}] = {l.node_id(), gpus};
+      }
+    }
+    return out;
+  };
+  const Locations before = locations();
+  const Availability available = Available();
+  // A worker in the spread group's bundle 0, which must outlive the head.
+  const auto& [worker_node, worker_gpus] = before.at({spread, 0});
+  v1::StartWorkerRequest start;
+  start.set_request_id("start-survivor");
+  start.mutable_spec()->set_worker_id("survivor");
+  start.mutable_spec()->set_placement_group_id(spread);
+  start.mutable_spec()->set_bundle_index(0);
+  for (const char* a : {"/bin/sh", "-c", "sleep 60"}) start.mutable_spec()->add_argv(a);
+  v1::StartWorkerResponse started;
+  ASSERT_TRUE(cluster_->raylet(worker_node).StartWorker(Context().get(), start, &started).ok());
+  // A bundle prepared on a raylet that the head never committed (as if the
+  // head died mid-commit): the restarted head has it released.
+  v1::PrepareBundleResourcesRequest orphan;
+  orphan.set_placement_group_id("pg-orphan");
+  orphan.set_request_id("orphan-1");
+  (*orphan.add_bundles()->mutable_resources()->mutable_amounts())["CPU"] = 2;
+  v1::PrepareBundleResourcesResponse prepared;
+  ASSERT_TRUE(cluster_->raylet("t4-0").PrepareBundleResources(Context().get(), orphan, &prepared).ok());
+  ASSERT_TRUE(prepared.prepared());
+
+  cluster_->RestartHead(SIGKILL);
+
+  v1::ListNodesResponse nodes;
+  ASSERT_TRUE(cluster_->nodes().ListNodes(Context().get(), {}, &nodes).ok());
+  ASSERT_EQ(nodes.nodes_size(), 3);
+  for (const v1::NodeInfo& n : nodes.nodes()) EXPECT_EQ(n.state(), v1::NODE_STATE_ALIVE) << n.node_id();
+  EXPECT_EQ(Get(spread).state(), v1::PLACEMENT_GROUP_STATE_CREATED);
+  EXPECT_EQ(Get(packed).state(), v1::PLACEMENT_GROUP_STATE_CREATED);
+  EXPECT_EQ(Get(waiting).state(), v1::PLACEMENT_GROUP_STATE_PENDING);
+  EXPECT_EQ(Get(waiting).name(), "waits");
+  EXPECT_EQ(locations(), before);  // same nodes, same GPU instances
+  EXPECT_EQ(Available(), available);
+  // The nodes stay ALIVE past the liveness timeout: their raylets kept
+  // heartbeating to the new head without registering again.
+  std::this_thread::sleep_for(milliseconds(cluster_->heartbeat_ms() * 8));
+  ASSERT_TRUE(cluster_->nodes().ListNodes(Context().get(), {}, &nodes).ok());
+  for (const v1::NodeInfo& n : nodes.nodes()) EXPECT_EQ(n.state(), v1::NODE_STATE_ALIVE) << n.node_id();
+  EXPECT_EQ(Get(spread).state(), v1::PLACEMENT_GROUP_STATE_CREATED);
+  // The worker is still running; the orphan bundle is gone from t4-0.
+  v1::ListWorkersResponse workers;
+  ASSERT_TRUE(cluster_->raylet(worker_node).ListWorkers(Context().get(), {}, &workers).ok());
+  ASSERT_EQ(workers.workers_size(), 1);
+  EXPECT_EQ(workers.workers(0).state(), v1::WORKER_STATE_RUNNING);
+  EXPECT_TRUE(WaitUntil([&] { return RayletIsIdle("t4-0", 0, 6); }, seconds(5)));  // 2 CPUs are the group's
+
+  // The restored reservations are honoured: the remaining GPUs are taken
+  // without double booking, and a removal frees exactly what it held.
+  const std::string rest = CreateOk({GpuBundle(2, "A10G"), GpuBundle(2, "A10G")}, v1::PLACEMENT_STRATEGY_SPREAD);
+  v1::PlacementGroupInfo rest_info = WaitReady(rest);
+  ASSERT_EQ(rest_info.state(), v1::PLACEMENT_GROUP_STATE_CREATED);
+  std::set<std::pair<std::string, uint32_t>> held;
+  for (const auto& [key, where] : before) {
+    for (uint32_t gpu : where.second) held.insert({where.first, gpu});
+  }
+  for (const v1::BundleLocation& l : rest_info.locations()) {
+    for (const v1::GpuShare& g : l.gpus()) {
+      EXPECT_FALSE(held.count({l.node_id(), g.index()})) << l.node_id() << " GPU " << g.index() << " twice";
+    }
+  }
+  Remove(rest);
+  Remove(spread);
+  Remove(packed);
+  Remove(waiting);
+  EXPECT_TRUE(WaitUntil([&] { return AllRayletsIdle(); }, seconds(10)));
+}
 }  // namespace
 }  // namespace berth::testing

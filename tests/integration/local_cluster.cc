@@ -92,11 +92,19 @@ LocalCluster::LocalCluster(int heartbeat_ms) : heartbeat_ms_(heartbeat_ms) {
   char dir[] = "/tmp/berth-it-XXXXXX";
   if (mkdtemp(dir) == nullptr) throw std::runtime_error("mkdtemp failed");
   dir_ = dir;
+  StartHead("127.0.0.1:0");
+}
+
+void LocalCluster::StartHead(const std::string& listen) {
   const std::string port_file = dir_ + "/head.port";
-  std::vector<std::string> argv = {BERTH_HEAD_BIN, "--listen", "127.0.0.1:0", "--port-file", port_file,
-                                   "--heartbeat-period-ms", std::to_string(heartbeat_ms),
+  std::remove(port_file.c_str());
+  // The head keeps its state in the cluster's directory, so a restarted
+  // head continues where the killed one stopped.
+  std::vector<std::string> argv = {BERTH_HEAD_BIN, "--listen", listen, "--port-file", port_file,
+                                   "--heartbeat-period-ms", std::to_string(heartbeat_ms_),
                                    "--heartbeat-misses", "5", "--raylet-rpc-timeout-ms", "1000",
-                                   "--checkpoint-root", dir_ + "/jobs", "--metrics-listen", "127.0.0.1:0"};
+                                   "--checkpoint-root", dir_ + "/jobs", "--metrics-listen", "127.0.0.1:0",
+                                   "--state-dir", dir_ + "/head-state"};
 #ifdef BERTH_WORKER_BIN
   argv.push_back("--worker-binary");
   argv.push_back(BERTH_WORKER_BIN);
@@ -110,6 +118,13 @@ LocalCluster::LocalCluster(int heartbeat_ms) : heartbeat_ms_(heartbeat_ms) {
   groups_ = v1::PlacementGroupService::NewStub(channel);
   cluster_ = v1::ClusterService::NewStub(channel);
   jobs_ = v1::TrainJobService::NewStub(channel);
+}
+
+void LocalCluster::RestartHead(int signal) {
+  head_->Signal(signal);
+  head_->Wait();
+  head_.reset();
+  StartHead(head_address_);  // same port: the raylets know it
 }
 
 LocalCluster::~LocalCluster() {

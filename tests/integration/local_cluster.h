@@ -55,6 +55,9 @@ class LocalCluster {
   // Starts a raylet and waits until the head lists it ALIVE.
   void AddRaylet(const RayletOptions& options);
   void KillRaylet(const std::string& node_id, int signal);
+  // Stops the head with `signal` (e.g. SIGKILL) and starts a new one on the
+  // same address with the same state directory.
+  void RestartHead(int signal);
   // Starts a stopped raylet again with its old options (a new process).
   void RestartRaylet(const std::string& node_id);
 
@@ -77,6 +80,7 @@ class LocalCluster {
     std::unique_ptr<v1::RayletService::Stub> stub;
   };
   void StartRaylet(Raylet& r);
+  void StartHead(const std::string& listen);
 
   int heartbeat_ms_;
   std::string dir_;
