@@ -27,10 +27,23 @@ HeadServer::HeadServer(HeadConfig config, std::unique_ptr<StateStore> store)
 }
 
 absl::Status HeadServer::Restore() {
-  absl::StatusOr<std::vector<StateStore::Record>> nodes = store_->Scan(kNodesTable);
-  if (!nodes.ok()) return nodes.status();
-  absl::StatusOr<std::vector<StateStore::Record>> groups = store_->Scan(kGroupsTable);
-  if (!groups.ok()) return groups.status();
+  absl::StatusOr<std::vector<StateStore::Record>> nodes, groups, jobs;
+  std::string source;
+  {
+    absl::MutexLock store_lock(&store_mu_);
+    nodes = store_->Scan(kNodesTable);
+    groups = store_->Scan(kGroupsTable);
+    jobs = store_->Scan(kJobsTable);
+    source = store_->Describe();
+  }
+  for (const auto* scanned : {&nodes, &groups, &jobs}) {
+    if (!scanned->ok()) return scanned->status();
+  }
+  for (const auto& [id, value] : *jobs) {
+    if (!restored_jobs_.emplace_back().ParseFromString(value)) {
+      return absl::DataLossError(absl::StrCat("state store: train job record ", id));
+    }
+  }
   absl::MutexLock lock(&mu_);
   const int64_t now = NowMs();
   // Nodes come back ALIVE (or DRAINING) with a fresh liveness period, plus
@@ -77,8 +90,8 @@ absl::Status HeadServer::Restore() {
       }
     });
   }
-  std::fprintf(stderr, "berth-head: restored %zu node(s) and %zu placement group(s) from %s\n", nodes->size(),
-               records.size(), store_->Describe().c_str());
+  std::fprintf(stderr, "berth-head: restored %zu node(s), %zu placement group(s) and %zu train job(s) from %s\n",
+               nodes->size(), records.size(), restored_jobs_.size(), source.c_str());
   kick_ = true;
   return absl::OkStatus();
 }
@@ -87,6 +100,7 @@ absl::Status HeadServer::PersistLocked() {
   absl::Status first;
   for (const std::string& id : groups_.TakeChanged()) {
     std::optional<v1::PlacementGroupRecord> record = groups_.Export(id);
+    absl::MutexLock store_lock(&store_mu_);
     absl::Status s = record ? store_->Put(kGroupsTable, id, record->SerializeAsString())
                             : store_->Delete(kGroupsTable, id);
     if (!s.ok() && first.ok()) first = s;
@@ -99,6 +113,7 @@ absl::Status HeadServer::PersistNodeLocked(const std::string& node_id) {
   auto registration = registrations_.find(node_id);
   std::optional<NodeIndex> index = table_.FindNode(node_id);
   absl::Status s;
+  absl::MutexLock store_lock(&store_mu_);
   if (registration == registrations_.end() || !index || table_.node(*index).state == NodeState::kDead) {
     s = store_->Delete(kNodesTable, node_id);
   } else {
@@ -124,7 +139,15 @@ void HeadServer::Start(const std::string& head_address) {
   TrainControllerConfig train = config_.train;
   train.head_address = head_address;
   train.on_restart = [this] { metrics_.OnJobRestart(); };
+  train.persist = [this](const v1::TrainJobRecord& record) {
+    absl::MutexLock lock(&store_mu_);
+    if (absl::Status s = store_->Put(kJobsTable, record.info().job_id(), record.SerializeAsString()); !s.ok()) {
+      std::fprintf(stderr, "berth-head: %s\n", std::string(s.message()).c_str());
+    }
+  };
   jobs_ = std::make_unique<TrainJobController>(this, &raylets_, std::move(train));
+  jobs_->Restore(restored_jobs_);
+  restored_jobs_.clear();
   for (int i = 0; i < config_.committer_threads; ++i) {
     committer_threads_.emplace_back([this] { CommitterLoop(); });
   }

@@ -150,12 +150,17 @@ class HeadServer final : public v1::NodeService::Service,
 
   static constexpr char kNodesTable[] = "nodes";
   static constexpr char kGroupsTable[] = "groups";
+  static constexpr char kJobsTable[] = "jobs";
 
   const HeadConfig config_;
   RayletClients raylets_;
   BundleCommitter committer_;
   HeadMetrics metrics_;  // before groups_, which reports to it
-  std::unique_ptr<StateStore> store_;  // written under mu_
+  // Writes come from the head (under mu_) and the job controller (under its
+  // own lock); store_mu_ is taken last.
+  absl::Mutex store_mu_;
+  std::unique_ptr<StateStore> store_ ABSL_PT_GUARDED_BY(store_mu_);
+  std::vector<v1::TrainJobRecord> restored_jobs_;  // from Restore() to Start()
 
   absl::Mutex mu_;
   NodeResourceTable table_ ABSL_GUARDED_BY(mu_);

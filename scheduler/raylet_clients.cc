@@ -70,6 +70,12 @@ absl::StatusOr<v1::AllocatePortResponse> RayletClients::AllocatePort(const std::
       address, &v1::RayletService::Stub::AllocatePort, v1::AllocatePortRequest());
 }
 
+absl::StatusOr<v1::ListWorkersResponse> RayletClients::ListWorkers(const std::string& address,
+                                                                   const v1::ListWorkersRequest& request) {
+  return Call<v1::ListWorkersRequest, v1::ListWorkersResponse>(address, &v1::RayletService::Stub::ListWorkers,
+                                                                request);
+}
+
 absl::StatusOr<v1::ReadWorkerLogResponse> RayletClients::ReadWorkerLog(
     const std::string& address, const v1::ReadWorkerLogRequest& request) {
   return Call<v1::ReadWorkerLogRequest, v1::ReadWorkerLogResponse>(

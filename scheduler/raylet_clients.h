@@ -30,6 +30,8 @@ class RayletClients {
                                                       const v1::StartWorkerRequest& request);
   absl::Status StopWorker(const std::string& address, const v1::StopWorkerRequest& request);
   absl::StatusOr<v1::AllocatePortResponse> AllocatePort(const std::string& address);
+  absl::StatusOr<v1::ListWorkersResponse> ListWorkers(const std::string& address,
+                                                      const v1::ListWorkersRequest& request);
   absl::StatusOr<v1::ReadWorkerLogResponse> ReadWorkerLog(const std::string& address,
                                                           const v1::ReadWorkerLogRequest& request);
 

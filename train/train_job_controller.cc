@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <random>
+#include <set>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -170,6 +171,7 @@ absl::StatusOr<std::string> TrainJobController::Submit(const v1::SubmitTrainJobR
   Job* raw = job.get();
   jobs_[id] = std::move(job);
   by_request_id_[request.request_id()] = id;
+  PersistLocked(*raw);
   raw->thread = std::thread([this, id] { RunJob(id); });
   return id;
 }
@@ -224,6 +226,7 @@ absl::Status TrainJobController::ReportProgress(const v1::ReportTrainProgressReq
     info.set_latest_checkpoint(request.latest_checkpoint());
     info.set_latest_checkpoint_step(request.step());
   }
+  PersistLocked(*it->second);
   return absl::OkStatus();
 }
 
@@ -260,6 +263,85 @@ void TrainJobController::SetState(const std::string& job_id, v1::TrainJobState s
     info.set_started_unix_ms(NowMs());
   }
   if (IsTerminal(state)) info.set_ended_unix_ms(NowMs());
+  PersistLocked(*jobs_.at(job_id));
+}
+
+void TrainJobController::PersistLocked(const Job& job) {
+  if (!config_.persist) return;
+  v1::TrainJobRecord record;
+  *record.mutable_info() = job.info;
+  record.set_request_id(job.request_id);
+  config_.persist(record);
+}
+
+void TrainJobController::Restore(const std::vector<v1::TrainJobRecord>& records) {
+  absl::MutexLock lock(&mu_);
+  for (const v1::TrainJobRecord& record : records) {
+    const std::string& id = record.info().job_id();
+    absl::StatusOr<PlacementGroupSpec> group = PlacementGroupForJob(record.info().spec());
+    if (id.empty() || jobs_.count(id) > 0 || !group.ok()) continue;
+    auto job = std::make_unique<Job>(*std::move(group));
+    job->info = record.info();
+    job->request_id = record.request_id();
+    v1::SubmitTrainJobRequest submitted;
+    *submitted.mutable_spec() = record.info().spec();
+    submitted.set_request_id(record.request_id());
+    job->fingerprint = submitted.SerializeAsString();
+    for (const v1::WorkerRank& w : job->info.workers()) job->logs.push_back({w.world_rank(), w.node_id(), w.worker_id()});
+    by_request_id_[record.request_id()] = id;
+    Job* raw = job.get();
+    jobs_[id] = std::move(job);
+    if (!IsTerminal(raw->info.state())) raw->thread = std::thread([this, id] { ResumeJob(id); });
+  }
+}
+
+void TrainJobController::ResumeJob(const std::string& job_id) {
+  std::string pg_id;
+  v1::TrainJobState state;
+  uint32_t attempt = 0;
+  std::map<std::string, std::string> processes;  // worker id -> node
+  {
+    absl::MutexLock lock(&mu_);
+    const v1::TrainJobInfo& info = jobs_.at(job_id)->info;
+    pg_id = info.placement_group_id();
+    state = info.state();
+    attempt = info.attempt();
+    for (const v1::WorkerRank& w : info.workers()) {
+      processes[w.worker_id()] = w.node_id();
+      if (w.world_rank() == 0) processes[absl::StrCat(job_id, "-a", attempt, "-trainer")] = w.node_id();
+    }
+  }
+  if (pg_id.empty()) {  // stopped before its group was created
+    RunJob(job_id);
+    return;
+  }
+  std::optional<std::map<std::string, std::string>> running;
+  if (state == v1::TRAIN_JOB_STATE_RUNNING && !processes.empty()) {
+    // Processes that ended while the head was away: their exit reports may
+    // have been lost, so ask their raylets.
+    std::set<std::string> nodes;
+    for (const auto& [worker, node] : processes) nodes.insert(node);
+    for (const std::string& node : nodes) {
+      const std::string address = groups_->RayletAddress(node);
+      if (address.empty()) continue;
+      v1::ListWorkersRequest request;
+      request.set_job_id(job_id);
+      absl::StatusOr<v1::ListWorkersResponse> listed = raylets_->ListWorkers(address, request);
+      if (!listed.ok()) continue;
+      absl::MutexLock lock(&mu_);
+      for (const v1::WorkerStatus& w : listed->workers()) {
+        if (processes.count(w.worker_id()) && w.state() != v1::WORKER_STATE_RUNNING &&
+            w.state() != v1::WORKER_STATE_STARTING) {
+          jobs_.at(job_id)->exits[w.worker_id()] = w;
+        }
+      }
+    }
+    running = std::move(processes);
+  } else {
+    if (!processes.empty()) StopProcesses(job_id, processes);  // a half-started attempt
+    attempt = processes.empty() ? attempt : attempt + 1;
+  }
+  RunAttempts(job_id, pg_id, attempt, std::move(running));
 }
 
 bool TrainJobController::WaitPlaced(const std::string& job_id, const std::string& pg_id) {
@@ -527,7 +609,13 @@ void TrainJobController::RunJob(const std::string& job_id) {
     pg_id = *created;
     absl::MutexLock lock(&mu_);
     jobs_.at(job_id)->info.set_placement_group_id(pg_id);
+    PersistLocked(*jobs_.at(job_id));
   }
+  RunAttempts(job_id, pg_id, 0, std::nullopt);
+}
+
+void TrainJobController::RunAttempts(const std::string& job_id, const std::string& pg_id, uint32_t first_attempt,
+                                     std::optional<std::map<std::string, std::string>> running) {
   int32_t max_failures = 0;
   {
     absl::MutexLock lock(&mu_);
@@ -535,17 +623,23 @@ void TrainJobController::RunJob(const std::string& job_id) {
   }
   v1::TrainJobState final_state = v1::TRAIN_JOB_STATE_FAILED;
   std::string final_message;
-  for (uint32_t attempt = 0;; ++attempt) {
-    if (!WaitPlaced(job_id, pg_id)) {
-      final_state = v1::TRAIN_JOB_STATE_STOPPED;
-      final_message = "stopped";
-      break;
+  for (uint32_t attempt = first_attempt;; ++attempt) {
+    absl::StatusOr<std::map<std::string, std::string>> processes;
+    if (running) {
+      processes = *std::move(running);
+      running.reset();
+    } else {
+      if (!WaitPlaced(job_id, pg_id)) {
+        final_state = v1::TRAIN_JOB_STATE_STOPPED;
+        final_message = "stopped";
+        break;
+      }
+      absl::StatusOr<v1::PlacementGroupInfo> pg = groups_->GetGroup(pg_id);
+      SetState(job_id, attempt == 0 ? v1::TRAIN_JOB_STATE_STARTING : v1::TRAIN_JOB_STATE_RESTARTING,
+               "starting the trainer and workers");
+      processes = pg.ok() ? Launch(job_id, *pg, attempt)
+                          : absl::StatusOr<std::map<std::string, std::string>>(pg.status());
     }
-    absl::StatusOr<v1::PlacementGroupInfo> pg = groups_->GetGroup(pg_id);
-    SetState(job_id, attempt == 0 ? v1::TRAIN_JOB_STATE_STARTING : v1::TRAIN_JOB_STATE_RESTARTING,
-             "starting the trainer and workers");
-    absl::StatusOr<std::map<std::string, std::string>> processes =
-        pg.ok() ? Launch(job_id, *pg, attempt) : absl::StatusOr<std::map<std::string, std::string>>(pg.status());
     Outcome outcome;
     if (processes.ok()) {
       SetState(job_id, v1::TRAIN_JOB_STATE_RUNNING, "");
@@ -571,6 +665,7 @@ void TrainJobController::RunJob(const std::string& job_id) {
       info.set_failures(info.failures() + 1);
       info.add_failure_causes(outcome.cause);
       give_up = max_failures >= 0 && static_cast<int64_t>(info.failures()) > max_failures;
+      PersistLocked(*jobs_.at(job_id));
     }
     if (give_up) {
       final_message = absl::StrCat("failed: ", outcome.cause);

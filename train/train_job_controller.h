@@ -26,6 +26,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "berth/v1/head.pb.h"
+#include "berth/v1/state.pb.h"
 #include "scheduler/placement_group_spec.h"
 #include "scheduler/raylet_clients.h"
 
@@ -52,6 +53,9 @@ struct TrainControllerConfig {
   // Called (from a job's thread) each time a job restarts its workers after
   // a failure; for the head's metrics. May be empty.
   std::function<void()> on_restart;
+  // Writes a job's record to the head's state store before the change is
+  // visible; called with the controller's lock held. May be empty.
+  std::function<void(const v1::TrainJobRecord&)> persist;
 };
 
 // Where a rank's output is, for log streaming.
@@ -79,6 +83,11 @@ class TrainJobController {
   // The current attempt's workers (all ranks, or one).
   absl::StatusOr<std::vector<RankLog>> Logs(const std::string& job_id,
                                             std::optional<uint32_t> rank) const;
+  // Takes back the jobs a previous head wrote (after its placement groups
+  // were restored). A RUNNING job is watched again with the processes it
+  // has (the raylets say which ended meanwhile); a job caught starting its
+  // processes starts them again; finished jobs are only listed.
+  void Restore(const std::vector<v1::TrainJobRecord>& records);
 
  private:
   struct Job {
@@ -101,6 +110,12 @@ class TrainJobController {
   };
 
   void RunJob(const std::string& job_id);
+  void ResumeJob(const std::string& job_id);
+  // The attempts from `first_attempt`; `running` = that attempt's processes
+  // when they already run (a resumed job).
+  void RunAttempts(const std::string& job_id, const std::string& pg_id, uint32_t first_attempt,
+                   std::optional<std::map<std::string, std::string>> running);
+  void PersistLocked(const Job& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Waits for the group to be CREATED; false if the job was stopped.
   bool WaitPlaced(const std::string& job_id, const std::string& pg_id);
   // Starts the trainer and workers of attempt `attempt`; returns the

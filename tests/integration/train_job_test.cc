@@ -396,3 +396,37 @@ TEST(TrainSeedExamplesTest, AcceleratorTypeAndABigMemoryRankZero) {
 
 }  // namespace
 }  // namespace berth::testing
+
+namespace berth::testing {
+namespace {
+
+// A head killed with -9 while a job runs comes back with the job, which
+// keeps its processes (same attempt, no failure) and finishes.
+TEST_F(TrainJobTest, AJobKeepsRunningAcrossAHeadRestart) {
+  v1::TrainJobSpec spec = GpuJob(2);
+  SetCommand(&spec, {"/bin/sh", "-c", "sleep 4"});
+  const std::string id = Submit(spec);
+  ASSERT_TRUE(WaitUntil([&] { return Get(id).state() == v1::TRAIN_JOB_STATE_RUNNING; }, seconds(10)));
+  const v1::TrainJobInfo before = Get(id);
+
+  cluster_->RestartHead(SIGKILL);
+
+  const v1::TrainJobInfo after = Get(id);
+  EXPECT_EQ(after.state(), v1::TRAIN_JOB_STATE_RUNNING);
+  EXPECT_EQ(after.placement_group_id(), before.placement_group_id());
+  ASSERT_EQ(after.workers_size(), 2);
+  EXPECT_EQ(after.workers(0).worker_id(), before.workers(0).worker_id());
+  v1::TrainJobInfo done = WaitDone(id, seconds(30));
+  EXPECT_EQ(done.state(), v1::TRAIN_JOB_STATE_SUCCEEDED) << done.message();
+  EXPECT_EQ(done.attempt(), 0u);
+  EXPECT_EQ(done.failures(), 0u);
+  // The group is released once the job ends, as without a restart.
+  v1::GetPlacementGroupRequest get;
+  get.set_placement_group_id(done.placement_group_id());
+  v1::GetPlacementGroupResponse pg;
+  grpc::Status s = cluster_->groups().GetPlacementGroup(Context().get(), get, &pg);
+  EXPECT_TRUE(!s.ok() || pg.placement_group().state() == v1::PLACEMENT_GROUP_STATE_REMOVED);
+}
+
+}  // namespace
+}  // namespace berth::testing
