@@ -1,0 +1,278 @@
+// Chaos: real head and raylets under a churn of placement group creates and
+// removes and two running train jobs, while raylets and the head are killed
+// with SIGKILL and restarted. Afterwards the invariants must hold:
+//   - no live group lost (every group created and not removed is known,
+//     and settles back to CREATED once capacity returns);
+//   - no GPU instance held twice;
+//   - every node's availability = its total minus the bundles it holds;
+//   - every job finished or running;
+//   - once everything is removed, every raylet holds nothing (no bundle
+//     reserved that the head does not know).
+// Prints the counts; the test fails on any violation.
+#include <signal.h>
+
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <random>
+#include <set>
+#include <thread>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/integration/local_cluster.h"
+
+namespace berth::testing {
+namespace {
+
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+
+constexpr int kNodes = 4;
+constexpr int kGpusPerNode = 4;
+constexpr int kCpusPerNode = 16;
+constexpr int kOperations = 1200;
+
+std::string NodeId(int i) { return "chaos-" + std::to_string(i); }
+
+class ChaosTest : public ::testing::Test {
+ protected:
+  // Retries through a head restart: every mutating call is idempotent by
+  // its request id.
+  template <typename Call>
+  bool Retry(Call call) {
+    for (int attempt = 0; attempt < 100; ++attempt) {
+      grpc::Status s = call();
+      if (s.ok()) return true;
+      if (s.error_code() != grpc::StatusCode::UNAVAILABLE && s.error_code() != grpc::StatusCode::DEADLINE_EXCEEDED) {
+        std::fprintf(stderr, "chaos: call failed: %s\n", s.error_message().c_str());
+        return false;
+      }
+      std::this_thread::sleep_for(milliseconds(50));
+    }
+    return false;
+  }
+
+  std::string Create(std::mt19937& rng, int n) {
+    v1::CreatePlacementGroupRequest request;
+    request.set_request_id("chaos-create-" + std::to_string(n));
+    const v1::PlacementStrategy strategies[] = {v1::PLACEMENT_STRATEGY_PACK, v1::PLACEMENT_STRATEGY_SPREAD,
+                                                v1::PLACEMENT_STRATEGY_STRICT_PACK,
+                                                v1::PLACEMENT_STRATEGY_STRICT_SPREAD};
+    request.set_strategy(strategies[rng() % 4]);
+    const double gpus[] = {0, 0.5, 1, 2};
+    const int bundles = 1 + static_cast<int>(rng() % 3);
+    for (int b = 0; b < bundles; ++b) {
+      auto* amounts = request.add_bundles()->mutable_resources()->mutable_amounts();
+      (*amounts)["CPU"] = 1;
+      const double g = gpus[rng() % 4];
+      if (g > 0) (*amounts)["GPU"] = g;
+    }
+    v1::CreatePlacementGroupResponse response;
+    if (!Retry([&] { return cluster_.groups().CreatePlacementGroup(Context(milliseconds(2000)).get(), request, &response); })) {
+      return "";
+    }
+    return response.placement_group_id();
+  }
+
+  bool Remove(const std::string& id) {
+    v1::RemovePlacementGroupRequest request;
+    request.set_placement_group_id(id);
+    request.set_request_id("chaos-remove-" + id);
+    v1::RemovePlacementGroupResponse response;
+    return Retry([&] { return cluster_.groups().RemovePlacementGroup(Context(milliseconds(2000)).get(), request, &response); });
+  }
+
+  v1::ListPlacementGroupsResponse Groups() {
+    v1::ListPlacementGroupsResponse response;
+    Retry([&] {
+      response.Clear();
+      return cluster_.groups().ListPlacementGroups(Context().get(), {}, &response);
+    });
+    return response;
+  }
+
+  // Raylet's own view: can it prepare (then cancel) a bundle of its whole
+  // capacity? Only if it holds nothing.
+  bool RayletHoldsNothing(int node) {
+    v1::PrepareBundleResourcesRequest prepare;
+    prepare.set_placement_group_id("chaos-probe");
+    prepare.set_request_id("probe-" + std::to_string(probes_++));
+    v1::BundleReservation* b = prepare.add_bundles();
+    (*b->mutable_resources()->mutable_amounts())["CPU"] = kCpusPerNode;
+    (*b->mutable_resources()->mutable_amounts())["GPU"] = kGpusPerNode;
+    for (int i = 0; i < kGpusPerNode; ++i) {
+      v1::GpuShare* g = b->add_gpus();
+      g->set_index(i);
+      g->set_units(10000);
+    }
+    v1::PrepareBundleResourcesResponse prepared;
+    if (!cluster_.raylet(NodeId(node)).PrepareBundleResources(Context().get(), prepare, &prepared).ok()) return false;
+    v1::CancelResourceReserveRequest cancel;
+    cancel.set_placement_group_id("chaos-probe");
+    cancel.set_request_id(prepare.request_id() + "-cancel");
+    cancel.add_bundle_indices(0);
+    v1::CancelResourceReserveResponse cancelled;
+    cluster_.raylet(NodeId(node)).CancelResourceReserve(Context().get(), cancel, &cancelled);
+    return prepared.prepared();
+  }
+
+  // Checks the head's books against themselves; returns the violations,
+  // printing them when `report` (not while waiting for things to settle).
+  int CheckBooks(const std::set<std::string>& live, bool expect_all_created, bool report = true) {
+    int violations = 0;
+    const v1::ListPlacementGroupsResponse groups = Groups();
+    std::map<std::string, const v1::PlacementGroupInfo*> by_id;
+    for (const auto& g : groups.placement_groups()) by_id[g.placement_group_id()] = &g;
+    std::map<std::pair<std::string, uint32_t>, double> gpu_share;  // (node, gpu) -> held
+    std::map<std::string, std::map<std::string, double>> held;     // node -> resource -> amount
+    for (const std::string& id : live) {
+      auto it = by_id.find(id);
+      if (it == by_id.end()) {
+        if (report) std::fprintf(stderr, "chaos: VIOLATION: live group %s is gone\n", id.c_str());
+        ++violations;
+        continue;
+      }
+      const v1::PlacementGroupInfo& g = *it->second;
+      if (expect_all_created && g.state() != v1::PLACEMENT_GROUP_STATE_CREATED) {
+        if (report) std::fprintf(stderr, "chaos: VIOLATION: group %s is %s: %s\n", id.c_str(),
+                     v1::PlacementGroupState_Name(g.state()).c_str(), g.pending_reason().c_str());
+        ++violations;
+      }
+    }
+    for (const auto& g : groups.placement_groups()) {
+      for (const v1::BundleLocation& l : g.locations()) {
+        for (const auto& [name, amount] : g.bundles(l.bundle_index()).resources().amounts()) {
+          held[l.node_id()][name] += amount;
+        }
+        for (const v1::GpuShare& s : l.gpus()) gpu_share[{l.node_id(), s.index()}] += s.units() / 10000.0;
+      }
+    }
+    for (const auto& [gpu, share] : gpu_share) {
+      if (share > 1.0 + 1e-9) {
+        if (report) std::fprintf(stderr, "chaos: VIOLATION: GPU %u of %s held %.2f times\n", gpu.second, gpu.first.c_str(), share);
+        ++violations;
+      }
+    }
+    v1::ListNodesResponse nodes;
+    Retry([&] {
+      nodes.Clear();
+      return cluster_.nodes().ListNodes(Context().get(), {}, &nodes);
+    });
+    for (const v1::NodeInfo& n : nodes.nodes()) {
+      if (n.state() != v1::NODE_STATE_ALIVE) continue;
+      for (const char* r : {"CPU", "GPU"}) {
+        auto total = n.total().amounts().find(r);
+        auto available = n.available().amounts().find(r);
+        const double used = (total == n.total().amounts().end() ? 0 : total->second) -
+                            (available == n.available().amounts().end() ? 0 : available->second);
+        if (std::abs(used - held[n.node_id()][r]) > 1e-6) {
+          if (report) std::fprintf(stderr, "chaos: VIOLATION: %s uses %.4f %s but its bundles hold %.4f\n", n.node_id().c_str(),
+                       used, r, held[n.node_id()][r]);
+          ++violations;
+        }
+      }
+    }
+    return violations;
+  }
+
+  LocalCluster cluster_{100};
+  int probes_ = 0;
+};
+
+TEST_F(ChaosTest, ChurnWithKilledRayletsAndHeadsKeepsTheBooksExact) {
+  for (int i = 0; i < kNodes; ++i) {
+    cluster_.AddRaylet({NodeId(i), kGpusPerNode, "A10G", kCpusPerNode, "64Gi"});
+  }
+  std::mt19937 rng(20261129);
+  // Two long train jobs (a command that sleeps), one GPU per rank.
+  std::vector<std::string> jobs;
+  for (int j = 0; j < 2; ++j) {
+    v1::SubmitTrainJobRequest submit;
+    submit.set_request_id("chaos-job-" + std::to_string(j));
+    submit.mutable_spec()->mutable_scaling_config()->set_num_workers(2);
+    submit.mutable_spec()->mutable_scaling_config()->set_use_gpu(true);
+    submit.mutable_spec()->mutable_failure_config()->set_max_failures(-1);
+    for (const char* a : {"/bin/sh", "-c", "sleep 300"}) submit.mutable_spec()->mutable_entrypoint()->mutable_command()->add_argv(a);
+    v1::SubmitTrainJobResponse submitted;
+    ASSERT_TRUE(Retry([&] { return cluster_.jobs().SubmitTrainJob(Context().get(), submit, &submitted); }));
+    jobs.push_back(submitted.job_id());
+  }
+
+  std::set<std::string> live;
+  int created = 0, removed = 0, head_kills = 0, raylet_kills = 0;
+  for (int op = 0; op < kOperations; ++op) {
+    if (op % 200 == 100) {
+      cluster_.RestartHead(SIGKILL);
+      ++head_kills;
+    } else if (op % 200 == 0 && op > 0) {
+      const int node = static_cast<int>(rng() % kNodes);
+      cluster_.KillRaylet(NodeId(node), SIGKILL);
+      cluster_.RestartRaylet(NodeId(node));
+      ++raylet_kills;
+    }
+    if (live.size() < 24 && rng() % 2 == 0) {
+      const std::string id = Create(rng, op);
+      ASSERT_FALSE(id.empty()) << "create " << op;
+      live.insert(id);
+      ++created;
+    } else if (!live.empty()) {
+      auto it = std::next(live.begin(), static_cast<long>(rng() % live.size()));
+      ASSERT_TRUE(Remove(*it)) << "remove " << *it;
+      live.erase(it);
+      ++removed;
+    }
+  }
+  // Shrink to what surely fits (4 nodes x 4 GPUs; the jobs hold 4), then
+  // everything live must settle CREATED with exact books.
+  while (live.size() > 4) {
+    ASSERT_TRUE(Remove(*live.begin()));
+    live.erase(live.begin());
+    ++removed;
+  }
+  int violations = 0;
+  bool settled = WaitUntil([&] { return CheckBooks(live, true, false) == 0; }, seconds(30));
+  violations += CheckBooks(live, true);
+  for (const std::string& job : jobs) {
+    v1::GetTrainJobRequest get;
+    get.set_job_id(job);
+    v1::GetTrainJobResponse info;
+    ASSERT_TRUE(Retry([&] { return cluster_.jobs().GetTrainJob(Context().get(), get, &info); }));
+    const v1::TrainJobState s = info.job().state();
+    if (s != v1::TRAIN_JOB_STATE_RUNNING && s != v1::TRAIN_JOB_STATE_RESTARTING && s != v1::TRAIN_JOB_STATE_STARTING &&
+        s != v1::TRAIN_JOB_STATE_SUCCEEDED) {
+      std::fprintf(stderr, "chaos: VIOLATION: job %s is %s: %s\n", job.c_str(),
+                   v1::TrainJobState_Name(s).c_str(), info.job().message().c_str());
+      ++violations;
+    }
+    v1::StopTrainJobRequest stop;
+    stop.set_job_id(job);
+    stop.set_request_id("chaos-stop-" + job);
+    v1::StopTrainJobResponse stopped;
+    ASSERT_TRUE(Retry([&] { return cluster_.jobs().StopTrainJob(Context().get(), stop, &stopped); }));
+  }
+  for (const std::string& id : live) ASSERT_TRUE(Remove(id));
+  removed += static_cast<int>(live.size());
+  live.clear();
+  // Nothing held anywhere, as the raylets themselves see it.
+  bool idle = WaitUntil(
+      [&] {
+        for (int i = 0; i < kNodes; ++i) {
+          if (!RayletHoldsNothing(i)) return false;
+        }
+        return true;
+      },
+      seconds(30));
+  if (!idle) {
+    std::fprintf(stderr, "chaos: VIOLATION: a raylet still holds bundles after everything was removed\n");
+    ++violations;
+  }
+  violations += CheckBooks({}, false);
+  std::printf("chaos: %d operations, %d groups created, %d removed, %d head kills, %d raylet kills, "
+              "2 train jobs, settled=%s, violations=%d\n",
+              kOperations, created, removed, head_kills, raylet_kills, settled ? "yes" : "no", violations);
+  EXPECT_EQ(violations, 0);
+}
+
+}  // namespace
+}  // namespace berth::testing
