@@ -65,6 +65,7 @@ int main(int argc, char** argv) {
   std::string metrics_port_file;
   std::string state_dir;
   std::string state_store;
+  size_t max_name_length = 128;
   app.add_option("--state-dir", state_dir,
                  "keep nodes and placement groups in DIR/head.sqlite, so a restarted head continues");
   app.add_option("--state-store", state_store,
@@ -73,10 +74,28 @@ int main(int argc, char** argv) {
   app.add_option("--metrics-listen", metrics_listen,
                  "serve Prometheus /metrics on HOST:PORT (port 0 picks one); empty = off");
   app.add_option("--metrics-port-file", metrics_port_file, "write the bound metrics port here");
+  app.add_option("--max-bundles-per-group", config.scheduler.max_bundles_per_group, "bundles in one placement group")
+      ->check(CLI::Range(1, 4096))
+      ->capture_default_str();
+  app.add_option("--max-pending-groups", config.scheduler.max_pending_groups,
+                 "placement groups waiting to be placed at once")
+      ->check(CLI::Range(1, 10'000'000))
+      ->capture_default_str();
+  app.add_option("--max-active-jobs", config.train.max_active_jobs, "train jobs not yet finished")
+      ->check(CLI::Range(1, 1'000'000))
+      ->capture_default_str();
+  app.add_option("--max-name-length", max_name_length, "characters in a group or job name")
+      ->check(CLI::Range(1, 4096))
+      ->capture_default_str();
+  app.add_option("--max-message-bytes", config.max_message_bytes, "largest request accepted, bytes")
+      ->check(CLI::Range(64 << 10, 256 << 20))
+      ->capture_default_str();
   app.add_option("--committer-threads", config.committer_threads,
                  "two-phase commits run at once")
       ->check(CLI::Range(1, 256));
   CLI11_PARSE(app, argc, argv);
+  config.scheduler.max_name_length = max_name_length;
+  config.train.max_name_length = max_name_length;
   config.raylet_rpc_timeout = absl::Milliseconds(rpc_timeout_ms);
   if (config.train.worker_binary.empty() || config.train.worker_binary == "berth-worker") {
     config.train.worker_binary = DefaultWorkerBinary();
@@ -110,6 +129,7 @@ int main(int argc, char** argv) {
   grpc::ServerBuilder builder;
   int port = 0;
   builder.AddListeningPort(listen, grpc::InsecureServerCredentials(), &port);
+  builder.SetMaxReceiveMessageSize(config.max_message_bytes);
   builder.RegisterService(static_cast<berth::v1::NodeService::Service*>(&head));
   builder.RegisterService(static_cast<berth::v1::PlacementGroupService::Service*>(&head));
   builder.RegisterService(static_cast<berth::v1::ClusterService::Service*>(&head));

@@ -39,6 +39,7 @@ struct HeadConfig {
   absl::Duration raylet_rpc_timeout = absl::Seconds(2);
   int committer_threads = 8;
   size_t max_worker_exits_kept = 10000;
+  int max_message_bytes = 4 << 20;  // largest request accepted (--max-message-bytes)
 };
 
 class HeadServer final : public v1::NodeService::Service,

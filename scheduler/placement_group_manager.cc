@@ -46,8 +46,18 @@ absl::StatusOr<std::string> PlacementGroupManager::CreateFromSpec(
   if (absl::Status s = ValidateString(meta.request_id(), "request_id", 128, true); !s.ok()) {
     return s;
   }
-  if (absl::Status s = ValidateString(meta.name(), "name", kMaxNameLength, false); !s.ok()) {
+  if (absl::Status s = ValidateString(meta.name(), "name", config_.max_name_length, false); !s.ok()) {
     return s;
+  }
+  if (spec.bundles().size() > config_.max_bundles_per_group) {
+    return absl::InvalidArgumentError(absl::StrCat("bundles: ", spec.bundles().size(), " bundles; at most ",
+                                                   config_.max_bundles_per_group,
+                                                   " per group (berth-head --max-bundles-per-group)"));
+  }
+  if (queue_.size() + infeasible_.size() >= config_.max_pending_groups) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        queue_.size() + infeasible_.size(), " placement groups are already waiting to be placed (berth-head "
+        "--max-pending-groups ", config_.max_pending_groups, "); remove some or retry later"));
   }
   if (absl::Status s = ValidateString(meta.job_id(), "job_id", 128, false); !s.ok()) return s;
   if (by_request_id_.contains(meta.request_id())) {

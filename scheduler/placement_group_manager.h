@@ -38,6 +38,11 @@ struct SchedulerConfig {
   int64_t max_backoff_ms = 1000;
   size_t max_in_flight = 64;        // groups in two-phase commit at once
   size_t max_removed_kept = 10000;  // REMOVED groups remembered for Get/List
+  // Admission limits (berth-head flags); a request over one is refused
+  // with an error naming the field and the flag, and changes nothing.
+  size_t max_bundles_per_group = 1024;  // --max-bundles-per-group
+  size_t max_pending_groups = 10000;    // --max-pending-groups
+  size_t max_name_length = 128;         // --max-name-length
 };
 
 // One bundle to reserve on one raylet.
@@ -85,8 +90,6 @@ class PlacementObserver {
 
 class PlacementGroupManager {
  public:
-  static constexpr size_t kMaxNameLength = 128;
-
   PlacementGroupManager(NodeResourceTable* table, const NodeManager* nodes, SchedulerConfig config)
       : table_(table), nodes_(nodes), config_(config) {}
 

@@ -1,5 +1,6 @@
 #include "train/train_job_controller.h"
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <set>
@@ -133,7 +134,8 @@ absl::StatusOr<std::string> TrainJobController::Submit(const v1::SubmitTrainJobR
   if (absl::Status s = ValidateString(request.request_id(), "request_id", 128, true); !s.ok()) {
     return s;
   }
-  if (absl::Status s = ValidateString(request.spec().name(), "spec.name", 128, false); !s.ok()) {
+  if (absl::Status s = ValidateString(request.spec().name(), "spec.name", config_.max_name_length, false);
+      !s.ok()) {
     return s;
   }
   if (absl::Status s = ValidateString(request.spec().storage_path(), "spec.storage_path", 1024, false);
@@ -158,6 +160,12 @@ absl::StatusOr<std::string> TrainJobController::Submit(const v1::SubmitTrainJobR
     return it->second;
   }
   if (shutting_down_) return absl::UnavailableError("the head is shutting down");
+  const size_t active = static_cast<size_t>(std::count_if(
+      jobs_.begin(), jobs_.end(), [](const auto& j) { return !IsTerminal(j.second->info.state()); }));
+  if (active >= config_.max_active_jobs) {
+    return absl::ResourceExhaustedError(absl::StrCat(active, " train jobs are not finished (berth-head --max-active-jobs ",
+                                                     config_.max_active_jobs, "); stop some or retry later"));
+  }
   static thread_local std::mt19937_64 rng(std::random_device{}());
   const std::string id = absl::StrFormat("job-%08x", rng() & 0xffffffffULL);
   auto job = std::make_unique<Job>(*std::move(group));

@@ -457,5 +457,20 @@ TEST_F(ControlPlaneTest, AKilledHeadRestartsWithItsNodesGroupsAndReservations) {
   Remove(waiting);
   EXPECT_TRUE(WaitUntil([&] { return AllRayletsIdle(); }, seconds(10)));
 }
+TEST_F(ControlPlaneTest, OversizedRequestsAreRefusedAndTheHeadCarriesOn) {
+  v1::CreatePlacementGroupRequest request;
+  request.set_request_id("huge");
+  request.set_name(std::string(5 << 20, 'x'));  // over the default 4 MiB
+  (*request.add_bundles()->mutable_resources()->mutable_amounts())["CPU"] = 1;
+  v1::CreatePlacementGroupResponse response;
+  grpc::Status s = cluster_->groups().CreatePlacementGroup(Context().get(), request, &response);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << s.error_message();
+  v1::ListPlacementGroupsResponse listed;
+  ASSERT_TRUE(cluster_->groups().ListPlacementGroups(Context().get(), {}, &listed).ok());
+  EXPECT_EQ(listed.placement_groups_size(), 0);
+  EXPECT_EQ(WaitReady(CreateOk({GpuBundle(1)}, v1::PLACEMENT_STRATEGY_PACK)).state(),
+            v1::PLACEMENT_GROUP_STATE_CREATED);
+}
+
 }  // namespace
 }  // namespace berth::testing

@@ -88,7 +88,8 @@ bool WaitUntil(const std::function<bool()>& condition, std::chrono::milliseconds
   }
 }
 
-LocalCluster::LocalCluster(int heartbeat_ms) : heartbeat_ms_(heartbeat_ms) {
+LocalCluster::LocalCluster(int heartbeat_ms, std::vector<std::string> extra_head_flags)
+    : heartbeat_ms_(heartbeat_ms), extra_head_flags_(std::move(extra_head_flags)) {
   char dir[] = "/tmp/berth-it-XXXXXX";
   if (mkdtemp(dir) == nullptr) throw std::runtime_error("mkdtemp failed");
   dir_ = dir;
@@ -109,6 +110,7 @@ void LocalCluster::StartHead(const std::string& listen) {
   argv.push_back("--worker-binary");
   argv.push_back(BERTH_WORKER_BIN);
 #endif
+  argv.insert(argv.end(), extra_head_flags_.begin(), extra_head_flags_.end());
   head_ = std::make_unique<ChildProcess>(argv, dir_ + "/head.log");
   const std::string port = ReadPortFile(port_file, std::chrono::seconds(10));
   if (port.empty()) throw std::runtime_error("berth-head did not start; see " + dir_ + "/head.log");

@@ -49,7 +49,7 @@ struct RayletOptions {
 class LocalCluster {
  public:
   // Heartbeats every `heartbeat_ms`; a node is DEAD after 5 missed periods.
-  explicit LocalCluster(int heartbeat_ms = 100);
+  explicit LocalCluster(int heartbeat_ms = 100, std::vector<std::string> extra_head_flags = {});
   ~LocalCluster();
 
   // Starts a raylet and waits until the head lists it ALIVE.
@@ -83,6 +83,7 @@ class LocalCluster {
   void StartHead(const std::string& listen);
 
   int heartbeat_ms_;
+  std::vector<std::string> extra_head_flags_;
   std::string dir_;
   std::unique_ptr<ChildProcess> head_;
   std::string head_address_;

@@ -428,5 +428,32 @@ TEST_F(TrainJobTest, AJobKeepsRunningAcrossAHeadRestart) {
   EXPECT_TRUE(!s.ok() || pg.placement_group().state() == v1::PLACEMENT_GROUP_STATE_REMOVED);
 }
 
+TEST(TrainJobLimitsTest, ActiveJobsAreBoundedByTheHeadsFlag) {
+  LocalCluster cluster(100, {"--max-active-jobs", "1"});
+  cluster.AddRaylet({"n0", 2, "A10G", 8, "32Gi"});
+  auto submit = [&](const std::string& request_id, v1::SubmitTrainJobResponse* response) {
+    v1::SubmitTrainJobRequest request;
+    request.set_request_id(request_id);
+    *request.mutable_spec() = GpuJob(1);
+    SetCommand(request.mutable_spec(), {"/bin/sh", "-c", "sleep 30"});
+    return cluster.jobs().SubmitTrainJob(Context().get(), request, response);
+  };
+  v1::SubmitTrainJobResponse first, second;
+  ASSERT_TRUE(submit("one", &first).ok());
+  grpc::Status refused = submit("two", &second);
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_THAT(refused.error_message(), HasSubstr("--max-active-jobs 1"));
+  v1::ListTrainJobsResponse listed;
+  ASSERT_TRUE(cluster.jobs().ListTrainJobs(Context().get(), {}, &listed).ok());
+  EXPECT_EQ(listed.jobs_size(), 1);
+  // Once the first is stopped, there is room.
+  v1::StopTrainJobRequest stop;
+  stop.set_job_id(first.job_id());
+  stop.set_request_id("stop-one");
+  v1::StopTrainJobResponse stopped;
+  ASSERT_TRUE(cluster.jobs().StopTrainJob(Context().get(), stop, &stopped).ok());
+  EXPECT_TRUE(WaitUntil([&] { return submit("two", &second).ok(); }, seconds(15)));
+}
+
 }  // namespace
 }  // namespace berth::testing

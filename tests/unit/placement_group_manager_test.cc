@@ -289,5 +289,42 @@ TEST_F(PlacementGroupManagerTest, ManyCreateRemoveCyclesRestoreTheTable) {
   }
 }
 
+// The admission limits refuse with the field and the flag, and change nothing.
+TEST(PlacementGroupManagerLimitsTest, BundlesPendingGroupsAndNamesAreBounded) {
+  NodeResourceTable table;
+  NodeManager nodes(&table, LivenessConfig{1000, 5});
+  SchedulerConfig config;
+  config.max_bundles_per_group = 3;
+  config.max_pending_groups = 2;
+  config.max_name_length = 8;
+  PlacementGroupManager pgs(&table, &nodes, config);
+  auto request = [](int bundles, const std::string& id, const std::string& name = "") {
+    v1::CreatePlacementGroupRequest r;
+    r.set_request_id(id);
+    r.set_name(name);
+    for (int i = 0; i < bundles; ++i) (*r.add_bundles()->mutable_resources()->mutable_amounts())["CPU"] = 1;
+    return r;
+  };
+  absl::StatusOr<std::string> too_big = pgs.Create(request(4, "r1"), "pg-1", 0);
+  EXPECT_EQ(too_big.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(too_big.status().message(), HasSubstr("bundles: 4 bundles; at most 3 per group (berth-head --max-bundles-per-group)"));
+  absl::StatusOr<std::string> long_name = pgs.Create(request(1, "r2", "ninechars"), "pg-2", 0);
+  EXPECT_EQ(long_name.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(long_name.status().message(), HasSubstr("name"));
+  // No node: both wait; a third is refused, a retry of an accepted one is not.
+  ASSERT_TRUE(pgs.Create(request(3, "r3"), "pg-3", 0).ok());
+  ASSERT_TRUE(pgs.Create(request(1, "r4"), "pg-4", 0).ok());
+  absl::StatusOr<std::string> third = pgs.Create(request(1, "r5"), "pg-5", 0);
+  EXPECT_EQ(third.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(third.status().message(), HasSubstr("--max-pending-groups 2"));
+  EXPECT_EQ(*pgs.Create(request(1, "r4"), "pg-6", 0), "pg-4");
+  v1::ListPlacementGroupsResponse listed;
+  pgs.List({}, &listed);
+  EXPECT_EQ(listed.placement_groups_size(), 2);
+  // Room again once one is removed.
+  ASSERT_TRUE(pgs.Remove("pg-3").ok());
+  EXPECT_TRUE(pgs.Create(request(1, "r5"), "pg-5", 0).ok());
+}
+
 }  // namespace
 }  // namespace berth
