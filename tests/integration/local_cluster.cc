@@ -88,12 +88,12 @@ bool WaitUntil(const std::function<bool()>& condition, std::chrono::milliseconds
   }
 }
 
-LocalCluster::LocalCluster(int heartbeat_ms, std::vector<std::string> extra_head_flags)
-    : heartbeat_ms_(heartbeat_ms), extra_head_flags_(std::move(extra_head_flags)) {
+LocalCluster::LocalCluster(int heartbeat_ms, std::vector<std::string> extra_head_flags, std::string head_host)
+    : heartbeat_ms_(heartbeat_ms), extra_head_flags_(std::move(extra_head_flags)), head_host_(std::move(head_host)) {
   char dir[] = "/tmp/berth-it-XXXXXX";
   if (mkdtemp(dir) == nullptr) throw std::runtime_error("mkdtemp failed");
   dir_ = dir;
-  StartHead("127.0.0.1:0");
+  StartHead(head_host_ + ":0");
 }
 
 void LocalCluster::StartHead(const std::string& listen) {
@@ -114,7 +114,7 @@ void LocalCluster::StartHead(const std::string& listen) {
   head_ = std::make_unique<ChildProcess>(argv, dir_ + "/head.log");
   const std::string port = ReadPortFile(port_file, std::chrono::seconds(10));
   if (port.empty()) throw std::runtime_error("berth-head did not start; see " + dir_ + "/head.log");
-  head_address_ = "127.0.0.1:" + port;
+  head_address_ = head_host_ + ":" + port;
   auto channel = Channel(head_address_);
   nodes_ = v1::NodeService::NewStub(channel);
   groups_ = v1::PlacementGroupService::NewStub(channel);
@@ -155,12 +155,13 @@ void LocalCluster::StartRaylet(Raylet& r) {
   const RayletOptions& o = r.options;
   const std::string port_file = dir_ + "/" + o.node_id + ".port";
   std::remove(port_file.c_str());
-  std::vector<std::string> argv = {BERTH_RAYLET_BIN, "--head", head_address_, "--listen",
-                                   "127.0.0.1:0", "--port-file", port_file, "--node-id", o.node_id,
-                                   "--num-cpus", std::to_string(o.num_cpus), "--memory", o.memory,
-                                   "--num-gpus", std::to_string(o.num_gpus), "--metrics-listen",
-                                   "127.0.0.1:0", "--log-dir",
-                                   log_dir(o.node_id)};
+  std::vector<std::string> argv;
+  if (!o.netns.empty()) argv = {"/usr/sbin/ip", "netns", "exec", o.netns};
+  argv.insert(argv.end(), {BERTH_RAYLET_BIN, "--head", head_address_, "--listen", o.host + ":0", "--advertise-host",
+                           o.host, "--port-file", port_file, "--node-id", o.node_id,
+                           "--num-cpus", std::to_string(o.num_cpus), "--memory", o.memory,
+                           "--num-gpus", std::to_string(o.num_gpus), "--metrics-listen", o.host + ":0",
+                           "--log-dir", log_dir(o.node_id)});
   if (!o.accelerator_type.empty()) {
     argv.push_back("--accelerator-type");
     argv.push_back(o.accelerator_type);
@@ -173,7 +174,7 @@ void LocalCluster::StartRaylet(Raylet& r) {
   r.process = std::make_unique<ChildProcess>(argv, dir_ + "/" + o.node_id + ".log");
   const std::string port = ReadPortFile(port_file, std::chrono::seconds(10));
   if (port.empty()) throw std::runtime_error("berth-raylet " + o.node_id + " did not start");
-  r.address = "127.0.0.1:" + port;
+  r.address = o.host + ":" + port;
   r.stub = v1::RayletService::NewStub(Channel(r.address));
   const bool alive = WaitUntil(
       [&] {

@@ -44,12 +44,17 @@ struct RayletOptions {
   std::string memory = "32Gi";
   std::string labels;                   // "k=v,k=v"
   std::vector<std::string> extra_flags;  // e.g. --refuse-prepare-file
+  std::string host = "127.0.0.1";        // listens and is reached here
+  std::string netns;                     // run inside this network namespace
 };
 
 class LocalCluster {
  public:
   // Heartbeats every `heartbeat_ms`; a node is DEAD after 5 missed periods.
-  explicit LocalCluster(int heartbeat_ms = 100, std::vector<std::string> extra_head_flags = {});
+  // The head listens on `head_host` (another address than loopback when
+  // raylets run in network namespaces).
+  explicit LocalCluster(int heartbeat_ms = 100, std::vector<std::string> extra_head_flags = {},
+                        std::string head_host = "127.0.0.1");
   ~LocalCluster();
 
   // Starts a raylet and waits until the head lists it ALIVE.
@@ -84,6 +89,7 @@ class LocalCluster {
 
   int heartbeat_ms_;
   std::vector<std::string> extra_head_flags_;
+  std::string head_host_;
   std::string dir_;
   std::unique_ptr<ChildProcess> head_;
   std::string head_address_;

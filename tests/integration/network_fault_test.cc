@@ -1,0 +1,163 @@
+// Network faults: a raylet in a network namespace of its own, joined to the
+// head by a veth pair, is cut off (link down). The head must declare it
+// dead and reschedule its bundles; when the link returns, the stale raylet
+// must be told to release what it no longer owns (its worker is stopped),
+// with no GPU booked twice. Skipped, with a message, where namespaces
+// cannot be created (no CAP_NET_ADMIN).
+#include <unistd.h>
+
+#include <cstdlib>
+#include <memory>
+#include <set>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/integration/local_cluster.h"
+
+namespace berth::testing {
+namespace {
+
+using std::chrono::seconds;
+
+int Sh(const std::string& command) { return std::system((command + " >/dev/null 2>&1").c_str()); }
+
+// A namespace and a veth pair: host side `host_ip`, namespace side `ns_ip`.
+class Netns {
+ public:
+  Netns() {
+    const int id = getpid() % 200 + 20;
+    name_ = "berth-nf-" + std::to_string(getpid());
+    host_if_ = "bnf" + std::to_string(getpid()) + "h";
+    ns_if_ = "bnf" + std::to_string(getpid()) + "n";
+    host_ip = "10.213." + std::to_string(id) + ".1";
+    ns_ip = "10.213." + std::to_string(id) + ".2";
+    ok_ = Sh("ip netns add " + name_) == 0 &&
+          Sh("ip link add " + host_if_ + " type veth peer name " + ns_if_) == 0 &&
+          Sh("ip link set " + ns_if_ + " netns " + name_) == 0 &&
+          Sh("ip addr add " + host_ip + "/30 dev " + host_if_) == 0 && Sh("ip link set " + host_if_ + " up") == 0 &&
+          Sh("ip netns exec " + name_ + " ip addr add " + ns_ip + "/30 dev " + ns_if_) == 0 &&
+          Sh("ip netns exec " + name_ + " ip link set " + ns_if_ + " up") == 0 &&
+          Sh("ip netns exec " + name_ + " ip link set lo up") == 0;
+  }
+  ~Netns() {
+    Sh("ip link del " + host_if_);
+    Sh("ip netns del " + name_);
+  }
+  bool ok() const { return ok_; }
+  const std::string& name() const { return name_; }
+  void SetLink(bool up) { Sh("ip link set " + host_if_ + (up ? " up" : " down")); }
+
+  std::string host_ip, ns_ip;
+
+ private:
+  std::string name_, host_if_, ns_if_;
+  bool ok_ = false;
+};
+
+v1::PlacementGroupInfo Group(LocalCluster& cluster, const std::string& id) {
+  v1::GetPlacementGroupRequest get;
+  get.set_placement_group_id(id);
+  v1::GetPlacementGroupResponse response;
+  cluster.groups().GetPlacementGroup(Context().get(), get, &response);
+  return response.placement_group();
+}
+
+v1::NodeState StateOf(LocalCluster& cluster, const std::string& node_id) {
+  v1::ListNodesResponse nodes;
+  cluster.nodes().ListNodes(Context().get(), {}, &nodes);
+  for (const auto& n : nodes.nodes()) {
+    if (n.node_id() == node_id) return n.state();
+  }
+  return v1::NODE_STATE_UNSPECIFIED;
+}
+
+std::string CreateGpuGroup(LocalCluster& cluster, const std::string& request_id) {
+  v1::CreatePlacementGroupRequest request;
+  request.set_request_id(request_id);
+  (*request.add_bundles()->mutable_resources()->mutable_amounts())["GPU"] = 2;
+  v1::CreatePlacementGroupResponse response;
+  EXPECT_TRUE(cluster.groups().CreatePlacementGroup(Context().get(), request, &response).ok());
+  EXPECT_TRUE(WaitUntil([&] { return Group(cluster, response.placement_group_id()).state() ==
+                                     v1::PLACEMENT_GROUP_STATE_CREATED; },
+                        seconds(10)));
+  return response.placement_group_id();
+}
+
+TEST(NetworkFaultTest, ACutOffRayletIsReplacedAndReleasesWhatItNoLongerOwns) {
+  Netns netns;
+  if (!netns.ok()) GTEST_SKIP() << "cannot create a network namespace and veth pair here (needs CAP_NET_ADMIN)";
+  LocalCluster cluster(100, {}, netns.host_ip);
+  RayletOptions inside{"inside", 2, "A10G", 8, "32Gi"};
+  inside.host = netns.ns_ip;
+  inside.netns = netns.name();
+  cluster.AddRaylet(inside);
+  const std::string moved = CreateGpuGroup(cluster, "moved");  // on `inside`, the only node
+  ASSERT_EQ(Group(cluster, moved).locations_size(), 1);
+  ASSERT_EQ(Group(cluster, moved).locations(0).node_id(), "inside");
+  RayletOptions outside{"outside", 4, "A10G", 8, "32Gi"};
+  outside.host = netns.host_ip;
+  cluster.AddRaylet(outside);
+  const std::string stays = CreateGpuGroup(cluster, "stays");
+  ASSERT_EQ(Group(cluster, stays).locations_size(), 1);
+  ASSERT_EQ(Group(cluster, stays).locations(0).node_id(), "outside");
+
+  v1::StartWorkerRequest start;
+  start.set_request_id("start-stale");
+  start.mutable_spec()->set_worker_id("stale");
+  start.mutable_spec()->set_placement_group_id(moved);
+  start.mutable_spec()->set_bundle_index(0);
+  for (const char* a : {"/bin/sh", "-c", "sleep 120"}) start.mutable_spec()->add_argv(a);
+  v1::StartWorkerResponse started;
+  ASSERT_TRUE(cluster.raylet("inside").StartWorker(Context().get(), start, &started).ok());
+
+  netns.SetLink(false);
+  ASSERT_TRUE(WaitUntil([&] { return StateOf(cluster, "inside") == v1::NODE_STATE_DEAD; }, seconds(10)));
+  // Rescheduled onto the outside node's two free GPUs, not onto `stays`'s.
+  ASSERT_TRUE(WaitUntil([&] { return Group(cluster, moved).state() == v1::PLACEMENT_GROUP_STATE_CREATED; },
+                        seconds(10)));
+  const v1::PlacementGroupInfo after = Group(cluster, moved);
+  ASSERT_EQ(after.locations_size(), 1);
+  ASSERT_EQ(after.locations(0).node_id(), "outside");
+  std::set<uint32_t> gpus;
+  for (const std::string& id : {moved, stays}) {
+    const v1::PlacementGroupInfo group = Group(cluster, id);
+    ASSERT_EQ(group.locations_size(), 1);
+    for (const v1::GpuShare& g : group.locations(0).gpus()) {
+      EXPECT_TRUE(gpus.insert(g.index()).second) << "GPU " << g.index() << " of outside booked twice";
+    }
+  }
+  EXPECT_EQ(gpus.size(), 4u);
+
+  // The link returns: the stale raylet registers again and drops the bundle
+  // the head gave away, stopping its worker.
+  netns.SetLink(true);
+  ASSERT_TRUE(WaitUntil([&] { return StateOf(cluster, "inside") == v1::NODE_STATE_ALIVE; }, seconds(15)));
+  v1::ListWorkersResponse workers;
+  EXPECT_TRUE(WaitUntil(
+      [&] {
+        workers.Clear();
+        return cluster.raylet("inside").ListWorkers(Context().get(), {}, &workers).ok() &&
+               workers.workers_size() == 1 && workers.workers(0).state() != v1::WORKER_STATE_RUNNING;
+      },
+      seconds(10)));
+  // It holds nothing: a bundle of its whole capacity can be prepared.
+  v1::PrepareBundleResourcesRequest probe;
+  probe.set_placement_group_id("probe");
+  probe.set_request_id("probe-1");
+  v1::BundleReservation* b = probe.add_bundles();
+  (*b->mutable_resources()->mutable_amounts())["GPU"] = 2;
+  for (int i = 0; i < 2; ++i) {
+    v1::GpuShare* g = b->add_gpus();
+    g->set_index(i);
+    g->set_units(10000);
+  }
+  v1::PrepareBundleResourcesResponse prepared;
+  ASSERT_TRUE(cluster.raylet("inside").PrepareBundleResources(Context().get(), probe, &prepared).ok());
+  EXPECT_TRUE(prepared.prepared());
+  const v1::PlacementGroupInfo final_group = Group(cluster, moved);
+  ASSERT_EQ(final_group.locations_size(), 1);
+  EXPECT_EQ(final_group.locations(0).node_id(), "outside");
+}
+
+}  // namespace
+}  // namespace berth::testing
