@@ -17,6 +17,7 @@
 #include "autoscaler/node_provider.h"
 #include "autoscaler/scaling_planner.h"
 #include "client/head_client.h"
+#include "common/cluster_token.h"
 #include "common/files.h"
 #include "common/metrics_server.h"
 #include "prometheus/counter.h"
@@ -34,6 +35,7 @@ struct Flags {
   int rpc_timeout_ms = 5000;
   std::string metrics_listen;
   std::string metrics_port_file;
+  std::string token_file;
   bool check_config = false;
 };
 
@@ -70,6 +72,14 @@ int Run(const Flags& flags) {
   }
   HeadClientOptions options;
   options.timeout = absl::Milliseconds(flags.rpc_timeout_ms);
+  if (!flags.token_file.empty()) {
+    absl::StatusOr<std::string> token = LoadClusterToken(flags.token_file, "--token-file");
+    if (!token.ok()) {
+      Log(std::string(token.status().message()));
+      return 2;
+    }
+    options.cluster_token = *token;
+  }
   absl::StatusOr<std::unique_ptr<HeadClient>> head = HeadClient::Create(flags.head, options);
   if (!head.ok()) {
     Log(absl::StrCat("--head: ", head.status().message()));
@@ -180,6 +190,8 @@ int main(int argc, char** argv) {
                  "serve Prometheus /metrics on HOST:PORT (port 0 picks one); empty = off");
   app.add_option("--metrics-port-file", flags.metrics_port_file, "write the bound metrics port here");
   app.add_flag("--check-config", flags.check_config, "validate --config, print the pools and exit");
+  app.add_option("--token-file", flags.token_file, "cluster token for the head (default: $BERTH_TOKEN_FILE)")
+      ->envname("BERTH_TOKEN_FILE");
   CLI11_PARSE(app, argc, argv);
   struct sigaction on_stop {};
   on_stop.sa_handler = [](int) { berth::stop_requested = 1; };

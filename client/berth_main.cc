@@ -38,6 +38,7 @@
 #include "client/bundle_args.h"
 #include "client/format.h"
 #include "client/head_client.h"
+#include "common/cluster_token.h"
 #include "client/job_args.h"
 #include "client/job_file.h"
 #include "client/local_cluster.h"
@@ -52,6 +53,7 @@ constexpr int kExitUsage = 2;
 // The global flags, as every action sees them.
 struct Globals {
   std::string address;  // --address; empty = discover
+  std::string token_file;  // --token-file; empty = discover
   double timeout_seconds = 10;
   bool json = false;
 };
@@ -96,6 +98,19 @@ int Print(const Context& ctx, const absl::StatusOr<Response>& response, Table ta
 
 std::string StateDir() { return LocalStateDir(std::getenv("BERTH_HOME"), getuid()); }
 
+// The local cluster's token: `berth up` and `berth start --head` write it.
+std::string LocalTokenPath() { return StateDir() + "/token"; }
+
+// The cluster token to send: --token-file, else $BERTH_TOKEN_FILE, else the
+// local cluster's when it has one; "" = none.
+absl::StatusOr<std::string> ResolveClusterToken(const std::string& flag) {
+  const char* env = std::getenv("BERTH_TOKEN_FILE");
+  if (!flag.empty()) return LoadClusterToken(flag, "--token-file");
+  if (env != nullptr && *env != '\0') return LoadClusterToken(env, "$BERTH_TOKEN_FILE");
+  if (access(LocalTokenPath().c_str(), F_OK) == 0) return LoadClusterToken(LocalTokenPath(), "local cluster token");
+  return std::string();
+}
+
 // Connects to the head the globals name and runs `run` with it.
 int WithHead(const Globals& globals, const std::function<int(const Context&)>& run) {
   std::optional<LocalState> state;
@@ -109,6 +124,9 @@ int WithHead(const Globals& globals, const std::function<int(const Context&)>& r
   const std::string address = ResolveHeadAddress(globals.address, env, state);
   HeadClientOptions options;
   options.timeout = absl::Seconds(globals.timeout_seconds);
+  absl::StatusOr<std::string> token = ResolveClusterToken(globals.token_file);
+  if (!token.ok()) return UsageError(token.status());
+  options.cluster_token = *std::move(token);
   absl::StatusOr<std::unique_ptr<HeadClient>> client = HeadClient::Create(address, options);
   // HeadClient names the field ("address: ..."); the user typed the flag.
   if (!client.ok()) {
@@ -486,6 +504,7 @@ int RunLogs(const Context& ctx, const LogsFlags& flags) {
   if (flags.rank->count() > 0) request.set_rank(flags.rank_value);
   request.set_follow(flags.follow);
   grpc::ClientContext context;
+  AttachClusterToken(&context, ctx.client.cluster_token());
   // A followed job may run for days; the rest is bounded like any call.
   if (!flags.follow) context.set_deadline(absl::ToChronoTime(absl::Now() + ctx.timeout));
   std::unique_ptr<grpc::ClientReader<v1::LogChunk>> reader =
@@ -704,12 +723,19 @@ absl::StatusOr<std::string> StartHead(Local& local, LocalState& state, const std
   if (!worker.ok()) return worker.status();
   const std::string port_file = absl::StrCat(local.dir, "/head.port");
   std::filesystem::remove(port_file);
+  // Secure by default: every RPC of the local cluster carries this token.
+  if (access(LocalTokenPath().c_str(), F_OK) != 0) {
+    std::error_code ignored;
+    std::filesystem::create_directories(local.dir, ignored);
+    if (absl::StatusOr<std::string> token = CreateClusterToken(LocalTokenPath()); !token.ok()) return token.status();
+  }
   absl::StatusOr<LocalProcess> process =
       local.Spawn(state, "head", "head", *head,
                   {"--listen", absl::StrCat(host, ":", port), "--port-file", port_file,
                    "--worker-binary", *worker, "--checkpoint-root",
                    absl::StrCat(local.dir, "/checkpoints"), "--metrics-listen",
-                   absl::StrCat(host, ":0"), "--state-dir", HeadStateDir(local)});
+                   absl::StrCat(host, ":0"), "--state-dir", HeadStateDir(local), "--token-file",
+                   LocalTokenPath()});
   if (!process.ok()) return process.status();
   absl::StatusOr<std::string> bound = WaitForPort(*process, port_file);
   if (!bound.ok()) return bound.status();
@@ -724,6 +750,7 @@ absl::StatusOr<LocalProcess> StartRaylet(Local& local, LocalState& state,
                                          const std::string& metrics_listen = "127.0.0.1:0") {
   absl::StatusOr<std::string> raylet = local.Binary("berth-raylet", "raylet");
   if (!raylet.ok()) return raylet.status();
+  if (access(LocalTokenPath().c_str(), F_OK) == 0) flags.insert(flags.end(), {"--token-file", LocalTokenPath()});
   flags.insert(flags.end(), {"--head", head_address, "--log-dir",
                              absl::StrCat(local.log_dir, "/workers/", name), "--metrics-listen",
                              metrics_listen});
@@ -751,7 +778,11 @@ absl::StatusOr<LocalState> NotRunning(const Local& local, absl::string_view what
 // Waits until the head at `address` lists every node of `ids` ALIVE.
 absl::StatusOr<v1::ListNodesResponse> WaitForNodes(const LocalState& state,
                                                    const std::vector<std::string>& ids) {
-  absl::StatusOr<std::unique_ptr<HeadClient>> client = HeadClient::Create(state.head_address);
+  HeadClientOptions options;
+  absl::StatusOr<std::string> token = ResolveClusterToken("");
+  if (!token.ok()) return token.status();
+  options.cluster_token = *std::move(token);
+  absl::StatusOr<std::unique_ptr<HeadClient>> client = HeadClient::Create(state.head_address, options);
   if (!client.ok()) return client.status();
   const absl::Time deadline = absl::Now() + kStartTimeout;
   for (;;) {
@@ -788,6 +819,7 @@ void StopLocal(const Local& local, const LocalState& state) {
   std::filesystem::remove(local.state_file);
   std::error_code ignored;
   std::filesystem::remove_all(HeadStateDir(local), ignored);
+  std::filesystem::remove(LocalTokenPath(), ignored);
 }
 
 struct UpFlags {
@@ -1048,6 +1080,8 @@ int Main(int argc, char** argv) {
   app.add_option("--address", globals.address,
                  "Head address host:port (default: $BERTH_ADDRESS, else the local cluster's, "
                  "else 127.0.0.1:6380)");
+  app.add_option("--token-file", globals.token_file,
+                 "Cluster token (default: $BERTH_TOKEN_FILE, else the local cluster's)");
   app.add_option("--timeout", globals.timeout_seconds, "Deadline of each call, seconds")
       ->check(CLI::Range(0.001, 24 * 3600.0))
       ->capture_default_str();

@@ -7,6 +7,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/cluster_token.h"
 #include "common/proto_convert.h"
 #include "grpcpp/client_context.h"
 #include "grpcpp/create_channel.h"
@@ -75,6 +76,7 @@ absl::StatusOr<Response> HeadClient::Call(absl::Duration timeout, Rpc rpc) {
   absl::Duration backoff = options_.initial_backoff;
   for (int attempt = 0;; ++attempt) {
     grpc::ClientContext context;
+    AttachClusterToken(&context, options_.cluster_token);
     context.set_deadline(absl::ToChronoTime(absl::Now() + timeout));
     Response response;
     const grpc::Status status = rpc(&context, &response);

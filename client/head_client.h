@@ -21,6 +21,8 @@
 namespace berth {
 
 struct HeadClientOptions {
+  // Attached to every call (common/cluster_token.h); empty = none.
+  std::string cluster_token;
   // Deadline of each attempt of each call.
   absl::Duration timeout = absl::Seconds(10);
   // Attempts after the first one, on UNAVAILABLE only.
@@ -41,6 +43,9 @@ class HeadClient {
   // unreachable head shows up as UNAVAILABLE on the first call.
   static absl::StatusOr<std::unique_ptr<HeadClient>> Create(absl::string_view address,
                                                             HeadClientOptions options = {});
+
+  // The token this client attaches (for calls made outside it, e.g. streams).
+  const std::string& cluster_token() const { return options_.cluster_token; }
 
   absl::StatusOr<v1::ListNodesResponse> ListNodes(const v1::ListNodesRequest& request = {});
   absl::StatusOr<v1::DrainNodeResponse> DrainNode(v1::DrainNodeRequest request);

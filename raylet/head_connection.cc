@@ -6,6 +6,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/cluster_token.h"
 #include "common/proto_convert.h"
 #include "grpcpp/client_context.h"
 #include "raylet/log.h"
@@ -92,6 +93,7 @@ bool HeadConnection::Register(absl::Duration* heartbeat_interval) {
       absl::StrCat(options_.node_id, "-register-", process_token_, "-", ++registration_attempt_));
   v1::RegisterNodeResponse response;
   grpc::ClientContext context;
+  AttachClusterToken(&context, options_.cluster_token);
   context.set_deadline(absl::ToChronoTime(absl::Now() + options_.rpc_timeout));
   const grpc::Status status = stub_->RegisterNode(&context, request, &response);
   if (!status.ok() || !response.accepted()) {
@@ -132,6 +134,7 @@ bool HeadConnection::Heartbeat() {
   request.set_sequence(++heartbeat_sequence_);
   v1::HeartbeatResponse response;
   grpc::ClientContext context;
+  AttachClusterToken(&context, options_.cluster_token);
   context.set_deadline(absl::ToChronoTime(absl::Now() + options_.rpc_timeout));
   const grpc::Status status = stub_->Heartbeat(&context, request, &response);
   if (!status.ok()) {
@@ -170,6 +173,7 @@ void HeadConnection::ReportLoop() {
     for (int attempt = 1; attempt <= options_.exit_report_attempts; ++attempt) {
       v1::ReportWorkerExitResponse response;
       grpc::ClientContext context;
+      AttachClusterToken(&context, options_.cluster_token);
       context.set_deadline(absl::ToChronoTime(absl::Now() + options_.rpc_timeout));
       status = stub_->ReportWorkerExit(&context, request, &response);
       if (status.ok() || attempt == options_.exit_report_attempts) break;

@@ -35,6 +35,7 @@ class HeadConnection {
     absl::Duration initial_backoff = absl::Milliseconds(100);
     absl::Duration max_backoff = absl::Seconds(2);
     int exit_report_attempts = 3;
+    std::string cluster_token;  // attached to every call; empty = none
   };
   // What the connection reports, supplied by the raylet. Called on the
   // connection's thread.

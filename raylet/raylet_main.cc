@@ -28,6 +28,7 @@
 #include "grpcpp/security/server_credentials.h"
 #include "grpcpp/server.h"
 #include "grpcpp/server_builder.h"
+#include "common/cluster_token.h"
 #include "common/files.h"
 #include "common/metrics_server.h"
 #include "raylet/bundle_reservations.h"
@@ -64,6 +65,7 @@ struct Flags {
   std::string log_dir;
   std::string refuse_prepare_file;
   std::string node_pool;
+  std::string token_file;
   std::string metrics_listen;
   std::string metrics_port_file;
 };
@@ -214,10 +216,19 @@ int Run(const Flags& flags) {
             accelerator_type.empty() ? "" : absl::StrCat(", accelerator type ", accelerator_type),
             ", logs in ", log_dir);
 
+  std::string cluster_token;
+  if (!flags.token_file.empty()) {
+    absl::StatusOr<std::string> token = LoadClusterToken(flags.token_file, "--token-file");
+    if (!token.ok()) return Fail(token.status());
+    cluster_token = *token;
+  }
   RayletMetrics metrics(node_id);
+  HeadConnection::Options connection_options;
+  connection_options.node_id = node_id;
+  connection_options.cluster_token = cluster_token;
   HeadConnection head_connection(
       grpc::CreateCustomChannel(head->ToString(), grpc::InsecureChannelCredentials(), HeadChannelArguments()),
-      {node_id});
+      connection_options);
   WorkerProcessManager workers({log_dir, node_dir + "/work", [&](const WorkerRecord& record) {
                                   v1::WorkerStatus status;
                                   WorkerRecordToProto(record, &status);
@@ -230,6 +241,7 @@ int Run(const Flags& flags) {
   RayletService::Options service_options;
   service_options.advertise_host = flags.advertise_host;
   service_options.refuse_prepare_file = flags.refuse_prepare_file;
+  service_options.cluster_token = cluster_token;
   RayletService service(service_options,
                         BundleReservations(reservable, static_cast<uint32_t>(gpus.devices.size())),
                         &workers);
@@ -347,6 +359,8 @@ int main(int argc, char** argv) {
   app.add_option("--resources", flags.resources, "custom resources, name=qty,name=qty");
   app.add_option("--labels", flags.labels, "node labels, k=v,k=v");
   app.add_option("--log-dir", flags.log_dir, "worker logs (default: /tmp/berth/<node-id>/logs)");
+  app.add_option("--token-file", flags.token_file,
+                 "cluster token: required on every RPC to this raylet, sent on every call to the head");
   app.add_option("--node-pool", flags.node_pool,
                  "autoscaler node pool of this node (label berth.io/node-pool)");
   app.add_option("--metrics-listen", flags.metrics_listen,

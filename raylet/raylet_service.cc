@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/cluster_token.h"
 #include "absl/strings/str_join.h"
 #include "common/proto_convert.h"
 #include "google/protobuf/io/coded_stream.h"
@@ -117,9 +118,10 @@ grpc::Status RayletService::Idempotent(absl::string_view method, const std::stri
   return ToGrpcStatus(status);
 }
 
-grpc::Status RayletService::PrepareBundleResources(grpc::ServerContext*,
+grpc::Status RayletService::PrepareBundleResources(grpc::ServerContext* context,
                                                    const v1::PrepareBundleResourcesRequest* request,
                                                    v1::PrepareBundleResourcesResponse* response) {
+  if (grpc::Status denied = CheckClusterToken(context, options_.cluster_token); !denied.ok()) return denied;
   return Idempotent("PrepareBundleResources", request->request_id(), *request, response,
                     [&]() -> absl::Status {
     const std::string& pg = request->placement_group_id();
@@ -153,9 +155,10 @@ grpc::Status RayletService::PrepareBundleResources(grpc::ServerContext*,
   });
 }
 
-grpc::Status RayletService::CommitBundleResources(grpc::ServerContext*,
+grpc::Status RayletService::CommitBundleResources(grpc::ServerContext* context,
                                                   const v1::CommitBundleResourcesRequest* request,
                                                   v1::CommitBundleResourcesResponse* response) {
+  if (grpc::Status denied = CheckClusterToken(context, options_.cluster_token); !denied.ok()) return denied;
   return Idempotent("CommitBundleResources", request->request_id(), *request, response,
                     [&]() -> absl::Status {
     const std::string& pg = request->placement_group_id();
@@ -173,9 +176,10 @@ grpc::Status RayletService::CommitBundleResources(grpc::ServerContext*,
   });
 }
 
-grpc::Status RayletService::CancelResourceReserve(grpc::ServerContext*,
+grpc::Status RayletService::CancelResourceReserve(grpc::ServerContext* context,
                                                   const v1::CancelResourceReserveRequest* request,
                                                   v1::CancelResourceReserveResponse* response) {
+  if (grpc::Status denied = CheckClusterToken(context, options_.cluster_token); !denied.ok()) return denied;
   return Idempotent("CancelResourceReserve", request->request_id(), *request, response,
                     [&]() -> absl::Status {
     const std::string& pg = request->placement_group_id();
@@ -192,9 +196,10 @@ grpc::Status RayletService::CancelResourceReserve(grpc::ServerContext*,
   });
 }
 
-grpc::Status RayletService::ReleaseUnusedBundles(grpc::ServerContext*,
+grpc::Status RayletService::ReleaseUnusedBundles(grpc::ServerContext* context,
                                                  const v1::ReleaseUnusedBundlesRequest* request,
                                                  v1::ReleaseUnusedBundlesResponse* response) {
+  if (grpc::Status denied = CheckClusterToken(context, options_.cluster_token); !denied.ok()) return denied;
   return Idempotent("ReleaseUnusedBundles", request->request_id(), *request, response,
                     [&]() -> absl::Status {
     std::set<BundleKey> in_use;
@@ -220,8 +225,9 @@ grpc::Status RayletService::ReleaseUnusedBundles(grpc::ServerContext*,
   });
 }
 
-grpc::Status RayletService::StartWorker(grpc::ServerContext*, const v1::StartWorkerRequest* request,
+grpc::Status RayletService::StartWorker(grpc::ServerContext* context, const v1::StartWorkerRequest* request,
                                         v1::StartWorkerResponse* response) {
+  if (grpc::Status denied = CheckClusterToken(context, options_.cluster_token); !denied.ok()) return denied;
   return Idempotent("StartWorker", request->request_id(), *request, response,
                     [&]() {
                       return StartWorkerLocked(request->spec(), response);
@@ -287,8 +293,9 @@ absl::Status RayletService::StartWorkerLocked(const v1::WorkerSpec& spec,
   return absl::OkStatus();
 }
 
-grpc::Status RayletService::StopWorker(grpc::ServerContext*, const v1::StopWorkerRequest* request,
+grpc::Status RayletService::StopWorker(grpc::ServerContext* context, const v1::StopWorkerRequest* request,
                                        v1::StopWorkerResponse* response) {
+  if (grpc::Status denied = CheckClusterToken(context, options_.cluster_token); !denied.ok()) return denied;
   return Idempotent("StopWorker", request->request_id(), *request, response, [&]() -> absl::Status {
     if (absl::Status s = ValidateString(request->worker_id(), "worker_id", kMaxIdBytes, true);
         !s.ok()) {
@@ -305,8 +312,9 @@ grpc::Status RayletService::StopWorker(grpc::ServerContext*, const v1::StopWorke
   });
 }
 
-grpc::Status RayletService::ListWorkers(grpc::ServerContext*, const v1::ListWorkersRequest* request,
+grpc::Status RayletService::ListWorkers(grpc::ServerContext* context, const v1::ListWorkersRequest* request,
                                         v1::ListWorkersResponse* response) {
+  if (grpc::Status denied = CheckClusterToken(context, options_.cluster_token); !denied.ok()) return denied;
   for (const WorkerRecord& record : workers_->List()) {
     if (!request->job_id().empty() && record.job_id != request->job_id()) continue;
     WorkerRecordToProto(record, response->add_workers());
@@ -314,8 +322,9 @@ grpc::Status RayletService::ListWorkers(grpc::ServerContext*, const v1::ListWork
   return grpc::Status::OK;
 }
 
-grpc::Status RayletService::AllocatePort(grpc::ServerContext*, const v1::AllocatePortRequest*,
+grpc::Status RayletService::AllocatePort(grpc::ServerContext* context, const v1::AllocatePortRequest*,
                                          v1::AllocatePortResponse* response) {
+  if (grpc::Status denied = CheckClusterToken(context, options_.cluster_token); !denied.ok()) return denied;
   absl::StatusOr<TcpPortReservation> port = TcpPortReservation::Reserve(options_.advertise_host, 0);
   if (!port.ok()) return ToGrpcStatus(port.status());
   response->set_port(port->port());
@@ -323,8 +332,9 @@ grpc::Status RayletService::AllocatePort(grpc::ServerContext*, const v1::Allocat
   return grpc::Status::OK;
 }
 
-grpc::Status RayletService::ReadWorkerLog(grpc::ServerContext*, const v1::ReadWorkerLogRequest* request,
+grpc::Status RayletService::ReadWorkerLog(grpc::ServerContext* context, const v1::ReadWorkerLogRequest* request,
                                           v1::ReadWorkerLogResponse* response) {
+  if (grpc::Status denied = CheckClusterToken(context, options_.cluster_token); !denied.ok()) return denied;
   if (request->stream() != v1::LOG_STREAM_STDOUT && request->stream() != v1::LOG_STREAM_STDERR) {
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "stream: STDOUT or STDERR");
   }

@@ -39,6 +39,8 @@ class RayletService final : public v1::RayletService::Service {
     std::string refuse_prepare_file;
     // SIGTERM -> SIGKILL grace for workers of cancelled or released bundles.
     absl::Duration bundle_release_grace = absl::Seconds(2);
+    // Every RPC must carry it (common/cluster_token.h); empty = no check.
+    std::string cluster_token;
   };
 
   RayletService(Options options, BundleReservations reservations,

@@ -14,6 +14,7 @@
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/health_check_service_interface.h"
+#include "common/cluster_token.h"
 #include "common/files.h"
 #include "common/metrics_server.h"
 #include "scheduler/head_server.h"
@@ -65,6 +66,9 @@ int main(int argc, char** argv) {
   std::string metrics_port_file;
   std::string state_dir;
   std::string state_store;
+  std::string token_file;
+  app.add_option("--token-file", token_file,
+                 "require this cluster token (authorization: Bearer) on every RPC; mode 0600");
   size_t max_name_length = 128;
   app.add_option("--state-dir", state_dir,
                  "keep nodes and placement groups in DIR/head.sqlite, so a restarted head continues");
@@ -95,6 +99,14 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, 256));
   CLI11_PARSE(app, argc, argv);
   config.scheduler.max_name_length = max_name_length;
+  if (!token_file.empty()) {
+    absl::StatusOr<std::string> token = berth::LoadClusterToken(token_file, "--token-file");
+    if (!token.ok()) {
+      std::fprintf(stderr, "berth-head: %s\n", std::string(token.status().message()).c_str());
+      return 1;
+    }
+    config.cluster_token = *token;
+  }
   config.train.max_name_length = max_name_length;
   config.raylet_rpc_timeout = absl::Milliseconds(rpc_timeout_ms);
   if (config.train.worker_binary.empty() || config.train.worker_binary == "berth-worker") {

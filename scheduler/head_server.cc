@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/cluster_token.h"
 #include "common/metrics_server.h"
 #include "common/proto_convert.h"
 
@@ -18,7 +19,7 @@ int64_t NowMs() { return absl::ToUnixMillis(absl::Now()); }
 
 HeadServer::HeadServer(HeadConfig config, std::unique_ptr<StateStore> store)
     : config_(config),
-      raylets_(config.raylet_rpc_timeout),
+      raylets_(config.raylet_rpc_timeout, config.cluster_token),
       committer_(&raylets_),
       store_(store ? std::move(store) : NewMemoryStateStore()),
       nodes_(&table_, config.liveness),
@@ -138,6 +139,7 @@ HeadServer::~HeadServer() { Stop(); }
 void HeadServer::Start(const std::string& head_address) {
   TrainControllerConfig train = config_.train;
   train.head_address = head_address;
+  train.cluster_token = config_.cluster_token;
   train.on_restart = [this] { metrics_.OnJobRestart(); };
   train.persist = [this](const v1::TrainJobRecord& record) {
     absl::MutexLock lock(&store_mu_);
@@ -266,8 +268,9 @@ void HeadServer::SchedulingLoop() {
 
 // --- NodeService -----------------------------------------------------------
 
-grpc::Status HeadServer::RegisterNode(grpc::ServerContext*, const v1::RegisterNodeRequest* request,
+grpc::Status HeadServer::RegisterNode(grpc::ServerContext* context, const v1::RegisterNodeRequest* request,
                                       v1::RegisterNodeResponse* response) {
+  if (grpc::Status denied = CheckClusterToken(context, config_.cluster_token); !denied.ok()) return denied;
   // Before the node can receive new bundles, it drops any it holds that the
   // head does not know (left from before a head or raylet restart).
   std::vector<v1::HeldBundle> held;
@@ -301,8 +304,9 @@ grpc::Status HeadServer::RegisterNode(grpc::ServerContext*, const v1::RegisterNo
   return grpc::Status::OK;
 }
 
-grpc::Status HeadServer::Heartbeat(grpc::ServerContext*, const v1::HeartbeatRequest* request,
+grpc::Status HeadServer::Heartbeat(grpc::ServerContext* context, const v1::HeartbeatRequest* request,
                                    v1::HeartbeatResponse* response) {
+  if (grpc::Status denied = CheckClusterToken(context, config_.cluster_token); !denied.ok()) return denied;
   if (request->node_id().empty()) {
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "node_id: required");
   }
@@ -317,14 +321,16 @@ grpc::Status HeadServer::Heartbeat(grpc::ServerContext*, const v1::HeartbeatRequ
   return grpc::Status::OK;
 }
 
-grpc::Status HeadServer::ListNodes(grpc::ServerContext*, const v1::ListNodesRequest* request,
+grpc::Status HeadServer::ListNodes(grpc::ServerContext* context, const v1::ListNodesRequest* request,
                                    v1::ListNodesResponse* response) {
+  if (grpc::Status denied = CheckClusterToken(context, config_.cluster_token); !denied.ok()) return denied;
   absl::MutexLock lock(&mu_);
   return ToGrpcStatus(nodes_.ListNodes(*request, response));
 }
 
-grpc::Status HeadServer::DrainNode(grpc::ServerContext*, const v1::DrainNodeRequest* request,
+grpc::Status HeadServer::DrainNode(grpc::ServerContext* context, const v1::DrainNodeRequest* request,
                                    v1::DrainNodeResponse* response) {
+  if (grpc::Status denied = CheckClusterToken(context, config_.cluster_token); !denied.ok()) return denied;
   absl::MutexLock lock(&mu_);
   absl::Status s = nodes_.Drain(*request);
   if (!s.ok()) return ToGrpcStatus(s);
@@ -334,9 +340,10 @@ grpc::Status HeadServer::DrainNode(grpc::ServerContext*, const v1::DrainNodeRequ
   return grpc::Status::OK;
 }
 
-grpc::Status HeadServer::ReportWorkerExit(grpc::ServerContext*,
+grpc::Status HeadServer::ReportWorkerExit(grpc::ServerContext* context,
                                           const v1::ReportWorkerExitRequest* request,
                                           v1::ReportWorkerExitResponse*) {
+  if (grpc::Status denied = CheckClusterToken(context, config_.cluster_token); !denied.ok()) return denied;
   // The controller is told after mu_ is released: it calls back into the head.
   if (absl::Status s = ValidateString(request->node_id(), "node_id", 128, true); !s.ok()) {
     return ToGrpcStatus(s);
@@ -363,9 +370,10 @@ grpc::Status HeadServer::ReportWorkerExit(grpc::ServerContext*,
   return grpc::Status::OK;
 }
 
-grpc::Status HeadServer::ListWorkerExits(grpc::ServerContext*,
+grpc::Status HeadServer::ListWorkerExits(grpc::ServerContext* context,
                                          const v1::ListWorkerExitsRequest* request,
                                          v1::ListWorkerExitsResponse* response) {
+  if (grpc::Status denied = CheckClusterToken(context, config_.cluster_token); !denied.ok()) return denied;
   absl::MutexLock lock(&mu_);
   for (const v1::ReportWorkerExitRequest& exit : worker_exits_) {
     if (!request->job_id().empty() && exit.status().job_id() != request->job_id()) continue;
@@ -380,9 +388,10 @@ grpc::Status HeadServer::ListWorkerExits(grpc::ServerContext*,
 
 // --- PlacementGroupService -------------------------------------------------
 
-grpc::Status HeadServer::CreatePlacementGroup(grpc::ServerContext*,
+grpc::Status HeadServer::CreatePlacementGroup(grpc::ServerContext* context,
                                               const v1::CreatePlacementGroupRequest* request,
                                               v1::CreatePlacementGroupResponse* response) {
+  if (grpc::Status denied = CheckClusterToken(context, config_.cluster_token); !denied.ok()) return denied;
   absl::MutexLock lock(&mu_);
   absl::StatusOr<std::string> id = groups_.Create(*request, NewPlacementGroupId(), NowMs());
   if (!id.ok()) return ToGrpcStatus(id.status());
@@ -392,16 +401,18 @@ grpc::Status HeadServer::CreatePlacementGroup(grpc::ServerContext*,
   return grpc::Status::OK;
 }
 
-grpc::Status HeadServer::GetPlacementGroup(grpc::ServerContext*,
+grpc::Status HeadServer::GetPlacementGroup(grpc::ServerContext* context,
                                            const v1::GetPlacementGroupRequest* request,
                                            v1::GetPlacementGroupResponse* response) {
+  if (grpc::Status denied = CheckClusterToken(context, config_.cluster_token); !denied.ok()) return denied;
   absl::MutexLock lock(&mu_);
   return ToGrpcStatus(groups_.Get(*request, response->mutable_placement_group()));
 }
 
-grpc::Status HeadServer::ListPlacementGroups(grpc::ServerContext*,
+grpc::Status HeadServer::ListPlacementGroups(grpc::ServerContext* context,
                                              const v1::ListPlacementGroupsRequest* request,
                                              v1::ListPlacementGroupsResponse* response) {
+  if (grpc::Status denied = CheckClusterToken(context, config_.cluster_token); !denied.ok()) return denied;
   absl::MutexLock lock(&mu_);
   groups_.List(*request, response);
   return grpc::Status::OK;
@@ -410,6 +421,7 @@ grpc::Status HeadServer::ListPlacementGroups(grpc::ServerContext*,
 grpc::Status HeadServer::WaitPlacementGroupReady(grpc::ServerContext* context,
                                                  const v1::WaitPlacementGroupReadyRequest* request,
                                                  v1::WaitPlacementGroupReadyResponse* response) {
+  if (grpc::Status denied = CheckClusterToken(context, config_.cluster_token); !denied.ok()) return denied;
   absl::Time deadline = absl::Now() + absl::Milliseconds(request->timeout_ms());
   deadline = std::min(deadline, absl::FromChrono(context->deadline()));
   const std::string& id = request->placement_group_id();
@@ -431,9 +443,10 @@ grpc::Status HeadServer::WaitPlacementGroupReady(grpc::ServerContext* context,
   return grpc::Status::OK;
 }
 
-grpc::Status HeadServer::RemovePlacementGroup(grpc::ServerContext*,
+grpc::Status HeadServer::RemovePlacementGroup(grpc::ServerContext* context,
                                               const v1::RemovePlacementGroupRequest* request,
                                               v1::RemovePlacementGroupResponse*) {
+  if (grpc::Status denied = CheckClusterToken(context, config_.cluster_token); !denied.ok()) return denied;
   absl::StatusOr<std::vector<CancelTask>> cancels;
   {
     absl::MutexLock lock(&mu_);
@@ -451,8 +464,9 @@ grpc::Status HeadServer::RemovePlacementGroup(grpc::ServerContext*,
 
 // --- ClusterService --------------------------------------------------------
 
-grpc::Status HeadServer::GetClusterStatus(grpc::ServerContext*, const v1::GetClusterStatusRequest*,
+grpc::Status HeadServer::GetClusterStatus(grpc::ServerContext* context, const v1::GetClusterStatusRequest*,
                                           v1::GetClusterStatusResponse* response) {
+  if (grpc::Status denied = CheckClusterToken(context, config_.cluster_token); !denied.ok()) return denied;
   {
     absl::MutexLock lock(&mu_);
     groups_.ClusterStatus(response);
@@ -472,9 +486,10 @@ grpc::Status HeadServer::GetClusterStatus(grpc::ServerContext*, const v1::GetClu
   return grpc::Status::OK;
 }
 
-grpc::Status HeadServer::ReportAutoscalerStatus(grpc::ServerContext*,
+grpc::Status HeadServer::ReportAutoscalerStatus(grpc::ServerContext* context,
                                                 const v1::ReportAutoscalerStatusRequest* request,
                                                 v1::ReportAutoscalerStatusResponse*) {
+  if (grpc::Status denied = CheckClusterToken(context, config_.cluster_token); !denied.ok()) return denied;
   for (int i = 0; i < request->status().pools_size(); ++i) {
     if (request->status().pools(i).name().empty()) {
       return ToGrpcStatus(absl::InvalidArgumentError(absl::StrCat("status.pools[", i, "].name: required")));
@@ -505,33 +520,38 @@ std::vector<std::shared_ptr<prometheus::Collectable>> HeadServer::MetricsCollect
 
 // --- TrainJobService -------------------------------------------------------
 
-grpc::Status HeadServer::SubmitTrainJob(grpc::ServerContext*, const v1::SubmitTrainJobRequest* request,
+grpc::Status HeadServer::SubmitTrainJob(grpc::ServerContext* context, const v1::SubmitTrainJobRequest* request,
                                         v1::SubmitTrainJobResponse* response) {
+  if (grpc::Status denied = CheckClusterToken(context, config_.cluster_token); !denied.ok()) return denied;
   absl::StatusOr<std::string> id = jobs_->Submit(*request);
   if (!id.ok()) return ToGrpcStatus(id.status());
   response->set_job_id(*id);
   return grpc::Status::OK;
 }
 
-grpc::Status HeadServer::GetTrainJob(grpc::ServerContext*, const v1::GetTrainJobRequest* request,
+grpc::Status HeadServer::GetTrainJob(grpc::ServerContext* context, const v1::GetTrainJobRequest* request,
                                      v1::GetTrainJobResponse* response) {
+  if (grpc::Status denied = CheckClusterToken(context, config_.cluster_token); !denied.ok()) return denied;
   return ToGrpcStatus(jobs_->Get(request->job_id(), response->mutable_job()));
 }
 
-grpc::Status HeadServer::ListTrainJobs(grpc::ServerContext*, const v1::ListTrainJobsRequest* request,
+grpc::Status HeadServer::ListTrainJobs(grpc::ServerContext* context, const v1::ListTrainJobsRequest* request,
                                        v1::ListTrainJobsResponse* response) {
+  if (grpc::Status denied = CheckClusterToken(context, config_.cluster_token); !denied.ok()) return denied;
   jobs_->List(*request, response);
   return grpc::Status::OK;
 }
 
-grpc::Status HeadServer::StopTrainJob(grpc::ServerContext*, const v1::StopTrainJobRequest* request,
+grpc::Status HeadServer::StopTrainJob(grpc::ServerContext* context, const v1::StopTrainJobRequest* request,
                                       v1::StopTrainJobResponse*) {
+  if (grpc::Status denied = CheckClusterToken(context, config_.cluster_token); !denied.ok()) return denied;
   return ToGrpcStatus(jobs_->Stop(request->job_id()));
 }
 
 grpc::Status HeadServer::StreamTrainJobLogs(grpc::ServerContext* context,
                                             const v1::StreamTrainJobLogsRequest* request,
                                             grpc::ServerWriter<v1::LogChunk>* writer) {
+  if (grpc::Status denied = CheckClusterToken(context, config_.cluster_token); !denied.ok()) return denied;
   std::optional<uint32_t> rank;
   if (request->has_rank()) rank = request->rank();
   // Read offsets per (worker, stream); a restart brings new worker ids.
@@ -581,9 +601,10 @@ grpc::Status HeadServer::StreamTrainJobLogs(grpc::ServerContext* context,
   }
 }
 
-grpc::Status HeadServer::ReportTrainProgress(grpc::ServerContext*,
+grpc::Status HeadServer::ReportTrainProgress(grpc::ServerContext* context,
                                              const v1::ReportTrainProgressRequest* request,
                                              v1::ReportTrainProgressResponse*) {
+  if (grpc::Status denied = CheckClusterToken(context, config_.cluster_token); !denied.ok()) return denied;
   return ToGrpcStatus(jobs_->ReportProgress(*request));
 }
 

@@ -40,6 +40,9 @@ struct HeadConfig {
   int committer_threads = 8;
   size_t max_worker_exits_kept = 10000;
   int max_message_bytes = 4 << 20;  // largest request accepted (--max-message-bytes)
+  // Every RPC must carry it (common/cluster_token.h); empty = no check.
+  // Also used on the head's calls to raylets.
+  std::string cluster_token;
 };
 
 class HeadServer final : public v1::NodeService::Service,

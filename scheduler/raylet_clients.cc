@@ -1,5 +1,6 @@
 #include "scheduler/raylet_clients.h"
 
+#include "common/cluster_token.h"
 #include "common/proto_convert.h"
 #include "grpcpp/grpcpp.h"
 
@@ -20,6 +21,7 @@ absl::StatusOr<Response> RayletClients::Call(const std::string& address, Method 
                                              const Request& request) {
   grpc::ClientContext context;
   context.set_deadline(absl::ToChronoTime(absl::Now() + timeout_));
+  AttachClusterToken(&context, cluster_token_);
   Response response;
   grpc::Status status = (Stub(address)->*method)(&context, request, &response);
   if (!status.ok()) return FromGrpcStatus(status);

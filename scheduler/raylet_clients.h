@@ -18,7 +18,9 @@ namespace berth {
 
 class RayletClients {
  public:
-  explicit RayletClients(absl::Duration timeout) : timeout_(timeout) {}
+  // Calls carry `cluster_token` (common/cluster_token.h) when not empty.
+  explicit RayletClients(absl::Duration timeout, std::string cluster_token = "")
+      : timeout_(timeout), cluster_token_(std::move(cluster_token)) {}
 
   absl::StatusOr<v1::PrepareBundleResourcesResponse> Prepare(
       const std::string& address, const v1::PrepareBundleResourcesRequest& request);
@@ -41,6 +43,7 @@ class RayletClients {
   absl::StatusOr<Response> Call(const std::string& address, Method method, const Request& request);
 
   const absl::Duration timeout_;
+  const std::string cluster_token_;
   absl::Mutex mu_;
   absl::flat_hash_map<std::string, std::unique_ptr<v1::RayletService::Stub>> stubs_
       ABSL_GUARDED_BY(mu_);

@@ -6,7 +6,8 @@
 #   local-pool.sh scale  POOL TARGET          start raylets until POOL has TARGET
 #   local-pool.sh remove POOL TARGET NODE...  stop these raylets
 #
-# The autoscaler passes BERTH_POOL_* and BERTH_HEAD_ADDRESS. State (a pid
+# The autoscaler passes BERTH_POOL_* and BERTH_HEAD_ADDRESS (and its own
+# environment, e.g. BERTH_TOKEN_FILE for a cluster with a token). State (a pid
 # file per node) lives in ${BERTH_POOL_DIR:-/tmp/berth-pools-$(id -u)}/POOL.
 # BERTH_RAYLET_BIN overrides which berth-raylet runs (default: PATH).
 set -eu
@@ -37,6 +38,7 @@ scale)
       --log-dir "$dir/$id-workers"
     [ -n "${BERTH_POOL_ACCELERATOR_TYPE:-}" ] && set -- "$@" --accelerator-type "$BERTH_POOL_ACCELERATOR_TYPE"
     [ -n "${BERTH_POOL_LABELS:-}" ] && set -- "$@" --labels "$BERTH_POOL_LABELS"
+    [ -n "${BERTH_TOKEN_FILE:-}" ] && set -- "$@" --token-file "$BERTH_TOKEN_FILE"
     # Own output file: the autoscaler waits for this script's output to end.
     "$raylet" "$@" </dev/null >"$dir/$id.log" 2>&1 &
     echo $! >"$dir/$id.pid"

@@ -450,6 +450,8 @@ absl::StatusOr<std::map<std::string, std::string>> TrainJobController::Launch(
     trainer.add_argv(resume_from);
   }
   base_env(trainer, 0);
+  // Only the trainer calls the head (ReportTrainProgress); ranks never see the token.
+  if (!config_.cluster_token.empty()) (*trainer.mutable_env())["BERTH_CLUSTER_TOKEN"] = config_.cluster_token;
   if (absl::Status s = start(trainer, (*ranks)[0].node_id); !s.ok()) return s;
 
   for (const RankedWorker& r : *ranks) {

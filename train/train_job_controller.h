@@ -52,6 +52,7 @@ struct TrainControllerConfig {
   absl::Duration poll = absl::Milliseconds(50);
   size_t max_active_jobs = 1000;  // not yet finished (berth-head --max-active-jobs)
   size_t max_name_length = 128;   // --max-name-length
+  std::string cluster_token;      // given to the trainer (BERTH_CLUSTER_TOKEN)
   // Called (from a job's thread) each time a job restarts its workers after
   // a failure; for the head's metrics. May be empty.
   std::function<void()> on_restart;

@@ -4,6 +4,7 @@
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
 #include <csignal>
+#include <cstdlib>
 #include <cstdio>
 #include <cstring>
 #include <memory>
@@ -56,6 +57,10 @@ class HeadReporter {
     v1::ReportTrainProgressResponse response;
     grpc::ClientContext context;
     context.set_deadline(absl::ToChronoTime(absl::Now() + kHeadDeadline));
+    // The head gives the trainer the cluster token when the cluster has one.
+    if (const char* token = std::getenv("BERTH_CLUSTER_TOKEN"); token != nullptr && *token != '\0') {
+      context.AddMetadata("authorization", std::string("Bearer ") + token);
+    }
     const grpc::Status status = stub_->ReportTrainProgress(&context, request, &response);
     const std::string error =
         status.ok() ? "" : absl::StrCat("code ", status.error_code(), ": ", status.error_message());

@@ -14,6 +14,7 @@
 #include <stdexcept>
 #include <thread>
 
+#include "common/cluster_token.h"
 #include "common/files.h"
 #include "grpcpp/grpcpp.h"
 
@@ -73,6 +74,12 @@ int ChildProcess::Wait() {
   return status;
 }
 
+std::unique_ptr<grpc::ClientContext> LocalCluster::context(std::chrono::milliseconds timeout) const {
+  std::unique_ptr<grpc::ClientContext> c = Context(timeout);
+  AttachClusterToken(c.get(), token_);
+  return c;
+}
+
 std::unique_ptr<grpc::ClientContext> Context(std::chrono::milliseconds timeout) {
   auto context = std::make_unique<grpc::ClientContext>();
   context->set_deadline(std::chrono::system_clock::now() + timeout);
@@ -88,11 +95,19 @@ bool WaitUntil(const std::function<bool()>& condition, std::chrono::milliseconds
   }
 }
 
-LocalCluster::LocalCluster(int heartbeat_ms, std::vector<std::string> extra_head_flags, std::string head_host)
+LocalCluster::LocalCluster(int heartbeat_ms, std::vector<std::string> extra_head_flags, std::string head_host,
+                           bool with_token)
     : heartbeat_ms_(heartbeat_ms), extra_head_flags_(std::move(extra_head_flags)), head_host_(std::move(head_host)) {
   char dir[] = "/tmp/berth-it-XXXXXX";
   if (mkdtemp(dir) == nullptr) throw std::runtime_error("mkdtemp failed");
   dir_ = dir;
+  if (with_token) {
+    token_file_ = dir_ + "/token";
+    absl::StatusOr<std::string> token = CreateClusterToken(token_file_);
+    if (!token.ok()) throw std::runtime_error(std::string(token.status().message()));
+    token_ = *token;
+    extra_head_flags_.insert(extra_head_flags_.end(), {"--token-file", token_file_});
+  }
   StartHead(head_host_ + ":0");
 }
 
@@ -171,6 +186,7 @@ void LocalCluster::StartRaylet(Raylet& r) {
     argv.push_back(o.labels);
   }
   argv.insert(argv.end(), o.extra_flags.begin(), o.extra_flags.end());
+  if (!token_file_.empty()) argv.insert(argv.end(), {"--token-file", token_file_});
   r.process = std::make_unique<ChildProcess>(argv, dir_ + "/" + o.node_id + ".log");
   const std::string port = ReadPortFile(port_file, std::chrono::seconds(10));
   if (port.empty()) throw std::runtime_error("berth-raylet " + o.node_id + " did not start");
@@ -181,7 +197,7 @@ void LocalCluster::StartRaylet(Raylet& r) {
         v1::ListNodesRequest request;
         request.add_states(v1::NODE_STATE_ALIVE);
         v1::ListNodesResponse response;
-        if (!nodes_->ListNodes(Context().get(), request, &response).ok()) return false;
+        if (!nodes_->ListNodes(context().get(), request, &response).ok()) return false;
         for (const auto& n : response.nodes()) {
           if (n.node_id() == o.node_id && n.address() == r.address) return true;
         }

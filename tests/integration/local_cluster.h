@@ -53,8 +53,10 @@ class LocalCluster {
   // Heartbeats every `heartbeat_ms`; a node is DEAD after 5 missed periods.
   // The head listens on `head_host` (another address than loopback when
   // raylets run in network namespaces).
+  // With `with_token`, the head and raylets require a cluster token on
+  // every RPC (context() attaches it).
   explicit LocalCluster(int heartbeat_ms = 100, std::vector<std::string> extra_head_flags = {},
-                        std::string head_host = "127.0.0.1");
+                        std::string head_host = "127.0.0.1", bool with_token = false);
   ~LocalCluster();
 
   // Starts a raylet and waits until the head lists it ALIVE.
@@ -76,6 +78,11 @@ class LocalCluster {
   const std::string& dir() const { return dir_; }
   std::string log_dir(const std::string& node_id) const;
   int heartbeat_ms() const { return heartbeat_ms_; }
+  const std::string& token() const { return token_; }
+  const std::string& token_file() const { return token_file_; }
+  // A client context with a deadline and the cluster token (if any).
+  std::unique_ptr<grpc::ClientContext> context(
+      std::chrono::milliseconds timeout = std::chrono::milliseconds(5000)) const;
 
  private:
   struct Raylet {
@@ -90,6 +97,7 @@ class LocalCluster {
   int heartbeat_ms_;
   std::vector<std::string> extra_head_flags_;
   std::string head_host_;
+  std::string token_, token_file_;
   std::string dir_;
   std::unique_ptr<ChildProcess> head_;
   std::string head_address_;
