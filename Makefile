@@ -4,7 +4,7 @@ BUILD_DIR ?= build
 JOBS ?= $(shell nproc)
 BAZEL ?= bazel
 
-.PHONY: all setup configure build test demo placement-demo bench bazel clean
+.PHONY: all setup configure build test demo placement-demo bench bazel clean sanitize fuzz
 
 all: build
 
@@ -33,6 +33,18 @@ bench: build
 bazel: setup
 	$(BAZEL) build --jobs=$(JOBS) //...
 	$(BAZEL) test --jobs=$(JOBS) //tests:unit
+
+# Tests under ASan+UBSan (build-asan) and the head under TSan (build-tsan);
+# SANITIZE_SCOPE=ci: the unit tests, control_plane_test and the CLI
+# end-to-end test under ASan, without the torch worker.
+SANITIZE_SCOPE ?= full
+sanitize: setup
+	SCOPE=$(SANITIZE_SCOPE) JOBS=$(JOBS) bash tests/sanitize/run.sh all
+
+# The libFuzzer targets (build-fuzz), FUZZ_SECONDS each.
+FUZZ_SECONDS ?= 60
+fuzz: setup
+	JOBS=$(JOBS) bash tests/fuzz/run_fuzzers.sh build-fuzz $(FUZZ_SECONDS)
 
 clean:
 	rm -rf $(BUILD_DIR)

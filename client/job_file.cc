@@ -1,5 +1,6 @@
 #include "client/job_file.h"
 
+#include <yaml-cpp/eventhandler.h>
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
@@ -12,6 +13,7 @@
 #include <limits>
 #include <optional>
 #include <set>
+#include <sstream>
 #include <vector>
 
 #include "absl/strings/ascii.h"
@@ -66,6 +68,32 @@ std::string Describe(const YAML::Node& node) {
 
 // A plain (unquoted) scalar: what YAML reads as a number or a boolean.
 bool IsPlainScalar(const YAML::Node& node) { return node.IsScalar() && node.Tag() != "!"; }
+
+// Records where each YAML document starts and where its root node is.
+struct DocumentStarts : YAML::EventHandler {
+  std::vector<YAML::Mark> starts, roots;
+  void Root(const YAML::Mark& mark) {
+    if (roots.size() < starts.size()) roots.push_back(mark);
+  }
+  void OnDocumentStart(const YAML::Mark& mark) override { starts.push_back(mark); }
+  void OnDocumentEnd() override {}
+  void OnNull(const YAML::Mark& mark, YAML::anchor_t) override { Root(mark); }
+  void OnAlias(const YAML::Mark& mark, YAML::anchor_t) override { Root(mark); }
+  void OnScalar(const YAML::Mark& mark, const std::string&, YAML::anchor_t,
+                const std::string&) override {
+    Root(mark);
+  }
+  void OnSequenceStart(const YAML::Mark& mark, const std::string&, YAML::anchor_t,
+                       YAML::EmitterStyle::value) override {
+    Root(mark);
+  }
+  void OnSequenceEnd() override {}
+  void OnMapStart(const YAML::Mark& mark, const std::string&, YAML::anchor_t,
+                  YAML::EmitterStyle::value) override {
+    Root(mark);
+  }
+  void OnMapEnd() override {}
+};
 
 class JobFileParser {
  public:
@@ -372,12 +400,24 @@ absl::StatusOr<v1::TrainJobSpec> ParseJobFile(const std::string& text, const std
   JobFileParser parser(name);
   // yaml-cpp reports syntax errors (and nothing else here) as exceptions.
   try {
-    std::vector<YAML::Node> docs = YAML::LoadAll(text);
-    if (docs.size() > 1) {
-      return parser.At(docs[1].Mark(), absl::InvalidArgumentError(
-                                           "a job file holds one YAML document, not several"));
+    // Count documents with the event parser, at most two. Not LoadAll:
+    // yaml-cpp 0.7 never consumes a stray block-level ',' and LoadAll then
+    // loops forever, adding empty documents until memory runs out. A
+    // document that starts where the previous one did is that token.
+    std::istringstream stream(text);
+    YAML::Parser events(stream);
+    DocumentStarts docs;
+    if (events.HandleNextDocument(docs) && events.HandleNextDocument(docs)) {
+      const YAML::Mark& second = docs.starts[1];
+      if (second.pos <= docs.starts[0].pos) {
+        const char c = static_cast<size_t>(second.pos) < text.size() ? text[second.pos] : ' ';
+        return parser.At(second, absl::InvalidArgumentError(absl::StrCat(
+                                     "YAML: unexpected '", absl::string_view(&c, 1), "'")));
+      }
+      return parser.At(docs.roots.size() > 1 ? docs.roots[1] : second,
+                       absl::InvalidArgumentError("a job file holds one YAML document, not several"));
     }
-    return parser.Parse(docs.empty() ? YAML::Node() : docs[0]);
+    return parser.Parse(YAML::Load(text));
   } catch (const YAML::Exception& e) {
     return parser.At(e.mark, absl::InvalidArgumentError(absl::StrCat("YAML: ", e.msg)));
   }

@@ -229,6 +229,12 @@ TEST(JobFileTest, SyntaxErrorsAndFiles) {
   EXPECT_THAT(ErrorOf("scaling:\n  num_workers: 1\nname: [a, b\n"), StartsWith("job.yaml:4: YAML: "));
   EXPECT_EQ(ErrorOf("scaling: {num_workers: 1}\n---\nname: x\n"),
             "job.yaml:3: a job file holds one YAML document, not several");
+  // Found by job_file_fuzzer: a stray ',' made yaml-cpp's LoadAll loop
+  // forever, adding empty documents until memory ran out.
+  EXPECT_EQ(ErrorOf(","), "job.yaml:1: YAML: unexpected ','");
+  EXPECT_EQ(ErrorOf("# a job\n  , a\n"), "job.yaml:2: YAML: unexpected ','");
+  EXPECT_EQ(ErrorOf("scaling: {num_workers: 1}\n---\n,\n"),
+            "job.yaml:3: a job file holds one YAML document, not several");
   absl::StatusOr<v1::TrainJobSpec> missing = LoadJobFile("/nonexistent/job.yaml");
   EXPECT_EQ(missing.status().code(), absl::StatusCode::kNotFound);
   EXPECT_THAT(std::string(missing.status().message()), HasSubstr("/nonexistent/job.yaml"));

@@ -292,7 +292,8 @@ int Run(const Flags& flags) {
   registration.set_node_id(node_id);
   registration.set_address(address);
   if (metrics_server) {
-    registration.set_metrics_address(HostPort{flags.advertise_host, metrics_server->port()}.ToString());
+    registration.set_metrics_address(
+        HostPort{flags.advertise_host, static_cast<uint16_t>(metrics_server->port())}.ToString());
   }
   ResourceSetToProto(total, registration.mutable_total());
   registration.mutable_labels()->insert(labels->begin(), labels->end());

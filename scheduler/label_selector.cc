@@ -89,6 +89,12 @@ bool LabelRequirement::Matches(const Labels& labels) const {
 }
 
 std::string LabelRequirement::ToString() const {
+  // "k in ()" would not parse back: the one way to write an empty value is
+  // the equality form.
+  const bool set_based = op == LabelOperator::kIn || op == LabelOperator::kNotIn;
+  if (set_based && values.size() == 1 && values[0].empty()) {
+    return absl::StrCat(key, op == LabelOperator::kIn ? "=" : "!=");
+  }
   switch (op) {
     case LabelOperator::kExists:
       return key;

@@ -11,6 +11,7 @@ PACKAGES=(
   libcli11-dev libyaml-cpp-dev nlohmann-json3-dev libcurl4-openssl-dev
   prometheus yamllint libsqlite3-dev libhiredis-dev redis-server
   bazel-bootstrap bazel-rules-java
+  clang libclang-rt-14-dev
 )
 
 missing=()

@@ -70,6 +70,13 @@ absl::StatusOr<PlacementGroupSpec> BuildTrainPlacementGroup(const ScalingConfig&
           "scaling_config.accelerator_type: '", config.accelerator_type,
           "' may use only letters, digits and _ . / -"));
     }
+    // The bundles carry `accelerator_type:<T>`, which must stay a valid
+    // resource name: the head reports and reads bundles back through it.
+    if (!ValidateResourceName(AcceleratorResourceName(config.accelerator_type), "").ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "scaling_config.accelerator_type: longer than ",
+          128 - kAcceleratorResourcePrefix.size(), " characters"));
+    }
     if (worker.Get(kGpu).IsZero()) {
       return absl::InvalidArgumentError(absl::StrCat(
           "scaling_config.accelerator_type: '", config.accelerator_type,

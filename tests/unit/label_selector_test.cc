@@ -59,6 +59,19 @@ TEST(LabelSelectorTest, RejectsMalformedNamingTheField) {
   }
 }
 
+// Found by placement_fuzzer: `zone=` (an empty value) printed as
+// "zone in ()", which Parse rejects; printed selectors must parse back.
+TEST(LabelSelectorTest, EmptyValuesPrintAsTheyParse) {
+  for (const char* text : {"zone=", "zone!=", "zone==", "a=, b in (x,y), !c"}) {
+    auto s = LabelSelector::Parse(text, "s").value();
+    auto again = LabelSelector::Parse(s.ToString(), "s");
+    ASSERT_TRUE(again.ok()) << text << " printed as " << s.ToString() << ": " << again.status();
+    EXPECT_EQ(*again, s) << text;
+  }
+  EXPECT_EQ(LabelSelector::Parse("zone=", "s")->ToString(), "zone=");
+  EXPECT_EQ(LabelSelector::Parse("zone!=", "s")->ToString(), "zone!=");
+}
+
 TEST(LabelSelectorTest, CreateValidatesStructuredInput) {
   auto empty_in = LabelSelector::Create({{"zone", LabelOperator::kIn, {}}}, "sel");
   ASSERT_FALSE(empty_in.ok());

@@ -2,6 +2,7 @@
 
 #include <set>
 
+#include "common/proto_convert.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "scheduler/bundle_placer.h"
@@ -75,6 +76,24 @@ TEST(ScalingConfigTest, BadConfigsNameTheField) {
   ScalingConfig nan;
   nan.trainer_resources = {{{"memory", std::nan("")}}};
   expect_error(nan, "scaling_config.trainer_resources[\"memory\"]");
+}
+
+// Found by scaling_config_fuzzer: an accelerator type of 112+ characters made
+// an `accelerator_type:<T>` resource name over 128 characters, which the head
+// could not read back when reporting the job's bundles.
+TEST(ScalingConfigTest, AcceleratorTypeKeepsResourceNamesValid) {
+  ScalingConfig c;
+  c.use_gpu = true;
+  c.accelerator_type = std::string(111, 'A');
+  auto spec = BuildTrainPlacementGroup(c).value();
+  google::protobuf::RepeatedPtrField<v1::Bundle> wire;
+  BundleToProto(spec.bundles()[0], wire.Add());
+  EXPECT_TRUE(
+      PlacementGroupSpecFromProto(wire, v1::PLACEMENT_STRATEGY_PACK, /*allow_internal=*/true).ok());
+  c.accelerator_type = std::string(112, 'A');
+  auto r = BuildTrainPlacementGroup(c);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().message(), "scaling_config.accelerator_type: longer than 111 characters");
 }
 
 class SeedExamplesTest : public ::testing::Test {
