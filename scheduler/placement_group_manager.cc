@@ -265,24 +265,29 @@ std::vector<CancelTask> PlacementGroupManager::OnCommitDone(const std::string& i
     ReleaseBundles(g, PlacedBundles(g));
     return cancels;
   }
+  // Bundles on nodes that died during the commit are lost, the ones kept
+  // from before as well as the ones committing: OnNodeDead skipped the group
+  // while it was in flight.
+  std::vector<uint32_t> lost;
+  for (uint32_t b : PlacedBundles(g)) {
+    if (table_->node(g.placed[b]->allocation.node).state == NodeState::kDead) lost.push_back(b);
+  }
+  ReleaseBundles(g, lost);
   if (!result.ok()) {
     ReleaseBundles(g, committing);
     g.reason = absl::StrCat("two-phase commit failed, retrying: ", result.message());
-    if (g.state == v1::PLACEMENT_GROUP_STATE_PREPARED) g.state = v1::PLACEMENT_GROUP_STATE_PENDING;
+    if (!lost.empty()) {
+      g.state = v1::PLACEMENT_GROUP_STATE_RESCHEDULING;
+      g.waiting_since_ms = now_ms;
+    } else if (g.state == v1::PLACEMENT_GROUP_STATE_PREPARED) {
+      g.state = v1::PLACEMENT_GROUP_STATE_PENDING;
+    }
     g.backoff_ms = g.backoff_ms == 0 ? config_.initial_backoff_ms
                                      : std::min<int64_t>(config_.max_backoff_ms,
                                                          static_cast<int64_t>(g.backoff_ms * config_.backoff_multiplier));
     Enqueue(g, now_ms + g.backoff_ms);
     return {};
   }
-  // Bundles whose node died during the commit are lost already.
-  std::vector<uint32_t> lost;
-  for (uint32_t b : committing) {
-    if (g.placed[b] && table_->node(g.placed[b]->allocation.node).state == NodeState::kDead) {
-      lost.push_back(b);
-    }
-  }
-  ReleaseBundles(g, lost);
   g.backoff_ms = 0;
   if (lost.empty() && PlacedBundles(g).size() == g.placed.size()) {
     g.state = v1::PLACEMENT_GROUP_STATE_CREATED;

@@ -126,6 +126,7 @@ class ChaosTest : public ::testing::Test {
     for (const auto& g : groups.placement_groups()) by_id[g.placement_group_id()] = &g;
     std::map<std::pair<std::string, uint32_t>, double> gpu_share;  // (node, gpu) -> held
     std::map<std::string, std::map<std::string, double>> held;     // node -> resource -> amount
+    std::map<std::string, std::string> holders;                    // node -> "group (state), ..."
     for (const std::string& id : live) {
       auto it = by_id.find(id);
       if (it == by_id.end()) {
@@ -146,6 +147,7 @@ class ChaosTest : public ::testing::Test {
           held[l.node_id()][name] += amount;
         }
         for (const v1::GpuShare& s : l.gpus()) gpu_share[{l.node_id(), s.index()}] += s.units() / 10000.0;
+        holders[l.node_id()] += g.placement_group_id() + " (" + v1::PlacementGroupState_Name(g.state()) + ") ";
       }
     }
     for (const auto& [gpu, share] : gpu_share) {
@@ -167,8 +169,8 @@ class ChaosTest : public ::testing::Test {
         const double used = (total == n.total().amounts().end() ? 0 : total->second) -
                             (available == n.available().amounts().end() ? 0 : available->second);
         if (std::abs(used - held[n.node_id()][r]) > 1e-6) {
-          if (report) std::fprintf(stderr, "chaos: VIOLATION: %s uses %.4f %s but its bundles hold %.4f\n", n.node_id().c_str(),
-                       used, r, held[n.node_id()][r]);
+          if (report) std::fprintf(stderr, "chaos: VIOLATION: %s uses %.4f %s but its bundles hold %.4f: %s\n",
+                       n.node_id().c_str(), used, r, held[n.node_id()][r], holders[n.node_id()].c_str());
           ++violations;
         }
       }

@@ -165,6 +165,38 @@ TEST_F(PlacementGroupManagerTest, NodeDeathReschedulesOnlyLostBundles) {
   EXPECT_EQ(after.locations(0).node_id(), kept_node);
 }
 
+// A node holding one of the group's kept bundles dies while the group's
+// other bundles are in two-phase commit elsewhere: the kept bundle is lost
+// too, whether the commit succeeds or fails (found by the chaos test).
+TEST_F(PlacementGroupManagerTest, KeptBundleOnANodeThatDiesDuringACommitIsLost) {
+  for (bool succeed : {true, false}) {
+    SCOPED_TRACE(succeed ? "commit succeeds" : "commit fails");
+    const std::string suffix = succeed ? "1" : "2";
+    AddNode("a" + suffix, 1);
+    AddNode("b" + suffix, 1);
+    const std::string id = Create(Request(2, v1::PLACEMENT_STRATEGY_STRICT_SPREAD));
+    ScheduleAndCommit();
+    ASSERT_EQ(Info(id).state(), v1::PLACEMENT_GROUP_STATE_CREATED);
+    const std::string kept_node = Info(id).locations(0).node_id();
+    const std::string lost_node = Info(id).locations(1).node_id();
+    ASSERT_TRUE(table_.SetNodeState(lost_node, NodeState::kDead).ok());
+    pgs_.OnNodeDead(lost_node, now_);
+    AddNode("c" + suffix, 1);
+    std::vector<CommitTask> tasks = pgs_.Schedule(now_);
+    ASSERT_EQ(tasks.size(), 1u);
+    // The kept bundle's node dies while bundle 1 commits on the new node.
+    ASSERT_TRUE(table_.SetNodeState(kept_node, NodeState::kDead).ok());
+    pgs_.OnNodeDead(kept_node, now_);
+    if (succeed) pgs_.OnPrepared(id, tasks[0].attempt);
+    pgs_.OnCommitDone(id, tasks[0].attempt, succeed ? absl::OkStatus() : absl::UnavailableError("refused"), now_);
+    const v1::PlacementGroupInfo info = Info(id);
+    EXPECT_NE(info.state(), v1::PLACEMENT_GROUP_STATE_CREATED);
+    for (const v1::BundleLocation& l : info.locations()) EXPECT_NE(l.node_id(), kept_node);
+    EXPECT_EQ(table_.node(*table_.FindNode(kept_node)).available.Get(kGpu), Quantity::Whole(1));
+    ASSERT_TRUE(pgs_.Remove(id).ok());
+  }
+}
+
 TEST_F(PlacementGroupManagerTest, StrictSpreadThatNoLongerFitsStaysPendingWithAReason) {
   AddNode("a", 1);
   AddNode("b", 1);
