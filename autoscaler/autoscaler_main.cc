@@ -18,6 +18,7 @@
 #include "autoscaler/scaling_planner.h"
 #include "client/head_client.h"
 #include "common/cluster_token.h"
+#include "common/tls_flags.h"
 #include "common/files.h"
 #include "common/metrics_server.h"
 #include "prometheus/counter.h"
@@ -36,6 +37,7 @@ struct Flags {
   std::string metrics_listen;
   std::string metrics_port_file;
   std::string token_file;
+  TlsFiles tls;
   bool check_config = false;
 };
 
@@ -80,6 +82,12 @@ int Run(const Flags& flags) {
     }
     options.cluster_token = *token;
   }
+  absl::StatusOr<TlsConfig> tls = LoadTlsConfig(flags.tls, /*need_certificate=*/false);
+  if (!tls.ok()) {
+    Log(std::string(tls.status().message()));
+    return 2;
+  }
+  options.tls = *std::move(tls);
   absl::StatusOr<std::unique_ptr<HeadClient>> head = HeadClient::Create(flags.head, options);
   if (!head.ok()) {
     Log(absl::StrCat("--head: ", head.status().message()));
@@ -190,6 +198,7 @@ int main(int argc, char** argv) {
                  "serve Prometheus /metrics on HOST:PORT (port 0 picks one); empty = off");
   app.add_option("--metrics-port-file", flags.metrics_port_file, "write the bound metrics port here");
   app.add_flag("--check-config", flags.check_config, "validate --config, print the pools and exit");
+  berth::AddTlsFlags(app, flags.tls, "berth-client; optional");
   app.add_option("--token-file", flags.token_file, "cluster token for the head (default: $BERTH_TOKEN_FILE)")
       ->envname("BERTH_TOKEN_FILE");
   CLI11_PARSE(app, argc, argv);

@@ -39,6 +39,7 @@
 #include "client/format.h"
 #include "client/head_client.h"
 #include "common/cluster_token.h"
+#include "common/tls_flags.h"
 #include "client/job_args.h"
 #include "client/job_file.h"
 #include "client/local_cluster.h"
@@ -54,6 +55,7 @@ constexpr int kExitUsage = 2;
 struct Globals {
   std::string address;  // --address; empty = discover
   std::string token_file;  // --token-file; empty = discover
+  TlsFiles tls;            // --tls-*-file; empty = discover
   double timeout_seconds = 10;
   bool json = false;
 };
@@ -111,6 +113,44 @@ absl::StatusOr<std::string> ResolveClusterToken(const std::string& flag) {
   return std::string();
 }
 
+// The local cluster's CA and certificates: `berth up` and `berth start
+// --head` write them (common/cluster_tls.h).
+std::string LocalTlsDir() { return StateDir() + "/tls"; }
+
+// TLS to the head: the --tls-* flags, else $BERTH_TLS_CA_FILE (with
+// $BERTH_TLS_CERT_FILE and $BERTH_TLS_KEY_FILE), else the local cluster's
+// client certificate when it has one; none = plaintext.
+absl::StatusOr<TlsConfig> ResolveTls(const TlsFiles& flags) {
+  if (!flags.ca_file.empty() || !flags.cert_file.empty() || !flags.key_file.empty()) {
+    return LoadTlsConfig(flags, false);
+  }
+  auto env = [](const char* name) {
+    const char* value = std::getenv(name);
+    return std::string(value == nullptr ? "" : value);
+  };
+  if (!env("BERTH_TLS_CA_FILE").empty()) {
+    absl::StatusOr<TlsConfig> tls =
+        LoadTlsConfig({env("BERTH_TLS_CA_FILE"), env("BERTH_TLS_CERT_FILE"), env("BERTH_TLS_KEY_FILE")}, false);
+    if (!tls.ok()) return absl::InvalidArgumentError(absl::StrCat("$BERTH_TLS_*: ", tls.status().message()));
+    return tls;
+  }
+  const TlsFiles local = ClusterTlsFiles(LocalTlsDir(), TlsRole::kClient);
+  if (access(local.ca_file.c_str(), F_OK) == 0) return LoadTlsConfig(local, false);
+  return TlsConfig{};
+}
+
+// Token and TLS as the flags, the environment or the local cluster say.
+absl::StatusOr<HeadClientOptions> ResolveClientOptions(const std::string& token_file, const TlsFiles& tls_files) {
+  HeadClientOptions options;
+  absl::StatusOr<std::string> token = ResolveClusterToken(token_file);
+  if (!token.ok()) return token.status();
+  options.cluster_token = *std::move(token);
+  absl::StatusOr<TlsConfig> tls = ResolveTls(tls_files);
+  if (!tls.ok()) return tls.status();
+  options.tls = *std::move(tls);
+  return options;
+}
+
 // Connects to the head the globals name and runs `run` with it.
 int WithHead(const Globals& globals, const std::function<int(const Context&)>& run) {
   std::optional<LocalState> state;
@@ -122,11 +162,10 @@ int WithHead(const Globals& globals, const std::function<int(const Context&)>& r
     state = *std::move(read);
   }
   const std::string address = ResolveHeadAddress(globals.address, env, state);
-  HeadClientOptions options;
+  absl::StatusOr<HeadClientOptions> resolved = ResolveClientOptions(globals.token_file, globals.tls);
+  if (!resolved.ok()) return UsageError(resolved.status());
+  HeadClientOptions options = *std::move(resolved);
   options.timeout = absl::Seconds(globals.timeout_seconds);
-  absl::StatusOr<std::string> token = ResolveClusterToken(globals.token_file);
-  if (!token.ok()) return UsageError(token.status());
-  options.cluster_token = *std::move(token);
   absl::StatusOr<std::unique_ptr<HeadClient>> client = HeadClient::Create(address, options);
   // HeadClient names the field ("address: ..."); the user typed the flag.
   if (!client.ok()) {
@@ -497,8 +536,7 @@ class LogPrinter {
 // The head's StreamTrainJobLogs; a server stream, so not a HeadClient call
 // (no retries: chunks already printed cannot be taken back).
 int RunLogs(const Context& ctx, const LogsFlags& flags) {
-  auto stub = v1::TrainJobService::NewStub(
-      grpc::CreateChannel(ctx.address, grpc::InsecureChannelCredentials()));
+  auto stub = v1::TrainJobService::NewStub(ctx.client.channel());
   v1::StreamTrainJobLogsRequest request;
   request.set_job_id(flags.id);
   if (flags.rank->count() > 0) request.set_rank(flags.rank_value);
@@ -729,13 +767,22 @@ absl::StatusOr<std::string> StartHead(Local& local, LocalState& state, const std
     std::filesystem::create_directories(local.dir, ignored);
     if (absl::StatusOr<std::string> token = CreateClusterToken(LocalTokenPath()); !token.ok()) return token.status();
   }
+  // And TLS: a CA of its own and certificates for the head, the nodes and
+  // clients (mutual TLS between the head and the raylets).
+  const TlsFiles head_tls = ClusterTlsFiles(LocalTlsDir(), TlsRole::kHead);
+  if (access(head_tls.ca_file.c_str(), F_OK) != 0) {
+    std::vector<std::string> hosts;
+    if (host != "127.0.0.1" && host != "localhost") hosts.push_back(host);
+    if (absl::Status s = CreateClusterCertificates(LocalTlsDir(), hosts); !s.ok()) return s;
+  }
   absl::StatusOr<LocalProcess> process =
       local.Spawn(state, "head", "head", *head,
                   {"--listen", absl::StrCat(host, ":", port), "--port-file", port_file,
                    "--worker-binary", *worker, "--checkpoint-root",
                    absl::StrCat(local.dir, "/checkpoints"), "--metrics-listen",
                    absl::StrCat(host, ":0"), "--state-dir", HeadStateDir(local), "--token-file",
-                   LocalTokenPath()});
+                   LocalTokenPath(), "--tls-ca-file", head_tls.ca_file, "--tls-cert-file",
+                   head_tls.cert_file, "--tls-key-file", head_tls.key_file});
   if (!process.ok()) return process.status();
   absl::StatusOr<std::string> bound = WaitForPort(*process, port_file);
   if (!bound.ok()) return bound.status();
@@ -751,6 +798,11 @@ absl::StatusOr<LocalProcess> StartRaylet(Local& local, LocalState& state,
   absl::StatusOr<std::string> raylet = local.Binary("berth-raylet", "raylet");
   if (!raylet.ok()) return raylet.status();
   if (access(LocalTokenPath().c_str(), F_OK) == 0) flags.insert(flags.end(), {"--token-file", LocalTokenPath()});
+  const TlsFiles tls = ClusterTlsFiles(LocalTlsDir(), TlsRole::kNode);
+  if (access(tls.ca_file.c_str(), F_OK) == 0) {
+    flags.insert(flags.end(), {"--tls-ca-file", tls.ca_file, "--tls-cert-file", tls.cert_file, "--tls-key-file",
+                               tls.key_file});
+  }
   flags.insert(flags.end(), {"--head", head_address, "--log-dir",
                              absl::StrCat(local.log_dir, "/workers/", name), "--metrics-listen",
                              metrics_listen});
@@ -778,11 +830,9 @@ absl::StatusOr<LocalState> NotRunning(const Local& local, absl::string_view what
 // Waits until the head at `address` lists every node of `ids` ALIVE.
 absl::StatusOr<v1::ListNodesResponse> WaitForNodes(const LocalState& state,
                                                    const std::vector<std::string>& ids) {
-  HeadClientOptions options;
-  absl::StatusOr<std::string> token = ResolveClusterToken("");
-  if (!token.ok()) return token.status();
-  options.cluster_token = *std::move(token);
-  absl::StatusOr<std::unique_ptr<HeadClient>> client = HeadClient::Create(state.head_address, options);
+  absl::StatusOr<HeadClientOptions> options = ResolveClientOptions("", {});
+  if (!options.ok()) return options.status();
+  absl::StatusOr<std::unique_ptr<HeadClient>> client = HeadClient::Create(state.head_address, *options);
   if (!client.ok()) return client.status();
   const absl::Time deadline = absl::Now() + kStartTimeout;
   for (;;) {
@@ -820,6 +870,7 @@ void StopLocal(const Local& local, const LocalState& state) {
   std::error_code ignored;
   std::filesystem::remove_all(HeadStateDir(local), ignored);
   std::filesystem::remove(LocalTokenPath(), ignored);
+  std::filesystem::remove_all(LocalTlsDir(), ignored);
 }
 
 struct UpFlags {
@@ -953,7 +1004,45 @@ int RunStart(const Globals&, const StartFlags& flags) {
   return kExitOk;
 }
 
+// --- berth credentials -------------------------------------------------------
+
+struct CredentialsFlags {
+  std::string dir;
+  std::vector<std::string> hosts;
+};
+
+// A cluster token and a CA with head, node and client certificates, for
+// clusters `berth up` does not start (Kubernetes, systemd).
+int RunCredentials(const Globals&, const CredentialsFlags& flags) {
+  std::error_code error;
+  std::filesystem::create_directories(flags.dir, error);
+  if (error) return UsageError(absl::InvalidArgumentError(absl::StrCat("DIR: ", flags.dir, ": ", error.message())));
+  std::filesystem::permissions(flags.dir, std::filesystem::perms::owner_all, error);
+  if (access((flags.dir + "/ca.crt").c_str(), F_OK) == 0) {
+    return UsageError(absl::AlreadyExistsError(
+        absl::StrCat("DIR: ", flags.dir, " already holds a CA (ca.crt); remove it to make new credentials")));
+  }
+  if (absl::StatusOr<std::string> token = CreateClusterToken(flags.dir + "/token"); !token.ok()) {
+    return UsageError(token.status());
+  }
+  if (absl::Status s = CreateClusterCertificates(flags.dir, flags.hosts); !s.ok()) return UsageError(s);
+  std::cout << "wrote " << flags.dir << "/{token,ca.crt,ca.key,head.crt,head.key,node.crt,node.key,client.crt,"
+            << "client.key} (mode 0600)\n"
+            << "head:   --token-file token --tls-ca-file ca.crt --tls-cert-file head.crt --tls-key-file head.key\n"
+            << "raylet: --token-file token --tls-ca-file ca.crt --tls-cert-file node.crt --tls-key-file node.key\n"
+            << "users:  BERTH_TOKEN_FILE=token BERTH_TLS_CA_FILE=ca.crt (keep ca.key offline)\n";
+  return kExitOk;
+}
+
 void AddLocalCommands(CLI::App& app, Action* action) {
+  auto credentials = std::make_shared<CredentialsFlags>();
+  CLI::App* credentials_cmd = app.add_subcommand(
+      "credentials", "Write a cluster token, a CA and head/node/client certificates into DIR (mode 0600)");
+  credentials_cmd->add_option("DIR", credentials->dir, "Directory to write")->required();
+  credentials_cmd->add_option("--host", credentials->hosts,
+                              "Another DNS name or IP address the certificates name (repeatable)");
+  OnChosenLocal(credentials_cmd, action, credentials, RunCredentials);
+
   auto up = std::make_shared<UpFlags>();
   CLI::App* up_cmd = app.add_subcommand(
       "up", "Start a head and raylets with simulated GPUs on this machine; stop with `berth down`");
@@ -1080,6 +1169,7 @@ int Main(int argc, char** argv) {
   app.add_option("--address", globals.address,
                  "Head address host:port (default: $BERTH_ADDRESS, else the local cluster's, "
                  "else 127.0.0.1:6380)");
+  AddTlsFlags(app, globals.tls, "berth-client; optional");
   app.add_option("--token-file", globals.token_file,
                  "Cluster token (default: $BERTH_TOKEN_FILE, else the local cluster's)");
   app.add_option("--timeout", globals.timeout_seconds, "Deadline of each call, seconds")

@@ -1,7 +1,8 @@
 // End to end through the real `berth` binary: `up` a two-node local cluster
 // in a temporary BERTH_HOME, read `status -o json`, submit command jobs from
 // a job file, read their logs, stop one, and check `down` leaves none of the
-// cluster's processes running.
+// cluster's processes running. The cluster is secure by default: a token
+// and mutual TLS with certificates `up` writes.
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/wait.h>
@@ -37,10 +38,11 @@ class CliEndToEndTest : public ::testing::Test {
     std::filesystem::remove_all(home_);
   }
 
-  // Runs `berth args` against this test's cluster only.
-  Result Berth(const std::string& args) {
+  // Runs `berth args` against this test's cluster only (`env`: more
+  // VAR=value settings).
+  Result Berth(const std::string& args, const std::string& env = "") {
     const std::string command =
-        absl::StrCat("env -u BERTH_ADDRESS BERTH_HOME=", home_, " ", BERTH_CLI, " ", args, " 2>&1");
+        absl::StrCat("env -u BERTH_ADDRESS BERTH_HOME=", home_, " ", env, " ", BERTH_CLI, " ", args, " 2>&1");
     Result result;
     FILE* pipe = popen(command.c_str(), "r");
     if (pipe == nullptr) return result;
@@ -89,6 +91,19 @@ TEST_F(CliEndToEndTest, UpSubmitLogsStopDown) {
   ASSERT_EQ(status.rc, 0) << status.out;
   const nlohmann::json json = nlohmann::json::parse(status.out);
   EXPECT_EQ(json.value("alive_nodes", 0), 2) << status.out;
+  for (const char* file : {"token", "tls/ca.crt", "tls/ca.key", "tls/head.key", "tls/node.key", "tls/client.key"}) {
+    const auto perms = std::filesystem::status(absl::StrCat(home_, "/local/", file)).permissions();
+    EXPECT_EQ(perms, std::filesystem::perms::owner_read | std::filesystem::perms::owner_write) << file;
+  }
+  // Another cluster's CA does not trust this head.
+  const Result other = Berth(absl::StrCat("credentials ", home_, "/other"));
+  ASSERT_EQ(other.rc, 0) << other.out;
+  const Result foreign = Berth("status", absl::StrCat("BERTH_TLS_CA_FILE=", home_, "/other/ca.crt"));
+  EXPECT_EQ(foreign.rc, 1) << foreign.out;
+  EXPECT_NE(foreign.out.find("UNAVAILABLE"), std::string::npos) << foreign.out;
+  const Result twice = Berth(absl::StrCat("credentials ", home_, "/other"));
+  EXPECT_EQ(twice.rc, 2) << twice.out;
+  EXPECT_NE(twice.out.find("already holds a CA"), std::string::npos) << twice.out;
 
   const Result hi = Berth(absl::StrCat("submit ", WriteJob("hi", "echo hi $RANK"), " --wait"));
   ASSERT_EQ(hi.rc, 0) << hi.out;

@@ -60,12 +60,13 @@ absl::StatusOr<std::unique_ptr<HeadClient>> HeadClient::Create(absl::string_view
                                                                HeadClientOptions options) {
   if (absl::Status s = ValidateAddress(address); !s.ok()) return s;
   if (absl::Status s = ValidateOptions(options); !s.ok()) return s;
-  return std::unique_ptr<HeadClient>(new HeadClient(
-      grpc::CreateChannel(std::string(address), grpc::InsecureChannelCredentials()), options));
+  std::shared_ptr<grpc::Channel> channel = options.tls.MakeChannel(std::string(address), TlsRole::kHead);
+  return std::unique_ptr<HeadClient>(new HeadClient(std::move(channel), std::move(options)));
 }
 
 HeadClient::HeadClient(std::shared_ptr<grpc::Channel> channel, HeadClientOptions options)
-    : options_(options),
+    : options_(std::move(options)),
+      channel_(channel),
       nodes_(v1::NodeService::NewStub(channel)),
       placement_groups_(v1::PlacementGroupService::NewStub(channel)),
       cluster_(v1::ClusterService::NewStub(channel)),

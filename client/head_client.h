@@ -17,12 +17,15 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "berth/v1/head.grpc.pb.h"
+#include "common/cluster_tls.h"
 
 namespace berth {
 
 struct HeadClientOptions {
   // Attached to every call (common/cluster_token.h); empty = none.
   std::string cluster_token;
+  // TLS to the head (common/cluster_tls.h); off = plaintext.
+  TlsConfig tls;
   // Deadline of each attempt of each call.
   absl::Duration timeout = absl::Seconds(10);
   // Attempts after the first one, on UNAVAILABLE only.
@@ -46,6 +49,8 @@ class HeadClient {
 
   // The token this client attaches (for calls made outside it, e.g. streams).
   const std::string& cluster_token() const { return options_.cluster_token; }
+  // The channel to the head (for calls made outside it, e.g. streams).
+  const std::shared_ptr<grpc::Channel>& channel() const { return channel_; }
 
   absl::StatusOr<v1::ListNodesResponse> ListNodes(const v1::ListNodesRequest& request = {});
   absl::StatusOr<v1::DrainNodeResponse> DrainNode(v1::DrainNodeRequest request);
@@ -85,6 +90,7 @@ class HeadClient {
   absl::StatusOr<Response> Call(absl::Duration timeout, Rpc rpc);
 
   const HeadClientOptions options_;
+  const std::shared_ptr<grpc::Channel> channel_;
   const std::unique_ptr<v1::NodeService::Stub> nodes_;
   const std::unique_ptr<v1::PlacementGroupService::Stub> placement_groups_;
   const std::unique_ptr<v1::ClusterService::Stub> cluster_;

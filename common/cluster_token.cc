@@ -1,16 +1,11 @@
 #include "common/cluster_token.h"
 
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
-#include <fstream>
 #include <random>
-#include <sstream>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/strip.h"
+#include "common/files.h"
 
 namespace berth {
 namespace {
@@ -28,17 +23,9 @@ bool SameSecret(absl::string_view a, absl::string_view b) {
 }  // namespace
 
 absl::StatusOr<std::string> LoadClusterToken(const std::string& path, const std::string& flag) {
-  struct stat st {};
-  if (stat(path.c_str(), &st) != 0) return absl::NotFoundError(absl::StrCat(flag, " ", path, ": cannot read"));
-  if ((st.st_mode & (S_IRWXG | S_IRWXO)) != 0) {
-    return absl::PermissionDeniedError(
-        absl::StrCat(flag, " ", path, ": readable by others (mode ", absl::StrFormat("%o", st.st_mode & 0777),
-                     "); chmod 600 it"));
-  }
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  std::string token(absl::StripAsciiWhitespace(text.str()));
+  absl::StatusOr<std::string> text = ReadSecretFile(path, flag);
+  if (!text.ok()) return text.status();
+  std::string token(absl::StripAsciiWhitespace(*text));
   if (token.size() < 16) return absl::InvalidArgumentError(absl::StrCat(flag, " ", path, ": token shorter than 16 characters"));
   return token;
 }
@@ -47,13 +34,9 @@ absl::StatusOr<std::string> CreateClusterToken(const std::string& path) {
   std::random_device random;
   std::string token;
   for (int i = 0; i < 8; ++i) absl::StrAppendFormat(&token, "%08x", random());
-  const int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-  if (fd < 0) return absl::UnavailableError(absl::StrCat(path, ": cannot write the cluster token"));
-  fchmod(fd, 0600);
-  const std::string line = token + "\n";
-  const bool written = write(fd, line.data(), line.size()) == static_cast<ssize_t>(line.size());
-  close(fd);
-  if (!written) return absl::UnavailableError(absl::StrCat(path, ": cannot write the cluster token"));
+  if (absl::Status s = WriteSecretFile(path, token + "\n"); !s.ok()) {
+    return absl::UnavailableError(absl::StrCat(path, ": cannot write the cluster token"));
+  }
   return token;
 }
 

@@ -1,5 +1,7 @@
 #include "common/files.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -7,6 +9,7 @@
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 
 namespace berth {
 
@@ -29,6 +32,31 @@ std::string ReadFileOrEmpty(const std::string& path) {
   std::stringstream text;
   text << in.rdbuf();
   return text.str();
+}
+
+absl::StatusOr<std::string> ReadSecretFile(const std::string& path, const std::string& flag) {
+  struct stat st {};
+  if (stat(path.c_str(), &st) != 0) return absl::NotFoundError(absl::StrCat(flag, " ", path, ": cannot read"));
+  if ((st.st_mode & (S_IRWXG | S_IRWXO)) != 0) {
+    return absl::PermissionDeniedError(
+        absl::StrCat(flag, " ", path, ": readable by others (mode ", absl::StrFormat("%o", st.st_mode & 0777),
+                     "); chmod 600 it"));
+  }
+  std::ifstream in(path);
+  if (!in) return absl::NotFoundError(absl::StrCat(flag, " ", path, ": cannot read"));
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+absl::Status WriteSecretFile(const std::string& path, const std::string& content) {
+  const int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (fd < 0) return absl::UnavailableError(absl::StrCat(path, ": cannot write"));
+  fchmod(fd, 0600);
+  const bool written = write(fd, content.data(), content.size()) == static_cast<ssize_t>(content.size());
+  close(fd);
+  if (!written) return absl::UnavailableError(absl::StrCat(path, ": cannot write"));
+  return absl::OkStatus();
 }
 
 }  // namespace berth

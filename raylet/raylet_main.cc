@@ -29,6 +29,7 @@
 #include "grpcpp/server.h"
 #include "grpcpp/server_builder.h"
 #include "common/cluster_token.h"
+#include "common/tls_flags.h"
 #include "common/files.h"
 #include "common/metrics_server.h"
 #include "raylet/bundle_reservations.h"
@@ -66,6 +67,7 @@ struct Flags {
   std::string refuse_prepare_file;
   std::string node_pool;
   std::string token_file;
+  TlsFiles tls;
   std::string metrics_listen;
   std::string metrics_port_file;
 };
@@ -222,12 +224,14 @@ int Run(const Flags& flags) {
     if (!token.ok()) return Fail(token.status());
     cluster_token = *token;
   }
+  absl::StatusOr<TlsConfig> tls = LoadTlsConfig(flags.tls, /*need_certificate=*/true);
+  if (!tls.ok()) return Fail(tls.status());
   RayletMetrics metrics(node_id);
   HeadConnection::Options connection_options;
   connection_options.node_id = node_id;
   connection_options.cluster_token = cluster_token;
   HeadConnection head_connection(
-      grpc::CreateCustomChannel(head->ToString(), grpc::InsecureChannelCredentials(), HeadChannelArguments()),
+      tls->MakeChannel(head->ToString(), TlsRole::kHead, HeadChannelArguments()),
       connection_options);
   WorkerProcessManager workers({log_dir, node_dir + "/work", [&](const WorkerRecord& record) {
                                   v1::WorkerStatus status;
@@ -242,6 +246,7 @@ int Run(const Flags& flags) {
   service_options.advertise_host = flags.advertise_host;
   service_options.refuse_prepare_file = flags.refuse_prepare_file;
   service_options.cluster_token = cluster_token;
+  service_options.tls = *tls;
   RayletService service(service_options,
                         BundleReservations(reservable, static_cast<uint32_t>(gpus.devices.size())),
                         &workers);
@@ -250,7 +255,8 @@ int Run(const Flags& flags) {
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
   int bound_port = 0;
-  builder.AddListeningPort(listen->ToString(), grpc::InsecureServerCredentials(), &bound_port);
+  builder.AddListeningPort(listen->ToString(), tls->ServerCredentials(/*require_client_certificate=*/true),
+                           &bound_port);
   builder.RegisterService(&service);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (server == nullptr || bound_port == 0) {
@@ -360,6 +366,7 @@ int main(int argc, char** argv) {
   app.add_option("--resources", flags.resources, "custom resources, name=qty,name=qty");
   app.add_option("--labels", flags.labels, "node labels, k=v,k=v");
   app.add_option("--log-dir", flags.log_dir, "worker logs (default: /tmp/berth/<node-id>/logs)");
+  AddTlsFlags(app, flags.tls, "berth-node");
   app.add_option("--token-file", flags.token_file,
                  "cluster token: required on every RPC to this raylet, sent on every call to the head");
   app.add_option("--node-pool", flags.node_pool,

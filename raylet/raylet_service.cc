@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/cluster_token.h"
+#include "common/cluster_tls.h"
 #include "absl/strings/str_join.h"
 #include "common/proto_convert.h"
 #include "google/protobuf/io/coded_stream.h"
@@ -88,6 +89,12 @@ RayletService::RayletService(Options options, BundleReservations reservations,
                              WorkerProcessManager* workers)
     : options_(std::move(options)), workers_(workers), reservations_(std::move(reservations)) {}
 
+grpc::Status RayletService::Admit(const grpc::ServerContext* context, const char* what) const {
+  if (grpc::Status denied = CheckClusterToken(context, options_.cluster_token); !denied.ok()) return denied;
+  // Only the head places bundles and starts processes here.
+  return CheckPeerRole(context, options_.tls, TlsRole::kHead, what);
+}
+
 grpc::Status RayletService::Idempotent(absl::string_view method, const std::string& request_id,
                                        const google::protobuf::Message& request,
                                        google::protobuf::Message* response,
@@ -121,7 +128,7 @@ grpc::Status RayletService::Idempotent(absl::string_view method, const std::stri
 grpc::Status RayletService::PrepareBundleResources(grpc::ServerContext* context,
                                                    const v1::PrepareBundleResourcesRequest* request,
                                                    v1::PrepareBundleResourcesResponse* response) {
-  if (grpc::Status denied = CheckClusterToken(context, options_.cluster_token); !denied.ok()) return denied;
+  if (grpc::Status denied = Admit(context, "PrepareBundleResources"); !denied.ok()) return denied;
   return Idempotent("PrepareBundleResources", request->request_id(), *request, response,
                     [&]() -> absl::Status {
     const std::string& pg = request->placement_group_id();
@@ -158,7 +165,7 @@ grpc::Status RayletService::PrepareBundleResources(grpc::ServerContext* context,
 grpc::Status RayletService::CommitBundleResources(grpc::ServerContext* context,
                                                   const v1::CommitBundleResourcesRequest* request,
                                                   v1::CommitBundleResourcesResponse* response) {
-  if (grpc::Status denied = CheckClusterToken(context, options_.cluster_token); !denied.ok()) return denied;
+  if (grpc::Status denied = Admit(context, "CommitBundleResources"); !denied.ok()) return denied;
   return Idempotent("CommitBundleResources", request->request_id(), *request, response,
                     [&]() -> absl::Status {
     const std::string& pg = request->placement_group_id();
@@ -179,7 +186,7 @@ grpc::Status RayletService::CommitBundleResources(grpc::ServerContext* context,
 grpc::Status RayletService::CancelResourceReserve(grpc::ServerContext* context,
                                                   const v1::CancelResourceReserveRequest* request,
                                                   v1::CancelResourceReserveResponse* response) {
-  if (grpc::Status denied = CheckClusterToken(context, options_.cluster_token); !denied.ok()) return denied;
+  if (grpc::Status denied = Admit(context, "CancelResourceReserve"); !denied.ok()) return denied;
   return Idempotent("CancelResourceReserve", request->request_id(), *request, response,
                     [&]() -> absl::Status {
     const std::string& pg = request->placement_group_id();
@@ -199,7 +206,7 @@ grpc::Status RayletService::CancelResourceReserve(grpc::ServerContext* context,
 grpc::Status RayletService::ReleaseUnusedBundles(grpc::ServerContext* context,
                                                  const v1::ReleaseUnusedBundlesRequest* request,
                                                  v1::ReleaseUnusedBundlesResponse* response) {
-  if (grpc::Status denied = CheckClusterToken(context, options_.cluster_token); !denied.ok()) return denied;
+  if (grpc::Status denied = Admit(context, "ReleaseUnusedBundles"); !denied.ok()) return denied;
   return Idempotent("ReleaseUnusedBundles", request->request_id(), *request, response,
                     [&]() -> absl::Status {
     std::set<BundleKey> in_use;
@@ -227,7 +234,7 @@ grpc::Status RayletService::ReleaseUnusedBundles(grpc::ServerContext* context,
 
 grpc::Status RayletService::StartWorker(grpc::ServerContext* context, const v1::StartWorkerRequest* request,
                                         v1::StartWorkerResponse* response) {
-  if (grpc::Status denied = CheckClusterToken(context, options_.cluster_token); !denied.ok()) return denied;
+  if (grpc::Status denied = Admit(context, "StartWorker"); !denied.ok()) return denied;
   return Idempotent("StartWorker", request->request_id(), *request, response,
                     [&]() {
                       return StartWorkerLocked(request->spec(), response);
@@ -253,6 +260,8 @@ absl::Status RayletService::StartWorkerLocked(const v1::WorkerSpec& spec,
   launch.bundle_index = spec.bundle_index();
   launch.argv.assign(spec.argv().begin(), spec.argv().end());
   launch.env.insert(spec.env().begin(), spec.env().end());
+  // A trainer calls the head back; with TLS it verifies the head by this CA.
+  if (options_.tls.enabled) launch.env["BERTH_TLS_CA_PEM"] = options_.tls.ca_pem;
   launch.cwd = spec.cwd();
   if (spec.has_rank()) launch.rank = absl::StrCat(spec.rank().world_rank());
   if (spec.visible_gpu_indices().empty()) {
@@ -295,7 +304,7 @@ absl::Status RayletService::StartWorkerLocked(const v1::WorkerSpec& spec,
 
 grpc::Status RayletService::StopWorker(grpc::ServerContext* context, const v1::StopWorkerRequest* request,
                                        v1::StopWorkerResponse* response) {
-  if (grpc::Status denied = CheckClusterToken(context, options_.cluster_token); !denied.ok()) return denied;
+  if (grpc::Status denied = Admit(context, "StopWorker"); !denied.ok()) return denied;
   return Idempotent("StopWorker", request->request_id(), *request, response, [&]() -> absl::Status {
     if (absl::Status s = ValidateString(request->worker_id(), "worker_id", kMaxIdBytes, true);
         !s.ok()) {
@@ -314,7 +323,7 @@ grpc::Status RayletService::StopWorker(grpc::ServerContext* context, const v1::S
 
 grpc::Status RayletService::ListWorkers(grpc::ServerContext* context, const v1::ListWorkersRequest* request,
                                         v1::ListWorkersResponse* response) {
-  if (grpc::Status denied = CheckClusterToken(context, options_.cluster_token); !denied.ok()) return denied;
+  if (grpc::Status denied = Admit(context, "ListWorkers"); !denied.ok()) return denied;
   for (const WorkerRecord& record : workers_->List()) {
     if (!request->job_id().empty() && record.job_id != request->job_id()) continue;
     WorkerRecordToProto(record, response->add_workers());
@@ -324,7 +333,7 @@ grpc::Status RayletService::ListWorkers(grpc::ServerContext* context, const v1::
 
 grpc::Status RayletService::AllocatePort(grpc::ServerContext* context, const v1::AllocatePortRequest*,
                                          v1::AllocatePortResponse* response) {
-  if (grpc::Status denied = CheckClusterToken(context, options_.cluster_token); !denied.ok()) return denied;
+  if (grpc::Status denied = Admit(context, "AllocatePort"); !denied.ok()) return denied;
   absl::StatusOr<TcpPortReservation> port = TcpPortReservation::Reserve(options_.advertise_host, 0);
   if (!port.ok()) return ToGrpcStatus(port.status());
   response->set_port(port->port());
@@ -334,7 +343,7 @@ grpc::Status RayletService::AllocatePort(grpc::ServerContext* context, const v1:
 
 grpc::Status RayletService::ReadWorkerLog(grpc::ServerContext* context, const v1::ReadWorkerLogRequest* request,
                                           v1::ReadWorkerLogResponse* response) {
-  if (grpc::Status denied = CheckClusterToken(context, options_.cluster_token); !denied.ok()) return denied;
+  if (grpc::Status denied = Admit(context, "ReadWorkerLog"); !denied.ok()) return denied;
   if (request->stream() != v1::LOG_STREAM_STDOUT && request->stream() != v1::LOG_STREAM_STDERR) {
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "stream: STDOUT or STDERR");
   }

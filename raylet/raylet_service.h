@@ -22,6 +22,7 @@
 #include "absl/time/time.h"
 #include "berth/v1/head.pb.h"
 #include "berth/v1/raylet.grpc.pb.h"
+#include "common/cluster_tls.h"
 #include "raylet/bundle_reservations.h"
 #include "raylet/worker_processes.h"
 #include "scheduler/resource_set.h"
@@ -41,6 +42,8 @@ class RayletService final : public v1::RayletService::Service {
     absl::Duration bundle_release_grace = absl::Seconds(2);
     // Every RPC must carry it (common/cluster_token.h); empty = no check.
     std::string cluster_token;
+    // With TLS on, every RPC needs the head's certificate (common/cluster_tls.h).
+    TlsConfig tls;
   };
 
   RayletService(Options options, BundleReservations reservations,
@@ -80,6 +83,8 @@ class RayletService final : public v1::RayletService::Service {
   absl::Status SyncHeldBundles(const google::protobuf::RepeatedPtrField<v1::HeldBundle>& held);
 
  private:
+  // The cluster token, then (TLS on) the head's certificate; `what` names the RPC.
+  grpc::Status Admit(const grpc::ServerContext* context, const char* what) const;
   struct CachedResult {
     std::string request_fingerprint;
     grpc::Status status;

@@ -15,6 +15,7 @@
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "common/cluster_token.h"
+#include "common/tls_flags.h"
 #include "common/files.h"
 #include "common/metrics_server.h"
 #include "scheduler/head_server.h"
@@ -69,6 +70,8 @@ int main(int argc, char** argv) {
   std::string token_file;
   app.add_option("--token-file", token_file,
                  "require this cluster token (authorization: Bearer) on every RPC; mode 0600");
+  berth::TlsFiles tls_files;
+  berth::AddTlsFlags(app, tls_files, "berth-head");
   size_t max_name_length = 128;
   app.add_option("--state-dir", state_dir,
                  "keep nodes and placement groups in DIR/head.sqlite, so a restarted head continues");
@@ -107,6 +110,12 @@ int main(int argc, char** argv) {
     }
     config.cluster_token = *token;
   }
+  absl::StatusOr<berth::TlsConfig> tls = berth::LoadTlsConfig(tls_files, /*need_certificate=*/true);
+  if (!tls.ok()) {
+    std::fprintf(stderr, "berth-head: %s\n", std::string(tls.status().message()).c_str());
+    return 1;
+  }
+  config.tls = *tls;
   config.train.max_name_length = max_name_length;
   config.raylet_rpc_timeout = absl::Milliseconds(rpc_timeout_ms);
   if (config.train.worker_binary.empty() || config.train.worker_binary == "berth-worker") {
@@ -140,7 +149,9 @@ int main(int argc, char** argv) {
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
   int port = 0;
-  builder.AddListeningPort(listen, grpc::InsecureServerCredentials(), &port);
+  // Client certificates are verified when presented (raylets'), not
+  // required: users and trainers authenticate with the cluster token.
+  builder.AddListeningPort(listen, config.tls.ServerCredentials(/*require_client_certificate=*/false), &port);
   builder.SetMaxReceiveMessageSize(config.max_message_bytes);
   builder.RegisterService(static_cast<berth::v1::NodeService::Service*>(&head));
   builder.RegisterService(static_cast<berth::v1::PlacementGroupService::Service*>(&head));

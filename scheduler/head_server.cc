@@ -19,7 +19,7 @@ int64_t NowMs() { return absl::ToUnixMillis(absl::Now()); }
 
 HeadServer::HeadServer(HeadConfig config, std::unique_ptr<StateStore> store)
     : config_(config),
-      raylets_(config.raylet_rpc_timeout, config.cluster_token),
+      raylets_(config.raylet_rpc_timeout, config.cluster_token, config.tls),
       committer_(&raylets_),
       store_(store ? std::move(store) : NewMemoryStateStore()),
       nodes_(&table_, config.liveness),
@@ -271,6 +271,7 @@ void HeadServer::SchedulingLoop() {
 grpc::Status HeadServer::RegisterNode(grpc::ServerContext* context, const v1::RegisterNodeRequest* request,
                                       v1::RegisterNodeResponse* response) {
   if (grpc::Status denied = CheckClusterToken(context, config_.cluster_token); !denied.ok()) return denied;
+  if (grpc::Status denied = CheckPeerRole(context, config_.tls, TlsRole::kNode, "RegisterNode"); !denied.ok()) return denied;
   // Before the node can receive new bundles, it drops any it holds that the
   // head does not know (left from before a head or raylet restart).
   std::vector<v1::HeldBundle> held;
@@ -307,6 +308,7 @@ grpc::Status HeadServer::RegisterNode(grpc::ServerContext* context, const v1::Re
 grpc::Status HeadServer::Heartbeat(grpc::ServerContext* context, const v1::HeartbeatRequest* request,
                                    v1::HeartbeatResponse* response) {
   if (grpc::Status denied = CheckClusterToken(context, config_.cluster_token); !denied.ok()) return denied;
+  if (grpc::Status denied = CheckPeerRole(context, config_.tls, TlsRole::kNode, "Heartbeat"); !denied.ok()) return denied;
   if (request->node_id().empty()) {
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "node_id: required");
   }
@@ -344,6 +346,7 @@ grpc::Status HeadServer::ReportWorkerExit(grpc::ServerContext* context,
                                           const v1::ReportWorkerExitRequest* request,
                                           v1::ReportWorkerExitResponse*) {
   if (grpc::Status denied = CheckClusterToken(context, config_.cluster_token); !denied.ok()) return denied;
+  if (grpc::Status denied = CheckPeerRole(context, config_.tls, TlsRole::kNode, "ReportWorkerExit"); !denied.ok()) return denied;
   // The controller is told after mu_ is released: it calls back into the head.
   if (absl::Status s = ValidateString(request->node_id(), "node_id", 128, true); !s.ok()) {
     return ToGrpcStatus(s);

@@ -43,6 +43,9 @@ struct HeadConfig {
   // Every RPC must carry it (common/cluster_token.h); empty = no check.
   // Also used on the head's calls to raylets.
   std::string cluster_token;
+  // TLS (common/cluster_tls.h): the head's certificate, on its endpoint and
+  // its calls to raylets; node RPCs then need a berth-node certificate.
+  TlsConfig tls;
 };
 
 class HeadServer final : public v1::NodeService::Service,

@@ -10,8 +10,7 @@ v1::RayletService::Stub* RayletClients::Stub(const std::string& address) {
   absl::MutexLock lock(&mu_);
   auto& stub = stubs_[address];
   if (!stub) {
-    stub = v1::RayletService::NewStub(
-        grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
+    stub = v1::RayletService::NewStub(tls_.MakeChannel(address, TlsRole::kNode));
   }
   return stub.get();
 }

@@ -13,14 +13,16 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "berth/v1/raylet.grpc.pb.h"
+#include "common/cluster_tls.h"
 
 namespace berth {
 
 class RayletClients {
  public:
-  // Calls carry `cluster_token` (common/cluster_token.h) when not empty.
-  explicit RayletClients(absl::Duration timeout, std::string cluster_token = "")
-      : timeout_(timeout), cluster_token_(std::move(cluster_token)) {}
+  // Calls carry `cluster_token` (common/cluster_token.h) when not empty,
+  // over TLS with the head's certificate when `tls` is on.
+  explicit RayletClients(absl::Duration timeout, std::string cluster_token = "", TlsConfig tls = {})
+      : timeout_(timeout), cluster_token_(std::move(cluster_token)), tls_(std::move(tls)) {}
 
   absl::StatusOr<v1::PrepareBundleResourcesResponse> Prepare(
       const std::string& address, const v1::PrepareBundleResourcesRequest& request);
@@ -44,6 +46,7 @@ class RayletClients {
 
   const absl::Duration timeout_;
   const std::string cluster_token_;
+  const TlsConfig tls_;
   absl::Mutex mu_;
   absl::flat_hash_map<std::string, std::unique_ptr<v1::RayletService::Stub>> stubs_
       ABSL_GUARDED_BY(mu_);

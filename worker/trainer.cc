@@ -18,6 +18,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "berth/v1/head.grpc.pb.h"
+#include "common/cluster_tls.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
 #include "worker/checkpoint_files.h"
@@ -39,13 +40,22 @@ void Log(const Args&... args) {
   std::fputs(line.c_str(), stderr);
 }
 
+// With TLS the raylet gives the trainer the cluster CA, to verify the head.
+std::shared_ptr<grpc::Channel> HeadChannel(const std::string& head) {
+  TlsConfig tls;
+  if (const char* ca = std::getenv("BERTH_TLS_CA_PEM"); ca != nullptr && *ca != '\0') {
+    tls.enabled = true;
+    tls.ca_pem = ca;
+  }
+  return tls.MakeChannel(head, TlsRole::kHead);
+}
+
 // Reports progress to the head's TrainJobService. Failures are logged (once
 // per distinct error) and never stop the job.
 class HeadReporter {
  public:
   HeadReporter(const std::string& head, std::string job_id)
-      : stub_(v1::TrainJobService::NewStub(
-            grpc::CreateChannel(head, grpc::InsecureChannelCredentials()))),
+      : stub_(v1::TrainJobService::NewStub(HeadChannel(head))),
         job_id_(std::move(job_id)) {}
 
   void Report(const Progress& progress, const std::string& latest_checkpoint) {

@@ -14,6 +14,7 @@
 #include <stdexcept>
 #include <thread>
 
+#include "common/cluster_tls.h"
 #include "common/cluster_token.h"
 #include "common/files.h"
 #include "grpcpp/grpcpp.h"
@@ -33,8 +34,14 @@ std::string ReadPortFile(const std::string& path, std::chrono::milliseconds time
   return port;
 }
 
-std::shared_ptr<grpc::Channel> Channel(const std::string& address) {
-  return grpc::CreateChannel(address, grpc::InsecureChannelCredentials());
+// A channel to a server of `role`; over TLS with our certificate of
+// `as` when the cluster has TLS (`tls_dir` not empty).
+std::shared_ptr<grpc::Channel> Channel(const std::string& address, const std::string& tls_dir, TlsRole role,
+                                       TlsRole as) {
+  if (tls_dir.empty()) return grpc::CreateChannel(address, grpc::InsecureChannelCredentials());
+  absl::StatusOr<TlsConfig> tls = LoadTlsConfig(ClusterTlsFiles(tls_dir, as), true);
+  if (!tls.ok()) throw std::runtime_error(std::string(tls.status().message()));
+  return tls->MakeChannel(address, role);
 }
 
 }  // namespace
@@ -96,8 +103,11 @@ bool WaitUntil(const std::function<bool()>& condition, std::chrono::milliseconds
 }
 
 LocalCluster::LocalCluster(int heartbeat_ms, std::vector<std::string> extra_head_flags, std::string head_host,
-                           bool with_token)
-    : heartbeat_ms_(heartbeat_ms), extra_head_flags_(std::move(extra_head_flags)), head_host_(std::move(head_host)) {
+                           bool with_token, bool with_tls)
+    : heartbeat_ms_(heartbeat_ms),
+      extra_head_flags_(std::move(extra_head_flags)),
+      head_host_(std::move(head_host)),
+      with_tls_(with_tls) {
   char dir[] = "/tmp/berth-it-XXXXXX";
   if (mkdtemp(dir) == nullptr) throw std::runtime_error("mkdtemp failed");
   dir_ = dir;
@@ -107,6 +117,12 @@ LocalCluster::LocalCluster(int heartbeat_ms, std::vector<std::string> extra_head
     if (!token.ok()) throw std::runtime_error(std::string(token.status().message()));
     token_ = *token;
     extra_head_flags_.insert(extra_head_flags_.end(), {"--token-file", token_file_});
+  }
+  if (with_tls) {
+    if (absl::Status s = CreateClusterCertificates(tls_dir()); !s.ok()) throw std::runtime_error(std::string(s.message()));
+    const TlsFiles files = ClusterTlsFiles(tls_dir(), TlsRole::kHead);
+    extra_head_flags_.insert(extra_head_flags_.end(), {"--tls-ca-file", files.ca_file, "--tls-cert-file",
+                                                       files.cert_file, "--tls-key-file", files.key_file});
   }
   StartHead(head_host_ + ":0");
 }
@@ -130,7 +146,7 @@ void LocalCluster::StartHead(const std::string& listen) {
   const std::string port = ReadPortFile(port_file, std::chrono::seconds(10));
   if (port.empty()) throw std::runtime_error("berth-head did not start; see " + dir_ + "/head.log");
   head_address_ = head_host_ + ":" + port;
-  auto channel = Channel(head_address_);
+  auto channel = Channel(head_address_, with_tls_ ? tls_dir() : "", TlsRole::kHead, TlsRole::kClient);
   nodes_ = v1::NodeService::NewStub(channel);
   groups_ = v1::PlacementGroupService::NewStub(channel);
   cluster_ = v1::ClusterService::NewStub(channel);
@@ -187,11 +203,16 @@ void LocalCluster::StartRaylet(Raylet& r) {
   }
   argv.insert(argv.end(), o.extra_flags.begin(), o.extra_flags.end());
   if (!token_file_.empty()) argv.insert(argv.end(), {"--token-file", token_file_});
+  if (with_tls_) {
+    const TlsFiles files = ClusterTlsFiles(tls_dir(), TlsRole::kNode);
+    argv.insert(argv.end(), {"--tls-ca-file", files.ca_file, "--tls-cert-file", files.cert_file, "--tls-key-file",
+                             files.key_file});
+  }
   r.process = std::make_unique<ChildProcess>(argv, dir_ + "/" + o.node_id + ".log");
   const std::string port = ReadPortFile(port_file, std::chrono::seconds(10));
   if (port.empty()) throw std::runtime_error("berth-raylet " + o.node_id + " did not start");
   r.address = o.host + ":" + port;
-  r.stub = v1::RayletService::NewStub(Channel(r.address));
+  r.stub = v1::RayletService::NewStub(Channel(r.address, with_tls_ ? tls_dir() : "", TlsRole::kNode, TlsRole::kHead));
   const bool alive = WaitUntil(
       [&] {
         v1::ListNodesRequest request;

@@ -54,9 +54,12 @@ class LocalCluster {
   // The head listens on `head_host` (another address than loopback when
   // raylets run in network namespaces).
   // With `with_token`, the head and raylets require a cluster token on
-  // every RPC (context() attaches it).
+  // every RPC (context() attaches it). With `with_tls`, a CA and
+  // certificates in dir()/tls (common/cluster_tls.h): the head and raylets
+  // speak mutual TLS; the stubs here use the client certificate for the
+  // head and, standing in for the head, the head's for raylets.
   explicit LocalCluster(int heartbeat_ms = 100, std::vector<std::string> extra_head_flags = {},
-                        std::string head_host = "127.0.0.1", bool with_token = false);
+                        std::string head_host = "127.0.0.1", bool with_token = false, bool with_tls = false);
   ~LocalCluster();
 
   // Starts a raylet and waits until the head lists it ALIVE.
@@ -80,6 +83,7 @@ class LocalCluster {
   int heartbeat_ms() const { return heartbeat_ms_; }
   const std::string& token() const { return token_; }
   const std::string& token_file() const { return token_file_; }
+  std::string tls_dir() const { return dir_ + "/tls"; }
   // A client context with a deadline and the cluster token (if any).
   std::unique_ptr<grpc::ClientContext> context(
       std::chrono::milliseconds timeout = std::chrono::milliseconds(5000)) const;
@@ -98,6 +102,7 @@ class LocalCluster {
   std::vector<std::string> extra_head_flags_;
   std::string head_host_;
   std::string token_, token_file_;
+  bool with_tls_;
   std::string dir_;
   std::unique_ptr<ChildProcess> head_;
   std::string head_address_;
