@@ -22,6 +22,7 @@ HeadServer::HeadServer(HeadConfig config, std::unique_ptr<StateStore> store)
       raylets_(config.raylet_rpc_timeout, config.cluster_token, config.tls),
       committer_(&raylets_),
       store_(store ? std::move(store) : NewMemoryStateStore()),
+      writer_(store_.get()),
       nodes_(&table_, config.liveness),
       groups_(&table_, &nodes_, config.scheduler) {
   groups_.set_observer(&metrics_);
@@ -31,7 +32,6 @@ absl::Status HeadServer::Restore() {
   absl::StatusOr<std::vector<StateStore::Record>> nodes, groups, jobs;
   std::string source;
   {
-    absl::MutexLock store_lock(&store_mu_);
     nodes = store_->Scan(kNodesTable);
     groups = store_->Scan(kGroupsTable);
     jobs = store_->Scan(kJobsTable);
@@ -75,7 +75,7 @@ absl::Status HeadServer::Restore() {
   for (const v1::PlacementGroupRecord& record : records) {
     if (absl::Status s = groups_.Restore(record, now); !s.ok()) return s;
   }
-  if (absl::Status s = PersistLocked(); !s.ok()) return s;
+  if (absl::Status s = writer_.WaitDurable(PersistLocked()); !s.ok()) return s;
   // What the raylets hold beyond the restored groups (a commit in flight
   // when the head stopped, a group removed since) is released, with the
   // workers in it.
@@ -97,39 +97,36 @@ absl::Status HeadServer::Restore() {
   return absl::OkStatus();
 }
 
-absl::Status HeadServer::PersistLocked() {
-  absl::Status first;
+uint64_t HeadServer::PersistLocked() {
+  uint64_t seq = writer_.staged();
   for (const std::string& id : groups_.TakeChanged()) {
     std::optional<v1::PlacementGroupRecord> record = groups_.Export(id);
-    absl::MutexLock store_lock(&store_mu_);
-    absl::Status s = record ? store_->Put(kGroupsTable, id, record->SerializeAsString())
-                            : store_->Delete(kGroupsTable, id);
-    if (!s.ok() && first.ok()) first = s;
+    seq = writer_.Stage(kGroupsTable, id, record ? std::optional<std::string>(record->SerializeAsString()) : std::nullopt);
   }
-  if (!first.ok()) std::fprintf(stderr, "berth-head: %s\n", std::string(first.message()).c_str());
-  return first;
+  return seq;
 }
 
-absl::Status HeadServer::PersistNodeLocked(const std::string& node_id) {
+uint64_t HeadServer::PersistNodeLocked(const std::string& node_id) {
   auto registration = registrations_.find(node_id);
   std::optional<NodeIndex> index = table_.FindNode(node_id);
-  absl::Status s;
-  absl::MutexLock store_lock(&store_mu_);
   if (registration == registrations_.end() || !index || table_.node(*index).state == NodeState::kDead) {
-    s = store_->Delete(kNodesTable, node_id);
-  } else {
-    v1::NodeRecord record;
-    *record.mutable_registration() = registration->second;
-    record.set_state(NodeStateToProto(table_.node(*index).state));
-    v1::ListNodesRequest one;
-    v1::ListNodesResponse listed;
-    if (nodes_.ListNodes(one, &listed).ok()) {
-      for (const v1::NodeInfo& n : listed.nodes()) {
-        if (n.node_id() == node_id) record.set_drain_reason(n.drain_reason());
-      }
-    }
-    s = store_->Put(kNodesTable, node_id, record.SerializeAsString());
+    return writer_.Stage(kNodesTable, node_id, std::nullopt);
   }
+  v1::NodeRecord record;
+  *record.mutable_registration() = registration->second;
+  record.set_state(NodeStateToProto(table_.node(*index).state));
+  v1::ListNodesRequest one;
+  v1::ListNodesResponse listed;
+  if (nodes_.ListNodes(one, &listed).ok()) {
+    for (const v1::NodeInfo& n : listed.nodes()) {
+      if (n.node_id() == node_id) record.set_drain_reason(n.drain_reason());
+    }
+  }
+  return writer_.Stage(kNodesTable, node_id, record.SerializeAsString());
+}
+
+absl::Status HeadServer::Durable(uint64_t seq) {
+  absl::Status s = writer_.WaitDurable(seq);
   if (!s.ok()) std::fprintf(stderr, "berth-head: %s\n", std::string(s.message()).c_str());
   return s;
 }
@@ -142,10 +139,7 @@ void HeadServer::Start(const std::string& head_address) {
   train.cluster_token = config_.cluster_token;
   train.on_restart = [this] { metrics_.OnJobRestart(); };
   train.persist = [this](const v1::TrainJobRecord& record) {
-    absl::MutexLock lock(&store_mu_);
-    if (absl::Status s = store_->Put(kJobsTable, record.info().job_id(), record.SerializeAsString()); !s.ok()) {
-      std::fprintf(stderr, "berth-head: %s\n", std::string(s.message()).c_str());
-    }
+    Durable(writer_.Stage(kJobsTable, record.info().job_id(), record.SerializeAsString())).IgnoreError();
   };
   jobs_ = std::make_unique<TrainJobController>(this, &raylets_, std::move(train));
   jobs_->Restore(restored_jobs_);
@@ -213,13 +207,16 @@ void HeadServer::RunCommit(const CommitTask& task) {
     prepared = true;
   });
   std::vector<CancelTask> cancels;
+  uint64_t seq = 0;
   {
     absl::MutexLock lock(&mu_);
     if (!result.ok()) metrics_.OnCommitFailed(prepared);
     cancels = groups_.OnCommitDone(task.placement_group_id, task.attempt, result, NowMs());
-    PersistLocked().IgnoreError();  // logged
+    seq = PersistLocked();
     kick_ = true;
   }
+  // Commits that end together share one write.
+  Durable(seq).IgnoreError();  // logged
   if (!result.ok()) {
     std::fprintf(stderr, "berth-head: %s attempt %llu: %s\n", task.placement_group_id.c_str(),
                  static_cast<unsigned long long>(task.attempt), std::string(result.message()).c_str());
@@ -233,6 +230,7 @@ void HeadServer::SchedulingLoop() {
   while (true) {
     std::vector<CommitTask> tasks;
     absl::Time wake;
+    uint64_t seq = 0;
     {
       absl::MutexLock lock(&mu_);
       if (stopping_) return;
@@ -242,8 +240,8 @@ void HeadServer::SchedulingLoop() {
           std::fprintf(stderr, "berth-head: node %s missed its heartbeats: DEAD\n", dead.c_str());
           groups_.OnNodeDead(dead, now);
           metrics_.OnNodeDead();
-          PersistNodeLocked(dead).IgnoreError();  // logged
-          PersistLocked().IgnoreError();
+          PersistNodeLocked(dead);
+          seq = PersistLocked();
         }
         next_liveness = now + liveness_every;
       }
@@ -253,6 +251,7 @@ void HeadServer::SchedulingLoop() {
       wake = absl::FromUnixMillis(wake_ms);
       kick_ = false;
     }
+    if (seq != 0) Durable(seq).IgnoreError();  // logged
     for (CommitTask& task : tasks) {
       Submit([this, task = std::move(task)] { RunCommit(task); });
     }
@@ -290,19 +289,20 @@ grpc::Status HeadServer::RegisterNode(grpc::ServerContext* context, const v1::Re
                    request->node_id().c_str(), released->released_size());
     }
   }
-  absl::MutexLock lock(&mu_);
+  absl::ReleasableMutexLock lock(&mu_);
   absl::StatusOr<NodeManager::Registration> reg = nodes_.Register(*request, NowMs());
   if (!reg.ok()) return ToGrpcStatus(reg.status());
   std::fprintf(stderr, "berth-head: node %s registered at %s: %s\n", request->node_id().c_str(),
                request->address().c_str(), table_.node(reg->index).total.ToString().c_str());
   registrations_[request->node_id()] = *request;
-  if (absl::Status s = PersistNodeLocked(request->node_id()); !s.ok()) return ToGrpcStatus(s);
+  const uint64_t seq = PersistNodeLocked(request->node_id());
   groups_.OnNodesChanged(NowMs());
   kick_ = true;
   response->set_accepted(true);
   response->set_heartbeat_interval_ms(static_cast<uint32_t>(nodes_.heartbeat_period_ms()));
   for (v1::HeldBundle& h : held) *response->add_held_bundles() = std::move(h);
-  return grpc::Status::OK;
+  lock.Release();
+  return ToGrpcStatus(Durable(seq));
 }
 
 grpc::Status HeadServer::Heartbeat(grpc::ServerContext* context, const v1::HeartbeatRequest* request,
@@ -333,13 +333,14 @@ grpc::Status HeadServer::ListNodes(grpc::ServerContext* context, const v1::ListN
 grpc::Status HeadServer::DrainNode(grpc::ServerContext* context, const v1::DrainNodeRequest* request,
                                    v1::DrainNodeResponse* response) {
   if (grpc::Status denied = CheckClusterToken(context, config_.cluster_token); !denied.ok()) return denied;
-  absl::MutexLock lock(&mu_);
+  absl::ReleasableMutexLock lock(&mu_);
   absl::Status s = nodes_.Drain(*request);
   if (!s.ok()) return ToGrpcStatus(s);
-  if (absl::Status p = PersistNodeLocked(request->node_id()); !p.ok()) return ToGrpcStatus(p);
+  const uint64_t seq = PersistNodeLocked(request->node_id());
   response->set_accepted(true);
   response->set_bundles_to_move(static_cast<uint32_t>(groups_.BundlesOn(request->node_id()).size()));
-  return grpc::Status::OK;
+  lock.Release();
+  return ToGrpcStatus(Durable(seq));
 }
 
 grpc::Status HeadServer::ReportWorkerExit(grpc::ServerContext* context,
@@ -395,30 +396,43 @@ grpc::Status HeadServer::CreatePlacementGroup(grpc::ServerContext* context,
                                               const v1::CreatePlacementGroupRequest* request,
                                               v1::CreatePlacementGroupResponse* response) {
   if (grpc::Status denied = CheckClusterToken(context, config_.cluster_token); !denied.ok()) return denied;
-  absl::MutexLock lock(&mu_);
-  absl::StatusOr<std::string> id = groups_.Create(*request, NewPlacementGroupId(), NowMs());
-  if (!id.ok()) return ToGrpcStatus(id.status());
-  if (absl::Status s = PersistLocked(); !s.ok()) return ToGrpcStatus(s);
-  response->set_placement_group_id(*id);
-  kick_ = true;
-  return grpc::Status::OK;
+  uint64_t seq = 0;
+  {
+    absl::MutexLock lock(&mu_);
+    absl::StatusOr<std::string> id = groups_.Create(*request, NewPlacementGroupId(), NowMs());
+    if (!id.ok()) return ToGrpcStatus(id.status());
+    seq = PersistLocked();
+    response->set_placement_group_id(*id);
+    kick_ = true;
+  }
+  return ToGrpcStatus(Durable(seq));
 }
 
 grpc::Status HeadServer::GetPlacementGroup(grpc::ServerContext* context,
                                            const v1::GetPlacementGroupRequest* request,
                                            v1::GetPlacementGroupResponse* response) {
   if (grpc::Status denied = CheckClusterToken(context, config_.cluster_token); !denied.ok()) return denied;
-  absl::MutexLock lock(&mu_);
-  return ToGrpcStatus(groups_.Get(*request, response->mutable_placement_group()));
+  uint64_t seq = 0;
+  {
+    absl::MutexLock lock(&mu_);
+    if (absl::Status s = groups_.Get(*request, response->mutable_placement_group()); !s.ok()) return ToGrpcStatus(s);
+    seq = writer_.staged();
+  }
+  // Show only what a restarted head would show too.
+  return ToGrpcStatus(Durable(seq));
 }
 
 grpc::Status HeadServer::ListPlacementGroups(grpc::ServerContext* context,
                                              const v1::ListPlacementGroupsRequest* request,
                                              v1::ListPlacementGroupsResponse* response) {
   if (grpc::Status denied = CheckClusterToken(context, config_.cluster_token); !denied.ok()) return denied;
-  absl::MutexLock lock(&mu_);
-  groups_.List(*request, response);
-  return grpc::Status::OK;
+  uint64_t seq = 0;
+  {
+    absl::MutexLock lock(&mu_);
+    groups_.List(*request, response);
+    seq = writer_.staged();
+  }
+  return ToGrpcStatus(Durable(seq));
 }
 
 grpc::Status HeadServer::WaitPlacementGroupReady(grpc::ServerContext* context,
@@ -428,7 +442,7 @@ grpc::Status HeadServer::WaitPlacementGroupReady(grpc::ServerContext* context,
   absl::Time deadline = absl::Now() + absl::Milliseconds(request->timeout_ms());
   deadline = std::min(deadline, absl::FromChrono(context->deadline()));
   const std::string& id = request->placement_group_id();
-  absl::MutexLock lock(&mu_);
+  absl::ReleasableMutexLock lock(&mu_);
   if (!groups_.State(id)) {
     return grpc::Status(grpc::StatusCode::NOT_FOUND,
                         absl::StrCat("placement_group_id: no placement group '", id, "'"));
@@ -443,7 +457,9 @@ grpc::Status HeadServer::WaitPlacementGroupReady(grpc::ServerContext* context,
   v1::GetPlacementGroupRequest get;
   get.set_placement_group_id(id);
   groups_.Get(get, response->mutable_placement_group()).IgnoreError();
-  return grpc::Status::OK;
+  const uint64_t seq = writer_.staged();
+  lock.Release();
+  return ToGrpcStatus(Durable(seq));
 }
 
 grpc::Status HeadServer::RemovePlacementGroup(grpc::ServerContext* context,
@@ -451,18 +467,19 @@ grpc::Status HeadServer::RemovePlacementGroup(grpc::ServerContext* context,
                                               v1::RemovePlacementGroupResponse*) {
   if (grpc::Status denied = CheckClusterToken(context, config_.cluster_token); !denied.ok()) return denied;
   absl::StatusOr<std::vector<CancelTask>> cancels;
+  uint64_t seq = 0;
   {
     absl::MutexLock lock(&mu_);
     cancels = groups_.Remove(request->placement_group_id());
     if (!cancels.ok()) return ToGrpcStatus(cancels.status());
     kick_ = true;
-    if (absl::Status s = PersistLocked(); !s.ok()) {
-      SubmitCancels(*std::move(cancels));
-      return ToGrpcStatus(s);
-    }
+    seq = PersistLocked();
   }
+  // Durably removed before the raylets release: a head restarted in
+  // between must not restore a group whose bundles are gone.
+  const absl::Status durable = Durable(seq);
   SubmitCancels(*std::move(cancels));
-  return grpc::Status::OK;
+  return ToGrpcStatus(durable);
 }
 
 // --- ClusterService --------------------------------------------------------
@@ -615,12 +632,16 @@ grpc::Status HeadServer::ReportTrainProgress(grpc::ServerContext* context,
 
 absl::StatusOr<std::string> HeadServer::CreateGroup(PlacementGroupSpec spec,
                                                     const v1::CreatePlacementGroupRequest& meta) {
-  absl::MutexLock lock(&mu_);
-  absl::StatusOr<std::string> id =
-      groups_.CreateFromSpec(std::move(spec), meta, NewPlacementGroupId(), NowMs());
-  if (!id.ok()) return id;
-  kick_ = true;
-  if (absl::Status s = PersistLocked(); !s.ok()) return s;
+  absl::StatusOr<std::string> id;
+  uint64_t seq = 0;
+  {
+    absl::MutexLock lock(&mu_);
+    id = groups_.CreateFromSpec(std::move(spec), meta, NewPlacementGroupId(), NowMs());
+    if (!id.ok()) return id;
+    kick_ = true;
+    seq = PersistLocked();
+  }
+  if (absl::Status s = Durable(seq); !s.ok()) return s;
   return id;
 }
 
@@ -635,12 +656,14 @@ absl::StatusOr<v1::PlacementGroupInfo> HeadServer::GetGroup(const std::string& i
 
 void HeadServer::RemoveGroup(const std::string& id) {
   absl::StatusOr<std::vector<CancelTask>> cancels;
+  uint64_t seq = 0;
   {
     absl::MutexLock lock(&mu_);
     cancels = groups_.Remove(id);
     kick_ = true;
-    PersistLocked().IgnoreError();  // logged; the record is retried with the next change
+    seq = PersistLocked();
   }
+  Durable(seq).IgnoreError();  // logged; the writer retries it with the next batch
   if (cancels.ok()) SubmitCancels(*std::move(cancels));
 }
 

@@ -27,6 +27,7 @@
 #include "scheduler/node_manager.h"
 #include "scheduler/placement_group_manager.h"
 #include "scheduler/state_store.h"
+#include "scheduler/state_writer.h"
 #include "scheduler/raylet_clients.h"
 #include "train/train_job_controller.h"
 
@@ -151,9 +152,13 @@ class HeadServer final : public v1::NodeService::Service,
   void SubmitCancels(std::vector<CancelTask> cancels);
   void RunCommit(const CommitTask& task);
   std::string NewPlacementGroupId();
-  // Write changed records to the store, before the change is acknowledged.
-  absl::Status PersistLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  absl::Status PersistNodeLocked(const std::string& node_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Stage changed records for the store; return the sequence number to
+  // pass to Durable() once mu_ is released. A change is acknowledged (or
+  // shown) only after it is durable.
+  uint64_t PersistLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  uint64_t PersistNodeLocked(const std::string& node_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Waits (without mu_) until `seq` is durable; logs a failure.
+  absl::Status Durable(uint64_t seq) ABSL_LOCKS_EXCLUDED(mu_);
 
   static constexpr char kNodesTable[] = "nodes";
   static constexpr char kGroupsTable[] = "groups";
@@ -163,10 +168,10 @@ class HeadServer final : public v1::NodeService::Service,
   RayletClients raylets_;
   BundleCommitter committer_;
   HeadMetrics metrics_;  // before groups_, which reports to it
-  // Writes come from the head (under mu_) and the job controller (under its
-  // own lock); store_mu_ is taken last.
-  absl::Mutex store_mu_;
-  std::unique_ptr<StateStore> store_ ABSL_PT_GUARDED_BY(store_mu_);
+  // Read by Restore() alone; written through writer_ (group commit) by the
+  // head's threads and the job controller.
+  std::unique_ptr<StateStore> store_;
+  StateWriter writer_;
   std::vector<v1::TrainJobRecord> restored_jobs_;  // from Restore() to Start()
 
   absl::Mutex mu_;

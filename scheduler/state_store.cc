@@ -12,6 +12,14 @@
 #include "absl/strings/str_split.h"
 
 namespace berth {
+absl::Status StateStore::Apply(const std::vector<Write>& batch) {
+  for (const Write& w : batch) {
+    absl::Status s = w.value ? Put(w.table, w.key, *w.value) : Delete(w.table, w.key);
+    if (!s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
 namespace {
 
 class MemoryStateStore final : public StateStore {
@@ -69,6 +77,18 @@ class SqliteStateStore final : public StateStore {
   absl::Status Delete(absl::string_view table, absl::string_view key) override {
     Bind(delete_, table, key);
     return Step(delete_, "delete");
+  }
+
+  absl::Status Apply(const std::vector<Write>& batch) override {
+    if (absl::Status s = Exec("BEGIN IMMEDIATE"); !s.ok()) return s;
+    for (const Write& w : batch) {
+      absl::Status s = w.value ? Put(w.table, w.key, *w.value) : Delete(w.table, w.key);
+      if (!s.ok()) {
+        Exec("ROLLBACK").IgnoreError();
+        return s;
+      }
+    }
+    return Exec("COMMIT");
   }
 
   absl::StatusOr<std::vector<Record>> Scan(absl::string_view table) override {

@@ -1,9 +1,10 @@
 // StateStore: where berth-head keeps its state across restarts. A store is
 // a set of tables of key -> value (serialized state.proto records).
 //
-// Promises: Put and Delete are durable when they return OK (the head
-// acknowledges a change only after that); Scan returns every record of a
-// table in key order; a failed call changes nothing. Backends:
+// Promises: Put, Delete and Apply are durable when they return OK (the
+// head acknowledges a change only after that); Apply writes a batch
+// atomically (one transaction, one fsync for SQLite); Scan returns every
+// record of a table in key order; a failed call changes nothing. Backends:
 //   - memory: for tests, lost with the process;
 //   - sqlite: one file (`--state-dir DIR` -> DIR/head.sqlite), WAL mode,
 //     fsync per write; the default of `berth up`;
@@ -14,6 +15,7 @@
 #define BERTH_SCHEDULER_STATE_STORE_H_
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -31,6 +33,15 @@ class StateStore {
   virtual ~StateStore() = default;
   virtual absl::Status Put(absl::string_view table, absl::string_view key, absl::string_view value) = 0;
   virtual absl::Status Delete(absl::string_view table, absl::string_view key) = 0;
+  // One write of a batch: a put, or a delete when `value` is empty.
+  struct Write {
+    std::string table;
+    std::string key;
+    std::optional<std::string> value;
+  };
+  // Writes every record of `batch`, in order. The default applies them one
+  // by one (not atomically); backends with transactions override it.
+  virtual absl::Status Apply(const std::vector<Write>& batch);
   virtual absl::StatusOr<std::vector<Record>> Scan(absl::string_view table) = 0;
   // For logs: "sqlite:/var/lib/berth/head.sqlite", "redis://10.0.0.5:6379".
   virtual std::string Describe() const = 0;

@@ -1,0 +1,298 @@
+// berth-loadgen: drives a live berth-head over gRPC with placement group
+// workloads and reports throughput and latency percentiles.
+//
+// Clusters: `--mode real` starts a head and K berth-raylet processes on
+// 127.0.0.1; `--mode simulated` starts a head and registers N nodes served
+// by one in-process RayletService (real gRPC between head and "raylets");
+// `--head HOST:PORT` uses a running cluster instead.
+//
+// Workloads (each client loops create -> wait CREATED -> remove):
+//   one      1 bundle {CPU: 1}
+//   pack3    3 bundles {CPU: 1} under PACK (Ray's many_pgs shape)
+//   spread8  8 bundles {GPU: 1} under STRICT_SPREAD (a gang over 8 nodes)
+//   mixed    one of the three, drawn per group
+//
+//   berth-loadgen --mode real --raylets 8 --workloads one,pack3 --concurrency 1,16
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <memory>
+#include <mutex>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "CLI/CLI.hpp"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "bench/loadgen/simulated_raylets.h"
+#include "berth/v1/head.grpc.pb.h"
+#include "common/cluster_token.h"
+#include "grpcpp/create_channel.h"
+#include "grpcpp/security/credentials.h"
+#include "tests/integration/local_cluster.h"
+
+namespace berth {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct Flags {
+  std::string mode = "real";
+  std::string head;
+  std::string token_file;
+  int raylets = 8;
+  int nodes = 1000;
+  int gpus_per_node = 8;
+  std::string workloads = "one,pack3,spread8,mixed";
+  std::string concurrency = "1,16";
+  double duration_s = 5;
+  std::string json;
+};
+
+enum class Workload { kOne, kPack3, kSpread8, kMixed };
+
+absl::StatusOr<Workload> ParseWorkload(const std::string& name) {
+  if (name == "one") return Workload::kOne;
+  if (name == "pack3") return Workload::kPack3;
+  if (name == "spread8") return Workload::kSpread8;
+  if (name == "mixed") return Workload::kMixed;
+  return absl::InvalidArgumentError(absl::StrCat("--workloads: unknown workload '", name, "'"));
+}
+
+v1::CreatePlacementGroupRequest MakeGroup(Workload w, std::mt19937& rng) {
+  if (w == Workload::kMixed) w = static_cast<Workload>(rng() % 3);
+  v1::CreatePlacementGroupRequest request;
+  const int bundles = w == Workload::kOne ? 1 : w == Workload::kPack3 ? 3 : 8;
+  request.set_strategy(w == Workload::kSpread8 ? v1::PLACEMENT_STRATEGY_STRICT_SPREAD : v1::PLACEMENT_STRATEGY_PACK);
+  for (int b = 0; b < bundles; ++b) {
+    (*request.add_bundles()->mutable_resources()->mutable_amounts())[w == Workload::kSpread8 ? "GPU" : "CPU"] = 1;
+  }
+  return request;
+}
+
+double Percentile(std::vector<double>& sorted, double q) {
+  if (sorted.empty()) return 0;
+  const size_t i = std::min(sorted.size() - 1, static_cast<size_t>(q * static_cast<double>(sorted.size())));
+  return sorted[i];
+}
+
+struct Result {
+  std::string workload;
+  int concurrency = 0;
+  uint64_t groups = 0;
+  uint64_t failures = 0;
+  double seconds = 0;
+  std::vector<double> created_ms;  // create call start -> CREATED seen
+  std::vector<double> cycle_ms;    // create -> CREATED -> removed
+};
+
+// Counts a failure; prints the first few, so a run that fails says why.
+void Failed(uint64_t* failures, const std::string& why) {
+  static std::atomic<int> printed{0};
+  ++*failures;
+  if (printed++ < 5) std::fprintf(stderr, "berth-loadgen: failed: %s\n", why.c_str());
+}
+
+// One client: loops until `end`, recording its latencies.
+void Client(const std::string& head, const std::string& token, Workload w, int id, const std::string& run,
+            Clock::time_point end, Result* out, std::mutex* mu) {
+  grpc::ChannelArguments args;
+  args.SetInt("berth.loadgen.client", id);  // a connection of its own
+  auto channel = grpc::CreateCustomChannel(head, grpc::InsecureChannelCredentials(), args);
+  auto groups = v1::PlacementGroupService::NewStub(channel);
+  std::mt19937 rng(static_cast<uint32_t>(id));
+  std::vector<double> created, cycle;
+  uint64_t failures = 0;
+  auto context = [&] {
+    auto c = std::make_unique<grpc::ClientContext>();
+    c->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+    AttachClusterToken(c.get(), token);
+    return c;
+  };
+  for (uint64_t n = 0; Clock::now() < end; ++n) {
+    v1::CreatePlacementGroupRequest request = MakeGroup(w, rng);
+    request.set_request_id(absl::StrCat("loadgen-", run, "-", id, "-", n));
+    const Clock::time_point t0 = Clock::now();
+    v1::CreatePlacementGroupResponse response;
+    if (grpc::Status s = groups->CreatePlacementGroup(context().get(), request, &response); !s.ok()) {
+      Failed(&failures, absl::StrCat("create: ", s.error_message()));
+      continue;
+    }
+    v1::WaitPlacementGroupReadyRequest wait;
+    wait.set_placement_group_id(response.placement_group_id());
+    wait.set_timeout_ms(20000);
+    v1::WaitPlacementGroupReadyResponse ready;
+    grpc::Status waited = groups->WaitPlacementGroupReady(context().get(), wait, &ready);
+    const Clock::time_point t1 = Clock::now();
+    v1::RemovePlacementGroupRequest remove;
+    remove.set_placement_group_id(response.placement_group_id());
+    remove.set_request_id(request.request_id() + "-remove");
+    v1::RemovePlacementGroupResponse removed;
+    grpc::Status gone = groups->RemovePlacementGroup(context().get(), remove, &removed);
+    if (!waited.ok() || !ready.ready() || !gone.ok()) {
+      Failed(&failures, absl::StrCat("wait: ", waited.error_message(), " ready=", ready.ready(), " ",
+                                     ready.placement_group().pending_reason(), "; remove: ", gone.error_message()));
+      continue;
+    }
+    created.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
+    cycle.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
+  }
+  std::lock_guard<std::mutex> lock(*mu);
+  out->created_ms.insert(out->created_ms.end(), created.begin(), created.end());
+  out->cycle_ms.insert(out->cycle_ms.end(), cycle.begin(), cycle.end());
+  out->failures += failures;
+}
+
+Result Run(const std::string& head, const std::string& token, const std::string& name, Workload w, int concurrency,
+           double duration_s) {
+  Result result;
+  result.workload = name;
+  result.concurrency = concurrency;
+  std::mutex mu;
+  const Clock::time_point start = Clock::now();
+  const Clock::time_point end = start + std::chrono::milliseconds(static_cast<int64_t>(duration_s * 1000));
+  // Request ids are idempotency keys: unique to this run.
+  const std::string run = absl::StrCat(name, "-", concurrency, "-", start.time_since_epoch().count());
+  std::vector<std::thread> clients;
+  for (int c = 0; c < concurrency; ++c) {
+    clients.emplace_back(Client, head, token, w, c, run, end, &result, &mu);
+  }
+  for (std::thread& t : clients) t.join();
+  result.seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  result.groups = result.cycle_ms.size();
+  std::sort(result.created_ms.begin(), result.created_ms.end());
+  std::sort(result.cycle_ms.begin(), result.cycle_ms.end());
+  return result;
+}
+
+std::string Row(Result& r) {
+  return absl::StrFormat("%-8s %5d %8u %8u %8.1f %9.0f %8.2f %8.2f %8.2f %8.2f %8.2f", r.workload, r.concurrency,
+                         r.groups, r.failures, r.seconds, static_cast<double>(r.groups) / r.seconds,
+                         Percentile(r.created_ms, 0.5), Percentile(r.created_ms, 0.99),
+                         Percentile(r.created_ms, 0.999), Percentile(r.cycle_ms, 0.5), Percentile(r.cycle_ms, 0.99));
+}
+
+std::string Json(Result& r) {
+  return absl::StrFormat(
+      "{\"workload\": \"%s\", \"concurrency\": %d, \"groups\": %u, \"failures\": %u, \"seconds\": %.3f, "
+      "\"groups_per_second\": %.1f, \"created_p50_ms\": %.3f, \"created_p99_ms\": %.3f, \"created_p999_ms\": %.3f, "
+      "\"cycle_p50_ms\": %.3f, \"cycle_p99_ms\": %.3f}",
+      r.workload, r.concurrency, r.groups, r.failures, r.seconds, static_cast<double>(r.groups) / r.seconds,
+      Percentile(r.created_ms, 0.5), Percentile(r.created_ms, 0.99), Percentile(r.created_ms, 0.999),
+      Percentile(r.cycle_ms, 0.5), Percentile(r.cycle_ms, 0.99));
+}
+
+int Main(const Flags& flags) {
+  std::vector<std::pair<std::string, Workload>> workloads;
+  for (const std::string& name : std::vector<std::string>(absl::StrSplit(flags.workloads, ',', absl::SkipEmpty()))) {
+    absl::StatusOr<Workload> w = ParseWorkload(name);
+    if (!w.ok()) {
+      std::fprintf(stderr, "berth-loadgen: %s\n", std::string(w.status().message()).c_str());
+      return 2;
+    }
+    workloads.emplace_back(name, *w);
+  }
+  std::vector<int> levels;
+  for (absl::string_view c : absl::StrSplit(flags.concurrency, ',', absl::SkipEmpty())) {
+    int level = 0;
+    if (!absl::SimpleAtoi(c, &level) || level < 1 || level > 1024) {
+      std::fprintf(stderr, "berth-loadgen: --concurrency: '%s' is not 1..1024\n", std::string(c).c_str());
+      return 2;
+    }
+    levels.push_back(level);
+  }
+
+  std::unique_ptr<testing::LocalCluster> cluster;
+  SimulatedRaylets simulated;
+  std::string head = flags.head;
+  std::string token;
+  std::string setup;
+  if (!head.empty()) {
+    if (!flags.token_file.empty()) {
+      absl::StatusOr<std::string> t = LoadClusterToken(flags.token_file, "--token-file");
+      if (!t.ok()) {
+        std::fprintf(stderr, "berth-loadgen: %s\n", std::string(t.status().message()).c_str());
+        return 2;
+      }
+      token = *t;
+    }
+    setup = absl::StrCat("running cluster at ", head);
+  } else if (flags.mode == "real") {
+    cluster = std::make_unique<testing::LocalCluster>(500);
+    for (int i = 0; i < flags.raylets; ++i) {
+      cluster->AddRaylet({absl::StrCat("node-", i), flags.gpus_per_node, "A10G", 64, "512Gi"});
+    }
+    head = cluster->head_address();
+    setup = absl::StrCat("head + ", flags.raylets, " berth-raylet processes x ", flags.gpus_per_node,
+                         " GPUs, state in SQLite");
+  } else if (flags.mode == "simulated") {
+    // Heartbeats of thousands of nodes would be the load: a long period.
+    cluster = std::make_unique<testing::LocalCluster>(20000);
+    head = cluster->head_address();
+    SimulatedNodeShape shape;
+    shape.gpus = flags.gpus_per_node;
+    if (absl::Status s = simulated.Start(head, "", flags.nodes, shape); !s.ok()) {
+      std::fprintf(stderr, "berth-loadgen: %s\n", std::string(s.message()).c_str());
+      return 1;
+    }
+    setup = absl::StrCat("head + ", flags.nodes, " simulated nodes x ", flags.gpus_per_node,
+                         " GPUs behind one in-process RayletService, state in SQLite");
+  } else {
+    std::fprintf(stderr, "berth-loadgen: --mode: 'real' or 'simulated'\n");
+    return 2;
+  }
+  std::printf("berth-loadgen: %s; %.1f s per run\n", setup.c_str(), flags.duration_s);
+  std::printf("%-8s %5s %8s %8s %8s %9s %8s %8s %8s %8s %8s\n", "workload", "conc", "groups", "failed", "seconds",
+              "groups/s", "crt_p50", "crt_p99", "crt_p999", "cyc_p50", "cyc_p99");
+  std::vector<std::string> json;
+  for (auto& [name, w] : workloads) {
+    for (int level : levels) {
+      const uint64_t calls_before = simulated.calls();
+      Result r = Run(head, token, name, w, level, flags.duration_s);
+      std::printf("%s", Row(r).c_str());
+      if (flags.mode == "simulated" && flags.head.empty() && r.groups > 0) {
+        std::printf("  (%.1f raylet calls/group)",
+                    static_cast<double>(simulated.calls() - calls_before) / static_cast<double>(r.groups));
+      }
+      std::printf("\n");
+      std::fflush(stdout);
+      json.push_back(Json(r));
+    }
+  }
+  std::printf("latencies in ms: crt = create call -> CREATED seen by the client; cyc = create -> CREATED -> removed\n");
+  if (!flags.json.empty()) {
+    std::ofstream out(flags.json);
+    out << "{\"setup\": \"" << setup << "\", \"runs\": [\n";
+    for (size_t i = 0; i < json.size(); ++i) out << "  " << json[i] << (i + 1 < json.size() ? ",\n" : "\n");
+    out << "]}\n";
+  }
+  simulated.Stop();
+  return 0;
+}
+
+}  // namespace
+}  // namespace berth
+
+int main(int argc, char** argv) {
+  berth::Flags flags;
+  CLI::App app{"berth-loadgen: placement group throughput and latency against a live berth-head"};
+  app.add_option("--mode", flags.mode, "real (berth-raylet processes) or simulated (in-process nodes)")
+      ->capture_default_str();
+  app.add_option("--head", flags.head, "use the running head at HOST:PORT instead of starting one");
+  app.add_option("--token-file", flags.token_file, "with --head: the cluster token");
+  app.add_option("--raylets", flags.raylets, "real mode: raylet processes")->check(CLI::Range(1, 64))->capture_default_str();
+  app.add_option("--nodes", flags.nodes, "simulated mode: nodes")->check(CLI::Range(1, 100000))->capture_default_str();
+  app.add_option("--gpus-per-node", flags.gpus_per_node, "GPUs of each node")->check(CLI::Range(0, 64))->capture_default_str();
+  app.add_option("--workloads", flags.workloads, "comma-separated: one, pack3, spread8, mixed")->capture_default_str();
+  app.add_option("--concurrency", flags.concurrency, "comma-separated client counts")->capture_default_str();
+  app.add_option("--duration-s", flags.duration_s, "seconds per run")->check(CLI::Range(0.1, 3600.0))->capture_default_str();
+  app.add_option("--json", flags.json, "also write the results here");
+  CLI11_PARSE(app, argc, argv);
+  return berth::Main(flags);
+}
