@@ -311,7 +311,10 @@ int Run(const Flags& flags) {
     out->set_memory_bytes(gpu.memory_bytes);
   }
   head_connection.Start({
-      [&registration] { return registration; },
+      [&registration, &service] {
+        service.BeginRegistration();
+        return registration;
+      },
       [&service] { return service.Available(); },
       [&workers] { return static_cast<uint32_t>(workers.RunningCount()); },
       [&service](const v1::RegisterNodeResponse& response) {

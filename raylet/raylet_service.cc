@@ -154,10 +154,19 @@ grpc::Status RayletService::PrepareBundleResources(grpc::ServerContext* context,
     }
     absl::StatusOr<PrepareOutcome> outcome = reservations_.Prepare(pg, bundles);
     if (!outcome.ok()) return outcome.status();
+    if (outcome->prepared) {
+      for (const BundleRequest& b : bundles) prepared_since_registration_.insert({pg, b.bundle_index});
+    }
+    if (outcome->prepared && request->commit()) {
+      std::vector<uint32_t> indices;
+      for (const BundleRequest& b : bundles) indices.push_back(b.bundle_index);
+      if (absl::Status s = reservations_.Commit(pg, indices); !s.ok()) return s;
+    }
     response->set_prepared(outcome->prepared);
     response->set_reason(outcome->reason);
     RayletLog("prepare ", pg, " (", bundles.size(), " bundles): ",
-              outcome->prepared ? "prepared" : absl::StrCat("not prepared: ", outcome->reason));
+              outcome->prepared ? (request->commit() ? "prepared and committed" : "prepared")
+                                : absl::StrCat("not prepared: ", outcome->reason));
     return absl::OkStatus();
   });
 }
@@ -387,10 +396,16 @@ ResourceSet RayletService::Available() const {
   return reservations_.free();
 }
 
+void RayletService::BeginRegistration() {
+  absl::MutexLock lock(&mu_);
+  prepared_since_registration_.clear();
+}
+
 absl::Status RayletService::SyncHeldBundles(
     const google::protobuf::RepeatedPtrField<v1::HeldBundle>& held) {
   absl::MutexLock lock(&mu_);
-  std::set<BundleKey> keep;
+  // The head placed these after it answered; they are not stale.
+  std::set<BundleKey> keep = prepared_since_registration_;
   for (const v1::HeldBundle& h : held) {
     keep.insert({h.key().placement_group_id(), h.key().bundle_index()});
   }

@@ -12,6 +12,7 @@
 
 #include <deque>
 #include <functional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -76,10 +77,15 @@ class RayletService final : public v1::RayletService::Service {
   ResourceSet Available() const;
   // Every reserved bundle (prepared or committed), for metrics.
   std::vector<ReservedBundle> Bundles() const;
-  // After (re)registration: keeps exactly the bundles the head says this
-  // node holds, restoring missing ones (committed if the head says so) and
-  // releasing all others with their workers. Returns the first bundle that
-  // could not be restored, if any; the others are still applied.
+  // Called as a registration request is built: bundles prepared from now on
+  // are the head's newer decisions, which the registration's answer cannot
+  // list yet.
+  void BeginRegistration();
+  // After (re)registration: keeps the bundles the head says this node holds,
+  // restoring missing ones (committed if the head says so), and those
+  // prepared since BeginRegistration(); releases all others with their
+  // workers. Returns the first bundle that could not be restored, if any;
+  // the others are still applied.
   absl::Status SyncHeldBundles(const google::protobuf::RepeatedPtrField<v1::HeldBundle>& held);
 
  private:
@@ -104,6 +110,7 @@ class RayletService final : public v1::RayletService::Service {
   WorkerProcessManager* const workers_;
   mutable absl::Mutex mu_;
   BundleReservations reservations_ ABSL_GUARDED_BY(mu_);
+  std::set<BundleKey> prepared_since_registration_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<std::string, CachedResult> results_ ABSL_GUARDED_BY(mu_);
   std::deque<std::string> result_order_ ABSL_GUARDED_BY(mu_);  // oldest first, for eviction
 };

@@ -187,6 +187,23 @@ TEST_F(RayletServiceTest, PrepareCommitStartListCancel) {
   EXPECT_EQ(none.workers_size(), 0);
 }
 
+// A group with no other participant commits with its prepare: a worker can
+// start at once, with no CommitBundleResources.
+TEST_F(RayletServiceTest, PrepareWithCommitCommitsInOneCall) {
+  v1::PrepareBundleResourcesRequest request = PrepareRequest("pg-one", "one-prepare", 1, {0});
+  request.set_commit(true);
+  v1::PrepareBundleResourcesResponse response;
+  ASSERT_TRUE(Prepare(request, &response).ok());
+  ASSERT_TRUE(response.prepared()) << response.reason();
+  v1::StartWorkerResponse started;
+  EXPECT_TRUE(stub_->StartWorker(Context().get(), StartRequest("w-one", "pg-one", "exit 0"), &started).ok());
+  // Without commit, the bundle is only prepared: no worker may start.
+  ASSERT_TRUE(Prepare(PrepareRequest("pg-two", "two-prepare", 1, {1}), &response).ok());
+  ASSERT_TRUE(response.prepared());
+  grpc::Status refused = stub_->StartWorker(Context().get(), StartRequest("w-two", "pg-two", "exit 0"), &started);
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::FAILED_PRECONDITION) << refused.error_message();
+}
+
 TEST_F(RayletServiceTest, NotEnoughResourcesIsNotPreparedWithAReason) {
   v1::PrepareBundleResourcesResponse response;
   ASSERT_TRUE(Prepare(PrepareRequest("pg", "p1", 9, {}), &response).ok());
@@ -357,6 +374,7 @@ TEST_F(RayletServiceTest, SyncHeldBundlesRestoresWhatTheHeadBelievesAndReleasesT
   bundle->add_gpus()->set_index(0);  // the GPU "stale" holds now
   bundle->mutable_gpus(0)->set_units(10000);
   bundle->set_committed(true);
+  service_->BeginRegistration();  // as a restarted head's node registers again
   ASSERT_TRUE(service_->SyncHeldBundles(held).ok());
 
   v1::StartWorkerRequest start = StartRequest("w", "pg", "exit 0");
@@ -365,6 +383,20 @@ TEST_F(RayletServiceTest, SyncHeldBundlesRestoresWhatTheHeadBelievesAndReleasesT
   EXPECT_TRUE(stub_->StartWorker(Context().get(), start, &started).ok());
   EXPECT_EQ(service_->Available().Get("CPU"), Quantity::Whole(8));
   EXPECT_EQ(service_->Available().Get("GPU"), Quantity::Whole(1));
+}
+
+// The head may place a bundle here between answering a registration and
+// the raylet reading the answer: what was prepared since the registration
+// began is kept, what is older and unlisted is released.
+TEST_F(RayletServiceTest, SyncKeepsBundlesPreparedSinceTheRegistrationBegan) {
+  Reserve("old", 1, {0});
+  service_->BeginRegistration();
+  Reserve("new", 1, {1});
+  ASSERT_TRUE(service_->SyncHeldBundles({}).ok());
+  v1::StartWorkerResponse started;
+  EXPECT_TRUE(stub_->StartWorker(Context().get(), StartRequest("w-new", "new", "exit 0"), &started).ok());
+  EXPECT_EQ(stub_->StartWorker(Context().get(), StartRequest("w-old", "old", "exit 0"), &started).error_code(),
+            grpc::StatusCode::FAILED_PRECONDITION);
 }
 
 TEST_F(RayletServiceTest, AllocatePortReturnsAFreePortOnTheAdvertisedHost) {

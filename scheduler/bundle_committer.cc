@@ -16,35 +16,41 @@ std::string RequestId(const CommitTask& task, const NodeBundles& node, absl::str
 }  // namespace
 
 absl::Status BundleCommitter::Run(const CommitTask& task, const std::function<void()>& on_prepared) {
-  std::vector<std::future<absl::Status>> prepares;
-  for (const NodeBundles& node : task.nodes) {
-    prepares.push_back(std::async(std::launch::async, [this, &task, &node]() -> absl::Status {
-      v1::PrepareBundleResourcesRequest request;
-      request.set_placement_group_id(task.placement_group_id);
-      request.set_request_id(RequestId(task, node, "prepare"));
-      for (const RayletBundle& b : node.bundles) {
-        v1::BundleReservation* r = request.add_bundles();
-        r->set_bundle_index(b.bundle_index);
-        ResourceSetToProto(b.resources, r->mutable_resources());
-        GpuSharesToProto(b.gpus, r->mutable_gpus());
-      }
-      absl::StatusOr<v1::PrepareBundleResourcesResponse> response =
-          raylets_->Prepare(node.address, request);
-      if (!response.ok()) {
-        return absl::Status(response.status().code(),
-                            absl::StrCat("prepare on ", node.node_id, ": ", response.status().message()));
-      }
-      if (!response->prepared()) {
-        return absl::UnavailableError(
-            absl::StrCat("node ", node.node_id, " refused to prepare: ", response->reason()));
-      }
-      return absl::OkStatus();
-    }));
-  }
+  // A group on one node has one participant: prepare and commit in one call.
+  const bool single = task.nodes.size() == 1;
+  auto prepare = [this, &task, single](const NodeBundles& node) -> absl::Status {
+    v1::PrepareBundleResourcesRequest request;
+    request.set_placement_group_id(task.placement_group_id);
+    request.set_request_id(RequestId(task, node, single ? "prepare+commit" : "prepare"));
+    request.set_commit(single);
+    for (const RayletBundle& b : node.bundles) {
+      v1::BundleReservation* r = request.add_bundles();
+      r->set_bundle_index(b.bundle_index);
+      ResourceSetToProto(b.resources, r->mutable_resources());
+      GpuSharesToProto(b.gpus, r->mutable_gpus());
+    }
+    absl::StatusOr<v1::PrepareBundleResourcesResponse> response = raylets_->Prepare(node.address, request);
+    if (!response.ok()) {
+      return absl::Status(response.status().code(),
+                          absl::StrCat("prepare on ", node.node_id, ": ", response.status().message()));
+    }
+    if (!response->prepared()) {
+      return absl::UnavailableError(absl::StrCat("node ", node.node_id, " refused to prepare: ", response->reason()));
+    }
+    return absl::OkStatus();
+  };
   absl::Status first_error;
-  for (auto& prepare : prepares) {
-    absl::Status s = prepare.get();
-    if (!s.ok() && first_error.ok()) first_error = s;
+  if (single) {
+    first_error = prepare(task.nodes[0]);
+  } else {
+    std::vector<std::future<absl::Status>> prepares;
+    for (const NodeBundles& node : task.nodes) {
+      prepares.push_back(std::async(std::launch::async, prepare, std::cref(node)));
+    }
+    for (auto& p : prepares) {
+      absl::Status s = p.get();
+      if (!s.ok() && first_error.ok()) first_error = s;
+    }
   }
   // Cancel every node, not just those that answered: a node may have
   // prepared just before its call timed out. Cancelling is idempotent.
@@ -60,8 +66,8 @@ absl::Status BundleCommitter::Run(const CommitTask& task, const std::function<vo
     return first_error;
   }
   on_prepared();
-  for (size_t i = 0; i < task.nodes.size(); ++i) {
-    const NodeBundles& node = task.nodes[i];
+  if (single) return absl::OkStatus();  // committed with the prepare
+  for (const NodeBundles& node : task.nodes) {
     v1::CommitBundleResourcesRequest request;
     request.set_placement_group_id(task.placement_group_id);
     request.set_request_id(RequestId(task, node, "commit"));

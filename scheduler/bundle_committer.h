@@ -3,8 +3,9 @@
 // Phase 1 prepares every node's bundles in parallel (each node all or
 // nothing); if any node refuses, fails or times out, every node that did
 // prepare is told to cancel and the commit fails. Phase 2 commits every
-// node. Request ids derive from (group, attempt, node, phase), so a retried
-// RPC is idempotent on the raylet.
+// node. A group on a single node has one participant, so its prepare
+// commits too (one call instead of two). Request ids derive from (group,
+// attempt, node, phase), so a retried RPC is idempotent on the raylet.
 #ifndef BERTH_SCHEDULER_BUNDLE_COMMITTER_H_
 #define BERTH_SCHEDULER_BUNDLE_COMMITTER_H_
 
