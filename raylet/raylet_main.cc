@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "CLI/CLI.hpp"
+#include "absl/synchronization/mutex.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -342,6 +343,9 @@ int Run(const Flags& flags) {
 }  // namespace berth
 
 int main(int argc, char** argv) {
+  // Lock-order cycle detection is a debugging aid (TSan runs cover it);
+  // Debian's Abseil leaves it on, at a cost on every lock.
+  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
   // Blocked in every thread (threads inherit the mask) and taken by sigwait
   // in Run; workers unblock them before exec.
   sigset_t stop_signals;

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "CLI/CLI.hpp"
+#include "absl/synchronization/mutex.h"
 #include "absl/strings/str_cat.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/grpcpp.h"
@@ -40,6 +41,9 @@ std::string DefaultWorkerBinary() {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Lock-order cycle detection is a debugging aid (TSan runs cover it);
+  // Debian's Abseil leaves it on, at a cost on every lock.
+  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
   CLI::App app{"berth-head: the berth cluster scheduler"};
   std::string listen = "127.0.0.1:6380";
   std::string port_file;
@@ -76,7 +80,7 @@ int main(int argc, char** argv) {
   app.add_option("--state-dir", state_dir,
                  "keep nodes and placement groups in DIR/head.sqlite, so a restarted head continues");
   app.add_option("--state-store", state_store,
-                 "where to keep state instead: redis://HOST:PORT[/DB] (HA) or sqlite:PATH")
+                 "where to keep state instead: redis://HOST:PORT[/DB] (HA), sqlite:PATH, or memory: (lost on exit)")
       ->excludes("--state-dir");
   app.add_option("--metrics-listen", metrics_listen,
                  "serve Prometheus /metrics on HOST:PORT (port 0 picks one); empty = off");

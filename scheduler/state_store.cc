@@ -260,7 +260,9 @@ absl::StatusOr<std::unique_ptr<StateStore>> OpenRedisStateStore(const std::strin
 
 absl::StatusOr<std::unique_ptr<StateStore>> OpenStateStore(const std::string& spec, absl::string_view field) {
   absl::StatusOr<std::unique_ptr<StateStore>> store;
-  if (absl::StartsWith(spec, "redis://")) {
+  if (spec == "memory:") {
+    store = NewMemoryStateStore();
+  } else if (absl::StartsWith(spec, "redis://")) {
     store = OpenRedisStateStore(spec);
   } else if (absl::StartsWith(spec, "sqlite:")) {
     store = OpenSqliteStateStore(spec.substr(7));

@@ -50,8 +50,9 @@ class StateStore {
 std::unique_ptr<StateStore> NewMemoryStateStore();
 absl::StatusOr<std::unique_ptr<StateStore>> OpenSqliteStateStore(const std::string& path);
 absl::StatusOr<std::unique_ptr<StateStore>> OpenRedisStateStore(const std::string& url);
-// "redis://..." -> Redis; "sqlite:PATH" -> that file; anything else is a
-// directory that gets head.sqlite. Errors name `field`.
+// "redis://..." -> Redis; "sqlite:PATH" -> that file; "memory:" -> kept
+// in memory only (lost with the process, as Ray's GCS without Redis);
+// anything else is a directory that gets head.sqlite. Errors name `field`.
 absl::StatusOr<std::unique_ptr<StateStore>> OpenStateStore(const std::string& spec, absl::string_view field);
 
 }  // namespace berth

@@ -51,6 +51,7 @@ struct Flags {
   int gpus_per_node = 8;
   std::string workloads = "one,pack3,spread8,mixed";
   std::string concurrency = "1,16";
+  std::string state = "sqlite";
   double duration_s = 5;
   std::string json;
 };
@@ -188,7 +189,18 @@ std::string Json(Result& r) {
       Percentile(r.cycle_ms, 0.5), Percentile(r.cycle_ms, 0.99));
 }
 
+// sqlite: durable, fsync per group commit (berth up's default); memory:
+// nothing kept (Ray's GCS default).
+std::vector<std::string> StateFlags(const Flags& flags) {
+  if (flags.state == "memory") return {"--state-store", "memory:"};
+  return {};
+}
+
 int Main(const Flags& flags) {
+  if (flags.state != "sqlite" && flags.state != "memory") {
+    std::fprintf(stderr, "berth-loadgen: --state: 'sqlite' or 'memory'\n");
+    return 2;
+  }
   std::vector<std::pair<std::string, Workload>> workloads;
   for (const std::string& name : std::vector<std::string>(absl::StrSplit(flags.workloads, ',', absl::SkipEmpty()))) {
     absl::StatusOr<Workload> w = ParseWorkload(name);
@@ -224,16 +236,16 @@ int Main(const Flags& flags) {
     }
     setup = absl::StrCat("running cluster at ", head);
   } else if (flags.mode == "real") {
-    cluster = std::make_unique<testing::LocalCluster>(500);
+    cluster = std::make_unique<testing::LocalCluster>(500, StateFlags(flags));
     for (int i = 0; i < flags.raylets; ++i) {
       cluster->AddRaylet({absl::StrCat("node-", i), flags.gpus_per_node, "A10G", 64, "512Gi"});
     }
     head = cluster->head_address();
     setup = absl::StrCat("head + ", flags.raylets, " berth-raylet processes x ", flags.gpus_per_node,
-                         " GPUs, state in SQLite");
+                         " GPUs, state in ", flags.state);
   } else if (flags.mode == "simulated") {
     // Heartbeats of thousands of nodes would be the load: a long period.
-    cluster = std::make_unique<testing::LocalCluster>(20000);
+    cluster = std::make_unique<testing::LocalCluster>(20000, StateFlags(flags));
     head = cluster->head_address();
     SimulatedNodeShape shape;
     shape.gpus = flags.gpus_per_node;
@@ -242,7 +254,7 @@ int Main(const Flags& flags) {
       return 1;
     }
     setup = absl::StrCat("head + ", flags.nodes, " simulated nodes x ", flags.gpus_per_node,
-                         " GPUs behind one in-process RayletService, state in SQLite");
+                         " GPUs behind one in-process RayletService, state in ", flags.state);
   } else {
     std::fprintf(stderr, "berth-loadgen: --mode: 'real' or 'simulated'\n");
     return 2;
@@ -292,6 +304,7 @@ int main(int argc, char** argv) {
   app.add_option("--workloads", flags.workloads, "comma-separated: one, pack3, spread8, mixed")->capture_default_str();
   app.add_option("--concurrency", flags.concurrency, "comma-separated client counts")->capture_default_str();
   app.add_option("--duration-s", flags.duration_s, "seconds per run")->check(CLI::Range(0.1, 3600.0))->capture_default_str();
+  app.add_option("--state", flags.state, "head state: sqlite (durable, fsync) or memory")->capture_default_str();
   app.add_option("--json", flags.json, "also write the results here");
   CLI11_PARSE(app, argc, argv);
   return berth::Main(flags);

@@ -9,6 +9,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <fstream>
 #include <sstream>
 #include <stdexcept>
@@ -131,12 +132,15 @@ void LocalCluster::StartHead(const std::string& listen) {
   const std::string port_file = dir_ + "/head.port";
   std::remove(port_file.c_str());
   // The head keeps its state in the cluster's directory, so a restarted
-  // head continues where the killed one stopped.
+  // head continues where the killed one stopped (unless the extra flags
+  // name a --state-store).
   std::vector<std::string> argv = {BERTH_HEAD_BIN, "--listen", listen, "--port-file", port_file,
                                    "--heartbeat-period-ms", std::to_string(heartbeat_ms_),
                                    "--heartbeat-misses", "5", "--raylet-rpc-timeout-ms", "1000",
-                                   "--checkpoint-root", dir_ + "/jobs", "--metrics-listen", "127.0.0.1:0",
-                                   "--state-dir", dir_ + "/head-state"};
+                                   "--checkpoint-root", dir_ + "/jobs", "--metrics-listen", "127.0.0.1:0"};
+  if (std::find(extra_head_flags_.begin(), extra_head_flags_.end(), "--state-store") == extra_head_flags_.end()) {
+    argv.insert(argv.end(), {"--state-dir", dir_ + "/head-state"});
+  }
 #ifdef BERTH_WORKER_BIN
   argv.push_back("--worker-binary");
   argv.push_back(BERTH_WORKER_BIN);

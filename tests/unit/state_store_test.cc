@@ -40,6 +40,9 @@ void ExerciseStore(StateStore& store) {
 }
 
 TEST(StateStoreTest, Memory) {
+  absl::StatusOr<std::unique_ptr<StateStore>> opened = OpenStateStore("memory:", "--state-store");
+  ASSERT_TRUE(opened.ok()) << opened.status();
+  EXPECT_EQ((*opened)->Describe(), NewMemoryStateStore()->Describe());
   std::unique_ptr<StateStore> store = NewMemoryStateStore();
   ExerciseStore(*store);
 }
