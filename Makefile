@@ -3,8 +3,12 @@
 BUILD_DIR ?= build
 JOBS ?= $(shell nproc)
 BAZEL ?= bazel
+# ccache hits across clones of the tree (CI builds a fresh clone): paths
+# relative to the tree, and the working directory kept out of the hash.
+export CCACHE_BASEDIR := $(CURDIR)
+export CCACHE_NOHASHDIR := 1
 
-.PHONY: all setup configure build test demo placement-demo bench bazel clean sanitize fuzz
+.PHONY: all setup configure build test demo placement-demo bench bazel clean sanitize fuzz replay
 
 all: build
 
@@ -29,14 +33,22 @@ demo: build
 bench: build
 	$(BUILD_DIR)/bench/placement_bench --benchmark_counters_tabular=true
 
+# The Alibaba GPU trace (openb, 2023) replayed on the placement core with every
+# scorer (bench/replay): tables and plots under bench/results/ (~20 min, 1 core).
+REPLAY_DATA ?= ../shared/data/alibaba-gpu-v2023
+replay: build
+	$(BUILD_DIR)/bench/berth-replay --data_dir=$(REPLAY_DATA) --results_dir=bench/results \
+	    --plot_data_dir=$(BUILD_DIR)/replay-data
+	gnuplot -e "data='$(BUILD_DIR)/replay-data'; out='bench/results'" bench/replay/plot.gp
+
 # The secondary, offline Bazel build and its unit tests.
 bazel: setup
 	$(BAZEL) build --jobs=$(JOBS) //...
 	$(BAZEL) test --jobs=$(JOBS) //tests:unit
 
 # Tests under ASan+UBSan (build-asan) and the head under TSan (build-tsan);
-# SANITIZE_SCOPE=ci: the unit tests, control_plane_test and the CLI
-# end-to-end test under ASan, without the torch worker.
+# SANITIZE_SCOPE=ci: only the unit tests and control_plane_test under ASan,
+# without the torch worker.
 SANITIZE_SCOPE ?= full
 sanitize: setup
 	SCOPE=$(SANITIZE_SCOPE) JOBS=$(JOBS) bash tests/sanitize/run.sh all

@@ -4,8 +4,8 @@
 #   asan  ASan+UBSan build in build-asan; ctest of the unit and integration
 #         tests. SCOPE=full (default) builds everything, the torch worker
 #         included, and runs every test but the offline deploy checks;
-#         SCOPE=ci builds without the torch worker and runs the unit tests,
-#         control_plane_test and the CLI end-to-end test.
+#         SCOPE=ci (CI's time) builds without the torch worker and runs the
+#         unit tests and control_plane_test (real head and raylet processes).
 #   tsan  TSan build in build-tsan of the head, the raylet and the head-side
 #         tests; runs control_plane_test (real head and raylet processes) and
 #         the unit tests of tests/unit.
@@ -97,15 +97,20 @@ run_asan() {
   mkdir -p "$ASAN_DIR"
   if [[ $SCOPE == ci ]]; then
     configure "$ASAN_DIR" address -DBERTH_WITH_TORCH=OFF
-    # The unit tests (one executable each) and the two integration tests.
+    # The unit tests (one executable each) and control_plane_test; the other
+    # integration tests and client_cli_e2e_test (`berth up` needs the torch
+    # worker) run in SCOPE=full.
     local exes
+    local integration
+    integration=$(sed -n 's/^ *add_executable(\([A-Za-z0-9_]*_test\) .*/\1/p' \
+      "$ROOT/tests/integration/CMakeLists.txt" | grep -vx control_plane_test | paste -sd'|')
     exes=$(ninja -C "$ASAN_DIR" -t targets all | sed -n 's/^\([A-Za-z0-9_]*_test\): phony$/\1/p' |
-      grep -vE '^(autoscaler_test|train_job_test|metrics_test)$' | tr '\n' ' ')
+      grep -vE "^(${integration:-none}|client_cli_e2e_test|chaos_test)\$" | tr '\n' ' ')
     build "$ASAN_DIR" $exes berth berth-head berth-raylet
     built=$(now)
     local select=(-I "$(tests_of "$ASAN_DIR" $exes)")
   else
-    configure "$ASAN_DIR" address
+    configure "$ASAN_DIR" address -DBERTH_WITH_TORCH=ON
     build "$ASAN_DIR"
     built=$(now)
     # Everything but the offline checks of deploy/ (promtool, kubectl-free
