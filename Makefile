@@ -34,7 +34,7 @@ bench: build
 	$(BUILD_DIR)/bench/placement_bench --benchmark_counters_tabular=true
 
 # The Alibaba GPU trace (openb, 2023) replayed on the placement core with every
-# scorer (bench/replay): tables and plots under bench/results/ (~20 min, 1 core).
+# scorer (bench/replay): tables and plots under bench/results/ (~15 min, 1 core).
 REPLAY_DATA ?= ../shared/data/alibaba-gpu-v2023
 replay: build
 	$(BUILD_DIR)/bench/berth-replay --data_dir=$(REPLAY_DATA) --results_dir=bench/results \

@@ -125,6 +125,7 @@ std::optional<NodeIndex> BundlePlacer::FindNode(const Demand& d, Preference pref
     if (node.removed || node.state != NodeState::kAlive || !Fits(n, d, capacity)) return std::nullopt;
     return n;
   }
+  if (scorer_ != nullptr && capacity == Capacity::kFree) return FindScoredNode(d, constraints);
   const IndexedResource primary = PrimaryResource(d.sum);
   const int r = static_cast<int>(primary);
   const int64_t amount = NodeResourceTable::IndexKey(d.sum, primary);
@@ -149,6 +150,31 @@ std::optional<NodeIndex> BundlePlacer::FindNode(const Demand& d, Preference pref
                         ? std::make_pair(key, *found) < *best
                         : key > best->first || (key == best->first && *found < best->second));
       if (better) best = std::make_pair(key, *found);
+    }
+    if (best) return best->second;
+  }
+  return std::nullopt;
+}
+
+std::optional<NodeIndex> BundlePlacer::FindScoredNode(const Demand& d,
+                                                      const Constraints& constraints) const {
+  ScoredDemand demand{d.sum, {}};
+  for (uint32_t b : d.bundles) demand.bundle_gpus.push_back(spec_->bundles()[b].resources.Get(kGpu));
+  const IndexedResource primary = PrimaryResource(d.sum);
+  const int64_t amount = NodeResourceTable::IndexKey(d.sum, primary);
+  for (const auto& tier : CandidatePools(d)) {
+    std::optional<std::pair<double, NodeIndex>> best;
+    for (const NodeResourceTable::Pool* pool : tier) {
+      // Visits every node with enough of the primary resource free.
+      VisitAscending(pool->by_free[static_cast<int>(primary)], amount, [&](NodeIndex n) {
+        if (constraints.exclude != nullptr && constraints.exclude->contains(n)) return false;
+        if (!Fits(n, d, Capacity::kFree)) return false;
+        const double score = scorer_->Score(*table_, n, demand);
+        if (!best || score > best->first || (score == best->first && n < best->second)) {
+          best = std::make_pair(score, n);
+        }
+        return false;
+      });
     }
     if (best) return best->second;
   }

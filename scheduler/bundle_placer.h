@@ -14,6 +14,10 @@
 // the group fits the ALIVE nodes' totals but not what is free now;
 // kInfeasible means no set of ALIVE nodes could ever hold it. Neither
 // changes the table. Both carry a reason a person can act on.
+//
+// An optional NodeScorer (node_scorer.h) replaces the ranking of searches
+// over free capacity: every feasible candidate of the first tier that has
+// one is scored and the best taken. Without one the placer behaves as above.
 #ifndef BERTH_SCHEDULER_BUNDLE_PLACER_H_
 #define BERTH_SCHEDULER_BUNDLE_PLACER_H_
 
@@ -25,6 +29,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/statusor.h"
 #include "scheduler/node_resource_table.h"
+#include "scheduler/node_scorer.h"
 #include "scheduler/placement_group_spec.h"
 
 namespace berth {
@@ -47,7 +52,9 @@ struct PlacementDecision {
 
 class BundlePlacer {
  public:
-  explicit BundlePlacer(NodeResourceTable* table) : table_(table) {}
+  // `scorer`, if given, must outlive the placer.
+  explicit BundlePlacer(NodeResourceTable* table, NodeScorer* scorer = nullptr)
+      : table_(table), scorer_(scorer) {}
 
   // Places the bundles of `spec` that `already_placed` does not hold (all of
   // them for a new group; the lost ones when rescheduling). STRICT_SPREAD
@@ -77,6 +84,8 @@ class BundlePlacer {
   bool Fits(NodeIndex node, const Demand& d, Capacity capacity) const;
   std::optional<NodeIndex> FindNode(const Demand& d, Preference preference, Capacity capacity,
                                     const Constraints& constraints) const;
+  // The scorer's best node among those that fit `d` in free capacity.
+  std::optional<NodeIndex> FindScoredNode(const Demand& d, const Constraints& constraints) const;
 
   absl::Status PlaceOnNode(NodeIndex node, const Demand& d, std::vector<BundlePlacement>* out);
   bool PlacePack(const std::vector<uint32_t>& order, std::vector<BundlePlacement>* out);
@@ -96,6 +105,7 @@ class BundlePlacer {
   std::string DescribeDemand(const Demand& d) const;
 
   NodeResourceTable* table_;
+  NodeScorer* scorer_;
   const PlacementGroupSpec* spec_ = nullptr;  // the group of the current Place() call
 };
 

@@ -115,13 +115,7 @@ uint64_t HeadServer::PersistNodeLocked(const std::string& node_id) {
   v1::NodeRecord record;
   *record.mutable_registration() = registration->second;
   record.set_state(NodeStateToProto(table_.node(*index).state));
-  v1::ListNodesRequest one;
-  v1::ListNodesResponse listed;
-  if (nodes_.ListNodes(one, &listed).ok()) {
-    for (const v1::NodeInfo& n : listed.nodes()) {
-      if (n.node_id() == node_id) record.set_drain_reason(n.drain_reason());
-    }
-  }
+  record.set_drain_reason(nodes_.DrainReason(node_id));
   return writer_.Stage(kNodesTable, node_id, record.SerializeAsString());
 }
 

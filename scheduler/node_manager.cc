@@ -119,6 +119,11 @@ std::vector<std::string> NodeManager::CheckLiveness(int64_t now_ms) {
   return dead;
 }
 
+std::string NodeManager::DrainReason(const std::string& node_id) const {
+  auto it = nodes_.find(node_id);
+  return it == nodes_.end() ? "" : it->second.drain_reason;
+}
+
 absl::Status NodeManager::Drain(const v1::DrainNodeRequest& request) {
   if (absl::Status s = ValidateString(request.node_id(), "node_id", 128, true); !s.ok()) return s;
   if (absl::Status s = ValidateString(request.reason(), "reason", 1024, false); !s.ok()) return s;

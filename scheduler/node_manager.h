@@ -50,6 +50,8 @@ class NodeManager {
 
   // The raylet address of an ALIVE or DRAINING node, or "".
   std::string Address(NodeIndex index) const;
+  // Why the node drains; "" if it does not or is unknown.
+  std::string DrainReason(const std::string& node_id) const;
   absl::Status ListNodes(const v1::ListNodesRequest& request, v1::ListNodesResponse* response) const;
   int64_t heartbeat_period_ms() const { return config_.heartbeat_period_ms; }
 

@@ -12,6 +12,7 @@ PACKAGES=(
   prometheus yamllint libsqlite3-dev libhiredis-dev redis-server
   bazel-bootstrap bazel-rules-java
   clang libclang-rt-14-dev
+  gnuplot-nox
 )
 
 missing=()

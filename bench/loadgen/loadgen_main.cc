@@ -12,7 +12,13 @@
 //   spread8  8 bundles {GPU: 1} under STRICT_SPREAD (a gang over 8 nodes)
 //   mixed    one of the three, drawn per group
 //
+// Scale (`--hold B`, simulated mode): the head's resident memory with the
+// nodes registered and again with B one-bundle groups placed and held, per
+// node and per bundle, and the core's decision time from the head's
+// berth_placement_decision_seconds histogram.
+//
 //   berth-loadgen --mode real --raylets 8 --workloads one,pack3 --concurrency 1,16
+//   berth-loadgen --mode simulated --nodes 10000 --state memory --hold 100000
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -26,7 +32,9 @@
 #include <vector>
 
 #include "CLI/CLI.hpp"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
+#include "absl/strings/strip.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
@@ -54,6 +62,7 @@ struct Flags {
   std::string state = "sqlite";
   double duration_s = 5;
   std::string json;
+  int hold = 0;
 };
 
 enum class Workload { kOne, kPack3, kSpread8, kMixed };
@@ -196,11 +205,123 @@ std::vector<std::string> StateFlags(const Flags& flags) {
   return {};
 }
 
+// The resident memory of `pid`, bytes (VmRSS).
+int64_t ResidentBytes(pid_t pid) {
+  std::ifstream status(absl::StrCat("/proc/", pid, "/status"));
+  std::string line;
+  while (std::getline(status, line)) {
+    int64_t kib = 0;
+    if (absl::StartsWith(line, "VmRSS:") &&
+        absl::SimpleAtoi(absl::StripAsciiWhitespace(absl::StripSuffix(line.substr(6), "kB")), &kib)) {
+      return kib * 1024;
+    }
+  }
+  return 0;
+}
+
+// Sum and count of a histogram in a Prometheus text scrape.
+std::pair<double, double> HistogramSumCount(const std::string& scrape, const std::string& name) {
+  double sum = 0, count = 0;
+  for (absl::string_view line : absl::StrSplit(scrape, '\n')) {
+    std::vector<absl::string_view> parts = absl::StrSplit(line, ' ');
+    if (parts.size() < 2) continue;
+    if (parts[0] == name + "_sum") absl::SimpleAtod(parts[1], &sum);
+    if (parts[0] == name + "_count") absl::SimpleAtod(parts[1], &count);
+  }
+  return {sum, count};
+}
+
+// Places `groups` one-bundle groups with `clients` threads and keeps them.
+uint64_t Hold(const std::string& head, int groups, int clients) {
+  std::atomic<int> next{0};
+  std::atomic<uint64_t> placed{0};
+  std::vector<std::thread> threads;
+  for (int c = 0; c < clients; ++c) {
+    threads.emplace_back([&, c] {
+      grpc::ChannelArguments args;
+      args.SetInt("berth.loadgen.client", c);
+      auto stub = v1::PlacementGroupService::NewStub(
+          grpc::CreateCustomChannel(head, grpc::InsecureChannelCredentials(), args));
+      for (int n; (n = next++) < groups;) {
+        v1::CreatePlacementGroupRequest request;
+        request.set_request_id(absl::StrCat("hold-", n));
+        (*request.add_bundles()->mutable_resources()->mutable_amounts())["CPU"] = 0.1;
+        grpc::ClientContext context;
+        context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+        v1::CreatePlacementGroupResponse response;
+        if (stub->CreatePlacementGroup(&context, request, &response).ok()) ++placed;
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  return placed;
+}
+
+int Scale(const Flags& flags) {
+  // No heartbeats: the run ends well within the liveness timeout.
+  testing::LocalCluster cluster(60000, StateFlags(flags));
+  const int64_t empty = ResidentBytes(cluster.head_pid());
+  SimulatedRaylets simulated;
+  SimulatedNodeShape shape;
+  shape.gpus = flags.gpus_per_node;
+  const Clock::time_point start = Clock::now();
+  if (absl::Status s = simulated.Start(cluster.head_address(), "", flags.nodes, shape, false); !s.ok()) {
+    std::fprintf(stderr, "berth-loadgen: %s\n", std::string(s.message()).c_str());
+    return 1;
+  }
+  const double register_s = std::chrono::duration<double>(Clock::now() - start).count();
+  const int64_t with_nodes = ResidentBytes(cluster.head_pid());
+  const Clock::time_point hold_start = Clock::now();
+  const uint64_t created = Hold(cluster.head_address(), flags.hold, 16);
+  // Wait until every group is CREATED.
+  uint64_t ready = 0;
+  for (int i = 0; i < 6000; ++i) {
+    v1::GetClusterStatusResponse status;
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    if (cluster.cluster().GetClusterStatus(&context, {}, &status).ok()) {
+      ready = 0;
+      for (const auto& c : status.placement_groups()) {
+        if (c.state() == v1::PLACEMENT_GROUP_STATE_CREATED) ready = c.count();
+      }
+      if (ready >= created) break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  const double hold_s = std::chrono::duration<double>(Clock::now() - hold_start).count();
+  const int64_t with_bundles = ResidentBytes(cluster.head_pid());
+  v1::GetClusterStatusResponse status;
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  cluster.cluster().GetClusterStatus(&context, {}, &status);
+  const auto [sum, count] =
+      HistogramSumCount(testing::HttpGet(status.metrics_address(), "/metrics"), "berth_placement_decision_seconds");
+  std::printf("berth-loadgen scale: %d simulated nodes x %d GPUs, state in %s\n", flags.nodes, flags.gpus_per_node,
+              flags.state.c_str());
+  std::printf("  registered in %.1f s; head RSS %.1f MiB empty, %.1f MiB with nodes: %.0f bytes/node\n", register_s,
+              empty / 1048576.0, with_nodes / 1048576.0,
+              static_cast<double>(with_nodes - empty) / flags.nodes);
+  std::printf("  %llu of %d groups CREATED in %.1f s; head RSS %.1f MiB: %.0f bytes/placed bundle\n",
+              static_cast<unsigned long long>(ready), flags.hold, hold_s, with_bundles / 1048576.0,
+              ready > 0 ? static_cast<double>(with_bundles - with_nodes) / static_cast<double>(ready) : 0.0);
+  std::printf("  placement decisions: %.0f, mean %.1f us\n", count, count > 0 ? sum / count * 1e6 : 0.0);
+  if (!flags.json.empty()) {
+    std::ofstream(flags.json) << absl::StrFormat(
+        "{\"nodes\": %d, \"bundles\": %u, \"bytes_per_node\": %.0f, \"bytes_per_bundle\": %.0f, "
+        "\"decision_mean_us\": %.2f}\n",
+        flags.nodes, ready, static_cast<double>(with_nodes - empty) / flags.nodes,
+        ready > 0 ? static_cast<double>(with_bundles - with_nodes) / static_cast<double>(ready) : 0.0,
+        count > 0 ? sum / count * 1e6 : 0.0);
+  }
+  return ready >= static_cast<uint64_t>(flags.hold) ? 0 : 1;
+}
+
 int Main(const Flags& flags) {
   if (flags.state != "sqlite" && flags.state != "memory") {
     std::fprintf(stderr, "berth-loadgen: --state: 'sqlite' or 'memory'\n");
     return 2;
   }
+  if (flags.hold > 0) return Scale(flags);
   std::vector<std::pair<std::string, Workload>> workloads;
   for (const std::string& name : std::vector<std::string>(absl::StrSplit(flags.workloads, ',', absl::SkipEmpty()))) {
     absl::StatusOr<Workload> w = ParseWorkload(name);
@@ -306,6 +427,8 @@ int main(int argc, char** argv) {
   app.add_option("--duration-s", flags.duration_s, "seconds per run")->check(CLI::Range(0.1, 3600.0))->capture_default_str();
   app.add_option("--state", flags.state, "head state: sqlite (durable, fsync) or memory")->capture_default_str();
   app.add_option("--json", flags.json, "also write the results here");
+  app.add_option("--hold", flags.hold, "scale: place and hold this many one-bundle groups on --nodes simulated nodes")
+      ->check(CLI::Range(0, 10'000'000));
   CLI11_PARSE(app, argc, argv);
   return berth::Main(flags);
 }

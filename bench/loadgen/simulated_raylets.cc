@@ -1,6 +1,7 @@
 #include "bench/loadgen/simulated_raylets.h"
 
 #include <chrono>
+#include <mutex>
 
 #include "absl/strings/str_cat.h"
 #include "common/cluster_token.h"
@@ -46,7 +47,7 @@ SimulatedRaylets::SimulatedRaylets() = default;
 SimulatedRaylets::~SimulatedRaylets() { Stop(); }
 
 absl::Status SimulatedRaylets::Start(const std::string& head_address, const std::string& token, int count,
-                                     const SimulatedNodeShape& shape) {
+                                     const SimulatedNodeShape& shape, bool heartbeats) {
   service_ = std::make_unique<Service>(&calls_);
   grpc::ServerBuilder builder;
   int port = 0;
@@ -57,31 +58,46 @@ absl::Status SimulatedRaylets::Start(const std::string& head_address, const std:
   const std::string address = absl::StrCat("127.0.0.1:", port);
   head_ = v1::NodeService::NewStub(grpc::CreateChannel(head_address, grpc::InsecureChannelCredentials()));
   token_ = token;
-  int period_ms = 1000;
-  for (int i = 0; i < count; ++i) {
-    v1::RegisterNodeRequest request;
-    request.set_node_id(absl::StrCat("sim-", i));
-    request.set_address(address);
-    request.set_request_id(absl::StrCat("register-sim-", i));
-    auto& total = *request.mutable_total()->mutable_amounts();
-    total["CPU"] = shape.cpus;
-    total["memory"] = shape.memory_bytes;
-    total["GPU"] = shape.gpus;
-    for (int g = 0; g < shape.gpus; ++g) {
-      v1::GpuInstance* gpu = request.add_gpus();
-      gpu->set_index(g);
-      gpu->set_accelerator_type(shape.accelerator_type);
-    }
-    grpc::ClientContext context;
-    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
-    AttachClusterToken(&context, token_);
-    v1::RegisterNodeResponse response;
-    grpc::Status s = head_->RegisterNode(&context, request, &response);
-    if (!s.ok()) return absl::UnavailableError(absl::StrCat("registering sim-", i, ": ", s.error_message()));
-    period_ms = static_cast<int>(response.heartbeat_interval_ms());
-    node_ids_.push_back(request.node_id());
+  // Registered from a few threads: one at a time, 50k nodes take minutes.
+  std::atomic<int> next{0};
+  std::atomic<int> period_ms{1000};
+  std::mutex mu;
+  absl::Status failure;
+  std::vector<std::thread> registrars;
+  for (int t = 0; t < 8; ++t) {
+    registrars.emplace_back([&] {
+      for (int i; (i = next++) < count;) {
+        v1::RegisterNodeRequest request;
+        request.set_node_id(absl::StrCat("sim-", i));
+        request.set_address(address);
+        request.set_request_id(absl::StrCat("register-sim-", i));
+        auto& total = *request.mutable_total()->mutable_amounts();
+        total["CPU"] = shape.cpus;
+        total["memory"] = shape.memory_bytes;
+        total["GPU"] = shape.gpus;
+        for (int g = 0; g < shape.gpus; ++g) {
+          v1::GpuInstance* gpu = request.add_gpus();
+          gpu->set_index(g);
+          gpu->set_accelerator_type(shape.accelerator_type);
+        }
+        grpc::ClientContext context;
+        context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+        AttachClusterToken(&context, token_);
+        v1::RegisterNodeResponse response;
+        grpc::Status s = head_->RegisterNode(&context, request, &response);
+        std::lock_guard<std::mutex> lock(mu);
+        if (!s.ok()) {
+          failure = absl::UnavailableError(absl::StrCat("registering sim-", i, ": ", s.error_message()));
+          return;
+        }
+        period_ms = static_cast<int>(response.heartbeat_interval_ms());
+        node_ids_.push_back(request.node_id());
+      }
+    });
   }
-  heartbeats_ = std::thread([this, period_ms] { HeartbeatLoop(period_ms); });
+  for (std::thread& t : registrars) t.join();
+  if (!failure.ok()) return failure;
+  if (heartbeats) heartbeats_ = std::thread([this, period = period_ms.load()] { HeartbeatLoop(period); });
   return absl::OkStatus();
 }
 

@@ -39,9 +39,11 @@ class SimulatedRaylets {
   SimulatedRaylets& operator=(const SimulatedRaylets&) = delete;
 
   // Serves on 127.0.0.1, registers `count` nodes ("sim-0" ...) with the head
-  // at `head_address` (with `token`, if not empty) and starts heartbeating.
+  // at `head_address` (with `token`, if not empty) and, if `heartbeats`,
+  // heartbeats them (a run shorter than the head's liveness timeout may do
+  // without: 50k nodes' heartbeats would be the load).
   absl::Status Start(const std::string& head_address, const std::string& token, int count,
-                     const SimulatedNodeShape& shape);
+                     const SimulatedNodeShape& shape, bool heartbeats = true);
   void Stop();
 
   // Reservation RPCs served so far (prepare, commit, cancel, release).

@@ -78,6 +78,7 @@ class LocalCluster {
   v1::RayletService::Stub& raylet(const std::string& node_id);
   std::string raylet_address(const std::string& node_id) const;
   const std::string& head_address() const { return head_address_; }
+  pid_t head_pid() const { return head_ ? head_->pid() : -1; }
   const std::string& dir() const { return dir_; }
   std::string log_dir(const std::string& node_id) const;
   int heartbeat_ms() const { return heartbeat_ms_; }

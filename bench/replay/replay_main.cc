@@ -1,0 +1,419 @@
+// berth-replay: the Alibaba GPU trace (openb, 2023) replayed on berth's
+// placement core with simulated time, every scorer side by side.
+//
+//   build/bench/berth-replay --data_dir=../shared/data/alibaba-gpu-v2023
+//       --results_dir=bench/results --plot_data_dir=build/replay-data
+//
+// Writes <results_dir>/replay.md (the tables) and, for gnuplot
+// (bench/replay/plot.gp), <plot_data_dir>/{alloc,frag,util}_<trace>.dat.
+// Progress goes to stderr.
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <iostream>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "CLI/CLI.hpp"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "bench/replay/simulation.h"
+
+namespace berth::replay {
+namespace {
+
+// The artifact's expected results (the data README), GPU allocation ratio %.
+struct Published {
+  const char* policy;
+  double at_100[2];  // default, gpuspec33
+  double at_130[2];
+};
+constexpr Published kPublished[] = {
+    {"Random-fit", {86.30, 83.87}, {87.47, 86.46}},
+    {"Best-fit", {92.86, 80.39}, {93.08, 93.09}},
+    {"Dot-product", {90.62, 79.82}, {90.85, 89.14}},
+    {"GPU packing", {91.78, 82.22}, {92.00, 93.22}},
+    {"GPU clustering", {91.65, 81.09}, {91.88, 92.12}},
+    {"FGD (the paper's)", {95.23, 87.84}, {95.39, 94.55}},
+};
+
+struct Options {
+  std::string data_dir = "../shared/data/alibaba-gpu-v2023";
+  std::string results_dir = "bench/results";
+  std::string plot_data_dir = "build-replay/replay-data";
+  std::vector<std::string> traces = {"default", "gpuspec33"};
+  std::vector<std::string> scorers;  // empty: all
+  int seeds = 10;
+  int gang_seeds = 3;
+  bool gangs = true;
+  bool timeline = true;
+  std::vector<double> speedups = {1, 100000};
+};
+
+// Makes the scorer of one run; null means BundlePlacer's built-in ranking.
+struct ScorerChoice {
+  std::string name;
+  std::function<absl::StatusOr<std::unique_ptr<NodeScorer>>(uint64_t seed)> make;
+};
+
+// FragmentationScorer over `shapes`, under `name`.
+ScorerChoice Fragmentation(std::string name, std::vector<TaskShape> shapes,
+                           FragmentationOptions options) {
+  return {std::move(name), [shapes, options](uint64_t) -> absl::StatusOr<std::unique_ptr<NodeScorer>> {
+            absl::StatusOr<std::unique_ptr<FragmentationScorer>> s =
+                FragmentationScorer::Create(shapes, options);
+            if (!s.ok()) return s.status();
+            return std::unique_ptr<NodeScorer>(*std::move(s));
+          }};
+}
+
+std::vector<ScorerChoice> Scorers(const std::vector<TaskShape>& shapes) {
+  auto fixed = [](auto make) {
+    return [make](uint64_t) -> absl::StatusOr<std::unique_ptr<NodeScorer>> { return make(); };
+  };
+  return {
+      {"berth-default", fixed([] { return std::unique_ptr<NodeScorer>(); })},
+      {"random",
+       [](uint64_t seed) -> absl::StatusOr<std::unique_ptr<NodeScorer>> {
+         return std::make_unique<RandomScorer>(seed);
+       }},
+      {"first-fit", fixed([] { return std::make_unique<FirstFitScorer>(); })},
+      {"worst-fit", fixed([] { return std::make_unique<WorstFitScorer>(); })},
+      {"best-fit", fixed([] { return std::make_unique<BestFitScorer>(); })},
+      // FGD's measure alone: the paper's policy as this harness runs it.
+      Fragmentation("fgd-like", shapes, {}),
+      // berth's: FGD plus stranding and scarcity (weights from a sweep of
+      // 0.5/1/2 on seeds 1-2; see docs/PERFORMANCE.md).
+      Fragmentation("fragmentation", shapes, {/*scarcity_weight=*/1, /*stranding_weight=*/1}),
+  };
+}
+
+// The mean over seeds of one scorer's curve on one workload.
+struct MeanCurve {
+  std::vector<double> arrived, allocated, fragmented;  // percent
+  double failed_per_run = 0;
+  DecisionTime placed_time;
+  DecisionTime failed_time;
+};
+
+absl::StatusOr<MeanCurve> MeasureArrivals(const std::vector<TraceNode>& gpu_nodes,
+                                          const Workload& workload, const ScorerChoice& scorer,
+                                          const std::vector<TaskShape>& shapes, int seeds) {
+  MeanCurve mean;
+  for (int seed = 1; seed <= seeds; ++seed) {
+    absl::StatusOr<std::unique_ptr<NodeScorer>> s = scorer.make(seed);
+    if (!s.ok()) return s.status();
+    absl::StatusOr<std::unique_ptr<FragmentationScorer>> meter = FragmentationScorer::Create(shapes);
+    if (!meter.ok()) return meter.status();
+    ArrivalOptions options;
+    options.seed = seed;
+    absl::StatusOr<ArrivalCurve> c = RunArrivals(gpu_nodes, workload, s->get(), meter->get(), options);
+    if (!c.ok()) return c.status();
+    mean.arrived.resize(c->arrived.size());
+    mean.allocated.resize(c->arrived.size());
+    mean.fragmented.resize(c->arrived.size());
+    for (size_t k = 0; k < c->arrived.size(); ++k) {
+      mean.arrived[k] += 100 * c->arrived[k] / seeds;
+      mean.allocated[k] += 100 * c->allocated[k] / seeds;
+      mean.fragmented[k] += 100 * c->fragmented[k] / seeds;
+    }
+    mean.failed_per_run += static_cast<double>(c->failed) / seeds;
+    for (auto [sum, run] : {std::pair(&mean.placed_time, &c->placed_time),
+                            std::pair(&mean.failed_time, &c->failed_time)}) {
+      sum->decisions += run->decisions;
+      sum->seconds += run->seconds;
+    }
+  }
+  return mean;
+}
+
+// Index of the checkpoint at `percent` of arrived load (10, 20, ... 130).
+size_t At(int percent) { return percent / 10 - 1; }
+
+std::string Row(std::initializer_list<std::string> cells) {
+  return absl::StrCat("| ", absl::StrJoin(cells, " | "), " |\n");
+}
+std::string Pct(double v) { return absl::StrFormat("%.2f", v); }
+
+struct TraceResults {
+  std::string trace;
+  // shaping -> scorer -> curve, in the order run
+  std::vector<std::pair<TaskShaping, std::vector<std::pair<std::string, MeanCurve>>>> arrivals;
+  struct TimelineRun {
+    double speedup;
+    std::string scorer;
+    Timeline timeline;
+  };
+  std::vector<TimelineRun> timelines;
+};
+
+absl::Status WriteDat(const std::string& path, const std::vector<std::string>& columns,
+                      const std::vector<std::vector<double>>& rows) {
+  std::ofstream out(path);
+  if (!out) return absl::UnavailableError(absl::StrCat("cannot write '", path, "'"));
+  out << absl::StrJoin(columns, " ") << "\n";
+  for (const auto& row : rows) {
+    out << absl::StrJoin(row, " ", [](std::string* s, double v) {
+      absl::StrAppend(s, absl::StrFormat("%.4f", v));
+    }) << "\n";
+  }
+  return absl::OkStatus();
+}
+
+absl::Status WritePlotData(const Options& o, const TraceResults& r) {
+  const auto& one_bundle = r.arrivals.front().second;
+  std::vector<std::string> columns = {"load"};
+  for (const auto& [name, curve] : one_bundle) columns.push_back(name);
+  for (const auto& [file, field] :
+       std::vector<std::pair<std::string, std::vector<double> MeanCurve::*>>{
+           {"alloc", &MeanCurve::allocated}, {"frag", &MeanCurve::fragmented}}) {
+    std::vector<std::vector<double>> rows;
+    for (size_t k = 0; k < one_bundle.front().second.arrived.size(); ++k) {
+      std::vector<double> row = {10.0 * (k + 1)};
+      for (const auto& [name, curve] : one_bundle) row.push_back((curve.*field)[k]);
+      rows.push_back(row);
+    }
+    if (absl::Status s = WriteDat(absl::StrCat(o.plot_data_dir, "/", file, "_", r.trace, ".dat"),
+                                  columns, rows);
+        !s.ok()) {
+      return s;
+    }
+  }
+  if (r.timelines.empty()) return absl::OkStatus();
+  // The utilisation plot shows the most compressed replay.
+  const double speedup = r.timelines.back().speedup;
+  std::vector<const Timeline*> runs;
+  std::vector<std::string> util_columns = {"hour"};
+  for (const TraceResults::TimelineRun& run : r.timelines) {
+    if (run.speedup != speedup) continue;
+    runs.push_back(&run.timeline);
+    util_columns.push_back(run.scorer);
+  }
+  std::vector<std::vector<double>> rows(runs.front()->utilisation.size());
+  for (size_t k = 0; k < rows.size(); ++k) {
+    rows[k].push_back(runs.front()->utilisation[k].first / 3600.0);
+    for (const Timeline* t : runs) {
+      // Runs end at their last departure; an idle cluster reads 0 after it.
+      rows[k].push_back(k < t->utilisation.size() ? 100 * t->utilisation[k].second : 0);
+    }
+  }
+  return WriteDat(absl::StrCat(o.plot_data_dir, "/util_", r.trace, ".dat"), util_columns, rows);
+}
+
+double Quantile(std::vector<double> v, double q) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v[std::min(v.size() - 1, static_cast<size_t>(q * v.size()))];
+}
+
+std::string Markdown(const Options& o, const std::vector<TraceResults>& all) {
+  std::string md = absl::StrCat(
+      "# Trace replay: Alibaba GPU v2023 (openb) on berth's placement core\n\n",
+      "Generated by `make replay` (bench/replay). Seeds 1..", o.seeds, " averaged (gang variants: 1..",
+      o.gang_seeds, "); GPU allocation ratio = allocated GPU / 6,212 GPUs of "
+      "the 1,213 GPU nodes. Published figures: Weng et al., \"Beware of Fragmentation\", "
+      "USENIX ATC'23 (artifact's expected results).\n\n");
+  // (a) headline: one-bundle tasks at 100% and 130%.
+  absl::StrAppend(&md, "## (a) GPU allocation ratio (%), one bundle per task\n\n");
+  absl::StrAppend(&md, Row({"policy", "default @100%", "default @130%", "gpuspec33 @100%",
+                            "gpuspec33 @130%"}),
+                  Row({"---", "---", "---", "---", "---"}));
+  std::map<std::string, std::map<std::string, const MeanCurve*>> by_scorer;  // scorer -> trace
+  std::vector<std::string> scorer_order;
+  for (const TraceResults& r : all) {
+    for (const auto& [name, curve] : r.arrivals.front().second) {
+      if (by_scorer[name].empty()) scorer_order.push_back(name);
+      by_scorer[name][r.trace] = &curve;
+    }
+  }
+  auto cell = [&](const std::string& scorer, const std::string& trace, int percent) {
+    auto it = by_scorer[scorer].find(trace);
+    return it == by_scorer[scorer].end() ? std::string("-") : Pct(it->second->allocated[At(percent)]);
+  };
+  for (const std::string& s : scorer_order) {
+    absl::StrAppend(&md, Row({absl::StrCat("berth ", s), cell(s, "default", 100),
+                              cell(s, "default", 130), cell(s, "gpuspec33", 100),
+                              cell(s, "gpuspec33", 130)}));
+  }
+  for (const Published& p : kPublished) {
+    absl::StrAppend(&md, Row({absl::StrCat("published ", p.policy), Pct(p.at_100[0]),
+                              Pct(p.at_130[0]), Pct(p.at_100[1]), Pct(p.at_130[1])}));
+  }
+  for (const TraceResults& r : all) {
+    for (const auto& [shaping, curves] : r.arrivals) {
+      absl::StrAppend(&md, "\n### ", r.trace, ", ", TaskShapingName(shaping),
+                      ": allocated % / fragmented % of GPU capacity by arrived load\n\n");
+      std::vector<std::string> header = {"arrived"};
+      for (const auto& [name, curve] : curves) header.push_back(name);
+      absl::StrAppend(&md, "| ", absl::StrJoin(header, " | "), " |\n|",
+                      absl::StrJoin(std::vector<std::string>(header.size(), "---"), "|"), "|\n");
+      for (size_t k = 0; k < curves.front().second.arrived.size(); ++k) {
+        std::vector<std::string> row = {absl::StrCat((k + 1) * 10, "%")};
+        for (const auto& [name, curve] : curves) {
+          row.push_back(absl::StrCat(Pct(curve.allocated[k]), " / ", Pct(curve.fragmented[k])));
+        }
+        absl::StrAppend(&md, "| ", absl::StrJoin(row, " | "), " |\n");
+      }
+    }
+  }
+  absl::StrAppend(&md, "\n## Decision time (ns per BundlePlacer::Place over the one-bundle "
+                       "runs, 1,213 nodes): groups placed / groups not placed\n\n");
+  absl::StrAppend(&md, Row({"scorer", "default", "gpuspec33"}), Row({"---", "---", "---"}));
+  for (const std::string& s : scorer_order) {
+    std::vector<std::string> cells = {s};
+    for (const char* trace : {"default", "gpuspec33"}) {
+      auto it = by_scorer[s].find(trace);
+      cells.push_back(it == by_scorer[s].end()
+                          ? "-"
+                          : absl::StrFormat("%.0f / %.0f", it->second->placed_time.NanosPerDecision(),
+                                            it->second->failed_time.NanosPerDecision()));
+    }
+    absl::StrAppend(&md, "| ", absl::StrJoin(cells, " | "), " |\n");
+  }
+  for (const TraceResults& r : all) {
+    if (r.timelines.empty()) continue;
+    absl::StrAppend(&md, "\n## (b) Arrival/departure replay, ", r.trace,
+                    " (all 1,523 nodes; arrivals `speedup` times faster than the trace; strict "
+                    "FIFO queue; simulated seconds)\n\n",
+                    Row({"speedup", "scorer", "placed %", "infeasible", "still queued",
+                         "GPU util % mean / peak while tasks arrive", "queue delay mean (s)",
+                         "p50 (s)", "p99 (s)"}),
+                    Row({"---", "---", "---", "---", "---", "---", "---", "---", "---"}));
+    for (const TraceResults::TimelineRun& run : r.timelines) {
+      const Timeline& t = run.timeline;
+      double util = 0;
+      double peak = 0;
+      int samples = 0;
+      for (const auto& [at, u] : t.utilisation) {
+        util += u;
+        peak = std::max(peak, u);
+        ++samples;
+      }
+      if (samples > 0) util /= samples;
+      double delay = 0;
+      for (double d : t.delays_s) delay += d;
+      if (!t.delays_s.empty()) delay /= t.delays_s.size();
+      absl::StrAppend(&md, Row({absl::StrCat(run.speedup, "x"), run.scorer,
+                                Pct(100.0 * t.placed / t.tasks), absl::StrCat(t.infeasible),
+                                absl::StrCat(t.tasks - t.placed - t.infeasible),
+                                absl::StrCat(Pct(100 * util), " / ", Pct(100 * peak)),
+                                absl::StrFormat("%.0f", delay),
+                                absl::StrFormat("%.0f", Quantile(t.delays_s, 0.5)),
+                                absl::StrFormat("%.0f", Quantile(t.delays_s, 0.99))}));
+    }
+  }
+  return md;
+}
+
+absl::Status Run(const Options& o) {
+  absl::StatusOr<std::string> node_csv = ReadTextFile(o.data_dir + "/openb_node_list_all_node.csv");
+  if (!node_csv.ok()) return node_csv.status();
+  absl::StatusOr<std::vector<TraceNode>> nodes = ParseNodeList(*node_csv);
+  if (!nodes.ok()) return nodes.status();
+  std::vector<TraceNode> gpu_nodes;
+  std::copy_if(nodes->begin(), nodes->end(), std::back_inserter(gpu_nodes),
+               [](const TraceNode& n) { return n.gpus > 0; });
+
+  std::vector<TraceResults> all;
+  for (const std::string& trace : o.traces) {
+    absl::StatusOr<std::string> csv =
+        ReadTextFile(absl::StrCat(o.data_dir, "/openb_pod_list_", trace, ".csv"));
+    if (!csv.ok()) return csv.status();
+    absl::StatusOr<std::vector<TraceTask>> tasks = ParseTaskList(*csv);
+    if (!tasks.ok()) return tasks.status();
+    const std::vector<TaskShape> shapes = GpuTaskShapes(*tasks);
+    std::vector<ScorerChoice> scorers = Scorers(shapes);
+    if (!o.scorers.empty()) {
+      scorers.erase(std::remove_if(scorers.begin(), scorers.end(),
+                                   [&](const ScorerChoice& c) {
+                                     return std::find(o.scorers.begin(), o.scorers.end(),
+                                                      c.name) == o.scorers.end();
+                                   }),
+                    scorers.end());
+      if (scorers.empty()) return absl::InvalidArgumentError("--scorers: no known scorer named");
+    }
+    TraceResults r;
+    r.trace = trace;
+    std::vector<TaskShaping> shapings = {TaskShaping::kOneBundle};
+    if (o.gangs) {
+      shapings.push_back(TaskShaping::kGangPack);
+      shapings.push_back(TaskShaping::kGangStrictPack);
+    }
+    for (TaskShaping shaping : shapings) {
+      absl::StatusOr<Workload> workload = MakeWorkload(*tasks, shaping);
+      if (!workload.ok()) return workload.status();
+      r.arrivals.push_back({shaping, {}});
+      for (const ScorerChoice& scorer : scorers) {
+        absl::StatusOr<MeanCurve> c =
+            MeasureArrivals(gpu_nodes, *workload, scorer, shapes,
+                            shaping == TaskShaping::kOneBundle ? o.seeds : o.gang_seeds);
+        if (!c.ok()) return c.status();
+        std::cerr << absl::StrFormat(
+            "%s %s %-14s alloc@100 %.2f @130 %.2f frag@100 %.2f  ns/decision placed %.0f "
+            "failed %.0f\n",
+            trace, TaskShapingName(shaping), scorer.name, c->allocated[At(100)],
+            c->allocated[At(130)], c->fragmented[At(100)], c->placed_time.NanosPerDecision(),
+            c->failed_time.NanosPerDecision());
+        r.arrivals.back().second.push_back({scorer.name, *std::move(c)});
+      }
+    }
+    if (o.timeline) {
+      absl::StatusOr<Workload> workload = MakeWorkload(*tasks, TaskShaping::kOneBundle);
+      if (!workload.ok()) return workload.status();
+      for (double speedup : o.speedups) {
+        for (const ScorerChoice& scorer : scorers) {
+          absl::StatusOr<std::unique_ptr<NodeScorer>> s = scorer.make(1);
+          if (!s.ok()) return s.status();
+          TimelineOptions timeline_options;
+          timeline_options.speedup = speedup;
+          absl::StatusOr<Timeline> t = RunTimeline(*nodes, *workload, s->get(), timeline_options);
+          if (!t.ok()) return t.status();
+          std::cerr << absl::StrFormat("%s timeline x%g %-14s placed %d/%d\n", trace, speedup,
+                                       scorer.name, t->placed, t->tasks);
+          r.timelines.push_back({speedup, scorer.name, *std::move(t)});
+        }
+      }
+    }
+    std::filesystem::create_directories(o.plot_data_dir);
+    if (absl::Status s = WritePlotData(o, r); !s.ok()) return s;
+    all.push_back(std::move(r));
+  }
+  std::filesystem::create_directories(o.results_dir);
+  const std::string path = o.results_dir + "/replay.md";
+  std::ofstream out(path);
+  if (!out) return absl::UnavailableError(absl::StrCat("cannot write '", path, "'"));
+  out << Markdown(o, all);
+  return absl::OkStatus();
+}
+
+}  // namespace
+}  // namespace berth::replay
+
+int main(int argc, char** argv) {
+  berth::replay::Options o;
+  CLI::App app{"Replays the Alibaba GPU trace (openb, 2023) on berth's placement core."};
+  app.add_option("--data_dir", o.data_dir, "folder with the trace's CSV files");
+  app.add_option("--results_dir", o.results_dir, "where replay.md goes");
+  app.add_option("--plot_data_dir", o.plot_data_dir, "where the gnuplot .dat files go");
+  app.add_option("--traces", o.traces, "pod lists to replay (default, gpuspec33)")->delimiter(',');
+  app.add_option("--scorers", o.scorers, "scorers to compare (default: all)")->delimiter(',');
+  app.add_option("--seeds", o.seeds, "seeds per one-bundle curve of measure (a)")
+      ->check(CLI::Range(1, 1000));
+  app.add_option("--gang_seeds", o.gang_seeds, "seeds per gang curve of measure (a)")
+      ->check(CLI::Range(1, 1000));
+  app.add_flag("--gangs,!--no_gangs", o.gangs, "also replay N-GPU tasks as gangs");
+  app.add_flag("--timeline,!--no_timeline", o.timeline, "run measure (b)");
+  app.add_option("--speedups", o.speedups, "measure (b): arrival times are divided by each")
+      ->delimiter(',')
+      ->check(CLI::PositiveNumber);
+  CLI11_PARSE(app, argc, argv);
+  if (absl::Status s = berth::replay::Run(o); !s.ok()) {
+    std::cerr << "berth-replay: " << s << "\n";
+    return 1;
+  }
+  return 0;
+}
