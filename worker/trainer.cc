@@ -41,13 +41,19 @@ void Log(const Args&... args) {
 }
 
 // With TLS the raylet gives the trainer the cluster CA, to verify the head.
+// Reconnects within a second of a restarted head (gRPC's default backoff
+// grows to two minutes, and the reports of a job would stop meanwhile).
 std::shared_ptr<grpc::Channel> HeadChannel(const std::string& head) {
   TlsConfig tls;
   if (const char* ca = std::getenv("BERTH_TLS_CA_PEM"); ca != nullptr && *ca != '\0') {
     tls.enabled = true;
     tls.ca_pem = ca;
   }
-  return tls.MakeChannel(head, TlsRole::kHead);
+  grpc::ChannelArguments args;
+  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
+  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
+  return tls.MakeChannel(head, TlsRole::kHead, args);
 }
 
 // Reports progress to the head's TrainJobService. Failures are logged (once
@@ -67,6 +73,7 @@ class HeadReporter {
     v1::ReportTrainProgressResponse response;
     grpc::ClientContext context;
     context.set_deadline(absl::ToChronoTime(absl::Now() + kHeadDeadline));
+    context.set_wait_for_ready(true);  // ride out a head restart within the deadline
     // The head gives the trainer the cluster token when the cluster has one.
     if (const char* token = std::getenv("BERTH_CLUSTER_TOKEN"); token != nullptr && *token != '\0') {
       context.AddMetadata("authorization", std::string("Bearer ") + token);
