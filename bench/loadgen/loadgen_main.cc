@@ -246,10 +246,17 @@ uint64_t Hold(const std::string& head, int groups, int clients) {
         v1::CreatePlacementGroupRequest request;
         request.set_request_id(absl::StrCat("hold-", n));
         (*request.add_bundles()->mutable_resources()->mutable_amounts())["CPU"] = 0.1;
-        grpc::ClientContext context;
-        context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
-        v1::CreatePlacementGroupResponse response;
-        if (stub->CreatePlacementGroup(&context, request, &response).ok()) ++placed;
+        // Over --max-pending-groups the head refuses (RESOURCE_EXHAUSTED)
+        // until placement catches up: retry, as a client should.
+        for (int attempt = 0; attempt < 1000; ++attempt) {
+          grpc::ClientContext context;
+          context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+          v1::CreatePlacementGroupResponse response;
+          const grpc::Status s = stub->CreatePlacementGroup(&context, request, &response);
+          if (s.ok()) ++placed;
+          if (s.error_code() != grpc::StatusCode::RESOURCE_EXHAUSTED) break;
+          std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        }
       }
     });
   }
