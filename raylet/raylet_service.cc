@@ -129,6 +129,11 @@ grpc::Status RayletService::PrepareBundleResources(grpc::ServerContext* context,
                                                    const v1::PrepareBundleResourcesRequest* request,
                                                    v1::PrepareBundleResourcesResponse* response) {
   if (grpc::Status denied = Admit(context, "PrepareBundleResources"); !denied.ok()) return denied;
+  return Prepare(request, response);
+}
+
+grpc::Status RayletService::Prepare(const v1::PrepareBundleResourcesRequest* request,
+                                    v1::PrepareBundleResourcesResponse* response) {
   return Idempotent("PrepareBundleResources", request->request_id(), *request, response,
                     [&]() -> absl::Status {
     const std::string& pg = request->placement_group_id();
@@ -175,6 +180,11 @@ grpc::Status RayletService::CommitBundleResources(grpc::ServerContext* context,
                                                   const v1::CommitBundleResourcesRequest* request,
                                                   v1::CommitBundleResourcesResponse* response) {
   if (grpc::Status denied = Admit(context, "CommitBundleResources"); !denied.ok()) return denied;
+  return Commit(request, response);
+}
+
+grpc::Status RayletService::Commit(const v1::CommitBundleResourcesRequest* request,
+                                   v1::CommitBundleResourcesResponse* response) {
   return Idempotent("CommitBundleResources", request->request_id(), *request, response,
                     [&]() -> absl::Status {
     const std::string& pg = request->placement_group_id();
@@ -196,6 +206,11 @@ grpc::Status RayletService::CancelResourceReserve(grpc::ServerContext* context,
                                                   const v1::CancelResourceReserveRequest* request,
                                                   v1::CancelResourceReserveResponse* response) {
   if (grpc::Status denied = Admit(context, "CancelResourceReserve"); !denied.ok()) return denied;
+  return Cancel(request, response);
+}
+
+grpc::Status RayletService::Cancel(const v1::CancelResourceReserveRequest* request,
+                                   v1::CancelResourceReserveResponse* response) {
   return Idempotent("CancelResourceReserve", request->request_id(), *request, response,
                     [&]() -> absl::Status {
     const std::string& pg = request->placement_group_id();
@@ -210,6 +225,42 @@ grpc::Status RayletService::CancelResourceReserve(grpc::ServerContext* context,
               released.size(), " released");
     return absl::OkStatus();
   });
+}
+
+grpc::Status RayletService::ApplyBundleOps(grpc::ServerContext* context,
+                                           const v1::ApplyBundleOpsRequest* request,
+                                           v1::ApplyBundleOpsResponse* response) {
+  if (grpc::Status denied = Admit(context, "ApplyBundleOps"); !denied.ok()) return denied;
+  for (int i = 0; i < request->ops_size(); ++i) {
+    if (request->ops(i).op_case() == v1::BundleOp::OP_NOT_SET) {
+      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                          absl::StrCat("ops[", i, "]: one of prepare, commit or cancel is required"));
+    }
+  }
+  for (const v1::BundleOp& op : request->ops()) {
+    v1::BundleOpResult* result = response->add_results();
+    grpc::Status status;
+    switch (op.op_case()) {
+      case v1::BundleOp::kPrepare:
+        status = Prepare(&op.prepare(), result->mutable_prepare());
+        break;
+      case v1::BundleOp::kCommit: {
+        v1::CommitBundleResourcesResponse ignored;
+        status = Commit(&op.commit(), &ignored);
+        break;
+      }
+      case v1::BundleOp::kCancel: {
+        v1::CancelResourceReserveResponse ignored;
+        status = Cancel(&op.cancel(), &ignored);
+        break;
+      }
+      case v1::BundleOp::OP_NOT_SET:
+        break;  // refused above
+    }
+    result->set_code(status.error_code());
+    result->set_message(status.error_message());
+  }
+  return grpc::Status::OK;
 }
 
 grpc::Status RayletService::ReleaseUnusedBundles(grpc::ServerContext* context,

@@ -59,6 +59,8 @@ class RayletService final : public v1::RayletService::Service {
   grpc::Status CancelResourceReserve(grpc::ServerContext* context,
                                      const v1::CancelResourceReserveRequest* request,
                                      v1::CancelResourceReserveResponse* response) override;
+  grpc::Status ApplyBundleOps(grpc::ServerContext* context, const v1::ApplyBundleOpsRequest* request,
+                              v1::ApplyBundleOpsResponse* response) override;
   grpc::Status ReleaseUnusedBundles(grpc::ServerContext* context,
                                     const v1::ReleaseUnusedBundlesRequest* request,
                                     v1::ReleaseUnusedBundlesResponse* response) override;
@@ -102,6 +104,13 @@ class RayletService final : public v1::RayletService::Service {
                           const google::protobuf::Message& request,
                           google::protobuf::Message* response,
                           const std::function<absl::Status()>& apply);
+  // The reservation calls, after Admit (the RPCs and ApplyBundleOps share them).
+  grpc::Status Prepare(const v1::PrepareBundleResourcesRequest* request,
+                       v1::PrepareBundleResourcesResponse* response);
+  grpc::Status Commit(const v1::CommitBundleResourcesRequest* request,
+                      v1::CommitBundleResourcesResponse* response);
+  grpc::Status Cancel(const v1::CancelResourceReserveRequest* request,
+                      v1::CancelResourceReserveResponse* response);
   void StopWorkersOf(const std::vector<BundleKey>& bundles);
   absl::Status StartWorkerLocked(const v1::WorkerSpec& spec, v1::StartWorkerResponse* response)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -204,6 +204,49 @@ TEST_F(RayletServiceTest, PrepareWithCommitCommitsInOneCall) {
   EXPECT_EQ(refused.error_code(), grpc::StatusCode::FAILED_PRECONDITION) << refused.error_message();
 }
 
+// Ops apply in order, each with its own result: a cancel frees what the
+// next prepare needs; a bad op fails alone; a retried op answers as before.
+TEST_F(RayletServiceTest, ApplyBundleOpsAppliesInOrderWithAResultEach) {
+  v1::ApplyBundleOpsRequest request;
+  auto prepare = [&](const std::string& pg, double cpus) {
+    v1::PrepareBundleResourcesRequest* p = request.add_ops()->mutable_prepare();
+    *p = PrepareRequest(pg, pg + "-prepare", cpus, {});
+    p->set_commit(true);
+  };
+  prepare("pg-a", 6);
+  prepare("pg-b", 6);  // 2 CPUs free: not prepared
+  v1::CancelResourceReserveRequest* cancel = request.add_ops()->mutable_cancel();
+  cancel->set_placement_group_id("pg-a");
+  cancel->set_request_id("pg-a-cancel");
+  prepare("pg-c", 6);  // fits after the cancel
+  v1::CommitBundleResourcesRequest* commit = request.add_ops()->mutable_commit();
+  commit->set_placement_group_id("pg-unknown");
+  commit->add_bundle_indices(0);
+  commit->set_request_id("unknown-commit");
+  v1::ApplyBundleOpsResponse response;
+  ASSERT_TRUE(stub_->ApplyBundleOps(Context().get(), request, &response).ok());
+  ASSERT_EQ(response.results_size(), 5);
+  EXPECT_EQ(response.results(0).code(), 0);
+  EXPECT_TRUE(response.results(0).prepare().prepared());
+  EXPECT_EQ(response.results(1).code(), 0);
+  EXPECT_FALSE(response.results(1).prepare().prepared());
+  EXPECT_EQ(response.results(1).prepare().reason(), "bundle 0 needs CPU: 6, the node has 2 free");
+  EXPECT_EQ(response.results(2).code(), 0);
+  EXPECT_TRUE(response.results(3).prepare().prepared());
+  EXPECT_EQ(response.results(4).code(), grpc::StatusCode::FAILED_PRECONDITION);
+  v1::StartWorkerResponse started;
+  EXPECT_TRUE(stub_->StartWorker(Context().get(), StartRequest("w-c", "pg-c", "exit 0"), &started).ok());
+  // The same ops again: every one answers from its request_id, nothing changes.
+  v1::ApplyBundleOpsResponse again;
+  ASSERT_TRUE(stub_->ApplyBundleOps(Context().get(), request, &again).ok());
+  EXPECT_EQ(again.SerializeAsString(), response.SerializeAsString());
+  // An op with nothing set is refused before any op applies.
+  request.add_ops();
+  grpc::Status empty = stub_->ApplyBundleOps(Context().get(), request, &response);
+  EXPECT_EQ(empty.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(empty.error_message(), "ops[5]: one of prepare, commit or cancel is required");
+}
+
 TEST_F(RayletServiceTest, NotEnoughResourcesIsNotPreparedWithAReason) {
   v1::PrepareBundleResourcesResponse response;
   ASSERT_TRUE(Prepare(PrepareRequest("pg", "p1", 9, {}), &response).ok());

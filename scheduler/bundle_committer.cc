@@ -15,29 +15,45 @@ std::string RequestId(const CommitTask& task, const NodeBundles& node, absl::str
 
 }  // namespace
 
-absl::Status BundleCommitter::Run(const CommitTask& task, const std::function<void()>& on_prepared) {
+v1::PrepareBundleResourcesRequest BundleCommitter::PrepareRequest(const CommitTask& task,
+                                                                 const NodeBundles& node) {
   // A group on one node has one participant: prepare and commit in one call.
   const bool single = task.nodes.size() == 1;
-  auto prepare = [this, &task, single](const NodeBundles& node) -> absl::Status {
-    v1::PrepareBundleResourcesRequest request;
-    request.set_placement_group_id(task.placement_group_id);
-    request.set_request_id(RequestId(task, node, single ? "prepare+commit" : "prepare"));
-    request.set_commit(single);
-    for (const RayletBundle& b : node.bundles) {
-      v1::BundleReservation* r = request.add_bundles();
-      r->set_bundle_index(b.bundle_index);
-      ResourceSetToProto(b.resources, r->mutable_resources());
-      GpuSharesToProto(b.gpus, r->mutable_gpus());
-    }
-    absl::StatusOr<v1::PrepareBundleResourcesResponse> response = raylets_->Prepare(node.address, request);
-    if (!response.ok()) {
-      return absl::Status(response.status().code(),
-                          absl::StrCat("prepare on ", node.node_id, ": ", response.status().message()));
-    }
-    if (!response->prepared()) {
-      return absl::UnavailableError(absl::StrCat("node ", node.node_id, " refused to prepare: ", response->reason()));
-    }
-    return absl::OkStatus();
+  v1::PrepareBundleResourcesRequest request;
+  request.set_placement_group_id(task.placement_group_id);
+  request.set_request_id(RequestId(task, node, single ? "prepare+commit" : "prepare"));
+  request.set_commit(single);
+  for (const RayletBundle& b : node.bundles) {
+    v1::BundleReservation* r = request.add_bundles();
+    r->set_bundle_index(b.bundle_index);
+    ResourceSetToProto(b.resources, r->mutable_resources());
+    GpuSharesToProto(b.gpus, r->mutable_gpus());
+  }
+  return request;
+}
+
+absl::Status BundleCommitter::PrepareOutcome(
+    const NodeBundles& node, const absl::StatusOr<v1::PrepareBundleResourcesResponse>& response) {
+  if (!response.ok()) {
+    return absl::Status(response.status().code(),
+                        absl::StrCat("prepare on ", node.node_id, ": ", response.status().message()));
+  }
+  if (!response->prepared()) {
+    return absl::UnavailableError(absl::StrCat("node ", node.node_id, " refused to prepare: ", response->reason()));
+  }
+  return absl::OkStatus();
+}
+
+CancelTask BundleCommitter::CancelAfterFailure(const CommitTask& task, const NodeBundles& node) {
+  CancelTask cancel{task.placement_group_id, node.address, {}, RequestId(task, node, "cancel")};
+  for (const RayletBundle& b : node.bundles) cancel.bundle_indices.push_back(b.bundle_index);
+  return cancel;
+}
+
+absl::Status BundleCommitter::Run(const CommitTask& task, const std::function<void()>& on_prepared) {
+  const bool single = task.nodes.size() == 1;
+  auto prepare = [this, &task](const NodeBundles& node) -> absl::Status {
+    return PrepareOutcome(node, raylets_->Prepare(node.address, PrepareRequest(task, node)));
   };
   absl::Status first_error;
   if (single) {
@@ -55,11 +71,7 @@ absl::Status BundleCommitter::Run(const CommitTask& task, const std::function<vo
   // Cancel every node, not just those that answered: a node may have
   // prepared just before its call timed out. Cancelling is idempotent.
   auto cancel_all = [&] {
-    for (const NodeBundles& node : task.nodes) {
-      CancelTask cancel{task.placement_group_id, node.address, {}, RequestId(task, node, "cancel")};
-      for (const RayletBundle& b : node.bundles) cancel.bundle_indices.push_back(b.bundle_index);
-      Cancel(cancel);
-    }
+    for (const NodeBundles& node : task.nodes) Cancel(CancelAfterFailure(task, node));
   };
   if (!first_error.ok()) {
     cancel_all();

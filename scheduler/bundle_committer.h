@@ -26,6 +26,17 @@ class BundleCommitter {
   // Best-effort release of bundles on one raylet (one retry).
   void Cancel(const CancelTask& task);
 
+  // The pieces of Run, for the head's batched path (bundle_op_batcher.h),
+  // which sends a single-node group's prepare-and-commit with other groups'.
+  // The prepare of `node`'s bundles (committing too if the group has no
+  // other node).
+  static v1::PrepareBundleResourcesRequest PrepareRequest(const CommitTask& task, const NodeBundles& node);
+  // OK if the node prepared; else why not, naming the node.
+  static absl::Status PrepareOutcome(const NodeBundles& node,
+                                     const absl::StatusOr<v1::PrepareBundleResourcesResponse>& response);
+  // The release of `node`'s bundles after a failed commit.
+  static CancelTask CancelAfterFailure(const CommitTask& task, const NodeBundles& node);
+
  private:
   RayletClients* raylets_;
 };

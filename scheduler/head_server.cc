@@ -21,6 +21,8 @@ HeadServer::HeadServer(HeadConfig config, std::unique_ptr<StateStore> store)
     : config_(config),
       raylets_(config.raylet_rpc_timeout, config.cluster_token, config.tls),
       committer_(&raylets_),
+      batcher_(&raylets_, [this](std::function<void()> work) { Submit(std::move(work)); },
+               [this](uint64_t seq) { Durable(seq).IgnoreError(); }),
       store_(store ? std::move(store) : NewMemoryStateStore()),
       writer_(store_.get()),
       nodes_(&table_, config.liveness),
@@ -171,7 +173,12 @@ void HeadServer::Submit(std::function<void()> work) {
 
 void HeadServer::SubmitCancels(std::vector<CancelTask> cancels) {
   for (CancelTask& c : cancels) {
-    Submit([this, c = std::move(c)] { committer_.Cancel(c); });
+    v1::BundleOp op;
+    v1::CancelResourceReserveRequest* request = op.mutable_cancel();
+    request->set_placement_group_id(std::move(c.placement_group_id));
+    request->set_request_id(std::move(c.request_id));
+    for (uint32_t b : c.bundle_indices) request->add_bundle_indices(b);
+    batcher_.Enqueue(c.address, std::move(op), nullptr);
   }
 }
 
@@ -201,21 +208,53 @@ void HeadServer::RunCommit(const CommitTask& task) {
     prepared = true;
   });
   std::vector<CancelTask> cancels;
+  const uint64_t seq = FinishCommit(task, result, prepared, &cancels);
+  // Commits that end together share one write.
+  Durable(seq).IgnoreError();  // logged
+  SubmitCancels(std::move(cancels));
+}
+
+void HeadServer::EnqueueSingleNodeCommit(const CommitTask& task) {
+  const NodeBundles& node = task.nodes[0];
+  v1::BundleOp op;
+  *op.mutable_prepare() = BundleCommitter::PrepareRequest(task, node);
+  batcher_.Enqueue(node.address, std::move(op), [this, task](const BundleOpBatcher::Result& r) {
+    const NodeBundles& node = task.nodes[0];
+    absl::Status result = BundleCommitter::PrepareOutcome(
+        node, r.status.ok() ? absl::StatusOr<v1::PrepareBundleResourcesResponse>(r.prepare)
+                            : absl::StatusOr<v1::PrepareBundleResourcesResponse>(r.status));
+    if (!result.ok()) {
+      // The node may have prepared just before its call failed. Queued
+      // before the group can be placed again: the node's ops go in order,
+      // so this cannot release a later attempt's bundles.
+      SubmitCancels({BundleCommitter::CancelAfterFailure(task, node)});
+    } else {
+      absl::MutexLock lock(&mu_);
+      groups_.OnPrepared(task.placement_group_id, task.attempt);
+    }
+    std::vector<CancelTask> cancels;
+    const uint64_t seq = FinishCommit(task, result, /*prepared=*/false, &cancels);
+    SubmitCancels(std::move(cancels));
+    return seq;  // the batcher waits once for the batch
+  });
+}
+
+uint64_t HeadServer::FinishCommit(const CommitTask& task, const absl::Status& result, bool prepared,
+                                  std::vector<CancelTask>* cancels) {
   uint64_t seq = 0;
   {
     absl::MutexLock lock(&mu_);
     if (!result.ok()) metrics_.OnCommitFailed(prepared);
-    cancels = groups_.OnCommitDone(task.placement_group_id, task.attempt, result, NowMs());
+    std::vector<CancelTask> released = groups_.OnCommitDone(task.placement_group_id, task.attempt, result, NowMs());
+    cancels->insert(cancels->end(), std::make_move_iterator(released.begin()), std::make_move_iterator(released.end()));
     seq = PersistLocked();
     kick_ = true;
   }
-  // Commits that end together share one write.
-  Durable(seq).IgnoreError();  // logged
   if (!result.ok()) {
     std::fprintf(stderr, "berth-head: %s attempt %llu: %s\n", task.placement_group_id.c_str(),
                  static_cast<unsigned long long>(task.attempt), std::string(result.message()).c_str());
   }
-  SubmitCancels(std::move(cancels));
+  return seq;
 }
 
 void HeadServer::SchedulingLoop() {
@@ -247,7 +286,11 @@ void HeadServer::SchedulingLoop() {
     }
     if (seq != 0) Durable(seq).IgnoreError();  // logged
     for (CommitTask& task : tasks) {
-      Submit([this, task = std::move(task)] { RunCommit(task); });
+      if (task.nodes.size() == 1) {
+        EnqueueSingleNodeCommit(task);
+      } else {
+        Submit([this, task = std::move(task)] { RunCommit(task); });
+      }
     }
     absl::MutexLock lock(&mu_);
     mu_.AwaitWithDeadline(absl::Condition(
@@ -473,6 +516,117 @@ grpc::Status HeadServer::RemovePlacementGroup(grpc::ServerContext* context,
   // between must not restore a group whose bundles are gone.
   const absl::Status durable = Durable(seq);
   SubmitCancels(*std::move(cancels));
+  return ToGrpcStatus(durable);
+}
+
+namespace {
+
+// The most groups one batch call names (CreatePlacementGroups and friends).
+constexpr int kMaxBatch = 10000;
+
+grpc::Status CheckBatchSize(int size, const char* field) {
+  if (size == 0) {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, absl::StrCat(field, ": at least one is required"));
+  }
+  if (size > kMaxBatch) {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                        absl::StrCat(field, ": ", size, " entries; at most ", kMaxBatch, " per call"));
+  }
+  return grpc::Status::OK;
+}
+
+bool Settled(std::optional<v1::PlacementGroupState> state) {
+  return !state || *state == v1::PLACEMENT_GROUP_STATE_CREATED || *state == v1::PLACEMENT_GROUP_STATE_REMOVED;
+}
+
+}  // namespace
+
+grpc::Status HeadServer::AllKnownLocked(const google::protobuf::RepeatedPtrField<std::string>& ids) {
+  for (int i = 0; i < ids.size(); ++i) {
+    if (!groups_.State(ids[i])) {
+      return grpc::Status(grpc::StatusCode::NOT_FOUND,
+                          absl::StrCat("placement_group_ids[", i, "]: no placement group '", ids[i], "'"));
+    }
+  }
+  return grpc::Status::OK;
+}
+
+grpc::Status HeadServer::CreatePlacementGroups(grpc::ServerContext* context,
+                                               const v1::CreatePlacementGroupsRequest* request,
+                                               v1::CreatePlacementGroupsResponse* response) {
+  if (grpc::Status denied = CheckClusterToken(context, config_.cluster_token); !denied.ok()) return denied;
+  if (grpc::Status s = CheckBatchSize(request->requests_size(), "requests"); !s.ok()) return s;
+  std::vector<std::string> new_ids;
+  new_ids.reserve(request->requests_size());
+  for (int i = 0; i < request->requests_size(); ++i) new_ids.push_back(NewPlacementGroupId());
+  uint64_t seq = 0;
+  {
+    absl::MutexLock lock(&mu_);
+    absl::StatusOr<std::vector<std::string>> ids = groups_.CreateBatch(request->requests(), new_ids, NowMs());
+    if (!ids.ok()) return ToGrpcStatus(ids.status());
+    seq = PersistLocked();
+    for (std::string& id : *ids) response->add_placement_group_ids(std::move(id));
+    kick_ = true;
+  }
+  return ToGrpcStatus(Durable(seq));
+}
+
+grpc::Status HeadServer::WaitPlacementGroupsReady(grpc::ServerContext* context,
+                                                  const v1::WaitPlacementGroupsReadyRequest* request,
+                                                  v1::WaitPlacementGroupsReadyResponse* response) {
+  if (grpc::Status denied = CheckClusterToken(context, config_.cluster_token); !denied.ok()) return denied;
+  const auto& ids = request->placement_group_ids();
+  if (grpc::Status s = CheckBatchSize(ids.size(), "placement_group_ids"); !s.ok()) return s;
+  absl::Time deadline = absl::Now() + absl::Milliseconds(request->timeout_ms());
+  deadline = std::min(deadline, absl::FromChrono(context->deadline()));
+  absl::ReleasableMutexLock lock(&mu_);
+  if (grpc::Status s = AllKnownLocked(ids); !s.ok()) return s;
+  // Groups settle roughly in order: each check resumes where the last one
+  // stopped instead of looking at every group on every wake-up.
+  int settled = 0;
+  auto all_settled = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    while (settled < ids.size() && Settled(groups_.State(ids[settled]))) ++settled;
+    return settled == ids.size() || stopping_;
+  };
+  mu_.AwaitWithDeadline(absl::Condition(&all_settled), deadline);
+  bool ready = true;
+  for (const std::string& id : ids) {
+    const v1::PlacementGroupState state = groups_.State(id).value_or(v1::PLACEMENT_GROUP_STATE_REMOVED);
+    ready = ready && state == v1::PLACEMENT_GROUP_STATE_CREATED;
+    response->add_states(state);
+  }
+  response->set_ready(ready);
+  const uint64_t seq = writer_.staged();
+  lock.Release();
+  return ToGrpcStatus(Durable(seq));
+}
+
+grpc::Status HeadServer::RemovePlacementGroups(grpc::ServerContext* context,
+                                               const v1::RemovePlacementGroupsRequest* request,
+                                               v1::RemovePlacementGroupsResponse*) {
+  if (grpc::Status denied = CheckClusterToken(context, config_.cluster_token); !denied.ok()) return denied;
+  const auto& ids = request->placement_group_ids();
+  if (grpc::Status s = CheckBatchSize(ids.size(), "placement_group_ids"); !s.ok()) return s;
+  if (absl::Status s = ValidateString(request->request_id(), "request_id", 128, true); !s.ok()) {
+    return ToGrpcStatus(s);
+  }
+  std::vector<CancelTask> cancels;
+  uint64_t seq = 0;
+  {
+    absl::MutexLock lock(&mu_);
+    if (grpc::Status s = AllKnownLocked(ids); !s.ok()) return s;
+    for (const std::string& id : ids) {
+      absl::StatusOr<std::vector<CancelTask>> released = groups_.Remove(id);
+      if (!released.ok()) continue;  // removed twice in this batch: the first removal answered
+      cancels.insert(cancels.end(), std::make_move_iterator(released->begin()),
+                     std::make_move_iterator(released->end()));
+    }
+    kick_ = true;
+    seq = PersistLocked();
+  }
+  // As RemovePlacementGroup: durable before the raylets release.
+  const absl::Status durable = Durable(seq);
+  SubmitCancels(std::move(cancels));
   return ToGrpcStatus(durable);
 }
 

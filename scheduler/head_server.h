@@ -23,6 +23,7 @@
 #include "berth/v1/head.grpc.pb.h"
 #include "prometheus/collectable.h"
 #include "scheduler/bundle_committer.h"
+#include "scheduler/bundle_op_batcher.h"
 #include "scheduler/head_metrics.h"
 #include "scheduler/node_manager.h"
 #include "scheduler/placement_group_manager.h"
@@ -105,6 +106,15 @@ class HeadServer final : public v1::NodeService::Service,
   grpc::Status RemovePlacementGroup(grpc::ServerContext* context,
                                     const v1::RemovePlacementGroupRequest* request,
                                     v1::RemovePlacementGroupResponse* response) override;
+  grpc::Status CreatePlacementGroups(grpc::ServerContext* context,
+                                     const v1::CreatePlacementGroupsRequest* request,
+                                     v1::CreatePlacementGroupsResponse* response) override;
+  grpc::Status WaitPlacementGroupsReady(grpc::ServerContext* context,
+                                        const v1::WaitPlacementGroupsReadyRequest* request,
+                                        v1::WaitPlacementGroupsReadyResponse* response) override;
+  grpc::Status RemovePlacementGroups(grpc::ServerContext* context,
+                                     const v1::RemovePlacementGroupsRequest* request,
+                                     v1::RemovePlacementGroupsResponse* response) override;
 
   // ClusterService
   grpc::Status GetClusterStatus(grpc::ServerContext* context,
@@ -149,9 +159,20 @@ class HeadServer final : public v1::NodeService::Service,
   void CommitterLoop();
   // Queues raylet work for the committer threads.
   void Submit(std::function<void()> work);
+  // Releases through the batcher (one call per node for many groups).
   void SubmitCancels(std::vector<CancelTask> cancels);
+  // A group on several nodes: two-phase commit on a committer thread.
   void RunCommit(const CommitTask& task);
+  // A group on one node: its prepare-and-commit goes through the batcher.
+  void EnqueueSingleNodeCommit(const CommitTask& task);
+  // The end of a commit: the group's books, then releases after a failure.
+  // Returns the state sequence to make durable.
+  uint64_t FinishCommit(const CommitTask& task, const absl::Status& result, bool prepared,
+                        std::vector<CancelTask>* cancels) ABSL_LOCKS_EXCLUDED(mu_);
   std::string NewPlacementGroupId();
+  // NOT_FOUND naming the first id (placement_group_ids[i]) no group has.
+  grpc::Status AllKnownLocked(const google::protobuf::RepeatedPtrField<std::string>& ids)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Stage changed records for the store; return the sequence number to
   // pass to Durable() once mu_ is released. A change is acknowledged (or
   // shown) only after it is durable.
@@ -167,6 +188,7 @@ class HeadServer final : public v1::NodeService::Service,
   const HeadConfig config_;
   RayletClients raylets_;
   BundleCommitter committer_;
+  BundleOpBatcher batcher_;
   HeadMetrics metrics_;  // before groups_, which reports to it
   // Read by Restore() alone; written through writer_ (group commit) by the
   // head's threads and the job controller.

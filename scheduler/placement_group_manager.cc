@@ -21,18 +21,27 @@ void PlacementGroupManager::Dequeue(const Group& g) {
   infeasible_.erase(g.id);
 }
 
+std::optional<std::string> PlacementGroupManager::Existing(const v1::CreatePlacementGroupRequest& request,
+                                                           absl::Status* status) const {
+  auto it = by_request_id_.find(request.request_id());
+  if (it == by_request_id_.end()) return std::nullopt;
+  auto group = groups_.find(it->second);
+  if (group != groups_.end() && group->second.fingerprint != request.SerializeAsString()) {
+    *status = absl::InvalidArgumentError(
+        absl::StrCat("request_id: '", request.request_id(), "' was used for a different request"));
+  }
+  return it->second;
+}
+
 absl::StatusOr<std::string> PlacementGroupManager::Create(
     const v1::CreatePlacementGroupRequest& request, const std::string& new_id, int64_t now_ms) {
   if (absl::Status s = ValidateString(request.request_id(), "request_id", 128, true); !s.ok()) {
     return s;
   }
-  if (auto it = by_request_id_.find(request.request_id()); it != by_request_id_.end()) {
-    auto group = groups_.find(it->second);
-    if (group != groups_.end() && group->second.fingerprint != request.SerializeAsString()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "request_id: '", request.request_id(), "' was used for a different request"));
-    }
-    return it->second;
+  absl::Status retry;
+  if (std::optional<std::string> id = Existing(request, &retry)) {
+    if (!retry.ok()) return retry;
+    return *id;
   }
   absl::StatusOr<PlacementGroupSpec> spec =
       PlacementGroupSpecFromProto(request.bundles(), request.strategy());
@@ -40,9 +49,65 @@ absl::StatusOr<std::string> PlacementGroupManager::Create(
   return CreateFromSpec(*std::move(spec), request, new_id, now_ms);
 }
 
+absl::StatusOr<std::vector<std::string>> PlacementGroupManager::CreateBatch(
+    const google::protobuf::RepeatedPtrField<v1::CreatePlacementGroupRequest>& requests,
+    const std::vector<std::string>& new_ids, int64_t now_ms) {
+  // Check everything first: a batch is created whole or not at all.
+  std::vector<std::string> ids(requests.size());
+  std::vector<std::optional<PlacementGroupSpec>> specs(requests.size());
+  absl::flat_hash_map<std::string, int> request_ids, names;
+  size_t new_groups = 0;
+  for (int i = 0; i < requests.size(); ++i) {
+    const v1::CreatePlacementGroupRequest& request = requests[i];
+    auto in_request = [i](const absl::Status& s) {
+      return absl::Status(s.code(), absl::StrCat("requests[", i, "].", s.message()));
+    };
+    if (absl::Status s = ValidateString(request.request_id(), "request_id", 128, true); !s.ok()) {
+      return in_request(s);
+    }
+    if (auto [it, inserted] = request_ids.emplace(request.request_id(), i); !inserted) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("requests[", i, "].request_id: repeats requests[", it->second, "]'s"));
+    }
+    absl::Status retry;
+    if (std::optional<std::string> id = Existing(request, &retry)) {
+      if (!retry.ok()) return in_request(retry);
+      ids[i] = *id;
+      continue;
+    }
+    absl::StatusOr<PlacementGroupSpec> spec =
+        PlacementGroupSpecFromProto(request.bundles(), request.strategy());
+    if (!spec.ok()) return in_request(spec.status());
+    if (absl::Status s = CheckNew(*spec, request, new_groups); !s.ok()) return in_request(s);
+    if (groups_.count(new_ids.at(i)) != 0) {
+      return absl::AlreadyExistsError(absl::StrCat("placement group id ", new_ids[i]));
+    }
+    if (!request.name().empty()) {
+      if (auto [it, inserted] = names.emplace(request.name(), i); !inserted) {
+        return absl::AlreadyExistsError(
+            absl::StrCat("requests[", i, "].name: '", request.name(), "' is also requests[", it->second, "]'s"));
+      }
+    }
+    specs[i] = *std::move(spec);
+    ++new_groups;
+  }
+  for (int i = 0; i < requests.size(); ++i) {
+    if (specs[i]) ids[i] = Insert(*std::move(specs[i]), requests[i], new_ids.at(i), now_ms);
+  }
+  return ids;
+}
+
 absl::StatusOr<std::string> PlacementGroupManager::CreateFromSpec(
     PlacementGroupSpec spec, const v1::CreatePlacementGroupRequest& meta,
     const std::string& new_id, int64_t now_ms) {
+  if (absl::Status s = CheckNew(spec, meta, 0); !s.ok()) return s;
+  if (groups_.count(new_id) != 0) return absl::AlreadyExistsError(absl::StrCat("placement group id ", new_id));
+  return Insert(std::move(spec), meta, new_id, now_ms);
+}
+
+absl::Status PlacementGroupManager::CheckNew(const PlacementGroupSpec& spec,
+                                             const v1::CreatePlacementGroupRequest& meta,
+                                             size_t also_pending) const {
   if (absl::Status s = ValidateString(meta.request_id(), "request_id", 128, true); !s.ok()) {
     return s;
   }
@@ -54,9 +119,10 @@ absl::StatusOr<std::string> PlacementGroupManager::CreateFromSpec(
                                                    config_.max_bundles_per_group,
                                                    " per group (berth-head --max-bundles-per-group)"));
   }
-  if (queue_.size() + infeasible_.size() >= config_.max_pending_groups) {
+  const size_t pending = queue_.size() + infeasible_.size() + also_pending;
+  if (pending >= config_.max_pending_groups) {
     return absl::ResourceExhaustedError(absl::StrCat(
-        queue_.size() + infeasible_.size(), " placement groups are already waiting to be placed (berth-head "
+        pending, " placement groups are already waiting to be placed (berth-head "
         "--max-pending-groups ", config_.max_pending_groups, "); remove some or retry later"));
   }
   if (absl::Status s = ValidateString(meta.job_id(), "job_id", 128, false); !s.ok()) return s;
@@ -68,6 +134,11 @@ absl::StatusOr<std::string> PlacementGroupManager::CreateFromSpec(
     return absl::AlreadyExistsError(absl::StrCat("name: a placement group named '", meta.name(),
                                                  "' exists (", by_name_.at(meta.name()), ")"));
   }
+  return absl::OkStatus();
+}
+
+std::string PlacementGroupManager::Insert(PlacementGroupSpec spec, const v1::CreatePlacementGroupRequest& meta,
+                                          const std::string& new_id, int64_t now_ms) {
   Group g(new_id, std::move(spec));
   g.name = meta.name();
   g.job_id = meta.job_id();
@@ -79,11 +150,10 @@ absl::StatusOr<std::string> PlacementGroupManager::CreateFromSpec(
   g.created_ms = now_ms;
   g.waiting_since_ms = now_ms;
   g.reason = "waiting to be scheduled";
-  auto [it, inserted] = groups_.emplace(new_id, std::move(g));
-  if (!inserted) return absl::AlreadyExistsError(absl::StrCat("placement group id ", new_id));
+  Group& inserted = groups_.emplace(new_id, std::move(g)).first->second;
   by_request_id_[meta.request_id()] = new_id;
   if (!meta.name().empty()) by_name_[meta.name()] = new_id;
-  Enqueue(it->second, now_ms);
+  Enqueue(inserted, now_ms);
   changed_.insert(new_id);
   return new_id;
 }

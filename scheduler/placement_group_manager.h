@@ -36,7 +36,9 @@ struct SchedulerConfig {
   int64_t initial_backoff_ms = 100;
   double backoff_multiplier = 1.5;
   int64_t max_backoff_ms = 1000;
-  size_t max_in_flight = 64;        // groups in two-phase commit at once
+  // Groups in two-phase commit at once. Single-node groups ride in batched
+  // raylet calls (bundle_op_batcher.h), so many can be in flight cheaply.
+  size_t max_in_flight = 1024;
   size_t max_removed_kept = 10000;  // REMOVED groups remembered for Get/List
   // Admission limits (berth-head flags); a request over one is refused
   // with an error naming the field and the flag, and changes nothing.
@@ -108,6 +110,13 @@ class PlacementGroupManager {
   absl::StatusOr<std::string> CreateFromSpec(PlacementGroupSpec spec,
                                              const v1::CreatePlacementGroupRequest& meta,
                                              const std::string& new_id, int64_t now_ms);
+  // Creates many groups, all or nothing: each request is checked as Create
+  // checks it (errors prefixed `requests[i].`; the batch must fit under
+  // max_pending_groups) before any is created. new_ids[i] is the id of a new
+  // group for requests[i]; a retried request keeps its first id.
+  absl::StatusOr<std::vector<std::string>> CreateBatch(
+      const google::protobuf::RepeatedPtrField<v1::CreatePlacementGroupRequest>& requests,
+      const std::vector<std::string>& new_ids, int64_t now_ms);
   // Removes a group and returns what to release on the raylets. Idempotent;
   // an unknown id is NOT_FOUND. A group in two-phase commit is released when
   // its commit ends.
@@ -151,6 +160,18 @@ class PlacementGroupManager {
   std::vector<v1::HeldBundle> BundlesOn(const std::string& node_id) const;
 
  private:
+  // The id of the group created earlier with request's request_id, if any;
+  // *status says INVALID_ARGUMENT if it was created with other arguments.
+  std::optional<std::string> Existing(const v1::CreatePlacementGroupRequest& request,
+                                      absl::Status* status) const;
+  // Whether a new group may be created, with `also_pending` more groups
+  // about to be queued before it.
+  absl::Status CheckNew(const PlacementGroupSpec& spec, const v1::CreatePlacementGroupRequest& meta,
+                        size_t also_pending) const;
+  // Creates and queues a checked group; returns its id.
+  std::string Insert(PlacementGroupSpec spec, const v1::CreatePlacementGroupRequest& meta,
+                     const std::string& new_id, int64_t now_ms);
+
   struct Group {
     Group(std::string group_id, PlacementGroupSpec group_spec)
         : id(std::move(group_id)), spec(std::move(group_spec)) {}

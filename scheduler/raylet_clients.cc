@@ -47,6 +47,12 @@ absl::Status RayletClients::Cancel(const std::string& address,
       .status();
 }
 
+absl::StatusOr<v1::ApplyBundleOpsResponse> RayletClients::ApplyBundleOps(
+    const std::string& address, const v1::ApplyBundleOpsRequest& request) {
+  return Call<v1::ApplyBundleOpsRequest, v1::ApplyBundleOpsResponse>(
+      address, &v1::RayletService::Stub::ApplyBundleOps, request);
+}
+
 absl::StatusOr<v1::ReleaseUnusedBundlesResponse> RayletClients::ReleaseUnused(
     const std::string& address, const v1::ReleaseUnusedBundlesRequest& request) {
   return Call<v1::ReleaseUnusedBundlesRequest, v1::ReleaseUnusedBundlesResponse>(

@@ -12,6 +12,10 @@
 //   spread8  8 bundles {GPU: 1} under STRICT_SPREAD (a gang over 8 nodes)
 //   mixed    one of the three, drawn per group
 //
+// `--batch B` (B > 1): each client creates B groups in one
+// CreatePlacementGroups call, waits for all with WaitPlacementGroupsReady and
+// removes them with RemovePlacementGroups; latencies are then per batch.
+//
 // Scale (`--hold B`, simulated mode): the head's resident memory with the
 // nodes registered and again with B one-bundle groups placed and held, per
 // node and per bundle, and the core's decision time from the head's
@@ -59,6 +63,7 @@ struct Flags {
   int gpus_per_node = 8;
   std::string workloads = "one,pack3,spread8,mixed";
   std::string concurrency = "1,16";
+  std::string batch = "1";
   std::string state = "sqlite";
   double duration_s = 5;
   std::string json;
@@ -95,11 +100,12 @@ double Percentile(std::vector<double>& sorted, double q) {
 struct Result {
   std::string workload;
   int concurrency = 0;
+  int batch = 1;
   uint64_t groups = 0;
   uint64_t failures = 0;
   double seconds = 0;
-  std::vector<double> created_ms;  // create call start -> CREATED seen
-  std::vector<double> cycle_ms;    // create -> CREATED -> removed
+  std::vector<double> created_ms;  // create call start -> CREATED seen (per batch)
+  std::vector<double> cycle_ms;    // create -> CREATED -> removed (per batch)
 };
 
 // Counts a failure; prints the first few, so a run that fails says why.
@@ -110,22 +116,55 @@ void Failed(uint64_t* failures, const std::string& why) {
 }
 
 // One client: loops until `end`, recording its latencies.
-void Client(const std::string& head, const std::string& token, Workload w, int id, const std::string& run,
-            Clock::time_point end, Result* out, std::mutex* mu) {
+void Client(const std::string& head, const std::string& token, Workload w, int batch, int id,
+            const std::string& run, Clock::time_point end, Result* out, std::mutex* mu) {
   grpc::ChannelArguments args;
   args.SetInt("berth.loadgen.client", id);  // a connection of its own
   auto channel = grpc::CreateCustomChannel(head, grpc::InsecureChannelCredentials(), args);
   auto groups = v1::PlacementGroupService::NewStub(channel);
   std::mt19937 rng(static_cast<uint32_t>(id));
   std::vector<double> created, cycle;
-  uint64_t failures = 0;
+  uint64_t failures = 0, placed = 0;
   auto context = [&] {
     auto c = std::make_unique<grpc::ClientContext>();
     c->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
     AttachClusterToken(c.get(), token);
     return c;
   };
-  for (uint64_t n = 0; Clock::now() < end; ++n) {
+  for (uint64_t n = 0; batch > 1 && Clock::now() < end; ++n) {
+    v1::CreatePlacementGroupsRequest request;
+    for (int i = 0; i < batch; ++i) {
+      v1::CreatePlacementGroupRequest* group = request.add_requests();
+      *group = MakeGroup(w, rng);
+      group->set_request_id(absl::StrCat("loadgen-", run, "-", id, "-", n, "-", i));
+    }
+    const Clock::time_point t0 = Clock::now();
+    v1::CreatePlacementGroupsResponse response;
+    if (grpc::Status s = groups->CreatePlacementGroups(context().get(), request, &response); !s.ok()) {
+      Failed(&failures, absl::StrCat("create: ", s.error_message()));
+      continue;
+    }
+    v1::WaitPlacementGroupsReadyRequest wait;
+    *wait.mutable_placement_group_ids() = response.placement_group_ids();
+    wait.set_timeout_ms(20000);
+    v1::WaitPlacementGroupsReadyResponse ready;
+    grpc::Status waited = groups->WaitPlacementGroupsReady(context().get(), wait, &ready);
+    const Clock::time_point t1 = Clock::now();
+    v1::RemovePlacementGroupsRequest remove;
+    *remove.mutable_placement_group_ids() = response.placement_group_ids();
+    remove.set_request_id(absl::StrCat("loadgen-", run, "-", id, "-", n, "-remove"));
+    v1::RemovePlacementGroupsResponse removed;
+    grpc::Status gone = groups->RemovePlacementGroups(context().get(), remove, &removed);
+    if (!waited.ok() || !ready.ready() || !gone.ok()) {
+      Failed(&failures, absl::StrCat("wait: ", waited.error_message(), " ready=", ready.ready(),
+                                     "; remove: ", gone.error_message()));
+      continue;
+    }
+    placed += batch;
+    created.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
+    cycle.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
+  }
+  for (uint64_t n = 0; batch == 1 && Clock::now() < end; ++n) {
     v1::CreatePlacementGroupRequest request = MakeGroup(w, rng);
     request.set_request_id(absl::StrCat("loadgen-", run, "-", id, "-", n));
     const Clock::time_point t0 = Clock::now();
@@ -150,50 +189,52 @@ void Client(const std::string& head, const std::string& token, Workload w, int i
                                      ready.placement_group().pending_reason(), "; remove: ", gone.error_message()));
       continue;
     }
+    ++placed;
     created.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
     cycle.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
   }
   std::lock_guard<std::mutex> lock(*mu);
+  out->groups += placed;
   out->created_ms.insert(out->created_ms.end(), created.begin(), created.end());
   out->cycle_ms.insert(out->cycle_ms.end(), cycle.begin(), cycle.end());
   out->failures += failures;
 }
 
 Result Run(const std::string& head, const std::string& token, const std::string& name, Workload w, int concurrency,
-           double duration_s) {
+           int batch, double duration_s) {
   Result result;
   result.workload = name;
   result.concurrency = concurrency;
+  result.batch = batch;
   std::mutex mu;
   const Clock::time_point start = Clock::now();
   const Clock::time_point end = start + std::chrono::milliseconds(static_cast<int64_t>(duration_s * 1000));
   // Request ids are idempotency keys: unique to this run.
-  const std::string run = absl::StrCat(name, "-", concurrency, "-", start.time_since_epoch().count());
+  const std::string run = absl::StrCat(name, "-", concurrency, "-", batch, "-", start.time_since_epoch().count());
   std::vector<std::thread> clients;
   for (int c = 0; c < concurrency; ++c) {
-    clients.emplace_back(Client, head, token, w, c, run, end, &result, &mu);
+    clients.emplace_back(Client, head, token, w, batch, c, run, end, &result, &mu);
   }
   for (std::thread& t : clients) t.join();
   result.seconds = std::chrono::duration<double>(Clock::now() - start).count();
-  result.groups = result.cycle_ms.size();
   std::sort(result.created_ms.begin(), result.created_ms.end());
   std::sort(result.cycle_ms.begin(), result.cycle_ms.end());
   return result;
 }
 
 std::string Row(Result& r) {
-  return absl::StrFormat("%-8s %5d %8u %8u %8.1f %9.0f %8.2f %8.2f %8.2f %8.2f %8.2f", r.workload, r.concurrency,
-                         r.groups, r.failures, r.seconds, static_cast<double>(r.groups) / r.seconds,
+  return absl::StrFormat("%-8s %5d %5d %8u %8u %8.1f %9.0f %8.2f %8.2f %8.2f %8.2f %8.2f", r.workload,
+                         r.concurrency, r.batch, r.groups, r.failures, r.seconds, static_cast<double>(r.groups) / r.seconds,
                          Percentile(r.created_ms, 0.5), Percentile(r.created_ms, 0.99),
                          Percentile(r.created_ms, 0.999), Percentile(r.cycle_ms, 0.5), Percentile(r.cycle_ms, 0.99));
 }
 
 std::string Json(Result& r) {
   return absl::StrFormat(
-      "{\"workload\": \"%s\", \"concurrency\": %d, \"groups\": %u, \"failures\": %u, \"seconds\": %.3f, "
+      "{\"workload\": \"%s\", \"concurrency\": %d, \"batch\": %d, \"groups\": %u, \"failures\": %u, \"seconds\": %.3f, "
       "\"groups_per_second\": %.1f, \"created_p50_ms\": %.3f, \"created_p99_ms\": %.3f, \"created_p999_ms\": %.3f, "
       "\"cycle_p50_ms\": %.3f, \"cycle_p99_ms\": %.3f}",
-      r.workload, r.concurrency, r.groups, r.failures, r.seconds, static_cast<double>(r.groups) / r.seconds,
+      r.workload, r.concurrency, r.batch, r.groups, r.failures, r.seconds, static_cast<double>(r.groups) / r.seconds,
       Percentile(r.created_ms, 0.5), Percentile(r.created_ms, 0.99), Percentile(r.created_ms, 0.999),
       Percentile(r.cycle_ms, 0.5), Percentile(r.cycle_ms, 0.99));
 }
@@ -347,6 +388,15 @@ int Main(const Flags& flags) {
     }
     levels.push_back(level);
   }
+  std::vector<int> batches;
+  for (absl::string_view b : absl::StrSplit(flags.batch, ',', absl::SkipEmpty())) {
+    int batch = 0;
+    if (!absl::SimpleAtoi(b, &batch) || batch < 1 || batch > 10000) {
+      std::fprintf(stderr, "berth-loadgen: --batch: '%s' is not 1..10000\n", std::string(b).c_str());
+      return 2;
+    }
+    batches.push_back(batch);
+  }
 
   std::unique_ptr<testing::LocalCluster> cluster;
   SimulatedRaylets simulated;
@@ -388,13 +438,14 @@ int Main(const Flags& flags) {
     return 2;
   }
   std::printf("berth-loadgen: %s; %.1f s per run\n", setup.c_str(), flags.duration_s);
-  std::printf("%-8s %5s %8s %8s %8s %9s %8s %8s %8s %8s %8s\n", "workload", "conc", "groups", "failed", "seconds",
+  std::printf("%-8s %5s %5s %8s %8s %8s %9s %8s %8s %8s %8s %8s\n", "workload", "conc", "batch", "groups", "failed", "seconds",
               "groups/s", "crt_p50", "crt_p99", "crt_p999", "cyc_p50", "cyc_p99");
   std::vector<std::string> json;
   for (auto& [name, w] : workloads) {
     for (int level : levels) {
+     for (int batch : batches) {
       const uint64_t calls_before = simulated.calls();
-      Result r = Run(head, token, name, w, level, flags.duration_s);
+      Result r = Run(head, token, name, w, level, batch, flags.duration_s);
       std::printf("%s", Row(r).c_str());
       if (flags.mode == "simulated" && flags.head.empty() && r.groups > 0) {
         std::printf("  (%.1f raylet calls/group)",
@@ -403,9 +454,11 @@ int Main(const Flags& flags) {
       std::printf("\n");
       std::fflush(stdout);
       json.push_back(Json(r));
+     }
     }
   }
-  std::printf("latencies in ms: crt = create call -> CREATED seen by the client; cyc = create -> CREATED -> removed\n");
+  std::printf("latencies in ms: crt = create call -> CREATED seen by the client; cyc = create -> CREATED -> removed"
+              " (per call, or per batch of `batch` groups)\n");
   if (!flags.json.empty()) {
     std::ofstream out(flags.json);
     out << "{\"setup\": \"" << setup << "\", \"runs\": [\n";
@@ -431,6 +484,8 @@ int main(int argc, char** argv) {
   app.add_option("--gpus-per-node", flags.gpus_per_node, "GPUs of each node")->check(CLI::Range(0, 64))->capture_default_str();
   app.add_option("--workloads", flags.workloads, "comma-separated: one, pack3, spread8, mixed")->capture_default_str();
   app.add_option("--concurrency", flags.concurrency, "comma-separated client counts")->capture_default_str();
+  app.add_option("--batch", flags.batch, "comma-separated groups per batch call (1 = one call per group)")
+      ->capture_default_str();
   app.add_option("--duration-s", flags.duration_s, "seconds per run")->check(CLI::Range(0.1, 3600.0))->capture_default_str();
   app.add_option("--state", flags.state, "head state: sqlite (durable, fsync) or memory")->capture_default_str();
   app.add_option("--json", flags.json, "also write the results here");

@@ -28,6 +28,15 @@ class SimulatedRaylets::Service final : public v1::RayletService::Service {
     ++*calls_;
     return grpc::Status::OK;
   }
+  grpc::Status ApplyBundleOps(grpc::ServerContext*, const v1::ApplyBundleOpsRequest* request,
+                              v1::ApplyBundleOpsResponse* response) override {
+    ++*calls_;
+    for (const v1::BundleOp& op : request->ops()) {
+      v1::BundleOpResult* result = response->add_results();
+      if (op.has_prepare()) result->mutable_prepare()->set_prepared(true);
+    }
+    return grpc::Status::OK;
+  }
   grpc::Status CancelResourceReserve(grpc::ServerContext*, const v1::CancelResourceReserveRequest*,
                                      v1::CancelResourceReserveResponse*) override {
     ++*calls_;

@@ -6,6 +6,13 @@
 # pinned Ray into a virtualenv (PyPI) on first use. Prints both figures and
 # berth/Ray per run; JSON under OUT.
 #
+# Loopback only: both sides run inside a new user + network namespace
+# (`unshare -rn`) whose only interface is lo, so Ray, which binds the
+# machine's interface address when it can find one, has nothing but
+# 127.0.0.1. The Ray install (the one step that needs the network) runs
+# before entering it. BUILD_DIR holds the berth-loadgen to run (not built
+# here: cmake --build BUILD_DIR --target berth-loadgen).
+#
 #   bench/ray/compare.sh            (NODES=8 WORKLOADS=one,pack3,spread8 CONCURRENCY=1,16 DURATION=5)
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
@@ -18,12 +25,23 @@ WORKLOADS=${WORKLOADS:-one,pack3,spread8}
 CONCURRENCY=${CONCURRENCY:-1,16}
 DURATION=${DURATION:-5}
 
-if ! "$VENV/bin/python" -c "import ray, sys; sys.exit(ray.__version__ != '$RAY_VERSION')" 2>/dev/null; then
-  python3 -m venv "$VENV"
-  "$VENV/bin/pip" install -q "ray==$RAY_VERSION"
+LOADGEN=$BUILD_DIR/bench/berth-loadgen
+
+if [[ -z ${BERTH_RAY_LOOPBACK_NS:-} ]]; then
+  [[ -x $LOADGEN ]] || { echo "compare.sh: no $LOADGEN; build it (cmake --build $BUILD_DIR --target berth-loadgen)" >&2; exit 1; }
+  if ! "$VENV/bin/python" -c "import ray, sys; sys.exit(ray.__version__ != '$RAY_VERSION')" 2>/dev/null; then
+    python3 -m venv "$VENV"
+    "$VENV/bin/pip" install -q "ray==$RAY_VERSION"
+  fi
+  export BUILD_DIR OUT BERTH_RAY_VENV=$VENV NODES WORKLOADS CONCURRENCY DURATION BERTH_RAY_LOOPBACK_NS=1
+  exec unshare --user --map-root-user --net bash "$0" "$@"
 fi
+# Inside the namespace: bring lo up and make sure it is all there is.
+ip link set lo up
+others=$(ip -o link show | awk -F': ' '$2 != "lo" {print $2}')
+[[ -z $others ]] || { echo "compare.sh: interfaces besides lo in the namespace: $others" >&2; exit 1; }
 mkdir -p "$OUT"
-"$BUILD_DIR/bench/berth-loadgen" --mode real --raylets "$NODES" --state memory --workloads "$WORKLOADS" \
+"$LOADGEN" --mode real --raylets "$NODES" --state memory --workloads "$WORKLOADS" \
   --concurrency "$CONCURRENCY" --duration-s "$DURATION" --json "$OUT/berth.json"
 "$VENV/bin/python" "$ROOT/bench/ray/ray_pg_bench.py" --nodes "$NODES" --workloads "$WORKLOADS" \
   --concurrency "$CONCURRENCY" --duration-s "$DURATION" --json "$OUT/ray.json"

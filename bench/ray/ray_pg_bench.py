@@ -2,18 +2,34 @@
 as berth-loadgen (one, pack3, spread8), through ray.util.placement_group on a
 local multi-raylet Ray cluster (ray.cluster_utils.Cluster) with fake GPUs and
 accelerator_type resources. Prints one line per run in berth-loadgen's
-columns, and --json writes the runs for bench/ray/compare.py.
+columns, and --json writes the runs for bench/ray/compare.sh.
 
-    python ray_pg_bench.py --nodes 8 --workloads one,pack3 --concurrency 1,16 --duration-s 5
+Loopback only: run it inside a network namespace whose only interface is lo
+(bench/ray/compare.sh does, with `unshare -rn`); there Ray can find no
+address but 127.0.0.1. It refuses to start when other interfaces are visible
+(--allow-other-interfaces to override) and checks that GCS and every raylet
+registered on 127.0.0.1.
+
+    unshare -rn bash -c 'ip link set lo up; python ray_pg_bench.py --nodes 8 --workloads one,pack3'
 """
 import argparse
 import json
+import os
+import socket
+import sys
 import threading
 import time
 
-import ray
-from ray.cluster_utils import Cluster
-from ray.util.placement_group import placement_group, remove_placement_group
+# Read by GCS and the raylets, which inherit this environment. No idle
+# workers prestarted (num_cpus=64 per raylet would fork 64 Python workers on
+# the driver's node; placement groups need none); no usage-stats upload.
+for key, value in {"RAY_prestart_worker_first_driver": "0", "RAY_enable_worker_prestart": "0",
+                   "RAY_USAGE_STATS_ENABLED": "0"}.items():
+    os.environ.setdefault(key, value)
+
+import ray  # noqa: E402
+from ray.cluster_utils import Cluster  # noqa: E402
+from ray.util.placement_group import placement_group, remove_placement_group  # noqa: E402
 
 SHAPES = {
     "one": ([{"CPU": 1}], "PACK"),
@@ -79,35 +95,48 @@ def main():
     parser.add_argument("--concurrency", default="1,16")
     parser.add_argument("--duration-s", type=float, default=5)
     parser.add_argument("--json", default="")
+    parser.add_argument("--allow-other-interfaces", action="store_true",
+                        help="run even where interfaces besides lo are visible (Ray may then bind one)")
     args = parser.parse_args()
 
-    # Loopback only: Ray would otherwise pick the machine's interface address.
+    others = [name for _, name in socket.if_nameindex() if name != "lo"]
+    if others and not args.allow_other_interfaces:
+        sys.exit(f"ray_pg_bench: interfaces besides lo are visible ({', '.join(others)}); run inside a "
+                 "loopback-only network namespace (bench/ray/compare.sh does: unshare -rn)")
+
+    # Object store: the minimum (75 MiB) plus a little, in /dev/shm, per raylet;
+    # placement groups store no objects.
     node = {"num_cpus": 64, "num_gpus": args.gpus_per_node, "resources": {"accelerator_type:A10G": 1},
-            "node_ip_address": "127.0.0.1"}
+            "node_ip_address": "127.0.0.1", "object_store_memory": 100 * 1024 * 1024}
     cluster = Cluster(initialize_head=True, head_node_args=dict(node, include_dashboard=False))
-    for _ in range(args.nodes - 1):
-        cluster.add_node(**node)
-    # Known problem (Ray 2.60): the driver still dials the interface address
-    # and hangs; see docs/PERFORMANCE.md.
-    ray.init(address=cluster.address, _node_ip_address="127.0.0.1", log_to_driver=False)
-    cluster.wait_for_nodes()
-    print(f"ray {ray.__version__}: {args.nodes} raylets x {args.gpus_per_node} GPUs; {args.duration_s} s per run")
-    print(f"{'workload':<8} {'conc':>5} {'groups':>8} {'failed':>8} {'seconds':>8} {'groups/s':>9} "
-          f"{'crt_p50':>8} {'crt_p99':>8} {'crt_p999':>8} {'cyc_p50':>8} {'cyc_p99':>8}")
-    runs = []
-    for workload in args.workloads.split(","):
-        for level in (int(c) for c in args.concurrency.split(",")):
-            r = run(workload, level, args.duration_s)
-            runs.append(r)
-            print(f"{r['workload']:<8} {r['concurrency']:>5} {r['groups']:>8} {r['failures']:>8} "
-                  f"{r['seconds']:>8.1f} {r['groups_per_second']:>9.0f} {r['created_p50_ms']:>8.2f} "
-                  f"{r['created_p99_ms']:>8.2f} {r['created_p999_ms']:>8.2f} {r['cycle_p50_ms']:>8.2f} "
-                  f"{r['cycle_p99_ms']:>8.2f}", flush=True)
-    if args.json:
-        with open(args.json, "w") as out:
-            json.dump({"setup": f"ray {ray.__version__}, {args.nodes} raylets", "runs": runs}, out, indent=1)
-    ray.shutdown()
-    cluster.shutdown()
+    try:
+        for _ in range(args.nodes - 1):
+            cluster.add_node(**node)
+        ray.init(address=cluster.address, _node_ip_address="127.0.0.1", log_to_driver=False)
+        cluster.wait_for_nodes()
+        alive = [n for n in ray.nodes() if n["Alive"]]
+        addresses = {cluster.address.rsplit(":", 1)[0]} | {n["NodeManagerAddress"] for n in alive}
+        if addresses != {"127.0.0.1"} or len(alive) != args.nodes:
+            sys.exit(f"ray_pg_bench: expected GCS and {args.nodes} raylets on 127.0.0.1, "
+                     f"got {len(alive)} raylets on {sorted(addresses)}")
+        print(f"ray {ray.__version__}: {args.nodes} raylets x {args.gpus_per_node} GPUs; {args.duration_s} s per run")
+        print(f"{'workload':<8} {'conc':>5} {'groups':>8} {'failed':>8} {'seconds':>8} {'groups/s':>9} "
+              f"{'crt_p50':>8} {'crt_p99':>8} {'crt_p999':>8} {'cyc_p50':>8} {'cyc_p99':>8}")
+        runs = []
+        for workload in args.workloads.split(","):
+            for level in (int(c) for c in args.concurrency.split(",")):
+                r = run(workload, level, args.duration_s)
+                runs.append(r)
+                print(f"{r['workload']:<8} {r['concurrency']:>5} {r['groups']:>8} {r['failures']:>8} "
+                      f"{r['seconds']:>8.1f} {r['groups_per_second']:>9.0f} {r['created_p50_ms']:>8.2f} "
+                      f"{r['created_p99_ms']:>8.2f} {r['created_p999_ms']:>8.2f} {r['cycle_p50_ms']:>8.2f} "
+                      f"{r['cycle_p99_ms']:>8.2f}", flush=True)
+        if args.json:
+            with open(args.json, "w") as out:
+                json.dump({"setup": f"ray {ray.__version__}, {args.nodes} raylets", "runs": runs}, out, indent=1)
+    finally:
+        ray.shutdown()
+        cluster.shutdown()
 
 
 if __name__ == "__main__":

@@ -272,6 +272,60 @@ TEST_F(ControlPlaneTest, ThousandCreateRemoveCyclesLeaveAvailabilityExact) {
   EXPECT_TRUE(WaitUntil([&] { return AllRayletsIdle(); }, seconds(5)));
 }
 
+// The batch calls: 200 groups in one CreatePlacementGroups (their raylet
+// calls batched per node), one wait, one removal; a batch with one bad
+// request creates nothing; the raylets end idle.
+TEST_F(ControlPlaneTest, BatchCallsCreateWaitAndRemoveManyGroups) {
+  const Availability idle = Available();
+  v1::CreatePlacementGroupsRequest create;
+  for (int i = 0; i < 200; ++i) {
+    v1::CreatePlacementGroupRequest* r = create.add_requests();
+    r->set_request_id("batch-" + std::to_string(i));
+    (*r->add_bundles()->mutable_resources()->mutable_amounts())["CPU"] = 0.1;
+  }
+  v1::CreatePlacementGroupsRequest bad = create;
+  for (int i = 0; i < bad.requests_size(); ++i) bad.mutable_requests(i)->set_request_id("bad-" + std::to_string(i));
+  (*bad.mutable_requests(150)->mutable_bundles(0)->mutable_resources()->mutable_amounts())["CPU"] = -1;
+  v1::CreatePlacementGroupsResponse refused;
+  grpc::Status s = cluster_->groups().CreatePlacementGroups(Context().get(), bad, &refused);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(s.error_message(), HasSubstr("requests[150].bundles[0]"));
+  v1::ListPlacementGroupsResponse none;
+  ASSERT_TRUE(cluster_->groups().ListPlacementGroups(Context().get(), {}, &none).ok());
+  EXPECT_EQ(none.placement_groups_size(), 0);
+
+  v1::CreatePlacementGroupsResponse created;
+  s = cluster_->groups().CreatePlacementGroups(Context().get(), create, &created);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  ASSERT_EQ(created.placement_group_ids_size(), 200);
+  v1::WaitPlacementGroupsReadyRequest wait;
+  *wait.mutable_placement_group_ids() = created.placement_group_ids();
+  wait.set_timeout_ms(20000);
+  v1::WaitPlacementGroupsReadyResponse ready;
+  s = cluster_->groups().WaitPlacementGroupsReady(Context(seconds(25)).get(), wait, &ready);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  EXPECT_TRUE(ready.ready());
+  ASSERT_EQ(ready.states_size(), 200);
+  for (int st : ready.states()) EXPECT_EQ(st, v1::PLACEMENT_GROUP_STATE_CREATED);
+  EXPECT_NE(Available(), idle);
+  EXPECT_FALSE(AllRayletsIdle());
+
+  v1::RemovePlacementGroupsRequest remove;
+  *remove.mutable_placement_group_ids() = created.placement_group_ids();
+  remove.add_placement_group_ids("pg-unknown");
+  remove.set_request_id("batch-remove");
+  v1::RemovePlacementGroupsResponse removed;
+  s = cluster_->groups().RemovePlacementGroups(Context().get(), remove, &removed);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_THAT(s.error_message(), HasSubstr("placement_group_ids[200]"));
+  EXPECT_EQ(Get(created.placement_group_ids(0)).state(), v1::PLACEMENT_GROUP_STATE_CREATED);  // none removed
+  remove.mutable_placement_group_ids()->RemoveLast();
+  s = cluster_->groups().RemovePlacementGroups(Context().get(), remove, &removed);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  EXPECT_EQ(Available(), idle);
+  EXPECT_TRUE(WaitUntil([&] { return AllRayletsIdle(); }, seconds(5)));
+}
+
 TEST_F(ControlPlaneTest, WorkerSeesItsGpusLogsOutputAndItsExitReachesTheHead) {
   const std::string id = CreateOk({GpuBundle(2, "T4")}, v1::PLACEMENT_STRATEGY_PACK);
   v1::PlacementGroupInfo info = WaitReady(id);

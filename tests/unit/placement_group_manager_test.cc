@@ -321,6 +321,74 @@ TEST_F(PlacementGroupManagerTest, ManyCreateRemoveCyclesRestoreTheTable) {
   }
 }
 
+// A batch is created whole or not at all; a retried batch keeps its ids.
+TEST_F(PlacementGroupManagerTest, CreateBatchIsAllOrNothingAndIdempotent) {
+  AddNode("a", 8);
+  google::protobuf::RepeatedPtrField<v1::CreatePlacementGroupRequest> batch;
+  std::vector<std::string> ids;
+  for (int i = 0; i < 3; ++i) {
+    *batch.Add() = Request(1, v1::PLACEMENT_STRATEGY_PACK);
+    batch[i].set_request_id("batch-" + std::to_string(i));
+    ids.push_back("pg-batch-" + std::to_string(i));
+  }
+  auto listed = [&] {
+    v1::ListPlacementGroupsResponse all;
+    pgs_.List({}, &all);
+    return all.placement_groups_size();
+  };
+  // A bad bundle in the last request: nothing is created, the error names it.
+  v1::CreatePlacementGroupRequest bad = batch[2];
+  (*batch[2].mutable_bundles(0)->mutable_resources()->mutable_amounts())["GPU"] = -1;
+  absl::StatusOr<std::vector<std::string>> refused = pgs_.CreateBatch(batch, ids, now_);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(refused.status().message(), HasSubstr("requests[2].bundles[0]"));
+  EXPECT_EQ(listed(), 0);
+  // Two requests with one name, or one request_id twice: refused, nothing created.
+  batch[2] = bad;
+  batch[0].set_name("twin");
+  batch[1].set_name("twin");
+  refused = pgs_.CreateBatch(batch, ids, now_);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kAlreadyExists);
+  EXPECT_THAT(refused.status().message(), HasSubstr("requests[1].name"));
+  batch[1].set_name("");
+  batch[1].set_request_id("batch-0");
+  refused = pgs_.CreateBatch(batch, ids, now_);
+  EXPECT_THAT(refused.status().message(), HasSubstr("requests[1].request_id: repeats requests[0]"));
+  EXPECT_EQ(listed(), 0);
+  batch[1].set_request_id("batch-1");
+  absl::StatusOr<std::vector<std::string>> created = pgs_.CreateBatch(batch, ids, now_);
+  ASSERT_TRUE(created.ok()) << created.status();
+  EXPECT_EQ(*created, ids);
+  ScheduleAndCommit();
+  for (const std::string& id : ids) EXPECT_EQ(Info(id).state(), v1::PLACEMENT_GROUP_STATE_CREATED);
+  // The retry (new ids offered) answers with the first ids and creates nothing.
+  absl::StatusOr<std::vector<std::string>> retried =
+      pgs_.CreateBatch(batch, {"pg-x", "pg-y", "pg-z"}, now_);
+  ASSERT_TRUE(retried.ok()) << retried.status();
+  EXPECT_EQ(*retried, ids);
+  EXPECT_EQ(listed(), 3);
+}
+
+TEST(PlacementGroupManagerLimitsTest, CreateBatchMustFitUnderMaxPendingGroups) {
+  NodeResourceTable table;
+  NodeManager nodes(&table, LivenessConfig{1000, 5});
+  SchedulerConfig config;
+  config.max_pending_groups = 2;
+  PlacementGroupManager pgs(&table, &nodes, config);
+  google::protobuf::RepeatedPtrField<v1::CreatePlacementGroupRequest> batch;
+  for (int i = 0; i < 3; ++i) {
+    v1::CreatePlacementGroupRequest* r = batch.Add();
+    r->set_request_id("r" + std::to_string(i));
+    (*r->add_bundles()->mutable_resources()->mutable_amounts())["CPU"] = 1;
+  }
+  absl::StatusOr<std::vector<std::string>> refused = pgs.CreateBatch(batch, {"pg-0", "pg-1", "pg-2"}, 0);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(refused.status().message(), HasSubstr("requests[2]."));
+  v1::ListPlacementGroupsResponse listed;
+  pgs.List({}, &listed);
+  EXPECT_EQ(listed.placement_groups_size(), 0);
+}
+
 // The admission limits refuse with the field and the flag, and change nothing.
 TEST(PlacementGroupManagerLimitsTest, BundlesPendingGroupsAndNamesAreBounded) {
   NodeResourceTable table;
