@@ -65,7 +65,6 @@ absl::Status HeadServer::Restore() {
       drain.set_request_id("restore/" + id);
       nodes_.Drain(drain).IgnoreError();
     }
-    registrations_[id] = record.registration();
   }
   std::vector<v1::PlacementGroupRecord> records;
   for (const auto& [id, value] : *groups) {
@@ -81,11 +80,14 @@ absl::Status HeadServer::Restore() {
   // What the raylets hold beyond the restored groups (a commit in flight
   // when the head stopped, a group removed since) is released, with the
   // workers in it.
-  for (const auto& [id, registration] : registrations_) {
+  for (const auto& [id, value] : *nodes) {
+    const std::optional<NodeIndex> index = table_.FindNode(id);
+    const std::string address = index ? nodes_.Address(*index) : "";
+    if (address.empty()) continue;
     v1::ReleaseUnusedBundlesRequest release;
     release.set_request_id(absl::StrCat("restore/", id, "/", now));
     for (const v1::HeldBundle& h : groups_.BundlesOn(id)) *release.add_in_use() = h.key();
-    Submit([this, address = registration.address(), id = id, release] {
+    Submit([this, address, id = id, release] {
       absl::StatusOr<v1::ReleaseUnusedBundlesResponse> released = raylets_.ReleaseUnused(address, release);
       if (released.ok() && released->released_size() > 0) {
         std::fprintf(stderr, "berth-head: node %s released %d bundle(s) the restored state does not hold\n",
@@ -109,13 +111,13 @@ uint64_t HeadServer::PersistLocked() {
 }
 
 uint64_t HeadServer::PersistNodeLocked(const std::string& node_id) {
-  auto registration = registrations_.find(node_id);
+  std::optional<v1::RegisterNodeRequest> registration = nodes_.RegistrationOf(node_id);
   std::optional<NodeIndex> index = table_.FindNode(node_id);
-  if (registration == registrations_.end() || !index || table_.node(*index).state == NodeState::kDead) {
+  if (!registration || !index || table_.node(*index).state == NodeState::kDead) {
     return writer_.Stage(kNodesTable, node_id, std::nullopt);
   }
   v1::NodeRecord record;
-  *record.mutable_registration() = registration->second;
+  *record.mutable_registration() = *std::move(registration);
   record.set_state(NodeStateToProto(table_.node(*index).state));
   record.set_drain_reason(nodes_.DrainReason(node_id));
   return writer_.Stage(kNodesTable, node_id, record.SerializeAsString());
@@ -331,7 +333,6 @@ grpc::Status HeadServer::RegisterNode(grpc::ServerContext* context, const v1::Re
   if (!reg.ok()) return ToGrpcStatus(reg.status());
   std::fprintf(stderr, "berth-head: node %s registered at %s: %s\n", request->node_id().c_str(),
                request->address().c_str(), table_.node(reg->index).total.ToString().c_str());
-  registrations_[request->node_id()] = *request;
   const uint64_t seq = PersistNodeLocked(request->node_id());
   groups_.OnNodesChanged(NowMs());
   kick_ = true;

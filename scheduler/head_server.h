@@ -205,8 +205,6 @@ class HeadServer final : public v1::NodeService::Service,
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   v1::AutoscalerStatus autoscaler_ ABSL_GUARDED_BY(mu_);
   std::string metrics_address_ ABSL_GUARDED_BY(mu_);
-  // Accepted registrations, as written to the store.
-  std::map<std::string, v1::RegisterNodeRequest> registrations_ ABSL_GUARDED_BY(mu_);
 
   absl::Mutex work_mu_;
   std::deque<std::function<void()>> work_ ABSL_GUARDED_BY(work_mu_);

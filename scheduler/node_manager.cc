@@ -25,7 +25,8 @@ absl::StatusOr<NodeManager::Registration> NodeManager::Register(
   auto existing = nodes_.find(request.node_id());
   if (existing != nodes_.end()) {
     const NodeResourceTable::Node& node = table_->node(existing->second.index);
-    if (!request.request_id().empty() && request.request_id() == existing->second.request_id) {
+    if (!request.request_id().empty() &&
+        request.request_id() == RegistrationOf(request.node_id()).value_or(v1::RegisterNodeRequest()).request_id()) {
       return Registration{existing->second.index, false};  // a retry of the same call
     }
     if (node.state != NodeState::kDead) {
@@ -87,9 +88,7 @@ absl::StatusOr<NodeManager::Registration> NodeManager::Register(
   NodeRecord record;
   record.index = *index;
   record.address = request.address();
-  record.metrics_address = request.metrics_address();
-  record.request_id = request.request_id();
-  record.gpus.assign(request.gpus().begin(), request.gpus().end());
+  record.registration = request.SerializeAsString();
   record.last_heartbeat_ms = now_ms;
   nodes_[request.node_id()] = std::move(record);
   return Registration{*index, replaced_dead};
@@ -117,6 +116,14 @@ std::vector<std::string> NodeManager::CheckLiveness(int64_t now_ms) {
   }
   std::sort(dead.begin(), dead.end());
   return dead;
+}
+
+std::optional<v1::RegisterNodeRequest> NodeManager::RegistrationOf(const std::string& node_id) const {
+  auto it = nodes_.find(node_id);
+  if (it == nodes_.end()) return std::nullopt;
+  v1::RegisterNodeRequest registration;
+  registration.ParseFromString(it->second.registration);
+  return registration;
 }
 
 std::string NodeManager::DrainReason(const std::string& node_id) const {
@@ -165,13 +172,15 @@ absl::Status NodeManager::ListNodes(const v1::ListNodesRequest& request,
     if (!selector->Matches(node.labels)) continue;
     v1::NodeInfo* info = response->add_nodes();
     info->set_node_id(node.id);
+    v1::RegisterNodeRequest registration;
+    registration.ParseFromString(record.registration);
     info->set_address(record.address);
-    info->set_metrics_address(record.metrics_address);
+    info->set_metrics_address(registration.metrics_address());
     info->set_state(state);
     ResourceSetToProto(node.total, info->mutable_total());
     ResourceSetToProto(node.available, info->mutable_available());
     info->mutable_labels()->insert(node.labels.begin(), node.labels.end());
-    for (const v1::GpuInstance& gpu : record.gpus) *info->add_gpus() = gpu;
+    *info->mutable_gpus() = registration.gpus();
     info->set_last_heartbeat_unix_ms(record.last_heartbeat_ms);
     info->set_drain_reason(record.drain_reason);
   }

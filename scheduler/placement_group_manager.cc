@@ -1,11 +1,37 @@
 #include "scheduler/placement_group_manager.h"
 
 #include <algorithm>
+#include <cstring>
+
+#include "google/protobuf/io/coded_stream.h"
+#include "google/protobuf/io/zero_copy_stream_impl_lite.h"
 
 #include "absl/strings/str_cat.h"
 #include "common/proto_convert.h"
 
 namespace berth {
+namespace {
+
+// What identifies a create request for the request_id check: a 64-bit
+// FNV-1a of its deterministic serialization (map order fixed), kept with
+// every group instead of the request itself (a third of a small group's
+// memory).
+std::string RequestFingerprint(const v1::CreatePlacementGroupRequest& request) {
+  std::string bytes;
+  {
+    google::protobuf::io::StringOutputStream stream(&bytes);
+    google::protobuf::io::CodedOutputStream out(&stream);
+    out.SetSerializationDeterministic(true);
+    request.SerializeToCodedStream(&out);
+  }
+  uint64_t hash = 0xcbf29ce484222325ULL;
+  for (unsigned char c : bytes) hash = (hash ^ c) * 0x100000001b3ULL;
+  std::string fingerprint(sizeof(hash), '\0');
+  std::memcpy(fingerprint.data(), &hash, sizeof(hash));
+  return fingerprint;
+}
+
+}  // namespace
 
 PlacementGroupManager::QueueKey PlacementGroupManager::KeyOf(const Group& g) const {
   return {g.state == v1::PLACEMENT_GROUP_STATE_RESCHEDULING ? 0 : 1, -g.priority, g.arrival};
@@ -14,6 +40,12 @@ PlacementGroupManager::QueueKey PlacementGroupManager::KeyOf(const Group& g) con
 void PlacementGroupManager::Enqueue(Group& g, int64_t due_ms) {
   g.next_try_ms = due_ms;
   queue_[KeyOf(g)] = g.id;
+}
+
+void PlacementGroupManager::IndexRequestId(const Group& g) {
+  // The key views g.request_id: replace any entry whose key views another group's.
+  by_request_id_.erase(g.request_id);
+  by_request_id_.emplace(g.request_id, g.id);
 }
 
 void PlacementGroupManager::Dequeue(const Group& g) {
@@ -26,7 +58,7 @@ std::optional<std::string> PlacementGroupManager::Existing(const v1::CreatePlace
   auto it = by_request_id_.find(request.request_id());
   if (it == by_request_id_.end()) return std::nullopt;
   auto group = groups_.find(it->second);
-  if (group != groups_.end() && group->second.fingerprint != request.SerializeAsString()) {
+  if (group != groups_.end() && group->second.fingerprint != RequestFingerprint(request)) {
     *status = absl::InvalidArgumentError(
         absl::StrCat("request_id: '", request.request_id(), "' was used for a different request"));
   }
@@ -143,7 +175,7 @@ std::string PlacementGroupManager::Insert(PlacementGroupSpec spec, const v1::Cre
   g.name = meta.name();
   g.job_id = meta.job_id();
   g.request_id = meta.request_id();
-  g.fingerprint = meta.SerializeAsString();
+  g.fingerprint = RequestFingerprint(meta);
   g.priority = meta.priority();
   g.arrival = next_arrival_++;
   g.placed.resize(g.spec.bundles().size());
@@ -151,7 +183,7 @@ std::string PlacementGroupManager::Insert(PlacementGroupSpec spec, const v1::Cre
   g.waiting_since_ms = now_ms;
   g.reason = "waiting to be scheduled";
   Group& inserted = groups_.emplace(new_id, std::move(g)).first->second;
-  by_request_id_[meta.request_id()] = new_id;
+  IndexRequestId(inserted);
   if (!meta.name().empty()) by_name_[meta.name()] = new_id;
   Enqueue(inserted, now_ms);
   changed_.insert(new_id);
@@ -621,7 +653,7 @@ absl::Status PlacementGroupManager::Restore(const v1::PlacementGroupRecord& r, i
   }
   next_arrival_ = std::max(next_arrival_, g.arrival + 1);
   auto [it, inserted] = groups_.emplace(id, std::move(g));
-  by_request_id_[it->second.request_id] = id;
+  IndexRequestId(it->second);
   if (!it->second.name.empty()) by_name_[it->second.name] = id;
   if (it->second.state != v1::PLACEMENT_GROUP_STATE_CREATED) Enqueue(it->second, now_ms);
   if (lost > 0) changed_.insert(id);

@@ -179,7 +179,7 @@ class PlacementGroupManager {
     std::string name;
     std::string job_id;
     std::string request_id;
-    std::string fingerprint;  // the create request, to detect reused request ids
+    std::string fingerprint;  // of the create request, to detect reused request ids
     PlacementGroupSpec spec;
     int32_t priority = 0;
     uint64_t arrival = 0;
@@ -203,6 +203,7 @@ class PlacementGroupManager {
   QueueKey KeyOf(const Group& g) const;
   void Enqueue(Group& g, int64_t due_ms);
   void Dequeue(const Group& g);
+  void IndexRequestId(const Group& g);
   // Releases the table reservations of `bundles` and forgets them.
   void ReleaseBundles(Group& g, const std::vector<uint32_t>& bundles);
   std::vector<CancelTask> CancelsFor(const Group& g, const std::vector<uint32_t>& bundles) const;
@@ -214,7 +215,8 @@ class PlacementGroupManager {
   const NodeManager* nodes_;
   SchedulerConfig config_;
   std::map<std::string, Group> groups_;
-  absl::flat_hash_map<std::string, std::string> by_request_id_;
+  // Keys view Group::request_id (groups_ is node-based: stable addresses).
+  absl::flat_hash_map<absl::string_view, std::string> by_request_id_;
   absl::flat_hash_map<std::string, std::string> by_name_;  // live groups only
   std::map<QueueKey, std::string> queue_;                  // waiting to be placed
   std::set<std::string> infeasible_;                       // waiting for a node change
