@@ -30,8 +30,11 @@ test: build
 demo: build
 	BUILD_DIR=$(BUILD_DIR) bash scripts/demo.sh
 
+# Every benchmark table of docs/PERFORMANCE.md, outputs under bench/results/
+# (~30 min; BENCH="placement_bench loadgen scale train_startup replay ray"
+# picks some, see bench/run_all.sh).
 bench: build
-	$(BUILD_DIR)/bench/placement_bench --benchmark_counters_tabular=true
+	BUILD_DIR=$(BUILD_DIR) bash bench/run_all.sh
 
 # The Alibaba GPU trace (openb, 2023) replayed on the placement core with every
 # scorer (bench/replay): tables and plots under bench/results/ (~15 min, 1 core).
