@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <utility>
 
 #include "google/protobuf/io/coded_stream.h"
 #include "google/protobuf/io/zero_copy_stream_impl_lite.h"
@@ -250,8 +251,9 @@ absl::StatusOr<std::vector<CancelTask>> PlacementGroupManager::Remove(const std:
     const std::vector<uint32_t> placed = PlacedBundles(g);
     cancels = CancelsFor(g, placed);
     ReleaseBundles(g, placed);
-    // Freed resources may let waiting groups in now.
-    for (auto& [key, waiting] : queue_) groups_.at(waiting).next_try_ms = 0;
+    // Freed resources may let waiting groups in now: the next Schedule
+    // tries them all (once, however many groups a batch removed).
+    freed_ = true;
   }
   while (removed_order_.size() > config_.max_removed_kept) {
     const std::string old = removed_order_.front();
@@ -264,9 +266,10 @@ absl::StatusOr<std::vector<CancelTask>> PlacementGroupManager::Remove(const std:
 std::vector<CommitTask> PlacementGroupManager::Schedule(int64_t now_ms) {
   std::vector<CommitTask> tasks;
   BundlePlacer placer(table_);
+  const bool freed = std::exchange(freed_, false);
   for (auto it = queue_.begin(); it != queue_.end() && in_flight_ < config_.max_in_flight;) {
     Group& g = groups_.at(it->second);
-    if (g.next_try_ms > now_ms) {
+    if (!freed && g.next_try_ms > now_ms) {
       ++it;
       continue;
     }
@@ -322,12 +325,15 @@ std::vector<CommitTask> PlacementGroupManager::Schedule(int64_t now_ms) {
     }
     tasks.push_back(std::move(task));
   }
+  // Stopped at max_in_flight: the groups not reached keep their turn.
+  freed_ = freed && in_flight_ >= config_.max_in_flight;
   return tasks;
 }
 
 std::optional<int64_t> PlacementGroupManager::NextDue() const {
   std::optional<int64_t> due;
   if (in_flight_ >= config_.max_in_flight) return due;
+  if (freed_ && !queue_.empty()) return 0;
   for (const auto& [key, id] : queue_) {
     const int64_t t = groups_.at(id).next_try_ms;
     if (!due || t < *due) due = t;

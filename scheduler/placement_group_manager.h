@@ -223,6 +223,7 @@ class PlacementGroupManager {
   std::deque<std::string> removed_order_;
   uint64_t next_arrival_ = 0;
   size_t in_flight_ = 0;
+  bool freed_ = false;  // a removal freed resources since the last Schedule
   PlacementObserver* observer_ = nullptr;
   std::set<std::string> changed_;
 };

@@ -28,6 +28,7 @@
 #include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <random>
@@ -41,6 +42,7 @@
 #include "absl/strings/strip.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "bench/loadgen/simulated_raylets.h"
 #include "berth/v1/head.grpc.pb.h"
@@ -150,13 +152,28 @@ void Client(const std::string& head, const std::string& token, Workload w, int b
     v1::WaitPlacementGroupsReadyResponse ready;
     grpc::Status waited = groups->WaitPlacementGroupsReady(context().get(), wait, &ready);
     const Clock::time_point t1 = Clock::now();
+    std::string why;  // what the batch was waiting on, and why
+    if (!ready.ready()) {
+      std::map<std::string, int> states;
+      v1::GetPlacementGroupRequest get;
+      for (int i = 0; i < ready.states_size(); ++i) {
+        ++states[v1::PlacementGroupState_Name(ready.states(i))];
+        if (ready.states(i) != v1::PLACEMENT_GROUP_STATE_CREATED) {
+          get.set_placement_group_id(response.placement_group_ids(i));
+        }
+      }
+      v1::GetPlacementGroupResponse waiting;
+      if (!get.placement_group_id().empty()) groups->GetPlacementGroup(context().get(), get, &waiting).ok();
+      why = absl::StrCat(absl::StrJoin(states, ", ", absl::PairFormatter("=")), " (",
+                         waiting.placement_group().pending_reason(), ")");
+    }
     v1::RemovePlacementGroupsRequest remove;
     *remove.mutable_placement_group_ids() = response.placement_group_ids();
     remove.set_request_id(absl::StrCat("loadgen-", run, "-", id, "-", n, "-remove"));
     v1::RemovePlacementGroupsResponse removed;
     grpc::Status gone = groups->RemovePlacementGroups(context().get(), remove, &removed);
     if (!waited.ok() || !ready.ready() || !gone.ok()) {
-      Failed(&failures, absl::StrCat("wait: ", waited.error_message(), " ready=", ready.ready(),
+      Failed(&failures, absl::StrCat("wait: ", waited.error_message(), " ready=", ready.ready(), " ", why,
                                      "; remove: ", gone.error_message()));
       continue;
     }
@@ -415,11 +432,13 @@ int Main(const Flags& flags) {
     setup = absl::StrCat("running cluster at ", head);
   } else if (flags.mode == "real") {
     cluster = std::make_unique<testing::LocalCluster>(500, StateFlags(flags));
+    // CPUs enough that 16 clients' batches of 100 pack3 groups fit at once:
+    // measured is the control plane, not a full cluster's queue.
     for (int i = 0; i < flags.raylets; ++i) {
-      cluster->AddRaylet({absl::StrCat("node-", i), flags.gpus_per_node, "A10G", 64, "512Gi"});
+      cluster->AddRaylet({absl::StrCat("node-", i), flags.gpus_per_node, "A10G", 1024, "4096Gi"});
     }
     head = cluster->head_address();
-    setup = absl::StrCat("head + ", flags.raylets, " berth-raylet processes x ", flags.gpus_per_node,
+    setup = absl::StrCat("head + ", flags.raylets, " berth-raylet processes x 1024 CPUs x ", flags.gpus_per_node,
                          " GPUs, state in ", flags.state);
   } else if (flags.mode == "simulated") {
     // Heartbeats of thousands of nodes would be the load: a long period.
