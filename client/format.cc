@@ -149,6 +149,20 @@ std::string Loss(const v1::TrainJobInfo& job) {
   return job.last_step() == 0 ? "" : absl::StrFormat("%.4g", job.last_loss());
 }
 
+// How the attempt got to a formed group, stage by stage (train.proto,
+// StartupTimeline); empty until the ranks reported joining it.
+std::string Startup(const v1::StartupTimeline& t) {
+  if (t.group_joined_unix_us() == 0) return "";
+  auto ms = [](int64_t from_us, int64_t to_us) {
+    return absl::StrFormat("%.0f ms", static_cast<double>(to_us - from_us) / 1000.0);
+  };
+  return absl::StrCat(ms(t.submitted_unix_us(), t.group_joined_unix_us()), " (placement ",
+                      ms(t.submitted_unix_us(), t.placed_unix_us()), ", launch ",
+                      ms(t.placed_unix_us(), t.workers_started_unix_us()), ", process start ",
+                      ms(t.workers_started_unix_us(), t.ranks_running_unix_us()), ", rendezvous ",
+                      ms(t.ranks_running_unix_us(), t.group_joined_unix_us()), ")");
+}
+
 bool IsWaiting(const v1::PlacementGroupInfo& group) {
   return group.state() == v1::PLACEMENT_GROUP_STATE_PENDING ||
          group.state() == v1::PLACEMENT_GROUP_STATE_RESCHEDULING || group.infeasible();
@@ -388,6 +402,9 @@ std::string FormatTrainJob(const v1::TrainJobInfo& job) {
   }
   if (job.started_unix_ms() != 0) fields.AddRow({"started:", Timestamp(job.started_unix_ms())});
   if (job.ended_unix_ms() != 0) fields.AddRow({"ended:", Timestamp(job.ended_unix_ms())});
+  if (const std::string startup = Startup(job.startup()); !startup.empty()) {
+    fields.AddRow({"startup:", startup});
+  }
 
   Table ranks({"RANK", "NODE", "BUNDLE", "LOCAL_RANK", "NODE_RANK", "GPUS", "WORKER_ID"});
   for (const v1::WorkerRank& worker : job.workers()) {

@@ -268,6 +268,7 @@ TEST(FormatTest, TrainJobShowsFailuresCheckpointAndRankTable) {
   EXPECT_THAT(text, ContainsRegex("step: +120\nloss: +0.4312\n"));
   EXPECT_THAT(text, ContainsRegex("checkpoint: +/ckpt/job-1/step-100 \\(step 100\\)\n"));
   EXPECT_THAT(text, HasSubstr("submitted:        2023-11-14 22:13:20 UTC\n"));
+  EXPECT_THAT(text, Not(HasSubstr("startup:")));  // the ranks have not joined yet
   // The rank table: ranks in order; bundles need not follow them.
   EXPECT_THAT(text, HasSubstr("\n\n"
                               "RANK  NODE    BUNDLE  LOCAL_RANK  NODE_RANK  GPUS  WORKER_ID\n"
@@ -275,6 +276,19 @@ TEST(FormatTest, TrainJobShowsFailuresCheckpointAndRankTable) {
                               "1     node-a  2       1           0          1     job-1-a1-r1\n"
                               "2     node-b  1       0           1          0     job-1-a1-r2\n"
                               "3     node-b  3       1           1          1     job-1-a1-r3\n"));
+}
+
+TEST(FormatTest, TrainJobShowsItsStartupStageByStage) {
+  v1::TrainJobInfo job = RunningJob();
+  v1::StartupTimeline& t = *job.mutable_startup();
+  t.set_submitted_unix_us(1700000000000000);
+  t.set_placed_unix_us(1700000000012400);
+  t.set_workers_started_unix_us(1700000000043000);
+  t.set_ranks_running_unix_us(1700000000843000);
+  t.set_group_joined_unix_us(1700000000900000);
+  EXPECT_THAT(FormatTrainJob(job),
+              HasSubstr("startup:          900 ms (placement 12 ms, launch 31 ms, process start "
+                        "800 ms, rendezvous 57 ms)\n"));
 }
 
 TEST(FormatTest, PendingTrainJobShowsItsMessageAndNoRanks) {

@@ -1,6 +1,7 @@
 #include "train/train_job_controller.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <random>
 #include <set>
@@ -17,6 +18,7 @@ namespace berth {
 namespace {
 
 int64_t NowMs() { return absl::ToUnixMillis(absl::Now()); }
+int64_t NowUs() { return absl::ToUnixMicros(absl::Now()); }
 
 // The env contract berth sets; a user command may not set these itself.
 constexpr const char* kReservedEnv[] = {
@@ -176,6 +178,7 @@ absl::StatusOr<std::string> TrainJobController::Submit(const v1::SubmitTrainJobR
   job->info.set_state(v1::TRAIN_JOB_STATE_PENDING);
   job->info.set_message("creating the placement group");
   job->info.set_submitted_unix_ms(NowMs());
+  job->info.mutable_startup()->set_submitted_unix_us(NowUs());
   Job* raw = job.get();
   jobs_[id] = std::move(job);
   by_request_id_[request.request_id()] = id;
@@ -233,6 +236,13 @@ absl::Status TrainJobController::ReportProgress(const v1::ReportTrainProgressReq
   if (!request.latest_checkpoint().empty() && request.step() >= info.latest_checkpoint_step()) {
     info.set_latest_checkpoint(request.latest_checkpoint());
     info.set_latest_checkpoint_step(request.step());
+  }
+  // The first report of the ranks' times in an attempt counts (WaitPlaced
+  // clears them for the next attempt).
+  v1::StartupTimeline& startup = *info.mutable_startup();
+  if (request.group_joined_unix_us() != 0 && startup.group_joined_unix_us() == 0) {
+    startup.set_ranks_running_unix_us(request.ranks_running_unix_us());
+    startup.set_group_joined_unix_us(request.group_joined_unix_us());
   }
   PersistLocked(*it->second);
   return absl::OkStatus();
@@ -353,17 +363,30 @@ void TrainJobController::ResumeJob(const std::string& job_id) {
 }
 
 bool TrainJobController::WaitPlaced(const std::string& job_id, const std::string& pg_id) {
+  // A group that fits is placed within milliseconds (one two-phase commit
+  // with its raylets): look again soon, then back off to config_.poll for a
+  // group that waits for room.
+  absl::Duration wait = std::min(absl::Milliseconds(1), config_.poll);
   while (true) {
     absl::StatusOr<v1::PlacementGroupInfo> pg = groups_->GetGroup(pg_id);
     absl::MutexLock lock(&mu_);
     Job& job = *jobs_.at(job_id);
     if (job.stop_requested) return false;
-    if (pg.ok() && pg->state() == v1::PLACEMENT_GROUP_STATE_CREATED) return true;
+    if (pg.ok() && pg->state() == v1::PLACEMENT_GROUP_STATE_CREATED) {
+      // A new attempt's start: the stages after placement begin again.
+      v1::StartupTimeline& startup = *job.info.mutable_startup();
+      startup.set_placed_unix_us(NowUs());
+      startup.clear_workers_started_unix_us();
+      startup.clear_ranks_running_unix_us();
+      startup.clear_group_joined_unix_us();
+      return true;
+    }
     if (pg.ok()) {
       job.info.set_message(absl::StrCat("waiting for placement", pg->infeasible() ? " (infeasible)" : "",
                                         ": ", pg->pending_reason()));
     }
-    mu_.AwaitWithTimeout(absl::Condition(&job.stop_requested), config_.poll);
+    mu_.AwaitWithTimeout(absl::Condition(&job.stop_requested), wait);
+    wait = std::min(wait * 2, config_.poll);
   }
 }
 
@@ -401,21 +424,17 @@ absl::StatusOr<std::map<std::string, std::string>> TrainJobController::Launch(
                          : absl::StrCat(spec.storage_path(), "/", job_id, "/checkpoints");
   }
   const uint32_t world = static_cast<uint32_t>(ranks->size());
-  std::map<std::string, std::string> started;  // worker id -> node id
-  auto start = [&](v1::WorkerSpec worker, const std::string& node_id) -> absl::Status {
-    const std::string address = groups_->RayletAddress(node_id);
-    if (address.empty()) return absl::UnavailableError(absl::StrCat("node ", node_id, " is gone"));
-    v1::StartWorkerRequest request;
-    request.set_request_id(absl::StrCat("start/", worker.worker_id()));
-    *request.mutable_spec() = std::move(worker);
-    absl::StatusOr<v1::StartWorkerResponse> response = raylets_->StartWorker(address, request);
-    if (!response.ok()) {
-      return absl::Status(response.status().code(),
-                          absl::StrCat("starting ", request.spec().worker_id(), " on ", node_id, ": ",
-                                       response.status().message()));
+  // What to start on each node, in order: rank 0's node first, the trainer
+  // first on it (it hosts the store the ranks rendezvous at).
+  std::vector<std::pair<std::string, std::vector<v1::WorkerSpec>>> by_node;
+  auto add = [&](v1::WorkerSpec worker, const std::string& node_id) {
+    auto it = std::find_if(by_node.begin(), by_node.end(),
+                           [&](const auto& node) { return node.first == node_id; });
+    if (it == by_node.end()) {
+      by_node.emplace_back(node_id, std::vector<v1::WorkerSpec>{});
+      it = std::prev(by_node.end());
     }
-    started[request.spec().worker_id()] = node_id;
-    return absl::OkStatus();
+    it->second.push_back(std::move(worker));
   };
   auto base_env = [&](v1::WorkerSpec& w, uint32_t bundle) {
     auto& env = *w.mutable_env();
@@ -452,7 +471,7 @@ absl::StatusOr<std::map<std::string, std::string>> TrainJobController::Launch(
   base_env(trainer, 0);
   // Only the trainer calls the head (ReportTrainProgress); ranks never see the token.
   if (!config_.cluster_token.empty()) (*trainer.mutable_env())["BERTH_CLUSTER_TOKEN"] = config_.cluster_token;
-  if (absl::Status s = start(trainer, (*ranks)[0].node_id); !s.ok()) return s;
+  add(std::move(trainer), (*ranks)[0].node_id);
 
   for (const RankedWorker& r : *ranks) {
     v1::WorkerSpec w;
@@ -508,10 +527,59 @@ absl::StatusOr<std::map<std::string, std::string>> TrainJobController::Launch(
       *job.info.add_workers() = *rank;
       job.logs.push_back({r.world_rank, r.node_id, w.worker_id()});
     }
-    if (absl::Status s = start(std::move(w), r.node_id); !s.ok()) {
-      StopProcesses(job_id, started);
-      return s;
+    add(std::move(w), r.node_id);
+  }
+  absl::StatusOr<std::map<std::string, std::string>> started = StartProcesses(job_id, std::move(by_node));
+  if (!started.ok()) return started.status();
+  absl::MutexLock lock(&mu_);
+  jobs_.at(job_id)->info.mutable_startup()->set_workers_started_unix_us(NowUs());
+  return started;
+}
+
+absl::StatusOr<std::map<std::string, std::string>> TrainJobController::StartProcesses(
+    const std::string& job_id,
+    std::vector<std::pair<std::string, std::vector<v1::WorkerSpec>>> by_node) {
+  // The nodes in parallel (up to kMaxParallelNodes at once), each node's
+  // processes one by one: one by one overall, a job took a round trip per
+  // process, tens of milliseconds each on a node busy loading the processes
+  // started before. Not all at once: a raylet forks one process at a time,
+  // so calls queued behind each other would spend their deadlines waiting.
+  constexpr size_t kMaxParallelNodes = 32;
+  absl::Mutex mu;
+  std::map<std::string, std::string> started;  // worker id -> node id
+  absl::Status failure;
+  std::atomic<size_t> next{0};
+  auto start_nodes = [&] {
+    for (size_t i = next++; i < by_node.size(); i = next++) {
+      const std::string& node_id = by_node[i].first;
+      const std::string address = groups_->RayletAddress(node_id);
+      for (v1::WorkerSpec& worker : by_node[i].second) {
+        v1::StartWorkerRequest request;
+        request.set_request_id(absl::StrCat("start/", worker.worker_id()));
+        *request.mutable_spec() = std::move(worker);
+        absl::StatusOr<v1::StartWorkerResponse> response =
+            address.empty() ? absl::UnavailableError(absl::StrCat("node ", node_id, " is gone"))
+                            : raylets_->StartWorker(address, request);
+        absl::MutexLock lock(&mu);
+        if (response.ok()) {
+          started[request.spec().worker_id()] = node_id;
+        } else if (failure.ok()) {
+          failure = absl::Status(response.status().code(),
+                                 absl::StrCat("starting ", request.spec().worker_id(), " on ",
+                                              node_id, ": ", response.status().message()));
+        }
+        if (!failure.ok()) return;  // this attempt is over, on every node
+      }
     }
+  };
+  std::vector<std::thread> threads;
+  for (size_t t = 0; t < std::min(by_node.size(), kMaxParallelNodes); ++t) {
+    threads.emplace_back(start_nodes);
+  }
+  for (std::thread& t : threads) t.join();
+  if (!failure.ok()) {
+    StopProcesses(job_id, started);
+    return failure;
   }
   return started;
 }

@@ -19,6 +19,7 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -121,6 +122,12 @@ class TrainJobController {
   void PersistLocked(const Job& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Waits for the group to be CREATED; false if the job was stopped.
   bool WaitPlaced(const std::string& job_id, const std::string& pg_id);
+  // Starts each node's processes in the order given, the nodes in
+  // parallel. On a failure, stops those started and returns the first
+  // error; else the processes (worker id -> node id).
+  absl::StatusOr<std::map<std::string, std::string>> StartProcesses(
+      const std::string& job_id,
+      std::vector<std::pair<std::string, std::vector<v1::WorkerSpec>>> by_node);
   // Starts the trainer and workers of attempt `attempt`; returns the
   // processes started (worker id -> node), or the cause of failure.
   absl::StatusOr<std::map<std::string, std::string>> Launch(const std::string& job_id,

@@ -12,6 +12,8 @@ namespace berth {
 
 std::string DoneKey(uint32_t rank) { return absl::StrCat("berth/done/", rank); }
 
+std::string StartupKey(uint32_t rank) { return absl::StrCat("berth/startup/", rank); }
+
 std::string GroupKeyPrefix(uint32_t restart_count) {
   return absl::StrCat("berth/group/", restart_count, "/");
 }
@@ -58,6 +60,22 @@ absl::StatusOr<Progress> ParseProgress(absl::string_view text, absl::string_view
   if (!step.ok()) return step.status();
   progress.step = *step;
   return progress;
+}
+
+std::string FormatRankStartup(const RankStartup& startup) {
+  return absl::StrCat(startup.main_unix_us, " ", startup.joined_unix_us);
+}
+
+absl::StatusOr<RankStartup> ParseRankStartup(absl::string_view text, absl::string_view key) {
+  const std::vector<absl::string_view> parts = absl::StrSplit(text, ' ');
+  RankStartup startup;
+  if (parts.size() != 2 || !absl::SimpleAtoi(parts[0], &startup.main_unix_us) ||
+      !absl::SimpleAtoi(parts[1], &startup.joined_unix_us) || startup.main_unix_us < 0 ||
+      startup.joined_unix_us < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(key, ": \"", text, "\" is not \"<main_unix_us> <joined_unix_us>\""));
+  }
+  return startup;
 }
 
 uint64_t Fnv1a64(const void* data, size_t size, uint64_t hash) {

@@ -14,6 +14,9 @@
 //   berth/checkpoint/step    "<step>", so a reader that sees a new step
 //                            finds its data already there.
 //   berth/done/<rank>        the rank's final parameter hash (16 hex digits).
+//   berth/startup/<rank>     "<main_unix_us> <joined_unix_us>": when the
+//                            rank's main() began and when it had joined the
+//                            collective group; set once, after joining.
 //   berth/group/<attempt>/   prefix of the collective group's own keys
 //                            (Gloo rendezvous, backend choice, NCCL id).
 #ifndef BERTH_WORKER_STORE_PROTOCOL_H_
@@ -38,6 +41,7 @@ inline constexpr char kCheckpointDataKey[] = "berth/checkpoint/data";
 inline constexpr char kCheckpointStepKey[] = "berth/checkpoint/step";
 
 std::string DoneKey(uint32_t rank);
+std::string StartupKey(uint32_t rank);
 std::string GroupKeyPrefix(uint32_t restart_count);
 
 // Key/value pairs to set, in this order, to publish a write: the key readers
@@ -61,6 +65,16 @@ std::string FormatProgress(const Progress& progress);
 absl::StatusOr<Progress> ParseProgress(absl::string_view text, absl::string_view key);
 // INVALID_ARGUMENT naming `key` unless `text` is a non-negative integer.
 absl::StatusOr<uint64_t> ParseStep(absl::string_view text, absl::string_view key);
+
+// A rank's start-up times, Unix epoch microseconds on its clock.
+struct RankStartup {
+  int64_t main_unix_us = 0;
+  int64_t joined_unix_us = 0;
+};
+std::string FormatRankStartup(const RankStartup& startup);
+// INVALID_ARGUMENT naming `key` unless `text` is "<main_unix_us>
+// <joined_unix_us>", two non-negative integers.
+absl::StatusOr<RankStartup> ParseRankStartup(absl::string_view text, absl::string_view key);
 
 // FNV-1a 64 over `data`, continuing from `hash` (start with kFnvOffsetBasis),
 // so a sequence of buffers hashes like their concatenation.

@@ -14,6 +14,7 @@ using ::testing::Pair;
 
 TEST(WorkerStoreProtocolTest, Keys) {
   EXPECT_EQ(DoneKey(3), "berth/done/3");
+  EXPECT_EQ(StartupKey(7), "berth/startup/7");
   EXPECT_EQ(GroupKeyPrefix(0), "berth/group/0/");
 }
 
@@ -42,6 +43,23 @@ TEST(WorkerStoreProtocolTest, BadProgressNamesTheKey) {
     absl::StatusOr<Progress> out = ParseProgress(text, kProgressKey);
     ASSERT_FALSE(out.ok()) << text;
     EXPECT_THAT(out.status().message(), HasSubstr("berth/progress")) << text;
+  }
+}
+
+TEST(WorkerStoreProtocolTest, RankStartupRoundTrips) {
+  const RankStartup in{1700000000123456, 1700000000987654};
+  EXPECT_EQ(FormatRankStartup(in), "1700000000123456 1700000000987654");
+  absl::StatusOr<RankStartup> out = ParseRankStartup(FormatRankStartup(in), StartupKey(2));
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ(out->main_unix_us, in.main_unix_us);
+  EXPECT_EQ(out->joined_unix_us, in.joined_unix_us);
+}
+
+TEST(WorkerStoreProtocolTest, BadRankStartupNamesTheKey) {
+  for (const char* text : {"", "12", "x 5", "-1 5", "1 -5", "1 2 3", "1.5 2"}) {
+    absl::StatusOr<RankStartup> out = ParseRankStartup(text, StartupKey(2));
+    ASSERT_FALSE(out.ok()) << text;
+    EXPECT_THAT(out.status().message(), HasSubstr("berth/startup/2")) << text;
   }
 }
 

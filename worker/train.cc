@@ -1,5 +1,9 @@
 #include "worker/train.h"
 
+#include <netdb.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <ATen/CPUGeneratorImpl.h>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
@@ -15,12 +19,15 @@
 #include <optional>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "worker/checkpoint_files.h"
 #include "worker/cuda_nccl.h"
 #include "worker/store_protocol.h"
@@ -274,6 +281,34 @@ absl::StatusOr<uint64_t> LoadResumePoint(c10d::Store& store, Mlp* model) {
   return *step;
 }
 
+// libtorch 1.13's TCPStore client sleeps a whole second before it tries a
+// store that is not listening yet again, and the trainer hosting the store
+// starts together with the ranks (loading libtorch takes about as long in
+// each). So a rank first waits for the listener itself, in short steps, and
+// then connects at once. A probe connection that closes at once is normal
+// for the store (it drops clients that go away). Name resolution failing is
+// left for TCPStore to report.
+void AwaitStoreListener(const std::string& host, uint16_t port, std::chrono::milliseconds timeout) {
+  constexpr auto kStep = std::chrono::milliseconds(5);
+  addrinfo hints = {};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* addresses = nullptr;
+  if (getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &addresses) != 0) return;
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  bool listening = false;
+  while (!listening && std::chrono::steady_clock::now() < deadline) {
+    for (const addrinfo* a = addresses; a != nullptr && !listening; a = a->ai_next) {
+      const int fd = socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
+      if (fd < 0) continue;
+      listening = connect(fd, a->ai_addr, a->ai_addrlen) == 0;
+      close(fd);
+    }
+    if (!listening) std::this_thread::sleep_for(kStep);
+  }
+  freeaddrinfo(addresses);
+}
+
 void Apply(c10d::Store& store, const StoreWrites& writes) {
   for (const auto& [key, value] : writes) store.set(key, ToBytes(value));
 }
@@ -294,7 +329,8 @@ absl::Status AwaitAgreement(c10d::Store& store, uint32_t world_size, uint64_t ow
   return absl::OkStatus();
 }
 
-std::optional<Failure> Train(const TrainFlags& flags, const TorchrunEnv& env) {
+std::optional<Failure> Train(const TrainFlags& flags, const TorchrunEnv& env,
+                             absl::Time main_start) {
   if (env.use_agent_store && !flags.resume_from.empty()) {
     return Failure{kUsageExitCode,
                    absl::InvalidArgumentError(
@@ -323,6 +359,7 @@ std::optional<Failure> Train(const TrainFlags& flags, const TorchrunEnv& env) {
   store_options.isServer = hosts_store;
   store_options.waitWorkers = false;
   store_options.timeout = kStoreTimeout;
+  if (!hosts_store) AwaitStoreListener(env.master_addr, env.master_port, kStoreTimeout);
   auto store = c10::make_intrusive<c10d::TCPStore>(env.master_addr, store_options);
   std::printf("rank %u of %u: store %s:%u (%s)\n", env.rank, env.world_size,
               env.master_addr.c_str(), env.master_port,
@@ -337,6 +374,9 @@ std::optional<Failure> Train(const TrainFlags& flags, const TorchrunEnv& env) {
     std::printf("resuming after step %llu\n", static_cast<unsigned long long>(*start_step));
 
   std::unique_ptr<GradientAllReducer> reducer = FormGroup(store, env);
+  store->set(StartupKey(env.rank),
+             ToBytes(FormatRankStartup(
+                 {absl::ToUnixMicros(main_start), absl::ToUnixMicros(absl::Now())})));
   model->to(reducer->device());
   torch::optim::SGD optimizer(model->parameters(), torch::optim::SGDOptions(flags.lr));
   const SyntheticRegression task;
@@ -391,10 +431,10 @@ absl::StatusOr<CheckpointFile> ReadCheckpointFile(const std::string& path) {
   return CheckpointFile{*std::move(bytes), *step};
 }
 
-int RunTrain(const TrainFlags& flags, const TorchrunEnv& env) {
+int RunTrain(const TrainFlags& flags, const TorchrunEnv& env, absl::Time main_start) {
   std::optional<Failure> failure;
   try {
-    failure = Train(flags, env);
+    failure = Train(flags, env, main_start);
   } catch (const c10::Error& e) {
     failure = Failure{kTrainFailed, absl::UnavailableError(TorchErrorText(e))};
   } catch (const std::exception& e) {

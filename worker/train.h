@@ -20,6 +20,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "worker/flags.h"
 #include "worker/torchrun_env.h"
 
@@ -31,7 +32,9 @@ inline constexpr int kTrainFailed = 1;
 inline constexpr int kTestCrashExitCode = 3;
 
 // Runs the rank to completion; returns the process exit code. Never throws.
-int RunTrain(const TrainFlags& flags, const TorchrunEnv& env);
+// `main_start` is when the process's main() began; the rank publishes it,
+// with the time it joined the group, under StartupKey (store_protocol.h).
+int RunTrain(const TrainFlags& flags, const TorchrunEnv& env, absl::Time main_start);
 
 // The step a checkpoint (torch::save of {step, model parameters}, as the
 // ranks write it) was taken after; INVALID_ARGUMENT if `bytes` is not one.

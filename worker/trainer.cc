@@ -3,6 +3,7 @@
 #include <signal.h>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
+#include <algorithm>
 #include <csignal>
 #include <cstdlib>
 #include <cstdio>
@@ -56,6 +57,13 @@ std::shared_ptr<grpc::Channel> HeadChannel(const std::string& head) {
   return tls.MakeChannel(head, TlsRole::kHead, args);
 }
 
+// When the ranks got going (store_protocol.h, berth/startup/<rank>): the
+// latest rank's main() and the latest rank's join of the group.
+struct GroupStartup {
+  int64_t ranks_running_unix_us = 0;
+  int64_t group_joined_unix_us = 0;
+};
+
 // Reports progress to the head's TrainJobService. Failures are logged (once
 // per distinct error) and never stop the job.
 class HeadReporter {
@@ -64,12 +72,17 @@ class HeadReporter {
       : stub_(v1::TrainJobService::NewStub(HeadChannel(head))),
         job_id_(std::move(job_id)) {}
 
-  void Report(const Progress& progress, const std::string& latest_checkpoint) {
+  void Report(const Progress& progress, const std::string& latest_checkpoint,
+              const std::optional<GroupStartup>& startup) {
     v1::ReportTrainProgressRequest request;
     request.set_job_id(job_id_);
     request.set_step(progress.step);
     request.set_loss(progress.loss);
     request.set_latest_checkpoint(latest_checkpoint);
+    if (startup.has_value()) {
+      request.set_ranks_running_unix_us(startup->ranks_running_unix_us);
+      request.set_group_joined_unix_us(startup->group_joined_unix_us);
+    }
     v1::ReportTrainProgressResponse response;
     grpc::ClientContext context;
     context.set_deadline(absl::ToChronoTime(absl::Now() + kHeadDeadline));
@@ -144,6 +157,25 @@ bool SaveNewCheckpoint(c10d::Store& store, const std::string& dir, JobView& view
   return true;
 }
 
+// Once every rank has published its start-up times: the latest of each
+// (nullopt, logged, if one is malformed; the job goes on without them).
+std::optional<GroupStartup> CollectStartup(c10d::Store& store,
+                                           const std::vector<std::string>& keys) {
+  GroupStartup group;
+  for (const std::string& key : keys) {
+    absl::StatusOr<RankStartup> rank = ParseRankStartup(Get(store, key), key);
+    if (!rank.ok()) {
+      Log(rank.status().message());
+      return std::nullopt;
+    }
+    group.ranks_running_unix_us = std::max(group.ranks_running_unix_us, rank->main_unix_us);
+    group.group_joined_unix_us = std::max(group.group_joined_unix_us, rank->joined_unix_us);
+  }
+  std::printf("all %zu ranks joined the group %.3f s after the last one started\n", keys.size(),
+              static_cast<double>(group.group_joined_unix_us - group.ranks_running_unix_us) / 1e6);
+  return group;
+}
+
 // 0 if every rank ended with the same parameters, 1 if not.
 int JudgeEnd(c10d::Store& store, uint32_t world_size) {
   std::vector<std::string> hashes;
@@ -180,7 +212,13 @@ int Serve(const TrainerFlags& flags, const std::optional<std::string>& resume_ch
   std::optional<HeadReporter> head;
   if (!flags.head.empty()) head.emplace(flags.head, flags.job_id);
   std::vector<std::string> done_keys;
-  for (uint32_t r = 0; r < flags.world_size; ++r) done_keys.push_back(DoneKey(r));
+  std::vector<std::string> startup_keys;
+  for (uint32_t r = 0; r < flags.world_size; ++r) {
+    done_keys.push_back(DoneKey(r));
+    startup_keys.push_back(StartupKey(r));
+  }
+  std::optional<GroupStartup> startup;
+  bool startup_collected = false;
   JobView view;
   const absl::Time deadline = absl::Now() + absl::Seconds(flags.timeout_s);
   while (g_stop_signal == 0) {
@@ -189,8 +227,14 @@ int Serve(const TrainerFlags& flags, const std::optional<std::string>& resume_ch
     const bool all_done = store->check(done_keys);
     const bool progressed = RelayProgress(*store, view);
     const bool checkpointed = SaveNewCheckpoint(*store, flags.checkpoint_dir, view);
-    if (head.has_value() && (progressed || checkpointed)) {
-      head->Report(view.progress, view.latest_checkpoint);
+    bool joined = false;
+    if (!startup_collected && store->check(startup_keys)) {
+      startup = CollectStartup(*store, startup_keys);
+      startup_collected = true;
+      joined = startup.has_value();
+    }
+    if (head.has_value() && (progressed || checkpointed || joined)) {
+      head->Report(view.progress, view.latest_checkpoint, startup);
     }
     if (all_done) return JudgeEnd(*store, flags.world_size);
     if (absl::Now() > deadline) {

@@ -7,6 +7,8 @@
 
 #include "CLI/CLI.hpp"
 #include "absl/status/statusor.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "worker/flags.h"
 #include "worker/torchrun_env.h"
 #include "worker/train.h"
@@ -24,6 +26,8 @@ int UsageError(const std::string& message) {
 }  // namespace berth
 
 int main(int argc, char** argv) {
+  // The start of a rank's start-up stage "rendezvous" (store_protocol.h).
+  const absl::Time main_start = absl::Now();
   // Whole lines even when stdout is a file or a pipe (the raylet's log).
   std::setvbuf(stdout, nullptr, _IOLBF, 0);
 
@@ -79,7 +83,7 @@ int main(int argc, char** argv) {
     }
     absl::StatusOr<berth::TorchrunEnv> env = berth::ParseTorchrunEnv(berth::ProcessEnv());
     if (!env.ok()) return berth::UsageError(std::string(env.status().message()));
-    return berth::RunTrain(train, *env);
+    return berth::RunTrain(train, *env, main_start);
   }
   if (absl::Status s = berth::ValidateTrainerFlags(trainer); !s.ok()) {
     return berth::UsageError(std::string(s.message()));

@@ -171,6 +171,15 @@ TEST_F(TrainJobTest, BuiltinWorkersTrainAsOneGroupWithRankZeroBesideTheTrainer) 
   EXPECT_FALSE(info.latest_checkpoint().empty());
   EXPECT_FALSE(ReadFileOrEmpty(info.latest_checkpoint()).empty());
   EXPECT_EQ(info.failures(), 0u);
+  // The attempt's start-up, stage by stage, all on this machine's clock. A
+  // rank's main() follows its StartWorker call by the load of libtorch.
+  const v1::StartupTimeline& t = info.startup();
+  EXPECT_GT(t.submitted_unix_us(), 0) << t.DebugString();
+  EXPECT_LE(t.submitted_unix_us(), t.placed_unix_us()) << t.DebugString();
+  EXPECT_LE(t.placed_unix_us(), t.workers_started_unix_us()) << t.DebugString();
+  EXPECT_LE(t.workers_started_unix_us(), t.ranks_running_unix_us()) << t.DebugString();
+  EXPECT_LE(t.ranks_running_unix_us(), t.group_joined_unix_us()) << t.DebugString();
+  EXPECT_LE(t.group_joined_unix_us(), info.ended_unix_ms() * 1000) << t.DebugString();
 }
 
 TEST_F(TrainJobTest, EveryRankGetsTheEnvContract) {
