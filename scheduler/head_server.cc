@@ -20,7 +20,6 @@ int64_t NowMs() { return absl::ToUnixMillis(absl::Now()); }
 HeadServer::HeadServer(HeadConfig config, std::unique_ptr<StateStore> store)
     : config_(config),
       raylets_(config.raylet_rpc_timeout, config.cluster_token, config.tls),
-      committer_(&raylets_),
       batcher_(&raylets_, [this](std::function<void()> work) { Submit(std::move(work)); },
                [this](uint64_t seq) { Durable(seq).IgnoreError(); }),
       store_(store ? std::move(store) : NewMemoryStateStore()),
@@ -202,53 +201,50 @@ void HeadServer::CommitterLoop() {
   }
 }
 
-void HeadServer::RunCommit(const CommitTask& task) {
-  bool prepared = false;
-  absl::Status result = committer_.Run(task, [&] {
+void HeadServer::StartCommit(CommitTask task) {
+  auto commit = std::make_shared<TwoPhaseCommit>(std::move(task));
+  for (size_t i = 0; i < commit->task().nodes.size(); ++i) {
+    batcher_.Enqueue(commit->task().nodes[i].address, commit->Prepare(i),
+                     [this, commit, i](const BundleOpBatcher::Result& r) -> uint64_t {
+                       if (!commit->OnPrepareAnswer(i, r.status, r.prepare)) return 0;
+                       return AfterPrepares(commit);
+                     });
+  }
+}
+
+uint64_t HeadServer::AfterPrepares(const std::shared_ptr<TwoPhaseCommit>& commit) {
+  const CommitTask& task = commit->task();
+  if (!commit->status().ok()) return FailCommit(*commit, /*prepared=*/false);
+  {
     absl::MutexLock lock(&mu_);
     groups_.OnPrepared(task.placement_group_id, task.attempt);
-    prepared = true;
-  });
-  std::vector<CancelTask> cancels;
-  const uint64_t seq = FinishCommit(task, result, prepared, &cancels);
-  // Commits that end together share one write.
-  Durable(seq).IgnoreError();  // logged
-  SubmitCancels(std::move(cancels));
+  }
+  if (commit->single_node()) return FinishCommit(task, absl::OkStatus(), true);  // committed with the prepare
+  for (size_t i = 0; i < task.nodes.size(); ++i) {
+    batcher_.Enqueue(task.nodes[i].address, commit->Commit(i),
+                     [this, commit, i](const BundleOpBatcher::Result& r) -> uint64_t {
+                       if (!commit->OnCommitAnswer(i, r.status)) return 0;
+                       if (!commit->status().ok()) return FailCommit(*commit, /*prepared=*/true);
+                       return FinishCommit(commit->task(), absl::OkStatus(), true);
+                     });
+  }
+  return 0;
 }
 
-void HeadServer::EnqueueSingleNodeCommit(const CommitTask& task) {
-  const NodeBundles& node = task.nodes[0];
-  v1::BundleOp op;
-  *op.mutable_prepare() = BundleCommitter::PrepareRequest(task, node);
-  batcher_.Enqueue(node.address, std::move(op), [this, task](const BundleOpBatcher::Result& r) {
-    const NodeBundles& node = task.nodes[0];
-    absl::Status result = BundleCommitter::PrepareOutcome(
-        node, r.status.ok() ? absl::StatusOr<v1::PrepareBundleResourcesResponse>(r.prepare)
-                            : absl::StatusOr<v1::PrepareBundleResourcesResponse>(r.status));
-    if (!result.ok()) {
-      // The node may have prepared just before its call failed. Queued
-      // before the group can be placed again: the node's ops go in order,
-      // so this cannot release a later attempt's bundles.
-      SubmitCancels({BundleCommitter::CancelAfterFailure(task, node)});
-    } else {
-      absl::MutexLock lock(&mu_);
-      groups_.OnPrepared(task.placement_group_id, task.attempt);
-    }
-    std::vector<CancelTask> cancels;
-    const uint64_t seq = FinishCommit(task, result, /*prepared=*/false, &cancels);
-    SubmitCancels(std::move(cancels));
-    return seq;  // the batcher waits once for the batch
-  });
+uint64_t HeadServer::FailCommit(const TwoPhaseCommit& commit, bool prepared) {
+  // Queued before the group can be placed again: each node's ops go in
+  // order, so these cannot release a later attempt's bundles.
+  SubmitCancels(commit.CancelAll());
+  return FinishCommit(commit.task(), commit.status(), prepared);
 }
 
-uint64_t HeadServer::FinishCommit(const CommitTask& task, const absl::Status& result, bool prepared,
-                                  std::vector<CancelTask>* cancels) {
+uint64_t HeadServer::FinishCommit(const CommitTask& task, const absl::Status& result, bool prepared) {
   uint64_t seq = 0;
+  std::vector<CancelTask> released;  // the group was removed meanwhile
   {
     absl::MutexLock lock(&mu_);
     if (!result.ok()) metrics_.OnCommitFailed(prepared);
-    std::vector<CancelTask> released = groups_.OnCommitDone(task.placement_group_id, task.attempt, result, NowMs());
-    cancels->insert(cancels->end(), std::make_move_iterator(released.begin()), std::make_move_iterator(released.end()));
+    released = groups_.OnCommitDone(task.placement_group_id, task.attempt, result, NowMs());
     seq = PersistLocked();
     kick_ = true;
   }
@@ -256,7 +252,8 @@ uint64_t HeadServer::FinishCommit(const CommitTask& task, const absl::Status& re
     std::fprintf(stderr, "berth-head: %s attempt %llu: %s\n", task.placement_group_id.c_str(),
                  static_cast<unsigned long long>(task.attempt), std::string(result.message()).c_str());
   }
-  return seq;
+  SubmitCancels(std::move(released));
+  return seq;  // the batcher waits once for its whole call
 }
 
 void HeadServer::SchedulingLoop() {
@@ -287,13 +284,7 @@ void HeadServer::SchedulingLoop() {
       kick_ = false;
     }
     if (seq != 0) Durable(seq).IgnoreError();  // logged
-    for (CommitTask& task : tasks) {
-      if (task.nodes.size() == 1) {
-        EnqueueSingleNodeCommit(task);
-      } else {
-        Submit([this, task = std::move(task)] { RunCommit(task); });
-      }
-    }
+    for (CommitTask& task : tasks) StartCommit(std::move(task));
     absl::MutexLock lock(&mu_);
     mu_.AwaitWithDeadline(absl::Condition(
                               +[](HeadServer* s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(s->mu_) {

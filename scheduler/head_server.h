@@ -4,9 +4,11 @@
 //
 // One mutex guards the node table, NodeManager and PlacementGroupManager;
 // RPC handlers take it briefly and never call out while holding it. The
-// scheduling loop places due groups and hands their two-phase commits to a
-// pool of committer threads, so several groups are in flight at once; it
-// also declares nodes DEAD when their heartbeats stop.
+// scheduling loop places due groups and starts their two-phase commits
+// (two_phase_commit.h), whose raylet calls go through a per-node batcher
+// (bundle_op_batcher.h) run by a pool of committer threads, so many groups
+// are in flight at once; it also declares nodes DEAD when their heartbeats
+// stop.
 #ifndef BERTH_SCHEDULER_HEAD_SERVER_H_
 #define BERTH_SCHEDULER_HEAD_SERVER_H_
 
@@ -22,13 +24,13 @@
 #include "absl/synchronization/mutex.h"
 #include "berth/v1/head.grpc.pb.h"
 #include "prometheus/collectable.h"
-#include "scheduler/bundle_committer.h"
 #include "scheduler/bundle_op_batcher.h"
 #include "scheduler/head_metrics.h"
 #include "scheduler/node_manager.h"
 #include "scheduler/placement_group_manager.h"
 #include "scheduler/state_store.h"
 #include "scheduler/state_writer.h"
+#include "scheduler/two_phase_commit.h"
 #include "scheduler/raylet_clients.h"
 #include "train/train_job_controller.h"
 
@@ -161,14 +163,17 @@ class HeadServer final : public v1::NodeService::Service,
   void Submit(std::function<void()> work);
   // Releases through the batcher (one call per node for many groups).
   void SubmitCancels(std::vector<CancelTask> cancels);
-  // A group on several nodes: two-phase commit on a committer thread.
-  void RunCommit(const CommitTask& task);
-  // A group on one node: its prepare-and-commit goes through the batcher.
-  void EnqueueSingleNodeCommit(const CommitTask& task);
-  // The end of a commit: the group's books, then releases after a failure.
-  // Returns the state sequence to make durable.
-  uint64_t FinishCommit(const CommitTask& task, const absl::Status& result, bool prepared,
-                        std::vector<CancelTask>* cancels) ABSL_LOCKS_EXCLUDED(mu_);
+  // Sends a group's two-phase commit through the batcher; the answers
+  // advance it (AfterPrepares, then FinishCommit or FailCommit). Each
+  // returns the state sequence the batcher makes durable for its call.
+  void StartCommit(CommitTask task);
+  uint64_t AfterPrepares(const std::shared_ptr<TwoPhaseCommit>& commit) ABSL_LOCKS_EXCLUDED(mu_);
+  // Cancels every node of a failed commit, then finishes it.
+  uint64_t FailCommit(const TwoPhaseCommit& commit, bool prepared) ABSL_LOCKS_EXCLUDED(mu_);
+  // The end of a commit in the group's books; releases what a group removed
+  // meanwhile held.
+  uint64_t FinishCommit(const CommitTask& task, const absl::Status& result, bool prepared)
+      ABSL_LOCKS_EXCLUDED(mu_);
   std::string NewPlacementGroupId();
   // NOT_FOUND naming the first id (placement_group_ids[i]) no group has.
   grpc::Status AllKnownLocked(const google::protobuf::RepeatedPtrField<std::string>& ids)
@@ -187,7 +192,6 @@ class HeadServer final : public v1::NodeService::Service,
 
   const HeadConfig config_;
   RayletClients raylets_;
-  BundleCommitter committer_;
   BundleOpBatcher batcher_;
   HeadMetrics metrics_;  // before groups_, which reports to it
   // Read by Restore() alone; written through writer_ (group commit) by the
