@@ -158,15 +158,25 @@ std::optional<NodeIndex> BundlePlacer::FindNode(const Demand& d, Preference pref
 
 std::optional<NodeIndex> BundlePlacer::FindScoredNode(const Demand& d,
                                                       const Constraints& constraints) const {
-  ScoredDemand demand{d.sum, {}, PrimaryResource(d.sum), 0};
-  demand.primary_amount = NodeResourceTable::IndexKey(d.sum, demand.primary);
+  ScoredDemand demand{d.sum, {}};
   for (uint32_t b : d.bundles) demand.bundle_gpus.push_back(spec_->bundles()[b].resources.Get(kGpu));
-  auto fits = [&](NodeIndex n) {
-    return (constraints.exclude == nullptr || !constraints.exclude->contains(n)) &&
-           Fits(n, d, Capacity::kFree);
-  };
+  const IndexedResource primary = PrimaryResource(d.sum);
+  const int64_t amount = NodeResourceTable::IndexKey(d.sum, primary);
   for (const auto& tier : CandidatePools(d)) {
-    if (std::optional<NodeIndex> best = scorer_->Best(*table_, tier, demand, fits)) return best;
+    std::optional<std::pair<double, NodeIndex>> best;
+    for (const NodeResourceTable::Pool* pool : tier) {
+      // Visits every node with enough of the primary resource free.
+      VisitAscending(pool->by_free[static_cast<int>(primary)], amount, [&](NodeIndex n) {
+        if (constraints.exclude != nullptr && constraints.exclude->contains(n)) return false;
+        if (!Fits(n, d, Capacity::kFree)) return false;
+        const double score = scorer_->Score(*table_, n, demand);
+        if (!best || score > best->first || (score == best->first && n < best->second)) {
+          best = std::make_pair(score, n);
+        }
+        return false;
+      });
+    }
+    if (best) return best->second;
   }
   return std::nullopt;
 }
