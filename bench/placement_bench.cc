@@ -5,10 +5,18 @@
 //
 // items_per_second counts placement groups placed (and released) per second
 // on one core. The cluster is half loaded, so free capacity varies by node.
+// The Fragmentation* cases rank with FragmentationScorer over a small fixed
+// task distribution (kTaskShapes), searching classes of identical nodes (its
+// own Best) or, in the *PerNode cases, node by node (NodeScorer's Best, what
+// every scorer did before classes): place-then-release of one shape, and a
+// churn of all shapes where each group placed releases the one placed
+// kChurnWindow groups before, so node states keep changing.
+#include <deque>
 #include <map>
 #include <memory>
 #include <random>
 #include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "benchmark/benchmark.h"
@@ -65,9 +73,10 @@ PlacementGroupSpec Group(int bundles, ResourceSet bundle, PlacementStrategy stra
       .value();
 }
 
-void PlaceRelease(benchmark::State& state, const PlacementGroupSpec& spec) {
+void PlaceRelease(benchmark::State& state, const PlacementGroupSpec& spec,
+                  NodeScorer* scorer = nullptr) {
   NodeResourceTable& table = Cluster(static_cast<int>(state.range(0)));
-  BundlePlacer placer(&table);
+  BundlePlacer placer(&table, scorer);
   for (auto _ : state) {
     absl::StatusOr<PlacementDecision> d = placer.Place(spec);
     if (!d.ok() || d->outcome != PlacementOutcome::kPlaced) {
@@ -81,6 +90,119 @@ void PlaceRelease(benchmark::State& state, const PlacementGroupSpec& spec) {
   state.SetItemsProcessed(state.iterations());
   state.counters["bundles"] = static_cast<double>(spec.bundles().size());
 }
+
+constexpr double kGi = 1024.0 * 1024 * 1024;
+
+ResourceSet Resources(double cpus, double memory_gi, double gpus) {
+  return ResourceSet::Of({{kCpu, cpus}, {kMemory, memory_gi * kGi}, {kGpu, gpus}});
+}
+
+// The distribution the fragmentation cases score against, and the groups
+// they place: (CPU, memory GiB, GPU, accelerator types, weight).
+struct BenchShape {
+  double cpus;
+  double memory_gi;
+  double gpus;
+  const char* accelerator;  // "" for any
+  double weight;
+};
+constexpr BenchShape kTaskShapes[] = {
+    {4, 16, 1, "", 4},  {2, 8, 0.5, "", 3},       {8, 64, 4, "", 1},
+    {4, 16, 1, "A10G", 2}, {2, 8, 0.25, "T4", 2},
+};
+
+std::unique_ptr<FragmentationScorer> MakeFragmentationScorer() {
+  std::vector<TaskShape> shapes;
+  for (const BenchShape& s : kTaskShapes) {
+    shapes.push_back({Quantity::FromDouble(s.cpus, "cpus").value(),
+                      Quantity::FromDouble(s.memory_gi * kGi, "memory").value(),
+                      Quantity::FromDouble(s.gpus, "gpus").value(),
+                      *s.accelerator == 0 ? std::vector<std::string>{}
+                                          : std::vector<std::string>{s.accelerator},
+                      s.weight});
+  }
+  return FragmentationScorer::Create(std::move(shapes), {/*scarcity_weight=*/1,
+                                                         /*stranding_weight=*/1})
+      .value();
+}
+
+PlacementGroupSpec ShapeGroup(const BenchShape& s) {
+  const std::string selector =
+      *s.accelerator == 0 ? "" : absl::StrCat(kAcceleratorTypeLabel, " in (", s.accelerator, ")");
+  return PlacementGroupSpec::Create(
+             {Bundle{Resources(s.cpus, s.memory_gi, s.gpus),
+                     LabelSelector::Parse(selector, "selector").value()}},
+             PlacementStrategy::kPack)
+      .value();
+}
+
+// FragmentationScorer's scores, searched node by node (NodeScorer's Best).
+class PerNodeSearch : public NodeScorer {
+ public:
+  explicit PerNodeSearch(std::unique_ptr<FragmentationScorer> scorer) : scorer_(std::move(scorer)) {}
+  absl::string_view name() const override { return "per-node"; }
+  double Score(const NodeResourceTable& table, NodeIndex node, const ScoredDemand& demand) override {
+    return scorer_->Score(table, node, demand);
+  }
+
+ private:
+  std::unique_ptr<FragmentationScorer> scorer_;
+};
+
+std::unique_ptr<NodeScorer> MakeSearch(bool per_node) {
+  if (per_node) return std::make_unique<PerNodeSearch>(MakeFragmentationScorer());
+  return MakeFragmentationScorer();
+}
+
+void FragmentationPlaceRelease(benchmark::State& state, bool per_node) {
+  NodeResourceTable& table = Cluster(static_cast<int>(state.range(0)));
+  std::unique_ptr<NodeScorer> scorer = MakeSearch(per_node);
+  BundlePlacer placer(&table, scorer.get());
+  const PlacementGroupSpec spec = ShapeGroup(kTaskShapes[0]);
+  // The first search indexes the cluster; the loop measures decisions.
+  const PlacementDecision first = placer.Place(spec).value();
+  for (const BundlePlacement& p : first.placements) table.Release(p.allocation).IgnoreError();
+  PlaceRelease(state, spec, scorer.get());
+}
+
+void FragmentationChurn(benchmark::State& state, bool per_node) {
+  constexpr size_t kChurnWindow = 256;
+  NodeResourceTable& table = Cluster(static_cast<int>(state.range(0)));
+  std::unique_ptr<NodeScorer> scorer = MakeSearch(per_node);
+  BundlePlacer placer(&table, scorer.get());
+  std::vector<PlacementGroupSpec> groups;
+  for (const BenchShape& s : kTaskShapes) groups.push_back(ShapeGroup(s));
+  std::deque<std::vector<BundlePlacement>> window;
+  auto release_oldest = [&] {
+    for (const BundlePlacement& p : window.front()) table.Release(p.allocation).IgnoreError();
+    window.pop_front();
+  };
+  size_t next = 0;
+  auto place_next = [&]() -> bool {
+    absl::StatusOr<PlacementDecision> d = placer.Place(groups[next++ % groups.size()]);
+    if (!d.ok() || d->outcome != PlacementOutcome::kPlaced) return false;
+    window.push_back(std::move(d->placements));
+    if (window.size() > kChurnWindow) release_oldest();
+    return true;
+  };
+  // Fill the window first: the loop measures decisions in steady state.
+  for (size_t i = 0; i < kChurnWindow; ++i) place_next();
+  for (auto _ : state) {
+    if (!place_next()) {
+      state.SkipWithError("placement failed");
+      break;
+    }
+  }
+  while (!window.empty()) release_oldest();
+  state.SetItemsProcessed(state.iterations());
+}
+
+void BM_FragmentationPack1Gpu(benchmark::State& state) { FragmentationPlaceRelease(state, false); }
+void BM_FragmentationPack1GpuPerNode(benchmark::State& state) {
+  FragmentationPlaceRelease(state, true);
+}
+void BM_FragmentationChurn(benchmark::State& state) { FragmentationChurn(state, false); }
+void BM_FragmentationChurnPerNode(benchmark::State& state) { FragmentationChurn(state, true); }
 
 void BM_Pack1Gpu(benchmark::State& state) {
   PlaceRelease(state, Group(1, ResourceSet::Of({{kGpu, 1}, {kCpu, 4}}), PlacementStrategy::kPack));
@@ -114,6 +236,11 @@ BENCHMARK(BM_StrictSpread1Gpu)->BERTH_SIZES;
 BENCHMARK(BM_Pack8Gpu)->BERTH_SIZES;
 BENCHMARK(BM_StrictSpread8Gpu)->BERTH_SIZES;
 BENCHMARK(BM_StrictPack8GpuA100)->BERTH_SIZES;
+BENCHMARK(BM_FragmentationPack1Gpu)->BERTH_SIZES;
+BENCHMARK(BM_FragmentationChurn)->BERTH_SIZES;
+// Node by node is O(nodes) per decision: 100k nodes would take minutes.
+BENCHMARK(BM_FragmentationPack1GpuPerNode)->Arg(1000)->Arg(10000)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_FragmentationChurnPerNode)->Arg(1000)->Arg(10000)->Unit(benchmark::kMicrosecond);
 
 }  // namespace
 }  // namespace berth

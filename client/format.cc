@@ -327,6 +327,18 @@ std::string FormatClusterStatus(const v1::GetClusterStatusResponse& status) {
     absl::StrAppend(&out, "  ", FormatPendingDemand(demand), "\n");
     if (!demand.reason().empty()) absl::StrAppend(&out, "    ", demand.reason(), "\n");
   }
+  if (status.has_placement_scorer()) {
+    const v1::PlacementScorerStatus& scorer = status.placement_scorer();
+    absl::StrAppend(&out, "\nPlacement scorer: ", scorer.name());
+    if (scorer.active() != scorer.name()) {
+      absl::StrAppend(&out, " (", scorer.active(), " meanwhile: ", scorer.window_tasks(),
+                      " GPU tasks seen, too few to learn from)");
+    } else if (scorer.builds() > 0) {
+      absl::StrAppend(&out, ", learned from ", scorer.window_tasks(), " GPU tasks of ",
+                      scorer.window_shapes(), " shapes, built ", scorer.builds(), " times");
+    }
+    absl::StrAppend(&out, "\n");
+  }
   if (status.has_autoscaler()) absl::StrAppend(&out, "\n", FormatAutoscalerStatus(status.autoscaler()));
   if (!status.metrics_address().empty()) {
     absl::StrAppend(&out, "\nMetrics: http://", status.metrics_address(),

@@ -185,6 +185,28 @@ TEST(FormatTest, ClusterStatusWithoutDemandSaysNone) {
               HasSubstr("Pending demand:\n  (none)\n"));
 }
 
+TEST(FormatTest, ClusterStatusShowsThePlacementScorerAndWhatItLearned) {
+  v1::GetClusterStatusResponse status;
+  v1::PlacementScorerStatus* scorer = status.mutable_placement_scorer();
+  scorer->set_name("fragmentation");
+  scorer->set_active("builtin");
+  scorer->set_window_tasks(12);
+  scorer->set_window_shapes(3);
+  EXPECT_THAT(FormatClusterStatus(status),
+              HasSubstr("Placement scorer: fragmentation (builtin meanwhile: 12 GPU tasks seen, "
+                        "too few to learn from)\n"));
+  scorer->set_active("fragmentation");
+  scorer->set_builds(2);
+  EXPECT_THAT(FormatClusterStatus(status),
+              HasSubstr("Placement scorer: fragmentation, learned from 12 GPU tasks of 3 shapes, "
+                        "built 2 times\n"));
+  scorer->set_name("first-fit");
+  scorer->set_active("first-fit");
+  scorer->set_window_tasks(0);
+  scorer->set_builds(0);
+  EXPECT_THAT(FormatClusterStatus(status), HasSubstr("Placement scorer: first-fit\n"));
+}
+
 TEST(FormatTest, ClusterStatusShowsAutoscalerAndMetrics) {
   v1::GetClusterStatusResponse status;
   status.set_metrics_address("127.0.0.1:9464");

@@ -58,26 +58,8 @@ BundlePlacer::Demand BundlePlacer::MakeDemand(std::vector<uint32_t> bundles) con
 
 std::vector<std::vector<const NodeResourceTable::Pool*>> BundlePlacer::CandidatePools(
     const Demand& d) const {
-  // Accelerator types the demand is restricted to, by resource or selector.
-  std::optional<std::vector<std::string>> allowed;
-  auto restrict = [&](std::vector<std::string> types) {
-    std::sort(types.begin(), types.end());
-    types.erase(std::unique(types.begin(), types.end()), types.end());
-    if (!allowed) {
-      allowed = std::move(types);
-      return;
-    }
-    std::vector<std::string> both;
-    std::set_intersection(allowed->begin(), allowed->end(), types.begin(), types.end(),
-                          std::back_inserter(both));
-    allowed = std::move(both);
-  };
-  std::vector<std::string> pinned = PinnedAcceleratorTypes(d.sum);
-  if (pinned.size() > 1) return {};  // a node has one accelerator type
-  if (!pinned.empty()) restrict(pinned);
-  for (uint32_t b : d.bundles) {
-    if (auto v = spec_->bundles()[b].selector.AllowedValues(kAcceleratorTypeLabel)) restrict(*v);
-  }
+  const std::optional<std::vector<std::string>> allowed =
+      AllowedAcceleratorTypes(spec_->bundles(), d.bundles);
 
   std::vector<const NodeResourceTable::Pool*> pools;
   if (allowed) {
@@ -158,25 +140,15 @@ std::optional<NodeIndex> BundlePlacer::FindNode(const Demand& d, Preference pref
 
 std::optional<NodeIndex> BundlePlacer::FindScoredNode(const Demand& d,
                                                       const Constraints& constraints) const {
-  ScoredDemand demand{d.sum, {}};
+  ScoredDemand demand{d.sum, {}, PrimaryResource(d.sum), 0};
+  demand.primary_amount = NodeResourceTable::IndexKey(d.sum, demand.primary);
   for (uint32_t b : d.bundles) demand.bundle_gpus.push_back(spec_->bundles()[b].resources.Get(kGpu));
-  const IndexedResource primary = PrimaryResource(d.sum);
-  const int64_t amount = NodeResourceTable::IndexKey(d.sum, primary);
+  auto fits = [&](NodeIndex n) {
+    return (constraints.exclude == nullptr || !constraints.exclude->contains(n)) &&
+           Fits(n, d, Capacity::kFree);
+  };
   for (const auto& tier : CandidatePools(d)) {
-    std::optional<std::pair<double, NodeIndex>> best;
-    for (const NodeResourceTable::Pool* pool : tier) {
-      // Visits every node with enough of the primary resource free.
-      VisitAscending(pool->by_free[static_cast<int>(primary)], amount, [&](NodeIndex n) {
-        if (constraints.exclude != nullptr && constraints.exclude->contains(n)) return false;
-        if (!Fits(n, d, Capacity::kFree)) return false;
-        const double score = scorer_->Score(*table_, n, demand);
-        if (!best || score > best->first || (score == best->first && n < best->second)) {
-          best = std::make_pair(score, n);
-        }
-        return false;
-      });
-    }
-    if (best) return best->second;
+    if (std::optional<NodeIndex> best = scorer_->Best(*table_, tier, demand, fits)) return best;
   }
   return std::nullopt;
 }

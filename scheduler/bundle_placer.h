@@ -16,8 +16,8 @@
 // changes the table. Both carry a reason a person can act on.
 //
 // An optional NodeScorer (node_scorer.h) replaces the ranking of searches
-// over free capacity: every feasible candidate of the first tier that has
-// one is scored and the best taken. Without one the placer behaves as above.
+// over free capacity: the scorer's best feasible candidate of the first tier
+// that has one is taken. Without one the placer behaves as above.
 #ifndef BERTH_SCHEDULER_BUNDLE_PLACER_H_
 #define BERTH_SCHEDULER_BUNDLE_PLACER_H_
 

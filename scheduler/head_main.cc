@@ -92,6 +92,13 @@ int main(int argc, char** argv) {
                  "placement groups waiting to be placed at once")
       ->check(CLI::Range(1, 10'000'000))
       ->capture_default_str();
+  std::string placement_scorer(berth::ScorerKindName(config.scheduler.placement_scorer));
+  app.add_option("--placement-scorer", placement_scorer,
+                 "how to rank the nodes a bundle fits: fragmentation (learns the GPU task "
+                 "distribution from the groups created; the built-in ranking until 100 GPU "
+                 "tasks), builtin (best fit by the scarcest resource), first-fit, best-fit, "
+                 "worst-fit (Ray's default), random")
+      ->capture_default_str();
   app.add_option("--max-active-jobs", config.train.max_active_jobs, "train jobs not yet finished")
       ->check(CLI::Range(1, 1'000'000))
       ->capture_default_str();
@@ -106,6 +113,13 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, 256));
   CLI11_PARSE(app, argc, argv);
   config.scheduler.max_name_length = max_name_length;
+  absl::StatusOr<berth::ScorerKind> scorer_kind =
+      berth::ParseScorerKind(placement_scorer, "--placement-scorer");
+  if (!scorer_kind.ok()) {
+    std::fprintf(stderr, "berth-head: %s\n", std::string(scorer_kind.status().message()).c_str());
+    return 1;
+  }
+  config.scheduler.placement_scorer = *scorer_kind;
   if (!token_file.empty()) {
     absl::StatusOr<std::string> token = berth::LoadClusterToken(token_file, "--token-file");
     if (!token.ok()) {

@@ -141,6 +141,8 @@ void NodeResourceTable::Index(NodeIndex index) {
   }
   for (const auto& [name, amount] : node.total.entries()) alive_total_[name] += amount.units();
   ++alive_count_;
+  ++alive_version_;
+  Touch(index);
 }
 
 void NodeResourceTable::Unindex(NodeIndex index) {
@@ -157,6 +159,8 @@ void NodeResourceTable::Unindex(NodeIndex index) {
     if (it->second == 0) alive_total_.erase(it);
   }
   --alive_count_;
+  ++alive_version_;
+  Touch(index);
 }
 
 void NodeResourceTable::Reindex(NodeIndex index, const ResourceSet& before) {
@@ -171,6 +175,14 @@ void NodeResourceTable::Reindex(NodeIndex index, const ResourceSet& before) {
     pool.by_free[r].erase({old_key, index});
     pool.by_free[r].insert({new_key, index});
   }
+  Touch(index);
+}
+
+void NodeResourceTable::Touch(NodeIndex index) {
+  if (changed_at_.size() <= index) changed_at_.resize(nodes_.size(), 0);
+  if (changed_at_[index] != 0) changes_.erase({changed_at_[index], index});
+  changed_at_[index] = ++change_count_;
+  changes_.insert({change_count_, index});
 }
 
 absl::Status NodeResourceTable::SetNodeState(absl::string_view node_id, NodeState state) {

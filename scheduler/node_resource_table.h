@@ -15,6 +15,7 @@
 
 #include <array>
 #include <cstdint>
+#include <limits>
 #include <optional>
 #include <string>
 #include <utility>
@@ -93,6 +94,10 @@ class NodeResourceTable {
   const Node& node(NodeIndex index) const { return nodes_[index]; }
   size_t slot_count() const { return nodes_.size(); }
   size_t alive_count() const { return alive_count_; }
+  // Advances whenever a node joins or leaves the ALIVE nodes, so a cache of
+  // something derived from their capacity can tell it is stale even when a
+  // node died and another joined (the count alone would not change).
+  uint64_t alive_version() const { return alive_version_; }
   const std::vector<Pool>& pools() const { return pools_; }
   // The pool of GPU nodes of `accelerator_type` ("": GPU nodes of no stated
   // type), or with has_gpus false, of the nodes without GPUs.
@@ -116,11 +121,27 @@ class NodeResourceTable {
 
   static int64_t IndexKey(const ResourceSet& set, IndexedResource r);
 
+  // Every change to the ALIVE nodes (one joins or leaves them, or its free
+  // capacity changes) advances change_count() and marks the node, so that a
+  // consumer caching per-node results (a NodeScorer) catches up in
+  // O(changes) rather than O(nodes).
+  uint64_t change_count() const { return change_count_; }
+  // Visits each node changed after `count` once, least recently changed first.
+  template <typename Visit>
+  void VisitChangedSince(uint64_t count, Visit&& visit) const {
+    for (auto it = changes_.upper_bound({count, std::numeric_limits<NodeIndex>::max()});
+         it != changes_.end(); ++it) {
+      visit(it->second);
+    }
+  }
+
  private:
   void Index(NodeIndex index);
   void Unindex(NodeIndex index);
   // Moves a node's free-index entries from `before` to its current availability.
   void Reindex(NodeIndex index, const ResourceSet& before);
+  // Records a change to the node (see change_count()).
+  void Touch(NodeIndex index);
 
   std::vector<Node> nodes_;
   absl::flat_hash_map<std::string, NodeIndex> by_id_;
@@ -129,6 +150,11 @@ class NodeResourceTable {
   // Cluster-wide sums may exceed int64 (100k nodes x 1 TiB in 1/10000 bytes).
   absl::flat_hash_map<std::string, __int128> alive_total_;
   size_t alive_count_ = 0;
+  uint64_t alive_version_ = 0;
+  // (change count at the node's last change, node): one entry per node.
+  absl::btree_set<std::pair<uint64_t, NodeIndex>> changes_;
+  std::vector<uint64_t> changed_at_;  // by node; 0: never changed
+  uint64_t change_count_ = 0;
 };
 
 // Visits `nodes` in ascending key order starting at the first key >= `from`,

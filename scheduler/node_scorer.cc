@@ -26,7 +26,30 @@ double FreeFractionAfter(const NodeResourceTable& table, NodeIndex index,
   return counted == 0 ? 0 : sum / counted;
 }
 
+// Workloads with more distinct demands than this are unusual; past it Best
+// forgets its rankings rather than grow without bound.
+constexpr size_t kMaxRankings = 4096;
+
 }  // namespace
+
+std::optional<NodeIndex> NodeScorer::Best(const NodeResourceTable& table,
+                                          const std::vector<const NodeResourceTable::Pool*>& pools,
+                                          const ScoredDemand& demand, Fits fits) {
+  std::optional<std::pair<double, NodeIndex>> best;
+  for (const NodeResourceTable::Pool* pool : pools) {
+    VisitAscending(pool->by_free[static_cast<int>(demand.primary)], demand.primary_amount,
+                   [&](NodeIndex n) {
+                     if (!fits(n)) return false;
+                     const double score = Score(table, n, demand);
+                     if (!best || score > best->first || (score == best->first && n < best->second)) {
+                       best = std::make_pair(score, n);
+                     }
+                     return false;
+                   });
+  }
+  if (!best) return std::nullopt;
+  return best->second;
+}
 
 double FirstFitScorer::Score(const NodeResourceTable&, NodeIndex node, const ScoredDemand&) {
   return -static_cast<double>(node);
@@ -135,17 +158,20 @@ double FragmentationScorer::Fragmentation(const NodeView& view, const TypeShapes
   for (int64_t f : view.gpu_free) total_free += f;
   if (total_free == 0) return 0;
   // Per threshold: instances with at least that much room, and the free
-  // units of those with less (unusable by a task needing that much).
-  roomy_.assign(per_instance_.size(), 0);
-  stranded_.assign(per_instance_.size(), 0);
+  // units of those with less (unusable by a task needing that much), in
+  // one pass over the thresholds and the instances, both ascending.
+  sorted_free_ = view.gpu_free;
+  std::sort(sorted_free_.begin(), sorted_free_.end());
+  roomy_.resize(per_instance_.size());
+  stranded_.resize(per_instance_.size());
+  size_t below = 0;
+  int64_t below_free = 0;
   for (size_t t = 0; t < per_instance_.size(); ++t) {
-    for (int64_t f : view.gpu_free) {
-      if (f >= per_instance_[t]) {
-        ++roomy_[t];
-      } else {
-        stranded_[t] += f;
-      }
+    for (; below < sorted_free_.size() && sorted_free_[below] < per_instance_[t]; ++below) {
+      below_free += sorted_free_[below];
     }
+    roomy_[t] = static_cast<int64_t>(sorted_free_.size() - below);
+    stranded_[t] = below_free;
   }
   double fragmented = shapes.inaccessible_weight * static_cast<double>(total_free);
   for (uint32_t i : shapes.accessible) {
@@ -168,9 +194,11 @@ double FragmentationScorer::Fragmentation(const NodeView& view, const TypeShapes
 
 double FragmentationScorer::Scarcity(const NodeResourceTable& table,
                                      const std::string& accelerator_type) {
-  if (scarcity_.empty() || scarcity_alive_count_ != table.alive_count()) {
+  if (scarcity_table_ != &table || scarcity_alive_version_ != table.alive_version()) {
     scarcity_.clear();
-    scarcity_alive_count_ = table.alive_count();
+    scarcity_table_ = &table;
+    scarcity_alive_version_ = table.alive_version();
+    ++scarcity_version_;
     absl::flat_hash_map<std::string, double> capacity;  // GPUs of ALIVE nodes per type
     double total = 0;
     for (const NodeResourceTable::Pool& pool : table.pools()) {
@@ -220,26 +248,134 @@ double FragmentationScorer::NodeFragmentation(const NodeResourceTable& table, No
   return cached.fragmentation;
 }
 
+FragmentationScorer::Change FragmentationScorer::Evaluate(const NodeView& now, GpuInstances gpus,
+                                                          double before,
+                                                          const TypeShapes& shapes,
+                                                          const ScoredDemand& demand) {
+  // The node as it would be: the shares land where GpuInstances puts them.
+  Change change;
+  for (Quantity g : demand.bundle_gpus) {
+    if (!gpus.Allocate(g).ok()) return change;
+  }
+  change.fits = true;
+  after_.cpu = now.cpu - demand.sum.Get(kCpu).units();
+  after_.memory = now.memory - demand.sum.Get(kMemory).units();
+  after_.gpu_free.clear();
+  for (uint32_t i = 0; i < gpus.count(); ++i) after_.gpu_free.push_back(gpus.free(i).units());
+  change.neg_growth = -(Fragmentation(after_, shapes) - before);
+  // Ties go to the node left with the least free GPU; the small factor keeps
+  // packing from outweighing a real difference in the other terms.
+  change.tie = 1e-7 * gpus.TotalFree().ToDouble();
+  return change;
+}
+
+double FragmentationScorer::ScarcityCost(const NodeResourceTable& table,
+                                         const std::string& accelerator_type,
+                                         const ScoredDemand& demand) {
+  return options_.scarcity_weight == 0 ? 0
+                                       : options_.scarcity_weight * demand.sum.Get(kGpu).ToDouble() *
+                                             Scarcity(table, accelerator_type);
+}
+
 double FragmentationScorer::Score(const NodeResourceTable& table, NodeIndex index,
                                   const ScoredDemand& demand) {
   const NodeResourceTable::Node& node = table.node(index);
   const double before = NodeFragmentation(table, index);
-  // The node as it would be: the shares land where GpuInstances puts them.
-  GpuInstances gpus = node.gpus;
-  for (Quantity g : demand.bundle_gpus) gpus.Allocate(g).IgnoreError();
-  after_.cpu = now_.cpu - demand.sum.Get(kCpu).units();
-  after_.memory = now_.memory - demand.sum.Get(kMemory).units();
-  after_.gpu_free.clear();
-  for (uint32_t i = 0; i < gpus.count(); ++i) after_.gpu_free.push_back(gpus.free(i).units());
-  const double growth = Fragmentation(after_, ShapesFor(node.accelerator_type)) - before;
-  const double scarcity =
-      options_.scarcity_weight == 0
-          ? 0
-          : options_.scarcity_weight * demand.sum.Get(kGpu).ToDouble() *
-                Scarcity(table, node.accelerator_type);
-  // Ties go to the node left with the least free GPU; the small factor keeps
-  // packing from outweighing a real difference in the other terms.
-  return -growth - scarcity - 1e-7 * gpus.TotalFree().ToDouble();
+  const Change change =
+      Evaluate(now_, node.gpus, before, ShapesFor(node.accelerator_type), demand);
+  return change.neg_growth - ScarcityCost(table, node.accelerator_type, demand) - change.tie;
+}
+
+FragmentationScorer::Change FragmentationScorer::ClassChange(const NodeResourceTable& table,
+                                                             uint32_t id,
+                                                             const ScoredDemand& demand,
+                                                             const NodeView& needs) {
+  const NodeClasses::Class& c = classes_.get(id);
+  if (class_states_.size() <= id) class_states_.resize(classes_.id_limit());
+  ClassState& state = class_states_[id];
+  if (state.serial != c.serial) {
+    state.serial = c.serial;
+    state.view.cpu = c.key.available.Get(kCpu).units();
+    state.view.memory = c.key.available.Get(kMemory).units();
+    state.view.gpu_free = c.key.gpu_free;
+    state.fragmentation = -1;
+  }
+  // Most classes a demand meets lack its CPU or memory: ruled out first.
+  if (state.view.cpu < needs.cpu || state.view.memory < needs.memory ||
+      !c.key.available.Contains(demand.sum)) {
+    return {};
+  }
+  const TypeShapes& shapes = ShapesFor(table.pools()[c.key.pool].accelerator_type);
+  if (state.fragmentation < 0) state.fragmentation = Fragmentation(state.view, shapes);
+  return Evaluate(state.view, c.gpus, state.fragmentation, shapes, demand);
+}
+
+FragmentationScorer::Ranking& FragmentationScorer::RankingFor(
+    const NodeResourceTable& table, const std::vector<const NodeResourceTable::Pool*>& pools,
+    const ScoredDemand& demand) {
+  RankingKey key{demand.sum, {}, {}};
+  for (Quantity g : demand.bundle_gpus) key.bundle_gpus.push_back(g.units());
+  for (const NodeResourceTable::Pool* pool : pools) {
+    key.pools.push_back(static_cast<uint32_t>(pool - table.pools().data()));
+  }
+  if (rankings_.size() >= kMaxRankings && !rankings_.contains(key)) rankings_.clear();
+  Ranking& r = rankings_[key];
+  scarcity_costs_.clear();
+  for (const NodeResourceTable::Pool* pool : pools) {
+    scarcity_costs_.push_back(ScarcityCost(table, pool->accelerator_type, demand));
+  }
+  // Scores hold the scarcity costs of their time: new costs, new ranking.
+  if (r.scarcity_version != scarcity_version_) r = Ranking{scarcity_version_};
+  NodeView needs;
+  needs.cpu = demand.sum.Get(kCpu).units();
+  needs.memory = demand.sum.Get(kMemory).units();
+  for (size_t i = 0; i < pools.size(); ++i) {
+    classes_.VisitOpenedSince(key.pools[i], r.seen, [&](uint32_t id) {
+      const Change change = ClassChange(table, id, demand, needs);
+      if (change.fits) {
+        r.ranked.insert({-(change.neg_growth - scarcity_costs_[i] - change.tie),
+                         classes_.get(id).serial, id});
+      }
+    });
+  }
+  r.seen = classes_.last_serial();
+  // Entries of emptied classes are dropped as searches meet them; this
+  // bounds the ones searches do not reach.
+  if (r.ranked.size() > 2 * classes_.size() + 64) {
+    for (auto it = r.ranked.begin(); it != r.ranked.end();) {
+      it = classes_.Holds(std::get<2>(*it), std::get<1>(*it)) ? std::next(it) : r.ranked.erase(it);
+    }
+  }
+  return r;
+}
+
+std::optional<NodeIndex> FragmentationScorer::Best(
+    const NodeResourceTable& table, const std::vector<const NodeResourceTable::Pool*>& pools,
+    const ScoredDemand& demand, Fits fits) {
+  classes_.Sync(table);
+  Ranking& r = RankingFor(table, pools, demand);
+  // A class's candidate is its lowest member that `fits` takes (members
+  // differ only in index and labels); among classes of equal score the
+  // lowest candidate wins, so classes are tried until the score drops.
+  std::optional<std::pair<double, NodeIndex>> best;
+  for (auto it = r.ranked.begin(); it != r.ranked.end();) {
+    const auto [neg_score, serial, id] = *it;
+    if (!classes_.Holds(id, serial)) {
+      it = r.ranked.erase(it);
+      continue;
+    }
+    if (best && -neg_score < best->first) break;
+    for (NodeIndex n : classes_.get(id).members) {
+      if (best && n > best->second) break;
+      if (fits(n)) {
+        best = std::make_pair(-neg_score, n);
+        break;
+      }
+    }
+    ++it;
+  }
+  if (!best) return std::nullopt;
+  return best->second;
 }
 
 }  // namespace berth

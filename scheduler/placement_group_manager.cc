@@ -172,6 +172,7 @@ absl::Status PlacementGroupManager::CheckNew(const PlacementGroupSpec& spec,
 
 std::string PlacementGroupManager::Insert(PlacementGroupSpec spec, const v1::CreatePlacementGroupRequest& meta,
                                           const std::string& new_id, int64_t now_ms) {
+  scorer_.Observe(spec);
   Group g(new_id, std::move(spec));
   g.name = meta.name();
   g.job_id = meta.job_id();
@@ -265,7 +266,7 @@ absl::StatusOr<std::vector<CancelTask>> PlacementGroupManager::Remove(const std:
 
 std::vector<CommitTask> PlacementGroupManager::Schedule(int64_t now_ms) {
   std::vector<CommitTask> tasks;
-  BundlePlacer placer(table_);
+  BundlePlacer placer(table_, scorer_.current());
   const bool freed = std::exchange(freed_, false);
   for (auto it = queue_.begin(); it != queue_.end() && in_flight_ < config_.max_in_flight;) {
     Group& g = groups_.at(it->second);
@@ -501,6 +502,15 @@ std::optional<v1::PlacementGroupState> PlacementGroupManager::State(const std::s
 }
 
 void PlacementGroupManager::ClusterStatus(v1::GetClusterStatusResponse* response) const {
+  v1::PlacementScorerStatus* scorer = response->mutable_placement_scorer();
+  scorer->set_name(std::string(scorer_.name()));
+  scorer->set_active(scorer_.current() == nullptr ? std::string(ScorerKindName(ScorerKind::kBuiltIn))
+                                                  : std::string(scorer_.current()->name()));
+  if (const WorkloadWindow* window = scorer_.window()) {
+    scorer->set_window_tasks(window->size());
+    scorer->set_window_shapes(static_cast<uint32_t>(window->shape_count()));
+  }
+  scorer->set_builds(scorer_.builds());
   ResourceSet total, available;
   struct AcceleratorCount {
     uint32_t nodes = 0;
@@ -620,6 +630,7 @@ absl::Status PlacementGroupManager::Restore(const v1::PlacementGroupRecord& r, i
   }
   absl::StatusOr<PlacementGroupSpec> spec = PlacementGroupSpecFromProto(r.bundles(), r.strategy(), true);
   if (!spec.ok()) return spec.status();
+  scorer_.Observe(*spec);
   Group g(id, *std::move(spec));
   g.name = r.name();
   g.job_id = r.job_id();

@@ -29,6 +29,7 @@
 #include "berth/v1/state.pb.h"
 #include "scheduler/bundle_placer.h"
 #include "scheduler/node_manager.h"
+#include "scheduler/placement_scorer.h"
 
 namespace berth {
 
@@ -45,6 +46,10 @@ struct SchedulerConfig {
   size_t max_bundles_per_group = 1024;  // --max-bundles-per-group
   size_t max_pending_groups = 10000;    // --max-pending-groups
   size_t max_name_length = 128;         // --max-name-length
+  // How to rank the nodes a bundle fits (--placement-scorer); the default
+  // learns the GPU task distribution from the groups created (placement_scorer.h).
+  ScorerKind placement_scorer = ScorerKind::kFragmentation;
+  PlacementScorerOptions scorer_options;
 };
 
 // One bundle to reserve on one raylet.
@@ -93,7 +98,10 @@ class PlacementObserver {
 class PlacementGroupManager {
  public:
   PlacementGroupManager(NodeResourceTable* table, const NodeManager* nodes, SchedulerConfig config)
-      : table_(table), nodes_(nodes), config_(config) {}
+      : table_(table),
+        nodes_(nodes),
+        config_(config),
+        scorer_(config.placement_scorer, config.scorer_options) {}
 
   // Not owned; must outlive the manager. nullptr = no observer.
   void set_observer(PlacementObserver* observer) { observer_ = observer; }
@@ -126,6 +134,8 @@ class PlacementGroupManager {
   void List(const v1::ListPlacementGroupsRequest& request,
             v1::ListPlacementGroupsResponse* response) const;
   std::optional<v1::PlacementGroupState> State(const std::string& id) const;
+  // What places the groups, and what it has learned.
+  const PlacementScorer& scorer() const { return scorer_; }
 
   // Places every due group that fits, reserving in the table; returns the
   // commits to run.
@@ -214,6 +224,7 @@ class PlacementGroupManager {
   NodeResourceTable* table_;
   const NodeManager* nodes_;
   SchedulerConfig config_;
+  PlacementScorer scorer_;  // observes every group created or restored
   std::map<std::string, Group> groups_;
   // Keys view Group::request_id (groups_ is node-based: stable addresses).
   absl::flat_hash_map<absl::string_view, std::string> by_request_id_;

@@ -1,7 +1,11 @@
 #include "scheduler/placement_group_spec.h"
 
+#include <algorithm>
+#include <iterator>
+
 #include "absl/status/status.h"
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "scheduler/gpu_instances.h"
 
@@ -84,6 +88,32 @@ absl::StatusOr<PlacementGroupSpec> PlacementGroupSpec::FromInput(const Placement
     bundles.push_back({*std::move(resources), *std::move(selector)});
   }
   return Create(std::move(bundles), *strategy);
+}
+
+std::optional<std::vector<std::string>> AllowedAcceleratorTypes(
+    const std::vector<Bundle>& bundles, const std::vector<uint32_t>& indices) {
+  std::optional<std::vector<std::string>> allowed;
+  auto restrict = [&](std::vector<std::string> types) {
+    std::sort(types.begin(), types.end());
+    types.erase(std::unique(types.begin(), types.end()), types.end());
+    if (!allowed) {
+      allowed = std::move(types);
+      return;
+    }
+    std::vector<std::string> both;
+    std::set_intersection(allowed->begin(), allowed->end(), types.begin(), types.end(),
+                          std::back_inserter(both));
+    allowed = std::move(both);
+  };
+  for (uint32_t b : indices) {
+    for (const auto& [name, amount] : bundles[b].resources.entries()) {
+      if (absl::StartsWith(name, kAcceleratorResourcePrefix)) {
+        restrict({std::string(name.substr(kAcceleratorResourcePrefix.size()))});
+      }
+    }
+    if (auto v = bundles[b].selector.AllowedValues(kAcceleratorTypeLabel)) restrict(*v);
+  }
+  return allowed;
 }
 
 }  // namespace berth

@@ -9,6 +9,7 @@
 #define BERTH_SCHEDULER_PLACEMENT_GROUP_SPEC_H_
 
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -60,6 +61,13 @@ class PlacementGroupSpec {
   PlacementStrategy strategy_ = PlacementStrategy::kPack;
   ResourceSet total_;
 };
+
+// The accelerator types bundles `indices` of `bundles` may run on together:
+// each `accelerator_type:<T>` resource pins T and each selector
+// `berth.io/accelerator-type in (...)` lists types, all intersected (so two
+// different pins allow none). Sorted; nullopt: any type.
+std::optional<std::vector<std::string>> AllowedAcceleratorTypes(
+    const std::vector<Bundle>& bundles, const std::vector<uint32_t>& indices);
 
 }  // namespace berth
 

@@ -71,6 +71,12 @@ class ResourceSet {
     return a.entries_ == b.entries_;
   }
   friend bool operator!=(const ResourceSet& a, const ResourceSet& b) { return !(a == b); }
+  // For hash maps keyed by resource sets (absl::Hash).
+  template <typename H>
+  friend H AbslHashValue(H h, const ResourceSet& set) {
+    for (const auto& [name, amount] : set.entries_) h = H::combine(std::move(h), name, amount.units());
+    return H::combine(std::move(h), set.entries_.size());
+  }
 
  private:
   std::vector<Entry>::iterator Find(absl::string_view name);

@@ -54,41 +54,49 @@ struct Options {
   std::vector<double> speedups = {1, 100000};
 };
 
-// Makes the scorer of one run; null means BundlePlacer's built-in ranking.
+// Makes the scorer of one run from its seed.
 struct ScorerChoice {
   std::string name;
-  std::function<absl::StatusOr<std::unique_ptr<NodeScorer>>(uint64_t seed)> make;
+  std::function<absl::StatusOr<std::unique_ptr<PlacementScorer>>(uint64_t seed)> make;
 };
 
-// FragmentationScorer over `shapes`, under `name`.
-ScorerChoice Fragmentation(std::string name, std::vector<TaskShape> shapes,
-                           FragmentationOptions options) {
-  return {std::move(name), [shapes, options](uint64_t) -> absl::StatusOr<std::unique_ptr<NodeScorer>> {
+// A scorer of the head's, by kind: what `berth-head --placement-scorer` runs.
+ScorerChoice HeadScorer(std::string name, ScorerKind kind) {
+  return {std::move(name), [kind](uint64_t seed) -> absl::StatusOr<std::unique_ptr<PlacementScorer>> {
+            PlacementScorerOptions options;
+            options.seed = seed;
+            return std::make_unique<PlacementScorer>(kind, options);
+          }};
+}
+
+// FragmentationScorer over `shapes` given up front, under `name`.
+ScorerChoice GivenFragmentation(std::string name, std::vector<TaskShape> shapes,
+                                FragmentationOptions options) {
+  return {name, [name, shapes, options](uint64_t) -> absl::StatusOr<std::unique_ptr<PlacementScorer>> {
             absl::StatusOr<std::unique_ptr<FragmentationScorer>> s =
                 FragmentationScorer::Create(shapes, options);
             if (!s.ok()) return s.status();
-            return std::unique_ptr<NodeScorer>(*std::move(s));
+            return std::make_unique<PlacementScorer>(name, *std::move(s));
           }};
 }
 
 std::vector<ScorerChoice> Scorers(const std::vector<TaskShape>& shapes) {
-  auto fixed = [](auto make) {
-    return [make](uint64_t) -> absl::StatusOr<std::unique_ptr<NodeScorer>> { return make(); };
-  };
   return {
-      {"berth-default", fixed([] { return std::unique_ptr<NodeScorer>(); })},
-      {"random",
-       [](uint64_t seed) -> absl::StatusOr<std::unique_ptr<NodeScorer>> {
-         return std::make_unique<RandomScorer>(seed);
-       }},
-      {"first-fit", fixed([] { return std::make_unique<FirstFitScorer>(); })},
-      {"worst-fit", fixed([] { return std::make_unique<WorstFitScorer>(); })},
-      {"best-fit", fixed([] { return std::make_unique<BestFitScorer>(); })},
-      // FGD's measure alone: the paper's policy as this harness runs it.
-      Fragmentation("fgd-like", shapes, {}),
-      // berth's: FGD plus stranding and scarcity (weights from a sweep of
-      // 0.5/1/2 on seeds 1-2; see docs/PERFORMANCE.md).
-      Fragmentation("fragmentation", shapes, {/*scarcity_weight=*/1, /*stranding_weight=*/1}),
+      // The head's default: fragmentation over the distribution it learns
+      // from the tasks as they arrive (the built-in ranking for the first 100).
+      HeadScorer("berth-default", ScorerKind::kFragmentation),
+      HeadScorer("built-in", ScorerKind::kBuiltIn),
+      HeadScorer("random", ScorerKind::kRandom),
+      HeadScorer("first-fit", ScorerKind::kFirstFit),
+      HeadScorer("worst-fit", ScorerKind::kWorstFit),
+      HeadScorer("best-fit", ScorerKind::kBestFit),
+      // FGD's measure alone, given the whole trace's distribution: the
+      // paper's policy as this harness runs it.
+      GivenFragmentation("fgd-like", shapes, {}),
+      // berth's measure (FGD plus stranding and scarcity; weights from a
+      // sweep of 0.5/1/2 on seeds 1-2, see docs/PERFORMANCE.md), given the
+      // whole trace's distribution rather than learning it.
+      GivenFragmentation("fragmentation", shapes, {/*scarcity_weight=*/1, /*stranding_weight=*/1}),
   };
 }
 
@@ -105,7 +113,7 @@ absl::StatusOr<MeanCurve> MeasureArrivals(const std::vector<TraceNode>& gpu_node
                                           const std::vector<TaskShape>& shapes, int seeds) {
   MeanCurve mean;
   for (int seed = 1; seed <= seeds; ++seed) {
-    absl::StatusOr<std::unique_ptr<NodeScorer>> s = scorer.make(seed);
+    absl::StatusOr<std::unique_ptr<PlacementScorer>> s = scorer.make(seed);
     if (!s.ok()) return s.status();
     absl::StatusOr<std::unique_ptr<FragmentationScorer>> meter = FragmentationScorer::Create(shapes);
     if (!meter.ok()) return meter.status();
@@ -366,7 +374,7 @@ absl::Status Run(const Options& o) {
       if (!workload.ok()) return workload.status();
       for (double speedup : o.speedups) {
         for (const ScorerChoice& scorer : scorers) {
-          absl::StatusOr<std::unique_ptr<NodeScorer>> s = scorer.make(1);
+          absl::StatusOr<std::unique_ptr<PlacementScorer>> s = scorer.make(1);
           if (!s.ok()) return s.status();
           TimelineOptions timeline_options;
           timeline_options.speedup = speedup;

@@ -69,7 +69,7 @@ absl::StatusOr<NodeResourceTable> BuildCluster(const std::vector<TraceNode>& nod
 }
 
 absl::StatusOr<ArrivalCurve> RunArrivals(const std::vector<TraceNode>& nodes,
-                                         const Workload& workload, NodeScorer* scorer,
+                                         const Workload& workload, PlacementScorer* scorer,
                                          FragmentationScorer* meter,
                                          const ArrivalOptions& options) {
   const int64_t capacity = GpuCapacityMilli(nodes);
@@ -83,7 +83,6 @@ absl::StatusOr<ArrivalCurve> RunArrivals(const std::vector<TraceNode>& nodes,
   }
   absl::StatusOr<NodeResourceTable> table = BuildCluster(nodes);
   if (!table.ok()) return table.status();
-  BundlePlacer placer(&*table, scorer);
 
   std::mt19937_64 rng(options.seed);
   std::vector<size_t> order(workload.tasks.size());
@@ -102,6 +101,9 @@ absl::StatusOr<ArrivalCurve> RunArrivals(const std::vector<TraceNode>& nodes,
     ++curve.arrivals;
     const int64_t gpu = workload.tasks[i].GpuMilli();
     arrived += gpu;
+    // As a head does: the group is seen when it arrives, then placed.
+    scorer->Observe(workload.groups[i]);
+    BundlePlacer placer(&*table, scorer->current());
     absl::StatusOr<PlacementDecision> d = TimedPlace(placer, workload.groups[i], &curve);
     if (!d.ok()) return d.status();
     if (d->outcome == PlacementOutcome::kPlaced) {
@@ -124,7 +126,7 @@ absl::StatusOr<ArrivalCurve> RunArrivals(const std::vector<TraceNode>& nodes,
 }
 
 absl::StatusOr<Timeline> RunTimeline(const std::vector<TraceNode>& nodes, const Workload& workload,
-                                     NodeScorer* scorer, const TimelineOptions& options) {
+                                     PlacementScorer* scorer, const TimelineOptions& options) {
   const int64_t capacity = GpuCapacityMilli(nodes);
   if (capacity == 0 || !(options.speedup > 0) || options.samples <= 0) {
     return absl::InvalidArgumentError(
@@ -132,7 +134,6 @@ absl::StatusOr<Timeline> RunTimeline(const std::vector<TraceNode>& nodes, const 
   }
   absl::StatusOr<NodeResourceTable> table = BuildCluster(nodes);
   if (!table.ok()) return table.status();
-  BundlePlacer placer(&*table, scorer);
   // Whether a group fits at all does not depend on the ranking, so the
   // built-in placer tries the head of the queue and the scorer only ranks
   // groups that fit: a blocked head does not cost a scan of the cluster.
@@ -165,8 +166,10 @@ absl::StatusOr<Timeline> RunTimeline(const std::vector<TraceNode>& nodes, const 
   // never fit are dropped and counted.
   auto must_wait = [&](size_t i, int64_t now) -> absl::StatusOr<bool> {
     const PlacementGroupSpec& group = workload.groups[i];
-    absl::StatusOr<PlacementDecision> d = (scorer != nullptr ? probe : placer).Place(group);
-    if (d.ok() && scorer != nullptr && d->outcome == PlacementOutcome::kPlaced) {
+    BundlePlacer placer(&*table, scorer->current());
+    const bool ranked = scorer->current() != nullptr;
+    absl::StatusOr<PlacementDecision> d = (ranked ? probe : placer).Place(group);
+    if (d.ok() && ranked && d->outcome == PlacementOutcome::kPlaced) {
       if (absl::Status s = ReleaseAll(*table, d->placements); !s.ok()) return s;
       d = placer.Place(group);
     }
@@ -202,6 +205,7 @@ absl::StatusOr<Timeline> RunTimeline(const std::vector<TraceNode>& nodes, const 
       allocated -= tasks[i].GpuMilli();
     }
     while (next_arrival < arrivals.size() && arrive_at[arrivals[next_arrival]] == now) {
+      scorer->Observe(workload.groups[arrivals[next_arrival]]);
       waiting.push_back(arrivals[next_arrival++]);
     }
     // Strict FIFO: the head blocks those behind it until it fits.

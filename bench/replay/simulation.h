@@ -23,6 +23,7 @@
 #include "bench/replay/trace.h"
 #include "scheduler/bundle_placer.h"
 #include "scheduler/node_scorer.h"
+#include "scheduler/placement_scorer.h"
 
 namespace berth::replay {
 
@@ -64,10 +65,11 @@ struct ArrivalOptions {
   double step = 0.1;
 };
 
-// `scorer` null: BundlePlacer's built-in ranking. `meter` measures
-// fragmentation only; it never steers placement.
+// `scorer` sees each group as it arrives (Observe), then places it with
+// current(), as a head does. `meter` measures fragmentation only; it never
+// steers placement.
 absl::StatusOr<ArrivalCurve> RunArrivals(const std::vector<TraceNode>& nodes,
-                                         const Workload& workload, NodeScorer* scorer,
+                                         const Workload& workload, PlacementScorer* scorer,
                                          FragmentationScorer* meter, const ArrivalOptions& options);
 
 struct Timeline {
@@ -87,7 +89,7 @@ struct TimelineOptions {
 };
 
 absl::StatusOr<Timeline> RunTimeline(const std::vector<TraceNode>& nodes, const Workload& workload,
-                                     NodeScorer* scorer, const TimelineOptions& options);
+                                     PlacementScorer* scorer, const TimelineOptions& options);
 
 }  // namespace berth::replay
 

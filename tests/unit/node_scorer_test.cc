@@ -1,8 +1,12 @@
 // Each NodeScorer's ranking on small tables, alone and through BundlePlacer.
 #include "scheduler/node_scorer.h"
 
+#include <random>
 #include <set>
+#include <string>
+#include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/unit/placement_test_util.h"
@@ -174,6 +178,32 @@ TEST(FragmentationScorerTest, ScarcityKeepsUnrestrictedTasksOffModelsOthersNeed)
   EXPECT_NEAR(scarce_gap - fgd_gap, 1.0, 1e-9);
 }
 
+TEST(FragmentationScorerTest, ScarcityFollowsANodeDyingAndAnotherJoining) {
+  // A T4 node dies and a G2 node joins: the ALIVE count stays at three, but
+  // the T4 capacity the T4-only tasks' demand falls on halves, so taking a
+  // T4 costs more. The scores must be those of a scorer that never saw
+  // the dead node.
+  NodeResourceTable table;
+  const NodeIndex t4 = table.AddNode(MakeNode("t4", 16, 2, "T4")).value();
+  ASSERT_TRUE(table.AddNode(MakeNode("t4b", 16, 2, "T4")).ok());
+  ASSERT_TRUE(table.AddNode(MakeNode("g2", 16, 2, "G2")).ok());
+  const std::vector<TaskShape> shapes = {
+      {Quantity::Whole(1), Quantity(), Quantity::Whole(1), {"T4"}, 1},
+      {Quantity::Whole(1), Quantity(), Quantity::Whole(1), {}, 1}};
+  const ScoredDemand any{ResourceSet::Of({{kCpu, 1}, {kGpu, 1}}), {Quantity::Whole(1)}};
+  FragmentationOptions options;
+  options.scarcity_weight = 1;
+  std::unique_ptr<FragmentationScorer> seen = FragmentationScorer::Create(shapes, options).value();
+  const double before = seen->Score(table, t4, any);
+  ASSERT_TRUE(table.SetNodeState("t4b", NodeState::kDead).ok());
+  ASSERT_TRUE(table.AddNode(MakeNode("g2b", 16, 2, "G2")).ok());
+  std::unique_ptr<FragmentationScorer> fresh = FragmentationScorer::Create(shapes, options).value();
+  const double after = seen->Score(table, t4, any);
+  EXPECT_EQ(after, fresh->Score(table, t4, any));
+  // P(T4) went from 1.25 to 2.
+  EXPECT_NEAR(before - after, 0.75, 1e-9);
+}
+
 TEST(FragmentationScorerTest, RejectsBadShapesAndOptions) {
   EXPECT_THAT(FragmentationScorer::Create({}).status().message(), HasSubstr("empty"));
   EXPECT_THAT(FragmentationScorer::Create({{Quantity(), Quantity(), Quantity::Whole(1), {}, -1}})
@@ -195,6 +225,161 @@ TEST(FragmentationScorerTest, RejectsBadShapesAndOptions) {
                   .status()
                   .message(),
               HasSubstr("options.stranding_weight"));
+}
+
+
+// FragmentationScorer's scores, searched node by node (NodeScorer's Best):
+// the reference the class-based search must agree with.
+class PerNodeFragmentation : public NodeScorer {
+ public:
+  explicit PerNodeFragmentation(std::unique_ptr<FragmentationScorer> scorer)
+      : scorer_(std::move(scorer)) {}
+  absl::string_view name() const override { return "per-node"; }
+  double Score(const NodeResourceTable& table, NodeIndex node, const ScoredDemand& demand) override {
+    return scorer_->Score(table, node, demand);
+  }
+
+ private:
+  std::unique_ptr<FragmentationScorer> scorer_;
+};
+
+std::vector<TaskShape> RandomShapes(std::mt19937& rng) {
+  const std::vector<std::vector<std::string>> types = {{}, {}, {"T4"}, {"A10G", "T4"}, {"A10G"}};
+  std::vector<TaskShape> shapes;
+  const int count = 3 + static_cast<int>(rng() % 6);
+  for (int i = 0; i < count; ++i) {
+    TaskShape s;
+    s.cpu = Quantity::Whole(rng() % 9);
+    s.memory = Quantity::Whole(static_cast<int64_t>(rng() % 4) * 8);
+    const int64_t gpu_units[] = {0, 2500, 5000, 7000, 10000, 20000, 40000};
+    s.gpu = Quantity::FromUnits(gpu_units[rng() % 7]);
+    s.accelerator_types = types[rng() % types.size()];
+    s.weight = 1 + static_cast<double>(rng() % 5);
+    shapes.push_back(s);
+  }
+  return shapes;
+}
+
+// Two tables changed the same way, one placed with the class-based search,
+// the other node by node: every decision, reason and GPU share must agree.
+class ClassSearchTest : public ::testing::TestWithParam<uint32_t> {
+ protected:
+  void AddNode(int i) {
+    const char* types[] = {"T4", "A10G", "", ""};
+    const double gpus[] = {1, 2, 4, 8};
+    // One draw per statement: argument order differs between compilers.
+    const char* type = types[rng_() % 4];
+    const double node_gpus = *type == 0 && rng_() % 2 == 0 ? 0 : gpus[rng_() % 4];
+    const double cpus = 8.0 * (1 + rng_() % 4);
+    const char* zone = rng_() % 2 ? "a" : "b";
+    const double memory = 32e9 * (1 + rng_() % 2);
+    NodeSpec spec = MakeNode(absl::StrCat("n", i), cpus, node_gpus, node_gpus == 0 ? "" : type,
+                             {{"zone", zone}}, memory);
+    for (NodeResourceTable* t : {&classes_, &nodes_}) ASSERT_TRUE(t->AddNode(spec).ok());
+  }
+  PlacementGroupSpec RandomGroup() {
+    const char* selectors[] = {"", "", "zone in (a)", "berth.io/accelerator-type in (T4, A10G)",
+                               "berth.io/accelerator-type in (A10G)"};
+    const int64_t gpu_units[] = {0, 2500, 5000, 10000, 10000, 20000};
+    const PlacementStrategy strategies[] = {PlacementStrategy::kPack, PlacementStrategy::kSpread,
+                                            PlacementStrategy::kStrictPack,
+                                            PlacementStrategy::kStrictSpread};
+    std::vector<Bundle> bundles;
+    const int count = 1 + static_cast<int>(rng_() % 3);
+    for (int b = 0; b < count; ++b) {
+      ResourceSet r;
+      r.Set(kCpu, Quantity::Whole(1 + rng_() % 6));
+      r.Set(kMemory, Quantity::Whole(static_cast<int64_t>(rng_() % 3) * 4'000'000'000));
+      r.Set(kGpu, Quantity::FromUnits(gpu_units[rng_() % 6]));
+      bundles.push_back(MakeBundle(r, selectors[rng_() % 5]));
+    }
+    return MakeGroup(std::move(bundles), strategies[rng_() % 4]);
+  }
+
+  std::mt19937 rng_{GetParam()};
+  NodeResourceTable classes_;
+  NodeResourceTable nodes_;
+};
+
+TEST_P(ClassSearchTest, PicksTheNodesThePerNodeSearchPicks) {
+  const std::vector<TaskShape> shapes = RandomShapes(rng_);
+  FragmentationOptions options;
+  options.scarcity_weight = rng_() % 2;
+  options.stranding_weight = rng_() % 2;
+  std::unique_ptr<FragmentationScorer> by_class = FragmentationScorer::Create(shapes, options).value();
+  PerNodeFragmentation by_node(FragmentationScorer::Create(shapes, options).value());
+  int added = 0;
+  for (; added < 24; ++added) AddNode(added);
+  BundlePlacer class_placer(&classes_, by_class.get());
+  BundlePlacer node_placer(&nodes_, &by_node);
+  std::vector<std::vector<BundlePlacement>> running;
+  int placed = 0;
+  for (int step = 0; step < 300; ++step) {
+    const uint32_t action = rng_() % 20;
+    if (action < 3 && !running.empty()) {  // a group leaves
+      const size_t i = rng_() % running.size();
+      for (const BundlePlacement& p : running[i]) {
+        ASSERT_TRUE(classes_.Release(p.allocation).ok());
+        ASSERT_TRUE(nodes_.Release(p.allocation).ok());
+      }
+      running.erase(running.begin() + static_cast<std::ptrdiff_t>(i));
+      continue;
+    }
+    if (action == 3) {  // a node drains, comes back, dies or joins
+      const std::string id = absl::StrCat("n", rng_() % added);
+      const NodeState states[] = {NodeState::kAlive, NodeState::kDraining, NodeState::kDead};
+      const NodeState state = states[rng_() % 3];
+      EXPECT_EQ(classes_.SetNodeState(id, state).ok(), nodes_.SetNodeState(id, state).ok());
+      continue;
+    }
+    if (action == 4) {
+      AddNode(added++);
+      continue;
+    }
+    const PlacementGroupSpec group = RandomGroup();
+    const PlacementDecision got = class_placer.Place(group).value();
+    const PlacementDecision want = node_placer.Place(group).value();
+    ASSERT_EQ(got.outcome, want.outcome) << "step " << step;
+    ASSERT_EQ(got.reason, want.reason) << "step " << step;
+    ASSERT_EQ(got.placements.size(), want.placements.size());
+    for (size_t i = 0; i < got.placements.size(); ++i) {
+      EXPECT_EQ(got.placements[i].bundle_index, want.placements[i].bundle_index);
+      EXPECT_EQ(got.placements[i].allocation.node, want.placements[i].allocation.node)
+          << "step " << step;
+      EXPECT_EQ(got.placements[i].allocation.gpus, want.placements[i].allocation.gpus);
+    }
+    if (got.outcome == PlacementOutcome::kPlaced) {
+      running.push_back(got.placements);
+      ++placed;
+    }
+  }
+  EXPECT_GT(placed, 20);
+}
+
+INSTANTIATE_TEST_SUITE_P(Seeds, ClassSearchTest, ::testing::Range(1u, 81u));
+
+TEST(FragmentationScorerTest, FollowsTheTableItIsAskedAbout) {
+  // One scorer, two tables in different states: each search sees its own.
+  const std::vector<TaskShape> shapes = {{Quantity(), Quantity(), Quantity::Whole(1), {}, 1}};
+  std::unique_ptr<FragmentationScorer> scorer = FragmentationScorer::Create(shapes).value();
+  NodeResourceTable a;
+  NodeResourceTable b;
+  for (NodeResourceTable* t : {&a, &b}) {
+    ASSERT_TRUE(t->AddNode(MakeNode("n0", 16, 2, "T4")).ok());
+    ASSERT_TRUE(t->AddNode(MakeNode("n1", 16, 2, "T4")).ok());
+  }
+  ASSERT_TRUE(b.Allocate(1, ResourceSet::Of({{kGpu, 0.5}})).ok());
+  const PlacementGroupSpec half =
+      MakeGroup({MakeBundle(ResourceSet::Of({{kGpu, 0.5}}))}, PlacementStrategy::kPack);
+  for (int round = 0; round < 2; ++round) {
+    const PlacementDecision on_a = BundlePlacer(&a, scorer.get()).Place(half).value();
+    // On b the half-used GPU of n1 takes it, leaving n0's whole GPUs.
+    const PlacementDecision on_b = BundlePlacer(&b, scorer.get()).Place(half).value();
+    EXPECT_EQ(on_a.placements.at(0).allocation.node, 0u);
+    EXPECT_EQ(on_b.placements.at(0).allocation.node, 1u);
+    ASSERT_TRUE(a.Release(on_a.placements[0].allocation).ok());
+    ASSERT_TRUE(b.Release(on_b.placements[0].allocation).ok());
+  }
 }
 
 }  // namespace

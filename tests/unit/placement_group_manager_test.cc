@@ -319,6 +319,15 @@ TEST_F(PlacementGroupManagerTest, ManyCreateRemoveCyclesRestoreTheTable) {
   for (NodeIndex n = 0; n < table_.slot_count(); ++n) {
     EXPECT_EQ(table_.node(n).available, table_.node(n).total);
   }
+  // The default scorer learned the groups' GPU tasks and took over from
+  // the built-in ranking after the first 100.
+  v1::GetClusterStatusResponse status;
+  pgs_.ClusterStatus(&status);
+  EXPECT_EQ(status.placement_scorer().name(), "fragmentation");
+  EXPECT_EQ(status.placement_scorer().active(), "fragmentation");
+  EXPECT_GE(status.placement_scorer().builds(), 1u);
+  EXPECT_GE(status.placement_scorer().window_tasks(), 1000u);
+  EXPECT_GT(status.placement_scorer().window_shapes(), 1u);
 }
 
 // A batch is created whole or not at all; a retried batch keeps its ids.
