@@ -7,6 +7,7 @@
 #include "google/protobuf/io/coded_stream.h"
 #include "google/protobuf/io/zero_copy_stream_impl_lite.h"
 
+#include "absl/hash/hash.h"
 #include "absl/strings/str_cat.h"
 #include "common/proto_convert.h"
 
@@ -268,6 +269,18 @@ std::vector<CommitTask> PlacementGroupManager::Schedule(int64_t now_ms) {
   std::vector<CommitTask> tasks;
   BundlePlacer placer(table_, scorer_.current());
   const bool freed = std::exchange(freed_, false);
+  // Within one pass free capacity only shrinks (placing reserves, nothing is
+  // released), so a group that did not fit stays unfit for the rest of the
+  // pass: a later group asking for the same, with nothing kept, gets its
+  // answer without a decision. Thousands of identical pending groups then
+  // cost one decision per pass, not one each.
+  struct SpecHash {
+    size_t operator()(const PlacementGroupSpec* s) const { return absl::HashOf(*s); }
+  };
+  struct SpecEq {
+    bool operator()(const PlacementGroupSpec* a, const PlacementGroupSpec* b) const { return *a == *b; }
+  };
+  absl::flat_hash_map<const PlacementGroupSpec*, PlacementDecision, SpecHash, SpecEq> unfit;
   for (auto it = queue_.begin(); it != queue_.end() && in_flight_ < config_.max_in_flight;) {
     Group& g = groups_.at(it->second);
     if (!freed && g.next_try_ms > now_ms) {
@@ -279,9 +292,16 @@ std::vector<CommitTask> PlacementGroupManager::Schedule(int64_t now_ms) {
       if (p) kept.push_back(*p);
     }
     ++g.attempts;
-    if (observer_) observer_->BeforeDecision();
-    absl::StatusOr<PlacementDecision> d = placer.Place(g.spec, kept);
-    if (observer_ && d.ok()) observer_->AfterDecision(d->outcome);
+    auto known = kept.empty() ? unfit.find(&g.spec) : unfit.end();
+    absl::StatusOr<PlacementDecision> d;
+    if (known != unfit.end()) {
+      d = known->second;
+    } else {
+      if (observer_) observer_->BeforeDecision();
+      d = placer.Place(g.spec, kept);
+      if (observer_ && d.ok()) observer_->AfterDecision(d->outcome);
+      if (d.ok() && kept.empty() && d->outcome != PlacementOutcome::kPlaced) unfit.emplace(&g.spec, *d);
+    }
     if (!d.ok()) {  // cannot happen for a validated group; keep it waiting
       g.reason = std::string(d.status().message());
       g.next_try_ms = now_ms + config_.max_backoff_ms;

@@ -11,6 +11,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -30,6 +31,9 @@ absl::StatusOr<PlacementStrategy> ParsePlacementStrategy(absl::string_view text,
 struct Bundle {
   ResourceSet resources;
   LabelSelector selector;
+  friend bool operator==(const Bundle& a, const Bundle& b) {
+    return a.resources == b.resources && a.selector == b.selector;
+  }
 };
 
 // Untrusted input, as it arrives from the API, a job file or a test.
@@ -54,6 +58,18 @@ class PlacementGroupSpec {
   PlacementStrategy strategy() const { return strategy_; }
   // Sum of all bundles (cannot overflow: Create checks it).
   const ResourceSet& total() const { return total_; }
+
+  // Same bundles (resources and selectors, in order) and strategy: the
+  // same placement problem.
+  friend bool operator==(const PlacementGroupSpec& a, const PlacementGroupSpec& b) {
+    return a.strategy_ == b.strategy_ && a.bundles_ == b.bundles_;
+  }
+  // Hashes what == compares but the selectors (rarely what tells groups apart).
+  template <typename H>
+  friend H AbslHashValue(H h, const PlacementGroupSpec& spec) {
+    for (const Bundle& b : spec.bundles_) h = H::combine(std::move(h), b.resources);
+    return H::combine(std::move(h), spec.bundles_.size(), spec.strategy_);
+  }
 
  private:
   PlacementGroupSpec() = default;

@@ -128,6 +128,53 @@ TEST_F(PlacementGroupManagerTest, InfeasibleWaitsForANodeChange) {
   EXPECT_EQ(Info(id).state(), v1::PLACEMENT_GROUP_STATE_CREATED);
 }
 
+// Counts the core's placement decisions.
+class DecisionCounter : public PlacementObserver {
+ public:
+  void AfterDecision(PlacementOutcome) override { ++decisions; }
+  int decisions = 0;
+};
+
+TEST_F(PlacementGroupManagerTest, IdenticalUnfitGroupsCostOneDecisionPerPass) {
+  DecisionCounter counter;
+  pgs_.set_observer(&counter);
+  AddNode("a", 2);
+  const std::string big = Create(Request(1, v1::PLACEMENT_STRATEGY_PACK, 2));
+  ScheduleAndCommit();
+  ASSERT_EQ(Info(big).state(), v1::PLACEMENT_GROUP_STATE_CREATED);
+  counter.decisions = 0;
+  // 50 groups that cannot fit now, one of another shape, 50 that never can.
+  std::vector<std::string> waiting;
+  for (int i = 0; i < 50; ++i) waiting.push_back(Create(Request(1, v1::PLACEMENT_STRATEGY_PACK, 1)));
+  v1::CreatePlacementGroupRequest cpu_only = Request(1, v1::PLACEMENT_STRATEGY_PACK);
+  (*cpu_only.mutable_bundles(0)->mutable_resources()->mutable_amounts())["GPU"] = 0;
+  (*cpu_only.mutable_bundles(0)->mutable_resources()->mutable_amounts())["CPU"] = 1;
+  const std::string cpu = Create(cpu_only);
+  std::vector<std::string> never;
+  for (int i = 0; i < 50; ++i) never.push_back(Create(Request(3, v1::PLACEMENT_STRATEGY_STRICT_PACK)));
+  ScheduleAndCommit();
+  EXPECT_EQ(counter.decisions, 3);
+  EXPECT_EQ(Info(cpu).state(), v1::PLACEMENT_GROUP_STATE_CREATED);
+  for (const std::string& id : waiting) {
+    EXPECT_EQ(Info(id).state(), v1::PLACEMENT_GROUP_STATE_PENDING);
+    EXPECT_FALSE(Info(id).infeasible());
+    EXPECT_EQ(Info(id).pending_reason(), Info(waiting[0]).pending_reason());
+  }
+  for (const std::string& id : never) {
+    EXPECT_TRUE(Info(id).infeasible());
+    EXPECT_THAT(Info(id).pending_reason(), HasSubstr("the largest node has GPU: 2"));
+  }
+  // Room for one: the first waiting group takes it, the next one is the
+  // pass's one decision that finds no room, the rest wait without one.
+  ASSERT_TRUE(pgs_.Remove(big).ok());
+  counter.decisions = 0;
+  ScheduleAndCommit();
+  EXPECT_EQ(Info(waiting[0]).state(), v1::PLACEMENT_GROUP_STATE_CREATED);
+  EXPECT_EQ(Info(waiting[1]).state(), v1::PLACEMENT_GROUP_STATE_CREATED);
+  EXPECT_EQ(Info(waiting[2]).state(), v1::PLACEMENT_GROUP_STATE_PENDING);
+  EXPECT_EQ(counter.decisions, 3);
+}
+
 TEST_F(PlacementGroupManagerTest, PriorityThenArrival) {
   AddNode("a", 1);
   const std::string low = Create(Request(1, v1::PLACEMENT_STRATEGY_PACK, 1, 0));
