@@ -305,14 +305,26 @@ uint64_t Hold(const std::string& head, int groups, int clients) {
         request.set_request_id(absl::StrCat("hold-", n));
         (*request.add_bundles()->mutable_resources()->mutable_amounts())["CPU"] = 0.1;
         // Over --max-pending-groups the head refuses (RESOURCE_EXHAUSTED)
-        // until placement catches up: retry, as a client should.
-        for (int attempt = 0; attempt < 1000; ++attempt) {
+        // until placement catches up, and a call can time out while the
+        // head is busy: retry for up to 5 minutes, as a client should (the
+        // request id makes a retried create idempotent).
+        const auto give_up = Clock::now() + std::chrono::minutes(5);
+        for (;;) {
           grpc::ClientContext context;
           context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
           v1::CreatePlacementGroupResponse response;
           const grpc::Status s = stub->CreatePlacementGroup(&context, request, &response);
-          if (s.ok()) ++placed;
-          if (s.error_code() != grpc::StatusCode::RESOURCE_EXHAUSTED) break;
+          if (s.ok()) {
+            ++placed;
+            break;
+          }
+          const bool retry = s.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED ||
+                             s.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED ||
+                             s.error_code() == grpc::StatusCode::UNAVAILABLE;
+          if (!retry || Clock::now() > give_up) {
+            std::fprintf(stderr, "berth-loadgen: hold-%d: %s\n", n, s.error_message().c_str());
+            break;
+          }
           std::this_thread::sleep_for(std::chrono::milliseconds(20));
         }
       }
