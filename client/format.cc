@@ -330,12 +330,17 @@ std::string FormatClusterStatus(const v1::GetClusterStatusResponse& status) {
   if (status.has_placement_scorer()) {
     const v1::PlacementScorerStatus& scorer = status.placement_scorer();
     absl::StrAppend(&out, "\nPlacement scorer: ", scorer.name());
+    auto count = [](uint64_t n, absl::string_view one, absl::string_view many) {
+      return absl::StrCat(n, " ", n == 1 ? one : many);
+    };
     if (scorer.active() != scorer.name()) {
-      absl::StrAppend(&out, " (", scorer.active(), " meanwhile: ", scorer.window_tasks(),
-                      " GPU tasks seen, too few to learn from)");
+      absl::StrAppend(&out, " (", scorer.active(), " meanwhile: ",
+                      count(scorer.window_tasks(), "GPU task", "GPU tasks"),
+                      " seen, too few to learn from)");
     } else if (scorer.builds() > 0) {
-      absl::StrAppend(&out, ", learned from ", scorer.window_tasks(), " GPU tasks of ",
-                      scorer.window_shapes(), " shapes, built ", scorer.builds(), " times");
+      absl::StrAppend(&out, ", learned from ", count(scorer.window_tasks(), "GPU task", "GPU tasks"),
+                      " of ", count(scorer.window_shapes(), "shape", "shapes"), ", built ",
+                      count(scorer.builds(), "time", "times"));
     }
     absl::StrAppend(&out, "\n");
   }

@@ -200,6 +200,11 @@ TEST(FormatTest, ClusterStatusShowsThePlacementScorerAndWhatItLearned) {
   EXPECT_THAT(FormatClusterStatus(status),
               HasSubstr("Placement scorer: fragmentation, learned from 12 GPU tasks of 3 shapes, "
                         "built 2 times\n"));
+  scorer->set_window_tasks(1);
+  scorer->set_window_shapes(1);
+  scorer->set_builds(1);
+  EXPECT_THAT(FormatClusterStatus(status),
+              HasSubstr("learned from 1 GPU task of 1 shape, built 1 time\n"));
   scorer->set_name("first-fit");
   scorer->set_active("first-fit");
   scorer->set_window_tasks(0);
