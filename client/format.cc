@@ -410,6 +410,12 @@ std::string FormatTrainJob(const v1::TrainJobInfo& job) {
   }
   fields.AddRow({"step:", Step(job)});
   fields.AddRow({"loss:", Loss(job)});
+  if (!job.last_metrics().empty()) {
+    std::map<std::string, double> metrics(job.last_metrics().begin(), job.last_metrics().end());
+    std::vector<std::string> shown;
+    for (const auto& [name, value] : metrics) shown.push_back(absl::StrCat(name, "=", absl::SixDigits(value)));
+    fields.AddRow({"metrics:", absl::StrJoin(shown, " ")});
+  }
   fields.AddRow({"checkpoint:", job.latest_checkpoint().empty()
                                     ? ""
                                     : absl::StrCat(job.latest_checkpoint(), " (step ",

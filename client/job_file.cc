@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <filesystem>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -293,7 +294,7 @@ class JobFileParser {
     std::string command_only_path, program;
     v1::Entrypoint::Command rest;
     absl::Status status = ForEachKey(
-        node, path, {"builtin", "command", "args", "env", "working_dir"},
+        node, path, {"builtin", "command", "args", "env", "working_dir", "per_node", "launcher"},
         [&](const std::string& key, const YAML::Node& value,
             const YAML::Node& key_node) -> absl::Status {
           const std::string key_path = Child(path, key);
@@ -315,6 +316,19 @@ class JobFileParser {
           }
           if (key == "args") return Args(value, key_path, rest.mutable_argv());
           if (key == "env") return Strings(value, key_path, rest.mutable_env());
+          if (key == "per_node") return SetBool(value, key_path, [&](bool b) { rest.set_per_node(b); });
+          if (key == "launcher") {
+            std::string name;
+            if (absl::Status s = String(value, key_path, &name); !s.ok()) return s;
+            if (name == "torchrun") {
+              rest.set_launcher(v1::Entrypoint::LAUNCHER_TORCHRUN);
+            } else if (name == "accelerate") {
+              rest.set_launcher(v1::Entrypoint::LAUNCHER_ACCELERATE);
+            } else {
+              return Error(value, key_path, "torchrun or accelerate");
+            }
+            return absl::OkStatus();
+          }
           return String(value, key_path, rest.mutable_working_dir());
         });
     if (!status.ok()) return status;
@@ -439,7 +453,19 @@ absl::StatusOr<v1::TrainJobSpec> LoadJobFile(const std::string& path) {
   if (error != 0) {
     return absl::InvalidArgumentError(absl::StrCat(path, ": ", std::strerror(error)));
   }
-  return ParseJobFile(text, path);
+  absl::StatusOr<v1::TrainJobSpec> spec = ParseJobFile(text, path);
+  // A relative working_dir is the job file's folder's, as a person reads
+  // it: `working_dir: .` beside train.py.
+  if (spec.ok() && spec->entrypoint().has_command()) {
+    std::string* dir = spec->mutable_entrypoint()->mutable_command()->mutable_working_dir();
+    if (!dir->empty() && !std::filesystem::path(*dir).is_absolute()) {
+      std::error_code ignored;
+      *dir = std::filesystem::weakly_canonical(
+                 std::filesystem::absolute(std::filesystem::path(path).parent_path() / *dir), ignored)
+                 .string();
+    }
+  }
+  return spec;
 }
 
 }  // namespace berth

@@ -83,6 +83,8 @@ void WorkerRecordToProto(const WorkerRecord& record, v1::WorkerStatus* proto) {
   proto->set_ended_unix_ms(record.ended_unix_ms);
   proto->set_placement_group_id(record.placement_group_id);
   proto->set_bundle_index(record.bundle_index);
+  proto->set_error(record.error);
+  proto->set_failed_unix_us(record.failed_unix_us);
 }
 
 RayletService::RayletService(Options options, BundleReservations reservations,

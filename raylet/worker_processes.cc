@@ -14,6 +14,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "raylet/worker_error.h"
 
 namespace berth {
 namespace {
@@ -81,6 +82,8 @@ int OpenForAppend(const std::string& path) {
 }
 
 int64_t NowUnixMs() { return absl::ToUnixMillis(absl::Now()); }
+
+constexpr const char* kErrorFileEnv = "TORCHELASTIC_ERROR_FILE";
 
 // Only async-signal-safe calls from fork to exec: the raylet is threaded.
 [[noreturn]] void RunChild(int report_fd, int stdin_fd, int stdout_fd, int stderr_fd,
@@ -159,6 +162,15 @@ absl::StatusOr<StartedWorker> WorkerProcessManager::Start(const WorkerLaunch& la
   for (const auto& [name, value] : launch.env) {
     if (name != "CUDA_VISIBLE_DEVICES") env_entries.push_back(absl::StrCat(name, "=", value));
   }
+  // torch's @record writes the exception here; a file of an earlier life
+  // of this worker id must not be taken for this one's.
+  std::string error_file = log_prefix + ".error.json";
+  if (auto it = launch.env.find(kErrorFileEnv); it != launch.env.end()) {
+    error_file = it->second;
+  } else {
+    env_entries.push_back(absl::StrCat(kErrorFileEnv, "=", error_file));
+  }
+  std::filesystem::remove(error_file, error);
   env_entries.push_back(
       absl::StrCat("CUDA_VISIBLE_DEVICES=", absl::StrJoin(launch.visible_gpu_indices, ",")));
   std::vector<char*> argv;
@@ -224,6 +236,7 @@ absl::StatusOr<StartedWorker> WorkerProcessManager::Start(const WorkerLaunch& la
   worker.record = {launch.worker_id, launch.job_id, launch.placement_group_id,
                    launch.bundle_index, pid, WorkerState::kRunning, 0, 0, started_unix_ms, 0,
                    launch.rank};
+  worker.error_file = std::move(error_file);
   absl::MutexLock lock(&mu_);
   workers_.emplace(launch.worker_id, std::move(worker));
   wake_reaper_.Signal();
@@ -327,6 +340,13 @@ std::vector<WorkerRecord> WorkerProcessManager::ReapOnce() {
       record.state = worker.stop_requested                       ? WorkerState::kKilled
                      : WIFEXITED(status) && record.exit_code == 0 ? WorkerState::kExited
                                                                   : WorkerState::kFailed;
+      if (record.state == WorkerState::kFailed) {
+        WorkerError error = ReadWorkerError(worker.error_file, LogPath(id, true),
+                                            absl::FromUnixMillis(record.started_unix_ms),
+                                            absl::Now());
+        record.error = std::move(error.message);
+        record.failed_unix_us = error.failed_unix_us;
+      }
       ended.push_back(record);
     } else if (worker.kill_at <= now) {
       killpg(record.pid, SIGKILL);

@@ -2,8 +2,11 @@
 // processes.
 //
 // Each worker runs in its own process group, with exactly the environment it
-// is given plus CUDA_VISIBLE_DEVICES, and with stdout / stderr appended to
-// `<log_dir>/<worker_id>.out` / `.err`. Start is idempotent by worker id and
+// is given plus CUDA_VISIBLE_DEVICES and TORCHELASTIC_ERROR_FILE
+// (`<log_dir>/<worker_id>.error.json`, unless given), and with stdout /
+// stderr appended to `<log_dir>/<worker_id>.out` / `.err`. A worker that
+// fails is described by its error file or its stderr's tail
+// (worker_error.h). Start is idempotent by worker id and
 // returns only once the program has been exec'd: a program that cannot be
 // started is an error from Start, never a silent exit. A reaper thread
 // records every exit (code or signal) and hands it to the on-exit callback.
@@ -55,6 +58,9 @@ struct WorkerRecord {
   int64_t started_unix_ms = 0;
   int64_t ended_unix_ms = 0;  // 0 while running
   std::string rank;           // as launched
+  // kFailed only: what the process said (worker_error.h) and when.
+  std::string error;
+  int64_t failed_unix_us = 0;
 };
 
 struct StartedWorker {
@@ -98,6 +104,7 @@ class WorkerProcessManager {
  private:
   struct Worker {
     WorkerRecord record;
+    std::string error_file;  // TORCHELASTIC_ERROR_FILE
     bool stop_requested = false;
     absl::Time kill_at = absl::InfiniteFuture();  // SIGKILL deadline once stopping
   };

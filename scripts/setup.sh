@@ -13,6 +13,7 @@ PACKAGES=(
   bazel-bootstrap bazel-rules-java
   clang libclang-rt-14-dev
   gnuplot-nox
+  python3-torch python3-grpcio python3-protobuf python3-yaml python3-pytest python3-venv
 )
 
 missing=()

@@ -10,9 +10,11 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "common/proto_convert.h"
 #include "train/rank_assignment.h"
 #include "train/scaling_config.h"
+#include "train/worker_env.h"
 
 namespace berth {
 namespace {
@@ -20,15 +22,10 @@ namespace {
 int64_t NowMs() { return absl::ToUnixMillis(absl::Now()); }
 int64_t NowUs() { return absl::ToUnixMicros(absl::Now()); }
 
-// The env contract berth sets; a user command may not set these itself.
-constexpr const char* kReservedEnv[] = {
-    "MASTER_ADDR",      "MASTER_PORT",          "RANK",
-    "LOCAL_RANK",       "WORLD_SIZE",           "LOCAL_WORLD_SIZE",
-    "NODE_RANK",        "CUDA_VISIBLE_DEVICES", "BERTH_JOB_ID",
-    "BERTH_PLACEMENT_GROUP_ID", "BERTH_BUNDLE_INDEX", "BERTH_HEAD_ADDRESS",
-    "TORCHELASTIC_USE_AGENT_STORE"};
-
-constexpr const char* kDefaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+// How long the peers of a failed process get to fail too before the
+// attempt's cause is chosen: the earliest failure is the root cause, but
+// its exit is not always reported first.
+constexpr absl::Duration kFailureSettle = absl::Seconds(2);
 
 bool IsTerminal(v1::TrainJobState s) {
   return s == v1::TRAIN_JOB_STATE_SUCCEEDED || s == v1::TRAIN_JOB_STATE_FAILED ||
@@ -43,6 +40,48 @@ std::string HostOf(const std::string& address) {
 std::string DescribeExit(const v1::WorkerStatus& s) {
   if (s.signal() != 0) return absl::StrCat("was killed by signal ", s.signal());
   return absl::StrCat("exited with code ", s.exit_code());
+}
+
+// "rank 1", "node 0", "the trainer": what a process of an attempt is, from
+// its worker id (<job>-a<n>-r<rank> | -n<node rank> | -trainer).
+std::string DescribeProcess(const std::string& worker_id) {
+  if (absl::EndsWith(worker_id, "-trainer")) return "the trainer";
+  const size_t dash = worker_id.rfind('-');
+  if (dash == std::string::npos || dash + 2 > worker_id.size()) return worker_id;
+  const std::string number = worker_id.substr(dash + 2);
+  if (worker_id[dash + 1] == 'r') return absl::StrCat("rank ", number);
+  if (worker_id[dash + 1] == 'n') return absl::StrCat("the launcher of node rank ", number);
+  return worker_id;
+}
+
+// A failure cause a person can act on: which process, how it ended, and
+// what it said (the raylet's WorkerStatus.error: the headline, then its
+// context, indented).
+std::string DescribeFailure(const std::string& worker_id, const std::string& node_id,
+                            const v1::WorkerStatus& s) {
+  std::string cause = absl::StrCat(DescribeProcess(worker_id), " (", worker_id, " on ", node_id,
+                                   ") ", DescribeExit(s));
+  if (s.error().empty()) return cause;
+  std::vector<absl::string_view> lines = absl::StrSplit(s.error(), '\n');
+  absl::StrAppend(&cause, ": ", lines[0]);
+  for (size_t i = 1; i < lines.size(); ++i) absl::StrAppend(&cause, "\n    ", lines[i]);
+  return cause;
+}
+
+// When a process failed, for finding the first failure of a group.
+int64_t FailedAtUs(const v1::WorkerStatus& s) {
+  return s.failed_unix_us() != 0 ? s.failed_unix_us() : s.ended_unix_ms() * 1000;
+}
+
+Launcher LauncherOf(const v1::Entrypoint::Command& command) {
+  switch (command.launcher()) {
+    case v1::Entrypoint::LAUNCHER_TORCHRUN:
+      return Launcher::kTorchrun;
+    case v1::Entrypoint::LAUNCHER_ACCELERATE:
+      return Launcher::kAccelerate;
+    default:
+      return Launcher::kNone;
+  }
 }
 
 absl::Status ValidateEntrypoint(const v1::TrainJobSpec& spec) {
@@ -63,13 +102,18 @@ absl::Status ValidateEntrypoint(const v1::TrainJobSpec& spec) {
   if (command.argv_size() == 0 || command.argv(0).empty()) {
     return absl::InvalidArgumentError("spec.entrypoint.command.argv: give the program to run");
   }
-  for (const char* name : kReservedEnv) {
+  for (const std::string& name : ReservedEnvNames()) {
     if (command.env().contains(name)) {
       return absl::InvalidArgumentError(absl::StrCat(
           "spec.entrypoint.command.env[\"", name, "\"]: set by berth for every worker"));
     }
   }
-  return absl::OkStatus();
+  if (!v1::Entrypoint::Launcher_IsValid(command.launcher())) {
+    return absl::InvalidArgumentError(absl::StrCat("spec.entrypoint.command.launcher: unknown value ",
+                                                   static_cast<int>(command.launcher())));
+  }
+  return ValidateLauncherArgv(LauncherOf(command), {command.argv().begin(), command.argv().end()},
+                              "spec.entrypoint.command.argv");
 }
 
 }  // namespace
@@ -223,6 +267,14 @@ absl::Status TrainJobController::Stop(const std::string& job_id) {
 
 absl::Status TrainJobController::ReportProgress(const v1::ReportTrainProgressRequest& request) {
   if (request.job_id().empty()) return absl::InvalidArgumentError("job_id: required");
+  constexpr int kMaxMetrics = 64;
+  if (request.metrics_size() > kMaxMetrics) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("metrics: ", request.metrics_size(), " entries, at most ", kMaxMetrics));
+  }
+  for (const auto& [name, value] : request.metrics()) {
+    if (absl::Status s = ValidateString(name, "metrics key", 128, true); !s.ok()) return s;
+  }
   absl::MutexLock lock(&mu_);
   auto it = jobs_.find(request.job_id());
   if (it == jobs_.end()) {
@@ -232,6 +284,7 @@ absl::Status TrainJobController::ReportProgress(const v1::ReportTrainProgressReq
   if (request.step() >= info.last_step()) {
     info.set_last_step(request.step());
     info.set_last_loss(request.loss());
+    if (!request.metrics().empty()) *info.mutable_last_metrics() = request.metrics();
   }
   if (!request.latest_checkpoint().empty() && request.step() >= info.latest_checkpoint_step()) {
     info.set_latest_checkpoint(request.latest_checkpoint());
@@ -407,7 +460,7 @@ absl::StatusOr<std::map<std::string, std::string>> TrainJobController::Launch(
   const std::string master_addr = port->host().empty() ? HostOf(rank0_address) : port->host();
 
   v1::TrainJobSpec spec;
-  std::string checkpoint_dir;
+  std::string job_dir;
   std::string resume_from;
   {
     absl::MutexLock lock(&mu_);
@@ -419,13 +472,33 @@ absl::StatusOr<std::map<std::string, std::string>> TrainJobController::Launch(
     job.info.set_attempt(attempt);
     job.info.set_master_address(absl::StrCat(master_addr, ":", port->port()));
     resume_from = job.info.latest_checkpoint();
-    checkpoint_dir = spec.storage_path().empty()
-                         ? absl::StrCat(config_.checkpoint_root, "/", job_id, "/checkpoints")
-                         : absl::StrCat(spec.storage_path(), "/", job_id, "/checkpoints");
+    job_dir = absl::StrCat(spec.storage_path().empty() ? config_.checkpoint_root : spec.storage_path(),
+                           "/", job_id);
   }
-  const uint32_t world = static_cast<uint32_t>(ranks->size());
+  const bool command = spec.entrypoint().has_command();
+  const v1::Entrypoint::Command& user = spec.entrypoint().command();
+  const bool per_node = command && (user.per_node() || user.launcher() != v1::Entrypoint::LAUNCHER_UNSPECIFIED);
+  AttemptEnv attempt_env;
+  attempt_env.job_id = job_id;
+  attempt_env.placement_group_id = pg.placement_group_id();
+  attempt_env.head_address = config_.head_address;
+  attempt_env.master_addr = master_addr;
+  attempt_env.master_port = static_cast<uint16_t>(port->port());
+  attempt_env.world_size = static_cast<uint32_t>(ranks->size());
+  for (const RankedWorker& r : *ranks) attempt_env.num_nodes = std::max(attempt_env.num_nodes, r.node_rank + 1);
+  attempt_env.attempt = attempt;
+  attempt_env.max_restarts = spec.failure_config().max_failures();
+  // Built-in ranks meet at the trainer's store; a user command's rank 0
+  // hosts its own, in the user's torch version (worker_env.h).
+  attempt_env.agent_store = !command;
+  attempt_env.storage_path = job_dir;
+  if (command) attempt_env.report_file = absl::StrCat(job_dir, "/reports/attempt-", attempt, ".jsonl");
+  attempt_env.latest_checkpoint = resume_from;
+  const auto& per_worker = spec.scaling_config().resources_per_worker().amounts();
+  attempt_env.cpus_per_worker = per_worker.contains("CPU") ? per_worker.at("CPU") : 1.0;
+
   // What to start on each node, in order: rank 0's node first, the trainer
-  // first on it (it hosts the store the ranks rendezvous at).
+  // first on it.
   std::vector<std::pair<std::string, std::vector<v1::WorkerSpec>>> by_node;
   auto add = [&](v1::WorkerSpec worker, const std::string& node_id) {
     auto it = std::find_if(by_node.begin(), by_node.end(),
@@ -436,98 +509,116 @@ absl::StatusOr<std::map<std::string, std::string>> TrainJobController::Launch(
     }
     it->second.push_back(std::move(worker));
   };
-  auto base_env = [&](v1::WorkerSpec& w, uint32_t bundle) {
-    auto& env = *w.mutable_env();
-    env["PATH"] = kDefaultPath;
-    env["MASTER_ADDR"] = master_addr;
-    env["MASTER_PORT"] = absl::StrCat(port->port());
-    env["WORLD_SIZE"] = absl::StrCat(world);
-    env["BERTH_JOB_ID"] = job_id;
-    env["BERTH_PLACEMENT_GROUP_ID"] = pg.placement_group_id();
-    env["BERTH_BUNDLE_INDEX"] = absl::StrCat(bundle);
-    env["BERTH_HEAD_ADDRESS"] = config_.head_address;
-    // Like torchrun's agent, the trainer hosts the store; ranks connect to it.
-    env["TORCHELASTIC_USE_AGENT_STORE"] = "True";
+  auto new_worker = [&](const std::string& suffix, uint32_t bundle) {
+    v1::WorkerSpec w;
+    w.set_worker_id(absl::StrCat(job_id, "-a", attempt, "-", suffix));
+    w.set_job_id(job_id);
+    w.set_placement_group_id(pg.placement_group_id());
+    w.set_bundle_index(bundle);
+    return w;
+  };
+  auto set_env = [](v1::WorkerSpec& w, const std::map<std::string, std::string>& env) {
+    w.mutable_env()->insert(env.begin(), env.end());
+  };
+  auto add_user_command = [&](v1::WorkerSpec& w, const std::vector<std::string>& argv) {
+    for (const std::string& a : argv) w.add_argv(a);
+    for (const auto& [k, v] : user.env()) (*w.mutable_env())[k] = v;
+    w.set_cwd(user.working_dir());
   };
 
-  // The trainer first: it hosts the store the workers rendezvous at.
-  v1::WorkerSpec trainer;
-  trainer.set_worker_id(absl::StrCat(job_id, "-a", attempt, "-trainer"));
-  trainer.set_job_id(job_id);
-  trainer.set_placement_group_id(pg.placement_group_id());
-  trainer.set_bundle_index(0);
+  // The trainer: the job's driver. It hosts the built-in ranks' store; for a
+  // user command it relays berth.train.report() from rank 0's node.
+  v1::WorkerSpec trainer = new_worker("trainer", 0);
   trainer.add_argv(config_.worker_binary);
-  for (const std::string& a : {std::string("trainer"), std::string("--port"), absl::StrCat(port->port()),
-                               std::string("--world-size"), absl::StrCat(world),
-                               std::string("--checkpoint-dir"), checkpoint_dir,
-                               std::string("--head"), config_.head_address,
-                               std::string("--job-id"), job_id}) {
-    trainer.add_argv(a);
+  std::vector<std::string> trainer_args = {"trainer", "--world-size", absl::StrCat(attempt_env.world_size),
+                                           "--checkpoint-dir", absl::StrCat(job_dir, "/checkpoints"),
+                                           "--head", config_.head_address, "--job-id", job_id};
+  if (command) {
+    trainer_args.insert(trainer_args.end(), {"--report-file", attempt_env.report_file});
+  } else {
+    trainer_args.insert(trainer_args.end(), {"--port", absl::StrCat(port->port())});
+    if (!resume_from.empty()) trainer_args.insert(trainer_args.end(), {"--resume-from", resume_from});
   }
-  if (!resume_from.empty()) {
-    trainer.add_argv("--resume-from");
-    trainer.add_argv(resume_from);
-  }
-  base_env(trainer, 0);
+  for (const std::string& a : trainer_args) trainer.add_argv(a);
+  set_env(trainer, NodeEnv(attempt_env, (*ranks)[0].node_id, 0, (*ranks)[0].local_world_size, 0));
   // Only the trainer calls the head (ReportTrainProgress); ranks never see the token.
   if (!config_.cluster_token.empty()) (*trainer.mutable_env())["BERTH_CLUSTER_TOKEN"] = config_.cluster_token;
   add(std::move(trainer), (*ranks)[0].node_id);
 
-  for (const RankedWorker& r : *ranks) {
-    v1::WorkerSpec w;
-    w.set_worker_id(absl::StrCat(job_id, "-a", attempt, "-r", r.world_rank));
-    w.set_job_id(job_id);
-    w.set_placement_group_id(pg.placement_group_id());
-    w.set_bundle_index(r.bundle_index);
-    for (uint32_t gpu : r.visible_gpu_ids) w.add_visible_gpu_indices(gpu);
-    v1::WorkerRank* rank = w.mutable_rank();
-    rank->set_world_rank(r.world_rank);
-    rank->set_local_rank(r.local_rank);
-    rank->set_node_rank(r.node_rank);
-    rank->set_local_world_size(r.local_world_size);
-    rank->set_bundle_index(r.bundle_index);
-    rank->set_node_id(r.node_id);
-    for (uint32_t gpu : r.gpu_ids) rank->add_gpu_indices(gpu);
-    rank->set_worker_id(w.worker_id());
-    base_env(w, r.bundle_index);
-    auto& env = *w.mutable_env();
-    env["RANK"] = absl::StrCat(r.world_rank);
-    env["LOCAL_RANK"] = absl::StrCat(r.local_rank);
-    env["LOCAL_WORLD_SIZE"] = absl::StrCat(r.local_world_size);
-    env["NODE_RANK"] = absl::StrCat(r.node_rank);
-    if (spec.entrypoint().has_command()) {
-      const auto& command = spec.entrypoint().command();
-      for (const std::string& a : command.argv()) w.add_argv(a);
-      for (const auto& [k, v] : command.env()) env[k] = v;
-      w.set_cwd(command.working_dir());
-    } else {
-      const auto& builtin = spec.entrypoint().builtin_trainer();
-      w.add_argv(config_.worker_binary);
-      w.add_argv("train");
-      if (builtin.steps() > 0) {
-        w.add_argv("--steps");
-        w.add_argv(absl::StrCat(builtin.steps()));
+  auto rank_proto = [](const RankedWorker& r, const std::string& worker_id) {
+    v1::WorkerRank rank;
+    rank.set_world_rank(r.world_rank);
+    rank.set_local_rank(r.local_rank);
+    rank.set_node_rank(r.node_rank);
+    rank.set_local_world_size(r.local_world_size);
+    rank.set_bundle_index(r.bundle_index);
+    rank.set_node_id(r.node_id);
+    for (uint32_t gpu : r.gpu_ids) rank.add_gpu_indices(gpu);
+    rank.set_worker_id(worker_id);
+    return rank;
+  };
+  auto record_rank = [&](const v1::WorkerRank& rank) {
+    absl::MutexLock lock(&mu_);
+    Job& job = *jobs_.at(job_id);
+    *job.info.add_workers() = rank;
+    job.logs.push_back({rank.world_rank(), rank.node_id(), rank.worker_id()});
+  };
+
+  if (per_node) {
+    // One launcher process per node, holding the node's bundles and GPUs;
+    // it starts the node's ranks itself (ranks follow the placement: rank
+    // 0's node is node rank 0).
+    const std::vector<std::string> argv(user.argv().begin(), user.argv().end());
+    for (uint32_t node_rank = 0; node_rank < attempt_env.num_nodes; ++node_rank) {
+      std::vector<const RankedWorker*> local;
+      for (const RankedWorker& r : *ranks) {
+        if (r.node_rank == node_rank) local.push_back(&r);
       }
-      if (builtin.learning_rate() > 0) {
-        w.add_argv("--lr");
-        w.add_argv(absl::StrCat(builtin.learning_rate()));
+      const RankedWorker& first = *local.front();
+      if (LauncherOf(user) == Launcher::kTorchrun && local.size() != (*ranks)[0].local_world_size) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "torchrun runs the same number of ranks on every node, but the placement put ",
+            (*ranks)[0].local_world_size, " on node rank 0 and ", local.size(), " on node rank ", node_rank,
+            " (use STRICT_SPREAD with one worker of all a node's GPUs, or a per-rank command)"));
       }
-      if (builtin.batch_size() > 0) {
-        w.add_argv("--batch-size");
-        w.add_argv(absl::StrCat(builtin.batch_size()));
-      }
-      if (builtin.checkpoint_every_steps() > 0) {
-        w.add_argv("--checkpoint-every");
-        w.add_argv(absl::StrCat(builtin.checkpoint_every_steps()));
-      }
+      NodeLaunch launch{node_rank, attempt_env.num_nodes, static_cast<uint32_t>(local.size()),
+                        attempt_env.world_size, master_addr, attempt_env.master_port};
+      absl::StatusOr<std::vector<std::string>> full_argv = LauncherArgv(LauncherOf(user), argv, launch);
+      if (!full_argv.ok()) return full_argv.status();
+      v1::WorkerSpec w = new_worker(absl::StrCat("n", node_rank), first.bundle_index);
+      for (uint32_t gpu : first.visible_gpu_ids) w.add_visible_gpu_indices(gpu);
+      *w.mutable_rank() = rank_proto(first, w.worker_id());
+      set_env(w, NodeEnv(attempt_env, first.node_id, node_rank, static_cast<uint32_t>(local.size()),
+                         first.bundle_index));
+      add_user_command(w, *full_argv);
+      for (const RankedWorker* r : local) record_rank(rank_proto(*r, w.worker_id()));
+      add(std::move(w), first.node_id);
     }
-    {
-      absl::MutexLock lock(&mu_);
-      Job& job = *jobs_.at(job_id);
-      *job.info.add_workers() = *rank;
-      job.logs.push_back({r.world_rank, r.node_id, w.worker_id()});
+  } else {
+    for (const RankedWorker& r : *ranks) {
+      v1::WorkerSpec w = new_worker(absl::StrCat("r", r.world_rank), r.bundle_index);
+      for (uint32_t gpu : r.visible_gpu_ids) w.add_visible_gpu_indices(gpu);
+      *w.mutable_rank() = rank_proto(r, w.worker_id());
+      set_env(w, RankEnv(attempt_env, r));
+      if (command) {
+        add_user_command(w, {user.argv().begin(), user.argv().end()});
+      } else {
+        const auto& builtin = spec.entrypoint().builtin_trainer();
+        w.add_argv(config_.worker_binary);
+        w.add_argv("train");
+        auto flag = [&](const char* name, auto value) {
+          if (value <= 0) return;
+          w.add_argv(name);
+          w.add_argv(absl::StrCat(value));
+        };
+        flag("--steps", builtin.steps());
+        flag("--lr", builtin.learning_rate());
+        flag("--batch-size", builtin.batch_size());
+        flag("--checkpoint-every", builtin.checkpoint_every_steps());
+      }
+      record_rank(w.rank());
+      add(std::move(w), r.node_id);
     }
-    add(std::move(w), r.node_id);
   }
   absl::StatusOr<std::map<std::string, std::string>> started = StartProcesses(job_id, std::move(by_node));
   if (!started.ok()) return started.status();
@@ -602,25 +693,50 @@ TrainJobController::Outcome TrainJobController::Watch(
       return {false, false, absl::StrCat("the placement group lost bundles: ", pg->pending_reason())};
     }
     size_t workers_done = 0;
+    bool any_failed = false;
     for (const auto& [id, node] : processes) {
       auto exit = job.exits.find(id);
       if (exit == job.exits.end()) continue;
       const v1::WorkerStatus& s = exit->second;
-      const bool clean = s.signal() == 0 && s.exit_code() == 0;
-      if (id == trainer_id) {
-        if (!clean) return {false, false, absl::StrCat("the trainer (", id, " on ", node, ") ", DescribeExit(s))};
-        continue;
+      if (s.signal() != 0 || s.exit_code() != 0) {
+        any_failed = true;
+      } else if (id != trainer_id) {
+        ++workers_done;
       }
-      if (!clean) {
-        std::string rank = id.substr(id.rfind("-r") + 2);
-        return {false, false, absl::StrCat("rank ", rank, " (", id, " on ", node, ") ", DescribeExit(s))};
+    }
+    if (any_failed) {
+      // Like torchrun's "first observed failure": the process that failed
+      // first, by the time of its error, not the order of the reports (its
+      // peers die of the broken connections after it). Its peers get a
+      // moment to report.
+      auto all_ranks_exited = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+        if (job.stop_requested) return true;
+        for (const auto& [id, node] : processes) {
+          if (id != trainer_id && job.exits.count(id) == 0) return false;
+        }
+        return true;
+      };
+      mu_.AwaitWithTimeout(absl::Condition(&all_ranks_exited), kFailureSettle);
+      const v1::WorkerStatus* first = nullptr;
+      std::string first_id, first_node;
+      for (const auto& [id, node] : processes) {
+        auto exit = job.exits.find(id);
+        if (exit == job.exits.end()) continue;
+        const v1::WorkerStatus& s = exit->second;
+        if (s.signal() == 0 && s.exit_code() == 0) continue;
+        if (first == nullptr || FailedAtUs(s) < FailedAtUs(*first)) {
+          first = &s;
+          first_id = id;
+          first_node = node;
+        }
       }
-      ++workers_done;
+      return {false, false, DescribeFailure(first_id, first_node, *first)};
     }
     if (workers_done + 1 == processes.size()) {
-      // Every rank finished cleanly. A user command's trainer only hosted the
-      // store; the built-in one writes the final checkpoint and checks the
-      // ranks agree, so give it a moment; then it is stopped like a leftover.
+      // Every rank finished cleanly. A user command's trainer only relays
+      // reports (stopping it relays the last ones); the built-in one writes
+      // the final checkpoint and checks the ranks agree, so give it a
+      // moment; then it is stopped like a leftover.
       if (job.info.spec().entrypoint().has_command()) return {true, false, ""};
       auto trainer_exited = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
         return job.exits.count(trainer_id) > 0;
@@ -628,8 +744,7 @@ TrainJobController::Outcome TrainJobController::Watch(
       mu_.AwaitWithTimeout(absl::Condition(&trainer_exited), absl::Seconds(3));
       auto exit = job.exits.find(trainer_id);
       if (exit != job.exits.end() && (exit->second.signal() != 0 || exit->second.exit_code() != 0)) {
-        return {false, false,
-                absl::StrCat("the trainer (", trainer_id, ") ", DescribeExit(exit->second))};
+        return {false, false, DescribeFailure(trainer_id, processes.at(trainer_id), exit->second)};
       }
       return {true, false, ""};
     }

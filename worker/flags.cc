@@ -20,9 +20,13 @@ absl::Status ValidateTrainFlags(const TrainFlags& flags) {
 }
 
 absl::Status ValidateTrainerFlags(const TrainerFlags& flags) {
-  if (flags.port == 0 || flags.port > 65535) {
+  if (!flags.report_file.empty()) {
+    if (flags.port != 0) {
+      return absl::InvalidArgumentError("--port: a trainer with --report-file hosts no store");
+    }
+  } else if (flags.port == 0 || flags.port > 65535) {
     return absl::InvalidArgumentError(
-        absl::StrCat("--port: ", flags.port, " is not in [1, 65535]"));
+        absl::StrCat("--port: ", flags.port, " is not in [1, 65535] (or give --report-file)"));
   }
   if (flags.world_size == 0) {
     return absl::InvalidArgumentError("--world-size: must be at least 1");

@@ -28,7 +28,11 @@ struct TrainFlags {
 };
 
 struct TrainerFlags {
+  // The store's port (built-in ranks); 0 with report_file.
   uint32_t port = 0;
+  // A user command's trainer hosts no store: it relays the reports that
+  // rank 0 appends here (report_relay.h).
+  std::string report_file;
   uint32_t world_size = 0;
   std::string checkpoint_dir;
   std::string resume_from;

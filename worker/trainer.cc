@@ -18,11 +18,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
-#include "berth/v1/head.grpc.pb.h"
-#include "common/cluster_tls.h"
-#include "grpcpp/create_channel.h"
-#include "grpcpp/security/credentials.h"
 #include "worker/checkpoint_files.h"
+#include "worker/head_reporter.h"
+#include "worker/report_relay.h"
 #include "worker/store_protocol.h"
 #include "worker/train.h"
 
@@ -30,7 +28,6 @@ namespace berth {
 namespace {
 
 constexpr absl::Duration kPollInterval = absl::Milliseconds(100);
-constexpr absl::Duration kHeadDeadline = absl::Seconds(2);
 
 volatile std::sig_atomic_t g_stop_signal = 0;
 void OnStopSignal(int signal) { g_stop_signal = signal; }
@@ -41,22 +38,6 @@ void Log(const Args&... args) {
   std::fputs(line.c_str(), stderr);
 }
 
-// With TLS the raylet gives the trainer the cluster CA, to verify the head.
-// Reconnects within a second of a restarted head (gRPC's default backoff
-// grows to two minutes, and the reports of a job would stop meanwhile).
-std::shared_ptr<grpc::Channel> HeadChannel(const std::string& head) {
-  TlsConfig tls;
-  if (const char* ca = std::getenv("BERTH_TLS_CA_PEM"); ca != nullptr && *ca != '\0') {
-    tls.enabled = true;
-    tls.ca_pem = ca;
-  }
-  grpc::ChannelArguments args;
-  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
-  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
-  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
-  return tls.MakeChannel(head, TlsRole::kHead, args);
-}
-
 // When the ranks got going (store_protocol.h, berth/startup/<rank>): the
 // latest rank's main() and the latest rank's join of the group.
 struct GroupStartup {
@@ -64,47 +45,19 @@ struct GroupStartup {
   int64_t group_joined_unix_us = 0;
 };
 
-// Reports progress to the head's TrainJobService. Failures are logged (once
-// per distinct error) and never stop the job.
-class HeadReporter {
- public:
-  HeadReporter(const std::string& head, std::string job_id)
-      : stub_(v1::TrainJobService::NewStub(HeadChannel(head))),
-        job_id_(std::move(job_id)) {}
-
-  void Report(const Progress& progress, const std::string& latest_checkpoint,
-              const std::optional<GroupStartup>& startup) {
-    v1::ReportTrainProgressRequest request;
-    request.set_job_id(job_id_);
-    request.set_step(progress.step);
-    request.set_loss(progress.loss);
-    request.set_latest_checkpoint(latest_checkpoint);
-    if (startup.has_value()) {
-      request.set_ranks_running_unix_us(startup->ranks_running_unix_us);
-      request.set_group_joined_unix_us(startup->group_joined_unix_us);
-    }
-    v1::ReportTrainProgressResponse response;
-    grpc::ClientContext context;
-    context.set_deadline(absl::ToChronoTime(absl::Now() + kHeadDeadline));
-    context.set_wait_for_ready(true);  // ride out a head restart within the deadline
-    // The head gives the trainer the cluster token when the cluster has one.
-    if (const char* token = std::getenv("BERTH_CLUSTER_TOKEN"); token != nullptr && *token != '\0') {
-      context.AddMetadata("authorization", std::string("Bearer ") + token);
-    }
-    const grpc::Status status = stub_->ReportTrainProgress(&context, request, &response);
-    const std::string error =
-        status.ok() ? "" : absl::StrCat("code ", status.error_code(), ": ", status.error_message());
-    if (error != last_error_) {
-      Log(error.empty() ? "reporting to the head again" : "reporting to the head failed: " + error);
-      last_error_ = error;
-    }
+// The head's report of the built-in ranks' progress.
+void ReportBuiltin(HeadReporter& head, const Progress& progress, const std::string& latest_checkpoint,
+                   const std::optional<GroupStartup>& startup) {
+  v1::ReportTrainProgressRequest request;
+  request.set_step(progress.step);
+  request.set_loss(progress.loss);
+  request.set_latest_checkpoint(latest_checkpoint);
+  if (startup.has_value()) {
+    request.set_ranks_running_unix_us(startup->ranks_running_unix_us);
+    request.set_group_joined_unix_us(startup->group_joined_unix_us);
   }
-
- private:
-  std::unique_ptr<v1::TrainJobService::Stub> stub_;
-  std::string job_id_;
-  std::string last_error_;
-};
+  head.Report(std::move(request));
+}
 
 // What the trainer has seen of the job so far.
 struct JobView {
@@ -234,7 +187,7 @@ int Serve(const TrainerFlags& flags, const std::optional<std::string>& resume_ch
       joined = startup.has_value();
     }
     if (head.has_value() && (progressed || checkpointed || joined)) {
-      head->Report(view.progress, view.latest_checkpoint, startup);
+      ReportBuiltin(*head, view.progress, view.latest_checkpoint, startup);
     }
     if (all_done) return JudgeEnd(*store, flags.world_size);
     if (absl::Now() > deadline) {
@@ -259,6 +212,7 @@ int RunTrainer(const TrainerFlags& flags) {
     Log("error: --checkpoint-dir: ", s.message());
     return kUsageExitCode;
   }
+  if (!flags.report_file.empty()) return RelayReports(flags, g_stop_signal);
   std::optional<std::string> resume_checkpoint;
   uint64_t resume_step = 0;
   if (!flags.resume_from.empty()) {

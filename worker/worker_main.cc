@@ -54,9 +54,13 @@ int main(int argc, char** argv) {
                          "rank 0)");
 
   CLI::App* trainer_mode = app.add_subcommand(
-      "trainer", "the job's driver: hosts the store, saves checkpoints, reports to the head");
-  trainer_mode->add_option("--port", trainer.port, "port of the store (all interfaces)")
-      ->required();
+      "trainer", "the job's driver: hosts the built-in ranks' store or relays a script's reports, "
+      "saves checkpoints, reports to the head");
+  trainer_mode->add_option("--port", trainer.port,
+                           "port of the built-in ranks' store (all interfaces)");
+  trainer_mode->add_option("--report-file", trainer.report_file,
+                           "a user command's job: relay rank 0's berth.train.report() lines from "
+                           "this file instead of hosting a store");
   trainer_mode->add_option("--world-size", trainer.world_size, "number of ranks")->required();
   trainer_mode
       ->add_option("--checkpoint-dir", trainer.checkpoint_dir,

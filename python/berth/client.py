@@ -1,0 +1,281 @@
+"""Client: submit train jobs to a berth cluster and follow them.
+
+``Client()`` finds the cluster as the ``berth`` CLI does: ``address``, else
+$BERTH_ADDRESS, else the local cluster that ``berth up`` started (its state
+file under $BERTH_HOME or /tmp/berth-<uid>), else 127.0.0.1:6380; the
+cluster token and TLS files likewise (arguments, $BERTH_TOKEN_FILE /
+$BERTH_TLS_CA_FILE, the local cluster's). Every call has a deadline.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Dict, Iterator, List, Optional, Sequence, Union
+
+import grpc
+
+from berth.config import FailureConfig, ScalingConfig
+from berth.errors import BerthError, InvalidArgumentError, from_rpc_error
+
+DEFAULT_ADDRESS = "127.0.0.1:6380"
+TERMINAL_STATES = ("SUCCEEDED", "FAILED", "STOPPED")
+LAUNCHERS = ("torchrun", "accelerate")
+
+
+def local_state_dir() -> str:
+    """The local cluster's state directory (``berth up`` writes it)."""
+    home = os.environ.get("BERTH_HOME") or f"/tmp/berth-{os.getuid()}"
+    return os.path.join(home, "local")
+
+
+def _read(path: str) -> Optional[bytes]:
+    try:
+        with open(path, "rb") as f:
+            return f.read()
+    except FileNotFoundError:
+        return None
+
+
+@dataclass
+class Worker:
+    """One rank of a job's current attempt and where it runs."""
+
+    rank: int
+    local_rank: int
+    node_rank: int
+    local_world_size: int
+    node_id: str
+    gpus: List[int]
+    worker_id: str
+
+
+@dataclass
+class JobStatus:
+    """A job as the head knows it (berth.v1.TrainJobInfo)."""
+
+    job_id: str
+    name: str
+    state: str
+    message: str
+    attempt: int
+    failures: int
+    failure_causes: List[str]
+    step: int
+    loss: float
+    metrics: Dict[str, float]
+    latest_checkpoint: str
+    master_address: str
+    workers: List[Worker] = field(default_factory=list)
+
+    @property
+    def terminal(self) -> bool:
+        return self.state in TERMINAL_STATES
+
+    def rank_table(self) -> str:
+        """The ranks, one line each, as ``berth job`` prints them."""
+        rows = [("RANK", "LOCAL", "NODE_RANK", "NODE", "GPUS", "WORKER")]
+        for w in self.workers:
+            rows.append((str(w.rank), str(w.local_rank), str(w.node_rank), w.node_id,
+                         ",".join(map(str, w.gpus)) or "-", w.worker_id))
+        widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+        return "\n".join("  ".join(c.ljust(widths[i]) for i, c in enumerate(r)).rstrip() for r in rows)
+
+    @classmethod
+    def from_proto(cls, info) -> "JobStatus":
+        from berth.v1 import train_pb2
+
+        return cls(
+            job_id=info.job_id, name=info.spec.name,
+            state=train_pb2.TrainJobState.Name(info.state).replace("TRAIN_JOB_STATE_", ""),
+            message=info.message, attempt=info.attempt, failures=info.failures,
+            failure_causes=list(info.failure_causes), step=info.last_step, loss=info.last_loss,
+            metrics=dict(info.last_metrics), latest_checkpoint=info.latest_checkpoint,
+            master_address=info.master_address,
+            workers=[Worker(w.world_rank, w.local_rank, w.node_rank, w.local_world_size, w.node_id,
+                            list(w.gpu_indices), w.worker_id) for w in info.workers])
+
+
+class Job:
+    """A submitted train job."""
+
+    def __init__(self, client: "Client", job_id: str) -> None:
+        self._client = client
+        self.id = job_id
+
+    def __repr__(self) -> str:
+        return f"Job({self.id!r})"
+
+    def status(self) -> JobStatus:
+        """The job now."""
+        from berth.v1 import head_pb2
+
+        response = self._client._call("GetTrainJob", head_pb2.GetTrainJobRequest(job_id=self.id))
+        return JobStatus.from_proto(response.job)
+
+    def wait(self, timeout: Optional[float] = None, poll: float = 0.25) -> JobStatus:
+        """Waits until the job ends and returns its final status (also when
+        it FAILED: look at ``state`` and ``failure_causes``). TimeoutError
+        after ``timeout`` seconds."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            status = self.status()
+            if status.terminal:
+                return status
+            if deadline is not None and time.monotonic() >= deadline:
+                raise TimeoutError(f"job {self.id} is still {status.state} after {timeout} s: {status.message}")
+            time.sleep(poll)
+
+    def logs(self, rank: Optional[int] = None, follow: bool = False) -> Union[str, Iterator[str]]:
+        """The ranks' output (one rank's with ``rank``). With ``follow``, an
+        iterator of pieces of output until the job ends; else all of it."""
+        from berth.v1 import head_pb2
+
+        request = head_pb2.StreamTrainJobLogsRequest(job_id=self.id, follow=follow)
+        if rank is not None:
+            request.rank = rank
+        # Following has no deadline: it ends with the job.
+        chunks = self._client._stream("StreamTrainJobLogs", request,
+                                      timeout=None if follow else self._client.timeout)
+        pieces = (chunk.data.decode("utf-8", "replace") for chunk in chunks)
+        return pieces if follow else "".join(pieces)
+
+    def stop(self) -> None:
+        """Stops the job (STOPPED once its processes are gone)."""
+        from berth.v1 import head_pb2
+
+        self._client._call("StopTrainJob", head_pb2.StopTrainJobRequest(job_id=self.id,
+                                                                        request_id=str(uuid.uuid4())))
+
+
+class Client:
+    """A connection to a berth head."""
+
+    def __init__(self, address: Optional[str] = None, *, token_file: Optional[str] = None,
+                 tls_ca_file: Optional[str] = None, tls_cert_file: Optional[str] = None,
+                 tls_key_file: Optional[str] = None, timeout: float = 10.0) -> None:
+        state_dir = local_state_dir()
+        self.address = address or os.environ.get("BERTH_ADDRESS") or self._local_address(state_dir) \
+            or DEFAULT_ADDRESS
+        self.timeout = timeout
+        token_path = token_file or os.environ.get("BERTH_TOKEN_FILE") or os.path.join(state_dir, "token")
+        token = _read(token_path)
+        if token is None and (token_file or os.environ.get("BERTH_TOKEN_FILE")):
+            raise InvalidArgumentError(f"token_file: cannot read {token_path}")
+        self._metadata = [("authorization", "Bearer " + token.decode().strip())] if token else []
+        self._channel = self._open_channel(state_dir, tls_ca_file, tls_cert_file, tls_key_file)
+
+    @staticmethod
+    def _local_address(state_dir: str) -> Optional[str]:
+        data = _read(os.path.join(state_dir, "cluster.json"))
+        if data is None:
+            return None
+        try:
+            return json.loads(data).get("head_address") or None
+        except ValueError as e:
+            raise BerthError(f"{state_dir}/cluster.json: not a berth state file: {e}")
+
+    def _open_channel(self, state_dir, ca_file, cert_file, key_file) -> grpc.Channel:
+        if not ca_file and os.environ.get("BERTH_TLS_CA_FILE"):
+            ca_file = os.environ["BERTH_TLS_CA_FILE"]
+            cert_file = os.environ.get("BERTH_TLS_CERT_FILE")
+            key_file = os.environ.get("BERTH_TLS_KEY_FILE")
+        elif not ca_file and os.path.exists(os.path.join(state_dir, "tls", "ca.crt")):
+            tls = os.path.join(state_dir, "tls")
+            ca_file, cert_file, key_file = (os.path.join(tls, f) for f in ("ca.crt", "client.crt", "client.key"))
+        if not ca_file:
+            return grpc.insecure_channel(self.address)
+        ca, cert, key = (_read(path) if path else None for path in (ca_file, cert_file, key_file))
+        if ca is None:
+            raise InvalidArgumentError(f"tls_ca_file: cannot read {ca_file}")
+        credentials = grpc.ssl_channel_credentials(root_certificates=ca, private_key=key, certificate_chain=cert)
+        # The head's certificate names the role, not the host (common/cluster_tls.h).
+        return grpc.secure_channel(self.address, credentials, options=[("grpc.ssl_target_name_override", "berth-head")])
+
+    def _stub(self):
+        from berth.v1 import head_pb2_grpc
+
+        return head_pb2_grpc.TrainJobServiceStub(self._channel)
+
+    def _call(self, method: str, request):
+        try:
+            return getattr(self._stub(), method)(request, timeout=self.timeout, metadata=self._metadata)
+        except grpc.RpcError as e:
+            raise from_rpc_error(e) from None
+
+    def _stream(self, method: str, request, timeout: Optional[float]):
+        try:
+            for item in getattr(self._stub(), method)(request, timeout=timeout, metadata=self._metadata):
+                yield item
+        except grpc.RpcError as e:
+            raise from_rpc_error(e) from None
+
+    def close(self) -> None:
+        self._channel.close()
+
+    def __enter__(self) -> "Client":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def submit(self, entrypoint: Union[Sequence[str], str, None] = None, *,
+               scaling_config: Optional[ScalingConfig] = None,
+               failure_config: Optional[FailureConfig] = None, name: str = "",
+               env: Optional[Dict[str, str]] = None, working_dir: str = "",
+               launcher: Optional[str] = None, per_node: bool = False, storage_path: str = "",
+               labels: Optional[Dict[str, str]] = None,
+               builtin: Optional[Dict[str, Union[int, float, str]]] = None) -> Job:
+        """Submits a train job: ``entrypoint`` runs on every rank (a list
+        of argv, or a string split like a shell would), or once per node
+        with ``per_node`` / ``launcher`` ("torchrun", "accelerate");
+        ``builtin`` runs berth's built-in trainer instead (e.g.
+        ``{"steps": 200}``)."""
+        import shlex
+
+        from berth.v1 import head_pb2, train_pb2
+
+        scaling_config = scaling_config or ScalingConfig()
+        spec = train_pb2.TrainJobSpec(name=name, scaling_config=scaling_config.to_proto(),
+                                      storage_path=storage_path)
+        if failure_config is not None:
+            spec.failure_config.CopyFrom(failure_config.to_proto())
+        for key, value in (labels or {}).items():
+            spec.labels[key] = value
+        if (entrypoint is None) == (builtin is None):
+            raise InvalidArgumentError("entrypoint: give a command or builtin=, one of the two")
+        if builtin is not None:
+            known = {"model", "steps", "learning_rate", "batch_size", "checkpoint_every_steps"}
+            for key in builtin:
+                if key not in known:
+                    raise InvalidArgumentError(f"builtin[{key!r}]: unknown (allowed: {', '.join(sorted(known))})")
+            spec.entrypoint.builtin_trainer.SetInParent()
+            for key, value in builtin.items():
+                setattr(spec.entrypoint.builtin_trainer, key, value)
+        else:
+            argv = shlex.split(entrypoint) if isinstance(entrypoint, str) else list(entrypoint)
+            command = spec.entrypoint.command
+            command.argv.extend(argv)
+            for key, value in (env or {}).items():
+                command.env[key] = str(value)
+            command.working_dir = working_dir
+            command.per_node = per_node
+            if launcher is not None:
+                if launcher not in LAUNCHERS:
+                    raise InvalidArgumentError(f"launcher: one of {', '.join(LAUNCHERS)}, not {launcher!r}")
+                command.launcher = train_pb2.Entrypoint.Launcher.Value(f"LAUNCHER_{launcher.upper()}")
+        response = self._call("SubmitTrainJob", head_pb2.SubmitTrainJobRequest(spec=spec, request_id=str(uuid.uuid4())))
+        return Job(self, response.job_id)
+
+    def job(self, job_id: str) -> Job:
+        """The job with this id (NotFoundError from its calls if none)."""
+        return Job(self, job_id)
+
+    def jobs(self) -> List[JobStatus]:
+        """Every job the head knows, oldest first."""
+        from berth.v1 import head_pb2
+
+        return [JobStatus.from_proto(j) for j in self._call("ListTrainJobs", head_pb2.ListTrainJobsRequest()).jobs]

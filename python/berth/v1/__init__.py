@@ -1,0 +1,1 @@
+"""Generated gRPC stubs of proto/berth/v1 (built by setup.py, never edited by hand)."""

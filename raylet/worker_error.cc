@@ -1,0 +1,120 @@
+#include "raylet/worker_error.h"
+
+#include <sys/stat.h>
+
+#include <fstream>
+#include <sstream>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "nlohmann/json.hpp"
+
+namespace berth {
+namespace {
+
+// Enough for the error file's message and a dozen traceback lines.
+constexpr std::streamoff kMaxReadBytes = 64 * 1024;
+constexpr std::streamoff kStderrTailBytes = 8 * 1024;
+constexpr absl::Duration kRecentWrite = absl::Seconds(1);
+
+std::string ReadUpTo(const std::string& path, std::streamoff max_bytes, bool tail) {
+  std::ifstream in(path, std::ios::binary | std::ios::ate);
+  if (!in) return "";
+  const std::streamoff size = in.tellg();
+  const std::streamoff from = tail && size > max_bytes ? size - max_bytes : 0;
+  in.seekg(from);
+  std::string data(static_cast<size_t>(std::min(size - from, max_bytes)), '\0');
+  in.read(data.data(), static_cast<std::streamsize>(data.size()));
+  data.resize(static_cast<size_t>(in.gcount()));
+  return data;
+}
+
+// The last `n` non-empty lines of `text`, without a partial first line when
+// `text` was cut from a longer file.
+std::string LastLines(absl::string_view text, size_t n, bool cut) {
+  std::vector<absl::string_view> lines = absl::StrSplit(text, '\n');
+  if (cut && !lines.empty()) lines.erase(lines.begin());
+  std::vector<absl::string_view> kept;
+  for (auto it = lines.rbegin(); it != lines.rend() && kept.size() < n; ++it) {
+    absl::string_view line = absl::StripTrailingAsciiWhitespace(*it);
+    if (!line.empty()) kept.push_back(line);
+  }
+  return absl::StrJoin(kept.rbegin(), kept.rend(), "\n");
+}
+
+// At most kMaxWorkerErrorBytes: the headline (first line, cut to half the
+// bound) and the end of the rest, where the exception was raised.
+std::string Bounded(std::string text) {
+  if (text.size() <= kMaxWorkerErrorBytes) return text;
+  constexpr size_t kHalf = kMaxWorkerErrorBytes / 2;
+  size_t newline = text.find('\n');
+  std::string head = text.substr(0, std::min(newline, kHalf));
+  if (newline == std::string::npos) return head;
+  const size_t room = kMaxWorkerErrorBytes - head.size() - 5;
+  return absl::StrCat(head, "\n...", text.substr(text.size() - room));
+}
+
+// torch's error file: the exception line first, then where it was raised.
+std::string FromErrorFile(const std::string& data) {
+  nlohmann::json json = nlohmann::json::parse(data, nullptr, /*allow_exceptions=*/false);
+  if (!json.is_object() || !json.contains("message")) return "";
+  const nlohmann::json& message = json["message"];
+  if (message.is_string()) return message.get<std::string>();
+  if (!message.is_object() || !message.contains("message") || !message["message"].is_string()) {
+    return "";
+  }
+  std::string out = message["message"].get<std::string>();
+  const nlohmann::json* stack = nullptr;
+  if (message.contains("extraInfo") && message["extraInfo"].is_object() &&
+      message["extraInfo"].contains("py_callstack")) {
+    stack = &message["extraInfo"]["py_callstack"];
+  }
+  if (stack != nullptr && stack->is_string()) {
+    // The traceback ends with the exception line again: keep the frames.
+    std::string frames = LastLines(stack->get<std::string>(), kWorkerErrorTailLines, false);
+    if (!frames.empty()) absl::StrAppend(&out, "\n", frames);
+  }
+  return out;
+}
+
+}  // namespace
+
+WorkerError ReadWorkerError(const std::string& error_file, const std::string& stderr_path,
+                            absl::Time started, absl::Time exited) {
+  WorkerError error;
+  error.failed_unix_us = absl::ToUnixMicros(exited);
+  struct stat st = {};
+  if (!error_file.empty() && stat(error_file.c_str(), &st) == 0) {
+    const absl::Time written = absl::TimeFromTimespec(st.st_mtim);
+    std::string message =
+        written >= started ? FromErrorFile(ReadUpTo(error_file, kMaxReadBytes, false)) : "";
+    if (!message.empty()) {
+      error.message = Bounded(std::move(message));
+      error.failed_unix_us = std::min(error.failed_unix_us, absl::ToUnixMicros(written));
+      return error;
+    }
+  }
+  const std::string tail = ReadUpTo(stderr_path, kStderrTailBytes, true);
+  struct stat err_st = {};
+  if (stat(stderr_path.c_str(), &err_st) != 0) return error;
+  const std::string lines =
+      LastLines(tail, kWorkerErrorTailLines, err_st.st_size > static_cast<off_t>(kStderrTailBytes));
+  // The headline first, as with the error file: a traceback ends with it.
+  const size_t last = lines.rfind('\n');
+  error.message = Bounded(last == std::string::npos ? lines
+                                                    : absl::StrCat(lines.substr(last + 1), "\n", lines));
+  // The exit is seen up to a reap interval late, so two ranks that die
+  // together can look simultaneous; the traceback's write (just before the
+  // exit) orders them. Not an older write: a rank killed silently failed
+  // when it exited, not at its last log line.
+  const absl::Time written = absl::TimeFromTimespec(err_st.st_mtim);
+  if (written <= exited && exited - written < kRecentWrite) {
+    error.failed_unix_us = absl::ToUnixMicros(written);
+  }
+  return error;
+}
+
+}  // namespace berth

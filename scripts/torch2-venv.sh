@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# The PyPI PyTorch 2.x line that most users run, with current Lightning and
+# Accelerate, in a virtualenv cached per machine (about 4.5 GB the first
+# time: torch's CUDA wheels are required even on CPU). Idempotent and quiet
+# when the venv is there; prints the venv's python on stdout.
+#
+#   PY=$(scripts/torch2-venv.sh)    (BERTH_TORCH2_VENV overrides the place)
+set -euo pipefail
+VENV=${BERTH_TORCH2_VENV:-$HOME/.cache/berth/venv-torch2}
+# Lower bounds, not pins: the point is the line users install today.
+REQUIREMENTS=("torch>=2.1" "lightning>=2.1" "accelerate>=0.30" "grpcio>=1.51" "protobuf>=4.21" "pyyaml" "pytest")
+if ! "$VENV/bin/python" -c "import torch, lightning, accelerate, grpc, yaml, pytest" 2>/dev/null; then
+  echo "torch2-venv: installing ${REQUIREMENTS[*]} into $VENV (once per machine)" >&2
+  /usr/bin/python3 -m venv "$VENV"
+  "$VENV/bin/pip" install -q --disable-pip-version-check "${REQUIREMENTS[@]}" >&2
+fi
+echo "$VENV/bin/python"

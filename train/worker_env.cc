@@ -1,0 +1,162 @@
+#include "train/worker_env.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
+namespace berth {
+namespace {
+
+constexpr const char* kDefaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+
+// What a rank and a per-node launcher share.
+std::map<std::string, std::string> CommonEnv(const AttemptEnv& a, const std::string& node_id,
+                                             uint32_t node_rank, uint32_t local_world_size,
+                                             uint32_t bundle_index) {
+  std::map<std::string, std::string> env;
+  env["PATH"] = kDefaultPath;
+  env["MASTER_ADDR"] = a.master_addr;
+  env["MASTER_PORT"] = absl::StrCat(a.master_port);
+  env["WORLD_SIZE"] = absl::StrCat(a.world_size);
+  env["LOCAL_WORLD_SIZE"] = absl::StrCat(local_world_size);
+  env["NODE_RANK"] = absl::StrCat(node_rank);
+  env["GROUP_RANK"] = absl::StrCat(node_rank);
+  env["GROUP_WORLD_SIZE"] = absl::StrCat(a.num_nodes);
+  env["ROLE_NAME"] = "default";  // torchrun's default --role
+  env["ROLE_WORLD_SIZE"] = absl::StrCat(a.world_size);
+  env["TORCHELASTIC_RESTART_COUNT"] = absl::StrCat(a.attempt);
+  env["TORCHELASTIC_MAX_RESTARTS"] = absl::StrCat(a.max_restarts);
+  env["TORCHELASTIC_RUN_ID"] = a.job_id;
+  env["TORCHELASTIC_USE_AGENT_STORE"] = a.agent_store ? "True" : "False";
+  // torchrun's defaults, which a job's env may override.
+  env["TORCH_NCCL_ASYNC_ERROR_HANDLING"] = "1";
+  env["OMP_NUM_THREADS"] = absl::StrCat(std::max(1.0, std::floor(a.cpus_per_worker)));
+  // Lines reach `berth logs` as they are printed.
+  env["PYTHONUNBUFFERED"] = "1";
+  env["BERTH_JOB_ID"] = a.job_id;
+  env["BERTH_PLACEMENT_GROUP_ID"] = a.placement_group_id;
+  env["BERTH_BUNDLE_INDEX"] = absl::StrCat(bundle_index);
+  env["BERTH_HEAD_ADDRESS"] = a.head_address;
+  env["BERTH_NODE_ID"] = node_id;
+  env["BERTH_ATTEMPT"] = absl::StrCat(a.attempt);
+  env["BERTH_STORAGE_PATH"] = a.storage_path;
+  env["BERTH_REPORT_FILE"] = a.report_file;
+  env["BERTH_LATEST_CHECKPOINT"] = a.latest_checkpoint;
+  return env;
+}
+
+const std::vector<std::string>& LauncherFlagNames(Launcher launcher) {
+  static const std::vector<std::string> torchrun = {"--nnodes", "--node_rank", "--nproc_per_node",
+                                                    "--master_addr", "--master_port"};
+  static const std::vector<std::string> accelerate = {
+      "--num_machines", "--machine_rank", "--num_processes", "--main_process_ip",
+      "--main_process_port"};
+  static const std::vector<std::string> none;
+  switch (launcher) {
+    case Launcher::kTorchrun:
+      return torchrun;
+    case Launcher::kAccelerate:
+      return accelerate;
+    default:
+      return none;
+  }
+}
+
+// Index in argv after which the launcher's flags go.
+absl::StatusOr<size_t> FlagPosition(Launcher launcher, const std::vector<std::string>& argv,
+                                    absl::string_view field) {
+  if (argv.empty()) return absl::InvalidArgumentError(absl::StrCat(field, ": give the program to run"));
+  // `python -m <module>`: the module's own arguments follow it.
+  for (size_t i = 1; i + 1 < argv.size(); ++i) {
+    if (argv[i] == "-m") return i + 1;
+  }
+  if (launcher == Launcher::kAccelerate) {
+    if (argv.size() < 2 || argv[1] != "launch") {
+      return absl::InvalidArgumentError(absl::StrCat(
+          field, ": the accelerate launcher runs `accelerate launch ...` (argv[1] is \"",
+          argv.size() < 2 ? "" : argv[1], "\", not \"launch\")"));
+    }
+    return 1;
+  }
+  return 0;
+}
+
+}  // namespace
+
+absl::Status ValidateLauncherArgv(Launcher launcher, const std::vector<std::string>& argv,
+                                  absl::string_view field) {
+  if (launcher == Launcher::kNone) return absl::OkStatus();
+  absl::StatusOr<size_t> position = FlagPosition(launcher, argv, field);
+  if (!position.ok()) return position.status();
+  for (size_t i = *position + 1; i < argv.size(); ++i) {
+    for (const std::string& flag : LauncherFlagNames(launcher)) {
+      // Also the spellings with dashes (--node-rank) and "=value".
+      std::string dashed = flag;
+      std::replace(dashed.begin() + 2, dashed.end(), '_', '-');
+      for (const std::string& name : {flag, dashed}) {
+        if (argv[i] == name || absl::StartsWith(argv[i], name + "=")) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              field, "[", i, "]: ", name, " is filled in by berth from the placement (",
+              absl::StrJoin(LauncherFlagNames(launcher), " "), ")"));
+        }
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<std::string>> LauncherArgv(Launcher launcher,
+                                                      const std::vector<std::string>& argv,
+                                                      const NodeLaunch& node) {
+  if (launcher == Launcher::kNone) return argv;
+  if (absl::Status s = ValidateLauncherArgv(launcher, argv, "argv"); !s.ok()) return s;
+  absl::StatusOr<size_t> position = FlagPosition(launcher, argv, "argv");
+  if (!position.ok()) return position.status();
+  const std::vector<std::string>& names = LauncherFlagNames(launcher);
+  const std::vector<std::string> values = {
+      absl::StrCat(node.num_nodes), absl::StrCat(node.node_rank),
+      absl::StrCat(launcher == Launcher::kTorchrun ? node.nproc_per_node : node.world_size),
+      node.master_addr, absl::StrCat(node.master_port)};
+  std::vector<std::string> out(argv.begin(), argv.begin() + *position + 1);
+  for (size_t i = 0; i < names.size(); ++i) out.push_back(absl::StrCat(names[i], "=", values[i]));
+  out.insert(out.end(), argv.begin() + *position + 1, argv.end());
+  return out;
+}
+
+std::map<std::string, std::string> RankEnv(const AttemptEnv& a, const RankedWorker& r) {
+  std::map<std::string, std::string> env =
+      CommonEnv(a, r.node_id, r.node_rank, r.local_world_size, r.bundle_index);
+  env["RANK"] = absl::StrCat(r.world_rank);
+  env["LOCAL_RANK"] = absl::StrCat(r.local_rank);
+  env["ROLE_RANK"] = absl::StrCat(r.world_rank);
+  return env;
+}
+
+std::map<std::string, std::string> NodeEnv(const AttemptEnv& a, const std::string& node_id,
+                                           uint32_t node_rank, uint32_t local_world_size,
+                                           uint32_t first_bundle_index) {
+  return CommonEnv(a, node_id, node_rank, local_world_size, first_bundle_index);
+}
+
+const std::vector<std::string>& ReservedEnvNames() {
+  static const std::vector<std::string> names = {
+      "MASTER_ADDR", "MASTER_PORT", "RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE",
+      "NODE_RANK", "GROUP_RANK", "GROUP_WORLD_SIZE", "ROLE_RANK", "ROLE_NAME", "ROLE_WORLD_SIZE",
+      "CUDA_VISIBLE_DEVICES", "TORCHELASTIC_RESTART_COUNT", "TORCHELASTIC_MAX_RESTARTS",
+      "TORCHELASTIC_RUN_ID", "TORCHELASTIC_USE_AGENT_STORE", "TORCHELASTIC_ERROR_FILE",
+      "BERTH_JOB_ID", "BERTH_PLACEMENT_GROUP_ID", "BERTH_BUNDLE_INDEX", "BERTH_HEAD_ADDRESS",
+      "BERTH_NODE_ID", "BERTH_ATTEMPT", "BERTH_STORAGE_PATH", "BERTH_REPORT_FILE", "BERTH_LATEST_CHECKPOINT"};
+  return names;
+}
+
+const std::vector<std::string>& DefaultedEnvNames() {
+  static const std::vector<std::string> names = {"PATH", "OMP_NUM_THREADS",
+                                                 "TORCH_NCCL_ASYNC_ERROR_HANDLING",
+                                                 "PYTHONUNBUFFERED"};
+  return names;
+}
+
+}  // namespace berth
