@@ -46,6 +46,7 @@ std::string DescribeExit(const v1::WorkerStatus& s) {
 // its worker id (<job>-a<n>-r<rank> | -n<node rank> | -trainer).
 std::string DescribeProcess(const std::string& worker_id) {
   if (absl::EndsWith(worker_id, "-trainer")) return "the trainer";
+  if (absl::EndsWith(worker_id, "-store")) return "the rendezvous store host";
   const size_t dash = worker_id.rfind('-');
   if (dash == std::string::npos || dash + 2 > worker_id.size()) return worker_id;
   const std::string number = worker_id.substr(dash + 2);
@@ -71,6 +72,24 @@ std::string DescribeFailure(const std::string& worker_id, const std::string& nod
 // When a process failed, for finding the first failure of a group.
 int64_t FailedAtUs(const v1::WorkerStatus& s) {
   return s.failed_unix_us() != 0 ? s.failed_unix_us() : s.ended_unix_ms() * 1000;
+}
+
+// The processes of an attempt that are not ranks.
+bool IsHelperProcess(const std::string& worker_id) {
+  return absl::EndsWith(worker_id, "-trainer") || absl::EndsWith(worker_id, "-store");
+}
+
+bool IsPerNode(const v1::TrainJobSpec& spec) {
+  const v1::Entrypoint::Command& c = spec.entrypoint().command();
+  return spec.entrypoint().has_command() &&
+         (c.per_node() || c.launcher() != v1::Entrypoint::LAUNCHER_UNSPECIFIED);
+}
+
+// A per-rank Python command gets a store host of its own interpreter
+// (worker_env.h); a launcher's agent hosts its own.
+bool HasStoreHost(const v1::TrainJobSpec& spec) {
+  return spec.entrypoint().has_command() && !IsPerNode(spec) &&
+         IsPythonInterpreter(spec.entrypoint().command().argv(0));
 }
 
 Launcher LauncherOf(const v1::Entrypoint::Command& command) {
@@ -379,7 +398,9 @@ void TrainJobController::ResumeJob(const std::string& job_id) {
     attempt = info.attempt();
     for (const v1::WorkerRank& w : info.workers()) {
       processes[w.worker_id()] = w.node_id();
-      if (w.world_rank() == 0) processes[absl::StrCat(job_id, "-a", attempt, "-trainer")] = w.node_id();
+      if (w.world_rank() != 0) continue;
+      processes[absl::StrCat(job_id, "-a", attempt, "-trainer")] = w.node_id();
+      if (HasStoreHost(info.spec())) processes[absl::StrCat(job_id, "-a", attempt, "-store")] = w.node_id();
     }
   }
   if (pg_id.empty()) {  // stopped before its group was created
@@ -477,7 +498,8 @@ absl::StatusOr<std::map<std::string, std::string>> TrainJobController::Launch(
   }
   const bool command = spec.entrypoint().has_command();
   const v1::Entrypoint::Command& user = spec.entrypoint().command();
-  const bool per_node = command && (user.per_node() || user.launcher() != v1::Entrypoint::LAUNCHER_UNSPECIFIED);
+  const bool per_node = IsPerNode(spec);
+  const bool store_host = HasStoreHost(spec);
   AttemptEnv attempt_env;
   attempt_env.job_id = job_id;
   attempt_env.placement_group_id = pg.placement_group_id();
@@ -488,9 +510,9 @@ absl::StatusOr<std::map<std::string, std::string>> TrainJobController::Launch(
   for (const RankedWorker& r : *ranks) attempt_env.num_nodes = std::max(attempt_env.num_nodes, r.node_rank + 1);
   attempt_env.attempt = attempt;
   attempt_env.max_restarts = spec.failure_config().max_failures();
-  // Built-in ranks meet at the trainer's store; a user command's rank 0
-  // hosts its own, in the user's torch version (worker_env.h).
-  attempt_env.agent_store = !command;
+  // Built-in ranks meet at the trainer's store; a user command's store is
+  // in the user's torch: a store host's, else rank 0's (worker_env.h).
+  attempt_env.agent_store = !command || store_host;
   attempt_env.storage_path = job_dir;
   if (command) attempt_env.report_file = absl::StrCat(job_dir, "/reports/attempt-", attempt, ".jsonl");
   attempt_env.latest_checkpoint = resume_from;
@@ -544,6 +566,13 @@ absl::StatusOr<std::map<std::string, std::string>> TrainJobController::Launch(
   // Only the trainer calls the head (ReportTrainProgress); ranks never see the token.
   if (!config_.cluster_token.empty()) (*trainer.mutable_env())["BERTH_CLUSTER_TOKEN"] = config_.cluster_token;
   add(std::move(trainer), (*ranks)[0].node_id);
+
+  if (store_host) {
+    v1::WorkerSpec store = new_worker("store", 0);
+    set_env(store, NodeEnv(attempt_env, (*ranks)[0].node_id, 0, (*ranks)[0].local_world_size, 0));
+    add_user_command(store, StoreHostArgv(user.argv(0), attempt_env.master_port, attempt_env.world_size));
+    add(std::move(store), (*ranks)[0].node_id);
+  }
 
   auto rank_proto = [](const RankedWorker& r, const std::string& worker_id) {
     v1::WorkerRank rank;
@@ -684,6 +713,8 @@ TrainJobController::Outcome TrainJobController::Watch(
     }
     return std::string();
   }();
+  const size_t ranks = static_cast<size_t>(std::count_if(
+      processes.begin(), processes.end(), [](const auto& p) { return !IsHelperProcess(p.first); }));
   while (true) {
     absl::StatusOr<v1::PlacementGroupInfo> pg = groups_->GetGroup(pg_id);
     absl::MutexLock lock(&mu_);
@@ -700,7 +731,7 @@ TrainJobController::Outcome TrainJobController::Watch(
       const v1::WorkerStatus& s = exit->second;
       if (s.signal() != 0 || s.exit_code() != 0) {
         any_failed = true;
-      } else if (id != trainer_id) {
+      } else if (!IsHelperProcess(id)) {
         ++workers_done;
       }
     }
@@ -712,7 +743,7 @@ TrainJobController::Outcome TrainJobController::Watch(
       auto all_ranks_exited = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
         if (job.stop_requested) return true;
         for (const auto& [id, node] : processes) {
-          if (id != trainer_id && job.exits.count(id) == 0) return false;
+          if (!IsHelperProcess(id) && job.exits.count(id) == 0) return false;
         }
         return true;
       };
@@ -732,9 +763,10 @@ TrainJobController::Outcome TrainJobController::Watch(
       }
       return {false, false, DescribeFailure(first_id, first_node, *first)};
     }
-    if (workers_done + 1 == processes.size()) {
+    if (workers_done == ranks) {
       // Every rank finished cleanly. A user command's trainer only relays
-      // reports (stopping it relays the last ones); the built-in one writes
+      // reports (stopping it relays the last ones) and its store host is
+      // no longer needed; the built-in trainer writes
       // the final checkpoint and checks the ranks agree, so give it a
       // moment; then it is stopped like a leftover.
       if (job.info.spec().entrypoint().has_command()) return {true, false, ""};

@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <cmath>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
+#include "absl/strings/strip.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 
@@ -132,6 +134,9 @@ std::map<std::string, std::string> RankEnv(const AttemptEnv& a, const RankedWork
   env["RANK"] = absl::StrCat(r.world_rank);
   env["LOCAL_RANK"] = absl::StrCat(r.local_rank);
   env["ROLE_RANK"] = absl::StrCat(r.world_rank);
+  // Accelerate's PartialState takes a CPU rank for a single process unless
+  // told (what `accelerate launch --cpu` tells it).
+  if (r.gpu_ids.empty()) env["ACCELERATE_USE_CPU"] = "true";
   return env;
 }
 
@@ -139,6 +144,32 @@ std::map<std::string, std::string> NodeEnv(const AttemptEnv& a, const std::strin
                                            uint32_t node_rank, uint32_t local_world_size,
                                            uint32_t first_bundle_index) {
   return CommonEnv(a, node_id, node_rank, local_world_size, first_bundle_index);
+}
+
+bool IsPythonInterpreter(absl::string_view program) {
+  const size_t slash = program.rfind('/');
+  absl::string_view name = slash == absl::string_view::npos ? program : program.substr(slash + 1);
+  if (!absl::ConsumePrefix(&name, "python")) return false;
+  return std::all_of(name.begin(), name.end(), [](char c) { return absl::ascii_isdigit(c) || c == '.'; });
+}
+
+std::vector<std::string> StoreHostArgv(const std::string& python, uint16_t port, uint32_t world_size) {
+  // Inline, so it needs nothing but the job's own torch.
+  static constexpr const char* kScript = R"py(import datetime, signal, sys, time
+signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+port, world = int(sys.argv[1]), int(sys.argv[2])
+try:
+    import torch
+    from torch.distributed import TCPStore
+except ImportError as e:
+    print(f"berth store host: no torch ({e}); no store", flush=True)
+else:
+    store = TCPStore("0.0.0.0", port, world, True, datetime.timedelta(days=365), wait_for_workers=False)
+    print(f"berth store host: c10d TCPStore on port {port} for {world} ranks (torch {torch.__version__})", flush=True)
+while True:
+    time.sleep(3600)
+)py";
+  return {python, "-c", kScript, absl::StrCat(port), absl::StrCat(world_size)};
 }
 
 const std::vector<std::string>& ReservedEnvNames() {
@@ -155,7 +186,7 @@ const std::vector<std::string>& ReservedEnvNames() {
 const std::vector<std::string>& DefaultedEnvNames() {
   static const std::vector<std::string> names = {"PATH", "OMP_NUM_THREADS",
                                                  "TORCH_NCCL_ASYNC_ERROR_HANDLING",
-                                                 "PYTHONUNBUFFERED"};
+                                                 "PYTHONUNBUFFERED", "ACCELERATE_USE_CPU"};
   return names;
 }
 

@@ -7,11 +7,17 @@
 // themselves. Pure: the caller adds the user's own env on top (only
 // DefaultedEnvNames() may be overridden; ReservedEnvNames() may not).
 //
-// Rendezvous: a user command's rank 0 hosts the c10d TCPStore at
-// MASTER_ADDR:MASTER_PORT (TORCHELASTIC_USE_AGENT_STORE=False), as torchrun
-// without an agent store, Kubeflow's PyTorchJob and Ray Train do, so the
-// store speaks the user's torch version's protocol. Only the built-in
-// berth-worker ranks use the trainer's store (agent_store = true).
+// Rendezvous: the c10d TCPStore at MASTER_ADDR:MASTER_PORT always runs in
+// the user's own torch, so its protocol is the script's whatever the
+// version (torch 2.1 renumbered it). When the command is a Python
+// interpreter, a store host process of that interpreter holds it for the
+// whole attempt and the ranks are its clients
+// (TORCHELASTIC_USE_AGENT_STORE=True), as under torchrun's agent: no rank
+// depends on rank 0 outliving it (with rank 0 hosting, peers still tearing
+// down when rank 0 exits abort on torch 2.x: "terminate called without an
+// active exception"). Otherwise rank 0 hosts it
+// (TORCHELASTIC_USE_AGENT_STORE=False), as Kubeflow's PyTorchJob does. The
+// built-in berth-worker ranks use the trainer's store.
 #ifndef BERTH_TRAIN_WORKER_ENV_H_
 #define BERTH_TRAIN_WORKER_ENV_H_
 
@@ -37,7 +43,7 @@ struct AttemptEnv {
   uint32_t num_nodes = 0;
   uint32_t attempt = 0;       // TORCHELASTIC_RESTART_COUNT
   int32_t max_restarts = 0;   // failure_config.max_failures; -1 = unlimited
-  bool agent_store = false;   // the trainer hosts the store (built-in workers)
+  bool agent_store = false;   // another process hosts the store (trainer or store host)
   std::string storage_path;   // the job's folder for checkpoints (BERTH_STORAGE_PATH)
   std::string report_file;    // where berth.train.report() writes (rank 0's node)
   std::string latest_checkpoint;  // berth.train.get_checkpoint(); "" = none
@@ -85,11 +91,21 @@ absl::StatusOr<std::vector<std::string>> LauncherArgv(Launcher launcher,
 absl::Status ValidateLauncherArgv(Launcher launcher, const std::vector<std::string>& argv,
                                   absl::string_view field);
 
+// Whether `program` (argv[0]) is a Python interpreter ("python",
+// "/venv/bin/python3.11"): then a store host runs with it.
+bool IsPythonInterpreter(absl::string_view program);
+
+// The store host's argv: `python -c <script> <port> <world size>`. It
+// serves a c10d TCPStore on every interface until SIGTERM, and only waits
+// when the interpreter has no torch (the command then needs no store).
+std::vector<std::string> StoreHostArgv(const std::string& python, uint16_t port, uint32_t world_size);
+
 // Names berth sets that a job's own env may not set: the contract's and
 // berth's, and TORCHELASTIC_ERROR_FILE (the raylet's, one per process).
 const std::vector<std::string>& ReservedEnvNames();
 // Names berth sets only when the job's env does not (OMP_NUM_THREADS,
-// TORCH_NCCL_ASYNC_ERROR_HANDLING, PYTHONUNBUFFERED, PATH).
+// TORCH_NCCL_ASYNC_ERROR_HANDLING, PYTHONUNBUFFERED, PATH, and
+// ACCELERATE_USE_CPU for a rank without GPUs).
 const std::vector<std::string>& DefaultedEnvNames();
 
 }  // namespace berth

@@ -68,6 +68,7 @@ TEST(RankEnvTest, EveryNameOfTheContract) {
       // Beyond torchrun.
       {"NODE_RANK", "1"},
       {"PYTHONUNBUFFERED", "1"},
+      {"ACCELERATE_USE_CPU", "true"},  // a rank without GPUs
       {"PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"},
       {"BERTH_JOB_ID", "job-1"},
       {"BERTH_PLACEMENT_GROUP_ID", "pg-1"},
@@ -80,6 +81,12 @@ TEST(RankEnvTest, EveryNameOfTheContract) {
       {"BERTH_LATEST_CHECKPOINT", "/ckpt/job-1/step-40"},
   };
   EXPECT_EQ(env, expected);
+}
+
+TEST(RankEnvTest, AGpuRankLeavesAccelerateToFindItsGpus) {
+  RankedWorker r = Rank3();
+  r.gpu_ids = {1};
+  EXPECT_EQ(RankEnv(Attempt(), r).count("ACCELERATE_USE_CPU"), 0u);
 }
 
 TEST(RankEnvTest, BuiltinRanksUseTheTrainersStore) {
@@ -111,6 +118,25 @@ TEST(RankEnvTest, EverySetNameIsReservedOrDefaulted) {
   for (const char* name : {"CUDA_VISIBLE_DEVICES", "TORCHELASTIC_ERROR_FILE"}) {
     EXPECT_NE(std::find(ReservedEnvNames().begin(), ReservedEnvNames().end(), name), ReservedEnvNames().end());
   }
+}
+
+TEST(StoreHostTest, PythonInterpretersByName) {
+  for (const char* p : {"python", "python3", "python3.11", "/usr/bin/python3", "/venv/bin/python"}) {
+    EXPECT_TRUE(IsPythonInterpreter(p)) << p;
+  }
+  for (const char* p : {"torchrun", "/bin/sh", "python-config", "ipython", "/opt/python/bin/accelerate", ""}) {
+    EXPECT_FALSE(IsPythonInterpreter(p)) << p;
+  }
+}
+
+TEST(StoreHostTest, RunsTheJobsPythonWithPortAndWorldSize) {
+  const std::vector<std::string> argv = StoreHostArgv("/venv/bin/python", 29500, 8);
+  ASSERT_EQ(argv.size(), 5u);
+  EXPECT_EQ(argv[0], "/venv/bin/python");
+  EXPECT_EQ(argv[1], "-c");
+  EXPECT_THAT(argv[2], HasSubstr("TCPStore(\"0.0.0.0\", port, world, True"));
+  EXPECT_EQ(argv[3], "29500");
+  EXPECT_EQ(argv[4], "8");
 }
 
 NodeLaunch Node1() { return NodeLaunch{1, 2, 2, 4, "10.0.0.2", 29500}; }
