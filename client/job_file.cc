@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <limits>
@@ -454,10 +455,16 @@ absl::StatusOr<v1::TrainJobSpec> LoadJobFile(const std::string& path) {
     return absl::InvalidArgumentError(absl::StrCat(path, ": ", std::strerror(error)));
   }
   absl::StatusOr<v1::TrainJobSpec> spec = ParseJobFile(text, path);
-  // A relative working_dir is the job file's folder's, as a person reads
-  // it: `working_dir: .` beside train.py.
+  // As a person reads the file: `~/` is their home (a venv's python in
+  // ~/.venvs), and a relative working_dir is the job file's folder's
+  // (`working_dir: .` beside train.py).
   if (spec.ok() && spec->entrypoint().has_command()) {
-    std::string* dir = spec->mutable_entrypoint()->mutable_command()->mutable_working_dir();
+    const char* home = std::getenv("HOME");
+    v1::Entrypoint::Command* command = spec->mutable_entrypoint()->mutable_command();
+    for (std::string* path : {command->mutable_argv(0), command->mutable_working_dir()}) {
+      if (home != nullptr && absl::StartsWith(*path, "~/")) *path = absl::StrCat(home, path->substr(1));
+    }
+    std::string* dir = command->mutable_working_dir();
     if (!dir->empty() && !std::filesystem::path(*dir).is_absolute()) {
       std::error_code ignored;
       *dir = std::filesystem::weakly_canonical(

@@ -562,14 +562,14 @@ absl::StatusOr<std::map<std::string, std::string>> TrainJobController::Launch(
     if (!resume_from.empty()) trainer_args.insert(trainer_args.end(), {"--resume-from", resume_from});
   }
   for (const std::string& a : trainer_args) trainer.add_argv(a);
-  set_env(trainer, NodeEnv(attempt_env, (*ranks)[0].node_id, 0, (*ranks)[0].local_world_size, 0));
+  set_env(trainer, NodeEnv(attempt_env, (*ranks)[0].node_id, 0, (*ranks)[0].local_world_size, 0, true));
   // Only the trainer calls the head (ReportTrainProgress); ranks never see the token.
   if (!config_.cluster_token.empty()) (*trainer.mutable_env())["BERTH_CLUSTER_TOKEN"] = config_.cluster_token;
   add(std::move(trainer), (*ranks)[0].node_id);
 
   if (store_host) {
     v1::WorkerSpec store = new_worker("store", 0);
-    set_env(store, NodeEnv(attempt_env, (*ranks)[0].node_id, 0, (*ranks)[0].local_world_size, 0));
+    set_env(store, NodeEnv(attempt_env, (*ranks)[0].node_id, 0, (*ranks)[0].local_world_size, 0, true));
     add_user_command(store, StoreHostArgv(user.argv(0), attempt_env.master_port, attempt_env.world_size));
     add(std::move(store), (*ranks)[0].node_id);
   }
@@ -617,8 +617,9 @@ absl::StatusOr<std::map<std::string, std::string>> TrainJobController::Launch(
       v1::WorkerSpec w = new_worker(absl::StrCat("n", node_rank), first.bundle_index);
       for (uint32_t gpu : first.visible_gpu_ids) w.add_visible_gpu_indices(gpu);
       *w.mutable_rank() = rank_proto(first, w.worker_id());
+      const bool has_gpus = std::any_of(local.begin(), local.end(), [](const RankedWorker* r) { return !r->gpu_ids.empty(); });
       set_env(w, NodeEnv(attempt_env, first.node_id, node_rank, static_cast<uint32_t>(local.size()),
-                         first.bundle_index));
+                         first.bundle_index, has_gpus));
       add_user_command(w, *full_argv);
       for (const RankedWorker* r : local) record_rank(rank_proto(*r, w.worker_id()));
       add(std::move(w), first.node_id);

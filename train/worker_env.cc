@@ -142,8 +142,10 @@ std::map<std::string, std::string> RankEnv(const AttemptEnv& a, const RankedWork
 
 std::map<std::string, std::string> NodeEnv(const AttemptEnv& a, const std::string& node_id,
                                            uint32_t node_rank, uint32_t local_world_size,
-                                           uint32_t first_bundle_index) {
-  return CommonEnv(a, node_id, node_rank, local_world_size, first_bundle_index);
+                                           uint32_t first_bundle_index, bool has_gpus) {
+  std::map<std::string, std::string> env = CommonEnv(a, node_id, node_rank, local_world_size, first_bundle_index);
+  if (!has_gpus) env["ACCELERATE_USE_CPU"] = "true";
+  return env;
 }
 
 bool IsPythonInterpreter(absl::string_view program) {

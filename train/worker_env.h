@@ -56,10 +56,11 @@ std::map<std::string, std::string> RankEnv(const AttemptEnv& attempt, const Rank
 // The environment of a per-node launcher process (torchrun, accelerate
 // launch) that starts `local_world_size` ranks of node `node_rank` itself:
 // the node's part of the contract and berth's variables, none of a rank's
-// own (RANK, LOCAL_RANK, ...), which the launcher sets for its children.
+// own (RANK, LOCAL_RANK, ...), which the launcher sets for its children;
+// ACCELERATE_USE_CPU on a node without GPUs, which the launcher passes on.
 std::map<std::string, std::string> NodeEnv(const AttemptEnv& attempt, const std::string& node_id,
                                            uint32_t node_rank, uint32_t local_world_size,
-                                           uint32_t first_bundle_index);
+                                           uint32_t first_bundle_index, bool has_gpus);
 
 // A launcher whose command line berth completes from the placement, so an
 // existing `torchrun ... train.py` or `accelerate launch --config_file F

@@ -102,11 +102,13 @@ TEST(RankEnvTest, OmpThreadsIsAtLeastOne) {
 }
 
 TEST(RankEnvTest, ANodeLauncherGetsNoRanksOfItsOwn) {
-  const std::map<std::string, std::string> env = NodeEnv(Attempt(), "node-b", 1, 2, 2);
+  const std::map<std::string, std::string> env = NodeEnv(Attempt(), "node-b", 1, 2, 2, false);
   for (const char* name : {"RANK", "LOCAL_RANK", "ROLE_RANK"}) EXPECT_EQ(env.count(name), 0u) << name;
   EXPECT_EQ(env.at("NODE_RANK"), "1");
   EXPECT_EQ(env.at("LOCAL_WORLD_SIZE"), "2");
   EXPECT_EQ(env.at("MASTER_PORT"), "29500");
+  EXPECT_EQ(env.at("ACCELERATE_USE_CPU"), "true");
+  EXPECT_EQ(NodeEnv(Attempt(), "node-b", 1, 2, 2, true).count("ACCELERATE_USE_CPU"), 0u);
 }
 
 TEST(RankEnvTest, EverySetNameIsReservedOrDefaulted) {
