@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 
 #include <fstream>
+#include <regex>
 #include <sstream>
 #include <vector>
 
@@ -18,7 +19,6 @@ namespace {
 // Enough for the error file's message and a dozen traceback lines.
 constexpr std::streamoff kMaxReadBytes = 64 * 1024;
 constexpr std::streamoff kStderrTailBytes = 8 * 1024;
-constexpr absl::Duration kRecentWrite = absl::Seconds(1);
 
 std::string ReadUpTo(const std::string& path, std::streamoff max_bytes, bool tail) {
   std::ifstream in(path, std::ios::binary | std::ios::ate);
@@ -55,6 +55,13 @@ std::string Bounded(std::string text) {
   if (newline == std::string::npos) return head;
   const size_t room = kMaxWorkerErrorBytes - head.size() - 5;
   return absl::StrCat(head, "\n...", text.substr(text.size() - room));
+}
+
+// torch >= 2.2 prefixes a rank's uncaught exception lines with "[rank1]: ";
+// the headline reads better without it.
+std::string WithoutRankPrefix(const std::string& line) {
+  static const std::regex kPrefix(R"(^\[rank\d+\]: ?)");
+  return std::regex_replace(line, kPrefix, "", std::regex_constants::format_first_only);
 }
 
 // torch's error file: the exception line first, then where it was raised.
@@ -104,14 +111,15 @@ WorkerError ReadWorkerError(const std::string& error_file, const std::string& st
       LastLines(tail, kWorkerErrorTailLines, err_st.st_size > static_cast<off_t>(kStderrTailBytes));
   // The headline first, as with the error file: a traceback ends with it.
   const size_t last = lines.rfind('\n');
-  error.message = Bounded(last == std::string::npos ? lines
-                                                    : absl::StrCat(lines.substr(last + 1), "\n", lines));
-  // The exit is seen up to a reap interval late, so two ranks that die
-  // together can look simultaneous; the traceback's write (just before the
-  // exit) orders them. Not an older write: a rank killed silently failed
-  // when it exited, not at its last log line.
+  error.message = Bounded(last == std::string::npos
+                              ? lines
+                              : absl::StrCat(WithoutRankPrefix(lines.substr(last + 1)), "\n", lines));
+  // The last write to stderr dates the failure better than the exit: a
+  // process prints its error and then may take seconds to tear down (torch
+  // 2.x does), while the peers its exit disconnects print theirs. A process
+  // that wrote nothing failed when it exited.
   const absl::Time written = absl::TimeFromTimespec(err_st.st_mtim);
-  if (written <= exited && exited - written < kRecentWrite) {
+  if (err_st.st_size > 0 && written >= started && written < exited) {
     error.failed_unix_us = absl::ToUnixMicros(written);
   }
   return error;

@@ -19,11 +19,14 @@
 
 namespace berth {
 
+// When it failed: the error file's write, else the last write to stderr
+// (a process prints its error, then may take seconds to exit), else the
+// exit.
 struct WorkerError {
   // The headline (the exception line) first, then the lines around it; at
   // most kMaxWorkerErrorBytes.
   std::string message;
-  int64_t failed_unix_us = 0;   // error file written, else `exited`
+  int64_t failed_unix_us = 0;
 };
 
 inline constexpr size_t kMaxWorkerErrorBytes = 2048;

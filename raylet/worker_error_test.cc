@@ -88,15 +88,22 @@ TEST_F(WorkerErrorTest, StderrTailKeepsTheLastLinesWithinTheBound) {
   EXPECT_THAT(error.message, HasSubstr("\n...xxx"));
 }
 
-TEST_F(WorkerErrorTest, ARecentTracebackDatesTheFailure) {
+TEST_F(WorkerErrorTest, TheHeadlineLosesTorchsRankPrefix) {
+  Write(stderr_, "[rank1]: Traceback (most recent call last):\n[rank1]: ValueError: boom at step 7\n");
+  WorkerError error = ReadWorkerError("", stderr_, absl::Now() - absl::Seconds(5), absl::Now());
+  EXPECT_THAT(error.message, StartsWith("ValueError: boom at step 7\n[rank1]: Traceback"));
+}
+
+TEST_F(WorkerErrorTest, TheLastWriteToStderrDatesTheFailure) {
   Write(stderr_, "Traceback\nValueError: x\n");
-  const absl::Time exited = absl::Now() + absl::Milliseconds(300);
+  // Printed its error, then took seconds to tear down.
+  const absl::Time exited = absl::Now() + absl::Seconds(3);
   WorkerError error = ReadWorkerError("", stderr_, absl::Now() - absl::Seconds(5), exited);
-  EXPECT_LT(error.failed_unix_us, absl::ToUnixMicros(exited));
-  // A rank killed silently long after its last line failed when it exited.
-  const absl::Time much_later = absl::Now() + absl::Seconds(30);
-  error = ReadWorkerError("", stderr_, absl::Now() - absl::Seconds(5), much_later);
-  EXPECT_EQ(error.failed_unix_us, absl::ToUnixMicros(much_later));
+  EXPECT_LT(error.failed_unix_us, absl::ToUnixMicros(exited) - 2'000'000);
+  // A process that wrote nothing failed when it exited.
+  Write(stderr_, "");
+  error = ReadWorkerError("", stderr_, absl::Now() - absl::Seconds(5), exited);
+  EXPECT_EQ(error.failed_unix_us, absl::ToUnixMicros(exited));
 }
 
 TEST_F(WorkerErrorTest, NothingToReadIsAnEmptyMessageAtTheExit) {

@@ -45,7 +45,11 @@ def main():
     if len(set(hashes)) != 1:
         raise RuntimeError(f"ranks ended with different parameters: {hashes}")
     accelerator.print(f"all {accelerator.num_processes} ranks agree: params {mine}")
-    accelerator.end_training()
+    # Not end_training(): Accelerate 0.20.3's fails without trackers. The
+    # DDP wrapper goes before its group (torch 1.13 deadlocks otherwise).
+    accelerator.free_memory()
+    del model, optimizer, loader
+    dist.destroy_process_group()
 
 
 if __name__ == "__main__":

@@ -1,0 +1,118 @@
+#!/usr/bin/env bash
+# The examples as a user runs them, on a `berth up --nodes 2` cluster of
+# their own (BERTH_HOME in a temporary folder, any free head port):
+# `berth submit examples/<x>/job.yaml --wait` must exit 0 with the job
+# SUCCEEDED and every rank printing the same parameter hash; a rank that
+# raises ValueError("boom at step 7") must be the failure cause `berth job`
+# shows. Two lines of PyTorch:
+#   debian  Debian's python3-torch 1.13 (scripts/setup.sh), Accelerate 0.20.3
+#           in a venv over it (cached per machine)
+#   torch2  PyPI torch 2.x with current Lightning and Accelerate
+#           (scripts/torch2-venv.sh: ~4.5 GB once per machine)
+#
+#   tests/examples/run_examples.sh debian|torch2 BUILD_DIR
+set -uo pipefail
+LINE=$1
+BUILD=$(cd "$2" && pwd)
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+export PATH=$BUILD/client:$PATH
+export BERTH_HOME
+BERTH_HOME=$(mktemp -d /tmp/berth-examples.XXXXXX)
+COPIES=()
+cleanup() {
+  berth down >/dev/null 2>&1
+  rm -rf "$BERTH_HOME" "${COPIES[@]}"
+}
+trap cleanup EXIT
+
+case $LINE in
+  debian)
+    PY=/usr/bin/python3
+    ACCELERATE_VENV=${BERTH_ACCELERATE_VENV:-$HOME/.cache/berth/venv-debian-accelerate}
+    if ! "$ACCELERATE_VENV/bin/python" -c "import accelerate" 2>/dev/null; then
+      /usr/bin/python3 -m venv --system-site-packages "$ACCELERATE_VENV"
+      "$ACCELERATE_VENV/bin/pip" install -q --disable-pip-version-check "accelerate==0.20.3" >&2
+    fi
+    ACCELERATE_PY=$ACCELERATE_VENV/bin/python
+    ;;
+  torch2)
+    PY=$(bash "$ROOT/scripts/torch2-venv.sh") || { echo "run_examples: no torch 2.x venv" >&2; exit 1; }
+    ACCELERATE_PY=$PY
+    ;;
+  *) echo "usage: $0 debian|torch2 BUILD_DIR" >&2; exit 2 ;;
+esac
+VENV_BIN=$(dirname "$PY")
+"$PY" -c "import torch; print('torch', torch.__version__)"
+
+berth up --nodes 2 --port 0 >/dev/null || { echo "run_examples: berth up failed" >&2; exit 1; }
+
+passed=0
+failed=0
+pass() { echo "PASS $1"; passed=$((passed + 1)); }
+fail() { echo "FAIL $1: $2"; failed=$((failed + 1)); }
+
+# A copy of a job file beside it (so working_dir: . still means its
+# folder) with another program.
+with_command() {
+  local file=$1 program=$2 copy
+  copy=$(dirname "$file")/.test-$LINE-$(basename "$file")
+  sed "s|^  command: .*|  command: $program|" "$file" > "$copy"
+  COPIES+=("$copy")
+  echo "$copy"
+}
+
+# Submits a job file and waits; checks SUCCEEDED and one parameter hash on
+# every rank of the world size.
+expect_success() {
+  local name=$1 file=$2 world=$3 out id hashes
+  out=$(berth submit "$file" --wait 2>&1)
+  local rc=$?
+  id=$(head -1 <<<"$out")
+  if [[ $rc -ne 0 ]] || ! grep -q "^state: *SUCCEEDED" <<<"$out"; then
+    fail "$name" "berth submit --wait exited $rc: $(grep -E '^(state|message|failure)' <<<"$out" | head -5)"
+    berth logs "$id" 2>&1 | tail -20
+    return
+  fi
+  hashes=$(berth logs "$id" 2>/dev/null | grep -oE "rank [0-9]+ params [0-9a-f]+" | sort -u)
+  local ranks distinct
+  ranks=$(awk '{print $2}' <<<"$hashes" | sort -u | wc -l)
+  distinct=$(awk '{print $4}' <<<"$hashes" | sort -u | wc -l)
+  if [[ $ranks -ne $world || $distinct -ne 1 ]]; then
+    fail "$name" "expected $world ranks with one parameter hash, got: $(tr '\n' ';' <<<"$hashes")"
+    return
+  fi
+  if [[ $(berth job "$id" | awk '/^RANK/{t=1;next} t&&NF{print $2}' | sort -u | wc -l) -lt 2 ]]; then
+    fail "$name" "the ranks did not span both nodes"
+    return
+  fi
+  pass "$name ($world ranks on 2 nodes, params $(awk '{print $4}' <<<"$hashes" | head -1))"
+}
+
+DDP=$ROOT/examples/pytorch-ddp
+expect_success "pytorch-ddp" "$(with_command "$DDP/job.yaml" "$PY")" 4
+expect_success "accelerate" "$(with_command "$ROOT/examples/accelerate/job.yaml" "$ACCELERATE_PY")" 4
+# Debian's torchrun 1.13 fails on Python 3.11 by itself (elastic's to_map:
+# 'NoneType' object has no attribute 'get'), so the launchers run on torch 2.x.
+if [[ $LINE == torch2 ]]; then
+  expect_success "pytorch-ddp torchrun per node" "$(with_command "$DDP/torchrun.yaml" "$VENV_BIN/torchrun")" 4
+  expect_success "lightning" "$(with_command "$ROOT/examples/lightning/job.yaml" "$PY")" 4
+  expect_success "accelerate launch per node" \
+    "$(with_command "$ROOT/examples/accelerate-launch/job.yaml" "$VENV_BIN/accelerate")" 4
+fi
+
+# The root cause of a failure: rank 1 raises, rank 0 then dies of the
+# broken Gloo connection; the cause is rank 1's exception.
+out=$(berth job submit --num-workers 2 --strategy SPREAD --wait 300 -- "$PY" "$DDP/train.py" \
+      --steps 20 --fail-at-step 7 --fail-rank 1 2>&1)
+rc=$?
+id=$(head -1 <<<"$out")
+shown=$(berth job "$id" 2>&1)
+if [[ $rc -eq 1 ]] && grep -q "^state: *FAILED" <<<"$shown" &&
+   grep -q "^failure 1: *rank 1 (.*) exited with code 1: ValueError: boom at step 7" <<<"$shown"; then
+  pass "failure cause names rank 1's ValueError"
+else
+  fail "failure cause" "exit $rc; $(grep -E '^(state|message|failure)' <<<"$shown" | head -3)"
+fi
+
+echo "$passed passed, $failed failed"
+[[ $failed -eq 0 ]]
