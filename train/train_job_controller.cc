@@ -26,6 +26,8 @@ int64_t NowUs() { return absl::ToUnixMicros(absl::Now()); }
 // attempt's cause is chosen: the earliest failure is the root cause, but
 // its exit is not always reported first.
 constexpr absl::Duration kFailureSettle = absl::Seconds(2);
+// The longest a finished command job waits for its report relay to be up.
+constexpr absl::Duration kRelayStartup = absl::Seconds(10);
 
 bool IsTerminal(v1::TrainJobState s) {
   return s == v1::TRAIN_JOB_STATE_SUCCEEDED || s == v1::TRAIN_JOB_STATE_FAILED ||
@@ -299,6 +301,7 @@ absl::Status TrainJobController::ReportProgress(const v1::ReportTrainProgressReq
   if (it == jobs_.end()) {
     return absl::NotFoundError(absl::StrCat("job_id: no job '", request.job_id(), "'"));
   }
+  it->second->trainer_reported = true;
   v1::TrainJobInfo& info = it->second->info;
   if (request.step() >= info.last_step()) {
     info.set_last_step(request.step());
@@ -489,6 +492,7 @@ absl::StatusOr<std::map<std::string, std::string>> TrainJobController::Launch(
     spec = job.info.spec();
     job.exits.clear();
     job.logs.clear();
+    job.trainer_reported = false;
     job.info.clear_workers();
     job.info.set_attempt(attempt);
     job.info.set_master_address(absl::StrCat(master_addr, ":", port->port()));
@@ -770,7 +774,12 @@ TrainJobController::Outcome TrainJobController::Watch(
       // no longer needed; the built-in trainer writes
       // the final checkpoint and checks the ranks agree, so give it a
       // moment; then it is stopped like a leftover.
-      if (job.info.spec().entrypoint().has_command()) return {true, false, ""};
+      if (job.info.spec().entrypoint().has_command()) {
+        // Ranks that finish within the relay's start-up (it loads libtorch)
+        // would otherwise lose their last reports with it.
+        mu_.AwaitWithTimeout(absl::Condition(&job.trainer_reported), kRelayStartup);
+        return {true, false, ""};
+      }
       auto trainer_exited = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
         return job.exits.count(trainer_id) > 0;
       };

@@ -100,6 +100,9 @@ class TrainJobController {
     std::string request_id;
     std::string fingerprint;
     bool stop_requested = false;
+    // The current attempt's trainer has reported (a user command's relay
+    // says so when it starts).
+    bool trainer_reported = false;
     // Final statuses of the current attempt's processes, by worker id.
     std::map<std::string, v1::WorkerStatus> exits;
     std::vector<RankLog> logs;

@@ -63,7 +63,13 @@ int RelayReports(const TrainerFlags& flags, const volatile std::sig_atomic_t& st
     return kUsageExitCode;
   }
   std::optional<HeadReporter> head;
-  if (!flags.head.empty()) head.emplace(flags.head, flags.job_id);
+  if (!flags.head.empty()) {
+    head.emplace(flags.head, flags.job_id);
+    // Tells the head this relay is up (its stop signal now drains the
+    // file): ranks that report and exit within a second must not have
+    // their reports die with a relay that was still loading.
+    head->Report(v1::ReportTrainProgressRequest());
+  }
   std::printf("relaying the reports of %u ranks from %s\n", flags.world_size,
               flags.report_file.c_str());
   std::fflush(stdout);

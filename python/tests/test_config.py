@@ -1,0 +1,57 @@
+"""ScalingConfig and FailureConfig: Ray Train's names and defaults, errors
+that name the field, and the wire form."""
+
+import dataclasses
+
+import pytest
+
+import berth
+from berth.v1 import common_pb2
+
+
+def test_defaults_are_ray_trains():
+    config = berth.ScalingConfig()
+    assert (config.num_workers, config.use_gpu, config.resources_per_worker, config.trainer_resources,
+            config.placement_strategy, config.accelerator_type) == (1, False, None, None, "PACK", None)
+    assert berth.FailureConfig().max_failures == 0
+    # Ray's field names, so a Ray user's keyword arguments port as they are.
+    assert {f.name for f in dataclasses.fields(berth.ScalingConfig)} >= {
+        "trainer_resources", "num_workers", "use_gpu", "resources_per_worker", "placement_strategy",
+        "accelerator_type"}
+
+
+def test_to_proto():
+    proto = berth.ScalingConfig(num_workers=4, use_gpu=True, accelerator_type="A10G",
+                                resources_per_worker={"GPU": 1, "CPU": 2}, trainer_resources={"memory": 2**30},
+                                placement_strategy="SPREAD").to_proto()
+    assert proto.num_workers == 4 and proto.use_gpu and proto.accelerator_type == "A10G"
+    assert dict(proto.resources_per_worker.amounts) == {"GPU": 1.0, "CPU": 2.0}
+    assert dict(proto.trainer_resources.amounts) == {"memory": float(2**30)}
+    assert proto.placement_strategy == common_pb2.PLACEMENT_STRATEGY_SPREAD
+    # Ray's trainer_resources={} is "none": {CPU: 0} on the wire.
+    assert dict(berth.ScalingConfig(trainer_resources={}).to_proto().trainer_resources.amounts) == {"CPU": 0.0}
+
+
+@pytest.mark.parametrize("kwargs, field", [
+    ({"num_workers": 0}, "num_workers"),
+    ({"num_workers": 2.5}, "num_workers"),
+    ({"use_gpu": "yes"}, "use_gpu"),
+    ({"resources_per_worker": {"GPU": -1}}, "resources_per_worker['GPU']"),
+    ({"resources_per_worker": {"CPU": "two"}}, "resources_per_worker['CPU']"),
+    ({"trainer_resources": [1]}, "trainer_resources"),
+    ({"placement_strategy": "PACKED"}, "placement_strategy"),
+    ({"accelerator_type": ""}, "accelerator_type"),
+    ({"use_tpu": True}, "use_tpu"),
+])
+def test_bad_values_name_the_field(kwargs, field):
+    with pytest.raises(berth.InvalidArgumentError) as error:
+        berth.ScalingConfig(**kwargs)
+    assert str(error.value).startswith(field + ":")
+    assert isinstance(error.value, ValueError)
+
+
+def test_failure_config_checks():
+    assert berth.FailureConfig(max_failures=-1).to_proto().max_failures == -1
+    for kwargs in ({"max_failures": -2}, {"max_failures": "3"}, {"fail_fast": True, "max_failures": 2}):
+        with pytest.raises(berth.InvalidArgumentError):
+            berth.FailureConfig(**kwargs)
