@@ -168,8 +168,10 @@ except ImportError as e:
 else:
     store = TCPStore("0.0.0.0", port, world, True, datetime.timedelta(days=365), wait_for_workers=False)
     print(f"berth store host: c10d TCPStore on port {port} for {world} ranks (torch {torch.__version__})", flush=True)
-while True:
-    time.sleep(3600)
+import os
+raylet = os.getppid()
+while os.getppid() == raylet:  # nobody would stop an orphan
+    time.sleep(1)
 )py";
   return {python, "-c", kScript, absl::StrCat(port), absl::StrCat(world_size)};
 }

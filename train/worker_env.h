@@ -97,8 +97,9 @@ absl::Status ValidateLauncherArgv(Launcher launcher, const std::vector<std::stri
 bool IsPythonInterpreter(absl::string_view program);
 
 // The store host's argv: `python -c <script> <port> <world size>`. It
-// serves a c10d TCPStore on every interface until SIGTERM, and only waits
-// when the interpreter has no torch (the command then needs no store).
+// serves a c10d TCPStore on every interface until SIGTERM or until the
+// raylet that started it dies, and only waits when the interpreter has no
+// torch (the command then needs no store).
 std::vector<std::string> StoreHostArgv(const std::string& python, uint16_t port, uint32_t world_size);
 
 // Names berth sets that a job's own env may not set: the contract's and

@@ -1,5 +1,7 @@
 #include "worker/report_relay.h"
 
+#include <unistd.h>
+
 #include <cstdio>
 #include <filesystem>
 #include <optional>
@@ -75,7 +77,12 @@ int RelayReports(const TrainerFlags& flags, const volatile std::sig_atomic_t& st
   std::fflush(stdout);
   ReportFileReader reader(flags.report_file);
   RelayState state;
+  const pid_t raylet = getppid();
   while (true) {
+    if (getppid() != raylet) {
+      std::fprintf(stderr, "berth-worker trainer: the raylet that started me is gone: exiting\n");
+      return 1;
+    }
     const bool last = stop != 0;  // read once more after the stop
     if (Fold(reader.ReadNewLines(), state) && head.has_value()) {
       v1::ReportTrainProgressRequest request;

@@ -3,7 +3,8 @@
 // head, every 100 ms, newest step and metrics first, and the latest
 // checkpoint. It hosts no store: the user's rank 0 does. Runs until
 // `stop` is set (SIGTERM from the raylet once the ranks are done), relays
-// what is left, and returns 0. Torch-free.
+// what is left, and returns 0; returns 1 if the raylet that started it dies
+// (nobody would stop it). Torch-free.
 #ifndef BERTH_WORKER_REPORT_RELAY_H_
 #define BERTH_WORKER_REPORT_RELAY_H_
 

@@ -1,6 +1,7 @@
 #include "worker/trainer.h"
 
 #include <signal.h>
+#include <unistd.h>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
 #include <algorithm>
@@ -174,7 +175,12 @@ int Serve(const TrainerFlags& flags, const std::optional<std::string>& resume_ch
   bool startup_collected = false;
   JobView view;
   const absl::Time deadline = absl::Now() + absl::Seconds(flags.timeout_s);
+  const pid_t raylet = getppid();
   while (g_stop_signal == 0) {
+    if (getppid() != raylet) {
+      Log("error: the raylet that started me is gone: exiting");
+      return 1;
+    }
     // Checked before the checkpoint: rank 0 publishes its last checkpoint
     // before it reports done, so this pass still saves it.
     const bool all_done = store->check(done_keys);

@@ -114,5 +114,22 @@ else
   fail "failure cause" "exit $rc; $(grep -E '^(state|message|failure)' <<<"$shown" | head -3)"
 fi
 
+# A Ray Train function ported to berth.train: rank 1 raises at step 7 in the
+# first attempt; the job restarts and every rank resumes from the step-5
+# checkpoint rank 0 reported, and its reports reach the head.
+out=$(berth job submit --num-workers 4 --strategy SPREAD --max-failures 1 --wait 300 \
+      --env "PYTHONPATH=$ROOT/python" -- "$PY" "$ROOT/examples/ray-port/train.py" \
+      --steps 20 --checkpoint-every 5 --fail-at-step 7 2>&1)
+rc=$?
+id=$(head -1 <<<"$out")
+shown=$(berth job "$id" 2>&1)
+resumed=$(berth logs "$id" 2>/dev/null | grep -c "resuming from step 5")
+if [[ $rc -eq 0 ]] && grep -q "^state: *SUCCEEDED" <<<"$shown" && grep -q "ValueError: boom at step 7" <<<"$shown" &&
+   grep -q "^step: *20" <<<"$shown" && grep -q "^metrics: .*loss=" <<<"$shown" && [[ $resumed -eq 4 ]]; then
+  pass "ray-port restarts after rank 1's ValueError and resumes all 4 ranks from its reported step-5 checkpoint"
+else
+  fail "ray-port restart" "exit $rc, $resumed ranks resumed; $(grep -E '^(state|message|failure|step|metrics)' <<<"$shown" | head -5)"
+fi
+
 echo "$passed passed, $failed failed"
 [[ $failed -eq 0 ]]
