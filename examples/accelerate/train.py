@@ -49,6 +49,7 @@ def main():
     # DDP wrapper goes before its group (torch 1.13 deadlocks otherwise).
     accelerator.free_memory()
     del model, optimizer, loader
+    dist.barrier()  # no collective in flight anywhere when the groups go
     dist.destroy_process_group()
 
 

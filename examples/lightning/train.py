@@ -57,6 +57,10 @@ def main():
         raise RuntimeError(f"ranks ended with different parameters: {hashes}")
     if rank == 0:
         print(f"all {world} ranks agree: params {mine}", flush=True)
+    # Lightning leaves the group up after fit(): an exit with it still up
+    # can abort in torch 2.x ("terminate called without an active exception").
+    dist.barrier()
+    dist.destroy_process_group()
 
 
 if __name__ == "__main__":

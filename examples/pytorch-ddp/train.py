@@ -78,6 +78,7 @@ def main():
     # The DDP wrapper goes before its process group: torch 1.13 deadlocks
     # when the group is destroyed with a reducer still holding it.
     del ddp
+    dist.barrier()  # no collective in flight anywhere when the groups go
     dist.destroy_process_group()
 
 

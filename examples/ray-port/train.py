@@ -62,6 +62,7 @@ def train_func(config):
     digest = hashlib.sha256(b"".join(p.detach().cpu().numpy().tobytes() for p in model.parameters()))
     print(f"rank {ctx.get_world_rank()} params {digest.hexdigest()[:16]}", flush=True)
     del ddp  # before the group: see examples/pytorch-ddp/train.py
+    dist.barrier()  # no collective in flight anywhere when the groups go
     dist.destroy_process_group()
 
 
