@@ -171,6 +171,10 @@ absl::StatusOr<StartedWorker> WorkerProcessManager::Start(const WorkerLaunch& la
     env_entries.push_back(absl::StrCat(kErrorFileEnv, "=", error_file));
   }
   std::filesystem::remove(error_file, error);
+  // Helpers that must not outlive the raylet (the trainer, the store host)
+  // compare their parent with this; getppid() alone cannot tell an orphan
+  // from a child of a raylet that is pid 1, or of one that died first.
+  env_entries.push_back(absl::StrCat("BERTH_RAYLET_PID=", getpid()));
   env_entries.push_back(
       absl::StrCat("CUDA_VISIBLE_DEVICES=", absl::StrJoin(launch.visible_gpu_indices, ",")));
   std::vector<char*> argv;

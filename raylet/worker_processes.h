@@ -2,8 +2,9 @@
 // processes.
 //
 // Each worker runs in its own process group, with exactly the environment it
-// is given plus CUDA_VISIBLE_DEVICES and TORCHELASTIC_ERROR_FILE
-// (`<log_dir>/<worker_id>.error.json`, unless given), and with stdout /
+// is given plus CUDA_VISIBLE_DEVICES, TORCHELASTIC_ERROR_FILE
+// (`<log_dir>/<worker_id>.error.json`, unless given) and BERTH_RAYLET_PID
+// (the raylet's pid, so helpers can tell they are orphans), and with stdout /
 // stderr appended to `<log_dir>/<worker_id>.out` / `.err`. A worker that
 // fails is described by its error file or its stderr's tail
 // (worker_error.h). Start is idempotent by worker id and

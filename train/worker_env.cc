@@ -169,7 +169,7 @@ else:
     store = TCPStore("0.0.0.0", port, world, True, datetime.timedelta(days=365), wait_for_workers=False)
     print(f"berth store host: c10d TCPStore on port {port} for {world} ranks (torch {torch.__version__})", flush=True)
 import os
-raylet = os.getppid()
+raylet = int(os.environ.get("BERTH_RAYLET_PID") or os.getppid())
 while os.getppid() == raylet:  # nobody would stop an orphan
     time.sleep(1)
 )py";
@@ -183,7 +183,8 @@ const std::vector<std::string>& ReservedEnvNames() {
       "CUDA_VISIBLE_DEVICES", "TORCHELASTIC_RESTART_COUNT", "TORCHELASTIC_MAX_RESTARTS",
       "TORCHELASTIC_RUN_ID", "TORCHELASTIC_USE_AGENT_STORE", "TORCHELASTIC_ERROR_FILE",
       "BERTH_JOB_ID", "BERTH_PLACEMENT_GROUP_ID", "BERTH_BUNDLE_INDEX", "BERTH_HEAD_ADDRESS",
-      "BERTH_NODE_ID", "BERTH_ATTEMPT", "BERTH_STORAGE_PATH", "BERTH_REPORT_FILE", "BERTH_LATEST_CHECKPOINT"};
+      "BERTH_NODE_ID", "BERTH_ATTEMPT", "BERTH_STORAGE_PATH", "BERTH_REPORT_FILE", "BERTH_LATEST_CHECKPOINT",
+      "BERTH_RAYLET_PID"};
   return names;
 }
 

@@ -1,7 +1,5 @@
 #include "worker/report_relay.h"
 
-#include <unistd.h>
-
 #include <cstdio>
 #include <filesystem>
 #include <optional>
@@ -77,9 +75,8 @@ int RelayReports(const TrainerFlags& flags, const volatile std::sig_atomic_t& st
   std::fflush(stdout);
   ReportFileReader reader(flags.report_file);
   RelayState state;
-  const pid_t raylet = getppid();
   while (true) {
-    if (getppid() != raylet) {
+    if (RayletIsGone()) {
       std::fprintf(stderr, "berth-worker trainer: the raylet that started me is gone: exiting\n");
       return 1;
     }

@@ -1,7 +1,6 @@
 #include "worker/trainer.h"
 
 #include <signal.h>
-#include <unistd.h>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
 #include <algorithm>
@@ -175,9 +174,8 @@ int Serve(const TrainerFlags& flags, const std::optional<std::string>& resume_ch
   bool startup_collected = false;
   JobView view;
   const absl::Time deadline = absl::Now() + absl::Seconds(flags.timeout_s);
-  const pid_t raylet = getppid();
   while (g_stop_signal == 0) {
-    if (getppid() != raylet) {
+    if (RayletIsGone()) {
       Log("error: the raylet that started me is gone: exiting");
       return 1;
     }
