@@ -10,6 +10,8 @@
 #   scale             head memory per node / per bundle and decision time at
 #                     1k, 10k and 50k simulated nodes (SQLite)
 #   train_startup     time to train: submit -> every rank in its Gloo group
+#                     (the built-in job, and examples/pytorch-ddp on Debian's
+#                     torch 1.13 and, when scripts/torch2-venv.sh made it, torch 2.x)
 #   replay            the Alibaba GPU trace (~15 min of one core; `make replay`)
 #   ray               berth and Ray side by side (installs Ray from PyPI once)
 #
@@ -49,7 +51,16 @@ for b in $BENCH; do
       done ;;
     train_startup)
       run train_startup "$BUILD_DIR/bench/berth-train-bench" --workers 2,4,8,16 --repeat 5 \
-        --markdown "$RESULTS/train_startup.md" ;;
+        --markdown "$RESULTS/train_startup.md"
+      run train_startup_ddp_torch1 "$BUILD_DIR/bench/berth-train-bench" --workers 2,4,8,16 --repeat 3 \
+        --script "$ROOT/bench/train_startup/timed_ddp.py" --python /usr/bin/python3 \
+        --markdown "$RESULTS/train_startup_ddp_torch1.md"
+      venv_python=${BERTH_TORCH2_VENV:-$HOME/.cache/berth/venv-torch2}/bin/python
+      if [[ -x $venv_python ]]; then
+        run train_startup_ddp_torch2 "$BUILD_DIR/bench/berth-train-bench" --workers 2,4,8,16 --repeat 3 \
+          --script "$ROOT/bench/train_startup/timed_ddp.py" --python "$venv_python" \
+          --markdown "$RESULTS/train_startup_ddp_torch2.md"
+      fi ;;
     replay)
       make --no-print-directory -C "$ROOT" replay BUILD_DIR="$BUILD_DIR" ;;
     ray)

@@ -15,6 +15,17 @@
 //
 //   berth-train-bench --workers 2,4,8,16 --repeat 5 --raylets 2 --strategy spread
 //
+// With --script PY (and --python), the jobs run a user's PyTorch program
+// instead: bench/train_startup/timed_ddp.py runs examples/pytorch-ddp for
+// one step and prints when each rank's interpreter was up, `import torch`
+// done and init_process_group() returned; read from the ranks' logs:
+//
+//   process    workers_started -> the latest rank's interpreter up
+//   import     -> the latest rank's `import torch` done
+//   rendezvous -> the latest rank's init_process_group() returned
+//
+// and the overhead is berth's: total - process - import.
+//
 // Talks gRPC to the head only: no torch here.
 #include <unistd.h>
 
@@ -22,6 +33,7 @@
 #include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <map>
 #include <memory>
 #include <string>
 #include <thread>
@@ -47,6 +59,8 @@ struct Flags {
   double cpu_per_worker = 0.1;
   std::string state = "sqlite";
   std::string markdown;
+  std::string script;  // a user program (timed_ddp.py) instead of the built-in job
+  std::string python = "/usr/bin/python3";
 };
 
 // One job's stages, milliseconds.
@@ -54,6 +68,7 @@ struct Stages {
   double placement = 0;
   double launch = 0;
   double process = 0;
+  double import_torch = 0;  // --script only
   double rendezvous = 0;
   double total = 0;
 };
@@ -75,10 +90,52 @@ v1::TrainJobSpec Job(const Flags& flags, int workers) {
   (*scaling.mutable_trainer_resources()->mutable_amounts())["CPU"] = flags.cpu_per_worker;
   scaling.set_placement_strategy(flags.strategy == "pack" ? v1::PLACEMENT_STRATEGY_PACK
                                                           : v1::PLACEMENT_STRATEGY_SPREAD);
+  if (!flags.script.empty()) {
+    auto& command = *spec.mutable_entrypoint()->mutable_command();
+    command.add_argv(flags.python);
+    command.add_argv(flags.script);
+    return spec;
+  }
   auto& builtin = *spec.mutable_entrypoint()->mutable_builtin_trainer();
   builtin.set_steps(1);
   builtin.set_batch_size(8);
   return spec;
+}
+
+// The latest of each time the ranks of a --script job printed
+// ("berth-startup rank <r> main_unix_us <t> torch_unix_us <t> joined_unix_us <t>").
+struct ScriptStartup {
+  int64_t main_us = 0, torch_us = 0, joined_us = 0;
+  int ranks = 0;
+};
+
+absl::StatusOr<ScriptStartup> ReadScriptStartup(testing::LocalCluster& cluster, const std::string& job_id) {
+  v1::StreamTrainJobLogsRequest request;
+  request.set_job_id(job_id);
+  auto context = cluster.context();
+  std::unique_ptr<grpc::ClientReader<v1::LogChunk>> reader = cluster.jobs().StreamTrainJobLogs(context.get(), request);
+  std::map<std::pair<uint32_t, int>, std::string> logs;  // (rank, stream) -> text
+  v1::LogChunk chunk;
+  while (reader->Read(&chunk)) logs[{chunk.rank(), chunk.stream()}] += chunk.data();
+  if (grpc::Status s = reader->Finish(); !s.ok()) {
+    return absl::UnavailableError(absl::StrCat("StreamTrainJobLogs: ", s.error_message()));
+  }
+  ScriptStartup out;
+  for (const auto& [key, text] : logs) {
+    for (absl::string_view line : absl::StrSplit(text, '\n')) {
+      std::vector<absl::string_view> f = absl::StrSplit(line, ' ', absl::SkipEmpty());
+      int64_t main_us = 0, torch_us = 0, joined_us = 0;
+      if (f.size() != 9 || f[0] != "berth-startup" || !absl::SimpleAtoi(f[4], &main_us) ||
+          !absl::SimpleAtoi(f[6], &torch_us) || !absl::SimpleAtoi(f[8], &joined_us)) {
+        continue;
+      }
+      out.main_us = std::max(out.main_us, main_us);
+      out.torch_us = std::max(out.torch_us, torch_us);
+      out.joined_us = std::max(out.joined_us, joined_us);
+      ++out.ranks;
+    }
+  }
+  return out;
 }
 
 bool Terminal(v1::TrainJobState s) {
@@ -122,6 +179,20 @@ absl::StatusOr<Stages> RunOne(testing::LocalCluster& cluster, const Flags& flags
                                             job.message()));
   }
   const v1::StartupTimeline& t = job.startup();
+  if (!flags.script.empty()) {
+    absl::StatusOr<ScriptStartup> ranks = ReadScriptStartup(cluster, job.job_id());
+    if (!ranks.ok()) return ranks.status();
+    if (ranks->ranks != workers) {
+      return absl::InternalError(absl::StrCat(job.job_id(), ": ", ranks->ranks, " of ", workers,
+                                              " ranks printed their start-up times"));
+    }
+    return Stages{Ms(t.submitted_unix_us(), t.placed_unix_us()),
+                  Ms(t.placed_unix_us(), t.workers_started_unix_us()),
+                  Ms(t.workers_started_unix_us(), ranks->main_us),
+                  Ms(ranks->main_us, ranks->torch_us),
+                  Ms(ranks->torch_us, ranks->joined_us),
+                  Ms(t.submitted_unix_us(), ranks->joined_us)};
+  }
   if (t.group_joined_unix_us() == 0) {
     return absl::InternalError(absl::StrCat(job.job_id(), ": no start-up times: ",
                                             t.ShortDebugString()));
@@ -129,6 +200,7 @@ absl::StatusOr<Stages> RunOne(testing::LocalCluster& cluster, const Flags& flags
   return Stages{Ms(t.submitted_unix_us(), t.placed_unix_us()),
                 Ms(t.placed_unix_us(), t.workers_started_unix_us()),
                 Ms(t.workers_started_unix_us(), t.ranks_running_unix_us()),
+                0,
                 Ms(t.ranks_running_unix_us(), t.group_joined_unix_us()),
                 Ms(t.submitted_unix_us(), t.group_joined_unix_us())};
 }
@@ -152,7 +224,9 @@ int Main(const Flags& flags) {
   }
   const std::string setup = absl::StrCat(
       "head + ", flags.raylets, " berth-raylet processes on 127.0.0.1, state in ", flags.state,
-      "; built-in CPU jobs (Gloo), ", flags.strategy, ", CPU ", flags.cpu_per_worker,
+      flags.script.empty() ? "; built-in CPU jobs (Gloo), "
+                           : absl::StrCat("; ", flags.python, " ", flags.script, " (Gloo), "),
+      flags.strategy, ", CPU ", flags.cpu_per_worker,
       " per worker, 1 step; ", std::thread::hardware_concurrency(), " cores; median of ",
       flags.repeat);
   std::printf("berth-train-bench: %s\n", setup.c_str());
@@ -163,13 +237,13 @@ int Main(const Flags& flags) {
     std::fprintf(stderr, "berth-train-bench: %s\n", std::string(warm.status().message()).c_str());
     return 1;
   }
-  const std::string header = absl::StrFormat("%4s %10s %8s %8s %11s %8s %9s", "N", "placement",
-                                             "launch", "process", "rendezvous", "total",
+  const std::string header = absl::StrFormat("%4s %10s %8s %8s %8s %11s %8s %9s", "N", "placement",
+                                             "launch", "process", "import", "rendezvous", "total",
                                              "overhead");
   std::printf("%s\n", header.c_str());
   std::vector<std::string> rows;
   for (int n : sizes) {
-    std::vector<double> placement, launch, process, rendezvous, total, overhead;
+    std::vector<double> placement, launch, process, import_torch, rendezvous, total, overhead;
     for (int r = 0; r < flags.repeat; ++r) {
       absl::StatusOr<Stages> s = RunOne(cluster, flags, n, absl::StrCat(run, "-", n, "-", r));
       if (!s.ok()) {
@@ -180,27 +254,28 @@ int Main(const Flags& flags) {
       placement.push_back(s->placement);
       launch.push_back(s->launch);
       process.push_back(s->process);
+      import_torch.push_back(s->import_torch);
       rendezvous.push_back(s->rendezvous);
       total.push_back(s->total);
-      overhead.push_back(s->total - s->process);
+      overhead.push_back(s->total - s->process - s->import_torch);
     }
-    const double m[] = {Median(placement), Median(launch), Median(process), Median(rendezvous),
-                        Median(total), Median(overhead)};
-    std::printf("%4d %10.1f %8.1f %8.1f %11.1f %8.1f %9.1f\n", n, m[0], m[1], m[2], m[3], m[4],
-                m[5]);
+    const double m[] = {Median(placement), Median(launch),     Median(process), Median(import_torch),
+                        Median(rendezvous), Median(total), Median(overhead)};
+    std::printf("%4d %10.1f %8.1f %8.1f %8.1f %11.1f %8.1f %9.1f\n", n, m[0], m[1], m[2], m[3], m[4],
+                m[5], m[6]);
     std::fflush(stdout);
-    rows.push_back(absl::StrFormat("| %d | %.1f | %.1f | %.1f | %.1f | %.1f | %.1f |", n, m[0],
-                                   m[1], m[2], m[3], m[4], m[5]));
+    rows.push_back(absl::StrFormat("| %d | %.1f | %.1f | %.1f | %.1f | %.1f | %.1f | %.1f |", n, m[0],
+                                   m[1], m[2], m[3], m[4], m[5], m[6]));
   }
   std::printf(
       "ms, median per column: placement = submit -> group CREATED; launch -> every StartWorker "
-      "returned; process -> the last rank's main(); rendezvous -> the last rank in the group; "
-      "overhead = total - process\n");
+      "returned; process -> the last rank's main(); import -> the last rank's `import torch` done "
+      "(--script); rendezvous -> the last rank in the group; overhead = total - process - import\n");
   if (!flags.markdown.empty()) {
     std::ofstream out(flags.markdown);
     out << setup << "\n\n"
-        << "| N | placement | launch | process | rendezvous | total | overhead |\n"
-        << "|---|---|---|---|---|---|---|\n";
+        << "| N | placement | launch | process | import | rendezvous | total | overhead |\n"
+        << "|---|---|---|---|---|---|---|---|\n";
     for (const std::string& row : rows) out << row << "\n";
     if (!out) {
       std::fprintf(stderr, "berth-train-bench: --markdown: cannot write %s\n",
@@ -234,6 +309,9 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"sqlite", "memory"}))
       ->capture_default_str();
   app.add_option("--markdown", flags.markdown, "also write the table here");
+  app.add_option("--script", flags.script,
+                 "run this Python program as the jobs' command (bench/train_startup/timed_ddp.py)");
+  app.add_option("--python", flags.python, "the interpreter for --script")->capture_default_str();
   CLI11_PARSE(app, argc, argv);
   return berth::Main(flags);
 }
