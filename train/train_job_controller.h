@@ -1,10 +1,13 @@
 // TrainJobController: runs train jobs inside the head. A job's ScalingConfig
 // becomes one placement group (bundle 0 = trainer + rank 0); once it is
-// CREATED the controller starts the trainer (the job's driver, which hosts
-// the rendezvous store on rank 0's node) and the N ranked workers through
-// the raylets, watches them, and on a worker failure or a lost node stops
-// the group and starts it again from the latest checkpoint, up to
-// max_failures. One thread per job drives these steps; every job's state is
+// CREATED the controller starts the trainer (the job's driver on rank 0's
+// node: the built-in ranks' store, or the relay of a user script's
+// reports), a user Python command's store host (train/worker_env.h), and
+// the N ranked workers (or one launcher per node) through the raylets,
+// watches them, and on a worker failure or a lost node stops the group and
+// starts it again from the latest checkpoint, up to max_failures. The cause
+// of a failure is the first observed one: the process that failed first,
+// with what it said. One thread per job drives these steps; every job's state is
 // behind one mutex and visible through Get/List at any time.
 //
 // States: PENDING (waiting for placement; the message says why) -> STARTING
