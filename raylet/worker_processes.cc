@@ -1,11 +1,17 @@
 #include "raylet/worker_processes.h"
 
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <system_error>
@@ -60,7 +66,7 @@ absl::Status ValidateLaunch(const WorkerLaunch& launch) {
 
 // What a child reports through its CLOEXEC pipe when it cannot exec.
 struct ChildFailure {
-  enum Stage : int { kProcessGroup, kRedirect, kChdir, kExec } stage;
+  enum Stage : int { kProcessGroup, kRedirect, kChdir, kFork, kExec } stage;
   int error;
 };
 
@@ -72,6 +78,8 @@ const char* StageName(int stage) {
       return "redirecting output";
     case ChildFailure::kChdir:
       return "chdir";
+    case ChildFailure::kFork:
+      return "fork";
     default:
       return "exec";
   }
@@ -85,10 +93,47 @@ int64_t NowUnixMs() { return absl::ToUnixMillis(absl::Now()); }
 
 constexpr const char* kErrorFileEnv = "TORCHELASTIC_ERROR_FILE";
 
+// The keeper's descriptors besides stdio (CLOEXEC: the program gets neither).
+constexpr int kReportFd = 3;
+constexpr int kLifelineFd = 4;
+
+// The keeper: waits for the program and exits as it did, so the raylet
+// reaps the same status it would from the program itself; if the raylet's
+// lifeline ends first (the raylet died, however), kills the whole group,
+// itself included. Only async-signal-safe calls (raw syscalls).
+[[noreturn]] void KeepUntilExit(pid_t program) {
+  // Stop signals are for the program; the keeper outlives it to pass on
+  // its status, and SIGKILL to the group ends both.
+  struct sigaction ignore = {};
+  ignore.sa_handler = SIG_IGN;
+  for (int sig : {SIGTERM, SIGINT, SIGHUP, SIGQUIT}) sigaction(sig, &ignore, nullptr);
+  prctl(PR_SET_NAME, "berth-keeper", 0, 0, 0);
+  const int pidfd = static_cast<int>(syscall(SYS_pidfd_open, program, 0));
+  struct pollfd fds[2] = {{kLifelineFd, POLLIN, 0}, {pidfd, POLLIN, 0}};
+  while (true) {
+    // Without pidfds (kernels before 5.3) the program is polled.
+    const int ready = poll(fds, pidfd >= 0 ? 2 : 1, pidfd >= 0 ? -1 : 100);
+    if (ready > 0 && fds[0].revents != 0) killpg(0, SIGKILL);  // the raylet is gone
+    int status = 0;
+    if (waitpid(program, &status, WNOHANG) != program) continue;
+    if (WIFEXITED(status)) _exit(WEXITSTATUS(status));
+    const int sig = WTERMSIG(status);
+    const struct rlimit no_core = {0, 0};
+    setrlimit(RLIMIT_CORE, &no_core);  // the program's core, if any, is written
+    struct sigaction default_action = {};
+    default_action.sa_handler = SIG_DFL;
+    sigaction(sig, &default_action, nullptr);
+    kill(getpid(), sig);
+    _exit(128 + sig);  // a signal whose default is to continue
+  }
+}
+
 // Only async-signal-safe calls from fork to exec: the raylet is threaded.
-[[noreturn]] void RunChild(int report_fd, int stdin_fd, int stdout_fd, int stderr_fd,
-                           const char* cwd, char* const argv[], char* const envp[]) {
-  auto fail = [report_fd](ChildFailure::Stage stage) {
+// The child leads the worker's process group as its keeper and forks the
+// program; exec failures reach the raylet through `report_fd`.
+[[noreturn]] void RunChild(int report_fd, int lifeline_fd, int stdin_fd, int stdout_fd,
+                           int stderr_fd, const char* cwd, char* const argv[], char* const envp[]) {
+  auto fail = [&report_fd](ChildFailure::Stage stage) {
     const ChildFailure failure{stage, errno};
     ssize_t ignored = write(report_fd, &failure, sizeof(failure));
     (void)ignored;
@@ -102,22 +147,40 @@ constexpr const char* kErrorFileEnv = "TORCHELASTIC_ERROR_FILE";
   struct sigaction default_action = {};
   default_action.sa_handler = SIG_DFL;
   for (int sig = 1; sig < NSIG; ++sig) sigaction(sig, &default_action, nullptr);
-  if (dup2(stdin_fd, 0) < 0 || dup2(stdout_fd, 1) < 0 || dup2(stderr_fd, 2) < 0) {
+  // Out of the way of 0-4 first, then into place: any of these may be 3 or 4.
+  const int report_high = fcntl(report_fd, F_DUPFD_CLOEXEC, 10);
+  const int lifeline_high = fcntl(lifeline_fd, F_DUPFD_CLOEXEC, 10);
+  if (report_high < 0 || lifeline_high < 0) fail(ChildFailure::kRedirect);
+  report_fd = report_high;
+  if (dup2(stdin_fd, 0) < 0 || dup2(stdout_fd, 1) < 0 || dup2(stderr_fd, 2) < 0 ||
+      dup3(report_high, kReportFd, O_CLOEXEC) < 0 || dup3(lifeline_high, kLifelineFd, O_CLOEXEC) < 0) {
     fail(ChildFailure::kRedirect);
   }
-  // Descriptors the raylet opened without CLOEXEC (sockets of libraries)
-  // must not leak into workers; ignored where the kernel lacks close_range.
-  close_range(3, ~0U, CLOSE_RANGE_CLOEXEC);
+  report_fd = kReportFd;
+  // Nothing else of the raylet's stays open: not the sockets of libraries,
+  // not the lifeline's write end (the keeper must see it close).
+  if (close_range(kLifelineFd + 1, ~0U, 0) != 0) fail(ChildFailure::kRedirect);
   if (chdir(cwd) != 0) fail(ChildFailure::kChdir);
-  execvpe(argv[0], argv, envp);
-  fail(ChildFailure::kExec);
-  _exit(127);  // not reached
+  const pid_t program = fork();
+  if (program < 0) fail(ChildFailure::kFork);
+  if (program == 0) {
+    execvpe(argv[0], argv, envp);
+    fail(ChildFailure::kExec);
+  }
+  close(kReportFd);  // EOF for the raylet once the program has exec'd
+  KeepUntilExit(program);
 }
 
 }  // namespace
 
 WorkerProcessManager::WorkerProcessManager(Options options)
-    : options_(std::move(options)), reaper_([this] { ReapLoop(); }) {}
+    : options_(std::move(options)), reaper_([this] { ReapLoop(); }) {
+  // Without a lifeline the keepers could not tell that the raylet died.
+  if (pipe2(lifeline_, O_CLOEXEC) != 0) {
+    std::fprintf(stderr, "berth-raylet: creating the workers' lifeline: %s\n", std::strerror(errno));
+    std::abort();
+  }
+}
 
 WorkerProcessManager::~WorkerProcessManager() {
   StopAll(absl::ZeroDuration());
@@ -127,6 +190,8 @@ WorkerProcessManager::~WorkerProcessManager() {
     wake_reaper_.Signal();
   }
   reaper_.join();
+  close(lifeline_[0]);
+  close(lifeline_[1]);
 }
 
 absl::StatusOr<StartedWorker> WorkerProcessManager::Start(const WorkerLaunch& launch) {
@@ -171,10 +236,6 @@ absl::StatusOr<StartedWorker> WorkerProcessManager::Start(const WorkerLaunch& la
     env_entries.push_back(absl::StrCat(kErrorFileEnv, "=", error_file));
   }
   std::filesystem::remove(error_file, error);
-  // Helpers that must not outlive the raylet (the trainer, the store host)
-  // compare their parent with this; getppid() alone cannot tell an orphan
-  // from a child of a raylet that is pid 1, or of one that died first.
-  env_entries.push_back(absl::StrCat("BERTH_RAYLET_PID=", getpid()));
   env_entries.push_back(
       absl::StrCat("CUDA_VISIBLE_DEVICES=", absl::StrJoin(launch.visible_gpu_indices, ",")));
   std::vector<char*> argv;
@@ -210,7 +271,7 @@ absl::StatusOr<StartedWorker> WorkerProcessManager::Start(const WorkerLaunch& la
     return absl::InternalError(absl::StrCat("fork: ", std::strerror(fork_errno)));
   }
   if (pid == 0) {
-    RunChild(report_pipe[1], stdin_fd, stdout_fd, stderr_fd, cwd.c_str(), argv.data(),
+    RunChild(report_pipe[1], lifeline_[0], stdin_fd, stdout_fd, stderr_fd, cwd.c_str(), argv.data(),
              envp.data());
   }
   // Also from the parent, so the group exists before anyone signals it.

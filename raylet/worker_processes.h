@@ -2,9 +2,8 @@
 // processes.
 //
 // Each worker runs in its own process group, with exactly the environment it
-// is given plus CUDA_VISIBLE_DEVICES, TORCHELASTIC_ERROR_FILE
-// (`<log_dir>/<worker_id>.error.json`, unless given) and BERTH_RAYLET_PID
-// (the raylet's pid, so helpers can tell they are orphans), and with stdout /
+// is given plus CUDA_VISIBLE_DEVICES and TORCHELASTIC_ERROR_FILE
+// (`<log_dir>/<worker_id>.error.json`, unless given), and with stdout /
 // stderr appended to `<log_dir>/<worker_id>.out` / `.err`. A worker that
 // fails is described by its error file or its stderr's tail
 // (worker_error.h). Start is idempotent by worker id and
@@ -13,6 +12,16 @@
 // records every exit (code or signal) and hands it to the on-exit callback.
 // Stop signals the whole group: SIGTERM, then SIGKILL after the grace period.
 // The destructor kills every worker still running. Thread-safe.
+//
+// No worker outlives the raylet, however the raylet ends (kill -9
+// included): the group's leader is a small keeper process, forked from the
+// raylet, that forks the program, passes on its exit status as its own and
+// kills the whole group once the raylet's lifeline pipe closes (the kernel
+// closes it when the raylet dies). The program's children go with it unless
+// they leave the process group (setsid). Why not PR_SET_PDEATHSIG: it fires
+// when the forking *thread* exits (gRPC threads come and go) and reaches only
+// the direct child, not torchrun's ranks or DataLoader workers. The worker's
+// pid is the keeper's (signals to it reach the program through the group).
 #ifndef BERTH_RAYLET_WORKER_PROCESSES_H_
 #define BERTH_RAYLET_WORKER_PROCESSES_H_
 
@@ -123,6 +132,9 @@ class WorkerProcessManager {
   absl::CondVar wake_reaper_;
   std::map<std::string, Worker> workers_ ABSL_GUARDED_BY(mu_);
   bool shutting_down_ ABSL_GUARDED_BY(mu_) = false;
+  // Read end for the keepers; the write end stays open, in the raylet only,
+  // until the raylet ends.
+  int lifeline_[2] = {-1, -1};
   std::thread reaper_;
 };
 

@@ -2,6 +2,8 @@
 
 #include <signal.h>
 #include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <filesystem>
@@ -160,25 +162,53 @@ TEST_F(WorkerProcessManagerTest, StopAllKillsEveryWorker) {
   }
 }
 
+// Dead once it is gone or a zombie (whoever adopted it may reap it late);
+// waits up to 2 s.
+bool DiesSoon(pid_t pid) {
+  for (int i = 0; i < 200; ++i) {
+    if (kill(pid, 0) != 0 && errno == ESRCH) return true;
+    const std::string stat = ReadFileOrEmpty(absl::StrCat("/proc/", pid, "/stat"));
+    const size_t end_of_name = stat.rfind(')');
+    if (end_of_name != std::string::npos && stat.compare(end_of_name, 3, ") Z") == 0) return true;
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  return false;
+}
+
 TEST_F(WorkerProcessManagerTest, WhatAWorkerLeavesInItsGroupDiesWithIt) {
   ASSERT_TRUE(manager_->Start(Shell("parent", "sleep 60 & echo $!; exit 0")).ok());
   ASSERT_TRUE(WaitForExit("parent"));
   int stray = 0;
   ASSERT_TRUE(absl::SimpleAtoi(absl::StripAsciiWhitespace(ReadFileOrEmpty(LogPath("parent", ".out"))),
                                &stray));
-  // Dead once it is gone or a zombie (whoever adopted it may reap it late).
-  auto dead = [stray] {
-    if (kill(stray, 0) != 0 && errno == ESRCH) return true;
-    const std::string stat = ReadFileOrEmpty(absl::StrCat("/proc/", stray, "/stat"));
-    const size_t end_of_name = stat.rfind(')');
-    return end_of_name != std::string::npos && stat.compare(end_of_name, 3, ") Z") == 0;
-  };
-  bool gone = false;
-  for (int i = 0; i < 200 && !gone; ++i) {
-    gone = dead();
-    if (!gone) absl::SleepFor(absl::Milliseconds(10));
+  EXPECT_TRUE(DiesSoon(stray)) << "pid " << stray << " survived its worker";
+}
+
+TEST_F(WorkerProcessManagerTest, NoWorkerOutlivesAKilledRaylet) {
+  // A raylet of its own, so that it can be killed -9: a forked process
+  // holding a manager with one worker that has a child of its own.
+  const std::string out = dir_ + "/raylet-logs/worker.out";
+  const pid_t raylet = fork();
+  ASSERT_GE(raylet, 0);
+  if (raylet == 0) {
+    WorkerProcessManager manager(WorkerProcessManager::Options{dir_ + "/raylet-logs", dir_ + "/work", {}});
+    WorkerLaunch launch = Shell("worker", "sleep 60 & echo $! $$; wait");
+    if (!manager.Start(launch).ok()) _exit(1);
+    while (true) pause();
   }
-  EXPECT_TRUE(gone) << "pid " << stray << " survived its worker";
+  int program = 0, child = 0;
+  for (int i = 0; i < 500 && child == 0; ++i) {
+    std::istringstream pids(ReadFileOrEmpty(out));
+    pids >> child >> program;
+    if (program == 0) child = 0;
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  ASSERT_NE(child, 0) << "the worker never started";
+  ASSERT_EQ(kill(raylet, SIGKILL), 0);
+  int status = 0;
+  ASSERT_EQ(waitpid(raylet, &status, 0), raylet);
+  EXPECT_TRUE(DiesSoon(program)) << "the worker (pid " << program << ") outlived its raylet";
+  EXPECT_TRUE(DiesSoon(child)) << "the worker's child (pid " << child << ") outlived its raylet";
 }
 
 TEST_F(WorkerProcessManagerTest, ExecFailureIsAnErrorNotASilentExit) {

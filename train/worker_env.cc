@@ -168,10 +168,8 @@ except ImportError as e:
 else:
     store = TCPStore("0.0.0.0", port, world, True, datetime.timedelta(days=365), wait_for_workers=False)
     print(f"berth store host: c10d TCPStore on port {port} for {world} ranks (torch {torch.__version__})", flush=True)
-import os
-raylet = int(os.environ.get("BERTH_RAYLET_PID") or os.getppid())
-while os.getppid() == raylet:  # nobody would stop an orphan
-    time.sleep(1)
+while True:  # until stopped; the raylet's keeper kills it with its raylet
+    time.sleep(3600)
 )py";
   return {python, "-c", kScript, absl::StrCat(port), absl::StrCat(world_size)};
 }
@@ -183,8 +181,7 @@ const std::vector<std::string>& ReservedEnvNames() {
       "CUDA_VISIBLE_DEVICES", "TORCHELASTIC_RESTART_COUNT", "TORCHELASTIC_MAX_RESTARTS",
       "TORCHELASTIC_RUN_ID", "TORCHELASTIC_USE_AGENT_STORE", "TORCHELASTIC_ERROR_FILE",
       "BERTH_JOB_ID", "BERTH_PLACEMENT_GROUP_ID", "BERTH_BUNDLE_INDEX", "BERTH_HEAD_ADDRESS",
-      "BERTH_NODE_ID", "BERTH_ATTEMPT", "BERTH_STORAGE_PATH", "BERTH_REPORT_FILE", "BERTH_LATEST_CHECKPOINT",
-      "BERTH_RAYLET_PID"};
+      "BERTH_NODE_ID", "BERTH_ATTEMPT", "BERTH_STORAGE_PATH", "BERTH_REPORT_FILE", "BERTH_LATEST_CHECKPOINT"};
   return names;
 }
 

@@ -1,7 +1,5 @@
 #include "worker/head_reporter.h"
 
-#include <unistd.h>
-
 #include <cstdio>
 #include <cstdlib>
 #include <utility>
@@ -31,14 +29,6 @@ std::shared_ptr<grpc::Channel> HeadChannel(const std::string& head) {
 }
 
 }  // namespace
-
-bool RayletIsGone() {
-  static const pid_t raylet = [] {
-    const char* pid = std::getenv("BERTH_RAYLET_PID");
-    return pid != nullptr && *pid != '\0' ? static_cast<pid_t>(std::atol(pid)) : getppid();
-  }();
-  return getppid() != raylet;
-}
 
 HeadReporter::HeadReporter(const std::string& head, std::string job_id)
     : stub_(v1::TrainJobService::NewStub(HeadChannel(head))), job_id_(std::move(job_id)) {}

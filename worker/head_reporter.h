@@ -15,11 +15,6 @@
 
 namespace berth {
 
-// Whether the raylet that started this process is gone (its pid is
-// BERTH_RAYLET_PID; without it, the parent at the first call): nobody would
-// stop this process any more.
-bool RayletIsGone();
-
 class HeadReporter {
  public:
   HeadReporter(const std::string& head, std::string job_id);

@@ -76,10 +76,6 @@ int RelayReports(const TrainerFlags& flags, const volatile std::sig_atomic_t& st
   ReportFileReader reader(flags.report_file);
   RelayState state;
   while (true) {
-    if (RayletIsGone()) {
-      std::fprintf(stderr, "berth-worker trainer: the raylet that started me is gone: exiting\n");
-      return 1;
-    }
     const bool last = stop != 0;  // read once more after the stop
     if (Fold(reader.ReadNewLines(), state) && head.has_value()) {
       v1::ReportTrainProgressRequest request;

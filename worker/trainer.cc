@@ -175,10 +175,6 @@ int Serve(const TrainerFlags& flags, const std::optional<std::string>& resume_ch
   JobView view;
   const absl::Time deadline = absl::Now() + absl::Seconds(flags.timeout_s);
   while (g_stop_signal == 0) {
-    if (RayletIsGone()) {
-      Log("error: the raylet that started me is gone: exiting");
-      return 1;
-    }
     // Checked before the checkpoint: rank 0 publishes its last checkpoint
     // before it reports done, so this pass still saves it.
     const bool all_done = store->check(done_keys);

@@ -61,6 +61,17 @@ with_command() {
   echo "$copy"
 }
 
+# Whether job $1 failed only in torch 2.x's teardown after all $2 ranks had
+# trained and agreed: a rank aborting with "terminate called without an
+# active exception" once its script returned. That happens under plain
+# `torchrun --standalone` too (1 run in 17 of examples/pytorch-ddp on torch
+# 2.15 here, no berth involved), so it is retried once, and said.
+torch_teardown_abort() {
+  local id=$1 world=$2
+  { berth job "$id"; berth logs "$id"; } 2>&1 | grep -q "terminate called without an active exception" &&
+    [[ $(berth logs "$id" 2>/dev/null | grep -oE "rank [0-9]+ params" | sort -u | wc -l) -eq $world ]]
+}
+
 # Submits a job file and waits; checks SUCCEEDED and one parameter hash on
 # every rank of the world size.
 expect_success() {
@@ -68,6 +79,12 @@ expect_success() {
   out=$(berth submit "$file" --wait 2>&1)
   local rc=$?
   id=$(head -1 <<<"$out")
+  if [[ $rc -ne 0 ]] && torch_teardown_abort "$id" "$world"; then
+    echo "RETRY $name: $id trained, then a rank aborted in torch's teardown (upstream; see torch_teardown_abort)"
+    out=$(berth submit "$file" --wait 2>&1)
+    rc=$?
+    id=$(head -1 <<<"$out")
+  fi
   if [[ $rc -ne 0 ]] || ! grep -q "^state: *SUCCEEDED" <<<"$out"; then
     fail "$name" "berth submit --wait exited $rc: $(grep -E '^(state|message|failure)' <<<"$out" | head -5)"
     berth logs "$id" 2>&1 | tail -20

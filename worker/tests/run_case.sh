@@ -30,12 +30,15 @@ fail() {
   exit 1
 }
 
-# A port nothing listens on (ss lists listeners); ranks retry connecting.
+# A port no socket uses, below the kernel's ephemeral range: a port picked
+# inside that range can be taken by any test's outgoing connection before
+# rank 0 binds it (seen in CI: EADDRINUSE on 34638). Ranks retry connecting.
 free_port() {
-  local port
+  local low port
+  read -r low _ </proc/sys/net/ipv4/ip_local_port_range
   while :; do
-    port=$((20000 + RANDOM % 40000))
-    if [[ -z $(ss -Hltn "sport = :$port" 2>/dev/null) ]]; then
+    port=$((20000 + RANDOM % (low - 20000)))
+    if [[ -z $(ss -Htan "sport = :$port" 2>/dev/null) ]]; then
       echo "$port"
       return
     fi
