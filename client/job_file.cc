@@ -397,8 +397,12 @@ class JobFileParser {
 
   absl::Status Failure(const YAML::Node& node, absl::string_view path,
                        v1::FailureConfig* out) const {
-    return ForEachKey(node, path, {"max_failures"},
+    return ForEachKey(node, path, {"max_failures", "count_node_failures"},
                       [&](const std::string& key, const YAML::Node& value, const YAML::Node&) {
+                        if (key == "count_node_failures") {
+                          return SetBool(value, Child(path, key),
+                                         [&](bool b) { out->set_count_node_failures(b); });
+                        }
                         // -1 = unlimited, as in Ray.
                         return SetInteger(value, Child(path, key), -1,
                                           std::numeric_limits<int32_t>::max(),

@@ -4,6 +4,7 @@
 #include <atomic>
 #include <cmath>
 #include <random>
+#include <csignal>
 #include <set>
 
 #include "absl/strings/match.h"
@@ -28,6 +29,9 @@ int64_t NowUs() { return absl::ToUnixMicros(absl::Now()); }
 constexpr absl::Duration kFailureSettle = absl::Seconds(2);
 // The longest a finished command job waits for its report relay to be up.
 constexpr absl::Duration kRelayStartup = absl::Seconds(10);
+// How often a running attempt asks its raylets for exits it was not told
+// of (a report lost with a head restart, a worker its raylet no longer has).
+constexpr absl::Duration kReconcileEvery = absl::Seconds(2);
 
 bool IsTerminal(v1::TrainJobState s) {
   return s == v1::TRAIN_JOB_STATE_SUCCEEDED || s == v1::TRAIN_JOB_STATE_FAILED ||
@@ -414,23 +418,7 @@ void TrainJobController::ResumeJob(const std::string& job_id) {
   if (state == v1::TRAIN_JOB_STATE_RUNNING && !processes.empty()) {
     // Processes that ended while the head was away: their exit reports may
     // have been lost, so ask their raylets.
-    std::set<std::string> nodes;
-    for (const auto& [worker, node] : processes) nodes.insert(node);
-    for (const std::string& node : nodes) {
-      const std::string address = groups_->RayletAddress(node);
-      if (address.empty()) continue;
-      v1::ListWorkersRequest request;
-      request.set_job_id(job_id);
-      absl::StatusOr<v1::ListWorkersResponse> listed = raylets_->ListWorkers(address, request);
-      if (!listed.ok()) continue;
-      absl::MutexLock lock(&mu_);
-      for (const v1::WorkerStatus& w : listed->workers()) {
-        if (processes.count(w.worker_id()) && w.state() != v1::WORKER_STATE_RUNNING &&
-            w.state() != v1::WORKER_STATE_STARTING) {
-          jobs_.at(job_id)->exits[w.worker_id()] = w;
-        }
-      }
-    }
+    RecordUnreportedExits(job_id, processes);
     running = std::move(processes);
   } else {
     if (!processes.empty()) StopProcesses(job_id, processes);  // a half-started attempt
@@ -709,9 +697,70 @@ absl::StatusOr<std::map<std::string, std::string>> TrainJobController::StartProc
   return started;
 }
 
+std::string TrainJobController::PlacementChange(const std::map<std::string, std::string>& processes,
+                                                const absl::StatusOr<v1::PlacementGroupInfo>& pg,
+                                                int64_t placed_unix_ms) {
+  std::set<std::string> nodes;
+  for (const auto& [worker, node] : processes) nodes.insert(node);
+  for (const std::string& node : nodes) {
+    if (groups_->RayletAddress(node).empty()) return absl::StrCat("node ", node, " died (missed heartbeats)");
+  }
+  if (!pg.ok()) return "";  // the head's own error; asked again next pass
+  if (pg->state() != v1::PLACEMENT_GROUP_STATE_CREATED) {
+    return absl::StrCat("the placement group lost bundles: ", pg->pending_reason());
+  }
+  // Placed again since the attempt started, even if the node it lost came
+  // back under the same id and took its bundles back between two passes.
+  if (placed_unix_ms != 0 && pg->placed_unix_ms() != placed_unix_ms) {
+    return "the placement group's bundles were placed again (a node of the attempt was lost)";
+  }
+  std::set<std::string> placed_on;
+  for (const v1::BundleLocation& location : pg->locations()) placed_on.insert(location.node_id());
+  for (const std::string& node : nodes) {
+    if (placed_on.count(node) == 0) return absl::StrCat("the placement group's bundles moved off node ", node);
+  }
+  return "";
+}
+
+void TrainJobController::RecordUnreportedExits(const std::string& job_id,
+                                               const std::map<std::string, std::string>& processes) {
+  std::map<std::string, std::vector<std::string>> by_node;
+  for (const auto& [worker, node] : processes) by_node[node].push_back(worker);
+  for (const auto& [node, workers] : by_node) {
+    const std::string address = groups_->RayletAddress(node);
+    if (address.empty()) continue;  // a dead node ends the attempt by itself
+    v1::ListWorkersRequest request;
+    request.set_job_id(job_id);
+    absl::StatusOr<v1::ListWorkersResponse> listed = raylets_->ListWorkers(address, request);
+    if (!listed.ok()) continue;  // unreachable for now: its heartbeats decide
+    std::map<std::string, const v1::WorkerStatus*> known;
+    for (const v1::WorkerStatus& w : listed->workers()) known[w.worker_id()] = &w;
+    absl::MutexLock lock(&mu_);
+    Job& job = *jobs_.at(job_id);
+    for (const std::string& worker : workers) {
+      if (job.exits.count(worker) > 0) continue;
+      auto it = known.find(worker);
+      if (it == known.end()) {
+        // Its exit can never be reported: the raylet lost it (a raylet of
+        // a new life, which killed the old one's workers with it).
+        v1::WorkerStatus lost;
+        lost.set_worker_id(worker);
+        lost.set_state(v1::WORKER_STATE_FAILED);
+        lost.set_signal(SIGKILL);
+        lost.set_error(absl::StrCat("its raylet on node ", node, " no longer knows it (the raylet restarted)"));
+        lost.set_failed_unix_us(NowUs());
+        job.exits[worker] = std::move(lost);
+      } else if (it->second->state() != v1::WORKER_STATE_RUNNING &&
+                 it->second->state() != v1::WORKER_STATE_STARTING) {
+        job.exits[worker] = *it->second;
+      }
+    }
+  }
+}
+
 TrainJobController::Outcome TrainJobController::Watch(
     const std::string& job_id, const std::string& pg_id,
-    const std::map<std::string, std::string>& processes) {
+    const std::map<std::string, std::string>& processes, int64_t placed_unix_ms) {
   const std::string trainer_id = [&] {
     for (const auto& [id, node] : processes) {
       if (absl::EndsWith(id, "-trainer")) return id;
@@ -720,14 +769,22 @@ TrainJobController::Outcome TrainJobController::Watch(
   }();
   const size_t ranks = static_cast<size_t>(std::count_if(
       processes.begin(), processes.end(), [](const auto& p) { return !IsHelperProcess(p.first); }));
+  absl::Time reconcile_at = absl::Now() + kReconcileEvery;
   while (true) {
     absl::StatusOr<v1::PlacementGroupInfo> pg = groups_->GetGroup(pg_id);
+    // A resumed attempt takes the placement it finds as its own.
+    if (placed_unix_ms == 0 && pg.ok() && pg->state() == v1::PLACEMENT_GROUP_STATE_CREATED) {
+      placed_unix_ms = pg->placed_unix_ms();
+    }
+    const std::string placement_change = PlacementChange(processes, pg, placed_unix_ms);
+    if (absl::Now() >= reconcile_at) {
+      RecordUnreportedExits(job_id, processes);
+      reconcile_at = absl::Now() + kReconcileEvery;
+    }
     absl::MutexLock lock(&mu_);
     Job& job = *jobs_.at(job_id);
     if (job.stop_requested) return {false, true, "stopped"};
-    if (pg.ok() && pg->state() != v1::PLACEMENT_GROUP_STATE_CREATED) {
-      return {false, false, absl::StrCat("the placement group lost bundles: ", pg->pending_reason())};
-    }
+    if (!placement_change.empty()) return {false, false, placement_change, true};
     size_t workers_done = 0;
     bool any_failed = false;
     for (const auto& [id, node] : processes) {
@@ -852,14 +909,18 @@ void TrainJobController::RunJob(const std::string& job_id) {
 void TrainJobController::RunAttempts(const std::string& job_id, const std::string& pg_id, uint32_t first_attempt,
                                      std::optional<std::map<std::string, std::string>> running) {
   int32_t max_failures = 0;
+  bool count_node_failures = true;
   {
     absl::MutexLock lock(&mu_);
-    max_failures = jobs_.at(job_id)->info.spec().failure_config().max_failures();
+    const v1::FailureConfig& failure = jobs_.at(job_id)->info.spec().failure_config();
+    max_failures = failure.max_failures();
+    count_node_failures = !failure.has_count_node_failures() || failure.count_node_failures();
   }
   v1::TrainJobState final_state = v1::TRAIN_JOB_STATE_FAILED;
   std::string final_message;
   for (uint32_t attempt = first_attempt;; ++attempt) {
     absl::StatusOr<std::map<std::string, std::string>> processes;
+    int64_t placed_unix_ms = 0;  // of the placement the attempt starts on; 0 = as found
     if (running) {
       processes = *std::move(running);
       running.reset();
@@ -870,6 +931,7 @@ void TrainJobController::RunAttempts(const std::string& job_id, const std::strin
         break;
       }
       absl::StatusOr<v1::PlacementGroupInfo> pg = groups_->GetGroup(pg_id);
+      if (pg.ok()) placed_unix_ms = pg->placed_unix_ms();
       SetState(job_id, attempt == 0 ? v1::TRAIN_JOB_STATE_STARTING : v1::TRAIN_JOB_STATE_RESTARTING,
                "starting the trainer and workers");
       processes = pg.ok() ? Launch(job_id, *pg, attempt)
@@ -878,7 +940,7 @@ void TrainJobController::RunAttempts(const std::string& job_id, const std::strin
     Outcome outcome;
     if (processes.ok()) {
       SetState(job_id, v1::TRAIN_JOB_STATE_RUNNING, "");
-      outcome = Watch(job_id, pg_id, *processes);
+      outcome = Watch(job_id, pg_id, *processes, placed_unix_ms);
       if (!outcome.succeeded) StopProcesses(job_id, *processes);
     } else {
       outcome.cause = std::string(processes.status().message());
@@ -897,7 +959,9 @@ void TrainJobController::RunAttempts(const std::string& job_id, const std::strin
     {
       absl::MutexLock lock(&mu_);
       v1::TrainJobInfo& info = jobs_.at(job_id)->info;
-      info.set_failures(info.failures() + 1);
+      // The causes list every restart; failures counts those max_failures
+      // is about.
+      if (count_node_failures || !outcome.node_failure) info.set_failures(info.failures() + 1);
       info.add_failure_causes(outcome.cause);
       give_up = max_failures >= 0 && static_cast<int64_t>(info.failures()) > max_failures;
       PersistLocked(*jobs_.at(job_id));

@@ -117,6 +117,7 @@ class TrainJobController {
     bool succeeded = false;
     bool stopped = false;
     std::string cause;
+    bool node_failure = false;  // a node of the attempt died or its bundles moved
   };
 
   void RunJob(const std::string& job_id);
@@ -139,8 +140,20 @@ class TrainJobController {
   absl::StatusOr<std::map<std::string, std::string>> Launch(const std::string& job_id,
                                                             const v1::PlacementGroupInfo& pg,
                                                             uint32_t attempt);
+  // Until the attempt ends: a process failed, all ranks finished, the job
+  // was stopped, or its placement changed. `placed_unix_ms` is the
+  // placement the processes started on (0: the one Watch first sees).
   Outcome Watch(const std::string& job_id, const std::string& pg_id,
-                const std::map<std::string, std::string>& processes);
+                const std::map<std::string, std::string>& processes, int64_t placed_unix_ms);
+  // Why the attempt can no longer run where it started: a node of it is not
+  // ALIVE, or the group is not CREATED, was placed again or moved off one
+  // of its nodes; "" while it can. Call without mu_.
+  std::string PlacementChange(const std::map<std::string, std::string>& processes,
+                              const absl::StatusOr<v1::PlacementGroupInfo>& pg, int64_t placed_unix_ms);
+  // Asks the processes' raylets for exits not reported to the head; a
+  // process its raylet does not know any more has failed. Call without mu_.
+  void RecordUnreportedExits(const std::string& job_id,
+                             const std::map<std::string, std::string>& processes);
   void StopProcesses(const std::string& job_id, const std::map<std::string, std::string>& processes);
   void SetState(const std::string& job_id, v1::TrainJobState state, const std::string& message);
 
