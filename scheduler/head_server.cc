@@ -135,6 +135,8 @@ void HeadServer::Start(const std::string& head_address) {
   train.head_address = head_address;
   train.cluster_token = config_.cluster_token;
   train.on_restart = [this] { metrics_.OnJobRestart(); };
+  train.node_dead_after =
+      absl::Milliseconds(config_.liveness.heartbeat_period_ms * config_.liveness.misses);
   train.persist = [this](const v1::TrainJobRecord& record) {
     Durable(writer_.Stage(kJobsTable, record.info().job_id(), record.SerializeAsString())).IgnoreError();
   };

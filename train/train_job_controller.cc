@@ -781,73 +781,125 @@ TrainJobController::Outcome TrainJobController::Watch(
       RecordUnreportedExits(job_id, processes);
       reconcile_at = absl::Now() + kReconcileEvery;
     }
-    absl::MutexLock lock(&mu_);
-    Job& job = *jobs_.at(job_id);
-    if (job.stop_requested) return {false, true, "stopped"};
-    if (!placement_change.empty()) return {false, false, placement_change, true};
-    size_t workers_done = 0;
-    bool any_failed = false;
-    for (const auto& [id, node] : processes) {
-      auto exit = job.exits.find(id);
-      if (exit == job.exits.end()) continue;
-      const v1::WorkerStatus& s = exit->second;
-      if (s.signal() != 0 || s.exit_code() != 0) {
-        any_failed = true;
-      } else if (!IsHelperProcess(id)) {
-        ++workers_done;
-      }
-    }
-    if (any_failed) {
-      // Like torchrun's "first observed failure": the process that failed
-      // first, by the time of its error, not the order of the reports (its
-      // peers die of the broken connections after it). Its peers get a
-      // moment to report.
-      auto all_ranks_exited = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-        if (job.stop_requested) return true;
-        for (const auto& [id, node] : processes) {
-          if (!IsHelperProcess(id) && job.exits.count(id) == 0) return false;
-        }
-        return true;
-      };
-      mu_.AwaitWithTimeout(absl::Condition(&all_ranks_exited), kFailureSettle);
-      const v1::WorkerStatus* first = nullptr;
-      std::string first_id, first_node;
+    std::set<std::string> silent_nodes;  // of processes that reported no exit
+    {
+      absl::MutexLock lock(&mu_);
+      Job& job = *jobs_.at(job_id);
+      if (job.stop_requested) return {false, true, "stopped"};
+      if (!placement_change.empty()) return {false, false, placement_change, true};
+      size_t workers_done = 0;
+      bool any_failed = false;
       for (const auto& [id, node] : processes) {
         auto exit = job.exits.find(id);
         if (exit == job.exits.end()) continue;
         const v1::WorkerStatus& s = exit->second;
-        if (s.signal() == 0 && s.exit_code() == 0) continue;
-        if (first == nullptr || FailedAtUs(s) < FailedAtUs(*first)) {
-          first = &s;
-          first_id = id;
-          first_node = node;
+        if (s.signal() != 0 || s.exit_code() != 0) {
+          any_failed = true;
+        } else if (!IsHelperProcess(id)) {
+          ++workers_done;
         }
       }
-      return {false, false, DescribeFailure(first_id, first_node, *first)};
-    }
-    if (workers_done == ranks) {
-      // Every rank finished cleanly. A user command's trainer only relays
-      // reports (stopping it relays the last ones) and its store host is
-      // no longer needed; the built-in trainer writes
-      // the final checkpoint and checks the ranks agree, so give it a
-      // moment; then it is stopped like a leftover.
-      if (job.info.spec().entrypoint().has_command()) {
-        // Ranks that finish within the relay's start-up (it loads libtorch)
-        // would otherwise lose their last reports with it.
-        mu_.AwaitWithTimeout(absl::Condition(&job.trainer_reported), kRelayStartup);
+      if (!any_failed && workers_done == ranks) {
+        // Every rank finished cleanly. A user command's trainer only relays
+        // reports (stopping it relays the last ones) and its store host is
+        // no longer needed; the built-in trainer writes the final
+        // checkpoint and checks the ranks agree, so give it a moment; then
+        // it is stopped like a leftover.
+        if (job.info.spec().entrypoint().has_command()) {
+          // Ranks that finish within the relay's start-up (it loads libtorch)
+          // would otherwise lose their last reports with it.
+          mu_.AwaitWithTimeout(absl::Condition(&job.trainer_reported), kRelayStartup);
+          return {true, false, ""};
+        }
+        auto trainer_exited = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+          return job.exits.count(trainer_id) > 0;
+        };
+        mu_.AwaitWithTimeout(absl::Condition(&trainer_exited), absl::Seconds(3));
+        auto exit = job.exits.find(trainer_id);
+        if (exit != job.exits.end() && (exit->second.signal() != 0 || exit->second.exit_code() != 0)) {
+          return {false, false, DescribeFailure(trainer_id, processes.at(trainer_id), exit->second)};
+        }
         return {true, false, ""};
       }
-      auto trainer_exited = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-        return job.exits.count(trainer_id) > 0;
-      };
-      mu_.AwaitWithTimeout(absl::Condition(&trainer_exited), absl::Seconds(3));
-      auto exit = job.exits.find(trainer_id);
-      if (exit != job.exits.end() && (exit->second.signal() != 0 || exit->second.exit_code() != 0)) {
-        return {false, false, DescribeFailure(trainer_id, processes.at(trainer_id), exit->second)};
+      if (!any_failed) {
+        mu_.AwaitWithTimeout(absl::Condition(&job.stop_requested), config_.poll);
+        continue;
       }
-      return {true, false, ""};
+      for (const auto& [id, node] : processes) {
+        if (job.exits.count(id) == 0) silent_nodes.insert(node);
+      }
     }
-    mu_.AwaitWithTimeout(absl::Condition(&job.stop_requested), config_.poll);
+    // A node that died takes its workers with it (the raylet's keepers),
+    // and their peers fail of the broken connections before the head
+    // declares it DEAD: then the node's death is the cause, not theirs.
+    const std::set<std::string> unreachable = UnreachableNodes(job_id, silent_nodes);
+    Outcome failed = FirstFailure(job_id, processes, unreachable);
+    if (std::string lost = AwaitNodeDeath(job_id, unreachable); !lost.empty()) {
+      return {false, false, lost, true};
+    }
+    return failed;
+  }
+}
+
+std::set<std::string> TrainJobController::UnreachableNodes(const std::string& job_id,
+                                                           const std::set<std::string>& nodes) {
+  std::set<std::string> unreachable;
+  for (const std::string& node : nodes) {
+    const std::string address = groups_->RayletAddress(node);
+    v1::ListWorkersRequest request;
+    request.set_job_id(job_id);
+    if (address.empty() || !raylets_->ListWorkers(address, request).ok()) unreachable.insert(node);
+  }
+  return unreachable;
+}
+
+TrainJobController::Outcome TrainJobController::FirstFailure(
+    const std::string& job_id, const std::map<std::string, std::string>& processes,
+    const std::set<std::string>& unreachable) {
+  absl::MutexLock lock(&mu_);
+  const Job& job = *jobs_.at(job_id);
+  // Like torchrun's "first observed failure": the process that failed
+  // first, by the time of its error, not the order of the reports (its
+  // peers die of the broken connections after it). Its peers get a moment
+  // to report, those on unreachable nodes excepted.
+  auto all_ranks_exited = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (job.stop_requested) return true;
+    for (const auto& [id, node] : processes) {
+      if (!IsHelperProcess(id) && unreachable.count(node) == 0 && job.exits.count(id) == 0) return false;
+    }
+    return true;
+  };
+  mu_.AwaitWithTimeout(absl::Condition(&all_ranks_exited), kFailureSettle);
+  const v1::WorkerStatus* first = nullptr;
+  std::string first_id, first_node;
+  for (const auto& [id, node] : processes) {
+    auto exit = job.exits.find(id);
+    if (exit == job.exits.end()) continue;
+    const v1::WorkerStatus& s = exit->second;
+    if (s.signal() == 0 && s.exit_code() == 0) continue;
+    if (first == nullptr || FailedAtUs(s) < FailedAtUs(*first)) {
+      first = &s;
+      first_id = id;
+      first_node = node;
+    }
+  }
+  return {false, false, DescribeFailure(first_id, first_node, *first)};
+}
+
+std::string TrainJobController::AwaitNodeDeath(const std::string& job_id, const std::set<std::string>& nodes) {
+  auto died = [&]() -> std::string {
+    for (const std::string& node : nodes) {
+      if (groups_->RayletAddress(node).empty()) return absl::StrCat("node ", node, " died (missed heartbeats)");
+    }
+    return "";
+  };
+  // The heartbeats stopped at most node_dead_after ago.
+  const absl::Time deadline = absl::Now() + (nodes.empty() ? absl::ZeroDuration() : config_.node_dead_after);
+  while (true) {
+    if (std::string cause = died(); !cause.empty() || absl::Now() >= deadline) return cause;
+    absl::MutexLock lock(&mu_);
+    const Job& job = *jobs_.at(job_id);
+    if (mu_.AwaitWithTimeout(absl::Condition(&job.stop_requested), config_.poll)) return "";
   }
 }
 

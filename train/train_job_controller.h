@@ -20,6 +20,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <thread>
 #include <utility>
@@ -54,6 +55,9 @@ struct TrainControllerConfig {
   std::string checkpoint_root = "/tmp/berth/jobs";
   absl::Duration stop_grace = absl::Seconds(2);
   absl::Duration poll = absl::Milliseconds(50);
+  // How long a node that stopped heartbeating takes to be declared DEAD
+  // (the head's heartbeat period x misses).
+  absl::Duration node_dead_after = absl::Seconds(5);
   size_t max_active_jobs = 1000;  // not yet finished (berth-head --max-active-jobs)
   size_t max_name_length = 128;   // --max-name-length
   std::string cluster_token;      // given to the trainer (BERTH_CLUSTER_TOKEN)
@@ -150,6 +154,16 @@ class TrainJobController {
   // of its nodes; "" while it can. Call without mu_.
   std::string PlacementChange(const std::map<std::string, std::string>& processes,
                               const absl::StatusOr<v1::PlacementGroupInfo>& pg, int64_t placed_unix_ms);
+  // After a failure: those of `nodes` (with processes that reported
+  // nothing) that are not ALIVE or whose raylet does not answer.
+  std::set<std::string> UnreachableNodes(const std::string& job_id, const std::set<std::string>& nodes);
+  // The attempt's first observed failure, once its peers (but those on
+  // `unreachable` nodes) had kFailureSettle to report.
+  Outcome FirstFailure(const std::string& job_id, const std::map<std::string, std::string>& processes,
+                       const std::set<std::string>& unreachable);
+  // "node X died (missed heartbeats)" once one of `nodes` is declared DEAD,
+  // waiting up to the head's liveness timeout; "" if none is. Call without mu_.
+  std::string AwaitNodeDeath(const std::string& job_id, const std::set<std::string>& nodes);
   // Asks the processes' raylets for exits not reported to the head; a
   // process its raylet does not know any more has failed. Call without mu_.
   void RecordUnreportedExits(const std::string& job_id,

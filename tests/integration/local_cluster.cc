@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <stdexcept>
@@ -92,6 +93,26 @@ std::unique_ptr<grpc::ClientContext> Context(std::chrono::milliseconds timeout) 
   auto context = std::make_unique<grpc::ClientContext>();
   context->set_deadline(std::chrono::system_clock::now() + timeout);
   return context;
+}
+
+std::vector<pid_t> ProcessesWithEnv(const std::string& name, const std::string& value_prefix) {
+  const std::string wanted = name + "=" + value_prefix;
+  std::vector<pid_t> found;
+  std::error_code error;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc", error)) {
+    const std::string pid_text = entry.path().filename().string();
+    if (pid_text.find_first_not_of("0123456789") != std::string::npos) continue;
+    // A zombie's environ reads empty: it holds nothing any more.
+    std::ifstream environ(entry.path() / "environ", std::ios::binary);
+    std::string variable;
+    while (std::getline(environ, variable, '\0')) {
+      if (variable.compare(0, wanted.size(), wanted) == 0) {
+        found.push_back(static_cast<pid_t>(std::stol(pid_text)));
+        break;
+      }
+    }
+  }
+  return found;
 }
 
 bool WaitUntil(const std::function<bool()>& condition, std::chrono::milliseconds timeout) {

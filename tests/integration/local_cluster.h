@@ -121,6 +121,14 @@ std::unique_ptr<grpc::ClientContext> Context(
 // "" when the request fails or the status is not 200.
 std::string HttpGet(const std::string& host_port, const std::string& path);
 
+// The live processes (not zombies) whose environment has `name` set to a
+// value starting with `value_prefix`, from /proc. Every process a raylet
+// starts, and every child of it, has TORCHELASTIC_ERROR_FILE=
+// <log_dir(node)>/<worker id>.error.json, and worker ids start with the job
+// id: that finds a job's processes on a node, whatever became of their
+// parents.
+std::vector<pid_t> ProcessesWithEnv(const std::string& name, const std::string& value_prefix);
+
 // Polls `condition` every 20 ms until it holds or `timeout` passes.
 bool WaitUntil(const std::function<bool()>& condition, std::chrono::milliseconds timeout);
 

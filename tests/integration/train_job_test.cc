@@ -488,5 +488,95 @@ TEST(TrainJobLimitsTest, ActiveJobsAreBoundedByTheHeadsFlag) {
   EXPECT_TRUE(WaitUntil([&] { return submit("two", &second).ok(); }, seconds(15)));
 }
 
+// Faults under a running job (issue 15): three nodes, so that the bundles of
+// a lost node have somewhere to go.
+class TrainFaultTest : public TrainJobTest {
+ protected:
+  void SetUp() override {
+    TrainJobTest::SetUp();
+    cluster_->AddRaylet({"n2", 2, "A10G", 8, "32Gi"});
+  }
+
+  // A built-in 4-rank job that checkpoints often and runs for a while.
+  v1::TrainJobSpec LongBuiltinJob() {
+    v1::TrainJobSpec spec = GpuJob(4);
+    spec.mutable_entrypoint()->mutable_builtin_trainer()->set_steps(kSteps);
+    spec.mutable_entrypoint()->mutable_builtin_trainer()->set_checkpoint_every_steps(kSteps / 20);
+    return spec;
+  }
+
+  // Waits until the job runs and has saved a checkpoint.
+  v1::TrainJobInfo WaitCheckpointed(const std::string& id) {
+    v1::TrainJobInfo info;
+    EXPECT_TRUE(WaitUntil(
+        [&] {
+          info = Get(id);
+          return info.state() == v1::TRAIN_JOB_STATE_RUNNING && !info.latest_checkpoint().empty();
+        },
+        seconds(60)))
+        << info.DebugString();
+    return info;
+  }
+
+  // The processes of the job's workers on a node (keepers aside), found in
+  // the OS process table, not by asking berth.
+  std::vector<pid_t> JobProcessesOn(const std::string& node, const std::string& job_id) {
+    return ProcessesWithEnv("TORCHELASTIC_ERROR_FILE", cluster_->log_dir(node) + "/" + job_id + "-");
+  }
+
+  // Every GPU of the ALIVE nodes is free, as `berth status` shows it.
+  void ExpectEveryGpuFree() {
+    v1::GetClusterStatusResponse status;
+    ASSERT_TRUE(cluster_->cluster().GetClusterStatus(Context().get(), {}, &status).ok());
+    EXPECT_GT(status.total().amounts().at("GPU"), 0);
+    EXPECT_EQ(status.available().amounts().at("GPU"), status.total().amounts().at("GPU"))
+        << status.DebugString();
+  }
+
+  static constexpr uint32_t kSteps = 4000;
+};
+
+TEST_F(TrainFaultTest, ARayletKilledUnderRanksRestartsTheJobOnNewBundlesFromItsCheckpoint) {
+  v1::TrainJobSpec spec = LongBuiltinJob();
+  // A lost node is not the job's fault: it restarts without counting it.
+  spec.mutable_failure_config()->set_max_failures(0);
+  spec.mutable_failure_config()->set_count_node_failures(false);
+  const std::string id = Submit(spec);
+  const v1::TrainJobInfo running = WaitCheckpointed(id);
+  ASSERT_EQ(running.workers_size(), 4);
+  const std::string victim = running.workers(3).node_id();
+  ASSERT_NE(victim, running.workers(0).node_id()) << "ranks 2-3 share rank 0's node";
+  ASSERT_FALSE(JobProcessesOn(victim, id).empty());
+
+  cluster_->KillRaylet(victim, SIGKILL);
+  const auto killed_at = std::chrono::steady_clock::now();
+
+  // Its workers die with it: nothing of the job is left on the node.
+  EXPECT_TRUE(WaitUntil([&] { return JobProcessesOn(victim, id).empty(); }, seconds(2)))
+      << JobProcessesOn(victim, id).size() << " processes of the job outlived their raylet";
+  // The attempt ends within the heartbeat timeout (5 periods) + 2 s, for the node's death.
+  v1::TrainJobInfo after;
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        after = Get(id);
+        return after.failure_causes_size() > 0;
+      },
+      milliseconds(5 * cluster_->heartbeat_ms() + 2000)))
+      << "still " << after.DebugString();
+  EXPECT_LT(std::chrono::steady_clock::now() - killed_at, milliseconds(5 * cluster_->heartbeat_ms() + 2000));
+  EXPECT_THAT(after.failure_causes(0), HasSubstr("node " + victim + " died (missed heartbeats)"));
+
+  v1::TrainJobInfo done = WaitDone(id, seconds(120));
+  ASSERT_EQ(done.state(), v1::TRAIN_JOB_STATE_SUCCEEDED) << done.DebugString();
+  EXPECT_EQ(done.attempt(), 1u);
+  EXPECT_EQ(done.failures(), 0u);  // count_node_failures: false
+  for (const v1::WorkerRank& w : done.workers()) EXPECT_NE(w.node_id(), victim);
+  // The second attempt resumed from a checkpoint of the first and finished.
+  EXPECT_THAT(RankLog(done, 0), HasSubstr("resuming after step"));
+  EXPECT_GE(done.last_step(), kSteps - kSteps / 20);
+  ExpectEveryGpuFree();
+  for (const std::string node : {"n0", "n1", "n2"}) EXPECT_TRUE(JobProcessesOn(node, id).empty()) << node;
+}
+
 }  // namespace
 }  // namespace berth::testing
