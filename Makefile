@@ -8,7 +8,7 @@ BAZEL ?= bazel
 export CCACHE_BASEDIR := $(CURDIR)
 export CCACHE_NOHASHDIR := 1
 
-.PHONY: all setup configure build test demo placement-demo bench bazel clean sanitize fuzz replay
+.PHONY: all setup configure build test demo placement-demo bench bazel clean sanitize fuzz replay chaos
 
 all: build
 
@@ -43,6 +43,13 @@ replay: build
 	$(BUILD_DIR)/bench/berth-replay --data_dir=$(REPLAY_DATA) --results_dir=bench/results \
 	    --plot_data_dir=$(BUILD_DIR)/replay-data
 	gnuplot -e "data='$(BUILD_DIR)/replay-data'; out='bench/results'" bench/replay/plot.gp
+
+# The chaos test longer than CI runs it (tests/chaos/chaos_test.cc; CI: the
+# default seed, 1,200 operations). docs/reliability.md has a long run's figures.
+SEED ?= 20261129
+ITERATIONS ?= 5000
+chaos: build
+	BERTH_CHAOS_SEED=$(SEED) BERTH_CHAOS_ITERATIONS=$(ITERATIONS) $(BUILD_DIR)/tests/chaos/chaos_test
 
 # The secondary, offline Bazel build and its unit tests.
 bazel: setup

@@ -134,6 +134,10 @@ absl::StatusOr<std::vector<std::string>> PlacementGroupManager::CreateBatch(
 absl::StatusOr<std::string> PlacementGroupManager::CreateFromSpec(
     PlacementGroupSpec spec, const v1::CreatePlacementGroupRequest& meta,
     const std::string& new_id, int64_t now_ms) {
+  if (auto it = by_request_id_.find(meta.request_id()); it != by_request_id_.end() && !meta.job_id().empty()) {
+    auto group = groups_.find(it->second);
+    if (group != groups_.end() && group->second.job_id == meta.job_id()) return group->first;
+  }
   if (absl::Status s = CheckNew(spec, meta, 0); !s.ok()) return s;
   if (groups_.count(new_id) != 0) return absl::AlreadyExistsError(absl::StrCat("placement group id ", new_id));
   return Insert(std::move(spec), meta, new_id, now_ms);

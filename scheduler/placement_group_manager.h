@@ -114,7 +114,10 @@ class PlacementGroupManager {
                                      const std::string& new_id, int64_t now_ms);
   // Queues a group whose bundles berth built itself (the train layer's, which
   // carry `accelerator_type:` resources users may not write). `meta` gives
-  // name, job_id, priority and request_id; its bundles are ignored.
+  // name, job_id, priority and request_id; its bundles are ignored. A
+  // request_id that already made a group of the same job returns that
+  // group: a head restarted between creating a job's group and recording
+  // it in the job asks again.
   absl::StatusOr<std::string> CreateFromSpec(PlacementGroupSpec spec,
                                              const v1::CreatePlacementGroupRequest& meta,
                                              const std::string& new_id, int64_t now_ms);

@@ -1,18 +1,29 @@
 // Chaos: real head and raylets under a churn of placement group creates and
-// removes and two running train jobs, while raylets and the head are killed
-// with SIGKILL and restarted. Afterwards the invariants must hold:
+// removes and of train jobs (two long ones, and short ones submitted all
+// along), while raylets and the head are killed with SIGKILL and restarted.
+// Afterwards the invariants must hold:
 //   - no live group lost (every group created and not removed is known,
 //     and settles back to CREATED once capacity returns);
 //   - no GPU instance held twice;
-//   - every node's availability = its total minus the bundles it holds;
-//   - every job finished or running;
+//   - every node's availability = its total minus the bundles it holds, and
+//     the GPU shares its raylet's /metrics report match the head's;
+//   - no process of a job runs without the bundle the head holds for it
+//     (found in the OS process table, by the env the raylet gave it);
+//   - every job ends with the right reason: the short ones SUCCEEDED (they
+//     may restart without limit), the long ones STOPPED once stopped; no
+//     group is held for a job that ended, and no job process is left.
 //   - once everything is removed, every raylet holds nothing (no bundle
 //     reserved that the head does not know).
-// Prints the counts; the test fails on any violation.
+// BERTH_CHAOS_SEED and BERTH_CHAOS_ITERATIONS (`make chaos SEED= ITERATIONS=`)
+// set the run; CI runs the defaults. Prints the counts; the test fails on
+// any violation.
 #include <signal.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
+#include <fstream>
 #include <map>
 #include <random>
 #include <set>
@@ -31,7 +42,27 @@ using std::chrono::seconds;
 constexpr int kNodes = 4;
 constexpr int kGpusPerNode = 4;
 constexpr int kCpusPerNode = 16;
-constexpr int kOperations = 1200;
+constexpr int kDefaultOperations = 1200;
+constexpr unsigned kDefaultSeed = 20261129;
+// A short job every this many operations.
+constexpr int kShortJobEvery = 150;
+
+int64_t EnvOr(const char* name, int64_t fallback) {
+  const char* value = std::getenv(name);
+  return value != nullptr && *value != '\0' ? std::atoll(value) : fallback;
+}
+
+// The environment of a live process, from /proc.
+std::map<std::string, std::string> ProcessEnv(pid_t pid) {
+  std::map<std::string, std::string> env;
+  std::ifstream in("/proc/" + std::to_string(pid) + "/environ", std::ios::binary);
+  std::string variable;
+  while (std::getline(in, variable, '\0')) {
+    const size_t eq = variable.find('=');
+    if (eq != std::string::npos) env[variable.substr(0, eq)] = variable.substr(eq + 1);
+  }
+  return env;
+}
 
 std::string NodeId(int i) { return "chaos-" + std::to_string(i); }
 
@@ -163,6 +194,18 @@ class ChaosTest : public ::testing::Test {
     });
     for (const v1::NodeInfo& n : nodes.nodes()) {
       if (n.state() != v1::NODE_STATE_ALIVE) continue;
+      // What the raylet tells Prometheus about each GPU it has.
+      const std::vector<Series> metrics = ParseMetrics(HttpGet(n.metrics_address(), "/metrics"));
+      for (int gpu = 0; gpu < kGpusPerNode; ++gpu) {
+        const double reported = SumSeries(metrics, "berth_gpu_instance_allocated",
+                                          {{"node", n.node_id()}, {"gpu_index", std::to_string(gpu)}});
+        const double head = gpu_share[{n.node_id(), static_cast<uint32_t>(gpu)}];
+        if (std::abs(reported - head) > 1e-6) {
+          if (report) std::fprintf(stderr, "chaos: VIOLATION: %s's /metrics has GPU %d %.2f allocated, the head %.2f\n",
+                       n.node_id().c_str(), gpu, reported, head);
+          ++violations;
+        }
+      }
       for (const char* r : {"CPU", "GPU"}) {
         auto total = n.total().amounts().find(r);
         auto available = n.available().amounts().find(r);
@@ -178,6 +221,58 @@ class ChaosTest : public ::testing::Test {
     return violations;
   }
 
+  // Processes of the cluster's jobs that run without the bundle the head
+  // holds for them: their group is not CREATED, or its bundle is elsewhere.
+  // `checked` counts the processes looked at.
+  int CheckProcesses(bool report, int* checked) {
+    int violations = 0;
+    const v1::ListPlacementGroupsResponse groups = Groups();
+    std::map<std::string, const v1::PlacementGroupInfo*> by_id;
+    for (const auto& g : groups.placement_groups()) by_id[g.placement_group_id()] = &g;
+    for (pid_t pid : ProcessesWithEnv("TORCHELASTIC_ERROR_FILE", cluster_.dir())) {
+      std::map<std::string, std::string> env = ProcessEnv(pid);
+      if (env.empty()) continue;  // gone meanwhile
+      ++*checked;
+      const std::string& group = env["BERTH_PLACEMENT_GROUP_ID"];
+      const std::string& node = env["BERTH_NODE_ID"];
+      const uint32_t bundle = static_cast<uint32_t>(std::atol(env["BERTH_BUNDLE_INDEX"].c_str()));
+      auto it = by_id.find(group);
+      bool held = false;
+      if (it != by_id.end() && it->second->state() == v1::PLACEMENT_GROUP_STATE_CREATED) {
+        for (const v1::BundleLocation& l : it->second->locations()) {
+          held = held || (l.bundle_index() == bundle && l.node_id() == node);
+        }
+      }
+      if (!held) {
+        if (report) std::fprintf(stderr, "chaos: VIOLATION: pid %d of job %s runs on %s without bundle %u of %s\n",
+                     pid, env["BERTH_JOB_ID"].c_str(), node.c_str(), bundle, group.c_str());
+        ++violations;
+      }
+    }
+    return violations;
+  }
+
+  std::string SubmitJob(const std::string& request_id, const std::string& command) {
+    v1::SubmitTrainJobRequest submit;
+    submit.set_request_id(request_id);
+    submit.mutable_spec()->mutable_scaling_config()->set_num_workers(2);
+    submit.mutable_spec()->mutable_scaling_config()->set_use_gpu(true);
+    submit.mutable_spec()->mutable_failure_config()->set_max_failures(-1);
+    for (const char* a : {"/bin/sh", "-c"}) submit.mutable_spec()->mutable_entrypoint()->mutable_command()->add_argv(a);
+    submit.mutable_spec()->mutable_entrypoint()->mutable_command()->add_argv(command);
+    v1::SubmitTrainJobResponse submitted;
+    if (!Retry([&] { return cluster_.jobs().SubmitTrainJob(Context().get(), submit, &submitted); })) return "";
+    return submitted.job_id();
+  }
+
+  v1::TrainJobInfo Job(const std::string& id) {
+    v1::GetTrainJobRequest get;
+    get.set_job_id(id);
+    v1::GetTrainJobResponse info;
+    Retry([&] { return cluster_.jobs().GetTrainJob(Context().get(), get, &info); });
+    return info.job();
+  }
+
   LocalCluster cluster_{100};
   int probes_ = 0;
 };
@@ -186,24 +281,24 @@ TEST_F(ChaosTest, ChurnWithKilledRayletsAndHeadsKeepsTheBooksExact) {
   for (int i = 0; i < kNodes; ++i) {
     cluster_.AddRaylet({NodeId(i), kGpusPerNode, "A10G", kCpusPerNode, "64Gi"});
   }
-  std::mt19937 rng(20261129);
-  // Two long train jobs (a command that sleeps), one GPU per rank.
-  std::vector<std::string> jobs;
+  const unsigned seed = static_cast<unsigned>(EnvOr("BERTH_CHAOS_SEED", kDefaultSeed));
+  const int operations = static_cast<int>(EnvOr("BERTH_CHAOS_ITERATIONS", kDefaultOperations));
+  std::mt19937 rng(seed);
+  // Two long train jobs (a command that sleeps), one GPU per rank; stopped
+  // at the end.
+  std::vector<std::string> long_jobs, short_jobs;
   for (int j = 0; j < 2; ++j) {
-    v1::SubmitTrainJobRequest submit;
-    submit.set_request_id("chaos-job-" + std::to_string(j));
-    submit.mutable_spec()->mutable_scaling_config()->set_num_workers(2);
-    submit.mutable_spec()->mutable_scaling_config()->set_use_gpu(true);
-    submit.mutable_spec()->mutable_failure_config()->set_max_failures(-1);
-    for (const char* a : {"/bin/sh", "-c", "sleep 300"}) submit.mutable_spec()->mutable_entrypoint()->mutable_command()->add_argv(a);
-    v1::SubmitTrainJobResponse submitted;
-    ASSERT_TRUE(Retry([&] { return cluster_.jobs().SubmitTrainJob(Context().get(), submit, &submitted); }));
-    jobs.push_back(submitted.job_id());
+    long_jobs.push_back(SubmitJob("chaos-job-" + std::to_string(j), "sleep 300"));
+    ASSERT_FALSE(long_jobs.back().empty());
   }
 
   std::set<std::string> live;
   int created = 0, removed = 0, head_kills = 0, raylet_kills = 0;
-  for (int op = 0; op < kOperations; ++op) {
+  for (int op = 0; op < operations; ++op) {
+    if (op % kShortJobEvery == 50) {
+      short_jobs.push_back(SubmitJob("chaos-short-" + std::to_string(op), "sleep 2"));
+      ASSERT_FALSE(short_jobs.back().empty());
+    }
     if (op % 200 == 100) {
       cluster_.RestartHead(SIGKILL);
       ++head_kills;
@@ -235,23 +330,65 @@ TEST_F(ChaosTest, ChurnWithKilledRayletsAndHeadsKeepsTheBooksExact) {
   int violations = 0;
   bool settled = WaitUntil([&] { return CheckBooks(live, true, false) == 0; }, seconds(30));
   violations += CheckBooks(live, true);
-  for (const std::string& job : jobs) {
-    v1::GetTrainJobRequest get;
-    get.set_job_id(job);
-    v1::GetTrainJobResponse info;
-    ASSERT_TRUE(Retry([&] { return cluster_.jobs().GetTrainJob(Context().get(), get, &info); }));
-    const v1::TrainJobState s = info.job().state();
-    if (s != v1::TRAIN_JOB_STATE_RUNNING && s != v1::TRAIN_JOB_STATE_RESTARTING && s != v1::TRAIN_JOB_STATE_STARTING &&
-        s != v1::TRAIN_JOB_STATE_SUCCEEDED) {
-      std::fprintf(stderr, "chaos: VIOLATION: job %s is %s: %s\n", job.c_str(),
-                   v1::TrainJobState_Name(s).c_str(), info.job().message().c_str());
-      ++violations;
-    }
+  int processes_checked = 0;
+  int ignored = 0;
+  WaitUntil([&] { return CheckProcesses(false, &ignored) == 0; }, seconds(30));
+  violations += CheckProcesses(true, &processes_checked);
+  // Every short job ends SUCCEEDED (restarts are unlimited), every long job
+  // STOPPED once stopped.
+  for (const std::string& job : long_jobs) {
     v1::StopTrainJobRequest stop;
     stop.set_job_id(job);
     stop.set_request_id("chaos-stop-" + job);
     v1::StopTrainJobResponse stopped;
     ASSERT_TRUE(Retry([&] { return cluster_.jobs().StopTrainJob(Context().get(), stop, &stopped); }));
+  }
+  auto terminal = [](v1::TrainJobState s) {
+    return s == v1::TRAIN_JOB_STATE_SUCCEEDED || s == v1::TRAIN_JOB_STATE_FAILED || s == v1::TRAIN_JOB_STATE_STOPPED;
+  };
+  std::vector<std::string> all_jobs = long_jobs;
+  all_jobs.insert(all_jobs.end(), short_jobs.begin(), short_jobs.end());
+  WaitUntil(
+      [&] {
+        for (const std::string& job : all_jobs) {
+          if (!terminal(Job(job).state())) return false;
+        }
+        return true;
+      },
+      seconds(120));
+  int succeeded = 0, stopped_jobs = 0, restarts = 0;
+  std::set<std::string> job_groups;
+  for (const std::string& job : all_jobs) {
+    const v1::TrainJobInfo info = Job(job);
+    const bool is_long = std::count(long_jobs.begin(), long_jobs.end(), job) > 0;
+    const v1::TrainJobState want = is_long ? v1::TRAIN_JOB_STATE_STOPPED : v1::TRAIN_JOB_STATE_SUCCEEDED;
+    restarts += info.failure_causes_size();
+    job_groups.insert(info.placement_group_id());
+    if (info.state() == want) {
+      (is_long ? stopped_jobs : succeeded) += 1;
+      continue;
+    }
+    std::fprintf(stderr, "chaos: VIOLATION: job %s is %s (want %s): %s\n", job.c_str(),
+                 v1::TrainJobState_Name(info.state()).c_str(), v1::TrainJobState_Name(want).c_str(),
+                 info.message().c_str());
+    ++violations;
+  }
+  // An ended job holds no group, and nothing of it runs.
+  const v1::ListPlacementGroupsResponse groups_after = Groups();
+  for (const auto& g : groups_after.placement_groups()) {
+    if (job_groups.count(g.placement_group_id()) > 0 && g.state() != v1::PLACEMENT_GROUP_STATE_REMOVED) {
+      std::fprintf(stderr, "chaos: VIOLATION: group %s of an ended job is %s\n", g.placement_group_id().c_str(),
+                   v1::PlacementGroupState_Name(g.state()).c_str());
+      ++violations;
+    }
+  }
+  std::vector<pid_t> left;
+  WaitUntil([&] { return (left = ProcessesWithEnv("TORCHELASTIC_ERROR_FILE", cluster_.dir())).empty(); },
+            seconds(10));
+  for (pid_t pid : left) {
+    std::fprintf(stderr, "chaos: VIOLATION: pid %d of job %s outlived its job\n", pid,
+                 ProcessEnv(pid)["BERTH_JOB_ID"].c_str());
+    ++violations;
   }
   for (const std::string& id : live) ASSERT_TRUE(Remove(id));
   removed += static_cast<int>(live.size());
@@ -270,9 +407,11 @@ TEST_F(ChaosTest, ChurnWithKilledRayletsAndHeadsKeepsTheBooksExact) {
     ++violations;
   }
   violations += CheckBooks({}, false);
-  std::printf("chaos: %d operations, %d groups created, %d removed, %d head kills, %d raylet kills, "
-              "2 train jobs, settled=%s, violations=%d\n",
-              kOperations, created, removed, head_kills, raylet_kills, settled ? "yes" : "no", violations);
+  std::printf("chaos: seed %u, %d operations, %d groups created, %d removed, %d head kills, %d raylet kills, "
+              "%zu train jobs (%d succeeded, %d stopped, %d restarts), %d job processes checked, settled=%s, "
+              "violations=%d\n",
+              seed, operations, created, removed, head_kills, raylet_kills, all_jobs.size(), succeeded,
+              stopped_jobs, restarts, processes_checked, settled ? "yes" : "no", violations);
   EXPECT_EQ(violations, 0);
 }
 

@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <regex>
 #include <sstream>
 #include <stdexcept>
 #include <thread>
@@ -113,6 +114,36 @@ std::vector<pid_t> ProcessesWithEnv(const std::string& name, const std::string& 
     }
   }
   return found;
+}
+
+std::vector<Series> ParseMetrics(const std::string& text) {
+  std::vector<Series> out;
+  std::istringstream in(text);
+  std::string line;
+  const std::regex sample(R"(^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{(.*)\})? (\S+)$)");
+  const std::regex label(R"re(([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)")re");
+  while (std::getline(in, line)) {
+    std::smatch m;
+    if (line.empty() || line[0] == '#' || !std::regex_match(line, m, sample)) continue;
+    Series s{m[1], {}, std::stod(m[4])};
+    const std::string labels = m[3];
+    for (auto it = std::sregex_iterator(labels.begin(), labels.end(), label); it != std::sregex_iterator(); ++it) {
+      s.labels[(*it)[1]] = (*it)[2];
+    }
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
+double SumSeries(const std::vector<Series>& all, const std::string& name, const MetricLabels& match) {
+  double sum = 0;
+  for (const Series& s : all) {
+    if (s.name != name) continue;
+    bool ok = true;
+    for (const auto& [k, v] : match) ok = ok && s.labels.count(k) && s.labels.at(k) == v;
+    if (ok) sum += s.value;
+  }
+  return sum;
 }
 
 bool WaitUntil(const std::function<bool()>& condition, std::chrono::milliseconds timeout) {

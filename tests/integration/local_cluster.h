@@ -9,6 +9,7 @@
 
 #include <chrono>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -128,6 +129,18 @@ std::string HttpGet(const std::string& host_port, const std::string& path);
 // id: that finds a job's processes on a node, whatever became of their
 // parents.
 std::vector<pid_t> ProcessesWithEnv(const std::string& name, const std::string& value_prefix);
+
+// One sample of a Prometheus text exposition.
+using MetricLabels = std::map<std::string, std::string>;
+struct Series {
+  std::string name;
+  MetricLabels labels;
+  double value = 0;
+};
+// The samples of a /metrics body.
+std::vector<Series> ParseMetrics(const std::string& text);
+// Sum of the samples of `name` whose labels include `match`.
+double SumSeries(const std::vector<Series>& all, const std::string& name, const MetricLabels& match = {});
 
 // Polls `condition` every 20 ms until it holds or `timeout` passes.
 bool WaitUntil(const std::function<bool()>& condition, std::chrono::milliseconds timeout);

@@ -23,45 +23,7 @@ namespace berth::testing {
 namespace {
 
 using std::chrono::seconds;
-using Labels = std::map<std::string, std::string>;
-
-struct Series {
-  std::string name;
-  Labels labels;
-  double value = 0;
-};
-
-// Samples of a Prometheus text exposition.
-std::vector<Series> Parse(const std::string& text) {
-  std::vector<Series> out;
-  std::istringstream in(text);
-  std::string line;
-  const std::regex sample(R"(^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{(.*)\})? (\S+)$)");
-  const std::regex label(R"re(([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)")re");
-  while (std::getline(in, line)) {
-    std::smatch m;
-    if (line.empty() || line[0] == '#' || !std::regex_match(line, m, sample)) continue;
-    Series s{m[1], {}, std::stod(m[4])};
-    const std::string labels = m[3];
-    for (auto it = std::sregex_iterator(labels.begin(), labels.end(), label); it != std::sregex_iterator(); ++it) {
-      s.labels[(*it)[1]] = (*it)[2];
-    }
-    out.push_back(std::move(s));
-  }
-  return out;
-}
-
-// Sum of the samples of `name` whose labels include `match`.
-double Sum(const std::vector<Series>& all, const std::string& name, const Labels& match = {}) {
-  double sum = 0;
-  for (const Series& s : all) {
-    if (s.name != name) continue;
-    bool ok = true;
-    for (const auto& [k, v] : match) ok = ok && s.labels.count(k) && s.labels.at(k) == v;
-    if (ok) sum += s.value;
-  }
-  return sum;
-}
+using Labels = MetricLabels;
 
 std::set<std::string> TypedNames(const std::string& text) {
   std::set<std::string> names;
@@ -163,7 +125,7 @@ TEST_F(MetricsTest, ScrapesMatchTheClusterStateAndPassPromtool) {
       [&] {
         double running = 0;
         for (const auto& [node, address] : raylet_metrics) {
-          running += Sum(Parse(HttpGet(address, "/metrics")), "berth_raylet_workers_running");
+          running += SumSeries(ParseMetrics(HttpGet(address, "/metrics")), "berth_raylet_workers_running");
         }
         return running == 4 && cluster_.jobs().GetTrainJob(Context().get(), get, &job).ok() &&
                job.job().state() == v1::TRAIN_JOB_STATE_RUNNING;
@@ -173,55 +135,55 @@ TEST_F(MetricsTest, ScrapesMatchTheClusterStateAndPassPromtool) {
   const std::string head_text = HttpGet(first.metrics_address(), "/metrics");
   const v1::GetClusterStatusResponse status = Status();
   const v1::ListNodesResponse nodes = Nodes();
-  const std::vector<Series> head = Parse(head_text);
+  const std::vector<Series> head = ParseMetrics(head_text);
   ASSERT_FALSE(head.empty());
 
-  EXPECT_EQ(Sum(head, "berth_nodes", {{"state", "ALIVE"}}), status.alive_nodes());
-  EXPECT_EQ(Sum(head, "berth_nodes", {{"state", "DEAD"}}), 0);
+  EXPECT_EQ(SumSeries(head, "berth_nodes", {{"state", "ALIVE"}}), status.alive_nodes());
+  EXPECT_EQ(SumSeries(head, "berth_nodes", {{"state", "DEAD"}}), 0);
   ASSERT_EQ(status.accelerators_size(), 2);
   for (const v1::AcceleratorTypeCount& a : status.accelerators()) {
     const Labels gpu = {{"resource", "GPU"}, {"accelerator_type", a.accelerator_type()}};
-    EXPECT_EQ(Sum(head, "berth_resource_capacity", gpu), a.gpus_total()) << a.accelerator_type();
-    EXPECT_DOUBLE_EQ(Sum(head, "berth_resource_allocated", gpu), a.gpus_total() - a.gpus_available())
+    EXPECT_EQ(SumSeries(head, "berth_resource_capacity", gpu), a.gpus_total()) << a.accelerator_type();
+    EXPECT_DOUBLE_EQ(SumSeries(head, "berth_resource_allocated", gpu), a.gpus_total() - a.gpus_available())
         << a.accelerator_type();
   }
   // The job's 3 GPUs on the A10G node; the 2-GPU group on the T4 node.
-  EXPECT_EQ(Sum(head, "berth_resource_allocated", {{"resource", "GPU"}, {"accelerator_type", "A10G"}}), 3);
-  EXPECT_EQ(Sum(head, "berth_resource_allocated", {{"resource", "GPU"}, {"accelerator_type", "T4"}}), 2);
+  EXPECT_EQ(SumSeries(head, "berth_resource_allocated", {{"resource", "GPU"}, {"accelerator_type", "A10G"}}), 3);
+  EXPECT_EQ(SumSeries(head, "berth_resource_allocated", {{"resource", "GPU"}, {"accelerator_type", "T4"}}), 2);
   for (const v1::NodeInfo& node : nodes.nodes()) {
     auto gpus = [](const v1::ResourceSet& set) {
       auto it = set.amounts().find("GPU");
       return it == set.amounts().end() ? 0.0 : it->second;
     };
     const double allocated = gpus(node.total()) - gpus(node.available());
-    EXPECT_EQ(Sum(head, "berth_node_gpus_allocated", {{"node", node.node_id()}}), allocated) << node.node_id();
-    EXPECT_EQ(Sum(head, "berth_node_gpus", {{"node", node.node_id()}}), node.gpus_size()) << node.node_id();
+    EXPECT_EQ(SumSeries(head, "berth_node_gpus_allocated", {{"node", node.node_id()}}), allocated) << node.node_id();
+    EXPECT_EQ(SumSeries(head, "berth_node_gpus", {{"node", node.node_id()}}), node.gpus_size()) << node.node_id();
   }
   std::map<v1::PlacementGroupState, uint32_t> groups;
   for (const auto& c : status.placement_groups()) groups[c.state()] = c.count();
-  EXPECT_EQ(Sum(head, "berth_placement_groups", {{"state", "CREATED"}}), groups[v1::PLACEMENT_GROUP_STATE_CREATED]);
-  EXPECT_EQ(Sum(head, "berth_placement_groups", {{"state", "CREATED"}}), 2);
-  EXPECT_EQ(Sum(head, "berth_placement_groups", {{"state", "PENDING"}}), 1);
-  EXPECT_EQ(Sum(head, "berth_placement_groups_infeasible"), 1);
-  EXPECT_EQ(Sum(head, "berth_pending_bundles", {{"shape", "CPU: 1"}, {"strategy", "STRICT_SPREAD"}}), 3);
-  EXPECT_GT(Sum(head, "berth_pending_gang_age_seconds"), 0);
-  EXPECT_EQ(Sum(head, "berth_train_jobs", {{"state", "RUNNING"}}), 1);
-  EXPECT_GE(Sum(head, "berth_placement_latency_seconds_count"), 2);
-  EXPECT_GE(Sum(head, "berth_placement_decision_seconds_count"), 3);
+  EXPECT_EQ(SumSeries(head, "berth_placement_groups", {{"state", "CREATED"}}), groups[v1::PLACEMENT_GROUP_STATE_CREATED]);
+  EXPECT_EQ(SumSeries(head, "berth_placement_groups", {{"state", "CREATED"}}), 2);
+  EXPECT_EQ(SumSeries(head, "berth_placement_groups", {{"state", "PENDING"}}), 1);
+  EXPECT_EQ(SumSeries(head, "berth_placement_groups_infeasible"), 1);
+  EXPECT_EQ(SumSeries(head, "berth_pending_bundles", {{"shape", "CPU: 1"}, {"strategy", "STRICT_SPREAD"}}), 3);
+  EXPECT_GT(SumSeries(head, "berth_pending_gang_age_seconds"), 0);
+  EXPECT_EQ(SumSeries(head, "berth_train_jobs", {{"state", "RUNNING"}}), 1);
+  EXPECT_GE(SumSeries(head, "berth_placement_latency_seconds_count"), 2);
+  EXPECT_GE(SumSeries(head, "berth_placement_decision_seconds_count"), 3);
 
   // Each rank's GPU, on its node, named with the job and the rank.
   std::map<std::string, std::string> raylet_text;
   double gpus_held = 0;
   for (const auto& [node, address] : raylet_metrics) {
     raylet_text[node] = HttpGet(address, "/metrics");
-    gpus_held += Sum(Parse(raylet_text[node]), "berth_gpu_instance_allocated");
+    gpus_held += SumSeries(ParseMetrics(raylet_text[node]), "berth_gpu_instance_allocated");
   }
   EXPECT_EQ(gpus_held, 5);  // what the head says is allocated, summed by the raylets
   ASSERT_EQ(job.job().workers_size(), 3);
   for (const v1::WorkerRank& rank : job.job().workers()) {
     ASSERT_EQ(rank.gpu_indices_size(), 1);
-    const std::vector<Series> raylet = Parse(raylet_text[rank.node_id()]);
-    EXPECT_EQ(Sum(raylet, "berth_gpu_instance_info",
+    const std::vector<Series> raylet = ParseMetrics(raylet_text[rank.node_id()]);
+    EXPECT_EQ(SumSeries(raylet, "berth_gpu_instance_info",
                   {{"gpu_index", std::to_string(rank.gpu_indices(0))},
                    {"job_id", submitted.job_id()},
                    {"rank", std::to_string(rank.world_rank())},
@@ -230,9 +192,9 @@ TEST_F(MetricsTest, ScrapesMatchTheClusterStateAndPassPromtool) {
               1)
         << "rank " << rank.world_rank();
   }
-  EXPECT_EQ(Sum(Parse(raylet_text["a10g-0"]), "berth_raylet_bundles", {{"state", "committed"}}), 3);
-  EXPECT_EQ(Sum(Parse(raylet_text["t4-0"]), "berth_raylet_idle_reserved_gpus"), 2);  // the bare group
-  EXPECT_EQ(Sum(Parse(raylet_text["a10g-0"]), "berth_raylet_idle_reserved_gpus"), 0);
+  EXPECT_EQ(SumSeries(ParseMetrics(raylet_text["a10g-0"]), "berth_raylet_bundles", {{"state", "committed"}}), 3);
+  EXPECT_EQ(SumSeries(ParseMetrics(raylet_text["t4-0"]), "berth_raylet_idle_reserved_gpus"), 2);  // the bare group
+  EXPECT_EQ(SumSeries(ParseMetrics(raylet_text["a10g-0"]), "berth_raylet_idle_reserved_gpus"), 0);
 
   // Valid exposition, and exactly the documented berth_ metrics.
   EXPECT_EQ(PromtoolCheck(head_text, cluster_.dir()), "");
@@ -251,7 +213,7 @@ TEST_F(MetricsTest, ScrapesMatchTheClusterStateAndPassPromtool) {
   ASSERT_TRUE(cluster_.jobs().StopTrainJob(Context().get(), stop, &stopped).ok());
   EXPECT_TRUE(WaitUntil(
       [&] {
-        return Sum(Parse(HttpGet(raylet_metrics["a10g-0"], "/metrics")), "berth_raylet_worker_exits_total",
+        return SumSeries(ParseMetrics(HttpGet(raylet_metrics["a10g-0"], "/metrics")), "berth_raylet_worker_exits_total",
                    {{"outcome", "killed"}}) == 4;
       },
       seconds(15)));

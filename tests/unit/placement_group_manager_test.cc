@@ -350,6 +350,28 @@ TEST_F(PlacementGroupManagerTest, CreateIsIdempotentAndValidated) {
   EXPECT_EQ(all.placement_groups_size(), 1);  // nothing half-applied
 }
 
+TEST_F(PlacementGroupManagerTest, AJobAskingAgainForItsGroupGetsTheSameOne) {
+  AddNode("a", 2);
+  absl::StatusOr<PlacementGroupSpec> spec = PlacementGroupSpec::FromInput({{{{{"GPU", 1}}, {}}}, "PACK"});
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  v1::CreatePlacementGroupRequest meta;
+  meta.set_request_id("job-1/pg");
+  meta.set_job_id("job-1");
+  absl::StatusOr<std::string> first = pgs_.CreateFromSpec(*spec, meta, "pg-1", now_);
+  ASSERT_TRUE(first.ok()) << first.status();
+  // A restarted head's job asks again: the same group, not a second one.
+  absl::StatusOr<std::string> again = pgs_.CreateFromSpec(*spec, meta, "pg-2", now_);
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(*again, *first);
+  // Another job may not take the request id.
+  v1::CreatePlacementGroupRequest other = meta;
+  other.set_job_id("job-2");
+  EXPECT_EQ(pgs_.CreateFromSpec(*spec, other, "pg-3", now_).status().code(), absl::StatusCode::kAlreadyExists);
+  v1::ListPlacementGroupsResponse all;
+  pgs_.List({}, &all);
+  EXPECT_EQ(all.placement_groups_size(), 1);
+}
+
 TEST_F(PlacementGroupManagerTest, ManyCreateRemoveCyclesRestoreTheTable) {
   AddNode("a", 4, "A10G");
   AddNode("b", 2, "T4");
