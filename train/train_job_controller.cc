@@ -8,6 +8,7 @@
 #include <set>
 
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -78,6 +79,16 @@ std::string DescribeFailure(const std::string& worker_id, const std::string& nod
 // When a process failed, for finding the first failure of a group.
 int64_t FailedAtUs(const v1::WorkerStatus& s) {
   return s.failed_unix_us() != 0 ? s.failed_unix_us() : s.ended_unix_ms() * 1000;
+}
+
+// The attempt a worker id of the job belongs to (<job>-a<n>-...).
+std::optional<uint32_t> AttemptOf(const std::string& job_id, const std::string& worker_id) {
+  const std::string prefix = absl::StrCat(job_id, "-a");
+  if (!absl::StartsWith(worker_id, prefix)) return std::nullopt;
+  absl::string_view rest = absl::string_view(worker_id).substr(prefix.size());
+  uint32_t attempt = 0;
+  if (!absl::SimpleAtoi(rest.substr(0, rest.find('-')), &attempt)) return std::nullopt;
+  return attempt;
 }
 
 // The processes of an attempt that are not ranks.
@@ -286,7 +297,9 @@ absl::Status TrainJobController::Stop(const std::string& job_id) {
   absl::MutexLock lock(&mu_);
   auto it = jobs_.find(job_id);
   if (it == jobs_.end()) return absl::NotFoundError(absl::StrCat("job_id: no job '", job_id, "'"));
+  if (it->second->stop_requested || IsTerminal(it->second->info.state())) return absl::OkStatus();
   it->second->stop_requested = true;
+  PersistLocked(*it->second);  // a head restarted from here on still stops it
   return absl::OkStatus();
 }
 
@@ -368,6 +381,7 @@ void TrainJobController::PersistLocked(const Job& job) {
   v1::TrainJobRecord record;
   *record.mutable_info() = job.info;
   record.set_request_id(job.request_id);
+  record.set_stop_requested(job.stop_requested);
   config_.persist(record);
 }
 
@@ -380,6 +394,7 @@ void TrainJobController::Restore(const std::vector<v1::TrainJobRecord>& records)
     auto job = std::make_unique<Job>(*std::move(group));
     job->info = record.info();
     job->request_id = record.request_id();
+    job->stop_requested = record.stop_requested();
     v1::SubmitTrainJobRequest submitted;
     *submitted.mutable_spec() = record.info().spec();
     submitted.set_request_id(record.request_id());
@@ -421,8 +436,31 @@ void TrainJobController::ResumeJob(const std::string& job_id) {
     RecordUnreportedExits(job_id, processes);
     running = std::move(processes);
   } else {
-    if (!processes.empty()) StopProcesses(job_id, processes);  // a half-started attempt
-    attempt = processes.empty() ? attempt : attempt + 1;
+    // A half-started attempt: whatever the previous head started, recorded
+    // or not, is stopped, and the next attempt takes a number no raylet has
+    // seen (a worker id started again with other arguments is refused).
+    uint32_t next = processes.empty() ? attempt : attempt + 1;
+    std::set<std::string> nodes;
+    for (const auto& [worker, node] : processes) nodes.insert(node);
+    if (absl::StatusOr<v1::PlacementGroupInfo> pg = groups_->GetGroup(pg_id); pg.ok()) {
+      for (const v1::BundleLocation& location : pg->locations()) nodes.insert(location.node_id());
+    }
+    for (const std::string& node : nodes) {
+      const std::string address = groups_->RayletAddress(node);
+      if (address.empty()) continue;
+      v1::ListWorkersRequest request;
+      request.set_job_id(job_id);
+      absl::StatusOr<v1::ListWorkersResponse> listed = raylets_->ListWorkers(address, request);
+      if (!listed.ok()) continue;
+      for (const v1::WorkerStatus& w : listed->workers()) {
+        if (std::optional<uint32_t> a = AttemptOf(job_id, w.worker_id())) next = std::max(next, *a + 1);
+        if (w.state() == v1::WORKER_STATE_RUNNING || w.state() == v1::WORKER_STATE_STARTING) {
+          processes[w.worker_id()] = node;
+        }
+      }
+    }
+    if (!processes.empty()) StopProcesses(job_id, processes);
+    attempt = next;
   }
   RunAttempts(job_id, pg_id, attempt, std::move(running));
 }

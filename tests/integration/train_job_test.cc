@@ -578,5 +578,137 @@ TEST_F(TrainFaultTest, ARayletKilledUnderRanksRestartsTheJobOnNewBundlesFromItsC
   for (const std::string node : {"n0", "n1", "n2"}) EXPECT_TRUE(JobProcessesOn(node, id).empty()) << node;
 }
 
+// A command job of 2 ranks whose first attempt runs until killed and whose
+// second finishes at once; one restart allowed.
+v1::TrainJobSpec RestartableJob() {
+  v1::TrainJobSpec spec = GpuJob(2);
+  spec.mutable_failure_config()->set_max_failures(1);
+  SetCommand(&spec, {"/bin/sh", "-c", "if [ \"$BERTH_ATTEMPT\" = 0 ]; then sleep 60; fi"});
+  return spec;
+}
+
+TEST_F(TrainFaultTest, AKilledRankRestartsTheJobAndNamesTheSignal) {
+  const std::string id = Submit(RestartableJob());
+  ASSERT_TRUE(WaitUntil([&] { return Get(id).state() == v1::TRAIN_JOB_STATE_RUNNING; }, seconds(10)));
+  const v1::WorkerRank rank1 = Get(id).workers(1);
+  std::vector<pid_t> pids;
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        pids = ProcessesWithEnv("TORCHELASTIC_ERROR_FILE", cluster_->log_dir(rank1.node_id()) + "/" + rank1.worker_id() + ".");
+        return !pids.empty();
+      },
+      seconds(5)));
+  for (pid_t pid : pids) kill(pid, SIGKILL);
+  v1::TrainJobInfo done = WaitDone(id, seconds(30));
+  ASSERT_EQ(done.state(), v1::TRAIN_JOB_STATE_SUCCEEDED) << done.DebugString();
+  EXPECT_EQ(done.failures(), 1u);
+  ASSERT_EQ(done.failure_causes_size(), 1);
+  EXPECT_THAT(done.failure_causes(0), HasSubstr("rank 1 (" + rank1.worker_id() + " on " + rank1.node_id() +
+                                                ") was killed by signal 9"));
+  ExpectEveryGpuFree();
+  for (const std::string node : {"n0", "n1", "n2"}) EXPECT_TRUE(JobProcessesOn(node, id).empty()) << node;
+}
+
+TEST_F(TrainFaultTest, AKilledTrainerRestartsTheJob) {
+  const std::string id = Submit(RestartableJob());
+  ASSERT_TRUE(WaitUntil([&] { return Get(id).state() == v1::TRAIN_JOB_STATE_RUNNING; }, seconds(10)));
+  const std::string node = Get(id).workers(0).node_id();
+  const std::string trainer = id + "-a0-trainer";
+  std::vector<pid_t> pids;
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        pids = ProcessesWithEnv("TORCHELASTIC_ERROR_FILE", cluster_->log_dir(node) + "/" + trainer + ".");
+        return !pids.empty();
+      },
+      seconds(5)));
+  for (pid_t pid : pids) kill(pid, SIGKILL);
+  v1::TrainJobInfo done = WaitDone(id, seconds(30));
+  ASSERT_EQ(done.state(), v1::TRAIN_JOB_STATE_SUCCEEDED) << done.DebugString();
+  ASSERT_EQ(done.failure_causes_size(), 1);
+  EXPECT_THAT(done.failure_causes(0), HasSubstr("the trainer (" + trainer + " on " + node + ") was killed by signal 9"));
+  for (const std::string n : {"n0", "n1", "n2"}) EXPECT_TRUE(JobProcessesOn(n, id).empty()) << n;
+}
+
+TEST_F(TrainFaultTest, ARayletKilledAndRestartedAtOnceLeavesNoWorkerOfItsOldLife) {
+  v1::TrainJobSpec spec = LongBuiltinJob();
+  spec.mutable_failure_config()->set_max_failures(1);
+  const std::string id = Submit(spec);
+  const v1::TrainJobInfo running = WaitCheckpointed(id);
+  const std::string victim = running.workers(3).node_id();
+  ASSERT_FALSE(JobProcessesOn(victim, id).empty());
+
+  cluster_->KillRaylet(victim, SIGKILL);
+  cluster_->RestartRaylet(victim);  // the same node id, before the head declared it DEAD
+
+  EXPECT_TRUE(WaitUntil([&] { return JobProcessesOn(victim, id).empty() || Get(id).attempt() > 0; }, seconds(2)));
+  v1::TrainJobInfo done = WaitDone(id, seconds(120));
+  ASSERT_EQ(done.state(), v1::TRAIN_JOB_STATE_SUCCEEDED) << done.DebugString();
+  EXPECT_EQ(done.failures(), 1u);  // counted: count_node_failures is unset
+  ASSERT_GE(done.failure_causes_size(), 1);
+  EXPECT_THAT(done.failure_causes(0), HasSubstr("node " + victim + " died (missed heartbeats)"));
+  EXPECT_THAT(RankLog(done, 0), HasSubstr("resuming after step"));
+  ExpectEveryGpuFree();
+  for (const std::string node : {"n0", "n1", "n2"}) {
+    for (pid_t pid : JobProcessesOn(node, id)) ADD_FAILURE() << "pid " << pid << " of the job left on " << node;
+  }
+}
+
+TEST_F(TrainJobTest, AHeadKilledWhileAJobWaitsKeepsItWaitingThenRunsIt) {
+  v1::TrainJobSpec spec = GpuJob(6);  // 4 GPUs here
+  SetCommand(&spec, {"/bin/sh", "-c", "exit 0"});
+  const std::string id = Submit(spec);
+  ASSERT_TRUE(WaitUntil([&] { return Get(id).message().find("GPU") != std::string::npos; }, seconds(5)));
+
+  cluster_->RestartHead(SIGKILL);
+
+  EXPECT_EQ(Get(id).state(), v1::TRAIN_JOB_STATE_PENDING);
+  ASSERT_TRUE(WaitUntil([&] { return Get(id).message().find("GPU") != std::string::npos; }, seconds(5)))
+      << Get(id).DebugString();
+  cluster_->AddRaylet({"n2", 2, "A10G", 8, "32Gi"});
+  v1::TrainJobInfo done = WaitDone(id);
+  EXPECT_EQ(done.state(), v1::TRAIN_JOB_STATE_SUCCEEDED) << done.DebugString();
+  EXPECT_EQ(done.failures(), 0u);
+}
+
+TEST_F(TrainJobTest, AHeadKilledWhileStoppingAJobStillStopsIt) {
+  v1::TrainJobSpec spec = GpuJob(2);
+  SetCommand(&spec, {"/bin/sh", "-c", "sleep 60"});
+  const std::string id = Submit(spec);
+  ASSERT_TRUE(WaitUntil([&] { return Get(id).state() == v1::TRAIN_JOB_STATE_RUNNING; }, seconds(10)));
+  v1::StopTrainJobRequest stop;
+  stop.set_job_id(id);
+  stop.set_request_id("stop-1");
+  v1::StopTrainJobResponse stopped;
+  ASSERT_TRUE(cluster_->jobs().StopTrainJob(Context().get(), stop, &stopped).ok());
+
+  cluster_->RestartHead(SIGKILL);  // the stop was accepted: it must hold
+
+  v1::TrainJobInfo info = WaitDone(id, seconds(20));
+  EXPECT_EQ(info.state(), v1::TRAIN_JOB_STATE_STOPPED) << info.DebugString();
+  for (const std::string node : {"n0", "n1"}) {
+    EXPECT_TRUE(WaitUntil(
+        [&] { return ProcessesWithEnv("TORCHELASTIC_ERROR_FILE", cluster_->log_dir(node) + "/" + id + "-").empty(); },
+        seconds(10)))
+        << node;
+  }
+}
+
+TEST_F(TrainJobTest, AHeadKilledAsAJobRestartsFinishesTheRestart) {
+  v1::TrainJobSpec spec = GpuJob(2);
+  spec.mutable_failure_config()->set_max_failures(1);
+  // The first attempt fails at once; the second runs a moment.
+  SetCommand(&spec, {"/bin/sh", "-c", "if [ \"$BERTH_ATTEMPT\" = 0 ]; then exit 3; fi; sleep 2"});
+  const std::string id = Submit(spec);
+  ASSERT_TRUE(WaitUntil([&] { return Get(id).failures() > 0; }, seconds(20)));
+
+  cluster_->RestartHead(SIGKILL);
+
+  v1::TrainJobInfo done = WaitDone(id, seconds(30));
+  ASSERT_EQ(done.state(), v1::TRAIN_JOB_STATE_SUCCEEDED) << done.DebugString();
+  EXPECT_EQ(done.failures(), 1u);
+  EXPECT_GE(done.attempt(), 1u);
+  EXPECT_THAT(done.failure_causes(0), HasSubstr("exited with code 3"));
+}
+
 }  // namespace
 }  // namespace berth::testing
