@@ -159,5 +159,66 @@ TEST(NetworkFaultTest, ACutOffRayletIsReplacedAndReleasesWhatItNoLongerOwns) {
   EXPECT_EQ(final_group.locations(0).node_id(), "outside");
 }
 
+#ifdef BERTH_WORKER_BIN
+// A job whose ranks are on a node that is cut off: the attempt ends for the
+// node's death and the job finishes elsewhere; the ranks left running on the
+// cut-off node (its raylet cannot be told) are stopped once it is back.
+TEST(NetworkFaultTest, ACutOffNodesRanksRestartElsewhereAndAreStoppedWhenItReturns) {
+  Netns netns;
+  if (!netns.ok()) GTEST_SKIP() << "cannot create a network namespace and veth pair here (needs CAP_NET_ADMIN)";
+  LocalCluster cluster(100, {}, netns.host_ip);
+  RayletOptions inside{"inside", 2, "A10G", 8, "32Gi"};
+  inside.host = netns.ns_ip;
+  inside.netns = netns.name();
+  cluster.AddRaylet(inside);
+  v1::SubmitTrainJobRequest submit;
+  submit.set_request_id("cut-off-job");
+  submit.mutable_spec()->mutable_scaling_config()->set_num_workers(2);
+  submit.mutable_spec()->mutable_scaling_config()->set_use_gpu(true);
+  submit.mutable_spec()->mutable_failure_config()->set_max_failures(1);
+  for (const char* a : {"/bin/sh", "-c", "if [ \"$BERTH_ATTEMPT\" = 0 ]; then sleep 120; fi"}) {
+    submit.mutable_spec()->mutable_entrypoint()->mutable_command()->add_argv(a);
+  }
+  v1::SubmitTrainJobResponse submitted;
+  ASSERT_TRUE(cluster.jobs().SubmitTrainJob(Context().get(), submit, &submitted).ok());
+  const std::string id = submitted.job_id();
+  auto job = [&] {
+    v1::GetTrainJobRequest get;
+    get.set_job_id(id);
+    v1::GetTrainJobResponse response;
+    cluster.jobs().GetTrainJob(Context().get(), get, &response);
+    return response.job();
+  };
+  auto processes_inside = [&] {
+    return ProcessesWithEnv("TORCHELASTIC_ERROR_FILE", cluster.log_dir("inside") + "/" + id + "-");
+  };
+  ASSERT_TRUE(WaitUntil([&] { return job().state() == v1::TRAIN_JOB_STATE_RUNNING; }, seconds(20)));
+  ASSERT_TRUE(WaitUntil([&] { return processes_inside().size() >= 2; }, seconds(5)));
+  RayletOptions outside{"outside", 4, "A10G", 8, "32Gi"};
+  outside.host = netns.host_ip;
+  cluster.AddRaylet(outside);
+
+  netns.SetLink(false);
+  v1::TrainJobInfo done;
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        done = job();
+        return done.state() == v1::TRAIN_JOB_STATE_SUCCEEDED || done.state() == v1::TRAIN_JOB_STATE_FAILED;
+      },
+      seconds(30)))
+      << done.DebugString();
+  ASSERT_EQ(done.state(), v1::TRAIN_JOB_STATE_SUCCEEDED) << done.DebugString();
+  ASSERT_GE(done.failure_causes_size(), 1);
+  EXPECT_THAT(done.failure_causes(0), ::testing::HasSubstr("node inside died (missed heartbeats)"));
+  for (const v1::WorkerRank& w : done.workers()) EXPECT_EQ(w.node_id(), "outside");
+  // Cut off, the node's raylet cannot be told: its ranks still run.
+  EXPECT_FALSE(processes_inside().empty());
+
+  netns.SetLink(true);
+  EXPECT_TRUE(WaitUntil([&] { return processes_inside().empty(); }, seconds(20)))
+      << processes_inside().size() << " stale processes of the job still run on the node that came back";
+}
+#endif
+
 }  // namespace
 }  // namespace berth::testing
