@@ -82,9 +82,18 @@ TEST(JobFileTest, SeedBigmemRank0) {
   EXPECT_EQ(builtin.batch_size(), 64u);
   EXPECT_EQ(builtin.checkpoint_every_steps(), 50u);
   EXPECT_EQ(spec->failure_config().max_failures(), 2);
+  EXPECT_FALSE(spec->failure_config().has_count_node_failures());  // Ray's default: counted
   EXPECT_EQ(spec->storage_path(), "/shared/checkpoints/seed-bigmem-rank0");
   EXPECT_EQ(spec->labels().at("team"), "research");
   EXPECT_EQ(spec->labels().at("seed"), "2");
+}
+
+TEST(JobFileTest, SeedA10gDoesNotCountALostNode) {
+  absl::StatusOr<v1::TrainJobSpec> spec = LoadJobFile((kExamples / "seed-a10g.yaml").string());
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->failure_config().max_failures(), 2);
+  ASSERT_TRUE(spec->failure_config().has_count_node_failures());
+  EXPECT_FALSE(spec->failure_config().count_node_failures());
 }
 
 TEST(JobFileTest, CommandTakesArgsEnvAndWorkingDirInAnyOrder) {
@@ -187,6 +196,8 @@ TEST(JobFileTest, BadValues) {
             "SPREAD, STRICT_PACK or STRICT_SPREAD)");
   EXPECT_EQ(ErrorOf("failure: {max_failures: -2}\nscaling: {num_workers: 1}\n"),
             "job.yaml:1: failure.max_failures: -2 is not in -1..2147483647");
+  EXPECT_EQ(ErrorOf("failure: {count_node_failures: sometimes}\nscaling: {num_workers: 1}\n"),
+            "job.yaml:1: failure.count_node_failures: expected true or false, got 'sometimes'");
   EXPECT_EQ(ErrorOf("scaling: {num_workers: 1}\nentrypoint:\n  builtin: {learning_rate: .nan}\n"),
             "job.yaml:3: entrypoint.builtin.learning_rate: expected a number, got '.nan'");
   EXPECT_EQ(ErrorOf("scaling: {num_workers: 1}\nentrypoint:\n  builtin: {steps: 0}\n"),

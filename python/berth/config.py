@@ -103,10 +103,14 @@ class FailureConfig:
         max_failures: restarts from the latest checkpoint before the job
             fails; 0 = none, -1 = unlimited.
         fail_fast: Ray's flag; True is max_failures=0.
+        count_node_failures: whether an attempt ended by a node dying under
+            it counts against max_failures (True, as in Ray); False
+            restarts on the rescheduled bundles without counting.
     """
 
     max_failures: int = 0
     fail_fast: Union[bool, str] = False
+    count_node_failures: bool = True
 
     def __post_init__(self) -> None:
         if isinstance(self.max_failures, bool) or not isinstance(self.max_failures, int) or self.max_failures < -1:
@@ -115,8 +119,11 @@ class FailureConfig:
             raise InvalidArgumentError(f"fail_fast: True, False or 'raise', not {self.fail_fast!r}")
         if self.fail_fast and self.max_failures != 0:
             raise InvalidArgumentError("fail_fast: needs max_failures=0 (as in Ray)")
+        if not isinstance(self.count_node_failures, bool):
+            raise InvalidArgumentError(f"count_node_failures: True or False, not {self.count_node_failures!r}")
 
     def to_proto(self):
         from berth.v1 import train_pb2
 
-        return train_pb2.FailureConfig(max_failures=self.max_failures)
+        return train_pb2.FailureConfig(max_failures=self.max_failures,
+                                       count_node_failures=self.count_node_failures)

@@ -52,6 +52,10 @@ def test_bad_values_name_the_field(kwargs, field):
 
 def test_failure_config_checks():
     assert berth.FailureConfig(max_failures=-1).to_proto().max_failures == -1
-    for kwargs in ({"max_failures": -2}, {"max_failures": "3"}, {"fail_fast": True, "max_failures": 2}):
+    proto = berth.FailureConfig().to_proto()
+    assert proto.HasField("count_node_failures") and proto.count_node_failures
+    assert not berth.FailureConfig(count_node_failures=False).to_proto().count_node_failures
+    for kwargs in ({"max_failures": -2}, {"max_failures": "3"}, {"fail_fast": True, "max_failures": 2},
+                   {"count_node_failures": "no"}):
         with pytest.raises(berth.InvalidArgumentError):
             berth.FailureConfig(**kwargs)
