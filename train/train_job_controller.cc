@@ -1034,6 +1034,16 @@ void TrainJobController::RunAttempts(const std::string& job_id, const std::strin
       if (!outcome.succeeded) StopProcesses(job_id, *processes);
     } else {
       outcome.cause = std::string(processes.status().message());
+      // A raylet that died while its processes were being started: the
+      // node's death is the cause.
+      std::set<std::string> nodes;
+      if (absl::StatusOr<v1::PlacementGroupInfo> pg = groups_->GetGroup(pg_id); pg.ok()) {
+        for (const v1::BundleLocation& location : pg->locations()) nodes.insert(location.node_id());
+      }
+      if (std::string lost = AwaitNodeDeath(job_id, UnreachableNodes(job_id, nodes)); !lost.empty()) {
+        outcome.cause = lost;
+        outcome.node_failure = true;
+      }
     }
     if (outcome.succeeded) {
       StopProcesses(job_id, *processes);  // a trainer still up; exited ones are no-ops

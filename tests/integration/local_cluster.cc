@@ -6,6 +6,7 @@
 #include <sys/socket.h>
 #include <signal.h>
 #include <stdlib.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -53,9 +54,15 @@ ChildProcess::ChildProcess(std::vector<std::string> argv, const std::string& log
   std::vector<char*> args;
   for (std::string& a : argv) args.push_back(a.data());
   args.push_back(nullptr);
+  const pid_t test = getpid();
   pid_ = fork();
   if (pid_ < 0) throw std::runtime_error("fork failed");
   if (pid_ == 0) {
+    // A test that crashes (no destructors) must not leave its cluster
+    // running; tests fork from their main thread, which lives as long as
+    // the test does.
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != test) _exit(127);
     const int fd = open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
     if (fd >= 0) {
       dup2(fd, STDOUT_FILENO);
