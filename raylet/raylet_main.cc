@@ -66,6 +66,7 @@ struct Flags {
   std::string labels;
   std::string log_dir;
   std::string refuse_prepare_file;
+  std::string hold_starts_file;
   std::string node_pool;
   std::string token_file;
   TlsFiles tls;
@@ -246,6 +247,7 @@ int Run(const Flags& flags) {
   RayletService::Options service_options;
   service_options.advertise_host = flags.advertise_host;
   service_options.refuse_prepare_file = flags.refuse_prepare_file;
+  service_options.hold_starts_file = flags.hold_starts_file;
   service_options.cluster_token = cluster_token;
   service_options.tls = *tls;
   RayletService service(service_options,
@@ -383,6 +385,8 @@ int main(int argc, char** argv) {
   app.add_option("--metrics-port-file", flags.metrics_port_file, "write the bound metrics port here");
   app.add_option("--refuse-prepare-file", flags.refuse_prepare_file,
                  "test hook: refuse every prepare while this file exists");
+  app.add_option("--hold-starts-file", flags.hold_starts_file,
+                 "test hook: StartWorker waits while this file exists");
   CLI11_PARSE(app, argc, argv);
   return berth::Run(flags);
 }

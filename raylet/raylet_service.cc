@@ -3,11 +3,13 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <chrono>
 #include <fstream>
 #include <set>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "common/cluster_token.h"
 #include "common/cluster_tls.h"
 #include "absl/strings/str_join.h"
@@ -297,6 +299,16 @@ grpc::Status RayletService::ReleaseUnusedBundles(grpc::ServerContext* context,
 grpc::Status RayletService::StartWorker(grpc::ServerContext* context, const v1::StartWorkerRequest* request,
                                         v1::StartWorkerResponse* response) {
   if (grpc::Status denied = Admit(context, "StartWorker"); !denied.ok()) return denied;
+  if (!options_.hold_starts_file.empty()) {
+    struct stat ignored;
+    while (stat(options_.hold_starts_file.c_str(), &ignored) == 0) {
+      if (context->IsCancelled() || std::chrono::system_clock::now() + std::chrono::milliseconds(100) > context->deadline()) {
+        return grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                            absl::StrCat("holding starts: ", options_.hold_starts_file, " exists"));
+      }
+      absl::SleepFor(absl::Milliseconds(20));
+    }
+  }
   return Idempotent("StartWorker", request->request_id(), *request, response,
                     [&]() {
                       return StartWorkerLocked(request->spec(), response);

@@ -39,6 +39,9 @@ class RayletService final : public v1::RayletService::Service {
     std::string advertise_host = "127.0.0.1";
     // Test hook: while this file exists, every prepare is refused.
     std::string refuse_prepare_file;
+    // Test hook: while this file exists, StartWorker waits (until its
+    // deadline, then UNAVAILABLE), so faults can hit a job that is STARTING.
+    std::string hold_starts_file;
     // SIGTERM -> SIGKILL grace for workers of cancelled or released bundles.
     absl::Duration bundle_release_grace = absl::Seconds(2);
     // Every RPC must carry it (common/cluster_token.h); empty = no check.

@@ -3,6 +3,7 @@
 // here is CPU-only) or user commands.
 #include <signal.h>
 
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <optional>
@@ -708,6 +709,105 @@ TEST_F(TrainJobTest, AHeadKilledAsAJobRestartsFinishesTheRestart) {
   EXPECT_EQ(done.failures(), 1u);
   EXPECT_GE(done.attempt(), 1u);
   EXPECT_THAT(done.failure_causes(0), HasSubstr("exited with code 3"));
+}
+
+// Faults while a job is STARTING: every raylet holds StartWorker while its
+// hold file exists, so a fault can hit the launch itself.
+class TrainStartFaultTest : public TrainFaultTest {
+ protected:
+  void SetUp() override {
+    cluster_ = std::make_unique<LocalCluster>();
+    for (const std::string node : {"n0", "n1", "n2"}) {
+      std::ofstream(Hold(node)).put('x');
+      cluster_->AddRaylet({node, 2, "A10G", 8, "32Gi", "", {"--hold-starts-file", Hold(node)}});
+    }
+  }
+  std::string Hold(const std::string& node) const { return cluster_->dir() + "/hold-" + node; }
+
+  // Submits a restartable 4-rank job and releases the starts of every node
+  // but the one of bundle 3 (not bundle 0's: the trainer's); returns that
+  // node once the job is STARTING with its launch held there.
+  std::string SubmitHeldOnOneNode(const v1::TrainJobSpec& spec, std::string* id) {
+    *id = Submit(spec);
+    std::string victim;
+    EXPECT_TRUE(WaitUntil(
+        [&] {
+          const v1::TrainJobInfo info = Get(*id);
+          if (info.state() != v1::TRAIN_JOB_STATE_STARTING) return false;
+          v1::GetPlacementGroupRequest get;
+          get.set_placement_group_id(info.placement_group_id());
+          v1::GetPlacementGroupResponse pg;
+          if (!cluster_->groups().GetPlacementGroup(Context().get(), get, &pg).ok()) return false;
+          std::string first;
+          for (const v1::BundleLocation& l : pg.placement_group().locations()) {
+            if (l.bundle_index() == 0) first = l.node_id();
+            if (l.bundle_index() == 3) victim = l.node_id();
+          }
+          return !victim.empty() && victim != first;
+        },
+        seconds(10)))
+        << Get(*id).DebugString();
+    for (const std::string node : {"n0", "n1", "n2"}) {
+      if (node != victim) std::filesystem::remove(Hold(node));
+    }
+    return victim;
+  }
+
+  v1::TrainJobSpec QuickJob() {
+    v1::TrainJobSpec spec = GpuJob(4);
+    spec.mutable_failure_config()->set_max_failures(1);
+    SetCommand(&spec, {"/bin/sh", "-c", "sleep 1"});
+    return spec;
+  }
+
+  void ExpectNoProcessLeft(const std::string& id) {
+    for (const std::string node : {"n0", "n1", "n2"}) {
+      EXPECT_TRUE(WaitUntil([&] { return JobProcessesOn(node, id).empty(); }, seconds(5))) << node;
+    }
+  }
+};
+
+TEST_F(TrainStartFaultTest, ARayletKilledWhileStartingRanksRestartsTheJobElsewhere) {
+  std::string id;
+  const std::string victim = SubmitHeldOnOneNode(QuickJob(), &id);
+  ASSERT_FALSE(victim.empty());
+  cluster_->KillRaylet(victim, SIGKILL);
+  v1::TrainJobInfo done = WaitDone(id, seconds(60));
+  ASSERT_EQ(done.state(), v1::TRAIN_JOB_STATE_SUCCEEDED) << done.DebugString();
+  ASSERT_EQ(done.failure_causes_size(), 1) << done.DebugString();
+  EXPECT_THAT(done.failure_causes(0), HasSubstr("node " + victim + " died (missed heartbeats)"));
+  for (const v1::WorkerRank& w : done.workers()) EXPECT_NE(w.node_id(), victim);
+  ExpectEveryGpuFree();
+  ExpectNoProcessLeft(id);
+}
+
+TEST_F(TrainStartFaultTest, ARayletKilledAndRestartedWhileStartingRanksRestartsTheJob) {
+  std::string id;
+  const std::string victim = SubmitHeldOnOneNode(QuickJob(), &id);
+  ASSERT_FALSE(victim.empty());
+  cluster_->KillRaylet(victim, SIGKILL);
+  std::filesystem::remove(Hold(victim));
+  cluster_->RestartRaylet(victim);
+  v1::TrainJobInfo done = WaitDone(id, seconds(60));
+  ASSERT_EQ(done.state(), v1::TRAIN_JOB_STATE_SUCCEEDED) << done.DebugString();
+  ASSERT_EQ(done.failure_causes_size(), 1) << done.DebugString();
+  EXPECT_THAT(done.failure_causes(0), HasSubstr("node " + victim + " died (missed heartbeats)"));
+  ExpectEveryGpuFree();
+  ExpectNoProcessLeft(id);
+}
+
+TEST_F(TrainStartFaultTest, AHeadKilledWhileStartingRanksStartsAFreshAttempt) {
+  std::string id;
+  const std::string victim = SubmitHeldOnOneNode(QuickJob(), &id);
+  ASSERT_FALSE(victim.empty());
+  cluster_->RestartHead(SIGKILL);
+  std::filesystem::remove(Hold(victim));
+  v1::TrainJobInfo done = WaitDone(id, seconds(60));
+  ASSERT_EQ(done.state(), v1::TRAIN_JOB_STATE_SUCCEEDED) << done.DebugString();
+  EXPECT_GE(done.attempt(), 1u);  // the half-started attempt 0 is not reused
+  EXPECT_EQ(done.failures(), 0u);
+  ExpectEveryGpuFree();
+  ExpectNoProcessLeft(id);
 }
 
 }  // namespace
