@@ -156,8 +156,10 @@ std::string Startup(const v1::StartupTimeline& t) {
   auto ms = [](int64_t from_us, int64_t to_us) {
     return absl::StrFormat("%.0f ms", static_cast<double>(to_us - from_us) / 1000.0);
   };
-  return absl::StrCat(ms(t.submitted_unix_us(), t.group_joined_unix_us()), " (placement ",
-                      ms(t.submitted_unix_us(), t.placed_unix_us()), ", launch ",
+  // A restart's start-up counts from the restart, not from the submission.
+  const int64_t began = t.restarted_unix_us() != 0 ? t.restarted_unix_us() : t.submitted_unix_us();
+  return absl::StrCat(ms(began, t.group_joined_unix_us()), " (placement ",
+                      ms(began, t.placed_unix_us()), ", launch ",
                       ms(t.placed_unix_us(), t.workers_started_unix_us()), ", process start ",
                       ms(t.workers_started_unix_us(), t.ranks_running_unix_us()), ", rendezvous ",
                       ms(t.ranks_running_unix_us(), t.group_joined_unix_us()), ")");

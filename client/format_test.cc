@@ -316,6 +316,11 @@ TEST(FormatTest, TrainJobShowsItsStartupStageByStage) {
   EXPECT_THAT(FormatTrainJob(job),
               HasSubstr("startup:          900 ms (placement 12 ms, launch 31 ms, process start "
                         "800 ms, rendezvous 57 ms)\n"));
+  // A restart counts from the restart: 10 s of the first attempt are not placement.
+  t.set_restarted_unix_us(1700000000002400);
+  EXPECT_THAT(FormatTrainJob(job),
+              HasSubstr("startup:          898 ms (placement 10 ms, launch 31 ms, process start "
+                        "800 ms, rendezvous 57 ms)\n"));
 }
 
 TEST(FormatTest, PendingTrainJobShowsItsMessageAndNoRanks) {

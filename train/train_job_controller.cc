@@ -1071,6 +1071,10 @@ void TrainJobController::RunAttempts(const std::string& job_id, const std::strin
       break;
     }
     if (config_.on_restart) config_.on_restart();
+    {
+      absl::MutexLock lock(&mu_);
+      jobs_.at(job_id)->info.mutable_startup()->set_restarted_unix_us(NowUs());
+    }
     SetState(job_id, v1::TRAIN_JOB_STATE_RESTARTING, absl::StrCat("restarting after: ", outcome.cause));
   }
   groups_->RemoveGroup(pg_id);
