@@ -446,11 +446,7 @@ void TrainJobController::ResumeJob(const std::string& job_id) {
       for (const v1::BundleLocation& location : pg->locations()) nodes.insert(location.node_id());
     }
     for (const std::string& node : nodes) {
-      const std::string address = groups_->RayletAddress(node);
-      if (address.empty()) continue;
-      v1::ListWorkersRequest request;
-      request.set_job_id(job_id);
-      absl::StatusOr<v1::ListWorkersResponse> listed = raylets_->ListWorkers(address, request);
+      absl::StatusOr<v1::ListWorkersResponse> listed = WorkersOn(job_id, node);
       if (!listed.ok()) continue;
       for (const v1::WorkerStatus& w : listed->workers()) {
         if (std::optional<uint32_t> a = AttemptOf(job_id, w.worker_id())) next = std::max(next, *a + 1);
@@ -765,12 +761,10 @@ void TrainJobController::RecordUnreportedExits(const std::string& job_id,
   std::map<std::string, std::vector<std::string>> by_node;
   for (const auto& [worker, node] : processes) by_node[node].push_back(worker);
   for (const auto& [node, workers] : by_node) {
-    const std::string address = groups_->RayletAddress(node);
-    if (address.empty()) continue;  // a dead node ends the attempt by itself
-    v1::ListWorkersRequest request;
-    request.set_job_id(job_id);
-    absl::StatusOr<v1::ListWorkersResponse> listed = raylets_->ListWorkers(address, request);
-    if (!listed.ok()) continue;  // unreachable for now: its heartbeats decide
+    // A dead node ends the attempt by itself; an unreachable one's
+    // heartbeats decide.
+    absl::StatusOr<v1::ListWorkersResponse> listed = WorkersOn(job_id, node);
+    if (!listed.ok()) continue;
     std::map<std::string, const v1::WorkerStatus*> known;
     for (const v1::WorkerStatus& w : listed->workers()) known[w.worker_id()] = &w;
     absl::MutexLock lock(&mu_);
@@ -879,14 +873,20 @@ TrainJobController::Outcome TrainJobController::Watch(
   }
 }
 
+absl::StatusOr<v1::ListWorkersResponse> TrainJobController::WorkersOn(const std::string& job_id,
+                                                                      const std::string& node) {
+  const std::string address = groups_->RayletAddress(node);
+  if (address.empty()) return absl::UnavailableError(absl::StrCat("node ", node, " is not ALIVE"));
+  v1::ListWorkersRequest request;
+  request.set_job_id(job_id);
+  return raylets_->ListWorkers(address, request);
+}
+
 std::set<std::string> TrainJobController::UnreachableNodes(const std::string& job_id,
                                                            const std::set<std::string>& nodes) {
   std::set<std::string> unreachable;
   for (const std::string& node : nodes) {
-    const std::string address = groups_->RayletAddress(node);
-    v1::ListWorkersRequest request;
-    request.set_job_id(job_id);
-    if (address.empty() || !raylets_->ListWorkers(address, request).ok()) unreachable.insert(node);
+    if (!WorkersOn(job_id, node).ok()) unreachable.insert(node);
   }
   return unreachable;
 }

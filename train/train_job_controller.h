@@ -154,6 +154,9 @@ class TrainJobController {
   // of its nodes; "" while it can. Call without mu_.
   std::string PlacementChange(const std::map<std::string, std::string>& processes,
                               const absl::StatusOr<v1::PlacementGroupInfo>& pg, int64_t placed_unix_ms);
+  // The job's workers as `node`'s raylet lists them; UNAVAILABLE for a node
+  // that is not ALIVE. Call without mu_.
+  absl::StatusOr<v1::ListWorkersResponse> WorkersOn(const std::string& job_id, const std::string& node);
   // After a failure: those of `nodes` (with processes that reported
   // nothing) that are not ALIVE or whose raylet does not answer.
   std::set<std::string> UnreachableNodes(const std::string& job_id, const std::set<std::string>& nodes);

@@ -71,6 +71,17 @@ v1::NodeState StateOf(LocalCluster& cluster, const std::string& node_id) {
   return v1::NODE_STATE_UNSPECIFIED;
 }
 
+// A cluster whose head listens on the host side of the veth pair, with the
+// raylet "inside" (2 GPUs) in the namespace.
+std::unique_ptr<LocalCluster> ClusterWithANodeInside(const Netns& netns) {
+  auto cluster = std::make_unique<LocalCluster>(100, std::vector<std::string>{}, netns.host_ip);
+  RayletOptions inside{"inside", 2, "A10G", 8, "32Gi"};
+  inside.host = netns.ns_ip;
+  inside.netns = netns.name();
+  cluster->AddRaylet(inside);
+  return cluster;
+}
+
 std::string CreateGpuGroup(LocalCluster& cluster, const std::string& request_id) {
   v1::CreatePlacementGroupRequest request;
   request.set_request_id(request_id);
@@ -86,11 +97,8 @@ std::string CreateGpuGroup(LocalCluster& cluster, const std::string& request_id)
 TEST(NetworkFaultTest, ACutOffRayletIsReplacedAndReleasesWhatItNoLongerOwns) {
   Netns netns;
   if (!netns.ok()) GTEST_SKIP() << "cannot create a network namespace and veth pair here (needs CAP_NET_ADMIN)";
-  LocalCluster cluster(100, {}, netns.host_ip);
-  RayletOptions inside{"inside", 2, "A10G", 8, "32Gi"};
-  inside.host = netns.ns_ip;
-  inside.netns = netns.name();
-  cluster.AddRaylet(inside);
+  const std::unique_ptr<LocalCluster> owned = ClusterWithANodeInside(netns);
+  LocalCluster& cluster = *owned;
   const std::string moved = CreateGpuGroup(cluster, "moved");  // on `inside`, the only node
   ASSERT_EQ(Group(cluster, moved).locations_size(), 1);
   ASSERT_EQ(Group(cluster, moved).locations(0).node_id(), "inside");
@@ -166,11 +174,8 @@ TEST(NetworkFaultTest, ACutOffRayletIsReplacedAndReleasesWhatItNoLongerOwns) {
 TEST(NetworkFaultTest, ACutOffNodesRanksRestartElsewhereAndAreStoppedWhenItReturns) {
   Netns netns;
   if (!netns.ok()) GTEST_SKIP() << "cannot create a network namespace and veth pair here (needs CAP_NET_ADMIN)";
-  LocalCluster cluster(100, {}, netns.host_ip);
-  RayletOptions inside{"inside", 2, "A10G", 8, "32Gi"};
-  inside.host = netns.ns_ip;
-  inside.netns = netns.name();
-  cluster.AddRaylet(inside);
+  const std::unique_ptr<LocalCluster> owned = ClusterWithANodeInside(netns);
+  LocalCluster& cluster = *owned;
   v1::SubmitTrainJobRequest submit;
   submit.set_request_id("cut-off-job");
   submit.mutable_spec()->mutable_scaling_config()->set_num_workers(2);

@@ -121,6 +121,29 @@ class TrainJobTest : public ::testing::Test {
     return out;
   }
 
+  // The processes of the job's workers on a node (keepers aside), found in
+  // the OS process table, not by asking berth.
+  std::vector<pid_t> JobProcessesOn(const std::string& node, const std::string& job_id) {
+    return ProcessesWithEnv("TORCHELASTIC_ERROR_FILE", cluster_->log_dir(node) + "/" + job_id + "-");
+  }
+
+  // A 2-rank command job that sleeps, once it is RUNNING.
+  std::string StartSleepingJob() {
+    v1::TrainJobSpec spec = GpuJob(2);
+    SetCommand(&spec, {"/bin/sh", "-c", "sleep 60"});
+    const std::string id = Submit(spec);
+    EXPECT_TRUE(WaitUntil([&] { return Get(id).state() == v1::TRAIN_JOB_STATE_RUNNING; }, seconds(10)));
+    return id;
+  }
+
+  void StopJob(const std::string& id) {
+    v1::StopTrainJobRequest stop;
+    stop.set_job_id(id);
+    stop.set_request_id("stop-" + id);
+    v1::StopTrainJobResponse stopped;
+    ASSERT_TRUE(cluster_->jobs().StopTrainJob(Context().get(), stop, &stopped).ok());
+  }
+
   std::unique_ptr<LocalCluster> cluster_;
   int next_ = 0;
 };
@@ -290,15 +313,8 @@ TEST_F(TrainJobTest, AJobTooLargeWaitsWithAReasonAndStartsWhenANodeJoins) {
 }
 
 TEST_F(TrainJobTest, StopEndsEveryProcessAndRemovesTheGroup) {
-  v1::TrainJobSpec spec = GpuJob(2);
-  SetCommand(&spec, {"/bin/sh", "-c", "sleep 60"});
-  const std::string id = Submit(spec);
-  ASSERT_TRUE(WaitUntil([&] { return Get(id).state() == v1::TRAIN_JOB_STATE_RUNNING; }, seconds(10)));
-  v1::StopTrainJobRequest stop;
-  stop.set_job_id(id);
-  stop.set_request_id("stop-1");
-  v1::StopTrainJobResponse stopped;
-  ASSERT_TRUE(cluster_->jobs().StopTrainJob(Context().get(), stop, &stopped).ok());
+  const std::string id = StartSleepingJob();
+  StopJob(id);
   v1::TrainJobInfo info = WaitDone(id, seconds(15));
   EXPECT_EQ(info.state(), v1::TRAIN_JOB_STATE_STOPPED);
   EXPECT_EQ(Exits(id).size(), 3u);  // trainer + 2 ranks all ended
@@ -519,10 +535,16 @@ class TrainFaultTest : public TrainJobTest {
     return info;
   }
 
-  // The processes of the job's workers on a node (keepers aside), found in
-  // the OS process table, not by asking berth.
-  std::vector<pid_t> JobProcessesOn(const std::string& node, const std::string& job_id) {
-    return ProcessesWithEnv("TORCHELASTIC_ERROR_FILE", cluster_->log_dir(node) + "/" + job_id + "-");
+  // SIGKILLs the processes of one worker (the program and its children).
+  void KillWorker(const std::string& node, const std::string& worker_id) {
+    std::vector<pid_t> pids;
+    ASSERT_TRUE(WaitUntil(
+        [&] {
+          pids = ProcessesWithEnv("TORCHELASTIC_ERROR_FILE", cluster_->log_dir(node) + "/" + worker_id + ".");
+          return !pids.empty();
+        },
+        seconds(5)));
+    for (pid_t pid : pids) kill(pid, SIGKILL);
   }
 
   // Every GPU of the ALIVE nodes is free, as `berth status` shows it.
@@ -592,14 +614,7 @@ TEST_F(TrainFaultTest, AKilledRankRestartsTheJobAndNamesTheSignal) {
   const std::string id = Submit(RestartableJob());
   ASSERT_TRUE(WaitUntil([&] { return Get(id).state() == v1::TRAIN_JOB_STATE_RUNNING; }, seconds(10)));
   const v1::WorkerRank rank1 = Get(id).workers(1);
-  std::vector<pid_t> pids;
-  ASSERT_TRUE(WaitUntil(
-      [&] {
-        pids = ProcessesWithEnv("TORCHELASTIC_ERROR_FILE", cluster_->log_dir(rank1.node_id()) + "/" + rank1.worker_id() + ".");
-        return !pids.empty();
-      },
-      seconds(5)));
-  for (pid_t pid : pids) kill(pid, SIGKILL);
+  KillWorker(rank1.node_id(), rank1.worker_id());
   v1::TrainJobInfo done = WaitDone(id, seconds(30));
   ASSERT_EQ(done.state(), v1::TRAIN_JOB_STATE_SUCCEEDED) << done.DebugString();
   EXPECT_EQ(done.failures(), 1u);
@@ -615,14 +630,7 @@ TEST_F(TrainFaultTest, AKilledTrainerRestartsTheJob) {
   ASSERT_TRUE(WaitUntil([&] { return Get(id).state() == v1::TRAIN_JOB_STATE_RUNNING; }, seconds(10)));
   const std::string node = Get(id).workers(0).node_id();
   const std::string trainer = id + "-a0-trainer";
-  std::vector<pid_t> pids;
-  ASSERT_TRUE(WaitUntil(
-      [&] {
-        pids = ProcessesWithEnv("TORCHELASTIC_ERROR_FILE", cluster_->log_dir(node) + "/" + trainer + ".");
-        return !pids.empty();
-      },
-      seconds(5)));
-  for (pid_t pid : pids) kill(pid, SIGKILL);
+  KillWorker(node, trainer);
   v1::TrainJobInfo done = WaitDone(id, seconds(30));
   ASSERT_EQ(done.state(), v1::TRAIN_JOB_STATE_SUCCEEDED) << done.DebugString();
   ASSERT_EQ(done.failure_causes_size(), 1);
@@ -672,25 +680,15 @@ TEST_F(TrainJobTest, AHeadKilledWhileAJobWaitsKeepsItWaitingThenRunsIt) {
 }
 
 TEST_F(TrainJobTest, AHeadKilledWhileStoppingAJobStillStopsIt) {
-  v1::TrainJobSpec spec = GpuJob(2);
-  SetCommand(&spec, {"/bin/sh", "-c", "sleep 60"});
-  const std::string id = Submit(spec);
-  ASSERT_TRUE(WaitUntil([&] { return Get(id).state() == v1::TRAIN_JOB_STATE_RUNNING; }, seconds(10)));
-  v1::StopTrainJobRequest stop;
-  stop.set_job_id(id);
-  stop.set_request_id("stop-1");
-  v1::StopTrainJobResponse stopped;
-  ASSERT_TRUE(cluster_->jobs().StopTrainJob(Context().get(), stop, &stopped).ok());
+  const std::string id = StartSleepingJob();
+  StopJob(id);
 
   cluster_->RestartHead(SIGKILL);  // the stop was accepted: it must hold
 
   v1::TrainJobInfo info = WaitDone(id, seconds(20));
   EXPECT_EQ(info.state(), v1::TRAIN_JOB_STATE_STOPPED) << info.DebugString();
   for (const std::string node : {"n0", "n1"}) {
-    EXPECT_TRUE(WaitUntil(
-        [&] { return ProcessesWithEnv("TORCHELASTIC_ERROR_FILE", cluster_->log_dir(node) + "/" + id + "-").empty(); },
-        seconds(10)))
-        << node;
+    EXPECT_TRUE(WaitUntil([&] { return JobProcessesOn(node, id).empty(); }, seconds(10))) << node;
   }
 }
 
