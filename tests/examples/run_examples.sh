@@ -90,7 +90,10 @@ expect_success() {
     berth logs "$id" 2>&1 | tail -20
     return
   fi
-  hashes=$(berth logs "$id" 2>/dev/null | grep -oE "rank [0-9]+ params [0-9a-f]+" | sort -u)
+  # Exactly 16 digits: the examples print under PYTHONUNBUFFERED, where
+  # print() writes its text and its newline separately, so a local peer
+  # sharing the launcher's stdout can write between them.
+  hashes=$(berth logs "$id" 2>/dev/null | grep -oE "rank [0-9]+ params [0-9a-f]{16}" | sort -u)
   local ranks distinct
   ranks=$(awk '{print $2}' <<<"$hashes" | sort -u | wc -l)
   distinct=$(awk '{print $4}' <<<"$hashes" | sort -u | wc -l)
