@@ -5,8 +5,8 @@
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
-#include "scheduler/label_selector.h"
-#include "scheduler/quantity.h"
+#include "placement/label_selector.h"
+#include "placement/quantity.h"
 #include "yaml-cpp/yaml.h"
 
 namespace berth {

@@ -27,7 +27,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "scheduler/resource_set.h"
+#include "placement/resource_set.h"
 
 namespace berth {
 

@@ -6,9 +6,9 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "common/proto_convert.h"
-#include "scheduler/bundle_placer.h"
-#include "scheduler/node_resource_table.h"
+#include "wire/proto_convert.h"
+#include "placement/bundle_placer.h"
+#include "placement/node_resource_table.h"
 
 namespace berth {
 namespace {

@@ -20,7 +20,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "benchmark/benchmark.h"
-#include "scheduler/bundle_placer.h"
+#include "placement/bundle_placer.h"
 
 namespace berth {
 namespace {

@@ -37,9 +37,9 @@
 #include "grpcpp/grpcpp.h"
 #include "client/bundle_args.h"
 #include "client/format.h"
-#include "client/head_client.h"
-#include "common/cluster_token.h"
-#include "common/tls_flags.h"
+#include "wire/head_client.h"
+#include "auth/cluster_token.h"
+#include "auth/tls_flags.h"
 #include "client/job_args.h"
 #include "client/job_file.h"
 #include "client/local_cluster.h"
@@ -114,7 +114,7 @@ absl::StatusOr<std::string> ResolveClusterToken(const std::string& flag) {
 }
 
 // The local cluster's CA and certificates: `berth up` and `berth start
-// --head` write them (common/cluster_tls.h).
+// --head` write them (auth/cluster_tls.h).
 std::string LocalTlsDir() { return StateDir() + "/tls"; }
 
 // TLS to the head: the --tls-* flags, else $BERTH_TLS_CA_FILE (with

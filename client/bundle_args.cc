@@ -5,11 +5,11 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/substitute.h"
-#include "common/proto_convert.h"
-#include "scheduler/label_selector.h"
-#include "scheduler/placement_group_spec.h"
-#include "scheduler/quantity.h"
-#include "scheduler/resource_set.h"
+#include "wire/proto_convert.h"
+#include "placement/label_selector.h"
+#include "placement/placement_group_spec.h"
+#include "placement/quantity.h"
+#include "placement/resource_set.h"
 
 namespace berth {
 namespace {

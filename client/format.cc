@@ -12,8 +12,8 @@
 #include "absl/strings/strip.h"
 #include "absl/time/time.h"
 #include "google/protobuf/util/json_util.h"
-#include "scheduler/quantity.h"
-#include "scheduler/resource_set.h"
+#include "placement/quantity.h"
+#include "placement/resource_set.h"
 
 namespace berth {
 namespace {

@@ -7,7 +7,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "client/bundle_args.h"
-#include "scheduler/placement_group_spec.h"
+#include "placement/placement_group_spec.h"
 
 namespace berth {
 namespace {

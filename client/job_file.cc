@@ -25,10 +25,10 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
 #include "client/job_args.h"
-#include "common/proto_convert.h"
-#include "scheduler/placement_group_spec.h"
-#include "scheduler/quantity.h"
-#include "scheduler/resource_set.h"
+#include "wire/proto_convert.h"
+#include "placement/placement_group_spec.h"
+#include "placement/quantity.h"
+#include "placement/resource_set.h"
 
 namespace berth {
 namespace {

@@ -21,8 +21,8 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "scheduler/gpu_instances.h"
-#include "scheduler/resource_set.h"
+#include "placement/gpu_instances.h"
+#include "placement/resource_set.h"
 
 namespace berth {
 

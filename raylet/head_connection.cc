@@ -6,8 +6,8 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "common/cluster_token.h"
-#include "common/proto_convert.h"
+#include "auth/cluster_token.h"
+#include "wire/proto_convert.h"
 #include "grpcpp/client_context.h"
 #include "raylet/log.h"
 

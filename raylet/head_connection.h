@@ -23,7 +23,7 @@
 #include "absl/time/time.h"
 #include "berth/v1/head.grpc.pb.h"
 #include "grpcpp/channel.h"
-#include "scheduler/resource_set.h"
+#include "placement/resource_set.h"
 
 namespace berth {
 

@@ -20,7 +20,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "berth/v1/head.pb.h"
-#include "common/proto_convert.h"
+#include "wire/proto_convert.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/support/channel_arguments.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
@@ -29,8 +29,8 @@
 #include "grpcpp/security/server_credentials.h"
 #include "grpcpp/server.h"
 #include "grpcpp/server_builder.h"
-#include "common/cluster_token.h"
-#include "common/tls_flags.h"
+#include "auth/cluster_token.h"
+#include "auth/tls_flags.h"
 #include "common/files.h"
 #include "common/metrics_server.h"
 #include "raylet/bundle_reservations.h"
@@ -41,9 +41,9 @@
 #include "raylet/raylet_service.h"
 #include "raylet/tcp_port.h"
 #include "raylet/worker_processes.h"
-#include "scheduler/label_selector.h"
-#include "scheduler/quantity.h"
-#include "scheduler/resource_set.h"
+#include "placement/label_selector.h"
+#include "placement/quantity.h"
+#include "placement/resource_set.h"
 
 namespace berth {
 namespace {

@@ -10,10 +10,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "common/cluster_token.h"
-#include "common/cluster_tls.h"
+#include "auth/cluster_token.h"
+#include "auth/cluster_tls.h"
 #include "absl/strings/str_join.h"
-#include "common/proto_convert.h"
+#include "wire/proto_convert.h"
 #include "google/protobuf/io/coded_stream.h"
 #include "google/protobuf/io/zero_copy_stream_impl_lite.h"
 #include "raylet/log.h"

@@ -23,10 +23,10 @@
 #include "absl/time/time.h"
 #include "berth/v1/head.pb.h"
 #include "berth/v1/raylet.grpc.pb.h"
-#include "common/cluster_tls.h"
+#include "auth/cluster_tls.h"
 #include "raylet/bundle_reservations.h"
 #include "raylet/worker_processes.h"
-#include "scheduler/resource_set.h"
+#include "placement/resource_set.h"
 
 namespace berth {
 
@@ -44,9 +44,9 @@ class RayletService final : public v1::RayletService::Service {
     std::string hold_starts_file;
     // SIGTERM -> SIGKILL grace for workers of cancelled or released bundles.
     absl::Duration bundle_release_grace = absl::Seconds(2);
-    // Every RPC must carry it (common/cluster_token.h); empty = no check.
+    // Every RPC must carry it (auth/cluster_token.h); empty = no check.
     std::string cluster_token;
-    // With TLS on, every RPC needs the head's certificate (common/cluster_tls.h).
+    // With TLS on, every RPC needs the head's certificate (auth/cluster_tls.h).
     TlsConfig tls;
   };
 

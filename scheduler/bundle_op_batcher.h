@@ -24,7 +24,7 @@
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "berth/v1/raylet.pb.h"
-#include "scheduler/raylet_clients.h"
+#include "wire/raylet_clients.h"
 
 namespace berth {
 

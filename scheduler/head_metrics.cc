@@ -8,7 +8,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
 #include "common/metrics_server.h"
-#include "scheduler/resource_set.h"
+#include "placement/resource_set.h"
 
 namespace berth {
 namespace {

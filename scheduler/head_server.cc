@@ -6,9 +6,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "common/cluster_token.h"
+#include "auth/cluster_token.h"
 #include "common/metrics_server.h"
-#include "common/proto_convert.h"
+#include "wire/proto_convert.h"
 
 namespace berth {
 namespace {

@@ -31,7 +31,7 @@
 #include "scheduler/state_store.h"
 #include "scheduler/state_writer.h"
 #include "scheduler/two_phase_commit.h"
-#include "scheduler/raylet_clients.h"
+#include "wire/raylet_clients.h"
 #include "train/train_job_controller.h"
 
 namespace berth {
@@ -44,10 +44,10 @@ struct HeadConfig {
   int committer_threads = 8;
   size_t max_worker_exits_kept = 10000;
   int max_message_bytes = 4 << 20;  // largest request accepted (--max-message-bytes)
-  // Every RPC must carry it (common/cluster_token.h); empty = no check.
+  // Every RPC must carry it (auth/cluster_token.h); empty = no check.
   // Also used on the head's calls to raylets.
   std::string cluster_token;
-  // TLS (common/cluster_tls.h): the head's certificate, on its endpoint and
+  // TLS (auth/cluster_tls.h): the head's certificate, on its endpoint and
   // its calls to raylets; node RPCs then need a berth-node certificate.
   TlsConfig tls;
 };

@@ -4,7 +4,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "common/proto_convert.h"
+#include "wire/proto_convert.h"
 
 namespace berth {
 

@@ -18,7 +18,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "berth/v1/head.pb.h"
-#include "scheduler/node_resource_table.h"
+#include "placement/node_resource_table.h"
 
 namespace berth {
 

@@ -9,7 +9,7 @@
 
 #include "absl/hash/hash.h"
 #include "absl/strings/str_cat.h"
-#include "common/proto_convert.h"
+#include "wire/proto_convert.h"
 
 namespace berth {
 namespace {

@@ -27,9 +27,9 @@
 #include "absl/status/statusor.h"
 #include "berth/v1/head.pb.h"
 #include "berth/v1/state.pb.h"
-#include "scheduler/bundle_placer.h"
+#include "placement/bundle_placer.h"
 #include "scheduler/node_manager.h"
-#include "scheduler/placement_scorer.h"
+#include "placement/placement_scorer.h"
 
 namespace berth {
 

@@ -9,7 +9,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "scheduler/bundle_placer.h"
+#include "placement/bundle_placer.h"
 #include "train/scaling_config.h"
 
 namespace berth {

@@ -5,8 +5,8 @@
 #include "absl/status/status.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "scheduler/gpu_instances.h"
-#include "scheduler/label_selector.h"
+#include "placement/gpu_instances.h"
+#include "placement/label_selector.h"
 
 namespace berth {
 namespace {

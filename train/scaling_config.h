@@ -13,7 +13,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "scheduler/placement_group_spec.h"
+#include "placement/placement_group_spec.h"
 
 namespace berth {
 

@@ -13,7 +13,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
-#include "common/proto_convert.h"
+#include "wire/proto_convert.h"
 #include "train/rank_assignment.h"
 #include "train/scaling_config.h"
 #include "train/worker_env.h"

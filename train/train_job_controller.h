@@ -32,8 +32,8 @@
 #include "absl/time/time.h"
 #include "berth/v1/head.pb.h"
 #include "berth/v1/state.pb.h"
-#include "scheduler/placement_group_spec.h"
-#include "scheduler/raylet_clients.h"
+#include "placement/placement_group_spec.h"
+#include "wire/raylet_clients.h"
 
 namespace berth {
 

@@ -7,7 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
-#include "common/cluster_tls.h"
+#include "auth/cluster_tls.h"
 #include "grpcpp/create_channel.h"
 
 namespace berth {

@@ -46,7 +46,7 @@
 #include "absl/strings/str_split.h"
 #include "bench/loadgen/simulated_raylets.h"
 #include "berth/v1/head.grpc.pb.h"
-#include "common/cluster_token.h"
+#include "auth/cluster_token.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
 #include "tests/integration/local_cluster.h"

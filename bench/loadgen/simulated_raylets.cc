@@ -4,7 +4,7 @@
 #include <mutex>
 
 #include "absl/strings/str_cat.h"
-#include "common/cluster_token.h"
+#include "auth/cluster_token.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
 #include "grpcpp/security/server_credentials.h"

@@ -21,9 +21,9 @@
 
 #include "absl/status/statusor.h"
 #include "bench/replay/trace.h"
-#include "scheduler/bundle_placer.h"
-#include "scheduler/node_scorer.h"
-#include "scheduler/placement_scorer.h"
+#include "placement/bundle_placer.h"
+#include "placement/node_scorer.h"
+#include "placement/placement_scorer.h"
 
 namespace berth::replay {
 

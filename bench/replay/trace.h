@@ -17,9 +17,9 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "scheduler/node_resource_table.h"
-#include "scheduler/node_scorer.h"
-#include "scheduler/placement_group_spec.h"
+#include "placement/node_resource_table.h"
+#include "placement/node_scorer.h"
+#include "placement/placement_group_spec.h"
 
 namespace berth::replay {
 

@@ -192,7 +192,7 @@ class Client:
         if ca is None:
             raise InvalidArgumentError(f"tls_ca_file: cannot read {ca_file}")
         credentials = grpc.ssl_channel_credentials(root_certificates=ca, private_key=key, certificate_chain=cert)
-        # The head's certificate names the role, not the host (common/cluster_tls.h).
+        # The head's certificate names the role, not the host (auth/cluster_tls.h).
         return grpc.secure_channel(self.address, credentials, options=[("grpc.ssl_target_name_override", "berth-head")])
 
     def _stub(self):

@@ -18,11 +18,11 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "common/proto_convert.h"
+#include "wire/proto_convert.h"
 #include "google/protobuf/stubs/logging.h"
 #include "head_fuzz.pb.h"
 #include "scheduler/node_manager.h"
-#include "scheduler/node_resource_table.h"
+#include "placement/node_resource_table.h"
 #include "scheduler/placement_group_manager.h"
 #include "tests/fuzz/fuzz_check.h"
 #include "train/train_job_controller.h"

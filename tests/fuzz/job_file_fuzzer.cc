@@ -10,7 +10,7 @@
 #include "absl/strings/match.h"
 #include "client/job_file.h"
 #include "google/protobuf/util/message_differencer.h"
-#include "scheduler/placement_group_spec.h"
+#include "placement/placement_group_spec.h"
 #include "tests/fuzz/fuzz_check.h"
 
 namespace {

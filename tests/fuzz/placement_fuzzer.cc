@@ -18,10 +18,10 @@
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
-#include "scheduler/bundle_placer.h"
-#include "scheduler/node_resource_table.h"
-#include "scheduler/placement_group_spec.h"
-#include "scheduler/quantity.h"
+#include "placement/bundle_placer.h"
+#include "placement/node_resource_table.h"
+#include "placement/placement_group_spec.h"
+#include "placement/quantity.h"
 #include "tests/fuzz/fuzz_check.h"
 
 namespace berth {

@@ -12,10 +12,10 @@
 
 #include "absl/strings/match.h"
 #include "berth/v1/train.pb.h"
-#include "common/proto_convert.h"
+#include "wire/proto_convert.h"
 #include "google/protobuf/stubs/logging.h"
-#include "scheduler/bundle_placer.h"
-#include "scheduler/node_resource_table.h"
+#include "placement/bundle_placer.h"
+#include "placement/node_resource_table.h"
 #include "tests/fuzz/fuzz_check.h"
 #include "train/train_job_controller.h"
 

@@ -9,8 +9,8 @@
 
 #include <fstream>
 
-#include "common/cluster_tls.h"
-#include "common/cluster_token.h"
+#include "auth/cluster_tls.h"
+#include "auth/cluster_token.h"
 #include "common/files.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"

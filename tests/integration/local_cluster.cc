@@ -18,8 +18,8 @@
 #include <stdexcept>
 #include <thread>
 
-#include "common/cluster_tls.h"
-#include "common/cluster_token.h"
+#include "auth/cluster_tls.h"
+#include "auth/cluster_token.h"
 #include "common/files.h"
 #include "grpcpp/grpcpp.h"
 

@@ -56,7 +56,7 @@ class LocalCluster {
   // raylets run in network namespaces).
   // With `with_token`, the head and raylets require a cluster token on
   // every RPC (context() attaches it). With `with_tls`, a CA and
-  // certificates in dir()/tls (common/cluster_tls.h): the head and raylets
+  // certificates in dir()/tls (auth/cluster_tls.h): the head and raylets
   // speak mutual TLS; the stubs here use the client certificate for the
   // head and, standing in for the head, the head's for raylets.
   explicit LocalCluster(int heartbeat_ms = 100, std::vector<std::string> extra_head_flags = {},

@@ -8,7 +8,8 @@
 #         unit tests and control_plane_test (real head and raylet processes).
 #   tsan  TSan build in build-tsan of the head, the raylet and the head-side
 #         tests; runs control_plane_test (real head and raylet processes) and
-#         the unit tests of tests/unit.
+#         the unit tests of the head's layers (placement, auth, train,
+#         scheduler: BUILD_DIR/unit_tests.txt lists them by folder).
 # Every sanitizer report fails the run, including those of the berth-head and
 # berth-raylet processes the tests start (reports go to per-process logs
 # under BUILD_DIR/sanitizer-logs/, checked after ctest).
@@ -98,14 +99,14 @@ run_asan() {
   if [[ $SCOPE == ci ]]; then
     configure "$ASAN_DIR" address -DBERTH_WITH_TORCH=OFF
     # The unit tests (one executable each) and control_plane_test; the other
-    # integration tests and client_cli_e2e_test (`berth up` needs the torch
-    # worker) run in SCOPE=full.
+    # integration tests (cli_e2e_test: `berth up` needs the torch worker) run
+    # in SCOPE=full.
     local exes
     local integration
     integration=$(sed -n 's/^ *add_executable(\([A-Za-z0-9_]*_test\) .*/\1/p' \
       "$ROOT/tests/integration/CMakeLists.txt" | grep -vx control_plane_test | paste -sd'|')
     exes=$(ninja -C "$ASAN_DIR" -t targets all | sed -n 's/^\([A-Za-z0-9_]*_test\): phony$/\1/p' |
-      grep -vE "^(${integration:-none}|client_cli_e2e_test|chaos_test)\$" | tr '\n' ' ')
+      grep -vE "^(${integration:-none}|chaos_test)\$" | tr '\n' ' ')
     build "$ASAN_DIR" $exes berth berth-head berth-raylet
     built=$(now)
     local select=(-I "$(tests_of "$ASAN_DIR" $exes)")
@@ -133,11 +134,11 @@ run_tsan() {
   start=$(now)
   mkdir -p "$TSAN_DIR"
   configure "$TSAN_DIR" thread -DBERTH_WITH_TORCH=OFF
-  # tests/unit's executables: the head's layers (placement core, node and
-  # placement group managers, metrics).
+  # The unit tests of the head's layers (placement core, auth, train spec,
+  # node and placement group managers, store, metrics).
   local exes
-  exes="$(sed -n 's/^  \([a-z_]*_test\)$/\1/p; s/^add_executable(\([a-z_]*_test\) .*/\1/p' \
-    "$ROOT/tests/unit/CMakeLists.txt" | tr '\n' ' ')control_plane_test"
+  exes="$(awk '$1 ~ /^(placement|auth|train|scheduler)$/ {print $2}' "$TSAN_DIR/unit_tests.txt" |
+    tr '\n' ' ')control_plane_test"
   build "$TSAN_DIR" $exes berth-head berth-raylet
   built=$(now)
   echo "sanitize: tsan build took $((built - start)) s"

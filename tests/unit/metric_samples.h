@@ -1,6 +1,6 @@
 // Test helper: looks up one sample in rendered Prometheus metric families.
-#ifndef BERTH_TESTS_UNIT_METRIC_SAMPLES_H_
-#define BERTH_TESTS_UNIT_METRIC_SAMPLES_H_
+#ifndef BERTH_COMMON_METRIC_SAMPLES_H_
+#define BERTH_COMMON_METRIC_SAMPLES_H_
 
 #include <map>
 #include <optional>
@@ -36,4 +36,4 @@ inline size_t SeriesCount(const std::vector<prometheus::MetricFamily>& families,
 
 }  // namespace berth::testing
 
-#endif  // BERTH_TESTS_UNIT_METRIC_SAMPLES_H_
+#endif  // BERTH_COMMON_METRIC_SAMPLES_H_

@@ -1,11 +1,11 @@
 // Helpers shared by the placement tests: compact cluster and group builders.
-#ifndef BERTH_TESTS_UNIT_PLACEMENT_TEST_UTIL_H_
-#define BERTH_TESTS_UNIT_PLACEMENT_TEST_UTIL_H_
+#ifndef BERTH_PLACEMENT_PLACEMENT_TEST_UTIL_H_
+#define BERTH_PLACEMENT_PLACEMENT_TEST_UTIL_H_
 
 #include <string>
 #include <vector>
 
-#include "scheduler/bundle_placer.h"
+#include "placement/bundle_placer.h"
 
 namespace berth::testing {
 
@@ -32,4 +32,4 @@ inline std::vector<Bundle> Repeat(const Bundle& b, int n) { return std::vector<B
 
 }  // namespace berth::testing
 
-#endif  // BERTH_TESTS_UNIT_PLACEMENT_TEST_UTIL_H_
+#endif  // BERTH_PLACEMENT_PLACEMENT_TEST_UTIL_H_

@@ -1,0 +1,114 @@
+// BundlePlacer: the placement core. Given the node table and a placement
+// group, decides where every bundle goes, or why it cannot go anywhere yet.
+//
+// Pure and deterministic: no I/O, threads or clocks; the same table and
+// group give the same placement. Like Nomad's scheduler it runs feasibility
+// (state, selectors, resources, GPU instances) -> ranking (best fit for
+// PACK / STRICT_PACK, most free for SPREAD / STRICT_SPREAD) -> selection,
+// over the table's ordered indices, so a decision visits a handful of nodes
+// rather than the whole cluster.
+//
+// Outcomes: kPlaced reserves the bundles in the table (the head's view is
+// updated at decision time, so concurrent groups never double book); the
+// caller releases them with NodeResourceTable::Release. kRetryLater means
+// the group fits the ALIVE nodes' totals but not what is free now;
+// kInfeasible means no set of ALIVE nodes could ever hold it. Neither
+// changes the table. Both carry a reason a person can act on.
+//
+// An optional NodeScorer (node_scorer.h) replaces the ranking of searches
+// over free capacity: the scorer's best feasible candidate of the first tier
+// that has one is taken. Without one the placer behaves as above.
+#ifndef BERTH_PLACEMENT_BUNDLE_PLACER_H_
+#define BERTH_PLACEMENT_BUNDLE_PLACER_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/status/statusor.h"
+#include "placement/node_resource_table.h"
+#include "placement/node_scorer.h"
+#include "placement/placement_group_spec.h"
+
+namespace berth {
+
+enum class PlacementOutcome { kPlaced, kRetryLater, kInfeasible };
+absl::string_view PlacementOutcomeName(PlacementOutcome outcome);
+
+struct BundlePlacement {
+  uint32_t bundle_index = 0;
+  Allocation allocation;
+};
+
+struct PlacementDecision {
+  PlacementOutcome outcome = PlacementOutcome::kRetryLater;
+  // kPlaced: the bundles placed by this call, in bundle order.
+  std::vector<BundlePlacement> placements;
+  // Why the group is not placed; empty when it is.
+  std::string reason;
+};
+
+class BundlePlacer {
+ public:
+  // `scorer`, if given, must outlive the placer.
+  explicit BundlePlacer(NodeResourceTable* table, NodeScorer* scorer = nullptr)
+      : table_(table), scorer_(scorer) {}
+
+  // Places the bundles of `spec` that `already_placed` does not hold (all of
+  // them for a new group; the lost ones when rescheduling). STRICT_SPREAD
+  // avoids the nodes of `already_placed`; STRICT_PACK joins them.
+  // INVALID_ARGUMENT if `already_placed` names a bundle twice or one the
+  // group does not have, or a STRICT_PACK group's placed bundles disagree.
+  absl::StatusOr<PlacementDecision> Place(
+      const PlacementGroupSpec& spec, const std::vector<BundlePlacement>& already_placed = {});
+
+ private:
+  // Bundles that must land on one node together.
+  struct Demand {
+    std::vector<uint32_t> bundles;  // in placement order
+    ResourceSet sum;
+  };
+  enum class Preference { kBestFit, kMostFree };
+  enum class Capacity { kFree, kTotal };
+  struct Constraints {
+    const absl::flat_hash_set<NodeIndex>* exclude = nullptr;
+    std::optional<NodeIndex> only;
+  };
+
+  Demand MakeDemand(std::vector<uint32_t> bundles) const;
+  // Pools that may hold the demand, in tiers: a demand without GPUs tries
+  // nodes without GPUs first, so it does not strand GPUs.
+  std::vector<std::vector<const NodeResourceTable::Pool*>> CandidatePools(const Demand& d) const;
+  bool Fits(NodeIndex node, const Demand& d, Capacity capacity) const;
+  std::optional<NodeIndex> FindNode(const Demand& d, Preference preference, Capacity capacity,
+                                    const Constraints& constraints) const;
+  // The scorer's best node among those that fit `d` in free capacity.
+  std::optional<NodeIndex> FindScoredNode(const Demand& d, const Constraints& constraints) const;
+
+  absl::Status PlaceOnNode(NodeIndex node, const Demand& d, std::vector<BundlePlacement>* out);
+  bool PlacePack(const std::vector<uint32_t>& order, std::vector<BundlePlacement>* out);
+  bool PlaceSpread(const std::vector<uint32_t>& order, bool strict,
+                   const absl::flat_hash_set<NodeIndex>& excluded,
+                   std::vector<BundlePlacement>* out);
+
+  // Why an unplaceable group cannot be placed: infeasible when the ALIVE
+  // nodes' totals could never hold it, else retry with the free-capacity gap.
+  PlacementDecision Explain(const std::vector<uint32_t>& order,
+                            const absl::flat_hash_set<NodeIndex>& excluded,
+                            std::optional<NodeIndex> pinned) const;
+  // Size of a maximum matching of bundles to distinct nodes by totals.
+  size_t DistinctNodeMatching(const std::vector<uint32_t>& order,
+                              const absl::flat_hash_set<NodeIndex>& excluded) const;
+  std::string DescribeShortfall(const Demand& d, Capacity capacity) const;
+  std::string DescribeDemand(const Demand& d) const;
+
+  NodeResourceTable* table_;
+  NodeScorer* scorer_;
+  const PlacementGroupSpec* spec_ = nullptr;  // the group of the current Place() call
+};
+
+}  // namespace berth
+
+#endif  // BERTH_PLACEMENT_BUNDLE_PLACER_H_

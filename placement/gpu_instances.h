@@ -1,0 +1,72 @@
+// GpuInstances: the unit-instance GPU resource of one node.
+//
+// A node with n GPUs has instances 0..n-1 of capacity 1 each. A request of
+// at most 1 GPU takes a share of one instance (a whole 1 takes a fully free
+// one; a fraction best-fits onto the instance with the least room that still
+// fits); a request above 1 must be whole and takes that many fully free
+// instances. Choices are deterministic (lowest index on ties), and Release()
+// of what Allocate() returned restores the exact previous state.
+#ifndef BERTH_PLACEMENT_GPU_INSTANCES_H_
+#define BERTH_PLACEMENT_GPU_INSTANCES_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "placement/quantity.h"
+
+namespace berth {
+
+// A share of one GPU instance.
+struct GpuShare {
+  uint32_t index = 0;
+  Quantity amount;
+  friend bool operator==(const GpuShare& a, const GpuShare& b) {
+    return a.index == b.index && a.amount == b.amount;
+  }
+};
+
+// Checks the shape of a GPU request: fractions only up to 1.
+absl::Status ValidateGpuRequest(Quantity gpus, absl::string_view field);
+
+class GpuInstances {
+ public:
+  GpuInstances() = default;
+  explicit GpuInstances(uint32_t count) : free_(count, Quantity::kUnitsPerWhole) {}
+
+  uint32_t count() const { return static_cast<uint32_t>(free_.size()); }
+  Quantity free(uint32_t index) const { return Quantity::FromUnits(free_[index]); }
+  Quantity TotalFree() const;
+  // The largest request that fits now: the number of fully free instances,
+  // or when none is, the most room on one instance.
+  Quantity LargestRequest() const;
+
+  // Whether a valid request (see ValidateGpuRequest) fits now.
+  bool CanAllocate(Quantity gpus) const;
+  // Whether it could fit on an idle node with this many instances.
+  static bool FitsCapacity(Quantity gpus, uint32_t count);
+  // Takes `gpus`; empty result for zero. Fails without change if it does not fit.
+  absl::StatusOr<std::vector<GpuShare>> Allocate(Quantity gpus);
+  // Returns shares taken by Allocate. Fails without change if any share would
+  // overfill its instance or names a missing one.
+  absl::Status Release(const std::vector<GpuShare>& shares);
+  // Takes exactly `shares` (chosen elsewhere, e.g. by the head for a raylet),
+  // all or nothing: INVALID_ARGUMENT if a share names a missing instance or
+  // is not in (0, 1]; RESOURCE_EXHAUSTED if an instance lacks room. The
+  // counterpart of Release.
+  absl::Status Take(const std::vector<GpuShare>& shares);
+
+ private:
+  // Index of the instance a fraction (< 1) best-fits onto, or -1.
+  int BestFitFraction(int64_t units) const;
+  std::vector<int64_t> free_;  // units free per instance
+};
+
+std::string GpuIdsToString(const std::vector<GpuShare>& shares);
+
+}  // namespace berth
+
+#endif  // BERTH_PLACEMENT_GPU_INSTANCES_H_

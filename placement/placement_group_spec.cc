@@ -1,0 +1,119 @@
+#include "placement/placement_group_spec.h"
+
+#include <algorithm>
+#include <iterator>
+
+#include "absl/status/status.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "placement/gpu_instances.h"
+
+namespace berth {
+
+absl::string_view PlacementStrategyName(PlacementStrategy strategy) {
+  switch (strategy) {
+    case PlacementStrategy::kPack:
+      return "PACK";
+    case PlacementStrategy::kSpread:
+      return "SPREAD";
+    case PlacementStrategy::kStrictPack:
+      return "STRICT_PACK";
+    case PlacementStrategy::kStrictSpread:
+      return "STRICT_SPREAD";
+  }
+  return "UNKNOWN";
+}
+
+absl::StatusOr<PlacementStrategy> ParsePlacementStrategy(absl::string_view text,
+                                                         absl::string_view field) {
+  const std::string upper = absl::AsciiStrToUpper(absl::StripAsciiWhitespace(text));
+  for (PlacementStrategy s : {PlacementStrategy::kPack, PlacementStrategy::kSpread,
+                              PlacementStrategy::kStrictPack, PlacementStrategy::kStrictSpread}) {
+    if (upper == PlacementStrategyName(s)) return s;
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      field, ": unknown strategy '", text, "' (want PACK, SPREAD, STRICT_PACK or STRICT_SPREAD)"));
+}
+
+absl::StatusOr<PlacementGroupSpec> PlacementGroupSpec::Create(std::vector<Bundle> bundles,
+                                                              PlacementStrategy strategy) {
+  if (bundles.empty()) {
+    return absl::InvalidArgumentError("bundles: a placement group needs at least one bundle");
+  }
+  if (bundles.size() > kMaxBundles) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("bundles: ", bundles.size(), " bundles; at most ", kMaxBundles));
+  }
+  PlacementGroupSpec spec;
+  for (size_t i = 0; i < bundles.size(); ++i) {
+    const ResourceSet& r = bundles[i].resources;
+    const std::string field = absl::StrCat("bundles[", i, "].resources");
+    if (r.empty()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(field, ": empty bundle; a bundle must request some resource"));
+    }
+    for (const auto& [name, amount] : r.entries()) {
+      if (amount > Quantity::FromUnits(Quantity::kMaxUnits)) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(field, "[\"", name, "\"]: larger than the maximum quantity"));
+      }
+    }
+    if (absl::Status s = ValidateGpuRequest(r.Get(kGpu), absl::StrCat(field, "[\"GPU\"]"));
+        !s.ok()) {
+      return s;
+    }
+    if (absl::Status s = spec.total_.Add(r); !s.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("bundles: the group's total demand overflows (", s.message(), ")"));
+    }
+  }
+  spec.bundles_ = std::move(bundles);
+  spec.strategy_ = strategy;
+  return spec;
+}
+
+absl::StatusOr<PlacementGroupSpec> PlacementGroupSpec::FromInput(const PlacementGroupInput& input) {
+  absl::StatusOr<PlacementStrategy> strategy = ParsePlacementStrategy(input.strategy, "strategy");
+  if (!strategy.ok()) return strategy.status();
+  std::vector<Bundle> bundles;
+  bundles.reserve(input.bundles.size());
+  for (size_t i = 0; i < input.bundles.size(); ++i) {
+    absl::StatusOr<ResourceSet> resources =
+        ResourceSet::FromDoubles(input.bundles[i].resources, absl::StrCat("bundles[", i, "].resources"));
+    if (!resources.ok()) return resources.status();
+    absl::StatusOr<LabelSelector> selector =
+        LabelSelector::Create(input.bundles[i].selector, absl::StrCat("bundles[", i, "].selector"));
+    if (!selector.ok()) return selector.status();
+    bundles.push_back({*std::move(resources), *std::move(selector)});
+  }
+  return Create(std::move(bundles), *strategy);
+}
+
+std::optional<std::vector<std::string>> AllowedAcceleratorTypes(
+    const std::vector<Bundle>& bundles, const std::vector<uint32_t>& indices) {
+  std::optional<std::vector<std::string>> allowed;
+  auto restrict = [&](std::vector<std::string> types) {
+    std::sort(types.begin(), types.end());
+    types.erase(std::unique(types.begin(), types.end()), types.end());
+    if (!allowed) {
+      allowed = std::move(types);
+      return;
+    }
+    std::vector<std::string> both;
+    std::set_intersection(allowed->begin(), allowed->end(), types.begin(), types.end(),
+                          std::back_inserter(both));
+    allowed = std::move(both);
+  };
+  for (uint32_t b : indices) {
+    for (const auto& [name, amount] : bundles[b].resources.entries()) {
+      if (absl::StartsWith(name, kAcceleratorResourcePrefix)) {
+        restrict({std::string(name.substr(kAcceleratorResourcePrefix.size()))});
+      }
+    }
+    if (auto v = bundles[b].selector.AllowedValues(kAcceleratorTypeLabel)) restrict(*v);
+  }
+  return allowed;
+}
+
+}  // namespace berth

@@ -1,0 +1,90 @@
+// PlacementGroupSpec: a validated gang of bundles and its strategy.
+//
+// The only way to build one is Create()/FromInput(), which check every field
+// of untrusted input (empty bundle list, empty bundles, negative or NaN
+// amounts, fractional GPUs above 1, bad selectors, unknown strategies) and
+// return INVALID_ARGUMENT naming the field. Everything downstream (the
+// BundlePlacer) can then assume a well-formed group.
+#ifndef BERTH_PLACEMENT_PLACEMENT_GROUP_SPEC_H_
+#define BERTH_PLACEMENT_PLACEMENT_GROUP_SPEC_H_
+
+#include <map>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "placement/label_selector.h"
+#include "placement/resource_set.h"
+
+namespace berth {
+
+// Ray's four strategies (see DESIGN.md for berth's scoring).
+enum class PlacementStrategy { kPack, kSpread, kStrictPack, kStrictSpread };
+absl::string_view PlacementStrategyName(PlacementStrategy strategy);
+// "PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD" (case-insensitive).
+absl::StatusOr<PlacementStrategy> ParsePlacementStrategy(absl::string_view text,
+                                                         absl::string_view field);
+
+struct Bundle {
+  ResourceSet resources;
+  LabelSelector selector;
+  friend bool operator==(const Bundle& a, const Bundle& b) {
+    return a.resources == b.resources && a.selector == b.selector;
+  }
+};
+
+// Untrusted input, as it arrives from the API, a job file or a test.
+struct BundleInput {
+  std::map<std::string, double> resources;
+  std::vector<LabelRequirement> selector;
+};
+struct PlacementGroupInput {
+  std::vector<BundleInput> bundles;
+  std::string strategy;
+};
+
+class PlacementGroupSpec {
+ public:
+  static constexpr size_t kMaxBundles = 4096;
+
+  static absl::StatusOr<PlacementGroupSpec> Create(std::vector<Bundle> bundles,
+                                                   PlacementStrategy strategy);
+  static absl::StatusOr<PlacementGroupSpec> FromInput(const PlacementGroupInput& input);
+
+  const std::vector<Bundle>& bundles() const { return bundles_; }
+  PlacementStrategy strategy() const { return strategy_; }
+  // Sum of all bundles (cannot overflow: Create checks it).
+  const ResourceSet& total() const { return total_; }
+
+  // Same bundles (resources and selectors, in order) and strategy: the
+  // same placement problem.
+  friend bool operator==(const PlacementGroupSpec& a, const PlacementGroupSpec& b) {
+    return a.strategy_ == b.strategy_ && a.bundles_ == b.bundles_;
+  }
+  // Hashes what == compares but the selectors (rarely what tells groups apart).
+  template <typename H>
+  friend H AbslHashValue(H h, const PlacementGroupSpec& spec) {
+    for (const Bundle& b : spec.bundles_) h = H::combine(std::move(h), b.resources);
+    return H::combine(std::move(h), spec.bundles_.size(), spec.strategy_);
+  }
+
+ private:
+  PlacementGroupSpec() = default;
+  std::vector<Bundle> bundles_;
+  PlacementStrategy strategy_ = PlacementStrategy::kPack;
+  ResourceSet total_;
+};
+
+// The accelerator types bundles `indices` of `bundles` may run on together:
+// each `accelerator_type:<T>` resource pins T and each selector
+// `berth.io/accelerator-type in (...)` lists types, all intersected (so two
+// different pins allow none). Sorted; nullopt: any type.
+std::optional<std::vector<std::string>> AllowedAcceleratorTypes(
+    const std::vector<Bundle>& bundles, const std::vector<uint32_t>& indices);
+
+}  // namespace berth
+
+#endif  // BERTH_PLACEMENT_PLACEMENT_GROUP_SPEC_H_

@@ -1,0 +1,81 @@
+#include "placement/placement_scorer.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
+namespace berth {
+
+const std::vector<std::string>& ScorerKindNames() {
+  static const std::vector<std::string>* names = new std::vector<std::string>{
+      "fragmentation", "builtin", "first-fit", "best-fit", "worst-fit", "random"};
+  return *names;
+}
+
+absl::string_view ScorerKindName(ScorerKind kind) {
+  return ScorerKindNames()[static_cast<size_t>(kind)];
+}
+
+absl::StatusOr<ScorerKind> ParseScorerKind(absl::string_view name, absl::string_view field) {
+  const std::vector<std::string>& names = ScorerKindNames();
+  for (size_t i = 0; i < names.size(); ++i) {
+    if (names[i] == name) return static_cast<ScorerKind>(i);
+  }
+  return absl::InvalidArgumentError(absl::StrCat(field, ": unknown scorer '", name,
+                                                 "'; one of ", absl::StrJoin(names, ", ")));
+}
+
+PlacementScorer::PlacementScorer(ScorerKind kind, PlacementScorerOptions options)
+    : name_(ScorerKindName(kind)), options_(options) {
+  switch (kind) {
+    case ScorerKind::kFragmentation:
+      window_.emplace(options_.window);
+      break;
+    case ScorerKind::kBuiltIn:
+      break;
+    case ScorerKind::kFirstFit:
+      current_ = std::make_unique<FirstFitScorer>();
+      break;
+    case ScorerKind::kBestFit:
+      current_ = std::make_unique<BestFitScorer>();
+      break;
+    case ScorerKind::kWorstFit:
+      current_ = std::make_unique<WorstFitScorer>();
+      break;
+    case ScorerKind::kRandom:
+      current_ = std::make_unique<RandomScorer>(options_.seed);
+      break;
+  }
+}
+
+PlacementScorer::PlacementScorer(std::string name, std::unique_ptr<NodeScorer> scorer)
+    : name_(std::move(name)), current_(std::move(scorer)) {}
+
+void PlacementScorer::Observe(const PlacementGroupSpec& spec) {
+  if (!window_) return;
+  window_->Add(spec);
+  const uint64_t added = window_->added();
+  if (window_->size() < options_.min_tasks) return;
+  if (current_ == nullptr) {
+    Rebuild();
+    return;
+  }
+  if (added - checked_at_ < options_.check_every) return;
+  checked_at_ = added;
+  if (window_->DistanceFrom(built_from_) > options_.drift) Rebuild();
+}
+
+void PlacementScorer::Rebuild() {
+  absl::StatusOr<std::unique_ptr<FragmentationScorer>> scorer =
+      FragmentationScorer::Create(window_->Shapes(), options_.fragmentation);
+  // The window only holds valid shapes (GPU tasks, whole above one GPU) and
+  // the options are fixed, so this fails only on a bug; keep the old scorer.
+  if (!scorer.ok()) return;
+  current_ = *std::move(scorer);
+  built_from_ = window_->Take();
+  checked_at_ = window_->added();
+  ++builds_;
+}
+
+}  // namespace berth

@@ -1,0 +1,86 @@
+// PlacementScorer: the NodeScorer a head places with, chosen by name
+// (berth-head --placement-scorer), and for the default, learned from the
+// groups that arrive.
+//
+// "fragmentation", the default, is a FragmentationScorer (FGD plus the
+// scarcity and stranding terms) measured against the task distribution of
+// a WorkloadWindow over the groups Observe()d. Until `min_tasks` GPU tasks
+// have arrived there is nothing to measure against, and BundlePlacer's
+// built-in ranking places; then a scorer is built from the window, and
+// rebuilt whenever the window has moved more than `drift` (total variation,
+// checked every `check_every` tasks) from the one it was built from. So a
+// cluster that runs no GPU tasks keeps the built-in ranking. "builtin" is
+// that ranking always; "first-fit", "best-fit", "worst-fit" and "random" are
+// the scorers of node_scorer.h, which need no distribution.
+//
+// Promises: current() changes only inside Observe() and is owned by this
+// object (valid until the next Observe()). Pure and deterministic: no I/O,
+// threads or clocks.
+#ifndef BERTH_PLACEMENT_PLACEMENT_SCORER_H_
+#define BERTH_PLACEMENT_PLACEMENT_SCORER_H_
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "placement/node_scorer.h"
+#include "placement/placement_group_spec.h"
+#include "placement/workload_window.h"
+
+namespace berth {
+
+enum class ScorerKind { kFragmentation, kBuiltIn, kFirstFit, kBestFit, kWorstFit, kRandom };
+
+// "fragmentation", "builtin", ... in ScorerKind's order.
+const std::vector<std::string>& ScorerKindNames();
+absl::string_view ScorerKindName(ScorerKind kind);
+// INVALID_ARGUMENT naming `field` and the accepted names for anything else.
+absl::StatusOr<ScorerKind> ParseScorerKind(absl::string_view name, absl::string_view field);
+
+struct PlacementScorerOptions {
+  WorkloadWindowOptions window;
+  size_t min_tasks = 100;
+  size_t check_every = 100;
+  double drift = 0.1;
+  // The weights the replay's sweep chose (docs/PERFORMANCE.md).
+  FragmentationOptions fragmentation{/*scarcity_weight=*/1, /*stranding_weight=*/1};
+  uint64_t seed = 1;  // for "random"
+};
+
+class PlacementScorer {
+ public:
+  explicit PlacementScorer(ScorerKind kind, PlacementScorerOptions options = {});
+  // Always `scorer` (null: the built-in ranking), shown as `name`: for
+  // benchmarks that build a scorer themselves.
+  PlacementScorer(std::string name, std::unique_ptr<NodeScorer> scorer);
+
+  // A group arrived: its tasks join the window (learning kinds only).
+  void Observe(const PlacementGroupSpec& spec);
+  // What to place the next decision with; null: BundlePlacer's built-in ranking.
+  NodeScorer* current() const { return current_.get(); }
+
+  absl::string_view name() const { return name_; }
+  // Times the learned scorer was (re)built.
+  uint64_t builds() const { return builds_; }
+  // The learned distribution; null for kinds that learn none.
+  const WorkloadWindow* window() const { return window_ ? &*window_ : nullptr; }
+
+ private:
+  void Rebuild();
+
+  std::string name_;
+  PlacementScorerOptions options_;
+  std::optional<WorkloadWindow> window_;
+  WorkloadWindow::Snapshot built_from_;
+  uint64_t checked_at_ = 0;  // window_->added() at the last drift check
+  uint64_t builds_ = 0;
+  std::unique_ptr<NodeScorer> current_;
+};
+
+}  // namespace berth
+
+#endif  // BERTH_PLACEMENT_PLACEMENT_SCORER_H_

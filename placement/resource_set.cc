@@ -1,0 +1,148 @@
+#include "placement/resource_set.h"
+
+#include <algorithm>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+
+namespace berth {
+
+std::string AcceleratorResourceName(absl::string_view accelerator_type) {
+  return absl::StrCat(kAcceleratorResourcePrefix, accelerator_type);
+}
+
+absl::Status ValidateResourceName(absl::string_view name, absl::string_view field) {
+  if (name.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(field, ": empty resource name"));
+  }
+  if (name.size() > 128) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(field, ": resource name longer than 128 characters"));
+  }
+  for (char c : name) {
+    if (!absl::ascii_isalnum(static_cast<unsigned char>(c)) && c != '_' && c != '.' &&
+        c != ':' && c != '/' && c != '-') {
+      return absl::InvalidArgumentError(absl::StrCat(
+          field, "[\"", name, "\"]: resource names may use only letters, digits and _ . : / -"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<ResourceSet> ResourceSet::FromDoubles(const std::map<std::string, double>& amounts,
+                                                     absl::string_view field) {
+  ResourceSet set;
+  for (const auto& [name, value] : amounts) {
+    if (absl::Status s = ValidateResourceName(name, field); !s.ok()) return s;
+    absl::StatusOr<Quantity> q = Quantity::FromDouble(value, absl::StrCat(field, "[\"", name, "\"]"));
+    if (!q.ok()) return q.status();
+    set.Set(name, *q);
+  }
+  return set;
+}
+
+ResourceSet ResourceSet::Of(std::initializer_list<std::pair<absl::string_view, double>> amounts) {
+  ResourceSet set;
+  for (const auto& [name, value] : amounts) {
+    set.Set(name, Quantity::FromDouble(value, name).value());
+  }
+  return set;
+}
+
+std::vector<ResourceSet::Entry>::iterator ResourceSet::Find(absl::string_view name) {
+  return std::lower_bound(entries_.begin(), entries_.end(), name,
+                          [](const Entry& e, absl::string_view n) { return e.first < n; });
+}
+
+Quantity ResourceSet::Get(absl::string_view name) const {
+  auto it = std::lower_bound(entries_.begin(), entries_.end(), name,
+                             [](const Entry& e, absl::string_view n) { return e.first < n; });
+  return it != entries_.end() && it->first == name ? it->second : Quantity();
+}
+
+void ResourceSet::Set(absl::string_view name, Quantity amount) {
+  auto it = Find(name);
+  const bool present = it != entries_.end() && it->first == name;
+  if (amount.IsZero()) {
+    if (present) entries_.erase(it);
+  } else if (present) {
+    it->second = amount;
+  } else {
+    entries_.emplace(it, std::string(name), amount);
+  }
+}
+
+absl::Status ResourceSet::Add(const ResourceSet& other) {
+  ResourceSet result = *this;
+  for (const auto& [name, amount] : other.entries_) {
+    absl::StatusOr<Quantity> sum = CheckedAdd(result.Get(name), amount, name);
+    if (!sum.ok()) return sum.status();
+    result.Set(name, *sum);
+  }
+  *this = std::move(result);
+  return absl::OkStatus();
+}
+
+absl::Status ResourceSet::Subtract(const ResourceSet& other) {
+  ResourceSet result = *this;
+  for (const auto& [name, amount] : other.entries_) {
+    absl::StatusOr<Quantity> diff = CheckedSub(result.Get(name), amount, name);
+    if (!diff.ok()) return diff.status();
+    result.Set(name, *diff);
+  }
+  *this = std::move(result);
+  return absl::OkStatus();
+}
+
+bool ResourceSet::Contains(const ResourceSet& request) const {
+  // Both sorted: one merge pass.
+  auto have = entries_.begin();
+  for (const auto& [name, amount] : request.entries_) {
+    while (have != entries_.end() && have->first < name) ++have;
+    if (have == entries_.end() || have->first != name || have->second < amount) return false;
+  }
+  return true;
+}
+
+std::string ResourceSet::FirstShortfall(const ResourceSet& request) const {
+  for (const auto& [name, amount] : request.entries_) {
+    if (Get(name) < amount) return name;
+  }
+  return "";
+}
+
+std::map<std::string, double> ResourceSet::ToDoubles() const {
+  std::map<std::string, double> out;
+  for (const auto& [name, amount] : entries_) out[name] = amount.ToDouble();
+  return out;
+}
+
+std::string FormatMemory(Quantity bytes) {
+  static constexpr const char* kUnits[] = {"", "Ki", "Mi", "Gi", "Ti", "Pi"};
+  double value = bytes.ToDouble();
+  int unit = 0;
+  while (value >= 1024 && unit < 5) {
+    value /= 1024;
+    ++unit;
+  }
+  std::string text = absl::StrFormat("%.2f", value);
+  while (text.back() == '0') text.pop_back();
+  if (text.back() == '.') text.pop_back();
+  return absl::StrCat(text, kUnits[unit]);
+}
+
+std::string ResourceSet::ToString() const {
+  return absl::StrCat(
+      "{",
+      absl::StrJoin(entries_, ", ",
+                    [](std::string* out, const Entry& e) {
+                      absl::StrAppend(out, e.first, ": ",
+                                      e.first == kMemory ? FormatMemory(e.second)
+                                                         : e.second.ToString());
+                    }),
+      "}");
+}
+
+}  // namespace berth

@@ -1,0 +1,96 @@
+// ResourceSet: a bag of named resource quantities with exact, checked
+// arithmetic.
+//
+// Kept canonical (sorted by name, no zero entries), so two sets with the same
+// amounts compare equal and iteration order is deterministic. Arithmetic that
+// would overflow or go negative returns an error and leaves the set as it
+// was: nothing is half-applied.
+#ifndef BERTH_PLACEMENT_RESOURCE_SET_H_
+#define BERTH_PLACEMENT_RESOURCE_SET_H_
+
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "placement/quantity.h"
+
+namespace berth {
+
+inline constexpr absl::string_view kCpu = "CPU";
+inline constexpr absl::string_view kGpu = "GPU";
+inline constexpr absl::string_view kMemory = "memory";
+// `accelerator_type:<T>`: 1 on a node whose GPUs are of model T. Internal:
+// the train layer adds 0.001 of it to bundles that ask for accelerator type T.
+inline constexpr absl::string_view kAcceleratorResourcePrefix = "accelerator_type:";
+// Node label carrying the accelerator model, for label selectors.
+inline constexpr absl::string_view kAcceleratorTypeLabel = "berth.io/accelerator-type";
+// The autoscaler's node pool of a node; the one berth.io/ label a raylet
+// sets itself (from its --node-pool flag).
+inline constexpr absl::string_view kNodePoolLabel = "berth.io/node-pool";
+// What a bundle takes of `accelerator_type:<T>`, as in Ray.
+inline constexpr Quantity kAcceleratorRequest = Quantity::FromUnits(10);
+
+std::string AcceleratorResourceName(absl::string_view accelerator_type);
+
+class ResourceSet {
+ public:
+  using Entry = std::pair<std::string, Quantity>;
+
+  ResourceSet() = default;
+  // From user input. Validates names and amounts; `field` prefixes errors,
+  // e.g. `bundles[2].resources`.
+  static absl::StatusOr<ResourceSet> FromDoubles(const std::map<std::string, double>& amounts,
+                                                 absl::string_view field);
+  // Trusted construction, for code and tests: amounts must be >= 0.
+  static ResourceSet Of(std::initializer_list<std::pair<absl::string_view, double>> amounts);
+
+  Quantity Get(absl::string_view name) const;
+  // Sets `name` to `amount` (removing it when zero).
+  void Set(absl::string_view name, Quantity amount);
+
+  // Adds or subtracts `other`; on error the set is unchanged.
+  absl::Status Add(const ResourceSet& other);
+  absl::Status Subtract(const ResourceSet& other);
+  // True when every amount in `request` is available here.
+  bool Contains(const ResourceSet& request) const;
+  // The first resource of `request` not available here, or empty.
+  std::string FirstShortfall(const ResourceSet& request) const;
+
+  bool empty() const { return entries_.empty(); }
+  size_t size() const { return entries_.size(); }
+  const std::vector<Entry>& entries() const { return entries_; }
+  std::map<std::string, double> ToDoubles() const;
+  // "{CPU: 4, GPU: 1, memory: 200Gi}": memory shown in binary units.
+  std::string ToString() const;
+
+  friend bool operator==(const ResourceSet& a, const ResourceSet& b) {
+    return a.entries_ == b.entries_;
+  }
+  friend bool operator!=(const ResourceSet& a, const ResourceSet& b) { return !(a == b); }
+  // For hash maps keyed by resource sets (absl::Hash).
+  template <typename H>
+  friend H AbslHashValue(H h, const ResourceSet& set) {
+    for (const auto& [name, amount] : set.entries_) h = H::combine(std::move(h), name, amount.units());
+    return H::combine(std::move(h), set.entries_.size());
+  }
+
+ private:
+  std::vector<Entry>::iterator Find(absl::string_view name);
+  std::vector<Entry> entries_;  // sorted by name, no zero amounts
+};
+
+// Validates a resource name: non-empty, at most 128 characters of
+// [A-Za-z0-9_.:/-].
+absl::Status ValidateResourceName(absl::string_view name, absl::string_view field);
+
+// Shows a memory amount (bytes) in the largest binary unit that keeps it
+// short: 200Gi, 1.5Ti, 512Mi.
+std::string FormatMemory(Quantity bytes);
+
+}  // namespace berth
+
+#endif  // BERTH_PLACEMENT_RESOURCE_SET_H_

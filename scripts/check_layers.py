@@ -1,0 +1,104 @@
+#!/usr/bin/env python3
+"""Fails when a C++ file includes across the layers the wrong way.
+
+The folders are the layers (see the top CMakeLists.txt and README.md):
+
+    proto, common  <-  placement  <-  auth  <-  wire  <-  train  <-  scheduler (the head)
+                                                      <-  raylet, autoscaler, worker
+                                                                    <-  client
+
+A folder may include its own files and those of the folders it lists below.
+The placement core is held tighter: besides itself it may include only absl
+and the standard library, and neither threads nor clocks (it is a pure
+function of its inputs; the daemons own time and concurrency). Tests
+(*_test.cc, *_test_util.h) keep the arrows and may add gtest and the protos.
+
+    check_layers.py [--root DIR] [--stamp FILE] [FILE...]
+
+With no FILE it checks every .h/.cc under the layered folders of --root.
+The build runs it before compiling the placement core, so a bad include
+fails the build, not only a test.
+"""
+
+import argparse
+import pathlib
+import re
+import sys
+
+BELOW = {
+    "common": set(),
+    "placement": set(),
+    "auth": {"common"},
+    "wire": {"auth", "common", "placement", "proto"},
+    "train": {"wire", "auth", "common", "placement", "proto"},
+    "scheduler": {"train", "wire", "auth", "common", "placement", "proto"},
+    "raylet": {"wire", "auth", "common", "placement", "proto"},
+    "autoscaler": {"wire", "auth", "common", "placement", "proto"},
+    "worker": {"auth", "common", "proto"},
+    "client": {"train", "wire", "auth", "common", "placement", "proto"},
+}
+# The first path component of an include that names a berth folder. The
+# generated protos are included as "berth/v1/...".
+FOLDER_OF_PREFIX = {name: name for name in BELOW} | {"berth": "proto", "tests": "tests"}
+
+PLACEMENT_EXTERNAL = re.compile(r"absl/")
+# absl's own threads and clocks are as impure as the standard library's.
+PLACEMENT_FORBIDDEN = re.compile(
+    r"^(absl/(synchronization|time)/|thread$|mutex$|shared_mutex$|condition_variable$|"
+    r"future$|atomic$|chrono$|ctime$)")
+INCLUDE = re.compile(r'^\s*#\s*include\s*([<"])([^>"]+)[>"]', re.MULTILINE)
+
+
+def problems(root, path):
+    rel = path.relative_to(root)
+    folder = rel.parts[0]
+    if folder not in BELOW or len(rel.parts) < 2:
+        return
+    allowed = BELOW[folder] | {folder}
+    # Tests keep the arrows but may use gtest, and the protos to talk to a
+    # real service.
+    is_test = re.search(r"_test(_util)?\.(cc|h)$", path.name) is not None
+    if is_test:
+        allowed = allowed | {"proto"}
+    text = path.read_text(errors="replace")
+    for match in INCLUDE.finditer(text):
+        kind, name = match.groups()
+        line = text.count("\n", 0, match.start()) + 1
+        where = f"{rel}:{line}: #include {kind}{name}{'>' if kind == '<' else kind}"
+        first = name.split("/", 1)[0]
+        if folder == "placement" and not is_test:
+            if PLACEMENT_FORBIDDEN.search(name):
+                yield f"{where}: the placement core takes no threads or clocks"
+            elif kind == "<" and ("/" in name or "." in name):
+                yield f"{where}: the placement core includes only absl and the standard library"
+            elif kind == '"' and first != "placement" and not PLACEMENT_EXTERNAL.match(name):
+                yield f"{where}: the placement core includes only absl and the standard library"
+            continue
+        owner = FOLDER_OF_PREFIX.get(first) if kind == '"' and "/" in name else None
+        if owner is not None and owner not in allowed:
+            yield f"{where}: {folder}/ may include only {', '.join(sorted(allowed))}"
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--root", default=pathlib.Path(__file__).resolve().parent.parent,
+                        type=pathlib.Path)
+    parser.add_argument("--stamp", type=pathlib.Path, help="written when every file passes")
+    parser.add_argument("files", nargs="*", type=pathlib.Path)
+    args = parser.parse_args()
+    root = args.root.absolute()
+    files = [f.absolute() for f in args.files] or sorted(
+        p for folder in BELOW for pattern in ("*.h", "*.cc")
+        for p in (root / folder).rglob(pattern))
+    found = [p for f in files for p in problems(root, f)]
+    for p in found:
+        print(f"check_layers: {p}", file=sys.stderr)
+    if found:
+        return 1
+    if args.stamp:
+        args.stamp.write_text(f"{len(files)} files checked\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

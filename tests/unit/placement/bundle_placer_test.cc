@@ -1,0 +1,353 @@
+#include "placement/bundle_placer.h"
+
+#include <set>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/unit/placement_test_util.h"
+
+namespace berth {
+namespace {
+
+using ::berth::testing::MakeBundle;
+using ::berth::testing::MakeGroup;
+using ::berth::testing::MakeNode;
+using ::berth::testing::Repeat;
+using ::testing::HasSubstr;
+
+const ResourceSet kOneGpu = ResourceSet::Of({{kGpu, 1}});
+
+class BundlePlacerTest : public ::testing::Test {
+ protected:
+  NodeIndex Add(NodeSpec spec) { return table_.AddNode(std::move(spec)).value(); }
+  PlacementDecision Place(const PlacementGroupSpec& spec,
+                          const std::vector<BundlePlacement>& placed = {}) {
+    return BundlePlacer(&table_).Place(spec, placed).value();
+  }
+  std::string NodeOf(const BundlePlacement& p) { return table_.node(p.allocation.node).id; }
+  std::set<std::string> Nodes(const PlacementDecision& d) {
+    std::set<std::string> nodes;
+    for (const auto& p : d.placements) nodes.insert(NodeOf(p));
+    return nodes;
+  }
+
+  NodeResourceTable table_;
+};
+
+TEST_F(BundlePlacerTest, PackSingleBundleBestFits) {
+  Add(MakeNode("big", 32, 8));
+  Add(MakeNode("mid", 32, 4));
+  Add(MakeNode("small", 32, 2));
+  auto two = Place(MakeGroup({MakeBundle(ResourceSet::Of({{kGpu, 2}}))}, PlacementStrategy::kPack));
+  ASSERT_EQ(two.outcome, PlacementOutcome::kPlaced);
+  EXPECT_EQ(NodeOf(two.placements[0]), "small");
+  auto three = Place(MakeGroup({MakeBundle(ResourceSet::Of({{kGpu, 3}}))}, PlacementStrategy::kPack));
+  ASSERT_EQ(three.outcome, PlacementOutcome::kPlaced);
+  EXPECT_EQ(NodeOf(three.placements[0]), "mid");
+  EXPECT_EQ(three.placements[0].allocation.gpus.size(), 3u);
+}
+
+TEST_F(BundlePlacerTest, PackPutsTheWholeGroupOnTheTightestNodeThatHoldsIt) {
+  Add(MakeNode("eight", 32, 8));
+  Add(MakeNode("four", 32, 4));
+  auto d = Place(MakeGroup(Repeat(MakeBundle(kOneGpu), 4), PlacementStrategy::kPack));
+  ASSERT_EQ(d.outcome, PlacementOutcome::kPlaced);
+  EXPECT_EQ(Nodes(d), std::set<std::string>{"four"});
+  // GPU ids follow bundle order on the node.
+  for (uint32_t i = 0; i < 4; ++i) EXPECT_EQ(d.placements[i].allocation.gpus[0].index, i);
+}
+
+TEST_F(BundlePlacerTest, PackSpillsOntoFewestNodes) {
+  Add(MakeNode("a", 32, 4));
+  Add(MakeNode("b", 32, 4));
+  Add(MakeNode("c", 32, 4));
+  auto d = Place(MakeGroup(Repeat(MakeBundle(kOneGpu), 6), PlacementStrategy::kPack));
+  ASSERT_EQ(d.outcome, PlacementOutcome::kPlaced);
+  EXPECT_EQ(Nodes(d).size(), 2u);
+}
+
+TEST_F(BundlePlacerTest, SpreadUsesDistinctNodesThenReuses) {
+  Add(MakeNode("a", 8, 4));
+  Add(MakeNode("b", 8, 4));
+  auto two = Place(MakeGroup(Repeat(MakeBundle(kOneGpu), 2), PlacementStrategy::kSpread));
+  ASSERT_EQ(two.outcome, PlacementOutcome::kPlaced);
+  EXPECT_EQ(Nodes(two).size(), 2u);
+  auto five = Place(MakeGroup(Repeat(MakeBundle(kOneGpu), 5), PlacementStrategy::kSpread));
+  ASSERT_EQ(five.outcome, PlacementOutcome::kPlaced);
+  EXPECT_EQ(Nodes(five).size(), 2u);
+}
+
+TEST_F(BundlePlacerTest, SpreadPrefersTheLeastLoadedNode) {
+  NodeIndex a = Add(MakeNode("a", 8, 4));
+  Add(MakeNode("b", 8, 4));
+  ASSERT_TRUE(table_.Allocate(a, ResourceSet::Of({{kGpu, 3}})).ok());
+  auto d = Place(MakeGroup({MakeBundle(kOneGpu)}, PlacementStrategy::kSpread));
+  ASSERT_EQ(d.outcome, PlacementOutcome::kPlaced);
+  EXPECT_EQ(NodeOf(d.placements[0]), "b");
+}
+
+TEST_F(BundlePlacerTest, StrictPackNeedsOneNode) {
+  Add(MakeNode("a", 16, 4));
+  Add(MakeNode("b", 16, 4));
+  auto fits = Place(MakeGroup(Repeat(MakeBundle(kOneGpu), 4), PlacementStrategy::kStrictPack));
+  ASSERT_EQ(fits.outcome, PlacementOutcome::kPlaced);
+  EXPECT_EQ(Nodes(fits).size(), 1u);
+  // 4 more fit the other node; 8 could never share one node.
+  auto never = Place(MakeGroup(Repeat(MakeBundle(kOneGpu), 8), PlacementStrategy::kStrictPack));
+  EXPECT_EQ(never.outcome, PlacementOutcome::kInfeasible);
+  EXPECT_THAT(never.reason, HasSubstr("STRICT_PACK"));
+  EXPECT_THAT(never.reason, HasSubstr("largest node has GPU: 4"));
+  auto more = Place(MakeGroup(Repeat(MakeBundle(kOneGpu), 4), PlacementStrategy::kStrictPack));
+  ASSERT_EQ(more.outcome, PlacementOutcome::kPlaced);
+  auto wait = Place(MakeGroup(Repeat(MakeBundle(kOneGpu), 2), PlacementStrategy::kStrictPack));
+  EXPECT_EQ(wait.outcome, PlacementOutcome::kRetryLater);
+  EXPECT_THAT(wait.reason, HasSubstr("waiting for resources"));
+}
+
+TEST_F(BundlePlacerTest, StrictPackChecksGpuInstancesNotJustTheSum) {
+  Add(MakeNode("two", 16, 2));
+  // 3 x 0.6 = 1.8 <= 2 GPUs, but no two shares fit one instance: needs 3.
+  auto d = Place(MakeGroup(Repeat(MakeBundle(ResourceSet::Of({{kGpu, 0.6}})), 3),
+                           PlacementStrategy::kStrictPack));
+  EXPECT_EQ(d.outcome, PlacementOutcome::kInfeasible);
+  auto two = Place(MakeGroup(Repeat(MakeBundle(ResourceSet::Of({{kGpu, 0.6}})), 2),
+                             PlacementStrategy::kStrictPack));
+  ASSERT_EQ(two.outcome, PlacementOutcome::kPlaced);
+  EXPECT_NE(two.placements[0].allocation.gpus[0].index, two.placements[1].allocation.gpus[0].index);
+}
+
+TEST_F(BundlePlacerTest, StrictSpreadNeedsDistinctNodes) {
+  Add(MakeNode("a", 8, 2));
+  Add(MakeNode("b", 8, 2));
+  auto never = Place(MakeGroup(Repeat(MakeBundle(kOneGpu), 3), PlacementStrategy::kStrictSpread));
+  EXPECT_EQ(never.outcome, PlacementOutcome::kInfeasible);
+  EXPECT_THAT(never.reason, HasSubstr("3 distinct nodes"));
+  Add(MakeNode("c", 8, 2));
+  auto d = Place(MakeGroup(Repeat(MakeBundle(kOneGpu), 3), PlacementStrategy::kStrictSpread));
+  ASSERT_EQ(d.outcome, PlacementOutcome::kPlaced);
+  EXPECT_EQ(Nodes(d).size(), 3u);
+}
+
+TEST_F(BundlePlacerTest, StrictSpreadReschedulingAvoidsTheGroupsOwnNodes) {
+  Add(MakeNode("a", 8, 2));
+  Add(MakeNode("b", 8, 2));
+  Add(MakeNode("c", 8, 2));
+  auto group = MakeGroup(Repeat(MakeBundle(kOneGpu), 3), PlacementStrategy::kStrictSpread);
+  auto first = Place(group);
+  ASSERT_EQ(first.outcome, PlacementOutcome::kPlaced);
+  // Node of bundle 2 dies; bundles 0 and 1 stay. Bundle 2 must avoid their nodes.
+  std::vector<BundlePlacement> kept = {first.placements[0], first.placements[1]};
+  const std::string lost = NodeOf(first.placements[2]);
+  ASSERT_TRUE(table_.SetNodeState(lost, NodeState::kDead).ok());
+  auto again = Place(group, kept);
+  EXPECT_EQ(again.outcome, PlacementOutcome::kInfeasible);  // only 2 ALIVE nodes, both used
+  EXPECT_THAT(again.reason, HasSubstr("already holds one of the group's bundles"));
+  Add(MakeNode("d", 8, 2));
+  again = Place(group, kept);
+  ASSERT_EQ(again.outcome, PlacementOutcome::kPlaced);
+  ASSERT_EQ(again.placements.size(), 1u);
+  EXPECT_EQ(again.placements[0].bundle_index, 2u);
+  EXPECT_EQ(NodeOf(again.placements[0]), "d");
+}
+
+TEST_F(BundlePlacerTest, StrictPackReschedulingJoinsThePlacedBundles) {
+  Add(MakeNode("a", 8, 4));
+  NodeIndex b = Add(MakeNode("b", 8, 2));
+  auto group = MakeGroup(Repeat(MakeBundle(kOneGpu), 2), PlacementStrategy::kStrictPack);
+  BundlePlacement on_b{0, table_.Allocate(b, kOneGpu).value()};
+  auto d = Place(group, {on_b});
+  ASSERT_EQ(d.outcome, PlacementOutcome::kPlaced);
+  EXPECT_EQ(NodeOf(d.placements[0]), "b");
+}
+
+TEST_F(BundlePlacerTest, AlreadyPlacedIsValidated) {
+  Add(MakeNode("a", 8, 4));
+  auto group = MakeGroup(Repeat(MakeBundle(kOneGpu), 2), PlacementStrategy::kPack);
+  BundlePlacement bogus{5, {}};
+  auto r = BundlePlacer(&table_).Place(group, {bogus});
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(r.status().message()), HasSubstr("already_placed[0].bundle_index"));
+}
+
+TEST_F(BundlePlacerTest, RetryLaterWhenBusyInfeasibleWhenTooBig) {
+  NodeIndex a = Add(MakeNode("a", 8, 2, "A10G"));
+  Add(MakeNode("t", 8, 4, "T4"));
+  auto hold = table_.Allocate(a, ResourceSet::Of({{kGpu, 2}})).value();
+  ResourceSet two_a10g = ResourceSet::Of({{kGpu, 2}, {"accelerator_type:A10G", 0.001}});
+  auto busy = Place(MakeGroup({MakeBundle(two_a10g)}, PlacementStrategy::kPack));
+  EXPECT_EQ(busy.outcome, PlacementOutcome::kRetryLater);
+  EXPECT_THAT(busy.reason, HasSubstr("the most free A10G node has GPU: 0 free"));
+  ASSERT_TRUE(table_.Release(hold).ok());
+  EXPECT_EQ(Place(MakeGroup({MakeBundle(two_a10g)}, PlacementStrategy::kPack)).outcome,
+            PlacementOutcome::kPlaced);
+  ResourceSet eight_a10g = ResourceSet::Of({{kGpu, 8}, {"accelerator_type:A10G", 0.001}});
+  auto never = Place(MakeGroup({MakeBundle(eight_a10g)}, PlacementStrategy::kPack));
+  EXPECT_EQ(never.outcome, PlacementOutcome::kInfeasible);
+  EXPECT_EQ(never.reason,
+            "bundle 0 needs GPU: 8 with accelerator_type A10G; the largest A10G node has GPU: 2");
+}
+
+TEST_F(BundlePlacerTest, NoAliveNodesIsInfeasible) {
+  auto d = Place(MakeGroup({MakeBundle(kOneGpu)}, PlacementStrategy::kPack));
+  EXPECT_EQ(d.outcome, PlacementOutcome::kInfeasible);
+  EXPECT_EQ(d.reason, "no ALIVE nodes in the cluster");
+}
+
+TEST_F(BundlePlacerTest, OnlyAliveNodesReceiveBundles) {
+  Add(MakeNode("draining", 8, 4));
+  Add(MakeNode("dead", 8, 4));
+  Add(MakeNode("alive", 8, 1));
+  ASSERT_TRUE(table_.SetNodeState("draining", NodeState::kDraining).ok());
+  ASSERT_TRUE(table_.SetNodeState("dead", NodeState::kDead).ok());
+  auto one = Place(MakeGroup({MakeBundle(kOneGpu)}, PlacementStrategy::kSpread));
+  ASSERT_EQ(one.outcome, PlacementOutcome::kPlaced);
+  EXPECT_EQ(NodeOf(one.placements[0]), "alive");
+  // Two GPUs: only the non-ALIVE nodes have them, so it can never fit.
+  auto two = Place(MakeGroup({MakeBundle(ResourceSet::Of({{kGpu, 2}}))}, PlacementStrategy::kPack));
+  EXPECT_EQ(two.outcome, PlacementOutcome::kInfeasible);
+}
+
+TEST_F(BundlePlacerTest, AcceleratorTypeRestrictsToItsNodes) {
+  Add(MakeNode("t4", 8, 1, "T4"));
+  Add(MakeNode("a10g", 8, 4, "A10G"));
+  ResourceSet req = ResourceSet::Of({{kGpu, 1}, {"accelerator_type:A10G", 0.001}});
+  auto d = Place(MakeGroup({MakeBundle(req)}, PlacementStrategy::kPack));
+  ASSERT_EQ(d.outcome, PlacementOutcome::kPlaced);
+  EXPECT_EQ(NodeOf(d.placements[0]), "a10g");  // though t4 is the tighter fit
+  // Without the type, best fit takes the T4.
+  auto any = Place(MakeGroup({MakeBundle(kOneGpu)}, PlacementStrategy::kPack));
+  EXPECT_EQ(NodeOf(any.placements[0]), "t4");
+  ResourceSet h100 = ResourceSet::Of({{kGpu, 1}, {"accelerator_type:H100", 0.001}});
+  auto none = Place(MakeGroup({MakeBundle(h100)}, PlacementStrategy::kPack));
+  EXPECT_EQ(none.outcome, PlacementOutcome::kInfeasible);
+  EXPECT_THAT(none.reason, HasSubstr("no ALIVE H100 node with GPUs matches"));
+}
+
+TEST_F(BundlePlacerTest, LabelSelectorsPerBundle) {
+  Add(MakeNode("a1", 8, 2, "A10G", {{"zone", "a"}}));
+  Add(MakeNode("b1", 8, 2, "A10G", {{"zone", "b"}}));
+  Add(MakeNode("t1", 8, 2, "T4", {{"zone", "b"}}));
+  auto d = Place(MakeGroup({MakeBundle(kOneGpu, "zone in (b), berth.io/accelerator-type in (A10G)"),
+                            MakeBundle(kOneGpu, "zone notin (b)")},
+                           PlacementStrategy::kSpread));
+  ASSERT_EQ(d.outcome, PlacementOutcome::kPlaced);
+  EXPECT_EQ(NodeOf(d.placements[0]), "b1");
+  EXPECT_EQ(NodeOf(d.placements[1]), "a1");
+  auto none = Place(MakeGroup({MakeBundle(kOneGpu, "zone in (c)")}, PlacementStrategy::kPack));
+  EXPECT_EQ(none.outcome, PlacementOutcome::kInfeasible);
+  EXPECT_THAT(none.reason, HasSubstr("matching 'zone in (c)'"));
+}
+
+TEST_F(BundlePlacerTest, CpuBundlesAvoidGpuNodesWhileCpuNodesHaveRoom) {
+  Add(MakeNode("gpu", 4, 4));
+  NodeIndex cpu = Add(MakeNode("cpu", 64, 0));
+  auto d = Place(MakeGroup({MakeBundle(ResourceSet::Of({{kCpu, 2}}))}, PlacementStrategy::kPack));
+  ASSERT_EQ(d.outcome, PlacementOutcome::kPlaced);
+  EXPECT_EQ(NodeOf(d.placements[0]), "cpu");  // though the GPU node is the tighter fit
+  ASSERT_TRUE(table_.Allocate(cpu, ResourceSet::Of({{kCpu, 62}})).ok());
+  auto spill = Place(MakeGroup({MakeBundle(ResourceSet::Of({{kCpu, 2}}))}, PlacementStrategy::kPack));
+  ASSERT_EQ(spill.outcome, PlacementOutcome::kPlaced);
+  EXPECT_EQ(NodeOf(spill.placements[0]), "gpu");
+}
+
+TEST_F(BundlePlacerTest, FractionalGpusShareInstances) {
+  Add(MakeNode("n", 8, 2));
+  auto quarters = Place(MakeGroup(Repeat(MakeBundle(ResourceSet::Of({{kGpu, 0.25}})), 4),
+                                  PlacementStrategy::kPack));
+  ASSERT_EQ(quarters.outcome, PlacementOutcome::kPlaced);
+  for (const auto& p : quarters.placements) {
+    ASSERT_EQ(p.allocation.gpus.size(), 1u);
+    EXPECT_EQ(p.allocation.gpus[0].index, 0u);
+    EXPECT_EQ(p.allocation.gpus[0].amount, Quantity::FromUnits(2500));
+  }
+  auto half = Place(MakeGroup({MakeBundle(ResourceSet::Of({{kGpu, 0.5}}))}, PlacementStrategy::kPack));
+  ASSERT_EQ(half.outcome, PlacementOutcome::kPlaced);
+  EXPECT_EQ(half.placements[0].allocation.gpus[0].index, 1u);
+  auto whole = Place(MakeGroup({MakeBundle(kOneGpu)}, PlacementStrategy::kPack));
+  EXPECT_EQ(whole.outcome, PlacementOutcome::kRetryLater);  // 0.5 free, but on one instance
+}
+
+TEST_F(BundlePlacerTest, CustomResourceOnlyBundles) {
+  Add(MakeNode("plain", 8, 0));
+  NodeSpec with = MakeNode("with-ssd", 8, 0);
+  with.resources.Set("local_ssd", Quantity::Whole(2));
+  Add(with);
+  auto d = Place(MakeGroup(Repeat(MakeBundle(ResourceSet::Of({{"local_ssd", 1}})), 2),
+                           PlacementStrategy::kPack));
+  ASSERT_EQ(d.outcome, PlacementOutcome::kPlaced);
+  EXPECT_EQ(Nodes(d), std::set<std::string>{"with-ssd"});
+  auto third = Place(MakeGroup({MakeBundle(ResourceSet::Of({{"local_ssd", 1}}))}, PlacementStrategy::kPack));
+  EXPECT_EQ(third.outcome, PlacementOutcome::kRetryLater);
+}
+
+TEST_F(BundlePlacerTest, FailedPlacementLeavesTheTableUntouched) {
+  Add(MakeNode("a", 8, 2));
+  Add(MakeNode("b", 8, 2));
+  std::vector<ResourceSet> before;
+  for (NodeIndex n = 0; n < table_.slot_count(); ++n) before.push_back(table_.node(n).available);
+  // 5 GPUs in all exist but only 4: PACK places 4 then fails; all undone.
+  auto d = Place(MakeGroup(Repeat(MakeBundle(kOneGpu), 5), PlacementStrategy::kPack));
+  EXPECT_EQ(d.outcome, PlacementOutcome::kInfeasible);
+  EXPECT_THAT(d.reason, HasSubstr("the group needs GPU: 5 in all; the ALIVE nodes have GPU: 4"));
+  for (NodeIndex n = 0; n < table_.slot_count(); ++n) {
+    EXPECT_EQ(table_.node(n).available, before[n]);
+    EXPECT_EQ(table_.node(n).gpus.TotalFree(), Quantity::Whole(2));
+  }
+}
+
+TEST_F(BundlePlacerTest, SameInputSamePlacement) {
+  auto build = [](NodeResourceTable& t) {
+    for (int i = 0; i < 20; ++i) {
+      t.AddNode(MakeNode("n" + std::to_string(i), 8 + i % 3, 4, i % 2 ? "A10G" : "T4")).value();
+    }
+  };
+  NodeResourceTable t1, t2;
+  build(t1);
+  build(t2);
+  auto group = MakeGroup(Repeat(MakeBundle(ResourceSet::Of({{kGpu, 1}, {kCpu, 2}})), 9),
+                         PlacementStrategy::kSpread);
+  auto d1 = BundlePlacer(&t1).Place(group).value();
+  auto d2 = BundlePlacer(&t2).Place(group).value();
+  ASSERT_EQ(d1.placements.size(), d2.placements.size());
+  for (size_t i = 0; i < d1.placements.size(); ++i) {
+    EXPECT_EQ(d1.placements[i].allocation.node, d2.placements[i].allocation.node);
+    EXPECT_EQ(d1.placements[i].allocation.gpus, d2.placements[i].allocation.gpus);
+  }
+}
+
+// Malformed input is an error naming the field, never an abort.
+TEST(PlacementGroupSpecTest, MalformedInputNamesTheField) {
+  struct Case {
+    PlacementGroupInput input;
+    std::string field;
+  };
+  auto one = [](std::map<std::string, double> r, std::string strategy = "PACK") {
+    return PlacementGroupInput{{BundleInput{std::move(r), {}}}, std::move(strategy)};
+  };
+  std::vector<Case> cases = {
+      {PlacementGroupInput{{}, "PACK"}, "bundles:"},
+      {one({{"CPU", -1}}), "bundles[0].resources[\"CPU\"]"},
+      {one({{"GPU", std::nan("")}}), "bundles[0].resources[\"GPU\"]"},
+      {one({{"GPU", 1.5}}), "bundles[0].resources[\"GPU\"]"},
+      {one({{"GPU", 0}}), "bundles[0].resources: empty bundle"},
+      {one({{"GPU", 1}}, "BALANCED"), "strategy: unknown strategy 'BALANCED'"},
+      {one({{"bad name", 1}}), "bundles[0].resources[\"bad name\"]"},
+      {one({{"GPU", 1e300}}), "bundles[0].resources[\"GPU\"]"},
+  };
+  cases.push_back({PlacementGroupInput{{BundleInput{{{"CPU", 1}}, {}},
+                                        BundleInput{{{"CPU", 1}}, {{"", LabelOperator::kIn, {"a"}}}}},
+                                       "SPREAD"},
+                   "bundles[1].selector.requirements[0].key"});
+  for (const Case& c : cases) {
+    absl::StatusOr<PlacementGroupSpec> spec = PlacementGroupSpec::FromInput(c.input);
+    ASSERT_FALSE(spec.ok()) << c.field;
+    EXPECT_EQ(spec.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(std::string(spec.status().message()), HasSubstr(c.field));
+  }
+  auto good = PlacementGroupSpec::FromInput(one({{"GPU", 2}, {"CPU", 0.5}}, "strict_spread"));
+  ASSERT_TRUE(good.ok()) << good.status();
+  EXPECT_EQ(good->strategy(), PlacementStrategy::kStrictSpread);
+}
+
+}  // namespace
+}  // namespace berth

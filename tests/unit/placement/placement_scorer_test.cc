@@ -1,0 +1,104 @@
+// PlacementScorer: the kinds by name, and the default learning its
+// distribution from the groups it is shown.
+#include "placement/placement_scorer.h"
+
+#include <memory>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "placement/bundle_placer.h"
+#include "tests/unit/placement_test_util.h"
+
+namespace berth {
+namespace {
+
+using testing::MakeBundle;
+using testing::MakeGroup;
+using testing::MakeNode;
+using ::testing::HasSubstr;
+
+PlacementGroupSpec GpuTask(double gpu) {
+  return MakeGroup({MakeBundle(ResourceSet::Of({{kCpu, 1}, {kGpu, gpu}}))}, PlacementStrategy::kPack);
+}
+
+TEST(PlacementScorerTest, ParsesEveryKindByNameAndNamesTheFieldOtherwise) {
+  for (const std::string& name : ScorerKindNames()) {
+    absl::StatusOr<ScorerKind> kind = ParseScorerKind(name, "--placement-scorer");
+    ASSERT_TRUE(kind.ok()) << name;
+    EXPECT_EQ(ScorerKindName(*kind), name);
+    EXPECT_EQ(PlacementScorer(*kind).name(), name);
+  }
+  absl::StatusOr<ScorerKind> bad = ParseScorerKind("fgd", "--placement-scorer");
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(bad.status().message(), HasSubstr("--placement-scorer: unknown scorer 'fgd'"));
+  EXPECT_THAT(bad.status().message(), HasSubstr("fragmentation, builtin"));
+}
+
+TEST(PlacementScorerTest, FixedKindsNeedNoDistribution) {
+  EXPECT_EQ(PlacementScorer(ScorerKind::kBuiltIn).current(), nullptr);
+  PlacementScorer first_fit(ScorerKind::kFirstFit);
+  ASSERT_NE(first_fit.current(), nullptr);
+  EXPECT_EQ(first_fit.current()->name(), "first-fit");
+  first_fit.Observe(GpuTask(1));
+  EXPECT_EQ(first_fit.window(), nullptr);
+  EXPECT_EQ(first_fit.builds(), 0u);
+}
+
+TEST(PlacementScorerTest, FragmentationLearnsAfterMinTasksAndRebuildsOnDrift) {
+  PlacementScorerOptions options;
+  options.min_tasks = 10;
+  options.check_every = 10;
+  options.drift = 0.2;
+  PlacementScorer scorer(ScorerKind::kFragmentation, options);
+  // Groups without GPUs teach nothing.
+  for (int i = 0; i < 50; ++i) {
+    scorer.Observe(MakeGroup({MakeBundle(ResourceSet::Of({{kCpu, 1}}))}, PlacementStrategy::kPack));
+  }
+  EXPECT_EQ(scorer.current(), nullptr);
+  for (int i = 0; i < 9; ++i) scorer.Observe(GpuTask(1));
+  EXPECT_EQ(scorer.current(), nullptr);  // the built-in ranking meanwhile
+  scorer.Observe(GpuTask(1));
+  ASSERT_NE(scorer.current(), nullptr);
+  EXPECT_EQ(scorer.current()->name(), "fragmentation");
+  EXPECT_EQ(scorer.builds(), 1u);
+  // More of the same: no rebuild.
+  for (int i = 0; i < 40; ++i) scorer.Observe(GpuTask(1));
+  EXPECT_EQ(scorer.builds(), 1u);
+  // Half GPUs take over: a rebuild once the window has moved by 0.2.
+  for (int i = 0; i < 10; ++i) scorer.Observe(GpuTask(0.5));
+  EXPECT_EQ(scorer.builds(), 1u);  // 10 of 60: 0.17
+  for (int i = 0; i < 10; ++i) scorer.Observe(GpuTask(0.5));
+  EXPECT_EQ(scorer.builds(), 2u);  // 20 of 70: 0.29
+  EXPECT_EQ(scorer.window()->shape_count(), 2u);
+}
+
+TEST(PlacementScorerTest, PlacesAsAFragmentationScorerOfTheLearnedShapes) {
+  // Learned: tasks take a quarter GPU or a whole one. A quarter then goes
+  // where it strands least, as a scorer given those shapes decides.
+  NodeResourceTable table;
+  for (int i = 0; i < 6; ++i) {
+    ASSERT_TRUE(table.AddNode(MakeNode(absl::StrCat("n", i), 8, 1 + i % 3, "T4")).ok());
+  }
+  PlacementScorerOptions options;
+  options.min_tasks = 4;
+  PlacementScorer learned(ScorerKind::kFragmentation, options);
+  for (double gpu : {0.25, 0.25, 1.0, 0.25}) learned.Observe(GpuTask(gpu));
+  ASSERT_NE(learned.current(), nullptr);
+  std::unique_ptr<FragmentationScorer> given =
+      FragmentationScorer::Create(learned.window()->Shapes(), options.fragmentation).value();
+  NodeResourceTable copy = table;
+  for (int i = 0; i < 12; ++i) {
+    const PlacementGroupSpec task = GpuTask(i % 3 == 0 ? 1.0 : 0.25);
+    const PlacementDecision a = BundlePlacer(&table, learned.current()).Place(task).value();
+    const PlacementDecision b = BundlePlacer(&copy, given.get()).Place(task).value();
+    ASSERT_EQ(a.outcome, PlacementOutcome::kPlaced) << a.reason;
+    ASSERT_EQ(b.outcome, PlacementOutcome::kPlaced) << b.reason;
+    EXPECT_EQ(a.placements[0].allocation.node, b.placements[0].allocation.node) << i;
+    EXPECT_EQ(a.placements[0].allocation.gpus, b.placements[0].allocation.gpus) << i;
+  }
+}
+
+}  // namespace
+}  // namespace berth

@@ -1,0 +1,157 @@
+#include "train/scaling_config.h"
+
+#include <set>
+
+#include "wire/proto_convert.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "placement/bundle_placer.h"
+#include "tests/unit/placement_test_util.h"
+
+namespace berth {
+namespace {
+
+using ::berth::testing::MakeNode;
+using ::testing::HasSubstr;
+
+constexpr double kGi = 1024.0 * 1024 * 1024;
+
+TEST(ScalingConfigTest, RayDefaults) {
+  ScalingConfig cpu;
+  cpu.num_workers = 3;
+  auto spec = BuildTrainPlacementGroup(cpu).value();
+  ASSERT_EQ(spec.bundles().size(), 3u);
+  EXPECT_EQ(spec.bundles()[0].resources, ResourceSet::Of({{kCpu, 2}}));  // trainer + worker
+  EXPECT_EQ(spec.bundles()[1].resources, ResourceSet::Of({{kCpu, 1}}));
+  EXPECT_EQ(spec.strategy(), PlacementStrategy::kPack);
+
+  ScalingConfig gpu;
+  gpu.num_workers = 2;
+  gpu.use_gpu = true;
+  gpu.accelerator_type = "A10G";
+  gpu.placement_strategy = "SPREAD";
+  auto g = BuildTrainPlacementGroup(gpu).value();
+  EXPECT_EQ(g.bundles()[0].resources,
+            ResourceSet::Of({{kCpu, 1}, {kGpu, 1}, {"accelerator_type:A10G", 0.001}}));
+  EXPECT_EQ(g.bundles()[1].resources, ResourceSet::Of({{kGpu, 1}, {"accelerator_type:A10G", 0.001}}));
+  EXPECT_EQ(g.strategy(), PlacementStrategy::kSpread);
+}
+
+TEST(ScalingConfigTest, ZeroEntriesDroppedAndGpuDefaulted) {
+  ScalingConfig c;
+  c.use_gpu = true;
+  c.resources_per_worker = {{{"CPU", 4}, {"custom", 0}}};
+  c.trainer_resources = {{{"CPU", 0}}};
+  auto spec = BuildTrainPlacementGroup(c).value();
+  EXPECT_EQ(spec.bundles()[0].resources, ResourceSet::Of({{kCpu, 4}, {kGpu, 1}}));
+}
+
+TEST(ScalingConfigTest, BadConfigsNameTheField) {
+  auto expect_error = [](ScalingConfig c, const std::string& field) {
+    auto r = BuildTrainPlacementGroup(c);
+    ASSERT_FALSE(r.ok()) << field;
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(std::string(r.status().message()), HasSubstr(field));
+  };
+  ScalingConfig zero;
+  zero.num_workers = 0;
+  expect_error(zero, "scaling_config.num_workers");
+  ScalingConfig gpu_without_use;
+  gpu_without_use.resources_per_worker = {{{"GPU", 1}}};
+  expect_error(gpu_without_use, "scaling_config.resources_per_worker[\"GPU\"]");
+  ScalingConfig internal;
+  internal.use_gpu = true;
+  internal.trainer_resources = {{{"accelerator_type:A10G", 0.001}}};
+  expect_error(internal, "scaling_config.trainer_resources[\"accelerator_type:A10G\"]");
+  ScalingConfig strategy;
+  strategy.placement_strategy = "BALANCED";
+  expect_error(strategy, "scaling_config.placement_strategy");
+  ScalingConfig frac;
+  frac.use_gpu = true;
+  frac.resources_per_worker = {{{"GPU", 1.5}}};
+  expect_error(frac, "scaling_config.resources_per_worker[\"GPU\"]");
+  ScalingConfig accel_cpu;
+  accel_cpu.accelerator_type = "A10G";
+  expect_error(accel_cpu, "scaling_config.accelerator_type");
+  ScalingConfig nan;
+  nan.trainer_resources = {{{"memory", std::nan("")}}};
+  expect_error(nan, "scaling_config.trainer_resources[\"memory\"]");
+}
+
+// Found by scaling_config_fuzzer: an accelerator type of 112+ characters made
+// an `accelerator_type:<T>` resource name over 128 characters, which the head
+// could not read back when reporting the job's bundles.
+TEST(ScalingConfigTest, AcceleratorTypeKeepsResourceNamesValid) {
+  ScalingConfig c;
+  c.use_gpu = true;
+  c.accelerator_type = std::string(111, 'A');
+  auto spec = BuildTrainPlacementGroup(c).value();
+  google::protobuf::RepeatedPtrField<v1::Bundle> wire;
+  BundleToProto(spec.bundles()[0], wire.Add());
+  EXPECT_TRUE(
+      PlacementGroupSpecFromProto(wire, v1::PLACEMENT_STRATEGY_PACK, /*allow_internal=*/true).ok());
+  c.accelerator_type = std::string(112, 'A');
+  auto r = BuildTrainPlacementGroup(c);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().message(), "scaling_config.accelerator_type: longer than 111 characters");
+}
+
+class SeedExamplesTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    // 16 x T4 + 16 x A10G nodes; one A10G node has 256Gi of memory.
+    for (int i = 0; i < 16; ++i) {
+      table_.AddNode(MakeNode("t4-" + std::to_string(i), 8, 1, "T4", {}, 32 * kGi)).value();
+    }
+    for (int i = 0; i < 15; ++i) {
+      table_.AddNode(MakeNode("a10g-" + std::to_string(i), 8, 1, "A10G", {}, 32 * kGi)).value();
+    }
+    table_.AddNode(MakeNode("a10g-bigmem", 64, 1, "A10G", {}, 256 * kGi)).value();
+  }
+  NodeResourceTable table_;
+};
+
+// Seed example 1: 16 A10G workers land only on A10G nodes.
+TEST_F(SeedExamplesTest, AcceleratorTypeSelectsOnlyA10gNodes) {
+  ScalingConfig c;
+  c.num_workers = 16;
+  c.use_gpu = true;
+  c.accelerator_type = "A10G";
+  auto d = BundlePlacer(&table_).Place(BuildTrainPlacementGroup(c).value()).value();
+  ASSERT_EQ(d.outcome, PlacementOutcome::kPlaced) << d.reason;
+  std::set<std::string> nodes;
+  for (const auto& p : d.placements) {
+    EXPECT_EQ(table_.node(p.allocation.node).accelerator_type, "A10G");
+    nodes.insert(table_.node(p.allocation.node).id);
+  }
+  EXPECT_EQ(nodes.size(), 16u);
+  // A 17th A10G worker has to wait; it is not infeasible.
+  c.num_workers = 1;
+  auto more = BundlePlacer(&table_).Place(BuildTrainPlacementGroup(c).value()).value();
+  EXPECT_EQ(more.outcome, PlacementOutcome::kRetryLater);
+}
+
+// Seed example 2: trainer_resources memory 200Gi puts the trainer and rank 0
+// on the one node with that much memory.
+TEST_F(SeedExamplesTest, TrainerResourcesPutRankZeroOnTheBigMemoryNode) {
+  ScalingConfig c;
+  c.num_workers = 16;
+  c.use_gpu = true;
+  c.accelerator_type = "A10G";
+  c.trainer_resources = {{{"memory", 200 * kGi}}};
+  auto d = BundlePlacer(&table_).Place(BuildTrainPlacementGroup(c).value()).value();
+  ASSERT_EQ(d.outcome, PlacementOutcome::kPlaced) << d.reason;
+  ASSERT_EQ(d.placements[0].bundle_index, 0u);
+  EXPECT_EQ(table_.node(d.placements[0].allocation.node).id, "a10g-bigmem");
+  for (const auto& p : d.placements) {
+    EXPECT_EQ(table_.node(p.allocation.node).accelerator_type, "A10G");
+  }
+  // 300Gi can never fit: infeasible, saying what the largest node has.
+  c.trainer_resources = {{{"memory", 300 * kGi}}};
+  auto never = BundlePlacer(&table_).Place(BuildTrainPlacementGroup(c).value()).value();
+  EXPECT_EQ(never.outcome, PlacementOutcome::kInfeasible);
+  EXPECT_THAT(never.reason, HasSubstr("the largest A10G node has memory: 256Gi"));
+}
+
+}  // namespace
+}  // namespace berth
