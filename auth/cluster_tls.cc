@@ -214,7 +214,7 @@ absl::Status CreateClusterCertificates(const std::string& dir, const std::vector
   return absl::OkStatus();
 }
 
-grpc::Status CheckPeerRole(const grpc::ServerContext* context, const TlsConfig& tls, TlsRole role,
+grpc::Status CheckPeerRole(const grpc::ServerContextBase* context, const TlsConfig& tls, TlsRole role,
                            absl::string_view what) {
   if (!tls.enabled || context == nullptr) return grpc::Status::OK;
   std::shared_ptr<const grpc::AuthContext> auth = context->auth_context();

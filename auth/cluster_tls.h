@@ -79,7 +79,7 @@ absl::Status CreateClusterCertificates(const std::string& dir, const std::vector
 // OK when TLS is off, `context` is null (an in-process call) or the peer
 // presented a verified certificate of `role`; PERMISSION_DENIED naming
 // `what` (the RPC) otherwise.
-grpc::Status CheckPeerRole(const grpc::ServerContext* context, const TlsConfig& tls, TlsRole role,
+grpc::Status CheckPeerRole(const grpc::ServerContextBase* context, const TlsConfig& tls, TlsRole role,
                            absl::string_view what);
 
 }  // namespace berth

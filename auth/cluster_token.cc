@@ -40,7 +40,7 @@ absl::StatusOr<std::string> CreateClusterToken(const std::string& path) {
   return token;
 }
 
-grpc::Status CheckClusterToken(const grpc::ServerContext* context, const std::string& token) {
+grpc::Status CheckClusterToken(const grpc::ServerContextBase* context, const std::string& token) {
   if (token.empty() || context == nullptr) return grpc::Status::OK;
   const auto& metadata = context->client_metadata();
   auto it = metadata.find("authorization");

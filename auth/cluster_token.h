@@ -26,7 +26,7 @@ absl::StatusOr<std::string> CreateClusterToken(const std::string& path);
 
 // OK when `token` is empty, `context` is null (an in-process call) or the
 // call carries the token; UNAUTHENTICATED otherwise.
-grpc::Status CheckClusterToken(const grpc::ServerContext* context, const std::string& token);
+grpc::Status CheckClusterToken(const grpc::ServerContextBase* context, const std::string& token);
 // Adds the token's metadata to a call (nothing when `token` is empty).
 void AttachClusterToken(grpc::ClientContext* context, const std::string& token);
 

@@ -10,7 +10,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "auth/cluster_token.h"
 #include "auth/cluster_tls.h"
 #include "absl/strings/str_join.h"
 #include "wire/proto_convert.h"
@@ -89,15 +88,23 @@ void WorkerRecordToProto(const WorkerRecord& record, v1::WorkerStatus* proto) {
   proto->set_failed_unix_us(record.failed_unix_us);
 }
 
+namespace {
+
+// Only the head places bundles and starts processes here.
+AdmissionPolicy HeadOnly(const RayletService::Options& options) {
+  AdmissionPolicy policy{options.cluster_token, options.tls};
+  policy.role_of_every_method = TlsRole::kHead;
+  return policy;
+}
+
+}  // namespace
+
 RayletService::RayletService(Options options, BundleReservations reservations,
                              WorkerProcessManager* workers)
-    : options_(std::move(options)), workers_(workers), reservations_(std::move(reservations)) {}
-
-grpc::Status RayletService::Admit(const grpc::ServerContext* context, const char* what) const {
-  if (grpc::Status denied = CheckClusterToken(context, options_.cluster_token); !denied.ok()) return denied;
-  // Only the head places bundles and starts processes here.
-  return CheckPeerRole(context, options_.tls, TlsRole::kHead, what);
-}
+    : Admitted(HeadOnly(options)),
+      options_(std::move(options)),
+      workers_(workers),
+      reservations_(std::move(reservations)) {}
 
 grpc::Status RayletService::Idempotent(absl::string_view method, const std::string& request_id,
                                        const google::protobuf::Message& request,
@@ -132,7 +139,6 @@ grpc::Status RayletService::Idempotent(absl::string_view method, const std::stri
 grpc::Status RayletService::PrepareBundleResources(grpc::ServerContext* context,
                                                    const v1::PrepareBundleResourcesRequest* request,
                                                    v1::PrepareBundleResourcesResponse* response) {
-  if (grpc::Status denied = Admit(context, "PrepareBundleResources"); !denied.ok()) return denied;
   return Prepare(request, response);
 }
 
@@ -183,7 +189,6 @@ grpc::Status RayletService::Prepare(const v1::PrepareBundleResourcesRequest* req
 grpc::Status RayletService::CommitBundleResources(grpc::ServerContext* context,
                                                   const v1::CommitBundleResourcesRequest* request,
                                                   v1::CommitBundleResourcesResponse* response) {
-  if (grpc::Status denied = Admit(context, "CommitBundleResources"); !denied.ok()) return denied;
   return Commit(request, response);
 }
 
@@ -209,7 +214,6 @@ grpc::Status RayletService::Commit(const v1::CommitBundleResourcesRequest* reque
 grpc::Status RayletService::CancelResourceReserve(grpc::ServerContext* context,
                                                   const v1::CancelResourceReserveRequest* request,
                                                   v1::CancelResourceReserveResponse* response) {
-  if (grpc::Status denied = Admit(context, "CancelResourceReserve"); !denied.ok()) return denied;
   return Cancel(request, response);
 }
 
@@ -234,7 +238,6 @@ grpc::Status RayletService::Cancel(const v1::CancelResourceReserveRequest* reque
 grpc::Status RayletService::ApplyBundleOps(grpc::ServerContext* context,
                                            const v1::ApplyBundleOpsRequest* request,
                                            v1::ApplyBundleOpsResponse* response) {
-  if (grpc::Status denied = Admit(context, "ApplyBundleOps"); !denied.ok()) return denied;
   for (int i = 0; i < request->ops_size(); ++i) {
     if (request->ops(i).op_case() == v1::BundleOp::OP_NOT_SET) {
       return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
@@ -270,7 +273,6 @@ grpc::Status RayletService::ApplyBundleOps(grpc::ServerContext* context,
 grpc::Status RayletService::ReleaseUnusedBundles(grpc::ServerContext* context,
                                                  const v1::ReleaseUnusedBundlesRequest* request,
                                                  v1::ReleaseUnusedBundlesResponse* response) {
-  if (grpc::Status denied = Admit(context, "ReleaseUnusedBundles"); !denied.ok()) return denied;
   return Idempotent("ReleaseUnusedBundles", request->request_id(), *request, response,
                     [&]() -> absl::Status {
     std::set<BundleKey> in_use;
@@ -298,7 +300,6 @@ grpc::Status RayletService::ReleaseUnusedBundles(grpc::ServerContext* context,
 
 grpc::Status RayletService::StartWorker(grpc::ServerContext* context, const v1::StartWorkerRequest* request,
                                         v1::StartWorkerResponse* response) {
-  if (grpc::Status denied = Admit(context, "StartWorker"); !denied.ok()) return denied;
   if (!options_.hold_starts_file.empty()) {
     struct stat ignored;
     while (stat(options_.hold_starts_file.c_str(), &ignored) == 0) {
@@ -378,7 +379,6 @@ absl::Status RayletService::StartWorkerLocked(const v1::WorkerSpec& spec,
 
 grpc::Status RayletService::StopWorker(grpc::ServerContext* context, const v1::StopWorkerRequest* request,
                                        v1::StopWorkerResponse* response) {
-  if (grpc::Status denied = Admit(context, "StopWorker"); !denied.ok()) return denied;
   return Idempotent("StopWorker", request->request_id(), *request, response, [&]() -> absl::Status {
     if (absl::Status s = ValidateString(request->worker_id(), "worker_id", kMaxIdBytes, true);
         !s.ok()) {
@@ -397,7 +397,6 @@ grpc::Status RayletService::StopWorker(grpc::ServerContext* context, const v1::S
 
 grpc::Status RayletService::ListWorkers(grpc::ServerContext* context, const v1::ListWorkersRequest* request,
                                         v1::ListWorkersResponse* response) {
-  if (grpc::Status denied = Admit(context, "ListWorkers"); !denied.ok()) return denied;
   for (const WorkerRecord& record : workers_->List()) {
     if (!request->job_id().empty() && record.job_id != request->job_id()) continue;
     WorkerRecordToProto(record, response->add_workers());
@@ -407,7 +406,6 @@ grpc::Status RayletService::ListWorkers(grpc::ServerContext* context, const v1::
 
 grpc::Status RayletService::AllocatePort(grpc::ServerContext* context, const v1::AllocatePortRequest*,
                                          v1::AllocatePortResponse* response) {
-  if (grpc::Status denied = Admit(context, "AllocatePort"); !denied.ok()) return denied;
   absl::StatusOr<TcpPortReservation> port = TcpPortReservation::Reserve(options_.advertise_host, 0);
   if (!port.ok()) return ToGrpcStatus(port.status());
   response->set_port(port->port());
@@ -417,7 +415,6 @@ grpc::Status RayletService::AllocatePort(grpc::ServerContext* context, const v1:
 
 grpc::Status RayletService::ReadWorkerLog(grpc::ServerContext* context, const v1::ReadWorkerLogRequest* request,
                                           v1::ReadWorkerLogResponse* response) {
-  if (grpc::Status denied = Admit(context, "ReadWorkerLog"); !denied.ok()) return denied;
   if (request->stream() != v1::LOG_STREAM_STDOUT && request->stream() != v1::LOG_STREAM_STDERR) {
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "stream: STDOUT or STDERR");
   }

@@ -23,6 +23,7 @@
 #include "absl/time/time.h"
 #include "berth/v1/head.pb.h"
 #include "berth/v1/raylet.grpc.pb.h"
+#include "auth/admission.h"
 #include "auth/cluster_tls.h"
 #include "raylet/bundle_reservations.h"
 #include "raylet/worker_processes.h"
@@ -32,7 +33,8 @@ namespace berth {
 
 void WorkerRecordToProto(const WorkerRecord& record, v1::WorkerStatus* proto);
 
-class RayletService final : public v1::RayletService::Service {
+// Who may call is decided before any handler runs (auth/admission.h).
+class RayletService final : public Admitted<v1::RayletService::Service> {
  public:
   struct Options {
     // Host other nodes reach this one at (AllocatePort answers with it).
@@ -94,8 +96,6 @@ class RayletService final : public v1::RayletService::Service {
   absl::Status SyncHeldBundles(const google::protobuf::RepeatedPtrField<v1::HeldBundle>& held);
 
  private:
-  // The cluster token, then (TLS on) the head's certificate; `what` names the RPC.
-  grpc::Status Admit(const grpc::ServerContext* context, const char* what) const;
   struct CachedResult {
     std::string request_fingerprint;
     grpc::Status status;

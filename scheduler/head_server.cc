@@ -6,7 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "auth/cluster_token.h"
+#include "auth/admission.h"
 #include "common/metrics_server.h"
 #include "wire/proto_convert.h"
 
@@ -17,8 +17,28 @@ int64_t NowMs() { return absl::ToUnixMillis(absl::Now()); }
 
 }  // namespace
 
+namespace {
+
+// Every call carries the cluster token; those only a raylet makes need a
+// node certificate when the cluster speaks TLS.
+AdmissionPolicy HeadAdmission(const HeadConfig& config, bool raylet_methods) {
+  AdmissionPolicy policy{config.cluster_token, config.tls};
+  if (raylet_methods) {
+    for (const char* method : {"RegisterNode", "Heartbeat", "ReportWorkerExit"}) {
+      policy.role_of_method[method] = TlsRole::kNode;
+    }
+  }
+  return policy;
+}
+
+}  // namespace
+
 HeadServer::HeadServer(HeadConfig config, std::unique_ptr<StateStore> store)
-    : config_(config),
+    : Admitted<v1::NodeService::Service>(HeadAdmission(config, /*raylet_methods=*/true)),
+      Admitted<v1::PlacementGroupService::Service>(HeadAdmission(config, false)),
+      Admitted<v1::ClusterService::Service>(HeadAdmission(config, false)),
+      Admitted<v1::TrainJobService::Service>(HeadAdmission(config, false)),
+      config_(config),
       raylets_(config.raylet_rpc_timeout, config.cluster_token, config.tls),
       batcher_(&raylets_, [this](std::function<void()> work) { Submit(std::move(work)); },
                [this](uint64_t seq) { Durable(seq).IgnoreError(); }),
@@ -301,8 +321,6 @@ void HeadServer::SchedulingLoop() {
 
 grpc::Status HeadServer::RegisterNode(grpc::ServerContext* context, const v1::RegisterNodeRequest* request,
                                       v1::RegisterNodeResponse* response) {
-  if (grpc::Status denied = CheckClusterToken(context, config_.cluster_token); !denied.ok()) return denied;
-  if (grpc::Status denied = CheckPeerRole(context, config_.tls, TlsRole::kNode, "RegisterNode"); !denied.ok()) return denied;
   // Before the node can receive new bundles, it drops any it holds that the
   // head does not know (left from before a head or raylet restart).
   std::vector<v1::HeldBundle> held;
@@ -338,8 +356,6 @@ grpc::Status HeadServer::RegisterNode(grpc::ServerContext* context, const v1::Re
 
 grpc::Status HeadServer::Heartbeat(grpc::ServerContext* context, const v1::HeartbeatRequest* request,
                                    v1::HeartbeatResponse* response) {
-  if (grpc::Status denied = CheckClusterToken(context, config_.cluster_token); !denied.ok()) return denied;
-  if (grpc::Status denied = CheckPeerRole(context, config_.tls, TlsRole::kNode, "Heartbeat"); !denied.ok()) return denied;
   if (request->node_id().empty()) {
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "node_id: required");
   }
@@ -356,14 +372,12 @@ grpc::Status HeadServer::Heartbeat(grpc::ServerContext* context, const v1::Heart
 
 grpc::Status HeadServer::ListNodes(grpc::ServerContext* context, const v1::ListNodesRequest* request,
                                    v1::ListNodesResponse* response) {
-  if (grpc::Status denied = CheckClusterToken(context, config_.cluster_token); !denied.ok()) return denied;
   absl::MutexLock lock(&mu_);
   return ToGrpcStatus(nodes_.ListNodes(*request, response));
 }
 
 grpc::Status HeadServer::DrainNode(grpc::ServerContext* context, const v1::DrainNodeRequest* request,
                                    v1::DrainNodeResponse* response) {
-  if (grpc::Status denied = CheckClusterToken(context, config_.cluster_token); !denied.ok()) return denied;
   absl::ReleasableMutexLock lock(&mu_);
   absl::Status s = nodes_.Drain(*request);
   if (!s.ok()) return ToGrpcStatus(s);
@@ -377,8 +391,6 @@ grpc::Status HeadServer::DrainNode(grpc::ServerContext* context, const v1::Drain
 grpc::Status HeadServer::ReportWorkerExit(grpc::ServerContext* context,
                                           const v1::ReportWorkerExitRequest* request,
                                           v1::ReportWorkerExitResponse*) {
-  if (grpc::Status denied = CheckClusterToken(context, config_.cluster_token); !denied.ok()) return denied;
-  if (grpc::Status denied = CheckPeerRole(context, config_.tls, TlsRole::kNode, "ReportWorkerExit"); !denied.ok()) return denied;
   // The controller is told after mu_ is released: it calls back into the head.
   if (absl::Status s = ValidateString(request->node_id(), "node_id", 128, true); !s.ok()) {
     return ToGrpcStatus(s);
@@ -408,7 +420,6 @@ grpc::Status HeadServer::ReportWorkerExit(grpc::ServerContext* context,
 grpc::Status HeadServer::ListWorkerExits(grpc::ServerContext* context,
                                          const v1::ListWorkerExitsRequest* request,
                                          v1::ListWorkerExitsResponse* response) {
-  if (grpc::Status denied = CheckClusterToken(context, config_.cluster_token); !denied.ok()) return denied;
   absl::MutexLock lock(&mu_);
   for (const v1::ReportWorkerExitRequest& exit : worker_exits_) {
     if (!request->job_id().empty() && exit.status().job_id() != request->job_id()) continue;
@@ -426,7 +437,6 @@ grpc::Status HeadServer::ListWorkerExits(grpc::ServerContext* context,
 grpc::Status HeadServer::CreatePlacementGroup(grpc::ServerContext* context,
                                               const v1::CreatePlacementGroupRequest* request,
                                               v1::CreatePlacementGroupResponse* response) {
-  if (grpc::Status denied = CheckClusterToken(context, config_.cluster_token); !denied.ok()) return denied;
   uint64_t seq = 0;
   {
     absl::MutexLock lock(&mu_);
@@ -442,7 +452,6 @@ grpc::Status HeadServer::CreatePlacementGroup(grpc::ServerContext* context,
 grpc::Status HeadServer::GetPlacementGroup(grpc::ServerContext* context,
                                            const v1::GetPlacementGroupRequest* request,
                                            v1::GetPlacementGroupResponse* response) {
-  if (grpc::Status denied = CheckClusterToken(context, config_.cluster_token); !denied.ok()) return denied;
   uint64_t seq = 0;
   {
     absl::MutexLock lock(&mu_);
@@ -456,7 +465,6 @@ grpc::Status HeadServer::GetPlacementGroup(grpc::ServerContext* context,
 grpc::Status HeadServer::ListPlacementGroups(grpc::ServerContext* context,
                                              const v1::ListPlacementGroupsRequest* request,
                                              v1::ListPlacementGroupsResponse* response) {
-  if (grpc::Status denied = CheckClusterToken(context, config_.cluster_token); !denied.ok()) return denied;
   uint64_t seq = 0;
   {
     absl::MutexLock lock(&mu_);
@@ -469,7 +477,6 @@ grpc::Status HeadServer::ListPlacementGroups(grpc::ServerContext* context,
 grpc::Status HeadServer::WaitPlacementGroupReady(grpc::ServerContext* context,
                                                  const v1::WaitPlacementGroupReadyRequest* request,
                                                  v1::WaitPlacementGroupReadyResponse* response) {
-  if (grpc::Status denied = CheckClusterToken(context, config_.cluster_token); !denied.ok()) return denied;
   absl::Time deadline = absl::Now() + absl::Milliseconds(request->timeout_ms());
   deadline = std::min(deadline, absl::FromChrono(context->deadline()));
   const std::string& id = request->placement_group_id();
@@ -496,7 +503,6 @@ grpc::Status HeadServer::WaitPlacementGroupReady(grpc::ServerContext* context,
 grpc::Status HeadServer::RemovePlacementGroup(grpc::ServerContext* context,
                                               const v1::RemovePlacementGroupRequest* request,
                                               v1::RemovePlacementGroupResponse*) {
-  if (grpc::Status denied = CheckClusterToken(context, config_.cluster_token); !denied.ok()) return denied;
   absl::StatusOr<std::vector<CancelTask>> cancels;
   uint64_t seq = 0;
   {
@@ -548,7 +554,6 @@ grpc::Status HeadServer::AllKnownLocked(const google::protobuf::RepeatedPtrField
 grpc::Status HeadServer::CreatePlacementGroups(grpc::ServerContext* context,
                                                const v1::CreatePlacementGroupsRequest* request,
                                                v1::CreatePlacementGroupsResponse* response) {
-  if (grpc::Status denied = CheckClusterToken(context, config_.cluster_token); !denied.ok()) return denied;
   if (grpc::Status s = CheckBatchSize(request->requests_size(), "requests"); !s.ok()) return s;
   std::vector<std::string> new_ids;
   new_ids.reserve(request->requests_size());
@@ -568,7 +573,6 @@ grpc::Status HeadServer::CreatePlacementGroups(grpc::ServerContext* context,
 grpc::Status HeadServer::WaitPlacementGroupsReady(grpc::ServerContext* context,
                                                   const v1::WaitPlacementGroupsReadyRequest* request,
                                                   v1::WaitPlacementGroupsReadyResponse* response) {
-  if (grpc::Status denied = CheckClusterToken(context, config_.cluster_token); !denied.ok()) return denied;
   const auto& ids = request->placement_group_ids();
   if (grpc::Status s = CheckBatchSize(ids.size(), "placement_group_ids"); !s.ok()) return s;
   absl::Time deadline = absl::Now() + absl::Milliseconds(request->timeout_ms());
@@ -598,7 +602,6 @@ grpc::Status HeadServer::WaitPlacementGroupsReady(grpc::ServerContext* context,
 grpc::Status HeadServer::RemovePlacementGroups(grpc::ServerContext* context,
                                                const v1::RemovePlacementGroupsRequest* request,
                                                v1::RemovePlacementGroupsResponse*) {
-  if (grpc::Status denied = CheckClusterToken(context, config_.cluster_token); !denied.ok()) return denied;
   const auto& ids = request->placement_group_ids();
   if (grpc::Status s = CheckBatchSize(ids.size(), "placement_group_ids"); !s.ok()) return s;
   if (absl::Status s = ValidateString(request->request_id(), "request_id", 128, true); !s.ok()) {
@@ -628,7 +631,6 @@ grpc::Status HeadServer::RemovePlacementGroups(grpc::ServerContext* context,
 
 grpc::Status HeadServer::GetClusterStatus(grpc::ServerContext* context, const v1::GetClusterStatusRequest*,
                                           v1::GetClusterStatusResponse* response) {
-  if (grpc::Status denied = CheckClusterToken(context, config_.cluster_token); !denied.ok()) return denied;
   {
     absl::MutexLock lock(&mu_);
     groups_.ClusterStatus(response);
@@ -651,7 +653,6 @@ grpc::Status HeadServer::GetClusterStatus(grpc::ServerContext* context, const v1
 grpc::Status HeadServer::ReportAutoscalerStatus(grpc::ServerContext* context,
                                                 const v1::ReportAutoscalerStatusRequest* request,
                                                 v1::ReportAutoscalerStatusResponse*) {
-  if (grpc::Status denied = CheckClusterToken(context, config_.cluster_token); !denied.ok()) return denied;
   for (int i = 0; i < request->status().pools_size(); ++i) {
     if (request->status().pools(i).name().empty()) {
       return ToGrpcStatus(absl::InvalidArgumentError(absl::StrCat("status.pools[", i, "].name: required")));
@@ -684,7 +685,6 @@ std::vector<std::shared_ptr<prometheus::Collectable>> HeadServer::MetricsCollect
 
 grpc::Status HeadServer::SubmitTrainJob(grpc::ServerContext* context, const v1::SubmitTrainJobRequest* request,
                                         v1::SubmitTrainJobResponse* response) {
-  if (grpc::Status denied = CheckClusterToken(context, config_.cluster_token); !denied.ok()) return denied;
   absl::StatusOr<std::string> id = jobs_->Submit(*request);
   if (!id.ok()) return ToGrpcStatus(id.status());
   response->set_job_id(*id);
@@ -693,27 +693,23 @@ grpc::Status HeadServer::SubmitTrainJob(grpc::ServerContext* context, const v1::
 
 grpc::Status HeadServer::GetTrainJob(grpc::ServerContext* context, const v1::GetTrainJobRequest* request,
                                      v1::GetTrainJobResponse* response) {
-  if (grpc::Status denied = CheckClusterToken(context, config_.cluster_token); !denied.ok()) return denied;
   return ToGrpcStatus(jobs_->Get(request->job_id(), response->mutable_job()));
 }
 
 grpc::Status HeadServer::ListTrainJobs(grpc::ServerContext* context, const v1::ListTrainJobsRequest* request,
                                        v1::ListTrainJobsResponse* response) {
-  if (grpc::Status denied = CheckClusterToken(context, config_.cluster_token); !denied.ok()) return denied;
   jobs_->List(*request, response);
   return grpc::Status::OK;
 }
 
 grpc::Status HeadServer::StopTrainJob(grpc::ServerContext* context, const v1::StopTrainJobRequest* request,
                                       v1::StopTrainJobResponse*) {
-  if (grpc::Status denied = CheckClusterToken(context, config_.cluster_token); !denied.ok()) return denied;
   return ToGrpcStatus(jobs_->Stop(request->job_id()));
 }
 
 grpc::Status HeadServer::StreamTrainJobLogs(grpc::ServerContext* context,
                                             const v1::StreamTrainJobLogsRequest* request,
                                             grpc::ServerWriter<v1::LogChunk>* writer) {
-  if (grpc::Status denied = CheckClusterToken(context, config_.cluster_token); !denied.ok()) return denied;
   std::optional<uint32_t> rank;
   if (request->has_rank()) rank = request->rank();
   // Read offsets per (worker, stream); a restart brings new worker ids.
@@ -766,7 +762,6 @@ grpc::Status HeadServer::StreamTrainJobLogs(grpc::ServerContext* context,
 grpc::Status HeadServer::ReportTrainProgress(grpc::ServerContext* context,
                                              const v1::ReportTrainProgressRequest* request,
                                              v1::ReportTrainProgressResponse*) {
-  if (grpc::Status denied = CheckClusterToken(context, config_.cluster_token); !denied.ok()) return denied;
   return ToGrpcStatus(jobs_->ReportProgress(*request));
 }
 

@@ -25,6 +25,7 @@
 #include "berth/v1/head.grpc.pb.h"
 #include "prometheus/collectable.h"
 #include "scheduler/bundle_op_batcher.h"
+#include "auth/admission.h"
 #include "scheduler/head_metrics.h"
 #include "scheduler/node_manager.h"
 #include "scheduler/placement_group_manager.h"
@@ -52,10 +53,11 @@ struct HeadConfig {
   TlsConfig tls;
 };
 
-class HeadServer final : public v1::NodeService::Service,
-                         public v1::PlacementGroupService::Service,
-                         public v1::ClusterService::Service,
-                         public v1::TrainJobService::Service,
+// Who may call is decided before any handler runs (auth/admission.h).
+class HeadServer final : public Admitted<v1::NodeService::Service>,
+                         public Admitted<v1::PlacementGroupService::Service>,
+                         public Admitted<v1::ClusterService::Service>,
+                         public Admitted<v1::TrainJobService::Service>,
                          public PlacementGroupHost {
  public:
   // `store` keeps nodes and placement groups across restarts; nullptr = in
