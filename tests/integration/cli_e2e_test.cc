@@ -78,6 +78,21 @@ class CliEndToEndTest : public ::testing::Test {
   std::string home_;
 };
 
+// A mistyped command, with or without --help, is a usage error that names it
+// and the command meant; nothing is run.
+TEST_F(CliEndToEndTest, AnUnknownCommandSuggestsTheNearest) {
+  const Result typo = Berth("sumbit job.yaml");
+  EXPECT_EQ(typo.rc, 2) << typo.out;
+  EXPECT_NE(typo.out.find("unknown command \"sumbit\" for \"berth\""), std::string::npos) << typo.out;
+  EXPECT_NE(typo.out.find("Did you mean \"berth submit\"?"), std::string::npos) << typo.out;
+  const Result help = Berth("foo --help");
+  EXPECT_EQ(help.rc, 2) << help.out;
+  EXPECT_NE(help.out.find("unknown command \"foo\""), std::string::npos) << help.out;
+  const Result nested = Berth("pg lsit");
+  EXPECT_EQ(nested.rc, 2) << nested.out;
+  EXPECT_NE(nested.out.find("Did you mean \"berth pg list\"?"), std::string::npos) << nested.out;
+}
+
 TEST_F(CliEndToEndTest, UpSubmitLogsStopDown) {
   const Result up = Berth("up --nodes 2 --gpus-per-node 2 --port 0");
   ASSERT_EQ(up.rc, 0) << up.out;

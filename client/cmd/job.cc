@@ -1,0 +1,374 @@
+// berth job submit|get|list|stop|watch, and the everyday verbs beside them:
+// berth submit FILE, jobs, job ID, logs ID, stop ID (like `ray job`,
+// sbatch, squeue).
+#include <algorithm>
+#include <iostream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "auth/cluster_token.h"
+#include "client/cmd/command.h"
+#include "client/format.h"
+#include "client/job_args.h"
+#include "client/job_file.h"
+#include "grpcpp/grpcpp.h"
+
+namespace berth {
+namespace {
+
+constexpr double kDefaultPollSeconds = 0.5;
+
+bool IsTerminal(v1::TrainJobState state) {
+  return state == v1::TRAIN_JOB_STATE_SUCCEEDED || state == v1::TRAIN_JOB_STATE_FAILED ||
+         state == v1::TRAIN_JOB_STATE_STOPPED;
+}
+
+// What a followed job is doing: why it waits while PENDING, how many
+// workers started while STARTING, else step, loss and state.
+std::string ProgressLine(const v1::TrainJobInfo& job) {
+  if (job.state() == v1::TRAIN_JOB_STATE_PENDING && !job.message().empty()) {
+    return absl::StrCat("pending: ", job.message());
+  }
+  if (job.state() == v1::TRAIN_JOB_STATE_STARTING) {
+    // num_workers 0 means the default, 1.
+    const uint32_t workers = std::max(job.spec().scaling_config().num_workers(), 1u);
+    return absl::StrCat("workers started ", job.workers_size(), "/", workers);
+  }
+  return FormatTrainProgress(job);
+}
+
+// Polls job `id` every `poll` until it ends, and returns it as it ended.
+// In table mode prints its progress line whenever that changes, so the user
+// sees the loss fall. DEADLINE_EXCEEDED once `deadline` passes; the job
+// keeps running.
+absl::StatusOr<v1::TrainJobInfo> FollowJob(const Context& ctx, const std::string& id,
+                                           absl::Duration poll, absl::Time deadline) {
+  v1::GetTrainJobRequest request;
+  request.set_job_id(id);
+  std::string last_line;
+  for (;;) {
+    absl::StatusOr<v1::GetTrainJobResponse> got = ctx.client.GetTrainJob(request);
+    if (!got.ok()) return got.status();
+    const std::string line = ProgressLine(got->job());
+    if (!ctx.json && line != last_line) std::cout << line << std::endl;
+    last_line = line;
+    if (IsTerminal(got->job().state())) return got->job();
+    const absl::Time now = absl::Now();
+    if (now >= deadline) {
+      return absl::DeadlineExceededError(absl::StrCat("job ", id, " has not ended yet (", line,
+                                                      "); `berth job watch ", id,
+                                                      "` follows it further"));
+    }
+    absl::SleepFor(std::min(poll, deadline - now));
+  }
+}
+
+// Ends a followed job's output: in JSON what `berth job get` prints, else
+// with `detail` the `berth job get` table. Exit 0 only if it SUCCEEDED,
+// else 1 with the head's message on stderr.
+int JobEnded(const Context& ctx, const v1::TrainJobInfo& job, bool detail) {
+  if (ctx.json) {
+    v1::GetTrainJobResponse response;
+    *response.mutable_job() = job;
+    if (const int printed = PrintJson(response); printed != kExitOk) return printed;
+  } else if (detail) {
+    std::cout << "\n" << FormatTrainJob(job);
+  }
+  if (job.state() == v1::TRAIN_JOB_STATE_SUCCEEDED) return kExitOk;
+  std::cerr << "berth: job " << job.job_id() << " did not succeed: " << job.message() << "\n";
+  return kExitHeadError;
+}
+
+struct JobSubmitFlags {
+  JobSubmitArgs args;
+  double wait_seconds = 0;
+  CLI::Option* wait = nullptr;  // count() > 0 when --wait was given
+};
+
+// Submits `spec`; prints the id, or with `wait` follows the job up to
+// `wait_seconds` and ends as JobEnded does.
+int SubmitJob(const Context& ctx, v1::TrainJobSpec spec, bool wait, double wait_seconds) {
+  v1::SubmitTrainJobRequest request;
+  *request.mutable_spec() = std::move(spec);
+  absl::StatusOr<v1::SubmitTrainJobResponse> submitted =
+      ctx.client.SubmitTrainJob(std::move(request));
+  if (!wait || !submitted.ok()) {
+    return Print(ctx, submitted, [](const v1::SubmitTrainJobResponse& r) {
+      return absl::StrCat(r.job_id(), "\n");
+    });
+  }
+  if (!ctx.json) std::cout << submitted->job_id() << std::endl;
+  absl::StatusOr<v1::TrainJobInfo> job =
+      FollowJob(ctx, submitted->job_id(), absl::Seconds(kDefaultPollSeconds),
+                absl::Now() + absl::Seconds(wait_seconds));
+  if (!job.ok()) return HeadError(job.status());
+  return JobEnded(ctx, *job, /*detail=*/true);
+}
+
+int RunJobSubmit(const Context& ctx, const JobSubmitFlags& flags) {
+  absl::StatusOr<v1::TrainJobSpec> spec = BuildTrainJobSpec(flags.args);
+  if (!spec.ok()) return UsageError(spec.status());
+  return SubmitJob(ctx, *std::move(spec), flags.wait->count() > 0, flags.wait_seconds);
+}
+
+struct SubmitFlags {
+  std::string file;
+  bool wait = false;
+  double timeout_seconds = 600;
+};
+
+int RunSubmit(const Context& ctx, const SubmitFlags& flags) {
+  absl::StatusOr<v1::TrainJobSpec> spec = LoadJobFile(flags.file);
+  // The message already names the file, line and key.
+  if (!spec.ok()) {
+    std::cerr << "berth: " << spec.status().message() << "\n";
+    return kExitHeadError;
+  }
+  return SubmitJob(ctx, *std::move(spec), flags.wait, flags.timeout_seconds);
+}
+
+struct JobIdFlags {
+  std::string id;
+};
+
+int RunJobGet(const Context& ctx, const JobIdFlags& flags) {
+  v1::GetTrainJobRequest request;
+  request.set_job_id(flags.id);
+  return Print(ctx, ctx.client.GetTrainJob(request),
+               [](const v1::GetTrainJobResponse& r) { return FormatTrainJob(r.job()); });
+}
+
+struct JobListFlags {
+  std::vector<std::string> states;
+};
+
+int RunJobList(const Context& ctx, const JobListFlags& flags) {
+  v1::ListTrainJobsRequest request;
+  for (const std::string& text : flags.states) {
+    absl::StatusOr<v1::TrainJobState> state = ParseTrainJobStateArg(text);
+    if (!state.ok()) return UsageError(state.status());
+    request.add_states(*state);
+  }
+  return Print(ctx, ctx.client.ListTrainJobs(request), FormatTrainJobs);
+}
+
+int RunJobStop(const Context& ctx, const JobIdFlags& flags) {
+  v1::StopTrainJobRequest request;
+  request.set_job_id(flags.id);
+  return Print(ctx, ctx.client.StopTrainJob(request), [&](const v1::StopTrainJobResponse&) {
+    return absl::StrCat("stopped ", flags.id, "\n");
+  });
+}
+
+struct JobWatchFlags {
+  std::string id;
+  double interval_seconds = kDefaultPollSeconds;
+};
+
+int RunJobWatch(const Context& ctx, const JobWatchFlags& flags) {
+  absl::StatusOr<v1::TrainJobInfo> job =
+      FollowJob(ctx, flags.id, absl::Seconds(flags.interval_seconds), absl::InfiniteFuture());
+  if (!job.ok()) return HeadError(job.status());
+  return JobEnded(ctx, *job, /*detail=*/false);
+}
+
+struct LogsFlags {
+  std::string id;
+  CLI::Option* rank = nullptr;  // count() > 0 when --rank was given
+  uint32_t rank_value = 0;
+  bool follow = false;
+};
+
+// Writes log chunks to stdout, with "[rank r] " before each line when they
+// come from several ranks; a line split across chunks is joined first.
+class LogPrinter {
+ public:
+  explicit LogPrinter(bool prefix) : prefix_(prefix) {}
+
+  void Add(const v1::LogChunk& chunk) {
+    if (!prefix_) {
+      std::cout << chunk.data() << std::flush;
+      return;
+    }
+    std::string& partial = partial_[{chunk.rank(), chunk.stream()}];
+    partial += chunk.data();
+    size_t end;
+    while ((end = partial.find('\n')) != std::string::npos) {
+      std::cout << "[rank " << chunk.rank() << "] " << partial.substr(0, end + 1);
+      partial.erase(0, end + 1);
+    }
+    std::cout << std::flush;
+  }
+
+  // Prints the unterminated last lines.
+  void Flush() {
+    for (const auto& [key, partial] : partial_) {
+      if (!partial.empty()) std::cout << "[rank " << key.first << "] " << partial << "\n";
+    }
+    partial_.clear();
+  }
+
+ private:
+  const bool prefix_;
+  std::map<std::pair<uint32_t, int>, std::string> partial_;
+};
+
+// The head's StreamTrainJobLogs; a server stream, so not a HeadClient call
+// (no retries: chunks already printed cannot be taken back).
+int RunLogs(const Context& ctx, const LogsFlags& flags) {
+  auto stub = v1::TrainJobService::NewStub(ctx.client.channel());
+  v1::StreamTrainJobLogsRequest request;
+  request.set_job_id(flags.id);
+  if (flags.rank->count() > 0) request.set_rank(flags.rank_value);
+  request.set_follow(flags.follow);
+  grpc::ClientContext context;
+  AttachClusterToken(&context, ctx.client.cluster_token());
+  // A followed job may run for days; the rest is bounded like any call.
+  if (!flags.follow) context.set_deadline(absl::ToChronoTime(absl::Now() + ctx.timeout));
+  std::unique_ptr<grpc::ClientReader<v1::LogChunk>> reader =
+      stub->StreamTrainJobLogs(&context, request);
+  LogPrinter printer(/*prefix=*/flags.rank->count() == 0);
+  v1::LogChunk chunk;
+  while (reader->Read(&chunk)) printer.Add(chunk);
+  printer.Flush();
+  const grpc::Status status = reader->Finish();
+  if (status.ok()) return kExitOk;
+  return HeadError(absl::Status(static_cast<absl::StatusCode>(status.error_code()),
+                                status.error_message()));
+}
+
+// `berth jobs`, `berth job ID`, `berth submit FILE`, `berth logs ID`, `berth
+// stop ID`: the everyday verbs, beside the `job` subcommands.
+void AddTopLevelJobCommands(CLI::App& app, CLI::App* job, Action* action) {
+  auto submit = std::make_shared<SubmitFlags>();
+  CLI::App* submit_cmd =
+      app.add_subcommand("submit", "Submit the train job a YAML job file describes; prints its id");
+  submit_cmd->add_option("FILE", submit->file, "Job file (see `berth submit --help`)")
+      ->required();
+  submit_cmd->add_flag("--wait", submit->wait,
+                       "Follow the job until it ends, then print its rank table; exit 0 only if "
+                       "it SUCCEEDED");
+  submit_cmd->add_option("--timeout-s", submit->timeout_seconds, "With --wait: give up after SECONDS")
+      ->check(CLI::Range(0.0, 7 * 24 * 3600.0))
+      ->capture_default_str();
+  OnChosen(submit_cmd, action, submit, RunSubmit);
+
+  auto jobs = std::make_shared<JobListFlags>();
+  CLI::App* jobs_cmd = app.add_subcommand("jobs", "List train jobs (= job list)");
+  jobs_cmd->add_option("--state", jobs->states, "Only jobs in this state (repeatable)");
+  OnChosen(jobs_cmd, action, jobs, RunJobList);
+
+  auto logs = std::make_shared<LogsFlags>();
+  CLI::App* logs_cmd = app.add_subcommand(
+      "logs", "Print a job's worker output, \"[rank r] \"-prefixed unless --rank is given");
+  logs_cmd->add_option("ID", logs->id, "Job id")->required();
+  logs->rank = logs_cmd->add_option("--rank", logs->rank_value, "Only this world rank");
+  logs_cmd->add_flag("-f,--follow", logs->follow, "Keep printing new output until the job ends");
+  OnChosen(logs_cmd, action, logs, RunLogs);
+
+  auto stop = std::make_shared<JobIdFlags>();
+  CLI::App* stop_cmd = app.add_subcommand("stop", "Stop a train job (= job stop)");
+  stop_cmd->add_option("ID", stop->id, "Job id")->required();
+  OnChosen(stop_cmd, action, stop, RunJobStop);
+
+  // `berth job ID` is `berth job get ID`; job's own callback runs after its
+  // subcommand's, so it only acts when none was given.
+  auto get = std::make_shared<JobIdFlags>();
+  job->add_option("ID", get->id, "Job id: show that job (= job get ID)");
+  job->callback([job, action, get] {
+    if (!job->get_subcommands().empty()) return;
+    if (get->id.empty()) throw CLI::RequiredError("job: a subcommand or a job ID");
+    *action = [get](const Globals& globals) {
+      return WithHead(globals, [&](const Context& ctx) { return RunJobGet(ctx, *get); });
+    };
+  });
+}
+
+}  // namespace
+
+void AddJobCommands(CLI::App& app, Action* action) {
+  CLI::App* job = app.add_subcommand("job", "Distributed training jobs");
+  job->require_subcommand(0, 1);
+  AddTopLevelJobCommands(app, job, action);
+
+  auto submit = std::make_shared<JobSubmitFlags>();
+  JobSubmitArgs& args = submit->args;
+  CLI::App* submit_cmd = job->add_subcommand(
+      "submit",
+      "Submit a train job; prints its id. Without a command after `--` it runs the built-in "
+      "trainer");
+  submit_cmd->add_option("--num-workers", args.num_workers, "Number of workers (world size)")
+      ->required();
+  submit_cmd->add_flag("--use-gpu", args.use_gpu, "Workers use GPUs (GPU=1 each by default)");
+  submit_cmd->add_option("--resources-per-worker", args.resources_per_worker,
+                         "Resources of each worker, e.g. \"GPU=1,CPU=2\"");
+  submit_cmd->add_option("--trainer-resources", args.trainer_resources,
+                         "Resources of the trainer, shared with rank 0's bundle, e.g. "
+                         "\"CPU=1,memory=200Gi\" (default CPU=1)");
+  submit_cmd->add_option("--accelerator-type", args.accelerator_type,
+                         "GPU model the workers need, e.g. A10G");
+  submit_cmd->add_option("--strategy", args.strategy, "PACK, SPREAD, STRICT_PACK or STRICT_SPREAD")
+      ->capture_default_str();
+  submit_cmd
+      ->add_option("--max-failures", args.max_failures,
+                   "Restarts from the latest checkpoint before the job fails; -1 = unlimited")
+      ->capture_default_str();
+  submit_cmd->add_option("--name", args.name, "Name (need not be unique)");
+  submit_cmd->add_option("--storage-path", args.storage_path,
+                         "Where checkpoints go (default: the head's storage)");
+  submit_cmd->add_option(
+      "--steps", args.steps,
+      absl::StrCat("Built-in trainer: training steps (default ", kDefaultTrainSteps, ")"));
+  submit_cmd->add_option("--lr", args.lr, "Built-in trainer: learning rate");
+  submit_cmd->add_option("--batch-size", args.batch_size, "Built-in trainer: per-worker batch");
+  submit_cmd->add_option("--checkpoint-every", args.checkpoint_every,
+                         "Built-in trainer: checkpoint every this many steps (0 = at the end)");
+  // One value per --env, so that the `--` before the command ends the
+  // flags rather than just this option's values.
+  submit_cmd->add_option("--env", args.env, "Command: KEY=VALUE for every rank (repeatable)")
+      ->allow_extra_args(false);
+  submit_cmd->add_option("COMMAND", args.command,
+                         "After `--`: the program and arguments every rank runs");
+  submit->wait = submit_cmd
+                     ->add_option("--wait", submit->wait_seconds,
+                                  "Follow the job up to SECONDS until it ends, then print it; "
+                                  "exit 0 only if it SUCCEEDED")
+                     ->check(CLI::Range(0.0, 7 * 24 * 3600.0));
+  OnChosen(submit_cmd, action, submit, RunJobSubmit);
+
+  auto get = std::make_shared<JobIdFlags>();
+  CLI::App* get_cmd = job->add_subcommand("get", "Show one job, its failures and its rank table");
+  get_cmd->add_option("ID", get->id, "Job id")->required();
+  OnChosen(get_cmd, action, get, RunJobGet);
+
+  auto list = std::make_shared<JobListFlags>();
+  CLI::App* list_cmd = job->add_subcommand("list", "List train jobs");
+  list_cmd->add_option("--state", list->states,
+                       "Only jobs in this state (repeatable): PENDING, STARTING, RUNNING, "
+                       "RESTARTING, SUCCEEDED, FAILED, STOPPED");
+  OnChosen(list_cmd, action, list, RunJobList);
+
+  auto stop = std::make_shared<JobIdFlags>();
+  CLI::App* stop_cmd =
+      job->add_subcommand("stop", "Stop a job's workers and release its placement group");
+  stop_cmd->add_option("ID", stop->id, "Job id")->required();
+  OnChosen(stop_cmd, action, stop, RunJobStop);
+
+  auto watch = std::make_shared<JobWatchFlags>();
+  CLI::App* watch_cmd = job->add_subcommand(
+      "watch",
+      "Print step, loss and state as they change until the job ends; exit 0 only if "
+      "it SUCCEEDED");
+  watch_cmd->add_option("ID", watch->id, "Job id")->required();
+  watch_cmd->add_option("--interval", watch->interval_seconds, "Seconds between polls")
+      ->check(CLI::Range(0.01, 3600.0))
+      ->capture_default_str();
+  OnChosen(watch_cmd, action, watch, RunJobWatch);
+}
+
+}  // namespace berth

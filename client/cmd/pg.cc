@@ -1,0 +1,142 @@
+// berth pg create|get|list|remove: placement groups.
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "client/bundle_args.h"
+#include "client/cmd/command.h"
+#include "client/format.h"
+
+namespace berth {
+namespace {
+
+struct PgCreateFlags {
+  std::string name;
+  std::string strategy = "PACK";
+  std::vector<std::string> bundles;
+  int replicas = 1;
+  int priority = 0;
+  double wait_seconds = 0;
+  CLI::Option* wait = nullptr;  // count() > 0 when --wait was given
+};
+
+int RunPgCreate(const Context& ctx, const PgCreateFlags& flags) {
+  absl::StatusOr<std::vector<v1::Bundle>> bundles = ParseBundleArgs(flags.bundles, flags.replicas);
+  if (!bundles.ok()) return UsageError(bundles.status());
+  absl::StatusOr<v1::PlacementStrategy> strategy = ParseStrategyArg(flags.strategy);
+  if (!strategy.ok()) return UsageError(strategy.status());
+
+  v1::CreatePlacementGroupRequest request;
+  request.set_name(flags.name);
+  request.set_strategy(*strategy);
+  request.set_priority(flags.priority);
+  for (v1::Bundle& bundle : *bundles) *request.add_bundles() = std::move(bundle);
+  absl::StatusOr<v1::CreatePlacementGroupResponse> created =
+      ctx.client.CreatePlacementGroup(std::move(request));
+  if (flags.wait->count() == 0) {
+    return Print(ctx, created, [](const v1::CreatePlacementGroupResponse& r) {
+      return absl::StrCat(r.placement_group_id(), "\n");
+    });
+  }
+  if (!created.ok()) return HeadError(created.status());
+
+  v1::WaitPlacementGroupReadyRequest wait;
+  wait.set_placement_group_id(created->placement_group_id());
+  wait.set_timeout_ms(static_cast<uint32_t>(flags.wait_seconds * 1000));
+  absl::StatusOr<v1::WaitPlacementGroupReadyResponse> waited =
+      ctx.client.WaitPlacementGroupReady(wait);
+  const int printed = Print(ctx, waited, [](const v1::WaitPlacementGroupReadyResponse& r) {
+    return FormatPlacementGroup(r.placement_group());
+  });
+  if (printed != kExitOk || waited->ready()) return printed;
+  return HeadError(absl::DeadlineExceededError(
+      absl::StrCat("placement group ", created->placement_group_id(), " is not ready after ",
+                   flags.wait_seconds, "s: ", waited->placement_group().pending_reason())));
+}
+
+struct PgGetFlags {
+  std::string id_or_name;
+};
+
+int RunPgGet(const Context& ctx, const PgGetFlags& flags) {
+  return Print(ctx, ctx.client.FindPlacementGroup(flags.id_or_name),
+               [](const v1::GetPlacementGroupResponse& r) {
+                 return FormatPlacementGroup(r.placement_group());
+               });
+}
+
+struct PgListFlags {
+  std::vector<std::string> states;
+};
+
+int RunPgList(const Context& ctx, const PgListFlags& flags) {
+  v1::ListPlacementGroupsRequest request;
+  for (const std::string& text : flags.states) {
+    absl::StatusOr<v1::PlacementGroupState> state = ParsePlacementGroupStateArg(text);
+    if (!state.ok()) return UsageError(state.status());
+    request.add_states(*state);
+  }
+  return Print(ctx, ctx.client.ListPlacementGroups(request), FormatPlacementGroups);
+}
+
+struct PgRemoveFlags {
+  std::string id;
+};
+
+int RunPgRemove(const Context& ctx, const PgRemoveFlags& flags) {
+  v1::RemovePlacementGroupRequest request;
+  request.set_placement_group_id(flags.id);
+  return Print(ctx, ctx.client.RemovePlacementGroup(request),
+               [&](const v1::RemovePlacementGroupResponse&) {
+                 return absl::StrCat("removed ", flags.id, "\n");
+               });
+}
+
+}  // namespace
+
+void AddPgCommands(CLI::App& app, Action* action) {
+  CLI::App* pg = app.add_subcommand("pg", "Placement groups");
+  pg->require_subcommand(1);
+
+  auto create = std::make_shared<PgCreateFlags>();
+  CLI::App* create_cmd = pg->add_subcommand("create", "Create a placement group; prints its id");
+  create_cmd->add_option("--name", create->name, "Unique name (optional)");
+  create_cmd
+      ->add_option("--strategy", create->strategy, "PACK, SPREAD, STRICT_PACK or STRICT_SPREAD")
+      ->capture_default_str();
+  create_cmd
+      ->add_option(
+          "--bundle", create->bundles,
+          "Bundle, repeatable: \"GPU=1,CPU=2,memory=16Gi\" or \"GPU=1;zone in (a,b), !spot\"")
+      ->required();
+  create_cmd->add_option("--replicas", create->replicas, "Repeat the --bundle list N times")
+      ->capture_default_str();
+  create_cmd->add_option("--priority", create->priority, "Higher is placed first")
+      ->capture_default_str();
+  create->wait = create_cmd
+                     ->add_option("--wait", create->wait_seconds,
+                                  "Wait up to SECONDS for the group to be CREATED, then print it")
+                     ->check(CLI::Range(0.0, 7 * 24 * 3600.0));
+  OnChosen(create_cmd, action, create, RunPgCreate);
+
+  auto get = std::make_shared<PgGetFlags>();
+  CLI::App* get_cmd = pg->add_subcommand("get", "Show one placement group and its bundles");
+  get_cmd->add_option("ID_OR_NAME", get->id_or_name, "Group id or name")->required();
+  OnChosen(get_cmd, action, get, RunPgGet);
+
+  auto list = std::make_shared<PgListFlags>();
+  CLI::App* list_cmd = pg->add_subcommand("list", "List placement groups");
+  list_cmd->add_option("--state", list->states,
+                       "Only groups in this state (repeatable): PENDING, PREPARED, CREATED, "
+                       "RESCHEDULING, REMOVED");
+  OnChosen(list_cmd, action, list, RunPgList);
+
+  auto remove = std::make_shared<PgRemoveFlags>();
+  CLI::App* remove_cmd =
+      pg->add_subcommand("remove", "Remove a placement group, releasing its bundles");
+  remove_cmd->add_option("ID", remove->id, "Group id")->required();
+  OnChosen(remove_cmd, action, remove, RunPgRemove);
+}
+
+}  // namespace berth
