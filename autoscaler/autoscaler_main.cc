@@ -20,6 +20,7 @@
 #include "auth/cluster_token.h"
 #include "auth/tls_flags.h"
 #include "common/files.h"
+#include "common/log_flag.h"
 #include "common/metrics_server.h"
 #include "prometheus/counter.h"
 #include "prometheus/registry.h"
@@ -41,8 +42,6 @@ struct Flags {
   bool check_config = false;
 };
 
-void Log(const std::string& line) { std::fprintf(stderr, "berth-autoscaler: %s\n", line.c_str()); }
-
 std::string Describe(const v1::AutoscalerAction& a) {
   std::string kind = v1::AutoscalerActionKind_Name(a.kind()).substr(std::string("AUTOSCALER_ACTION_KIND_").size());
   return absl::StrCat(kind, " ", a.pool(), " -> ", a.target_nodes(),
@@ -55,7 +54,7 @@ volatile sig_atomic_t stop_requested = 0;
 int Run(const Flags& flags) {
   absl::StatusOr<AutoscalerConfig> config = LoadAutoscalerConfig(flags.config);
   if (!config.ok()) {
-    Log(std::string(config.status().message()));
+    LogError(config.status().message());
     return 2;
   }
   if (flags.check_config) {
@@ -69,7 +68,7 @@ int Run(const Flags& flags) {
   }
   absl::StatusOr<std::unique_ptr<NodeProvider>> provider = MakeNodeProvider(config->provider, flags.head);
   if (!provider.ok()) {
-    Log(std::string(provider.status().message()));
+    LogError(provider.status().message());
     return 2;
   }
   HeadClientOptions options;
@@ -77,20 +76,20 @@ int Run(const Flags& flags) {
   if (!flags.token_file.empty()) {
     absl::StatusOr<std::string> token = LoadClusterToken(flags.token_file, "--token-file");
     if (!token.ok()) {
-      Log(std::string(token.status().message()));
+      LogError(token.status().message());
       return 2;
     }
     options.cluster_token = *token;
   }
   absl::StatusOr<TlsConfig> tls = LoadTlsConfig(flags.tls, /*need_certificate=*/false);
   if (!tls.ok()) {
-    Log(std::string(tls.status().message()));
+    LogError(tls.status().message());
     return 2;
   }
   options.tls = *std::move(tls);
   absl::StatusOr<std::unique_ptr<HeadClient>> head = HeadClient::Create(flags.head, options);
   if (!head.ok()) {
-    Log(absl::StrCat("--head: ", head.status().message()));
+    LogError("--head: ", head.status().message());
     return 2;
   }
 
@@ -103,7 +102,7 @@ int Run(const Flags& flags) {
   if (!flags.metrics_listen.empty()) {
     absl::StatusOr<std::unique_ptr<MetricsServer>> started = MetricsServer::Start(flags.metrics_listen);
     if (!started.ok()) {
-      Log(std::string(started.status().message()));
+      LogError(started.status().message());
       return 2;
     }
     metrics = *std::move(started);
@@ -115,14 +114,14 @@ int Run(const Flags& flags) {
   for (const NodePool& pool : config->pools) pools[pool.name] = &pool;
   ScalingPlanner planner(config->pools);
   std::deque<v1::AutoscalerAction> recent;
-  Log(absl::StrCat(config->pools.size(), " pool(s), provider ", config->provider.type, ", head ", flags.head));
+  LogInfo(config->pools.size(), " pool(s), provider ", config->provider.type, ", head ", flags.head);
   while (!stop_requested) {
     const absl::Time pass_start = absl::Now();
     absl::StatusOr<v1::ListNodesResponse> nodes = (*head)->ListNodes();
     absl::StatusOr<v1::GetClusterStatusResponse> status =
         nodes.ok() ? (*head)->GetClusterStatus() : absl::StatusOr<v1::GetClusterStatusResponse>(nodes.status());
     if (!status.ok()) {
-      Log(absl::StrCat("head ", flags.head, ": ", status.status().message()));
+      LogWarning("head ", flags.head, ": ", status.status().message());
     } else {
       ScalingInput input;
       input.nodes.assign(nodes->nodes().begin(), nodes->nodes().end());
@@ -161,7 +160,7 @@ int Run(const Flags& flags) {
                   {"pool", action.pool()},
                   {"result", done.ok() ? "ok" : "error"}})
             .Increment();
-        Log(Describe(action) + (done.ok() ? "" : absl::StrCat(" FAILED: ", done.message())));
+        Log(done.ok() ? LogLevel::kInfo : LogLevel::kWarning, Describe(action), done.ok() ? "" : " FAILED: ", done.message());
         recent.push_back(action);
         if (recent.size() > kRecentActions) recent.pop_front();
       }
@@ -170,13 +169,13 @@ int Run(const Flags& flags) {
       for (const v1::AutoscalerAction& a : recent) *report.add_recent_actions() = a;
       for (v1::UnsatisfiableDemand& u : plan.unsatisfiable) *report.add_unsatisfiable() = std::move(u);
       if (absl::Status reported = (*head)->ReportAutoscalerStatus(report); !reported.ok()) {
-        Log(absl::StrCat("report to the head: ", reported.message()));
+        LogWarning("report to the head: ", reported.message());
       }
     }
     const absl::Time next = pass_start + absl::Milliseconds(flags.period_ms);
     while (!stop_requested && absl::Now() < next) absl::SleepFor(absl::Milliseconds(20));
   }
-  Log("stopped");
+  LogInfo("stopped");
   return 0;
 }
 
@@ -201,7 +200,9 @@ int main(int argc, char** argv) {
   berth::AddTlsFlags(app, flags.tls, "berth-client; optional");
   app.add_option("--token-file", flags.token_file, "cluster token for the head (default: $BERTH_TOKEN_FILE)")
       ->envname("BERTH_TOKEN_FILE");
+  const berth::LogFlag log_flag(app);
   CLI11_PARSE(app, argc, argv);
+  log_flag.Init("berth-autoscaler");
   struct sigaction on_stop {};
   on_stop.sa_handler = [](int) { berth::stop_requested = 1; };
   sigaction(SIGTERM, &on_stop, nullptr);

@@ -17,7 +17,8 @@ namespace {
 constexpr absl::string_view kBundleExample = "want e.g. \"GPU=1,CPU=2,memory=16Gi;zone in (a,b)\"";
 constexpr absl::string_view kResourcesExample = "want e.g. \"GPU=1,CPU=2,memory=16Gi\"";
 
-// `NAME=QUANTITY,...` into a resource set, zero amounts kept. `example`
+// `NAME=QUANTITY,...` (ParseResourceList) into a resource set, zero
+// amounts kept. `example`
 // ends the syntax errors; `accelerator_hint` ($0 = the type) says what to
 // write instead of an internal accelerator_type:* name (the head would
 // reject it too, but in terms of the wire field).
@@ -27,29 +28,17 @@ absl::StatusOr<v1::ResourceSet> ParseResources(absl::string_view text, absl::str
   if (absl::StripAsciiWhitespace(text).empty()) {
     return absl::InvalidArgumentError(absl::StrCat(field, ": no resources; ", example));
   }
+  absl::StatusOr<std::vector<std::pair<std::string, Quantity>>> amounts =
+      ParseResourceList(text, field, example);
+  if (!amounts.ok()) return amounts.status();
   v1::ResourceSet out;
-  for (absl::string_view item : absl::StrSplit(text, ',')) {
-    item = absl::StripAsciiWhitespace(item);
-    const size_t eq = item.find('=');
-    if (eq == absl::string_view::npos) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(field, ": '", item, "' is not NAME=QUANTITY; ", example));
-    }
-    const std::string name(absl::StripAsciiWhitespace(item.substr(0, eq)));
-    const std::string entry_field = absl::StrCat(field, "[\"", name, "\"]");
-    if (absl::Status s = ValidateResourceName(name, field); !s.ok()) return s;
+  for (const auto& [name, amount] : *amounts) {
     if (absl::StartsWith(name, kAcceleratorResourcePrefix)) {
       return absl::InvalidArgumentError(absl::StrCat(
           field, ": ", name, " is internal; ",
           absl::Substitute(accelerator_hint, name.substr(kAcceleratorResourcePrefix.size()))));
     }
-    if (out.amounts().contains(name)) {
-      return absl::InvalidArgumentError(absl::StrCat(field, ": ", name, " given twice"));
-    }
-    absl::StatusOr<Quantity> amount =
-        Quantity::Parse(absl::StripAsciiWhitespace(item.substr(eq + 1)), entry_field);
-    if (!amount.ok()) return amount.status();
-    (*out.mutable_amounts())[name] = amount->ToDouble();
+    (*out.mutable_amounts())[name] = amount.ToDouble();
   }
   return out;
 }

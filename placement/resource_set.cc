@@ -6,6 +6,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 
 namespace berth {
 
@@ -143,6 +145,30 @@ std::string ResourceSet::ToString() const {
                                                          : e.second.ToString());
                     }),
       "}");
+}
+
+absl::StatusOr<std::vector<std::pair<std::string, Quantity>>> ParseResourceList(
+    absl::string_view text, absl::string_view field, absl::string_view example) {
+  std::vector<std::pair<std::string, Quantity>> amounts;
+  if (absl::StripAsciiWhitespace(text).empty()) return amounts;
+  const std::string hint = example.empty() ? "" : absl::StrCat("; ", example);
+  for (absl::string_view item : absl::StrSplit(text, ',')) {
+    item = absl::StripAsciiWhitespace(item);
+    const size_t eq = item.find('=');
+    if (eq == absl::string_view::npos) {
+      return absl::InvalidArgumentError(absl::StrCat(field, ": '", item, "' is not NAME=QUANTITY", hint));
+    }
+    std::string name(absl::StripAsciiWhitespace(item.substr(0, eq)));
+    if (absl::Status s = ValidateResourceName(name, field); !s.ok()) return s;
+    for (const auto& [seen, amount] : amounts) {
+      if (seen == name) return absl::InvalidArgumentError(absl::StrCat(field, ": ", name, " given twice"));
+    }
+    absl::StatusOr<Quantity> amount = Quantity::Parse(absl::StripAsciiWhitespace(item.substr(eq + 1)),
+                                                      absl::StrCat(field, "[\"", name, "\"]"));
+    if (!amount.ok()) return amount.status();
+    amounts.emplace_back(std::move(name), *amount);
+  }
+  return amounts;
 }
 
 }  // namespace berth

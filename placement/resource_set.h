@@ -87,6 +87,15 @@ class ResourceSet {
 // [A-Za-z0-9_.:/-].
 absl::Status ValidateResourceName(absl::string_view name, absl::string_view field);
 
+// `NAME=QUANTITY,...` ("GPU=1,CPU=2,memory=16Gi"), the one parser of berth's
+// resource lists (the CLI's --bundle and resource flags, the raylet's
+// --resources): the amounts in the order written, zeros kept (a caller may
+// refuse an all-zero list), each name valid and given once, each amount a
+// quantity. Blank text is an empty list. Errors name `field`
+// (`field["NAME"]` for an amount) and end with `example` when it is given.
+absl::StatusOr<std::vector<std::pair<std::string, Quantity>>> ParseResourceList(
+    absl::string_view text, absl::string_view field, absl::string_view example = "");
+
 // Shows a memory amount (bytes) in the largest binary unit that keeps it
 // short: 200Gi, 1.5Ti, 512Mi.
 std::string FormatMemory(Quantity bytes);

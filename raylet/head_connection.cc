@@ -9,7 +9,8 @@
 #include "auth/cluster_token.h"
 #include "wire/proto_convert.h"
 #include "grpcpp/client_context.h"
-#include "raylet/log.h"
+#include "common/backoff.h"
+#include "common/log.h"
 
 namespace berth {
 namespace {
@@ -69,11 +70,10 @@ bool HeadConnection::SleepUnlessStopping(absl::Duration d) {
 
 void HeadConnection::SessionLoop() {
   while (true) {
-    absl::Duration backoff = options_.initial_backoff;
+    Backoff backoff({options_.initial_backoff, 2, options_.max_backoff});
     absl::Duration heartbeat_interval;
     while (!Register(&heartbeat_interval)) {
-      if (!SleepUnlessStopping(backoff)) return;
-      backoff = std::min(backoff * 2, options_.max_backoff);
+      if (!SleepUnlessStopping(backoff.Next())) return;
     }
     while (SleepUnlessStopping(heartbeat_interval)) {
       if (!Heartbeat()) break;
@@ -100,7 +100,7 @@ bool HeadConnection::Register(absl::Duration* heartbeat_interval) {
     std::string failure = status.ok() ? absl::StrCat("refused: ", response.reason())
                                       : absl::StrCat("failed: ", status.error_message());
     if (failure != last_failure_) {
-      RayletLog("registration with the head ", failure, " (retrying)");
+      LogWarning("registration with the head ", failure, " (retrying)");
       last_failure_ = std::move(failure);
     }
     return false;
@@ -109,7 +109,7 @@ bool HeadConnection::Register(absl::Duration* heartbeat_interval) {
   *heartbeat_interval = response.heartbeat_interval_ms() > 0
                             ? absl::Milliseconds(response.heartbeat_interval_ms())
                             : kDefaultHeartbeatInterval;
-  RayletLog("registered as node ", options_.node_id, " at ", request.address(), ": ",
+  LogInfo("registered as node ", options_.node_id, " at ", request.address(), ": ",
             request.gpus_size(), " GPUs, heartbeat every ",
             absl::FormatDuration(*heartbeat_interval), ", ", response.held_bundles_size(),
             " held bundles");
@@ -140,17 +140,17 @@ bool HeadConnection::Heartbeat() {
   if (!status.ok()) {
     std::string failure = absl::StrCat("heartbeat failed: ", status.error_message());
     if (failure != last_failure_) {
-      RayletLog(failure, " (will keep trying)");
+      LogWarning(failure, " (will keep trying)");
       last_failure_ = std::move(failure);
     }
     return true;
   }
   if (!last_failure_.empty()) {
-    RayletLog("heartbeats reach the head again");
+    LogInfo("heartbeats reach the head again");
     last_failure_.clear();
   }
   if (response.reregister_required()) {
-    RayletLog("the head asks this node to register again");
+    LogInfo("the head asks this node to register again");
     return false;
   }
   return true;
@@ -169,7 +169,7 @@ void HeadConnection::ReportLoop() {
     *request.mutable_status() = exits_.front();
     mu_.Unlock();
     grpc::Status status;
-    absl::Duration backoff = options_.initial_backoff;
+    Backoff backoff({options_.initial_backoff, 2, options_.max_backoff});
     for (int attempt = 1; attempt <= options_.exit_report_attempts; ++attempt) {
       v1::ReportWorkerExitResponse response;
       grpc::ClientContext context;
@@ -177,11 +177,10 @@ void HeadConnection::ReportLoop() {
       context.set_deadline(absl::ToChronoTime(absl::Now() + options_.rpc_timeout));
       status = stub_->ReportWorkerExit(&context, request, &response);
       if (status.ok() || attempt == options_.exit_report_attempts) break;
-      absl::SleepFor(backoff);
-      backoff *= 2;
+      absl::SleepFor(backoff.Next());
     }
     if (!status.ok()) {
-      RayletLog("could not report the exit of worker ", request.status().worker_id(),
+      LogWarning("could not report the exit of worker ", request.status().worker_id(),
                 " to the head: ", status.error_message());
     }
     mu_.Lock();

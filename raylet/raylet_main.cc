@@ -36,7 +36,8 @@
 #include "raylet/bundle_reservations.h"
 #include "raylet/gpu_discovery.h"
 #include "raylet/head_connection.h"
-#include "raylet/log.h"
+#include "common/log.h"
+#include "common/log_flag.h"
 #include "raylet/raylet_metrics.h"
 #include "raylet/raylet_service.h"
 #include "raylet/tcp_port.h"
@@ -101,22 +102,18 @@ absl::StatusOr<std::vector<std::pair<std::string, std::string>>> ParsePairs(
 }
 
 absl::StatusOr<ResourceSet> CustomResources(absl::string_view text) {
-  absl::StatusOr<std::vector<std::pair<std::string, std::string>>> pairs =
-      ParsePairs(text, "--resources");
-  if (!pairs.ok()) return pairs.status();
+  absl::StatusOr<std::vector<std::pair<std::string, Quantity>>> amounts =
+      ParseResourceList(text, "--resources", "want e.g. \"ssd=2,license=1\"");
+  if (!amounts.ok()) return amounts.status();
   ResourceSet resources;
-  for (const auto& [name, value] : *pairs) {
-    const std::string field = absl::StrCat("--resources[\"", name, "\"]");
-    if (absl::Status s = ValidateResourceName(name, field); !s.ok()) return s;
+  for (const auto& [name, amount] : *amounts) {
     if (name == kCpu || name == kGpu || name == kMemory ||
         absl::StartsWith(name, kAcceleratorResourcePrefix)) {
       return absl::InvalidArgumentError(absl::StrCat(
-          field, ": set CPU, memory and GPUs with --num-cpus, --memory, --num-gpus and "
-                 "--accelerator-type"));
+          "--resources[\"", name, "\"]: set CPU, memory and GPUs with --num-cpus, --memory, "
+          "--num-gpus and --accelerator-type"));
     }
-    absl::StatusOr<Quantity> amount = Quantity::Parse(value, field);
-    if (!amount.ok()) return amount.status();
-    resources.Set(name, *amount);
+    resources.Set(name, amount);
   }
   return resources;
 }
@@ -161,7 +158,7 @@ std::string HostName() {
 }
 
 int Fail(const absl::Status& status) {
-  RayletLog("error: ", status.message());
+  LogError(status.message());
   return 1;
 }
 
@@ -216,7 +213,7 @@ int Run(const Flags& flags) {
   // head, though only the head announces it.
   ResourceSet reservable = total;
   if (!accelerator_type.empty()) reservable.Set(AcceleratorResourceName(accelerator_type), Quantity::Whole(1));
-  RayletLog("node ", node_id, ": ", total.ToString(), ", GPUs ", gpus.source,
+  LogInfo("node ", node_id, ": ", total.ToString(), ", GPUs ", gpus.source,
             accelerator_type.empty() ? "" : absl::StrCat(", accelerator type ", accelerator_type),
             ", logs in ", log_dir);
 
@@ -238,7 +235,7 @@ int Run(const Flags& flags) {
   WorkerProcessManager workers({log_dir, node_dir + "/work", [&](const WorkerRecord& record) {
                                   v1::WorkerStatus status;
                                   WorkerRecordToProto(record, &status);
-                                  RayletLog("worker ", record.worker_id, " ended: ",
+                                  LogInfo("worker ", record.worker_id, " ended: ",
                                             v1::WorkerState_Name(status.state()), ", exit code ",
                                             record.exit_code, ", signal ", record.signal);
                                   metrics.OnWorkerExit(record);
@@ -280,7 +277,7 @@ int Run(const Flags& flags) {
     metrics_server = *std::move(started);
     metrics_server->Register(metrics.registry());
     metrics_server->Register(state_metrics);
-    RayletLog("serving metrics on port ", metrics_server->port());
+    LogInfo("serving metrics on port ", metrics_server->port());
     if (!flags.metrics_port_file.empty()) {
       if (absl::Status s = WritePortFile(flags.metrics_port_file, metrics_server->port()); !s.ok()) {
         server->Shutdown();
@@ -289,7 +286,7 @@ int Run(const Flags& flags) {
     }
   }
   const std::string address = HostPort{flags.advertise_host, listen->port}.ToString();
-  RayletLog("serving RayletService on ", listen->ToString(), ", advertised as ", address);
+  LogInfo("serving RayletService on ", listen->ToString(), ", advertised as ", address);
   if (!flags.port_file.empty()) {
     if (absl::Status s = WritePortFile(flags.port_file, bound_port); !s.ok()) {
       server->Shutdown();
@@ -332,12 +329,12 @@ int Run(const Flags& flags) {
   sigaddset(&stop_signals, SIGINT);
   int received = 0;
   sigwait(&stop_signals, &received);
-  RayletLog("received ", strsignal(received), ": shutting down");
+  LogInfo("received ", strsignal(received), ": shutting down");
   metrics_server.reset();  // its collectables read the service and the workers
   server->Shutdown(absl::ToChronoTime(absl::Now() + kShutdownGrace));
   workers.StopAll(kShutdownGrace);
   head_connection.Shutdown(kShutdownGrace);
-  RayletLog("stopped");
+  LogInfo("stopped");
   return 0;
 }
 
@@ -387,6 +384,8 @@ int main(int argc, char** argv) {
                  "test hook: refuse every prepare while this file exists");
   app.add_option("--hold-starts-file", flags.hold_starts_file,
                  "test hook: StartWorker waits while this file exists");
+  const berth::LogFlag log_flag(app);
   CLI11_PARSE(app, argc, argv);
+  log_flag.Init("berth-raylet");
   return berth::Run(flags);
 }

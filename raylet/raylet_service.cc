@@ -15,7 +15,7 @@
 #include "wire/proto_convert.h"
 #include "google/protobuf/io/coded_stream.h"
 #include "google/protobuf/io/zero_copy_stream_impl_lite.h"
-#include "raylet/log.h"
+#include "common/log.h"
 #include "raylet/tcp_port.h"
 
 namespace berth {
@@ -164,7 +164,7 @@ grpc::Status RayletService::Prepare(const v1::PrepareBundleResourcesRequest* req
       response->set_prepared(false);
       response->set_reason(
           absl::StrCat("refusing prepares: ", options_.refuse_prepare_file, " exists"));
-      RayletLog("prepare ", pg, " refused: ", response->reason());
+      LogWarning("prepare ", pg, " refused: ", response->reason());
       return absl::OkStatus();
     }
     absl::StatusOr<PrepareOutcome> outcome = reservations_.Prepare(pg, bundles);
@@ -179,7 +179,7 @@ grpc::Status RayletService::Prepare(const v1::PrepareBundleResourcesRequest* req
     }
     response->set_prepared(outcome->prepared);
     response->set_reason(outcome->reason);
-    RayletLog("prepare ", pg, " (", bundles.size(), " bundles): ",
+    LogInfo("prepare ", pg, " (", bundles.size(), " bundles): ",
               outcome->prepared ? (request->commit() ? "prepared and committed" : "prepared")
                                 : absl::StrCat("not prepared: ", outcome->reason));
     return absl::OkStatus();
@@ -206,7 +206,7 @@ grpc::Status RayletService::Commit(const v1::CommitBundleResourcesRequest* reque
     const std::vector<uint32_t> indices(request->bundle_indices().begin(),
                                         request->bundle_indices().end());
     if (absl::Status s = reservations_.Commit(pg, indices); !s.ok()) return s;
-    RayletLog("commit ", pg, " bundles ", IndicesToString(request->bundle_indices()));
+    LogInfo("commit ", pg, " bundles ", IndicesToString(request->bundle_indices()));
     return absl::OkStatus();
   });
 }
@@ -229,7 +229,7 @@ grpc::Status RayletService::Cancel(const v1::CancelResourceReserveRequest* reque
                                         request->bundle_indices().end());
     const std::vector<BundleKey> released = reservations_.Cancel(pg, indices);
     StopWorkersOf(released);
-    RayletLog("cancel ", pg, " bundles ", IndicesToString(request->bundle_indices()), ": ",
+    LogInfo("cancel ", pg, " bundles ", IndicesToString(request->bundle_indices()), ": ",
               released.size(), " released");
     return absl::OkStatus();
   });
@@ -293,7 +293,7 @@ grpc::Status RayletService::ReleaseUnusedBundles(grpc::ServerContext* context,
       out->set_placement_group_id(key.placement_group_id);
       out->set_bundle_index(key.bundle_index);
     }
-    RayletLog("release unused: kept ", in_use.size(), ", released ", released.size());
+    LogInfo("release unused: kept ", in_use.size(), ", released ", released.size());
     return absl::OkStatus();
   });
 }
@@ -365,13 +365,13 @@ absl::Status RayletService::StartWorkerLocked(const v1::WorkerSpec& spec,
   }
   absl::StatusOr<StartedWorker> started = workers_->Start(launch);
   if (!started.ok()) {
-    RayletLog("worker ", launch.worker_id, " failed to start: ", started.status().message());
+    LogWarning("worker ", launch.worker_id, " failed to start: ", started.status().message());
     return started.status();
   }
   response->set_pid(started->pid);
   response->set_already_running(started->already_running);
   if (!started->already_running) {
-    RayletLog("worker ", launch.worker_id, " started: pid ", started->pid, ", ", key.ToString(),
+    LogInfo("worker ", launch.worker_id, " started: pid ", started->pid, ", ", key.ToString(),
               ", CUDA_VISIBLE_DEVICES=", absl::StrJoin(launch.visible_gpu_indices, ","));
   }
   return absl::OkStatus();
@@ -389,7 +389,7 @@ grpc::Status RayletService::StopWorker(grpc::ServerContext* context, const v1::S
         !s.ok()) {
       return s;
     }
-    RayletLog("worker ", request->worker_id(), " stopping (grace ", request->grace_period_ms(),
+    LogInfo("worker ", request->worker_id(), " stopping (grace ", request->grace_period_ms(),
               " ms)");
     return absl::OkStatus();
   });
@@ -492,7 +492,7 @@ absl::Status RayletService::SyncHeldBundles(
                                                              status.message()));
     }
   }
-  RayletLog("synced bundles with the head: holding ", held.size(), ", released ",
+  LogInfo("synced bundles with the head: holding ", held.size(), ", released ",
             released.size(), first_error.ok() ? "" : absl::StrCat("; ", first_error.message()));
   return first_error;
 }
@@ -504,7 +504,7 @@ void RayletService::StopWorkersOf(const std::vector<BundleKey>& bundles) {
     if (record.state != WorkerState::kRunning) continue;
     if (keys.count({record.placement_group_id, record.bundle_index}) == 0) continue;
     if (workers_->Stop(record.worker_id, options_.bundle_release_grace).ok()) {
-      RayletLog("worker ", record.worker_id, " stopping: its bundle was released");
+      LogInfo("worker ", record.worker_id, " stopping: its bundle was released");
     }
   }
 }

@@ -20,6 +20,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/log.h"
 #include "raylet/worker_error.h"
 
 namespace berth {
@@ -177,7 +178,7 @@ WorkerProcessManager::WorkerProcessManager(Options options)
     : options_(std::move(options)), reaper_([this] { ReapLoop(); }) {
   // Without a lifeline the keepers could not tell that the raylet died.
   if (pipe2(lifeline_, O_CLOEXEC) != 0) {
-    std::fprintf(stderr, "berth-raylet: creating the workers' lifeline: %s\n", std::strerror(errno));
+    LogError("creating the workers' lifeline: ", std::strerror(errno));
     std::abort();
   }
 }

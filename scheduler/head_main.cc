@@ -18,6 +18,7 @@
 #include "auth/cluster_token.h"
 #include "auth/tls_flags.h"
 #include "common/files.h"
+#include "common/log_flag.h"
 #include "common/metrics_server.h"
 #include "scheduler/head_server.h"
 #include "scheduler/state_store.h"
@@ -111,26 +112,28 @@ int main(int argc, char** argv) {
   app.add_option("--committer-threads", config.committer_threads,
                  "two-phase commits run at once")
       ->check(CLI::Range(1, 256));
+  const berth::LogFlag log_flag(app);
   CLI11_PARSE(app, argc, argv);
+  log_flag.Init("berth-head");
   config.scheduler.max_name_length = max_name_length;
   absl::StatusOr<berth::ScorerKind> scorer_kind =
       berth::ParseScorerKind(placement_scorer, "--placement-scorer");
   if (!scorer_kind.ok()) {
-    std::fprintf(stderr, "berth-head: %s\n", std::string(scorer_kind.status().message()).c_str());
+    berth::LogError(scorer_kind.status().message());
     return 1;
   }
   config.scheduler.placement_scorer = *scorer_kind;
   if (!token_file.empty()) {
     absl::StatusOr<std::string> token = berth::LoadClusterToken(token_file, "--token-file");
     if (!token.ok()) {
-      std::fprintf(stderr, "berth-head: %s\n", std::string(token.status().message()).c_str());
+      berth::LogError(token.status().message());
       return 1;
     }
     config.cluster_token = *token;
   }
   absl::StatusOr<berth::TlsConfig> tls = berth::LoadTlsConfig(tls_files, /*need_certificate=*/true);
   if (!tls.ok()) {
-    std::fprintf(stderr, "berth-head: %s\n", std::string(tls.status().message()).c_str());
+    berth::LogError(tls.status().message());
     return 1;
   }
   config.tls = *tls;
@@ -153,14 +156,14 @@ int main(int argc, char** argv) {
         state_store.empty() ? berth::OpenStateStore(state_dir, "--state-dir")
                             : berth::OpenStateStore(state_store, "--state-store");
     if (!opened.ok()) {
-      std::fprintf(stderr, "berth-head: %s\n", std::string(opened.status().message()).c_str());
+      berth::LogError(opened.status().message());
       return 1;
     }
     store = *std::move(opened);
   }
   berth::HeadServer head(config, std::move(store));
   if (absl::Status restored = head.Restore(); !restored.ok()) {
-    std::fprintf(stderr, "berth-head: cannot restore state: %s\n", std::string(restored.message()).c_str());
+    berth::LogError("cannot restore state: ", restored.message());
     return 1;
   }
   grpc::EnableDefaultHealthCheckService(true);
@@ -177,7 +180,7 @@ int main(int argc, char** argv) {
   builder.RegisterService(static_cast<berth::v1::TrainJobService::Service*>(&head));
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (!server || port == 0) {
-    std::fprintf(stderr, "berth-head: cannot listen on %s\n", listen.c_str());
+    berth::LogError("cannot listen on ", listen);
     return 1;
   }
   if (advertise_address.empty()) {
@@ -189,7 +192,7 @@ int main(int argc, char** argv) {
   if (!metrics_listen.empty()) {
     absl::StatusOr<std::unique_ptr<berth::MetricsServer>> started = berth::MetricsServer::Start(metrics_listen);
     if (!started.ok()) {
-      std::fprintf(stderr, "berth-head: %s\n", std::string(started.status().message()).c_str());
+      berth::LogError(started.status().message());
       return 1;
     }
     metrics = *std::move(started);
@@ -198,23 +201,23 @@ int main(int argc, char** argv) {
         absl::StrCat(advertise_address.substr(0, advertise_address.rfind(':')), ":", metrics->port()));
     if (!metrics_port_file.empty()) {
       if (absl::Status s = berth::WritePortFile(metrics_port_file, metrics->port()); !s.ok()) {
-        std::fprintf(stderr, "berth-head: %s\n", std::string(s.message()).c_str());
+        berth::LogError(s.message());
         return 1;
       }
     }
-    std::fprintf(stderr, "berth-head: metrics on port %d\n", metrics->port());
+    berth::LogInfo("metrics on port ", metrics->port());
   }
   if (!port_file.empty()) {
     if (absl::Status s = berth::WritePortFile(port_file, port); !s.ok()) {
-      std::fprintf(stderr, "berth-head: %s\n", std::string(s.message()).c_str());
+      berth::LogError(s.message());
       return 1;
     }
   }
-  std::fprintf(stderr, "berth-head: serving on port %d\n", port);
+  berth::LogInfo("serving on port ", port);
 
   int signal = 0;
   sigwait(&signals, &signal);
-  std::fprintf(stderr, "berth-head: signal %d, shutting down\n", signal);
+  berth::LogInfo("signal ", signal, ", shutting down");
   // No new RPCs first (handlers use the job controller), then stop the jobs
   // and loops.
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));

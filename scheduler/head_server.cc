@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "auth/admission.h"
+#include "common/log.h"
 #include "common/metrics_server.h"
 #include "wire/proto_convert.h"
 
@@ -109,13 +110,13 @@ absl::Status HeadServer::Restore() {
     Submit([this, address, id = id, release] {
       absl::StatusOr<v1::ReleaseUnusedBundlesResponse> released = raylets_.ReleaseUnused(address, release);
       if (released.ok() && released->released_size() > 0) {
-        std::fprintf(stderr, "berth-head: node %s released %d bundle(s) the restored state does not hold\n",
-                     id.c_str(), released->released_size());
+        LogInfo("node ", id, " released ", released->released_size(),
+                " bundle(s) the restored state does not hold");
       }
     });
   }
-  std::fprintf(stderr, "berth-head: restored %zu node(s), %zu placement group(s) and %zu train job(s) from %s\n",
-               nodes->size(), records.size(), restored_jobs_.size(), source.c_str());
+  LogInfo("restored ", nodes->size(), " node(s), ", records.size(), " placement group(s) and ",
+          restored_jobs_.size(), " train job(s) from ", source);
   kick_ = true;
   return absl::OkStatus();
 }
@@ -144,7 +145,7 @@ uint64_t HeadServer::PersistNodeLocked(const std::string& node_id) {
 
 absl::Status HeadServer::Durable(uint64_t seq) {
   absl::Status s = writer_.WaitDurable(seq);
-  if (!s.ok()) std::fprintf(stderr, "berth-head: %s\n", std::string(s.message()).c_str());
+  if (!s.ok()) LogError(s.message());
   return s;
 }
 
@@ -271,8 +272,7 @@ uint64_t HeadServer::FinishCommit(const CommitTask& task, const absl::Status& re
     kick_ = true;
   }
   if (!result.ok()) {
-    std::fprintf(stderr, "berth-head: %s attempt %llu: %s\n", task.placement_group_id.c_str(),
-                 static_cast<unsigned long long>(task.attempt), std::string(result.message()).c_str());
+    LogWarning(task.placement_group_id, " attempt ", task.attempt, ": ", result.message());
   }
   SubmitCancels(std::move(released));
   return seq;  // the batcher waits once for its whole call
@@ -291,7 +291,7 @@ void HeadServer::SchedulingLoop() {
       const int64_t now = NowMs();
       if (now >= next_liveness) {
         for (const std::string& dead : nodes_.CheckLiveness(now)) {
-          std::fprintf(stderr, "berth-head: node %s missed its heartbeats: DEAD\n", dead.c_str());
+          LogWarning("node ", dead, " missed its heartbeats: DEAD");
           groups_.OnNodeDead(dead, now);
           metrics_.OnNodeDead();
           PersistNodeLocked(dead);
@@ -335,15 +335,14 @@ grpc::Status HeadServer::RegisterNode(grpc::ServerContext* context, const v1::Re
     absl::StatusOr<v1::ReleaseUnusedBundlesResponse> released =
         raylets_.ReleaseUnused(request->address(), release);
     if (released.ok() && released->released_size() > 0) {
-      std::fprintf(stderr, "berth-head: node %s released %d stale bundle(s)\n",
-                   request->node_id().c_str(), released->released_size());
+      LogInfo("node ", request->node_id(), " released ", released->released_size(), " stale bundle(s)");
     }
   }
   absl::ReleasableMutexLock lock(&mu_);
   absl::StatusOr<NodeManager::Registration> reg = nodes_.Register(*request, NowMs());
   if (!reg.ok()) return ToGrpcStatus(reg.status());
-  std::fprintf(stderr, "berth-head: node %s registered at %s: %s\n", request->node_id().c_str(),
-               request->address().c_str(), table_.node(reg->index).total.ToString().c_str());
+  LogInfo("node ", request->node_id(), " registered at ", request->address(), ": ",
+          table_.node(reg->index).total.ToString());
   const uint64_t seq = PersistNodeLocked(request->node_id());
   groups_.OnNodesChanged(NowMs());
   kick_ = true;

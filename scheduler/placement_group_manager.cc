@@ -14,6 +14,12 @@
 namespace berth {
 namespace {
 
+// How long a group that does not fit waits before it is tried again.
+BackoffPolicy BackoffOf(const SchedulerConfig& config) {
+  return {absl::Milliseconds(config.initial_backoff_ms), config.backoff_multiplier,
+          absl::Milliseconds(config.max_backoff_ms)};
+}
+
 // What identifies a create request for the request_id check: a 64-bit
 // FNV-1a of its deterministic serialization (map order fixed), kept with
 // every group instead of the request itself (a third of a small group's
@@ -179,6 +185,7 @@ std::string PlacementGroupManager::Insert(PlacementGroupSpec spec, const v1::Cre
                                           const std::string& new_id, int64_t now_ms) {
   scorer_.Observe(spec);
   Group g(new_id, std::move(spec));
+  g.backoff = Backoff(BackoffOf(config_));
   g.name = meta.name();
   g.job_id = meta.job_id();
   g.request_id = meta.request_id();
@@ -322,11 +329,7 @@ std::vector<CommitTask> PlacementGroupManager::Schedule(int64_t now_ms) {
     g.infeasible = false;
     if (d->outcome == PlacementOutcome::kRetryLater) {
       g.reason = d->reason;
-      g.backoff_ms = g.backoff_ms == 0
-                         ? config_.initial_backoff_ms
-                         : std::min<int64_t>(config_.max_backoff_ms,
-                                             static_cast<int64_t>(g.backoff_ms * config_.backoff_multiplier));
-      g.next_try_ms = now_ms + g.backoff_ms;
+      g.next_try_ms = now_ms + absl::ToInt64Milliseconds(g.backoff.Next());
       ++it;
       continue;
     }
@@ -415,13 +418,10 @@ std::vector<CancelTask> PlacementGroupManager::OnCommitDone(const std::string& i
     } else if (g.state == v1::PLACEMENT_GROUP_STATE_PREPARED) {
       g.state = v1::PLACEMENT_GROUP_STATE_PENDING;
     }
-    g.backoff_ms = g.backoff_ms == 0 ? config_.initial_backoff_ms
-                                     : std::min<int64_t>(config_.max_backoff_ms,
-                                                         static_cast<int64_t>(g.backoff_ms * config_.backoff_multiplier));
-    Enqueue(g, now_ms + g.backoff_ms);
+    Enqueue(g, now_ms + absl::ToInt64Milliseconds(g.backoff.Next()));
     return {};
   }
-  g.backoff_ms = 0;
+  g.backoff.Reset();
   if (lost.empty() && PlacedBundles(g).size() == g.placed.size()) {
     g.state = v1::PLACEMENT_GROUP_STATE_CREATED;
     g.reason.clear();
@@ -457,7 +457,7 @@ void PlacementGroupManager::OnNodeDead(const std::string& node_id, int64_t now_m
     g.state = v1::PLACEMENT_GROUP_STATE_RESCHEDULING;
     g.waiting_since_ms = now_ms;
     g.reason = absl::StrCat(lost.size(), " bundle(s) lost with node ", node_id, "; rescheduling");
-    g.backoff_ms = 0;
+    g.backoff.Reset();
     Enqueue(g, now_ms);
   }
 }
@@ -656,6 +656,7 @@ absl::Status PlacementGroupManager::Restore(const v1::PlacementGroupRecord& r, i
   if (!spec.ok()) return spec.status();
   scorer_.Observe(*spec);
   Group g(id, *std::move(spec));
+  g.backoff = Backoff(BackoffOf(config_));
   g.name = r.name();
   g.job_id = r.job_id();
   g.request_id = r.request_id();

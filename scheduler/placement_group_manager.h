@@ -27,6 +27,7 @@
 #include "absl/status/statusor.h"
 #include "berth/v1/head.pb.h"
 #include "berth/v1/state.pb.h"
+#include "common/backoff.h"
 #include "placement/bundle_placer.h"
 #include "scheduler/node_manager.h"
 #include "placement/placement_scorer.h"
@@ -207,7 +208,7 @@ class PlacementGroupManager {
     int64_t placed_ms = 0;
     int64_t waiting_since_ms = 0;  // created, or last went RESCHEDULING
     int64_t next_try_ms = 0;
-    int64_t backoff_ms = 0;
+    Backoff backoff;  // while it does not fit (SchedulerConfig's policy)
     uint32_t attempts = 0;
   };
   // RESCHEDULING first, then higher priority, then arrival.

@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "auth/cluster_token.h"
+#include "common/backoff.h"
 #include "wire/proto_convert.h"
 #include "grpcpp/client_context.h"
 #include "grpcpp/create_channel.h"
@@ -74,7 +75,7 @@ HeadClient::HeadClient(std::shared_ptr<grpc::Channel> channel, HeadClientOptions
 
 template <typename Response, typename Rpc>
 absl::StatusOr<Response> HeadClient::Call(absl::Duration timeout, Rpc rpc) {
-  absl::Duration backoff = options_.initial_backoff;
+  Backoff backoff({options_.initial_backoff, options_.backoff_multiplier});
   for (int attempt = 0;; ++attempt) {
     grpc::ClientContext context;
     AttachClusterToken(&context, options_.cluster_token);
@@ -85,8 +86,7 @@ absl::StatusOr<Response> HeadClient::Call(absl::Duration timeout, Rpc rpc) {
     if (status.error_code() != grpc::StatusCode::UNAVAILABLE || attempt >= options_.max_retries) {
       return FromGrpcStatus(status);
     }
-    absl::SleepFor(backoff);
-    backoff = backoff * options_.backoff_multiplier;
+    absl::SleepFor(backoff.Next());
   }
 }
 

@@ -5,6 +5,7 @@
 #include <optional>
 #include <string>
 
+#include "common/log.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
@@ -32,8 +33,7 @@ bool Fold(const std::vector<std::string>& lines, RelayState& state) {
   for (const std::string& line : lines) {
     absl::StatusOr<ScriptReport> report = ParseScriptReport(line);
     if (!report.ok()) {
-      std::fprintf(stderr, "berth-worker trainer: %s: skipped\n",
-                   std::string(report.status().message()).c_str());
+      LogWarning(report.status().message(), ": skipped");
       continue;
     }
     any = true;
@@ -58,8 +58,7 @@ bool Fold(const std::vector<std::string>& lines, RelayState& state) {
 int RelayReports(const TrainerFlags& flags, const volatile std::sig_atomic_t& stop) {
   const std::string dir = std::filesystem::path(flags.report_file).parent_path().string();
   if (absl::Status s = MakeDirectories(dir); !s.ok()) {
-    std::fprintf(stderr, "berth-worker trainer: error: --report-file: %s\n",
-                 std::string(s.message()).c_str());
+    LogError("--report-file: ", s.message());
     return kUsageExitCode;
   }
   std::optional<HeadReporter> head;

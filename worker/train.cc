@@ -23,6 +23,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/log.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -441,8 +442,7 @@ int RunTrain(const TrainFlags& flags, const TorchrunEnv& env, absl::Time main_st
     failure = Failure{kTrainFailed, absl::UnavailableError(e.what())};
   }
   if (!failure.has_value()) return 0;
-  std::fprintf(stderr, "berth-worker train: rank %u: error: %s\n", env.rank,
-               std::string(failure->status.message()).c_str());
+  LogError("rank ", env.rank, ": ", failure->status.message());
   return failure->exit_code;
 }
 

@@ -14,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/log.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
@@ -31,12 +32,6 @@ constexpr absl::Duration kPollInterval = absl::Milliseconds(100);
 
 volatile std::sig_atomic_t g_stop_signal = 0;
 void OnStopSignal(int signal) { g_stop_signal = signal; }
-
-template <typename... Args>
-void Log(const Args&... args) {
-  const std::string line = absl::StrCat("berth-worker trainer: ", args..., "\n");
-  std::fputs(line.c_str(), stderr);
-}
 
 // When the ranks got going (store_protocol.h, berth/startup/<rank>): the
 // latest rank's main() and the latest rank's join of the group.
@@ -77,7 +72,7 @@ bool RelayProgress(c10d::Store& store, JobView& view) {
   view.progress_text = std::move(text);
   absl::StatusOr<Progress> progress = ParseProgress(view.progress_text, kProgressKey);
   if (!progress.ok()) {
-    Log(progress.status().message());
+    LogWarning(progress.status().message());
     return false;
   }
   view.progress = *progress;
@@ -97,12 +92,12 @@ bool SaveNewCheckpoint(c10d::Store& store, const std::string& dir, JobView& view
   const std::string data = Get(store, kCheckpointDataKey);
   absl::StatusOr<uint64_t> step = CheckpointStep(data);
   if (!step.ok()) {
-    Log(kCheckpointDataKey, ": ", step.status().message());
+    LogWarning(kCheckpointDataKey, ": ", step.status().message());
     return false;
   }
   const std::string path = CheckpointPath(dir, *step);
   if (absl::Status s = WriteFileAtomically(path, data); !s.ok()) {
-    Log("error: checkpoint of step ", *step, " not saved: ", s.message());
+    LogError("checkpoint of step ", *step, " not saved: ", s.message());
     return false;
   }
   view.latest_checkpoint = path;
@@ -118,7 +113,7 @@ std::optional<GroupStartup> CollectStartup(c10d::Store& store,
   for (const std::string& key : keys) {
     absl::StatusOr<RankStartup> rank = ParseRankStartup(Get(store, key), key);
     if (!rank.ok()) {
-      Log(rank.status().message());
+      LogWarning(rank.status().message());
       return std::nullopt;
     }
     group.ranks_running_unix_us = std::max(group.ranks_running_unix_us, rank->main_unix_us);
@@ -138,7 +133,7 @@ int JudgeEnd(c10d::Store& store, uint32_t world_size) {
   }
   for (uint32_t r = 1; r < world_size; ++r) {
     if (hashes[r] != hashes[0]) {
-      Log("error: ranks ended with different parameters (rank 0 ", hashes[0], ", rank ", r, " ",
+      LogError("ranks ended with different parameters (rank 0 ", hashes[0], ", rank ", r, " ",
           hashes[r], ")");
       return 1;
     }
@@ -191,12 +186,12 @@ int Serve(const TrainerFlags& flags, const std::optional<std::string>& resume_ch
     }
     if (all_done) return JudgeEnd(*store, flags.world_size);
     if (absl::Now() > deadline) {
-      Log("error: --timeout-s ", flags.timeout_s, " passed before all ranks were done");
+      LogError("--timeout-s ", flags.timeout_s, " passed before all ranks were done");
       return 1;
     }
     absl::SleepFor(kPollInterval);
   }
-  Log("received ", strsignal(g_stop_signal), ": exiting");
+  LogInfo("received ", strsignal(g_stop_signal), ": exiting");
   return 128 + g_stop_signal;
 }
 
@@ -209,7 +204,7 @@ int RunTrainer(const TrainerFlags& flags) {
   sigaction(SIGINT, &action, nullptr);
 
   if (absl::Status s = MakeDirectories(flags.checkpoint_dir); !s.ok()) {
-    Log("error: --checkpoint-dir: ", s.message());
+    LogError("--checkpoint-dir: ", s.message());
     return kUsageExitCode;
   }
   if (!flags.report_file.empty()) return RelayReports(flags, g_stop_signal);
@@ -218,7 +213,7 @@ int RunTrainer(const TrainerFlags& flags) {
   if (!flags.resume_from.empty()) {
     absl::StatusOr<CheckpointFile> file = ReadCheckpointFile(flags.resume_from);
     if (!file.ok()) {
-      Log("error: --resume-from: ", file.status().message());
+      LogError("--resume-from: ", file.status().message());
       return kUsageExitCode;
     }
     resume_checkpoint = std::move(file->bytes);
@@ -227,9 +222,9 @@ int RunTrainer(const TrainerFlags& flags) {
   try {
     return Serve(flags, resume_checkpoint, resume_step);
   } catch (const c10::Error& e) {
-    Log("error: ", e.what_without_backtrace());
+    LogError(e.what_without_backtrace());
   } catch (const std::exception& e) {
-    Log("error: ", e.what());
+    LogError(e.what());
   }
   return 1;
 }

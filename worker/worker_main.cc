@@ -9,6 +9,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "common/log_flag.h"
 #include "worker/flags.h"
 #include "worker/torchrun_env.h"
 #include "worker/train.h"
@@ -18,7 +19,7 @@ namespace berth {
 namespace {
 
 int UsageError(const std::string& message) {
-  std::fprintf(stderr, "berth-worker: %s\n", message.c_str());
+  LogError(message);
   return kUsageExitCode;
 }
 
@@ -74,6 +75,7 @@ int main(int argc, char** argv) {
                    "give up (exit 1) if the ranks are not done by then")
       ->capture_default_str();
 
+  const berth::LogFlag log_flag(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -81,6 +83,7 @@ int main(int argc, char** argv) {
     return code == 0 ? 0 : berth::kUsageExitCode;
   }
 
+  log_flag.Init(train_mode->parsed() ? "berth-worker train" : "berth-worker trainer");
   if (train_mode->parsed()) {
     if (absl::Status s = berth::ValidateTrainFlags(train); !s.ok()) {
       return berth::UsageError(std::string(s.message()));

@@ -68,5 +68,32 @@ TEST(ResourceSetTest, MemoryShownInBinaryUnits) {
   EXPECT_EQ(m.ToString(), "{memory: 200Gi}");
 }
 
+TEST(ResourceListTest, ParsesAmountsInOrderWithZerosKept) {
+  absl::StatusOr<std::vector<std::pair<std::string, Quantity>>> list =
+      ParseResourceList(" GPU=1, memory=16Gi ,ssd=0,CPU=0.5", "--bundle");
+  ASSERT_TRUE(list.ok()) << list.status();
+  ASSERT_EQ(list->size(), 4u);
+  EXPECT_EQ((*list)[0].first, "GPU");
+  EXPECT_EQ((*list)[0].second, Quantity::Whole(1));
+  EXPECT_EQ((*list)[1].first, "memory");
+  EXPECT_EQ((*list)[1].second, Quantity::Whole(int64_t{16} << 30));
+  EXPECT_EQ((*list)[2].first, "ssd");
+  EXPECT_TRUE((*list)[2].second.IsZero());
+  EXPECT_EQ((*list)[3].second, *Quantity::Parse("0.5", "CPU"));
+  EXPECT_TRUE(ParseResourceList("  ", "--resources")->empty());
+}
+
+TEST(ResourceListTest, ErrorsNameTheFieldAndTheItem) {
+  auto error = [](absl::string_view text) {
+    return std::string(ParseResourceList(text, "--bundle[2]", "want e.g. \"GPU=1\"").status().message());
+  };
+  EXPECT_EQ(error("GPU"), "--bundle[2]: 'GPU' is not NAME=QUANTITY; want e.g. \"GPU=1\"");
+  EXPECT_EQ(error("GPU=1,"), "--bundle[2]: '' is not NAME=QUANTITY; want e.g. \"GPU=1\"");
+  EXPECT_EQ(error("GPU=1,GPU=2"), "--bundle[2]: GPU given twice");
+  EXPECT_EQ(error("=1").substr(0, 12), "--bundle[2]:");
+  EXPECT_NE(error("GPU=lots").find("--bundle[2][\"GPU\"]"), std::string::npos) << error("GPU=lots");
+  EXPECT_NE(error("G@U=1").find("resource names may use only"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace berth
