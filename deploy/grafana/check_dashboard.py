@@ -3,7 +3,7 @@
 
     check_dashboard.py REPO_ROOT [--promtool PROMTOOL]
 
-Checks, against the metric contract in REPO_ROOT/docs/metrics.md:
+Checks, against the metric catalogue REPO_ROOT/docs/metrics.yaml:
 
   * deploy/grafana/*.json: valid JSON; title, uid, schemaVersion, panels;
     every panel has a unique id, a type, a title, an integer gridPos inside
@@ -14,7 +14,7 @@ Checks, against the metric contract in REPO_ROOT/docs/metrics.md:
     berth:<metric>:<operation> and defined once; alerts have `for:`, a
     severity label and summary/description annotations.
   * Every query (panel targets, template variable queries, rule exprs) names
-    only metrics documented in docs/metrics.md (histograms through their
+    only metrics in docs/metrics.yaml (histograms through their
     _bucket/_sum/_count series) or berth: recording rules defined in
     deploy/prometheus/rules/*.yml; label matchers on documented metrics use
     their documented labels (plus target labels), and enumerated label values
@@ -25,9 +25,9 @@ Checks, against the metric contract in REPO_ROOT/docs/metrics.md:
   * With --promtool: every dashboard expr parses as PromQL (Grafana
     variables substituted), via `promtool check rules` on a temporary file.
 
-Python standard library only (PyYAML, when installed, cross-checks the
-small YAML reader used for the rule files). Exits 1 with one line per
-problem, naming the file, panel or rule and the offending metric.
+Needs PyYAML (Debian's python3-yaml, which scripts/setup.sh installs).
+Exits 1 with one line per problem, naming the file, panel or rule and the
+offending metric.
 """
 
 import argparse
@@ -38,6 +38,8 @@ import re
 import subprocess
 import sys
 import tempfile
+
+import yaml
 
 # Labels Prometheus itself puts on every scraped series.
 BUILTIN_TARGET_LABELS = {"job", "instance"}
@@ -74,47 +76,31 @@ class Problems:
 def load_contract(path, problems):
     """Returns {metric: {"type", "labels": {label: set(values) or None}, "component"}}."""
     contract = {}
-    component = None
     try:
         with open(path) as f:
-            lines = f.read().splitlines()
-    except OSError as e:
-        problems.add(path, "cannot read the metric contract: %s" % e)
+            catalogue = yaml.safe_load(f)
+    except (OSError, yaml.YAMLError) as e:
+        problems.add(path, "cannot read the metric catalogue: %s" % e)
         return contract
-    for num, line in enumerate(lines, 1):
-        heading = re.match(r"^#+\s+(.*)$", line)
-        if heading:
-            m = re.search(r"berth-(\w+)", heading.group(1))
-            component = m.group(1) if m else None
-            continue
-        if not line.startswith("|"):
-            continue
-        cells = [c.strip() for c in line.strip().strip("|").split("|")]
-        if len(cells) < 3:
-            continue
-        name = re.search(r"`([^`]+)`", cells[0])
-        if not name:
-            continue  # header or separator row
-        name = name.group(1)
-        if not re.match(r"^berth_[a-z0-9_]+$", name):
-            problems.add("%s:%d" % (path, num), "table row names %r, not a berth_ metric" % name)
-            continue
-        labels = {}
-        for m in re.finditer(r"`([A-Za-z_][A-Za-z0-9_]*)`(?:\s*\(([^)]*)\))?", cells[2]):
-            values = None
-            if m.group(2):
-                values = {v.strip() for v in m.group(2).split(",") if v.strip()}
-            labels[m.group(1)] = values
-        for label in labels:
-            if label in BUILTIN_TARGET_LABELS or label == "le":
-                problems.add("%s:%d" % (path, num),
-                             "%s documents label %r, which Prometheus reserves" % (name, label))
-        if name in contract:
-            problems.add("%s:%d" % (path, num), "%s is documented twice" % name)
-        contract[name] = {"type": cells[1].split()[0].lower() if cells[1] else "",
-                          "labels": labels, "component": component}
+    for component in (catalogue or {}).get("components") or []:
+        m = re.search(r"berth-(\w+)", component.get("component", ""))
+        for metric in component.get("metrics") or []:
+            name = metric.get("name", "")
+            where = "%s: %s" % (path, name or "a metric without a name")
+            if not re.match(r"^berth_[a-z0-9_]+$", name):
+                problems.add(where, "%r is not a berth_ metric" % name)
+                continue
+            labels = {label: set(values) if values else None
+                      for label, values in (metric.get("labels") or {}).items()}
+            for label in labels:
+                if label in BUILTIN_TARGET_LABELS or label == "le":
+                    problems.add(where, "%s documents label %r, which Prometheus reserves" % (name, label))
+            if name in contract:
+                problems.add(where, "%s is documented twice" % name)
+            contract[name] = {"type": metric.get("type", ""), "labels": labels,
+                              "component": m.group(1) if m else None}
     if not contract:
-        problems.add(path, "no metric table rows found (expected | `berth_...` | type | labels | meaning |)")
+        problems.add(path, "no metrics in the catalogue (components: [{component, metrics: [...]}])")
     return contract
 
 
@@ -160,7 +146,7 @@ def check_expr(expr, where, contract, records, target_labels, problems, used_rec
                     break
         info = contract.get(base)
         if info is None:
-            problems.add(where, "metric %s is not documented in docs/metrics.md" % name)
+            problems.add(where, "metric %s is not documented in docs/metrics.yaml" % name)
             continue
         if info["type"] == "histogram" and not suffix:
             problems.add(where, "%s is a histogram: query %s_bucket, _sum or _count" % (name, name))
@@ -188,161 +174,49 @@ def check_expr(expr, where, contract, records, target_labels, problems, used_rec
 
 # ------------------------------------------------------------ rule files
 
-def _indent(line):
-    return len(line) - len(line.lstrip(" "))
+def _mapping_value(node, key):
+    """The value node of `key` in a composed YAML mapping node, or None."""
+    if isinstance(node, yaml.MappingNode):
+        for k, v in node.value:
+            if getattr(k, "value", None) == key:
+                return v
+    return None
 
 
-def _scalar(lines, i, key_indent, raw):
-    """Parses the YAML scalar starting with raw (text after 'key:') at lines[i].
-
-    Returns (value, next_index). Handles plain, quoted, multi-line and block
-    (| > with - + chomping) scalars: the subset the rule files use.
-    """
-    raw = raw.strip()
-    j = i + 1
-    block = re.match(r"^([|>])([+-]?)\s*(#.*)?$", raw)
-    if block:
-        body = []
-        while j < len(lines) and (not lines[j].strip() or _indent(lines[j]) > key_indent):
-            body.append(lines[j])
-            j += 1
-        while body and not body[-1].strip():
-            body.pop()
-        nonblank = [l for l in body if l.strip()]
-        cut = min(_indent(l) for l in nonblank) if nonblank else 0
-        body = [l[cut:] if l.strip() else "" for l in body]
-        if block.group(1) == "|":
-            text = "\n".join(body)
-        else:
-            paragraphs, cur = [], []
-            for l in body:
-                if l:
-                    cur.append(l)
-                else:
-                    paragraphs.append(" ".join(cur))
-                    cur = []
-            paragraphs.append(" ".join(cur))
-            text = "\n".join(paragraphs)
-        if block.group(2) != "-":
-            text += "\n"
-        return text, j
-    # Plain or quoted, possibly continued on deeper lines.
-    while j < len(lines) and lines[j].strip() and _indent(lines[j]) > key_indent \
-            and not re.match(r"^\s*[A-Za-z_][A-Za-z0-9_]*:(\s|$)", lines[j]) \
-            and not lines[j].strip().startswith("#"):
-        raw += " " + lines[j].strip()
-        j += 1
-    if raw.startswith('"') and raw.endswith('"') and len(raw) >= 2:
-        try:
-            return json.loads(raw), j
-        except ValueError:
-            return raw[1:-1].replace('\\"', '"').replace("\\\\", "\\"), j
-    if raw.startswith("'") and raw.endswith("'") and len(raw) >= 2:
-        return raw[1:-1].replace("''", "'"), j
-    return re.sub(r"\s+#.*$", "", raw), j
-
-
-def read_rules(path):
-    """Line-based reader of a Prometheus rule file (no PyYAML needed).
+def read_rules(path, problems):
+    """The rules of a Prometheus rule file, read with PyYAML.
 
     Returns a list of dicts: kind (record|alert), name, expr, for, labels,
-    annotations, line.
+    annotations, line (of the rule in the file).
     """
-    with open(path) as f:
-        lines = f.read().splitlines()
-    rules, i = [], 0
-    start = re.compile(r"^(\s*)-\s+(record|alert):\s*(.*)$")
-    while i < len(lines):
-        m = start.match(lines[i])
-        if not m:
-            i += 1
-            continue
-        key_indent = len(lines[i]) - len(lines[i].lstrip(" -"))  # column of "record"/"alert"
-        name, i2 = _scalar(lines, i, key_indent, m.group(3))
-        rule = {"kind": m.group(2), "name": name, "expr": None, "for": None,
-                "labels": {}, "annotations": {}, "line": i + 1}
-        i = i2
-        while i < len(lines):
-            line = lines[i]
-            if not line.strip() or line.strip().startswith("#"):
-                i += 1
-                continue
-            if _indent(line) != key_indent or line.lstrip().startswith("- "):
-                break
-            km = re.match(r"^\s*([A-Za-z_]+):\s*(.*)$", line)
-            if not km:
-                i += 1
-                continue
-            key, rest = km.group(1), km.group(2)
-            if key in ("labels", "annotations") and not rest.strip():
-                i += 1
-                sub_indent = None
-                while i < len(lines):
-                    sub = lines[i]
-                    if not sub.strip() or sub.strip().startswith("#"):
-                        i += 1
-                        continue
-                    if _indent(sub) <= key_indent:
-                        break
-                    sub_indent = sub_indent or _indent(sub)
-                    sm = re.match(r"^\s*([A-Za-z_][A-Za-z0-9_]*):\s*(.*)$", sub)
-                    if not sm or _indent(sub) != sub_indent:
-                        i += 1
-                        continue
-                    value, i = _scalar(lines, i, sub_indent, sm.group(2))
-                    rule[key][sm.group(1)] = value
-            else:
-                value, i = _scalar(lines, i, key_indent, rest)
-                if key in ("expr", "for"):
-                    rule[key] = value
-        rules.append(rule)
-    return rules
-
-
-def _norm(text):
-    return " ".join(str(text).split()) if text is not None else None
-
-
-def cross_check_with_pyyaml(path, rules, problems):
     try:
-        import yaml  # noqa: F401  (optional)
-    except ImportError:
-        return False
-    with open(path) as f:
-        try:
-            doc = yaml.safe_load(f)
-        except yaml.YAMLError as e:
-            problems.add(path, "invalid YAML: %s" % e)
-            return True
-    parsed = []
-    for group in (doc or {}).get("groups") or []:
-        for r in group.get("rules") or []:
+        with open(path) as f:
+            text = f.read()
+        doc = yaml.safe_load(text) or {}
+        root = yaml.compose(text)
+    except (OSError, yaml.YAMLError) as e:
+        problems.add(path, "invalid YAML: %s" % e)
+        return []
+    rules = []
+    group_nodes = getattr(_mapping_value(root, "groups"), "value", None) or []
+    for group, group_node in zip(doc.get("groups") or [], group_nodes):
+        rule_nodes = getattr(_mapping_value(group_node, "rules"), "value", None) or []
+        for r, node in zip(group.get("rules") or [], rule_nodes):
             kind = "record" if "record" in r else "alert"
-            parsed.append((kind, r.get(kind), _norm(r.get("expr")),
-                           _norm(r.get("for")),
-                           {k: _norm(v) for k, v in (r.get("labels") or {}).items()},
-                           {k: _norm(v) for k, v in (r.get("annotations") or {}).items()}))
-    mine = [(r["kind"], r["name"], _norm(r["expr"]), _norm(r["for"]),
-             {k: _norm(v) for k, v in r["labels"].items()},
-             {k: _norm(v) for k, v in r["annotations"].items()}) for r in rules]
-    if parsed != mine:
-        for a, b in zip(parsed + [None] * len(mine), mine + [None] * len(parsed)):
-            if a != b:
-                problems.add(path, "check_dashboard.py's YAML reader disagrees with PyYAML "
-                             "(PyYAML: %r, reader: %r); keep rule files in the plain style "
-                             "(one key per line, | or >- for long text)" % (a, b))
-                break
-    return True
+            rules.append({"kind": kind, "name": r.get(kind), "expr": r.get("expr"),
+                          "for": r.get("for"), "labels": r.get("labels") or {},
+                          "annotations": r.get("annotations") or {},
+                          "line": node.start_mark.line + 1})
+    return rules
 
 
 def check_rules(rules_dir, contract, target_labels, problems):
     files = sorted(glob.glob(os.path.join(rules_dir, "*.yml")) + glob.glob(os.path.join(rules_dir, "*.yaml")))
     if not files:
         problems.add(rules_dir, "no rule files")
-    all_rules, used_pyyaml = [], False
+    all_rules = []
     for path in files:
-        rules = read_rules(path)
-        used_pyyaml = cross_check_with_pyyaml(path, rules, problems) or used_pyyaml
+        rules = read_rules(path, problems)
         for r in rules:
             r["file"] = path
         all_rules.extend(rules)
@@ -372,7 +246,7 @@ def check_rules(rules_dir, contract, target_labels, problems):
             for a in ("summary", "description"):
                 if not str(r["annotations"].get(a) or "").strip():
                     problems.add(where, "missing %s annotation" % a)
-    return records, len(all_rules), used_pyyaml
+    return records, len(all_rules)
 
 
 # ------------------------------------------------------------ scrape configs
@@ -392,26 +266,27 @@ def check_scrape_configs(prom_dir, contract, problems):
             problems.add(where, "target label %r clashes with the %r label of berth metrics; "
                          "Prometheus would rename theirs to exported_%s" % (label, label, label))
 
+    def walk(node, path):
+        """Every `target_label: X` and every key of a `labels:` mapping, with its line."""
+        if isinstance(node, yaml.MappingNode):
+            for key, value in node.value:
+                at = "%s:%d" % (os.path.relpath(path), key.start_mark.line + 1)
+                if key.value == "target_label" and isinstance(value, yaml.ScalarNode):
+                    check(value.value, at)
+                elif key.value == "labels" and isinstance(value, yaml.MappingNode):
+                    for label, _ in value.value:
+                        check(label.value, "%s:%d" % (os.path.relpath(path), label.start_mark.line + 1))
+                walk(value, path)
+        elif isinstance(node, yaml.SequenceNode):
+            for item in node.value:
+                walk(item, path)
+
     for path in sorted(glob.glob(os.path.join(prom_dir, "prometheus*.yml"))):
-        with open(path) as f:
-            lines = f.read().splitlines()
-        for num, line in enumerate(lines, 1):
-            if line.strip().startswith("#"):
-                continue
-            m = re.match(r"^\s*(?:-\s+)?target_label:\s*['\"]?([A-Za-z_][A-Za-z0-9_]*)", line)
-            if m:
-                check(m.group(1), "%s:%d" % (os.path.relpath(path), num))
-            m = re.match(r"^(\s*)labels:\s*$", line)
-            if m:
-                for sub_num in range(num, len(lines)):
-                    sub = lines[sub_num]
-                    if not sub.strip() or sub.strip().startswith("#"):
-                        continue
-                    if _indent(sub) <= len(m.group(1)):
-                        break
-                    sm = re.match(r"^\s*([A-Za-z_][A-Za-z0-9_]*):", sub)
-                    if sm:
-                        check(sm.group(1), "%s:%d" % (os.path.relpath(path), sub_num + 1))
+        try:
+            with open(path) as f:
+                walk(yaml.compose(f.read()), path)
+        except (OSError, yaml.YAMLError) as e:
+            problems.add(os.path.relpath(path), "invalid YAML: %s" % e)
     for path in sorted(glob.glob(os.path.join(prom_dir, "targets", "*.json"))):
         where = os.path.relpath(path)
         try:
@@ -625,10 +500,10 @@ def main():
     os.chdir(root)  # messages use paths relative to the repo root
     problems = Problems()
 
-    contract = load_contract(os.path.join("docs", "metrics.md"), problems)
+    contract = load_contract(os.path.join("docs", "metrics.yaml"), problems)
     prom_dir = os.path.join("deploy", "prometheus")
     target_labels = check_scrape_configs(prom_dir, contract, problems)
-    records, n_rules, used_pyyaml = check_rules(os.path.join(prom_dir, "rules"), contract, target_labels, problems)
+    records, n_rules = check_rules(os.path.join(prom_dir, "rules"), contract, target_labels, problems)
 
     dashboards = sorted(glob.glob(os.path.join("deploy", "grafana", "*.json")))
     if not dashboards:
@@ -645,11 +520,9 @@ def main():
         print("check_dashboard: FAILED (%d problem%s)" % (len(problems.items), "" if len(problems.items) == 1 else "s"),
               file=sys.stderr)
         return 1
-    print("check_dashboard: OK: %d documented metrics; %d rules in deploy/prometheus/rules "
-          "(%s); %d dashboard(s), %d queries%s; recording rules used by dashboards: %s"
-          % (len(contract), n_rules,
-             "YAML reader cross-checked with PyYAML" if used_pyyaml else "PyYAML not installed, YAML reader alone",
-             len(dashboards), len(exprs), ", parsed by promtool" if args.promtool else "",
+    print("check_dashboard: OK: %d documented metrics; %d rules in deploy/prometheus/rules; "
+          "%d dashboard(s), %d queries%s; recording rules used by dashboards: %s"
+          % (len(contract), n_rules, len(dashboards), len(exprs), ", parsed by promtool" if args.promtool else "",
              ", ".join(sorted(used_records)) or "none"))
     return 0
 

@@ -136,7 +136,7 @@ CASES = [
 
 def copy_tree(repo, dest):
     os.makedirs(os.path.join(dest, "docs"))
-    shutil.copy(os.path.join(repo, "docs", "metrics.md"), os.path.join(dest, "docs"))
+    shutil.copy(os.path.join(repo, "docs", "metrics.yaml"), os.path.join(dest, "docs"))
     for sub in ("deploy/grafana", "deploy/prometheus"):
         shutil.copytree(os.path.join(repo, sub), os.path.join(dest, sub),
                         ignore=shutil.ignore_patterns("__pycache__"))

@@ -282,7 +282,7 @@ ENDPOINT_KEYS = {
     "basicAuth", "oauth2", "authorization",
 }
 RELABEL_KEYS = {"sourceLabels", "separator", "targetLabel", "regex", "modulus", "replacement", "action"}
-# Target labels the berth metrics carry themselves (docs/metrics.md): a target
+# Target labels the berth metrics carry themselves (docs/metrics.yaml): a target
 # label of the same name would rename theirs to exported_<name>.
 RESERVED_TARGET_LABELS = {"node"}
 

@@ -1,7 +1,7 @@
 // /metrics of a live cluster (real head and raylets, a running train job):
 // values agree with the cluster's own status, the text passes `promtool
 // check metrics`, and the exported berth_ metrics are exactly the ones
-// docs/metrics.md documents.
+// metric catalogue docs/metrics.yaml lists.
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -16,6 +16,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "yaml-cpp/yaml.h"
 #include "common/files.h"
 #include "tests/integration/local_cluster.h"
 
@@ -35,16 +36,15 @@ std::set<std::string> TypedNames(const std::string& text) {
   return names;
 }
 
-// The metric names of docs/metrics.md's head and raylet tables.
+// The names the metric catalogue (docs/metrics.yaml) lists for the head and
+// the raylets.
 std::set<std::string> DocumentedNames() {
-  std::ifstream in(std::string(BERTH_SOURCE_DIR) + "/docs/metrics.md");
+  const YAML::Node catalogue = YAML::LoadFile(std::string(BERTH_SOURCE_DIR) + "/docs/metrics.yaml");
   std::set<std::string> names;
-  std::string line;
-  const std::regex row(R"(^\| `(berth_[a-z0-9_]+)` \|)");
-  while (std::getline(in, line)) {
-    if (line.rfind("## berth-autoscaler", 0) == 0) break;
-    std::smatch m;
-    if (std::regex_search(line, m, row)) names.insert(m[1]);
+  for (const YAML::Node& component : catalogue["components"]) {
+    const std::string daemon = component["component"].as<std::string>();
+    if (daemon != "berth-head" && daemon != "berth-raylet") continue;
+    for (const YAML::Node& metric : component["metrics"]) names.insert(metric["name"].as<std::string>());
   }
   return names;
 }
