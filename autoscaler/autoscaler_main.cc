@@ -20,6 +20,7 @@
 #include "auth/cluster_token.h"
 #include "auth/tls_flags.h"
 #include "common/files.h"
+#include "common/help_json.h"
 #include "common/log_flag.h"
 #include "common/metrics_server.h"
 #include "prometheus/counter.h"
@@ -201,6 +202,7 @@ int main(int argc, char** argv) {
   app.add_option("--token-file", flags.token_file, "cluster token for the head (default: $BERTH_TOKEN_FILE)")
       ->envname("BERTH_TOKEN_FILE");
   const berth::LogFlag log_flag(app);
+  berth::AddHelpJsonFlag(app);
   CLI11_PARSE(app, argc, argv);
   log_flag.Init("berth-autoscaler");
   struct sigaction on_stop {};

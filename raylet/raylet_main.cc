@@ -37,6 +37,7 @@
 #include "raylet/gpu_discovery.h"
 #include "raylet/head_connection.h"
 #include "common/log.h"
+#include "common/help_json.h"
 #include "common/log_flag.h"
 #include "raylet/raylet_metrics.h"
 #include "raylet/raylet_service.h"
@@ -385,6 +386,7 @@ int main(int argc, char** argv) {
   app.add_option("--hold-starts-file", flags.hold_starts_file,
                  "test hook: StartWorker waits while this file exists");
   const berth::LogFlag log_flag(app);
+  berth::AddHelpJsonFlag(app);
   CLI11_PARSE(app, argc, argv);
   log_flag.Init("berth-raylet");
   return berth::Run(flags);

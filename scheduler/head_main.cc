@@ -18,6 +18,7 @@
 #include "auth/cluster_token.h"
 #include "auth/tls_flags.h"
 #include "common/files.h"
+#include "common/help_json.h"
 #include "common/log_flag.h"
 #include "common/metrics_server.h"
 #include "scheduler/head_server.h"
@@ -113,6 +114,7 @@ int main(int argc, char** argv) {
                  "two-phase commits run at once")
       ->check(CLI::Range(1, 256));
   const berth::LogFlag log_flag(app);
+  berth::AddHelpJsonFlag(app);
   CLI11_PARSE(app, argc, argv);
   log_flag.Init("berth-head");
   config.scheduler.max_name_length = max_name_length;

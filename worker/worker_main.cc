@@ -9,6 +9,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "common/help_json.h"
 #include "common/log_flag.h"
 #include "worker/flags.h"
 #include "worker/torchrun_env.h"
@@ -76,6 +77,7 @@ int main(int argc, char** argv) {
       ->capture_default_str();
 
   const berth::LogFlag log_flag(app);
+  berth::AddHelpJsonFlag(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

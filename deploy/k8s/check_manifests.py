@@ -24,6 +24,7 @@ import glob
 import json
 import os
 import re
+import subprocess
 import sys
 from decimal import Decimal, InvalidOperation
 
@@ -173,8 +174,8 @@ def named_ports(container):
 
 # --- the flags each binary accepts ------------------------------------------
 
-# The flags the deployment contract names for each binary; the binaries'
-# sources (CLI11 add_option/add_flag) add whatever else they accept.
+# The flags the deployment contract names for each binary; the binaries say
+# what else they accept (--help-json).
 CONTRACT_FLAGS = {
     "berth-head": {"listen", "advertise-address", "metrics-listen", "heartbeat-period-ms",
                    "heartbeat-misses", "checkpoint-root", "worker-binary"},
@@ -183,24 +184,34 @@ CONTRACT_FLAGS = {
                      "metrics-listen", "log-dir"},
     "berth-autoscaler": {"head", "config", "metrics-listen"},
 }
-SOURCES = {
-    "berth-head": ["scheduler/head_main.cc"],
-    "berth-raylet": ["raylet/raylet_main.cc"],
-    "berth-autoscaler": ["autoscaler/*main*.cc"],
+# Where each binary is when BERTH_BINARIES ("name=path,...", set by ctest)
+# does not say: the default CMake build directory.
+DEFAULT_BINARIES = {
+    "berth-head": "build/scheduler/berth-head",
+    "berth-raylet": "build/raylet/berth-raylet",
+    "berth-autoscaler": "build/autoscaler/berth-autoscaler",
 }
 
 
+def binary_flags(binary):
+    """The long flags `binary` accepts, as it prints them (--help-json)."""
+    given = dict(item.split("=", 1) for item in os.environ.get("BERTH_BINARIES", "").split(",") if "=" in item)
+    path = given.get(binary) or os.path.join(REPO, DEFAULT_BINARIES[binary])
+    try:
+        out = subprocess.run([path, "--help-json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             universal_newlines=True, timeout=30, check=True).stdout
+        return {flag["name"] for flag in json.loads(out)["flags"]}
+    except (OSError, subprocess.SubprocessError, ValueError, KeyError) as e:
+        sys.exit(f"check_manifests: cannot ask {path} for its flags ({e}); build it first "
+                 f"or name it in BERTH_BINARIES")
+
+
 def known_flags():
-    known, from_source = {}, {}
+    known, from_binary = {}, {}
     for binary, contract in CONTRACT_FLAGS.items():
-        found = set()
-        for pattern in SOURCES[binary]:
-            for path in sorted(glob.glob(os.path.join(REPO, pattern))):
-                with open(path, encoding="utf-8") as f:
-                    found |= set(re.findall(r'add_(?:option|flag)\(\s*"(?:-\w,)?--([a-z0-9-]+)', f.read()))
-        from_source[binary] = found
-        known[binary] = contract | found
-    return known, from_source
+        from_binary[binary] = binary_flags(binary)
+        known[binary] = contract | from_binary[binary]
+    return known, from_binary
 
 
 # --- kubernetes-validate ----------------------------------------------------
@@ -1122,14 +1133,12 @@ def main():
                 pools = check_autoscaler_config(os.path.relpath(f, REPO), yaml.safe_load(fh))
             info(f"{os.path.relpath(f, REPO)}: {len(pools)} pools")
     else:
-        flags_known, from_source = known_flags()
+        flags_known, from_binary = known_flags()
         for binary, contract in sorted(CONTRACT_FLAGS.items()):
-            pending = sorted(contract - from_source[binary])
-            if from_source[binary] and pending:
-                info(f"note: {binary} flags used here but not (yet) in its source: "
-                     + " ".join("--" + p for p in pending))
-            elif not from_source[binary]:
-                info(f"note: no source for {binary} found; its flags are checked against the contract only")
+            pending = sorted(contract - from_binary[binary])
+            if pending:
+                error(binary, "the deployment contract names flags it does not accept: "
+                      + " ".join("--" + p for p in pending))
         # What the image holds (deploy/docker/Dockerfile): the five binaries, tini, sh.
         image_info = {"uid": None, "binaries": set(), "paths": {"/usr/bin/tini", "/bin/sh"}}
         dockerfile = os.path.join(REPO, "deploy", "docker", "Dockerfile")
