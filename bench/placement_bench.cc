@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "placement/fragmentation_scorer.h"
 #include "absl/strings/str_cat.h"
 #include "benchmark/benchmark.h"
 #include "placement/bundle_placer.h"

@@ -27,6 +27,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "placement/fragmentation_scorer.h"
 #include "placement/node_scorer.h"
 #include "placement/placement_group_spec.h"
 #include "placement/workload_window.h"

@@ -30,6 +30,7 @@
 #include <tuple>
 #include <vector>
 
+#include "placement/fragmentation_scorer.h"
 #include "placement/node_scorer.h"
 #include "placement/placement_group_spec.h"
 

@@ -22,6 +22,7 @@
 #include "absl/status/statusor.h"
 #include "bench/replay/trace.h"
 #include "placement/bundle_placer.h"
+#include "placement/fragmentation_scorer.h"
 #include "placement/node_scorer.h"
 #include "placement/placement_scorer.h"
 

@@ -18,6 +18,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "placement/node_resource_table.h"
+#include "placement/fragmentation_scorer.h"
 #include "placement/node_scorer.h"
 #include "placement/placement_group_spec.h"
 

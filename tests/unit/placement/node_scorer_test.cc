@@ -1,4 +1,5 @@
 // Each NodeScorer's ranking on small tables, alone and through BundlePlacer.
+#include "placement/fragmentation_scorer.h"
 #include "placement/node_scorer.h"
 
 #include <random>
