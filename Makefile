@@ -27,7 +27,10 @@ test: build
 	ctest --test-dir $(BUILD_DIR) --output-on-failure -j $(JOBS)
 
 # A local cluster, a train job followed to its end, status, `berth down`.
-demo: build
+# Builds only what the demo runs: the CLI and the three daemons it starts.
+DEMO_TARGETS = berth berth-head berth-raylet berth-worker
+demo: configure
+	cmake --build $(BUILD_DIR) -j $(JOBS) $(addprefix --target ,$(DEMO_TARGETS))
 	BUILD_DIR=$(BUILD_DIR) bash scripts/demo.sh
 
 # Every benchmark table of docs/PERFORMANCE.md, outputs under bench/results/
@@ -72,5 +75,6 @@ clean:
 	rm -rf $(BUILD_DIR)
 
 # The first demo: the placement core alone on a simulated heterogeneous cluster.
-placement-demo: build
+placement-demo: configure
+	cmake --build $(BUILD_DIR) -j $(JOBS) --target berth-placement-demo
 	$(BUILD_DIR)/train/berth-placement-demo
