@@ -39,8 +39,8 @@ absl::StatusOr<LogLevel> ParseLogLevel(absl::string_view name, absl::string_view
   if (lower == "info") return LogLevel::kInfo;
   if (lower == "warning") return LogLevel::kWarning;
   if (lower == "error") return LogLevel::kError;
-  return absl::InvalidArgumentError(
-      absl::StrCat(field, ": '", name, "' is not a log level (debug, info, warning, error)"));
+  return absl::InvalidArgumentError(absl::StrCat(field, field.empty() ? "" : ": ", "'", name,
+                                                 "' is not a log level (debug, info, warning, error)"));
 }
 
 void InitLog(absl::string_view program, LogLevel level) {

@@ -20,7 +20,8 @@ namespace berth {
 
 enum class LogLevel { kDebug = 0, kInfo = 1, kWarning = 2, kError = 3 };
 
-// "debug", "info", "warning" or "error" (the --log-level flag); errors name `field`.
+// "debug", "info", "warning" or "error" (the --log-level flag); errors name
+// `field` when it is not empty.
 absl::StatusOr<LogLevel> ParseLogLevel(absl::string_view name, absl::string_view field);
 
 // Names the program in every line and sets the lowest level written. Call

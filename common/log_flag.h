@@ -17,7 +17,11 @@ class LogFlag {
  public:
   explicit LogFlag(CLI::App& app) {
     app.add_option("--log-level", level_, "lowest level logged: debug, info, warning or error")
-        ->check(CLI::IsMember({"debug", "info", "warning", "error"}))
+        ->check([](const std::string& level) {
+          // CLI11 puts the flag's name before the message.
+          absl::StatusOr<LogLevel> parsed = ParseLogLevel(level, "");
+          return parsed.ok() ? std::string() : std::string(parsed.status().message());
+        })
         ->capture_default_str();
   }
   // After parsing: names `program` in every line, at the level asked.

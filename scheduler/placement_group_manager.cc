@@ -184,8 +184,7 @@ absl::Status PlacementGroupManager::CheckNew(const PlacementGroupSpec& spec,
 std::string PlacementGroupManager::Insert(PlacementGroupSpec spec, const v1::CreatePlacementGroupRequest& meta,
                                           const std::string& new_id, int64_t now_ms) {
   scorer_.Observe(spec);
-  Group g(new_id, std::move(spec));
-  g.backoff = Backoff(BackoffOf(config_));
+  Group g(new_id, std::move(spec), BackoffOf(config_));
   g.name = meta.name();
   g.job_id = meta.job_id();
   g.request_id = meta.request_id();
@@ -655,8 +654,7 @@ absl::Status PlacementGroupManager::Restore(const v1::PlacementGroupRecord& r, i
   absl::StatusOr<PlacementGroupSpec> spec = PlacementGroupSpecFromProto(r.bundles(), r.strategy(), true);
   if (!spec.ok()) return spec.status();
   scorer_.Observe(*spec);
-  Group g(id, *std::move(spec));
-  g.backoff = Backoff(BackoffOf(config_));
+  Group g(id, *std::move(spec), BackoffOf(config_));
   g.name = r.name();
   g.job_id = r.job_id();
   g.request_id = r.request_id();

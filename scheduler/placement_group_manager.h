@@ -187,8 +187,8 @@ class PlacementGroupManager {
                      const std::string& new_id, int64_t now_ms);
 
   struct Group {
-    Group(std::string group_id, PlacementGroupSpec group_spec)
-        : id(std::move(group_id)), spec(std::move(group_spec)) {}
+    Group(std::string group_id, PlacementGroupSpec group_spec, BackoffPolicy backoff_policy)
+        : id(std::move(group_id)), spec(std::move(group_spec)), backoff(backoff_policy) {}
     std::string id;
     std::string name;
     std::string job_id;
