@@ -21,7 +21,7 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BUILD_DIR=${BUILD_DIR:-$ROOT/build}
 RESULTS=${RESULTS:-$ROOT/bench/results}
-BENCH=${BENCH:-placement_bench loadgen scale train_startup replay}
+BENCH=${BENCH:-placement_bench loadgen scale pending_jobs train_startup replay}
 DURATION=${DURATION:-5}
 mkdir -p "$RESULTS"
 cd "$ROOT"
@@ -49,6 +49,9 @@ for b in $BENCH; do
         run "scale_${shape%%:*}" "$BUILD_DIR/bench/berth-loadgen" --mode simulated --state sqlite \
           --nodes "${shape%%:*}" --hold "${shape##*:}"
       done ;;
+    pending_jobs)
+      run pending_jobs "$BUILD_DIR/bench/berth-loadgen" --mode simulated --nodes 100 --state memory \
+        --pending-jobs 10000 --json "$RESULTS/pending_jobs.json" ;;
     train_startup)
       run train_startup "$BUILD_DIR/bench/berth-train-bench" --workers 2,4,8,16 --repeat 5 \
         --markdown "$RESULTS/train_startup.md"

@@ -65,9 +65,9 @@ int main(int argc, char** argv) {
   app.add_option("--advertise-address", advertise_address,
                  "host:port raylets and trainers reach the head at (default: the listen "
                  "host and the bound port)");
-  app.add_option("--worker-binary", config.train.worker_binary,
+  app.add_option("--worker-binary", config.train.job.worker_binary,
                  "berth-worker as the raylets run it (default: beside berth-head, else PATH)");
-  app.add_option("--checkpoint-root", config.train.checkpoint_root,
+  app.add_option("--checkpoint-root", config.train.job.checkpoint_root,
                  "where trainers write checkpoints when a job names no storage_path");
   std::string metrics_listen;
   std::string metrics_port_file;
@@ -103,6 +103,11 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--max-active-jobs", config.train.max_active_jobs, "train jobs not yet finished")
       ->check(CLI::Range(1, 1'000'000))
+      ->capture_default_str();
+  app.add_option("--train-threads", config.train.worker_threads,
+                 "threads that step the train jobs and make their raylet calls (a fixed pool, "
+                 "however many jobs there are)")
+      ->check(CLI::Range(1, 256))
       ->capture_default_str();
   app.add_option("--max-name-length", max_name_length, "characters in a group or job name")
       ->check(CLI::Range(1, 4096))
@@ -141,8 +146,8 @@ int main(int argc, char** argv) {
   config.tls = *tls;
   config.train.max_name_length = max_name_length;
   config.raylet_rpc_timeout = absl::Milliseconds(rpc_timeout_ms);
-  if (config.train.worker_binary.empty() || config.train.worker_binary == "berth-worker") {
-    config.train.worker_binary = DefaultWorkerBinary();
+  if (config.train.job.worker_binary.empty() || config.train.job.worker_binary == "berth-worker") {
+    config.train.job.worker_binary = DefaultWorkerBinary();
   }
 
   // Signals are taken by sigwait below, not by whichever thread they hit.

@@ -153,10 +153,10 @@ HeadServer::~HeadServer() { Stop(); }
 
 void HeadServer::Start(const std::string& head_address) {
   TrainControllerConfig train = config_.train;
-  train.head_address = head_address;
-  train.cluster_token = config_.cluster_token;
+  train.job.head_address = head_address;
+  train.job.cluster_token = config_.cluster_token;
   train.on_restart = [this] { metrics_.OnJobRestart(); };
-  train.node_dead_after =
+  train.job.node_dead_after =
       absl::Milliseconds(config_.liveness.heartbeat_period_ms * config_.liveness.misses);
   train.persist = [this](const v1::TrainJobRecord& record) {
     Durable(writer_.Stage(kJobsTable, record.info().job_id(), record.SerializeAsString())).IgnoreError();
@@ -171,7 +171,9 @@ void HeadServer::Start(const std::string& head_address) {
 }
 
 void HeadServer::Stop() {
-  jobs_.reset();
+  // The jobs end first (their groups are removed through the head), then
+  // the threads that tell the controller of events, then the controller.
+  if (jobs_) jobs_->Shutdown();
   {
     absl::MutexLock lock(&mu_);
     stopping_ = true;
@@ -183,6 +185,7 @@ void HeadServer::Stop() {
   }
   for (std::thread& t : committer_threads_) t.join();
   committer_threads_.clear();
+  jobs_.reset();
 }
 
 std::string HeadServer::NewPlacementGroupId() {
@@ -274,6 +277,7 @@ uint64_t HeadServer::FinishCommit(const CommitTask& task, const absl::Status& re
   if (!result.ok()) {
     LogWarning(task.placement_group_id, " attempt ", task.attempt, ": ", result.message());
   }
+  if (jobs_) jobs_->OnGroupChanged(task.placement_group_id);  // CREATED, or waiting again
   SubmitCancels(std::move(released));
   return seq;  // the batcher waits once for its whole call
 }
@@ -283,6 +287,7 @@ void HeadServer::SchedulingLoop() {
   int64_t next_liveness = 0;
   while (true) {
     std::vector<CommitTask> tasks;
+    std::vector<std::string> dead_nodes;
     absl::Time wake;
     uint64_t seq = 0;
     {
@@ -296,6 +301,7 @@ void HeadServer::SchedulingLoop() {
           metrics_.OnNodeDead();
           PersistNodeLocked(dead);
           seq = PersistLocked();
+          dead_nodes.push_back(dead);
         }
         next_liveness = now + liveness_every;
       }
@@ -306,6 +312,9 @@ void HeadServer::SchedulingLoop() {
       kick_ = false;
     }
     if (seq != 0) Durable(seq).IgnoreError();  // logged
+    for (const std::string& dead : dead_nodes) {
+      if (jobs_) jobs_->OnNodeDead(dead);  // their jobs' attempts are over
+    }
     for (CommitTask& task : tasks) StartCommit(std::move(task));
     absl::MutexLock lock(&mu_);
     mu_.AwaitWithDeadline(absl::Condition(

@@ -1,0 +1,476 @@
+// JobReconciler: a train job's life driven by hand, without threads, clocks
+// or RPCs: each test is the time, the world and the results of the actions.
+#include "train/job_reconciler.h"
+
+#include <csignal>
+#include <stdexcept>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "absl/strings/str_cat.h"
+#include "train/train_job_spec.h"
+
+namespace berth {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::IsEmpty;
+using ::testing::Pair;
+
+constexpr char kJob[] = "job-1";
+constexpr char kGroup[] = "pg-1";
+
+v1::TrainJobSpec BuiltinSpec(int workers) {
+  v1::TrainJobSpec spec;
+  spec.set_name("test");
+  spec.mutable_scaling_config()->set_num_workers(workers);
+  spec.mutable_scaling_config()->set_use_gpu(true);
+  spec.mutable_entrypoint()->mutable_builtin_trainer()->set_steps(100);
+  return spec;
+}
+
+// A group CREATED with bundle i on nodes[i], GPUs numbered per node.
+v1::PlacementGroupInfo Created(const std::vector<std::string>& nodes, int64_t placed_ms = 1) {
+  v1::PlacementGroupInfo group;
+  group.set_placement_group_id(kGroup);
+  group.set_state(v1::PLACEMENT_GROUP_STATE_CREATED);
+  group.set_placed_unix_ms(placed_ms);
+  std::map<std::string, uint32_t> next_gpu;
+  for (uint32_t i = 0; i < nodes.size(); ++i) {
+    group.add_bundles();
+    v1::BundleLocation* location = group.add_locations();
+    location->set_bundle_index(i);
+    location->set_node_id(nodes[i]);
+    location->add_gpus()->set_index(next_gpu[nodes[i]]++);
+  }
+  return group;
+}
+
+v1::WorkerStatus Exit(const std::string& worker, int code, int64_t failed_us = 0, int signal = 0) {
+  v1::WorkerStatus status;
+  status.set_job_id(kJob);
+  status.set_worker_id(worker);
+  status.set_state(code == 0 && signal == 0 ? v1::WORKER_STATE_EXITED : v1::WORKER_STATE_FAILED);
+  status.set_exit_code(code);
+  status.set_signal(signal);
+  status.set_failed_unix_us(failed_us);
+  return status;
+}
+
+std::string Worker(int attempt, const std::string& suffix) {
+  return absl::StrCat(kJob, "-a", attempt, "-", suffix);
+}
+
+// The job and the world it lives in; the test plays the controller.
+class JobReconcilerTest : public ::testing::Test {
+ protected:
+  void New(v1::TrainJobSpec spec) {
+    v1::TrainJobInfo info;
+    info.set_job_id(kJob);
+    *info.mutable_spec() = spec;
+    info.set_state(v1::TRAIN_JOB_STATE_PENDING);
+    job_.emplace(std::move(info), *PlacementGroupForJob(spec), Options());
+  }
+  static JobOptions Options() {
+    JobOptions options;
+    options.head_address = "127.0.0.1:1";
+    options.node_dead_after = absl::Seconds(5);
+    return options;
+  }
+  JobStep Step() {
+    JobWorld world;
+    world.group = group_;
+    for (const std::string& node : job_->WatchedNodes()) {
+      if (alive_.count(node) > 0) world.alive.insert(node);
+    }
+    return job_->Step(now_, world);
+  }
+  // The step's action, which must be an `Action` (else the test fails).
+  template <typename Action>
+  Action Expect(JobStep step) {
+    if (!step.action || !std::holds_alternative<Action>(*step.action)) {
+      throw std::runtime_error(step.action ? absl::StrCat("another action: ", step.action->index())
+                                           : absl::StrCat("no action; waits until ", absl::FormatTime(step.wake_at)));
+    }
+    return std::get<Action>(*std::move(step.action));
+  }
+  absl::Time Waits(const JobStep& step) {
+    EXPECT_FALSE(step.action.has_value()) << "acts: " << step.action->index();
+    return step.wake_at;
+  }
+  void Result(JobActionResult result) { job_->OnResult(now_, std::move(result)); }
+
+  // Created, placed on `nodes` and started: RUNNING with its processes.
+  JobProcesses Run(const std::vector<std::string>& nodes, int attempt = 0) {
+    if (attempt == 0) {
+      Expect<CreateGroup>(Step());
+      Result(GroupCreated{std::string(kGroup)});
+    }
+    group_ = Created(nodes, attempt + 1);
+    for (const std::string& n : nodes) alive_.insert(n);
+    EXPECT_EQ(Expect<AllocatePort>(Step()).node_id, nodes[0]);
+    Result(PortAllocated{std::make_pair(std::string("10.0.0.1"), uint16_t{29500})});
+    StartProcesses start = Expect<StartProcesses>(Step());
+    JobProcesses started;
+    for (const auto& [node, workers] : start.by_node) {
+      for (const v1::WorkerSpec& w : workers) started[w.worker_id()] = node;
+    }
+    Result(ProcessesStarted{absl::OkStatus(), started});
+    EXPECT_EQ(job_->info().state(), v1::TRAIN_JOB_STATE_RUNNING);
+    return started;
+  }
+  // The listing of every watched node: what runs there of `running`.
+  WorkersListed Listing(const std::set<std::string>& nodes, const JobProcesses& running) {
+    WorkersListed listed;
+    for (const std::string& node : nodes) {
+      if (alive_.count(node) == 0) {
+        listed.by_node.emplace(node, absl::UnavailableError("down"));
+        continue;
+      }
+      v1::ListWorkersResponse response;
+      for (const auto& [worker, on] : running) {
+        if (on != node) continue;
+        v1::WorkerStatus* w = response.add_workers();
+        w->set_worker_id(worker);
+        w->set_state(v1::WORKER_STATE_RUNNING);
+      }
+      listed.by_node.emplace(node, response);
+    }
+    return listed;
+  }
+  // Rank 0 exits with `code`; asked which nodes answer, n1's raylet fails
+  // with `n1_error`.
+  void FailRankZeroWithN1Silent(const JobProcesses& processes, int code, absl::Status n1_error) {
+    job_->OnWorkerExit(Exit(Worker(0, "r0"), code, 1000));
+    ListWorkers probe = Expect<ListWorkers>(Step());
+    WorkersListed listed = Listing(probe.nodes, processes);
+    listed.by_node.at("n1") = std::move(n1_error);
+    Result(listed);
+  }
+  // Stops the processes asked for: all of them exit.
+  void StopAndExit() {
+    StopProcesses stop = Expect<StopProcesses>(Step());
+    std::vector<std::string> awaited;
+    for (const auto& [worker, node] : stop.processes) {
+      if (alive_.count(node) > 0) awaited.push_back(worker);
+    }
+    Result(StopsSent{awaited});
+    for (const std::string& w : awaited) job_->OnWorkerExit(Exit(w, 0, 0, SIGTERM));
+  }
+
+  std::optional<JobReconciler> job_;
+  absl::Time now_ = absl::FromUnixSeconds(1'800'000'000);
+  absl::StatusOr<v1::PlacementGroupInfo> group_ = absl::NotFoundError("none");
+  std::set<std::string> alive_;
+};
+
+TEST_F(JobReconcilerTest, ANewJobCreatesItsGroupRunsAndSucceeds) {
+  New(BuiltinSpec(4));
+  CreateGroup create = Expect<CreateGroup>(Step());
+  EXPECT_EQ(create.meta.job_id(), kJob);
+  EXPECT_EQ(create.meta.request_id(), "job-1/pg");
+  EXPECT_EQ(create.spec.bundles().size(), 4u);
+  Result(GroupCreated{std::string(kGroup)});
+  EXPECT_EQ(job_->info().placement_group_id(), kGroup);
+
+  group_ = Created({"n0", "n0", "n1", "n1"});
+  alive_ = {"n0", "n1"};
+  JobStep port_step = Step();
+  EXPECT_TRUE(port_step.persist);  // STARTING is written
+  EXPECT_EQ(job_->info().state(), v1::TRAIN_JOB_STATE_STARTING);
+  EXPECT_EQ(Expect<AllocatePort>(port_step).node_id, "n0");
+  Result(PortAllocated{std::make_pair(std::string("10.0.0.1"), uint16_t{29500})});
+  StartProcesses start = Expect<StartProcesses>(Step());
+  // Rank 0's node first, the trainer first on it.
+  ASSERT_EQ(start.by_node.size(), 2u);
+  EXPECT_EQ(start.by_node[0].first, "n0");
+  EXPECT_EQ(start.by_node[0].second[0].worker_id(), Worker(0, "trainer"));
+  EXPECT_EQ(job_->info().master_address(), "10.0.0.1:29500");
+  EXPECT_EQ(job_->info().workers_size(), 4);
+  JobProcesses started;
+  for (const auto& [node, workers] : start.by_node) {
+    for (const v1::WorkerSpec& w : workers) started[w.worker_id()] = node;
+  }
+  Result(ProcessesStarted{absl::OkStatus(), started});
+  EXPECT_EQ(job_->info().state(), v1::TRAIN_JOB_STATE_RUNNING);
+
+  // Running: nothing to do until an event, or the next look at the raylets.
+  EXPECT_EQ(Waits(Step()), now_ + absl::Seconds(2));
+  for (int r = 0; r < 4; ++r) job_->OnWorkerExit(Exit(Worker(0, absl::StrCat("r", r)), 0));
+  // The ranks are done; the built-in trainer gets a moment to finish.
+  EXPECT_EQ(Waits(Step()), now_ + absl::Seconds(3));
+  job_->OnWorkerExit(Exit(Worker(0, "trainer"), 0));
+  StopAndExit();
+  EXPECT_EQ(Expect<RemoveGroup>(Step()).placement_group_id, kGroup);
+  EXPECT_EQ(job_->info().state(), v1::TRAIN_JOB_STATE_RUNNING);  // until the group is gone
+  Result(GroupRemoved{});
+  EXPECT_EQ(job_->info().state(), v1::TRAIN_JOB_STATE_SUCCEEDED);
+  EXPECT_TRUE(job_->done());
+  EXPECT_EQ(job_->info().failures(), 0u);
+}
+
+TEST_F(JobReconcilerTest, APendingJobSaysWhyAndLooksAgainLessOften) {
+  New(BuiltinSpec(2));
+  Expect<CreateGroup>(Step());
+  Result(GroupCreated{std::string(kGroup)});
+  v1::PlacementGroupInfo pending;
+  pending.set_placement_group_id(kGroup);
+  pending.set_state(v1::PLACEMENT_GROUP_STATE_PENDING);
+  pending.set_infeasible(true);
+  pending.set_pending_reason("no node has 2 GPU");
+  group_ = pending;
+  absl::Duration previous;
+  for (int i = 0; i < 12; ++i) {
+    const absl::Duration wait = Waits(Step()) - now_;
+    if (i > 0) {
+      EXPECT_GE(wait, previous);
+    }
+    EXPECT_LE(wait, absl::Seconds(30));
+    previous = wait;
+  }
+  EXPECT_EQ(previous, absl::Seconds(30));
+  EXPECT_EQ(job_->info().state(), v1::TRAIN_JOB_STATE_PENDING);
+  EXPECT_EQ(job_->info().message(), "waiting for placement (infeasible): no node has 2 GPU");
+  // A stop ends it without starting anything.
+  EXPECT_TRUE(job_->RequestStop());
+  EXPECT_FALSE(job_->RequestStop());
+  Expect<RemoveGroup>(Step());
+  Result(GroupRemoved{});
+  EXPECT_EQ(job_->info().state(), v1::TRAIN_JOB_STATE_STOPPED);
+}
+
+TEST_F(JobReconcilerTest, TheCauseIsTheFirstFailureByTimeAndTheJobRestartsFromItsCheckpoint) {
+  v1::TrainJobSpec spec = BuiltinSpec(2);
+  spec.mutable_failure_config()->set_max_failures(1);
+  New(spec);
+  JobProcesses processes = Run({"n0", "n1"});
+  v1::ReportTrainProgressRequest progress;
+  progress.set_job_id(kJob);
+  progress.set_step(50);
+  progress.set_latest_checkpoint("/ckpt/step-50.pt");
+  EXPECT_FALSE(job_->OnProgress(progress));  // progress alone is not an event to act on
+  // Rank 0 reports first, but rank 1 failed earlier: rank 1 is the cause.
+  job_->OnWorkerExit(Exit(Worker(0, "r0"), 1, /*failed_us=*/2000));
+  ListWorkers probe = Expect<ListWorkers>(Step());
+  EXPECT_THAT(probe.nodes, ElementsAre("n0", "n1"));  // nodes of processes with no exit
+  Result(Listing(probe.nodes, processes));
+  EXPECT_EQ(Waits(Step()), now_ + absl::Seconds(2));  // its peers get a moment
+  job_->OnWorkerExit(Exit(Worker(0, "r1"), 3, /*failed_us=*/1000));
+  StopAndExit();
+  JobStep restart = Step();
+  EXPECT_TRUE(restart.restarted);
+  EXPECT_EQ(job_->info().state(), v1::TRAIN_JOB_STATE_RESTARTING);
+  EXPECT_EQ(job_->info().failures(), 1u);
+  ASSERT_EQ(job_->info().failure_causes_size(), 1);
+  EXPECT_THAT(job_->info().failure_causes(0),
+              HasSubstr("rank 1 (job-1-a0-r1 on n1) exited with code 3"));
+
+  // The next attempt (number 1) starts from the latest checkpoint.
+  EXPECT_EQ(Expect<AllocatePort>(restart).node_id, "n0");
+  Result(PortAllocated{std::make_pair(std::string("10.0.0.1"), uint16_t{29501})});
+  StartProcesses start = Expect<StartProcesses>(Step());
+  const v1::WorkerSpec& trainer = start.by_node[0].second[0];
+  EXPECT_EQ(trainer.worker_id(), Worker(1, "trainer"));
+  EXPECT_THAT(std::vector<std::string>(trainer.argv().begin(), trainer.argv().end()),
+              testing::Contains("/ckpt/step-50.pt"));
+  JobProcesses second = {{Worker(1, "trainer"), "n0"}, {Worker(1, "r0"), "n0"}, {Worker(1, "r1"), "n1"}};
+  Result(ProcessesStarted{absl::OkStatus(), second});
+  EXPECT_EQ(job_->info().attempt(), 1u);
+  // A second failure is over max_failures (1).
+  job_->OnWorkerExit(Exit(Worker(1, "trainer"), 0, 0, SIGKILL));
+  Result(Listing(Expect<ListWorkers>(Step()).nodes, second));
+  now_ = Waits(Step());  // the ranks never report
+  StopAndExit();
+  Expect<RemoveGroup>(Step());
+  Result(GroupRemoved{});
+  EXPECT_EQ(job_->info().state(), v1::TRAIN_JOB_STATE_FAILED);
+  EXPECT_THAT(job_->info().message(), HasSubstr("failed: the trainer"));
+  EXPECT_THAT(job_->info().message(), HasSubstr("was killed by signal 9"));
+}
+
+TEST_F(JobReconcilerTest, ANodeThatStopsAnsweringIsWaitedForAndItsDeathIsTheCause) {
+  v1::TrainJobSpec spec = BuiltinSpec(2);
+  spec.mutable_failure_config()->set_max_failures(0);
+  spec.mutable_failure_config()->set_count_node_failures(false);
+  New(spec);
+  JobProcesses processes = Run({"n0", "n1"});
+  // n1's raylet is gone: its rank cannot report; rank 0 fails of the
+  // broken connection.
+  FailRankZeroWithN1Silent(processes, 1, absl::UnavailableError("connection refused"));
+  // Rank 1 is on the unreachable node: no settling for it; n1 has up to
+  // node_dead_after to be declared DEAD.
+  EXPECT_EQ(Waits(Step()), now_ + absl::Seconds(5));
+  now_ += absl::Seconds(1);
+  alive_.erase("n1");  // declared DEAD
+  StopProcesses stop = Expect<StopProcesses>(Step());
+  EXPECT_EQ(stop.processes, processes);
+  Result(StopsSent{{Worker(0, "trainer")}});  // only n0's are waited for
+  job_->OnWorkerExit(Exit(Worker(0, "trainer"), 0, 0, SIGTERM));
+  group_->set_state(v1::PLACEMENT_GROUP_STATE_RESCHEDULING);  // lost n1's bundle
+  Waits(Step());
+  EXPECT_EQ(job_->info().state(), v1::TRAIN_JOB_STATE_RESTARTING);
+  EXPECT_THAT(job_->info().failure_causes(0), HasSubstr("node n1 died (missed heartbeats)"));
+  EXPECT_EQ(job_->info().failures(), 0u);  // count_node_failures: false
+}
+
+TEST_F(JobReconcilerTest, AnUnreachableNodeThatComesBackLeavesTheProcessFailureAsTheCause) {
+  New(BuiltinSpec(2));
+  JobProcesses processes = Run({"n0", "n1"});
+  FailRankZeroWithN1Silent(processes, 7, absl::DeadlineExceededError("slow"));
+  const absl::Time deadline = Waits(Step());
+  now_ = deadline;  // n1 was never declared DEAD
+  Expect<StopProcesses>(Step());
+  Result(StopsSent{});
+  Step();
+  EXPECT_THAT(job_->info().failure_causes(0), HasSubstr("rank 0 (job-1-a0-r0 on n0) exited with code 7"));
+  EXPECT_EQ(job_->info().failures(), 1u);
+}
+
+TEST_F(JobReconcilerTest, ALostNodeOrAPlacementMadeAgainEndsTheAttempt) {
+  New(BuiltinSpec(2));
+  JobProcesses processes = Run({"n0", "n1"});
+  group_ = Created({"n0", "n2"}, /*placed_ms=*/99);  // placed again after n1 was lost
+  alive_.insert("n2");
+  StopProcesses stop = Expect<StopProcesses>(Step());
+  EXPECT_EQ(stop.processes, processes);
+  Result(StopsSent{});
+  Step();
+  EXPECT_THAT(job_->info().failure_causes(0), HasSubstr("bundles were placed again"));
+}
+
+TEST_F(JobReconcilerTest, AStopEndsTheProcessesThenTheGroup) {
+  New(BuiltinSpec(2));
+  JobProcesses processes = Run({"n0", "n1"});
+  EXPECT_TRUE(job_->RequestStop());
+  StopProcesses stop = Expect<StopProcesses>(Step());
+  EXPECT_EQ(stop.processes, processes);
+  Result(StopsSent{{Worker(0, "r0")}});
+  // It waits (bounded: grace + 3 s) for the processes on live nodes.
+  EXPECT_EQ(Waits(Step()), now_ + absl::Seconds(5));
+  now_ += absl::Seconds(5);
+  Expect<RemoveGroup>(Step());
+  Result(GroupRemoved{});
+  EXPECT_EQ(job_->info().state(), v1::TRAIN_JOB_STATE_STOPPED);
+  EXPECT_EQ(job_->info().message(), "stopped");
+}
+
+TEST_F(JobReconcilerTest, AGroupThatCannotBeCreatedFailsTheJobAndNamesWhy) {
+  New(BuiltinSpec(2));
+  Expect<CreateGroup>(Step());
+  Result(GroupCreated{absl::ResourceExhaustedError("10000 groups are pending")});
+  EXPECT_EQ(job_->info().state(), v1::TRAIN_JOB_STATE_FAILED);
+  EXPECT_EQ(job_->info().message(), "creating the placement group: 10000 groups are pending");
+  EXPECT_TRUE(job_->done());
+  EXPECT_FALSE(Step().action.has_value());
+}
+
+TEST_F(JobReconcilerTest, AFailedLaunchStopsWhatStartedAndCountsAFailure) {
+  v1::TrainJobSpec spec = BuiltinSpec(2);
+  spec.mutable_failure_config()->set_max_failures(0);
+  New(spec);
+  Expect<CreateGroup>(Step());
+  Result(GroupCreated{std::string(kGroup)});
+  group_ = Created({"n0", "n1"});
+  alive_ = {"n0", "n1"};
+  Expect<AllocatePort>(Step());
+  Result(PortAllocated{std::make_pair(std::string("h"), uint16_t{1})});
+  Expect<StartProcesses>(Step());
+  Result(ProcessesStarted{absl::UnavailableError("starting job-1-a0-r1 on n1: refused"),
+                          {{Worker(0, "trainer"), "n0"}}});
+  StopProcesses stop = Expect<StopProcesses>(Step());
+  EXPECT_THAT(stop.processes, ElementsAre(Pair(Worker(0, "trainer"), "n0")));
+  Result(StopsSent{});
+  // Then which of the group's nodes still answer.
+  ListWorkers probe = Expect<ListWorkers>(Step());
+  EXPECT_THAT(probe.nodes, ElementsAre("n0", "n1"));
+  Result(Listing(probe.nodes, {}));
+  Expect<RemoveGroup>(Step());
+  Result(GroupRemoved{});
+  EXPECT_EQ(job_->info().state(), v1::TRAIN_JOB_STATE_FAILED);
+  EXPECT_EQ(job_->info().message(), "failed: starting job-1-a0-r1 on n1: refused");
+}
+
+TEST_F(JobReconcilerTest, ACommandJobWaitsForItsRelayBeforeItSucceeds) {
+  v1::TrainJobSpec spec = BuiltinSpec(1);
+  spec.mutable_entrypoint()->mutable_command()->add_argv("/bin/true");
+  New(spec);
+  Run({"n0"});
+  job_->OnWorkerExit(Exit(Worker(0, "r0"), 0));
+  EXPECT_EQ(Waits(Step()), now_ + absl::Seconds(10));
+  v1::ReportTrainProgressRequest report;
+  report.set_job_id(kJob);
+  EXPECT_TRUE(job_->OnProgress(report));  // the job is due: its relay is up
+  StopProcesses stop = Expect<StopProcesses>(Step());
+  EXPECT_EQ(stop.processes.count(Worker(0, "trainer")), 1u);
+}
+
+TEST_F(JobReconcilerTest, ARestoredRunningJobAsksItsRayletsForExitsItMissed) {
+  v1::TrainJobInfo info;
+  info.set_job_id(kJob);
+  *info.mutable_spec() = BuiltinSpec(2);
+  info.set_state(v1::TRAIN_JOB_STATE_RUNNING);
+  info.set_placement_group_id(kGroup);
+  info.set_attempt(2);
+  for (int r = 0; r < 2; ++r) {
+    v1::WorkerRank* w = info.add_workers();
+    w->set_world_rank(r);
+    w->set_node_id(r == 0 ? "n0" : "n1");
+    w->set_worker_id(Worker(2, absl::StrCat("r", r)));
+  }
+  job_.emplace(JobReconciler::Restored(info, *PlacementGroupForJob(info.spec()), false, Options()));
+  group_ = Created({"n0", "n1"});
+  alive_ = {"n0", "n1"};
+  EXPECT_EQ(job_->logs().size(), 2u);
+  ListWorkers list = Expect<ListWorkers>(Step());
+  EXPECT_THAT(list.nodes, ElementsAre("n0", "n1"));
+  // n1's raylet restarted and no longer knows rank 1: it failed.
+  Result(Listing(list.nodes, {{Worker(2, "r0"), "n0"}, {Worker(2, "trainer"), "n0"}}));
+  ListWorkers probe = Expect<ListWorkers>(Step());
+  Result(Listing(probe.nodes, {{Worker(2, "r0"), "n0"}, {Worker(2, "trainer"), "n0"}}));
+  EXPECT_EQ(Waits(Step()), now_ + absl::Seconds(2));
+  now_ += absl::Seconds(2);
+  StopAndExit();
+  Step();
+  EXPECT_THAT(job_->info().failure_causes(0), HasSubstr("rank 1 (job-1-a2-r1 on n1) was killed by signal 9"));
+  EXPECT_THAT(job_->info().failure_causes(0), HasSubstr("no longer knows it (the raylet restarted)"));
+}
+
+TEST_F(JobReconcilerTest, ARestoredHalfStartedJobStopsWhatRunsAndTakesANewAttemptNumber) {
+  v1::TrainJobInfo info;
+  info.set_job_id(kJob);
+  *info.mutable_spec() = BuiltinSpec(2);
+  info.set_state(v1::TRAIN_JOB_STATE_STARTING);
+  info.set_placement_group_id(kGroup);
+  info.set_attempt(0);
+  job_.emplace(JobReconciler::Restored(info, *PlacementGroupForJob(info.spec()), false, Options()));
+  group_ = Created({"n0", "n1"});
+  alive_ = {"n0", "n1"};
+  ListWorkers scan = Expect<ListWorkers>(Step());
+  EXPECT_THAT(scan.nodes, ElementsAre("n0", "n1"));  // the group's nodes
+  // The previous head had started attempt 3's trainer, unrecorded.
+  Result(Listing(scan.nodes, {{Worker(3, "trainer"), "n0"}}));
+  StopProcesses stop = Expect<StopProcesses>(Step());
+  EXPECT_THAT(stop.processes, ElementsAre(Pair(Worker(3, "trainer"), "n0")));
+  Result(StopsSent{{Worker(3, "trainer")}});
+  job_->OnWorkerExit(Exit(Worker(3, "trainer"), 0, 0, SIGTERM));
+  Expect<AllocatePort>(Step());
+  Result(PortAllocated{std::make_pair(std::string("h"), uint16_t{1})});
+  StartProcesses start = Expect<StartProcesses>(Step());
+  EXPECT_EQ(start.by_node[0].second[0].worker_id(), Worker(4, "trainer"));
+}
+
+TEST_F(JobReconcilerTest, AFinishedRestoredJobIsOnlyListed) {
+  v1::TrainJobInfo info;
+  info.set_job_id(kJob);
+  *info.mutable_spec() = BuiltinSpec(2);
+  info.set_state(v1::TRAIN_JOB_STATE_SUCCEEDED);
+  job_.emplace(JobReconciler::Restored(info, *PlacementGroupForJob(info.spec()), false, Options()));
+  EXPECT_TRUE(job_->done());
+  EXPECT_FALSE(job_->RequestStop());
+  EXPECT_FALSE(Step().action.has_value());
+  EXPECT_THAT(job_->WatchedNodes(), IsEmpty());
+}
+
+}  // namespace
+}  // namespace berth

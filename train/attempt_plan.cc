@@ -1,0 +1,194 @@
+#include "train/attempt_plan.h"
+
+#include <algorithm>
+#include <iterator>
+#include <map>
+
+#include "absl/strings/str_cat.h"
+#include "train/train_job_spec.h"
+#include "train/worker_env.h"
+
+namespace berth {
+namespace {
+
+v1::WorkerRank RankProto(const RankedWorker& r, const std::string& worker_id) {
+  v1::WorkerRank rank;
+  rank.set_world_rank(r.world_rank);
+  rank.set_local_rank(r.local_rank);
+  rank.set_node_rank(r.node_rank);
+  rank.set_local_world_size(r.local_world_size);
+  rank.set_bundle_index(r.bundle_index);
+  rank.set_node_id(r.node_id);
+  for (uint32_t gpu : r.gpu_ids) rank.add_gpu_indices(gpu);
+  rank.set_worker_id(worker_id);
+  return rank;
+}
+
+void SetEnv(v1::WorkerSpec& w, const std::map<std::string, std::string>& env) {
+  w.mutable_env()->insert(env.begin(), env.end());
+}
+
+}  // namespace
+
+std::vector<BundleSite> SitesOf(const v1::PlacementGroupInfo& group) {
+  std::vector<BundleSite> sites(group.bundles_size());
+  for (const v1::BundleLocation& loc : group.locations()) {
+    if (loc.bundle_index() >= sites.size()) continue;
+    BundleSite& site = sites[loc.bundle_index()];
+    site.node_id = loc.node_id();
+    for (const v1::GpuShare& g : loc.gpus()) site.gpu_ids.push_back(g.index());
+  }
+  return sites;
+}
+
+absl::StatusOr<AttemptPlan> PlanAttempt(const AttemptInputs& in) {
+  const std::vector<RankedWorker>& ranks = in.ranks;
+  const v1::TrainJobSpec& spec = in.spec;
+  const bool command = spec.entrypoint().has_command();
+  const v1::Entrypoint::Command& user = spec.entrypoint().command();
+  const bool per_node = IsPerNode(spec);
+  const bool store_host = HasStoreHost(spec);
+  AttemptEnv attempt_env;
+  attempt_env.job_id = in.job_id;
+  attempt_env.placement_group_id = in.placement_group_id;
+  attempt_env.head_address = in.head_address;
+  attempt_env.master_addr = in.master_addr;
+  attempt_env.master_port = in.master_port;
+  attempt_env.world_size = static_cast<uint32_t>(ranks.size());
+  for (const RankedWorker& r : ranks) {
+    attempt_env.num_nodes = std::max(attempt_env.num_nodes, r.node_rank + 1);
+  }
+  attempt_env.attempt = in.attempt;
+  attempt_env.max_restarts = spec.failure_config().max_failures();
+  // Built-in ranks meet at the trainer's store; a user command's store is
+  // in the user's torch: a store host's, else rank 0's (worker_env.h).
+  attempt_env.agent_store = !command || store_host;
+  attempt_env.storage_path = in.job_dir;
+  if (command) {
+    attempt_env.report_file = absl::StrCat(in.job_dir, "/reports/attempt-", in.attempt, ".jsonl");
+  }
+  attempt_env.latest_checkpoint = in.latest_checkpoint;
+  const auto& per_worker = spec.scaling_config().resources_per_worker().amounts();
+  attempt_env.cpus_per_worker = per_worker.contains("CPU") ? per_worker.at("CPU") : 1.0;
+
+  AttemptPlan plan;
+  auto add = [&](v1::WorkerSpec worker, const std::string& node_id) {
+    auto it = std::find_if(plan.by_node.begin(), plan.by_node.end(),
+                           [&](const auto& node) { return node.first == node_id; });
+    if (it == plan.by_node.end()) {
+      plan.by_node.emplace_back(node_id, std::vector<v1::WorkerSpec>{});
+      it = std::prev(plan.by_node.end());
+    }
+    it->second.push_back(std::move(worker));
+  };
+  auto new_worker = [&](const std::string& suffix, uint32_t bundle) {
+    v1::WorkerSpec w;
+    w.set_worker_id(absl::StrCat(in.job_id, "-a", in.attempt, "-", suffix));
+    w.set_job_id(in.job_id);
+    w.set_placement_group_id(in.placement_group_id);
+    w.set_bundle_index(bundle);
+    return w;
+  };
+  auto add_user_command = [&](v1::WorkerSpec& w, const std::vector<std::string>& argv) {
+    for (const std::string& a : argv) w.add_argv(a);
+    for (const auto& [k, v] : user.env()) (*w.mutable_env())[k] = v;
+    w.set_cwd(user.working_dir());
+  };
+
+  // The trainer: the job's driver. It hosts the built-in ranks' store; for a
+  // user command it relays berth.train.report() from rank 0's node.
+  v1::WorkerSpec trainer = new_worker("trainer", 0);
+  trainer.add_argv(in.worker_binary);
+  std::vector<std::string> trainer_args = {
+      "trainer", "--world-size", absl::StrCat(attempt_env.world_size), "--checkpoint-dir",
+      absl::StrCat(in.job_dir, "/checkpoints"), "--head", in.head_address, "--job-id", in.job_id};
+  if (command) {
+    trainer_args.insert(trainer_args.end(), {"--report-file", attempt_env.report_file});
+  } else {
+    trainer_args.insert(trainer_args.end(), {"--port", absl::StrCat(in.master_port)});
+    if (!in.latest_checkpoint.empty()) {
+      trainer_args.insert(trainer_args.end(), {"--resume-from", in.latest_checkpoint});
+    }
+  }
+  for (const std::string& a : trainer_args) trainer.add_argv(a);
+  SetEnv(trainer, NodeEnv(attempt_env, ranks[0].node_id, 0, ranks[0].local_world_size, 0, true));
+  // Only the trainer calls the head (ReportTrainProgress); ranks never see the token.
+  if (!in.cluster_token.empty()) (*trainer.mutable_env())["BERTH_CLUSTER_TOKEN"] = in.cluster_token;
+  add(std::move(trainer), ranks[0].node_id);
+
+  if (store_host) {
+    v1::WorkerSpec store = new_worker("store", 0);
+    SetEnv(store, NodeEnv(attempt_env, ranks[0].node_id, 0, ranks[0].local_world_size, 0, true));
+    add_user_command(store,
+                     StoreHostArgv(user.argv(0), attempt_env.master_port, attempt_env.world_size));
+    add(std::move(store), ranks[0].node_id);
+  }
+
+  if (per_node) {
+    // One launcher process per node, holding the node's bundles and GPUs;
+    // it starts the node's ranks itself (ranks follow the placement: rank
+    // 0's node is node rank 0).
+    const std::vector<std::string> argv(user.argv().begin(), user.argv().end());
+    for (uint32_t node_rank = 0; node_rank < attempt_env.num_nodes; ++node_rank) {
+      std::vector<const RankedWorker*> local;
+      for (const RankedWorker& r : ranks) {
+        if (r.node_rank == node_rank) local.push_back(&r);
+      }
+      const RankedWorker& first = *local.front();
+      if (LauncherOf(user) == Launcher::kTorchrun && local.size() != ranks[0].local_world_size) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "torchrun runs the same number of ranks on every node, but the placement put ",
+            ranks[0].local_world_size, " on node rank 0 and ", local.size(), " on node rank ",
+            node_rank,
+            " (use STRICT_SPREAD with one worker of all a node's GPUs, or a per-rank command)"));
+      }
+      NodeLaunch launch{node_rank,
+                        attempt_env.num_nodes,
+                        static_cast<uint32_t>(local.size()),
+                        attempt_env.world_size,
+                        in.master_addr,
+                        attempt_env.master_port};
+      absl::StatusOr<std::vector<std::string>> full_argv =
+          LauncherArgv(LauncherOf(user), argv, launch);
+      if (!full_argv.ok()) return full_argv.status();
+      v1::WorkerSpec w = new_worker(absl::StrCat("n", node_rank), first.bundle_index);
+      for (uint32_t gpu : first.visible_gpu_ids) w.add_visible_gpu_indices(gpu);
+      *w.mutable_rank() = RankProto(first, w.worker_id());
+      const bool has_gpus = std::any_of(local.begin(), local.end(),
+                                        [](const RankedWorker* r) { return !r->gpu_ids.empty(); });
+      SetEnv(w, NodeEnv(attempt_env, first.node_id, node_rank, static_cast<uint32_t>(local.size()),
+                        first.bundle_index, has_gpus));
+      add_user_command(w, *full_argv);
+      for (const RankedWorker* r : local) plan.ranks.push_back(RankProto(*r, w.worker_id()));
+      add(std::move(w), first.node_id);
+    }
+    return plan;
+  }
+  for (const RankedWorker& r : ranks) {
+    v1::WorkerSpec w = new_worker(absl::StrCat("r", r.world_rank), r.bundle_index);
+    for (uint32_t gpu : r.visible_gpu_ids) w.add_visible_gpu_indices(gpu);
+    *w.mutable_rank() = RankProto(r, w.worker_id());
+    SetEnv(w, RankEnv(attempt_env, r));
+    if (command) {
+      add_user_command(w, {user.argv().begin(), user.argv().end()});
+    } else {
+      const auto& builtin = spec.entrypoint().builtin_trainer();
+      w.add_argv(in.worker_binary);
+      w.add_argv("train");
+      auto flag = [&](const char* name, auto value) {
+        if (value <= 0) return;
+        w.add_argv(name);
+        w.add_argv(absl::StrCat(value));
+      };
+      flag("--steps", builtin.steps());
+      flag("--lr", builtin.learning_rate());
+      flag("--batch-size", builtin.batch_size());
+      flag("--checkpoint-every", builtin.checkpoint_every_steps());
+    }
+    plan.ranks.push_back(w.rank());
+    add(std::move(w), r.node_id);
+  }
+  return plan;
+}
+
+}  // namespace berth

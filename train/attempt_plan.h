@@ -1,0 +1,53 @@
+// What one attempt of a train job starts, and where: the trainer (the job's
+// driver, first on rank 0's node), a store host for a per-rank Python
+// command, then the ranks (or one launcher per node), each with torchrun's
+// environment (worker_env.h). Pure: the caller has placed the group and
+// reserved the rendezvous port, and starts the processes itself.
+#ifndef BERTH_TRAIN_ATTEMPT_PLAN_H_
+#define BERTH_TRAIN_ATTEMPT_PLAN_H_
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "berth/v1/head.pb.h"
+#include "berth/v1/raylet.pb.h"
+#include "train/rank_assignment.h"
+
+namespace berth {
+
+// Where the group's bundles are, by bundle index.
+std::vector<BundleSite> SitesOf(const v1::PlacementGroupInfo& group);
+
+struct AttemptInputs {
+  std::string job_id;
+  v1::TrainJobSpec spec;
+  std::string placement_group_id;
+  uint32_t attempt = 0;
+  std::vector<RankedWorker> ranks;  // AssignRanks of the group's placement
+  std::string master_addr;          // rank 0's node, as its peers reach it
+  uint16_t master_port = 0;         // reserved on rank 0's node
+  std::string job_dir;              // storage_path (or the head's root) / job id
+  std::string latest_checkpoint;    // to resume from; "" = start afresh
+  std::string head_address;         // the trainer reports here
+  std::string worker_binary;        // berth-worker, as the raylets find it
+  std::string cluster_token;        // the trainer's only (ReportTrainProgress)
+};
+
+struct AttemptPlan {
+  // The processes to start on each node, in order: rank 0's node first, the
+  // trainer first on it.
+  std::vector<std::pair<std::string, std::vector<v1::WorkerSpec>>> by_node;
+  // Every rank (world-rank order), with the worker id of its process.
+  std::vector<v1::WorkerRank> ranks;
+};
+
+// Errors when the placement does not suit the launcher (torchrun needs as
+// many ranks on every node) or its argv cannot be built.
+absl::StatusOr<AttemptPlan> PlanAttempt(const AttemptInputs& in);
+
+}  // namespace berth
+
+#endif  // BERTH_TRAIN_ATTEMPT_PLAN_H_

@@ -1,0 +1,243 @@
+// JobReconciler: one train job's life as a pure state machine. It is given
+// the time, the events (a process exited, progress was reported, a stop was
+// asked) and what the head says now (the job's group, which of the nodes it
+// watches are alive), and answers with the next thing to do: create the
+// group, reserve the rendezvous port, start the attempt's processes, ask
+// raylets which of them still run, stop them, remove the group; or when to
+// look again. The caller (TrainJobController) carries the action out and
+// hands back its result. No threads, clocks or RPCs here, so every path is
+// unit-tested by feeding it events.
+//
+// The life (as Ray Train's and torchrun's): the group is created; once it is
+// CREATED the attempt's trainer, store host and ranks start (attempt_plan.h)
+// and the job is RUNNING until every rank exited 0 (SUCCEEDED), it was
+// stopped (STOPPED), or the attempt failed: a process failed (the cause is
+// the first observed failure, once its peers had kFailureSettle to report;
+// a node that stopped answering is waited for up to node_dead_after, and if
+// it is declared DEAD its death is the cause), or the group lost bundles or
+// was placed again. A failed attempt's processes are stopped (and waited
+// for, so the next attempt does not share GPUs with them) and the job
+// restarts from its latest checkpoint, up to max_failures (FAILED after).
+// Every end removes the group.
+#ifndef BERTH_TRAIN_JOB_RECONCILER_H_
+#define BERTH_TRAIN_JOB_RECONCILER_H_
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <utility>
+#include <variant>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "berth/v1/head.pb.h"
+#include "berth/v1/raylet.pb.h"
+#include "common/backoff.h"
+#include "placement/placement_group_spec.h"
+#include "train/rank_assignment.h"
+
+namespace berth {
+
+// The processes of an attempt: worker id -> node id.
+using JobProcesses = std::map<std::string, std::string>;
+
+// Where a rank's output is, for log streaming.
+struct RankLog {
+  uint32_t rank = 0;
+  std::string node_id;
+  std::string worker_id;
+};
+
+// What the head says now, read just before each Step.
+struct JobWorld {
+  // The job's group (read when placement_group_id() is set).
+  absl::StatusOr<v1::PlacementGroupInfo> group = absl::NotFoundError("no placement group");
+  // Those of WatchedNodes() that are ALIVE or DRAINING (have a raylet).
+  // WatchedNodes() covers every node any phase reached in one Step asks
+  // about, so a Step that moves on may still use it.
+  std::set<std::string> alive;
+};
+
+// The actions, each answered by the result of the same name below.
+struct CreateGroup {
+  PlacementGroupSpec spec;
+  v1::CreatePlacementGroupRequest meta;
+};
+struct AllocatePort {  // the rendezvous port on rank 0's node
+  std::string node_id;
+};
+struct StartProcesses {  // each node's in order; the nodes in parallel
+  std::vector<std::pair<std::string, std::vector<v1::WorkerSpec>>> by_node;
+};
+struct ListWorkers {  // the job's workers on each node
+  std::set<std::string> nodes;
+};
+struct StopProcesses {  // with the job's grace period
+  JobProcesses processes;
+};
+struct RemoveGroup {
+  std::string placement_group_id;
+};
+using JobAction =
+    std::variant<CreateGroup, AllocatePort, StartProcesses, ListWorkers, StopProcesses, RemoveGroup>;
+
+struct GroupCreated {
+  absl::StatusOr<std::string> placement_group_id;
+};
+struct PortAllocated {
+  absl::StatusOr<std::pair<std::string, uint16_t>> endpoint;  // host (as peers reach it), port
+};
+struct ProcessesStarted {
+  absl::Status status;   // the first failure; the others were not started
+  JobProcesses started;  // those that did start (to be stopped on a failure)
+};
+struct WorkersListed {
+  // UNAVAILABLE for a node that is not alive or whose raylet did not answer.
+  std::map<std::string, absl::StatusOr<v1::ListWorkersResponse>> by_node;
+};
+struct StopsSent {
+  std::vector<std::string> awaited;  // the processes on live nodes, whose exits to wait for
+};
+struct GroupRemoved {};
+using JobActionResult =
+    std::variant<GroupCreated, PortAllocated, ProcessesStarted, WorkersListed, StopsSent, GroupRemoved>;
+
+// One Step's answer.
+struct JobStep {
+  std::optional<JobAction> action;  // carry out, then OnResult, then Step again
+  absl::Time wake_at = absl::InfiniteFuture();  // without an action: Step again by then
+  bool persist = false;    // the job's record changed: write it
+  bool restarted = false;  // an attempt failed and the job restarts (for metrics)
+};
+
+struct JobOptions {
+  std::string head_address;  // the trainer reports here
+  std::string worker_binary = "berth-worker";  // run by the raylets (PATH lookup)
+  std::string checkpoint_root = "/tmp/berth/jobs";
+  std::string cluster_token;  // the trainer's (BERTH_CLUSTER_TOKEN)
+  absl::Duration stop_grace = absl::Seconds(2);
+  // How long a node that stopped heartbeating takes to be declared DEAD.
+  absl::Duration node_dead_after = absl::Seconds(5);
+};
+
+class JobReconciler {
+ public:
+  // A job just submitted (`info` PENDING, its spec set): it creates its group.
+  JobReconciler(v1::TrainJobInfo info, PlacementGroupSpec spec, JobOptions options);
+  // A job a previous head wrote. A RUNNING one is watched again with the
+  // processes it has (its raylets say which ended meanwhile); one caught
+  // starting its processes stops what runs and starts the next attempt;
+  // a finished one is only listed.
+  static JobReconciler Restored(v1::TrainJobInfo info, PlacementGroupSpec spec, bool stop_requested,
+                                JobOptions options);
+
+  const v1::TrainJobInfo& info() const { return info_; }
+  const std::vector<RankLog>& logs() const { return logs_; }
+  bool stop_requested() const { return stop_requested_; }
+  // Terminal, and nothing is left to do.
+  bool done() const { return phase_ == Phase::kDone; }
+
+  // Events. Each may make the job due: Step it soon.
+  // Returns false if the job had already finished or was being stopped.
+  bool RequestStop();
+  void OnWorkerExit(const v1::WorkerStatus& status);
+  // Returns whether it is due (a finished attempt waits for its trainer's
+  // report); progress alone changes only the info.
+  bool OnProgress(const v1::ReportTrainProgressRequest& request);
+
+  // What to read into the JobWorld of the next Step.
+  const std::string& placement_group_id() const { return info_.placement_group_id(); }
+  std::set<std::string> WatchedNodes() const;
+
+  JobStep Step(absl::Time now, const JobWorld& world);
+  // The result of the action the last Step returned.
+  void OnResult(absl::Time now, JobActionResult result);
+
+ private:
+  enum class Phase {
+    kCreateGroup,
+    kResumeScan,      // a restored, half-started attempt: list what runs
+    kAwaitPlacement,  // until the group is CREATED
+    kAllocatePort,
+    kStartProcesses,
+    kWatch,           // RUNNING
+    kFinishing,       // every rank exited 0; the trainer gets a moment
+    kProbe,           // a failure: which nodes still answer
+    kSettle,          // the failed process's peers get kFailureSettle to report
+    kAwaitNodeDeath,  // a node that does not answer may be declared DEAD
+    kStopping,
+    kAwaitStopped,
+    kRemoveGroup,
+    kDone,
+  };
+  // What follows once the processes being stopped are gone.
+  enum class AfterStop { kEndStopped, kEndSucceeded, kCountFailure, kLaunchFailed, kAwaitPlacement };
+  // Why raylets are asked for the job's workers.
+  enum class Listing { kRecordExits, kUnreachable, kLaunchFailed, kResumeScan };
+
+  JobReconciler(v1::TrainJobInfo info, PlacementGroupSpec spec, JobOptions options, Phase phase);
+
+  void SetState(absl::Time now, v1::TrainJobState state, const std::string& message);
+  void Stop(JobProcesses processes, AfterStop after);
+  void AfterStopped(absl::Time now);
+  void LaunchFailed(const std::string& cause);
+  void CountFailure(absl::Time now);
+  void End(v1::TrainJobState state, std::string message);
+  void AwaitNodeDeath(absl::Time now);
+  // A phase's decision: an action or a wait, or nullopt once it moved to
+  // another phase.
+  std::optional<JobStep> Watch(absl::Time now, const JobWorld& world);
+  std::optional<JobStep> Finishing(absl::Time now);
+  std::optional<JobStep> AwaitingNodeDeath(absl::Time now, const JobWorld& world);
+  // Why the attempt can no longer run where it started; "" while it can.
+  std::string PlacementChange(const JobWorld& world) const;
+  void OnListed(absl::Time now, const WorkersListed& listed);
+  void OnPort(absl::Time now, const PortAllocated& port);
+  // The attempt's first observed failure (by the time of its error).
+  std::string FirstFailure() const;
+  std::set<std::string> NodesOf(const JobProcesses& processes) const;
+  JobStep Act(JobAction action);
+
+  v1::TrainJobInfo info_;
+  PlacementGroupSpec spec_;
+  JobOptions options_;
+  Phase phase_;
+  bool stop_requested_ = false;
+  // The current attempt's trainer has reported (a user command's relay says
+  // so when it starts).
+  bool trainer_reported_ = false;
+  // Final statuses of the processes, by worker id (the current attempt's
+  // and the stopped ones').
+  std::map<std::string, v1::WorkerStatus> exits_;
+  std::vector<RankLog> logs_;
+  bool persist_ = false;
+  bool restarted_ = false;
+
+  uint32_t attempt_ = 0;  // the one being started or run
+  JobProcesses processes_;
+  int64_t placed_unix_ms_ = 0;  // of the placement the attempt runs on; 0 = as found
+  std::vector<RankedWorker> ranks_;
+  std::vector<std::pair<std::string, std::vector<v1::WorkerSpec>>> to_start_;
+  absl::Time reconcile_at_ = absl::InfinitePast();
+  Backoff placement_wait_;  // between looks at a group that waits for room
+  Listing listing_ = Listing::kRecordExits;
+  std::set<std::string> to_list_;
+  std::set<std::string> unreachable_;
+  std::string cause_;  // of the attempt's failure
+  bool node_failure_ = false;
+  absl::Time deadline_ = absl::InfinitePast();
+  JobProcesses to_stop_;
+  std::vector<std::string> awaited_;
+  AfterStop after_stop_ = AfterStop::kEndStopped;
+  bool stop_after_node_wait_ = true;  // the processes still run (not a failed launch)
+  v1::TrainJobState final_state_ = v1::TRAIN_JOB_STATE_FAILED;
+  std::string final_message_;
+};
+
+}  // namespace berth
+
+#endif  // BERTH_TRAIN_JOB_RECONCILER_H_
