@@ -48,18 +48,17 @@ absl::string_view PlacementOutcomeName(PlacementOutcome outcome) {
   return "UNKNOWN";
 }
 
-BundlePlacer::Demand BundlePlacer::MakeDemand(std::vector<uint32_t> bundles) const {
+BundlePlacer::Demand BundlePlacer::MakeDemand(Call& call, std::vector<uint32_t> bundles) const {
   Demand d;
   d.bundles = std::move(bundles);
   // The spec's total does not overflow, so no subset sum does.
-  for (uint32_t b : d.bundles) d.sum.Add(spec_->bundles()[b].resources).IgnoreError();
+  for (uint32_t b : d.bundles) d.sum.Add(call.spec.bundles()[b].resources).IgnoreError();
   return d;
 }
 
-std::vector<std::vector<const NodeResourceTable::Pool*>> BundlePlacer::CandidatePools(
-    const Demand& d) const {
+std::vector<std::vector<const NodeResourceTable::Pool*>> BundlePlacer::CandidatePools(Call& call, const Demand& d) const {
   const std::optional<std::vector<std::string>> allowed =
-      AllowedAcceleratorTypes(spec_->bundles(), d.bundles);
+      AllowedAcceleratorTypes(call.spec.bundles(), d.bundles);
 
   std::vector<const NodeResourceTable::Pool*> pools;
   if (allowed) {
@@ -78,109 +77,77 @@ std::vector<std::vector<const NodeResourceTable::Pool*>> BundlePlacer::Candidate
   return tiers;
 }
 
-bool BundlePlacer::Fits(NodeIndex index, const Demand& d, Capacity capacity) const {
-  const NodeResourceTable::Node& node = table_->node(index);
-  for (uint32_t b : d.bundles) {
-    if (!spec_->bundles()[b].selector.Matches(node.labels)) return false;
-  }
-  if (d.bundles.size() == 1) {
-    return capacity == Capacity::kFree ? table_->CanAllocate(index, d.sum)
-                                       : table_->FitsTotal(index, d.sum);
-  }
-  const ResourceSet& have = capacity == Capacity::kFree ? node.available : node.total;
-  if (!have.Contains(d.sum)) return false;
-  if (d.sum.Get(kGpu).IsZero()) return true;
-  // Several bundles with GPUs: their shares must fit the instances one by one.
-  GpuInstances gpus = capacity == Capacity::kFree ? node.gpus : GpuInstances(node.gpus.count());
-  for (uint32_t b : d.bundles) {
-    if (!gpus.Allocate(spec_->bundles()[b].resources.Get(kGpu)).ok()) return false;
+bool BundlePlacer::Fits(Call& call, NodeIndex index, const Demand& d, Capacity capacity) const {
+  const FilterInput in{*table_, call.spec, d.bundles, d.sum, capacity == Capacity::kTotal};
+  const std::vector<const NodeFilter*>& filters = NodeFilters();
+  for (size_t f = 0; f < filters.size(); ++f) {
+    if (!filters[f]->Passes(in, index)) {
+      ++call.rejected[f];
+      return false;
+    }
   }
   return true;
 }
 
-std::optional<NodeIndex> BundlePlacer::FindNode(const Demand& d, Preference preference,
+std::optional<NodeIndex> BundlePlacer::FindNode(Call& call, const Demand& d, Preference preference,
                                                 Capacity capacity,
                                                 const Constraints& constraints) const {
   if (constraints.only) {
     const NodeIndex n = *constraints.only;
     const NodeResourceTable::Node& node = table_->node(n);
-    if (node.removed || node.state != NodeState::kAlive || !Fits(n, d, capacity)) return std::nullopt;
+    if (node.removed || node.state != NodeState::kAlive || !Fits(call, n, d, capacity)) {
+      return std::nullopt;
+    }
     return n;
   }
-  if (scorer_ != nullptr && capacity == Capacity::kFree) return FindScoredNode(d, constraints);
-  const IndexedResource primary = PrimaryResource(d.sum);
-  const int r = static_cast<int>(primary);
-  const int64_t amount = NodeResourceTable::IndexKey(d.sum, primary);
-  auto accept = [&](NodeIndex n) {
-    return (constraints.exclude == nullptr || !constraints.exclude->contains(n)) &&
-           Fits(n, d, capacity);
-  };
-  for (const auto& tier : CandidatePools(d)) {
-    std::optional<std::pair<int64_t, NodeIndex>> best;
-    for (const NodeResourceTable::Pool* pool : tier) {
-      const NodeResourceTable::OrderedNodes& nodes =
-          capacity == Capacity::kFree ? pool->by_free[r] : pool->by_total[r];
-      std::optional<NodeIndex> found = preference == Preference::kBestFit
-                                           ? VisitAscending(nodes, amount, accept)
-                                           : VisitDescending(nodes, amount, accept);
-      if (!found) continue;
-      const NodeResourceTable::Node& node = table_->node(*found);
-      const int64_t key = NodeResourceTable::IndexKey(
-          capacity == Capacity::kFree ? node.available : node.total, primary);
-      const bool better =
-          !best || (preference == Preference::kBestFit
-                        ? std::make_pair(key, *found) < *best
-                        : key > best->first || (key == best->first && *found < best->second));
-      if (better) best = std::make_pair(key, *found);
-    }
-    if (best) return best->second;
-  }
-  return std::nullopt;
-}
-
-std::optional<NodeIndex> BundlePlacer::FindScoredNode(const Demand& d,
-                                                      const Constraints& constraints) const {
+  // One ranking path: the configured scorer ranks searches over free
+  // capacity; the placer's index-order ranking the others, and all of them
+  // without a scorer.
+  IndexOrderRanking builtin(preference == Preference::kBestFit ? IndexOrderRanking::Order::kBestFit
+                                                               : IndexOrderRanking::Order::kMostFree,
+                            capacity == Capacity::kTotal);
+  NodeScorer& ranking = scorer_ != nullptr && capacity == Capacity::kFree ? *scorer_ : builtin;
   ScoredDemand demand{d.sum, {}, PrimaryResource(d.sum), 0};
   demand.primary_amount = NodeResourceTable::IndexKey(d.sum, demand.primary);
-  for (uint32_t b : d.bundles) demand.bundle_gpus.push_back(spec_->bundles()[b].resources.Get(kGpu));
+  for (uint32_t b : d.bundles) demand.bundle_gpus.push_back(call.spec.bundles()[b].resources.Get(kGpu));
   auto fits = [&](NodeIndex n) {
     return (constraints.exclude == nullptr || !constraints.exclude->contains(n)) &&
-           Fits(n, d, Capacity::kFree);
+           Fits(call, n, d, capacity);
   };
-  for (const auto& tier : CandidatePools(d)) {
-    if (std::optional<NodeIndex> best = scorer_->Best(*table_, tier, demand, fits)) return best;
+  for (const auto& tier : CandidatePools(call, d)) {
+    if (std::optional<NodeIndex> best = ranking.Best(*table_, tier, demand, fits)) return best;
   }
   return std::nullopt;
 }
 
-absl::Status BundlePlacer::PlaceOnNode(NodeIndex node, const Demand& d,
+absl::Status BundlePlacer::PlaceOnNode(Call& call, NodeIndex node, const Demand& d,
                                        std::vector<BundlePlacement>* out) {
   for (uint32_t b : d.bundles) {
-    absl::StatusOr<Allocation> a = table_->Allocate(node, spec_->bundles()[b].resources);
+    absl::StatusOr<Allocation> a = table_->Allocate(node, call.spec.bundles()[b].resources);
     if (!a.ok()) return a.status();
     out->push_back({b, *std::move(a)});
   }
   return absl::OkStatus();
 }
 
-bool BundlePlacer::PlacePack(const std::vector<uint32_t>& order,
+bool BundlePlacer::PlacePack(Call& call, const std::vector<uint32_t>& order,
                              std::vector<BundlePlacement>* out) {
   std::vector<uint32_t> remaining = order;
   while (!remaining.empty()) {
     // The tightest node that takes everything left, if any: one node, least waste.
-    Demand all = MakeDemand(remaining);
-    if (std::optional<NodeIndex> n = FindNode(all, Preference::kBestFit, Capacity::kFree, {})) {
-      return PlaceOnNode(*n, all, out).ok();
+    Demand all = MakeDemand(call, remaining);
+    if (std::optional<NodeIndex> n = FindNode(call, all, Preference::kBestFit, Capacity::kFree, {})) {
+      return PlaceOnNode(call, *n, all, out).ok();
     }
     // Else open the roomiest node for the largest bundle and fill it.
     std::optional<NodeIndex> n =
-        FindNode(MakeDemand({remaining[0]}), Preference::kMostFree, Capacity::kFree, {});
+        FindNode(call, MakeDemand(call, {remaining[0]}), Preference::kMostFree, Capacity::kFree, {});
     if (!n) return false;
     std::vector<uint32_t> left;
     for (uint32_t b : remaining) {
-      Demand one = MakeDemand({b});
-      if (Fits(*n, one, Capacity::kFree)) {
-        if (!PlaceOnNode(*n, one, out).ok()) return false;
+      Demand one = MakeDemand(call, {b});
+      if (Fits(call, *n, one, Capacity::kFree)) {
+        if (!PlaceOnNode(call, *n, one, out).ok()) return false;
       } else {
         left.push_back(b);
       }
@@ -190,16 +157,16 @@ bool BundlePlacer::PlacePack(const std::vector<uint32_t>& order,
   return true;
 }
 
-bool BundlePlacer::PlaceSpread(const std::vector<uint32_t>& order, bool strict,
+bool BundlePlacer::PlaceSpread(Call& call, const std::vector<uint32_t>& order, bool strict,
                                const absl::flat_hash_set<NodeIndex>& excluded,
                                std::vector<BundlePlacement>* out) {
   absl::flat_hash_set<NodeIndex> used = excluded;
   for (uint32_t b : order) {
-    Demand one = MakeDemand({b});
-    std::optional<NodeIndex> n = FindNode(one, Preference::kMostFree, Capacity::kFree, {&used, {}});
+    Demand one = MakeDemand(call, {b});
+    std::optional<NodeIndex> n = FindNode(call, one, Preference::kMostFree, Capacity::kFree, {&used, {}});
     // SPREAD falls back to a node the group already uses; STRICT_SPREAD may not.
-    if (!n && !strict) n = FindNode(one, Preference::kMostFree, Capacity::kFree, {});
-    if (!n || !PlaceOnNode(*n, one, out).ok()) return false;
+    if (!n && !strict) n = FindNode(call, one, Preference::kMostFree, Capacity::kFree, {});
+    if (!n || !PlaceOnNode(call, *n, one, out).ok()) return false;
     used.insert(*n);
   }
   return true;
@@ -207,7 +174,19 @@ bool BundlePlacer::PlaceSpread(const std::vector<uint32_t>& order, bool strict,
 
 absl::StatusOr<PlacementDecision> BundlePlacer::Place(
     const PlacementGroupSpec& spec, const std::vector<BundlePlacement>& already_placed) {
-  spec_ = &spec;
+  Call call{spec, std::vector<uint64_t>(NodeFilters().size(), 0)};
+  absl::StatusOr<PlacementDecision> decision = Place(call, already_placed);
+  if (decision.ok()) {
+    for (size_t f = 0; f < call.rejected.size(); ++f) {
+      if (call.rejected[f] > 0) decision->rejected_by.emplace_back(NodeFilters()[f]->name(), call.rejected[f]);
+    }
+  }
+  return decision;
+}
+
+absl::StatusOr<PlacementDecision> BundlePlacer::Place(
+    Call& call, const std::vector<BundlePlacement>& already_placed) {
+  const PlacementGroupSpec& spec = call.spec;
   const std::vector<Bundle>& bundles = spec.bundles();
   std::vector<bool> placed(bundles.size(), false);
   absl::flat_hash_set<NodeIndex> placed_nodes;
@@ -251,19 +230,19 @@ absl::StatusOr<PlacementDecision> BundlePlacer::Place(
   bool ok = false;
   switch (spec.strategy()) {
     case PlacementStrategy::kPack:
-      ok = PlacePack(order, &made);
+      ok = PlacePack(call, order, &made);
       break;
     case PlacementStrategy::kSpread:
-      ok = PlaceSpread(order, /*strict=*/false, placed_nodes, &made);
+      ok = PlaceSpread(call, order, /*strict=*/false, placed_nodes, &made);
       break;
     case PlacementStrategy::kStrictSpread:
-      ok = PlaceSpread(order, /*strict=*/true, placed_nodes, &made);
+      ok = PlaceSpread(call, order, /*strict=*/true, placed_nodes, &made);
       break;
     case PlacementStrategy::kStrictPack: {
-      Demand all = MakeDemand(order);
+      Demand all = MakeDemand(call, order);
       std::optional<NodeIndex> n =
-          FindNode(all, Preference::kBestFit, Capacity::kFree, {nullptr, pinned});
-      ok = n && PlaceOnNode(*n, all, &made).ok();
+          FindNode(call, all, Preference::kBestFit, Capacity::kFree, {nullptr, pinned});
+      ok = n && PlaceOnNode(call, *n, all, &made).ok();
       break;
     }
   }
@@ -280,25 +259,25 @@ absl::StatusOr<PlacementDecision> BundlePlacer::Place(
     table_->Release(it->allocation).IgnoreError();
   }
   const absl::flat_hash_set<NodeIndex> none;
-  return Explain(order,
+  return Explain(call, order,
                  spec.strategy() == PlacementStrategy::kStrictSpread ? placed_nodes : none,
                  pinned);
 }
 
-size_t BundlePlacer::DistinctNodeMatching(const std::vector<uint32_t>& order,
+size_t BundlePlacer::DistinctNodeMatching(Call& call, const std::vector<uint32_t>& order,
                                           const absl::flat_hash_set<NodeIndex>& excluded) const {
   // A bundle with at least as many candidates as there are bundles can always
   // be matched, so each candidate list stops at order.size() nodes.
   const size_t limit = order.size();
   std::vector<std::vector<NodeIndex>> candidates(order.size());
   for (size_t i = 0; i < order.size(); ++i) {
-    Demand one = MakeDemand({order[i]});
+    Demand one = MakeDemand(call, {order[i]});
     const IndexedResource primary = PrimaryResource(one.sum);
     const int64_t amount = NodeResourceTable::IndexKey(one.sum, primary);
-    for (const auto& tier : CandidatePools(one)) {
+    for (const auto& tier : CandidatePools(call, one)) {
       for (const NodeResourceTable::Pool* pool : tier) {
         VisitDescending(pool->by_total[static_cast<int>(primary)], amount, [&](NodeIndex n) {
-          if (!excluded.contains(n) && Fits(n, one, Capacity::kTotal)) candidates[i].push_back(n);
+          if (!excluded.contains(n) && Fits(call, n, one, Capacity::kTotal)) candidates[i].push_back(n);
           return candidates[i].size() >= limit;
         });
       }
@@ -326,7 +305,7 @@ size_t BundlePlacer::DistinctNodeMatching(const std::vector<uint32_t>& order,
   return matched;
 }
 
-PlacementDecision BundlePlacer::Explain(const std::vector<uint32_t>& order,
+PlacementDecision BundlePlacer::Explain(Call& call, const std::vector<uint32_t>& order,
                                         const absl::flat_hash_set<NodeIndex>& excluded,
                                         std::optional<NodeIndex> pinned) const {
   PlacementDecision d;
@@ -336,28 +315,28 @@ PlacementDecision BundlePlacer::Explain(const std::vector<uint32_t>& order,
     return d;
   }
   for (uint32_t b : order) {
-    Demand one = MakeDemand({b});
-    if (!FindNode(one, Preference::kMostFree, Capacity::kTotal, {&excluded, pinned})) {
+    Demand one = MakeDemand(call, {b});
+    if (!FindNode(call, one, Preference::kMostFree, Capacity::kTotal, {&excluded, pinned})) {
       const bool excluded_only =
-          !excluded.empty() && FindNode(one, Preference::kMostFree, Capacity::kTotal, {});
+          !excluded.empty() && FindNode(call, one, Preference::kMostFree, Capacity::kTotal, {});
       d.reason = excluded_only
-                     ? absl::StrCat("STRICT_SPREAD: ", DescribeDemand(one),
+                     ? absl::StrCat("STRICT_SPREAD: ", DescribeDemand(call, one),
                                     " on a node of its own; every ALIVE node that could hold it "
                                     "already holds one of the group's bundles")
-                     : DescribeShortfall(one, Capacity::kTotal);
+                     : DescribeShortfall(call, one, Capacity::kTotal);
       return d;
     }
   }
-  const Demand all = MakeDemand(order);
-  switch (spec_->strategy()) {
+  const Demand all = MakeDemand(call, order);
+  switch (call.spec.strategy()) {
     case PlacementStrategy::kStrictPack:
-      if (!FindNode(all, Preference::kMostFree, Capacity::kTotal, {nullptr, pinned})) {
-        d.reason = absl::StrCat("STRICT_PACK: ", DescribeShortfall(all, Capacity::kTotal));
+      if (!FindNode(call, all, Preference::kMostFree, Capacity::kTotal, {nullptr, pinned})) {
+        d.reason = absl::StrCat("STRICT_PACK: ", DescribeShortfall(call, all, Capacity::kTotal));
         return d;
       }
       break;
     case PlacementStrategy::kStrictSpread:
-      if (size_t m = DistinctNodeMatching(order, excluded); m < order.size()) {
+      if (size_t m = DistinctNodeMatching(call, order, excluded); m < order.size()) {
         d.reason = absl::StrCat("STRICT_SPREAD: needs ", order.size(),
                                 " distinct nodes that each hold a bundle; only ", m,
                                 excluded.empty() ? "" : " (besides the group's own nodes)",
@@ -382,19 +361,19 @@ PlacementDecision BundlePlacer::Explain(const std::vector<uint32_t>& order,
   }
   d.outcome = PlacementOutcome::kRetryLater;
   for (uint32_t b : order) {
-    Demand one = MakeDemand({b});
-    if (!FindNode(one, Preference::kMostFree, Capacity::kFree, {&excluded, pinned})) {
-      d.reason = absl::StrCat("waiting for resources: ", DescribeShortfall(one, Capacity::kFree));
+    Demand one = MakeDemand(call, {b});
+    if (!FindNode(call, one, Preference::kMostFree, Capacity::kFree, {&excluded, pinned})) {
+      d.reason = absl::StrCat("waiting for resources: ", DescribeShortfall(call, one, Capacity::kFree));
       return d;
     }
   }
   d.reason = absl::StrCat("waiting for resources: ", order.size(), " bundles (",
-                          PlacementStrategyName(spec_->strategy()), ", ", all.sum.ToString(),
+                          PlacementStrategyName(call.spec.strategy()), ", ", all.sum.ToString(),
                           " in all) do not fit the free capacity together");
   return d;
 }
 
-std::string BundlePlacer::DescribeDemand(const Demand& d) const {
+std::string BundlePlacer::DescribeDemand(Call& call, const Demand& d) const {
   ResourceSet shown;
   for (const auto& [name, amount] : d.sum.entries()) {
     if (!absl::StartsWith(name, kAcceleratorResourcePrefix)) shown.Set(name, amount);
@@ -410,24 +389,24 @@ std::string BundlePlacer::DescribeDemand(const Demand& d) const {
   std::vector<std::string> types = PinnedAcceleratorTypes(d.sum);
   if (!types.empty()) absl::StrAppend(&text, " with accelerator_type ", absl::StrJoin(types, "+"));
   for (uint32_t b : d.bundles) {
-    const LabelSelector& s = spec_->bundles()[b].selector;
+    const LabelSelector& s = call.spec.bundles()[b].selector;
     if (!s.empty()) absl::StrAppend(&text, " on nodes matching '", s.ToString(), "'");
   }
   return text;
 }
 
-std::string BundlePlacer::DescribeShortfall(const Demand& d, Capacity capacity) const {
+std::string BundlePlacer::DescribeShortfall(Call& call, const Demand& d, Capacity capacity) const {
   const bool total = capacity == Capacity::kTotal;
   std::vector<std::string> types = PinnedAcceleratorTypes(d.sum);
   const std::string scope = types.size() == 1 ? absl::StrCat(types[0], " ") : "";
-  std::string text = DescribeDemand(d);
+  std::string text = DescribeDemand(call, d);
   // Candidate nodes: ALIVE, in the right pools, matching the selectors.
   std::vector<NodeIndex> candidates;
-  for (const auto& tier : CandidatePools(d)) {
+  for (const auto& tier : CandidatePools(call, d)) {
     for (const NodeResourceTable::Pool* pool : tier) {
       for (const auto& [key, n] : pool->by_total[0]) {
         bool match = true;
-        for (uint32_t b : d.bundles) match = match && spec_->bundles()[b].selector.Matches(table_->node(n).labels);
+        for (uint32_t b : d.bundles) match = match && call.spec.bundles()[b].selector.Matches(table_->node(n).labels);
         if (match) candidates.push_back(n);
       }
     }

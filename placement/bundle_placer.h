@@ -3,10 +3,11 @@
 //
 // Pure and deterministic: no I/O, threads or clocks; the same table and
 // group give the same placement. Like Nomad's scheduler it runs feasibility
-// (state, selectors, resources, GPU instances) -> ranking (best fit for
-// PACK / STRICT_PACK, most free for SPREAD / STRICT_SPREAD) -> selection,
-// over the table's ordered indices, so a decision visits a handful of nodes
-// rather than the whole cluster.
+// (the node filters of node_filters.h, each counting what it rules out) ->
+// ranking (best fit for PACK / STRICT_PACK, most free for SPREAD /
+// STRICT_SPREAD) -> selection, over the table's ordered indices, so a
+// decision visits a handful of nodes rather than the whole cluster. The
+// placer keeps no state between calls: each works on its own Call.
 //
 // Outcomes: kPlaced reserves the bundles in the table (the head's view is
 // updated at decision time, so concurrent groups never double book); the
@@ -15,19 +16,22 @@
 // kInfeasible means no set of ALIVE nodes could ever hold it. Neither
 // changes the table. Both carry a reason a person can act on.
 //
-// An optional NodeScorer (node_scorer.h) replaces the ranking of searches
-// over free capacity: the scorer's best feasible candidate of the first tier
-// that has one is taken. Without one the placer behaves as above.
+// Ranking goes through one path, a NodeScorer (node_scorer.h): the optional
+// scorer given ranks the searches over free capacity (its best feasible
+// candidate of the first tier that has one is taken); the placer's own
+// IndexOrderRanking ranks the rest, and everything without a scorer.
 #ifndef BERTH_PLACEMENT_BUNDLE_PLACER_H_
 #define BERTH_PLACEMENT_BUNDLE_PLACER_H_
 
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/statusor.h"
+#include "placement/node_filters.h"
 #include "placement/node_resource_table.h"
 #include "placement/node_scorer.h"
 #include "placement/placement_group_spec.h"
@@ -48,6 +52,9 @@ struct PlacementDecision {
   std::vector<BundlePlacement> placements;
   // Why the group is not placed; empty when it is.
   std::string reason;
+  // How many nodes each filter (node_filters.h) ruled out while deciding,
+  // in the filters' order; only those that ruled out any.
+  std::vector<std::pair<absl::string_view, uint64_t>> rejected_by;
 };
 
 class BundlePlacer {
@@ -76,37 +83,42 @@ class BundlePlacer {
     const absl::flat_hash_set<NodeIndex>* exclude = nullptr;
     std::optional<NodeIndex> only;
   };
+  // What one Place() call works on: the group, and how many nodes each
+  // filter (NodeFilters(), by position) ruled out.
+  struct Call {
+    const PlacementGroupSpec& spec;
+    std::vector<uint64_t> rejected;
+  };
 
-  Demand MakeDemand(std::vector<uint32_t> bundles) const;
+  absl::StatusOr<PlacementDecision> Place(Call& call,
+                                          const std::vector<BundlePlacement>& already_placed);
+  Demand MakeDemand(Call& call, std::vector<uint32_t> bundles) const;
   // Pools that may hold the demand, in tiers: a demand without GPUs tries
   // nodes without GPUs first, so it does not strand GPUs.
-  std::vector<std::vector<const NodeResourceTable::Pool*>> CandidatePools(const Demand& d) const;
-  bool Fits(NodeIndex node, const Demand& d, Capacity capacity) const;
-  std::optional<NodeIndex> FindNode(const Demand& d, Preference preference, Capacity capacity,
+  std::vector<std::vector<const NodeResourceTable::Pool*>> CandidatePools(Call& call, const Demand& d) const;
+  bool Fits(Call& call, NodeIndex node, const Demand& d, Capacity capacity) const;
+  std::optional<NodeIndex> FindNode(Call& call, const Demand& d, Preference preference, Capacity capacity,
                                     const Constraints& constraints) const;
-  // The scorer's best node among those that fit `d` in free capacity.
-  std::optional<NodeIndex> FindScoredNode(const Demand& d, const Constraints& constraints) const;
 
-  absl::Status PlaceOnNode(NodeIndex node, const Demand& d, std::vector<BundlePlacement>* out);
-  bool PlacePack(const std::vector<uint32_t>& order, std::vector<BundlePlacement>* out);
-  bool PlaceSpread(const std::vector<uint32_t>& order, bool strict,
+  absl::Status PlaceOnNode(Call& call, NodeIndex node, const Demand& d, std::vector<BundlePlacement>* out);
+  bool PlacePack(Call& call, const std::vector<uint32_t>& order, std::vector<BundlePlacement>* out);
+  bool PlaceSpread(Call& call, const std::vector<uint32_t>& order, bool strict,
                    const absl::flat_hash_set<NodeIndex>& excluded,
                    std::vector<BundlePlacement>* out);
 
   // Why an unplaceable group cannot be placed: infeasible when the ALIVE
   // nodes' totals could never hold it, else retry with the free-capacity gap.
-  PlacementDecision Explain(const std::vector<uint32_t>& order,
+  PlacementDecision Explain(Call& call, const std::vector<uint32_t>& order,
                             const absl::flat_hash_set<NodeIndex>& excluded,
                             std::optional<NodeIndex> pinned) const;
   // Size of a maximum matching of bundles to distinct nodes by totals.
-  size_t DistinctNodeMatching(const std::vector<uint32_t>& order,
+  size_t DistinctNodeMatching(Call& call, const std::vector<uint32_t>& order,
                               const absl::flat_hash_set<NodeIndex>& excluded) const;
-  std::string DescribeShortfall(const Demand& d, Capacity capacity) const;
-  std::string DescribeDemand(const Demand& d) const;
+  std::string DescribeShortfall(Call& call, const Demand& d, Capacity capacity) const;
+  std::string DescribeDemand(Call& call, const Demand& d) const;
 
   NodeResourceTable* table_;
   NodeScorer* scorer_;
-  const PlacementGroupSpec* spec_ = nullptr;  // the group of the current Place() call
 };
 
 }  // namespace berth

@@ -65,4 +65,39 @@ double BestFitScorer::Score(const NodeResourceTable& table, NodeIndex node,
   return -FreeFractionAfter(table, node, demand);
 }
 
+int64_t IndexOrderRanking::Key(const NodeResourceTable& table, NodeIndex node,
+                               IndexedResource r) const {
+  const NodeResourceTable::Node& n = table.node(node);
+  return NodeResourceTable::IndexKey(over_total_ ? n.total : n.available, r);
+}
+
+double IndexOrderRanking::Score(const NodeResourceTable& table, NodeIndex node,
+                                const ScoredDemand& demand) {
+  const double key = static_cast<double>(Key(table, node, demand.primary));
+  return order_ == Order::kBestFit ? -key : key;
+}
+
+std::optional<NodeIndex> IndexOrderRanking::Best(
+    const NodeResourceTable& table, const std::vector<const NodeResourceTable::Pool*>& pools,
+    const ScoredDemand& demand, Fits fits) {
+  const int r = static_cast<int>(demand.primary);
+  std::optional<std::pair<int64_t, NodeIndex>> best;
+  for (const NodeResourceTable::Pool* pool : pools) {
+    const NodeResourceTable::OrderedNodes& nodes = over_total_ ? pool->by_total[r] : pool->by_free[r];
+    auto accept = [&](NodeIndex n) { return fits(n); };
+    std::optional<NodeIndex> found = order_ == Order::kBestFit
+                                         ? VisitAscending(nodes, demand.primary_amount, accept)
+                                         : VisitDescending(nodes, demand.primary_amount, accept);
+    if (!found) continue;
+    const int64_t key = Key(table, *found, demand.primary);
+    const bool better =
+        !best || (order_ == Order::kBestFit
+                      ? std::make_pair(key, *found) < *best
+                      : key > best->first || (key == best->first && *found < best->second));
+    if (better) best = std::make_pair(key, *found);
+  }
+  if (!best) return std::nullopt;
+  return best->second;
+}
+
 }  // namespace berth

@@ -93,6 +93,28 @@ class BestFitScorer : public NodeScorer {
   double Score(const NodeResourceTable& table, NodeIndex node, const ScoredDemand& demand) override;
 };
 
+// The placer's own ranking (the "built-in" of --placement-scorer): best fit
+// (least of the demand's primary resource, then lowest index) or most free
+// (most of it, then lowest index), found by walking the table's ordered
+// indices of free capacity (or, `over_total`, of totals for feasibility)
+// instead of scoring every candidate, so a decision stays O(log n).
+class IndexOrderRanking : public NodeScorer {
+ public:
+  enum class Order { kBestFit, kMostFree };
+  IndexOrderRanking(Order order, bool over_total) : order_(order), over_total_(over_total) {}
+  absl::string_view name() const override { return "built-in"; }
+  // Higher for a tighter fit (kBestFit) or more room (kMostFree).
+  double Score(const NodeResourceTable& table, NodeIndex node, const ScoredDemand& demand) override;
+  std::optional<NodeIndex> Best(const NodeResourceTable& table,
+                                const std::vector<const NodeResourceTable::Pool*>& pools,
+                                const ScoredDemand& demand, Fits fits) override;
+
+ private:
+  int64_t Key(const NodeResourceTable& table, NodeIndex node, IndexedResource r) const;
+  Order order_;
+  bool over_total_;
+};
+
 }  // namespace berth
 
 #endif  // BERTH_PLACEMENT_NODE_SCORER_H_

@@ -181,10 +181,7 @@ int main(int argc, char** argv) {
   // required: users and trainers authenticate with the cluster token.
   builder.AddListeningPort(listen, config.tls.ServerCredentials(/*require_client_certificate=*/false), &port);
   builder.SetMaxReceiveMessageSize(config.max_message_bytes);
-  builder.RegisterService(static_cast<berth::v1::NodeService::Service*>(&head));
-  builder.RegisterService(static_cast<berth::v1::PlacementGroupService::Service*>(&head));
-  builder.RegisterService(static_cast<berth::v1::ClusterService::Service*>(&head));
-  builder.RegisterService(static_cast<berth::v1::TrainJobService::Service*>(&head));
+  for (grpc::Service* service : head.services()) builder.RegisterService(service);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (!server || port == 0) {
     berth::LogError("cannot listen on ", listen);

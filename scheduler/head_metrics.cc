@@ -222,6 +222,13 @@ HeadMetrics::HeadMetrics() : registry_(std::make_shared<prometheus::Registry>())
                        .Register(*registry_);
   prepare_failures_ = &failures.Add({{"phase", "prepare"}});
   commit_failures_ = &failures.Add({{"phase", "commit"}});
+  auto& rejections = prometheus::BuildCounter()
+                         .Name("berth_placement_node_rejections_total")
+                         .Help("Nodes a placement decision's feasibility filters ruled out, by filter.")
+                         .Register(*registry_);
+  for (const NodeFilter* filter : NodeFilters()) {
+    node_rejections_[filter->name()] = &rejections.Add({{"filter", std::string(filter->name())}});
+  }
   node_deaths_ = &prometheus::BuildCounter()
                       .Name("berth_node_deaths_total")
                       .Help("Nodes declared DEAD after missing their heartbeats.")
@@ -236,9 +243,12 @@ HeadMetrics::HeadMetrics() : registry_(std::make_shared<prometheus::Registry>())
 
 void HeadMetrics::BeforeDecision() { decision_start_ = std::chrono::steady_clock::now(); }
 
-void HeadMetrics::AfterDecision(PlacementOutcome) {
+void HeadMetrics::AfterDecision(const PlacementDecision& decision) {
   decision_latency_->Observe(
       std::chrono::duration<double>(std::chrono::steady_clock::now() - decision_start_).count());
+  for (const auto& [filter, count] : decision.rejected_by) {
+    node_rejections_.at(filter)->Increment(static_cast<double>(count));
+  }
 }
 
 void HeadMetrics::OnCreated(int64_t latency_ms) { placement_latency_->Observe(latency_ms / 1000.0); }

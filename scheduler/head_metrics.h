@@ -11,6 +11,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <vector>
 
@@ -50,7 +51,7 @@ class HeadMetrics final : public PlacementObserver {
 
   // PlacementObserver; called under the head's lock by the scheduling loop.
   void BeforeDecision() override;
-  void AfterDecision(PlacementOutcome outcome) override;
+  void AfterDecision(const PlacementDecision& decision) override;
   void OnCreated(int64_t latency_ms) override;
 
   // A two-phase commit failed; `prepared` tells whether every prepare had
@@ -65,6 +66,8 @@ class HeadMetrics final : public PlacementObserver {
   prometheus::Histogram* decision_latency_;
   prometheus::Counter* prepare_failures_;
   prometheus::Counter* commit_failures_;
+  // By filter name (NodeFilters()); names outlive the map (static).
+  std::map<absl::string_view, prometheus::Counter*> node_rejections_;
   prometheus::Counter* node_deaths_;
   prometheus::Counter* job_restarts_;
   std::chrono::steady_clock::time_point decision_start_;

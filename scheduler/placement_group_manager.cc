@@ -309,7 +309,7 @@ std::vector<CommitTask> PlacementGroupManager::Schedule(int64_t now_ms) {
     } else {
       if (observer_) observer_->BeforeDecision();
       d = placer.Place(g.spec, kept);
-      if (observer_ && d.ok()) observer_->AfterDecision(d->outcome);
+      if (observer_ && d.ok()) observer_->AfterDecision(*d);
       if (d.ok() && kept.empty() && d->outcome != PlacementOutcome::kPlaced) unfit.emplace(&g.spec, *d);
     }
     if (!d.ok()) {  // cannot happen for a validated group; keep it waiting

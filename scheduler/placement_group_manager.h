@@ -90,7 +90,7 @@ class PlacementObserver {
   virtual ~PlacementObserver() = default;
   // Bracket one core placement decision, so the adapter can time it.
   virtual void BeforeDecision() {}
-  virtual void AfterDecision(PlacementOutcome outcome) {}
+  virtual void AfterDecision(const PlacementDecision& decision) {}
   // A group became CREATED `latency_ms` after it was created, or after it
   // lost bundles and went RESCHEDULING.
   virtual void OnCreated(int64_t latency_ms) {}

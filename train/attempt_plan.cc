@@ -4,7 +4,10 @@
 #include <iterator>
 #include <map>
 
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "train/train_job_spec.h"
 #include "train/worker_env.h"
 
@@ -29,6 +32,50 @@ void SetEnv(v1::WorkerSpec& w, const std::map<std::string, std::string>& env) {
 }
 
 }  // namespace
+
+std::string DescribeExit(const v1::WorkerStatus& s) {
+  if (s.signal() != 0) return absl::StrCat("was killed by signal ", s.signal());
+  return absl::StrCat("exited with code ", s.exit_code());
+}
+
+std::string DescribeProcess(const std::string& worker_id) {
+  if (absl::EndsWith(worker_id, "-trainer")) return "the trainer";
+  if (absl::EndsWith(worker_id, "-store")) return "the rendezvous store host";
+  const size_t dash = worker_id.rfind('-');
+  if (dash == std::string::npos || dash + 2 > worker_id.size()) return worker_id;
+  const std::string number = worker_id.substr(dash + 2);
+  if (worker_id[dash + 1] == 'r') return absl::StrCat("rank ", number);
+  if (worker_id[dash + 1] == 'n') return absl::StrCat("the launcher of node rank ", number);
+  return worker_id;
+}
+
+std::string DescribeFailure(const std::string& worker_id, const std::string& node_id,
+                            const v1::WorkerStatus& s) {
+  std::string cause = absl::StrCat(DescribeProcess(worker_id), " (", worker_id, " on ", node_id,
+                                   ") ", DescribeExit(s));
+  if (s.error().empty()) return cause;
+  std::vector<absl::string_view> lines = absl::StrSplit(s.error(), '\n');
+  absl::StrAppend(&cause, ": ", lines[0]);
+  for (size_t i = 1; i < lines.size(); ++i) absl::StrAppend(&cause, "\n    ", lines[i]);
+  return cause;
+}
+
+int64_t FailedAtUs(const v1::WorkerStatus& s) {
+  return s.failed_unix_us() != 0 ? s.failed_unix_us() : s.ended_unix_ms() * 1000;
+}
+
+std::optional<uint32_t> AttemptOf(const std::string& job_id, const std::string& worker_id) {
+  const std::string prefix = absl::StrCat(job_id, "-a");
+  if (!absl::StartsWith(worker_id, prefix)) return std::nullopt;
+  absl::string_view rest = absl::string_view(worker_id).substr(prefix.size());
+  uint32_t attempt = 0;
+  if (!absl::SimpleAtoi(rest.substr(0, rest.find('-')), &attempt)) return std::nullopt;
+  return attempt;
+}
+
+bool IsHelperProcess(const std::string& worker_id) {
+  return absl::EndsWith(worker_id, "-trainer") || absl::EndsWith(worker_id, "-store");
+}
 
 std::vector<BundleSite> SitesOf(const v1::PlacementGroupInfo& group) {
   std::vector<BundleSite> sites(group.bundles_size());

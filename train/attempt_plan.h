@@ -7,6 +7,7 @@
 #define BERTH_TRAIN_ATTEMPT_PLAN_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -17,6 +18,28 @@
 #include "train/rank_assignment.h"
 
 namespace berth {
+
+// An attempt's processes are named <job>-a<attempt>-<role>: -trainer, -store,
+// -r<rank> (a rank), -n<node rank> (a launcher).
+
+// "rank 1", "the trainer", "the launcher of node rank 0": what a process of
+// an attempt is, from its worker id.
+std::string DescribeProcess(const std::string& worker_id);
+// "was killed by signal 9", "exited with code 1".
+std::string DescribeExit(const v1::WorkerStatus& status);
+// A failure cause a person can act on: which process, on which node, how it
+// ended, and what it said (the raylet's WorkerStatus.error: the headline,
+// then its context, indented).
+std::string DescribeFailure(const std::string& worker_id, const std::string& node_id,
+                            const v1::WorkerStatus& status);
+// When a process failed (its error's time, else its end), to find an
+// attempt's first failure.
+int64_t FailedAtUs(const v1::WorkerStatus& status);
+// The attempt a worker id of the job belongs to.
+std::optional<uint32_t> AttemptOf(const std::string& job_id, const std::string& worker_id);
+// The trainer and the store host: the processes of an attempt that are not
+// ranks.
+bool IsHelperProcess(const std::string& worker_id);
 
 // Where the group's bundles are, by bundle index.
 std::vector<BundleSite> SitesOf(const v1::PlacementGroupInfo& group);

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <csignal>
 
+#include "absl/status/status.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -30,6 +31,10 @@ constexpr absl::Duration kReconcileEvery = absl::Seconds(2);
 // pending reason: its placement wakes the job at once, so with many jobs
 // waiting the looks are rare (10,000 waiting jobs are 333 looks/s).
 constexpr BackoffPolicy kPlacementWait{absl::Milliseconds(100), 2, absl::Seconds(30)};
+// Between attempts that failed before their processes ran (the port, the
+// plan or a StartWorker failed): a launch that cannot work is not retried
+// in a tight loop. A failure of running processes restarts at once.
+constexpr BackoffPolicy kLaunchRetry{absl::Seconds(1), 2, absl::Seconds(30)};
 
 bool IsTerminal(v1::TrainJobState s) {
   return s == v1::TRAIN_JOB_STATE_SUCCEEDED || s == v1::TRAIN_JOB_STATE_FAILED ||
@@ -38,56 +43,11 @@ bool IsTerminal(v1::TrainJobState s) {
 
 bool Failed(const v1::WorkerStatus& s) { return s.signal() != 0 || s.exit_code() != 0; }
 
-std::string DescribeExit(const v1::WorkerStatus& s) {
-  if (s.signal() != 0) return absl::StrCat("was killed by signal ", s.signal());
-  return absl::StrCat("exited with code ", s.exit_code());
-}
-
-// "rank 1", "node 0", "the trainer": what a process of an attempt is, from
-// its worker id (<job>-a<n>-r<rank> | -n<node rank> | -trainer).
-std::string DescribeProcess(const std::string& worker_id) {
-  if (absl::EndsWith(worker_id, "-trainer")) return "the trainer";
-  if (absl::EndsWith(worker_id, "-store")) return "the rendezvous store host";
-  const size_t dash = worker_id.rfind('-');
-  if (dash == std::string::npos || dash + 2 > worker_id.size()) return worker_id;
-  const std::string number = worker_id.substr(dash + 2);
-  if (worker_id[dash + 1] == 'r') return absl::StrCat("rank ", number);
-  if (worker_id[dash + 1] == 'n') return absl::StrCat("the launcher of node rank ", number);
-  return worker_id;
-}
-
-// A failure cause a person can act on: which process, how it ended, and
-// what it said (the raylet's WorkerStatus.error: the headline, then its
-// context, indented).
-std::string DescribeFailure(const std::string& worker_id, const std::string& node_id,
-                            const v1::WorkerStatus& s) {
-  std::string cause = absl::StrCat(DescribeProcess(worker_id), " (", worker_id, " on ", node_id,
-                                   ") ", DescribeExit(s));
-  if (s.error().empty()) return cause;
-  std::vector<absl::string_view> lines = absl::StrSplit(s.error(), '\n');
-  absl::StrAppend(&cause, ": ", lines[0]);
-  for (size_t i = 1; i < lines.size(); ++i) absl::StrAppend(&cause, "\n    ", lines[i]);
-  return cause;
-}
-
-// When a process failed, for finding the first failure of a group.
-int64_t FailedAtUs(const v1::WorkerStatus& s) {
-  return s.failed_unix_us() != 0 ? s.failed_unix_us() : s.ended_unix_ms() * 1000;
-}
-
-// The attempt a worker id of the job belongs to (<job>-a<n>-...).
-std::optional<uint32_t> AttemptOf(const std::string& job_id, const std::string& worker_id) {
-  const std::string prefix = absl::StrCat(job_id, "-a");
-  if (!absl::StartsWith(worker_id, prefix)) return std::nullopt;
-  absl::string_view rest = absl::string_view(worker_id).substr(prefix.size());
-  uint32_t attempt = 0;
-  if (!absl::SimpleAtoi(rest.substr(0, rest.find('-')), &attempt)) return std::nullopt;
-  return attempt;
-}
-
-// The processes of an attempt that are not ranks.
-bool IsHelperProcess(const std::string& worker_id) {
-  return absl::EndsWith(worker_id, "-trainer") || absl::EndsWith(worker_id, "-store");
+// The job's group no longer exists: a head restarted after removing it and
+// before the job's end was written, or someone removed it.
+bool GroupGone(const JobWorld& world) {
+  if (!world.group.ok()) return absl::IsNotFound(world.group.status());
+  return world.group->state() == v1::PLACEMENT_GROUP_STATE_REMOVED;
 }
 
 bool Runs(const v1::WorkerStatus& w) {
@@ -105,7 +65,8 @@ JobReconciler::JobReconciler(v1::TrainJobInfo info, PlacementGroupSpec spec, Job
       spec_(std::move(spec)),
       options_(std::move(options)),
       phase_(phase),
-      placement_wait_(kPlacementWait) {}
+      placement_wait_(kPlacementWait),
+      launch_retry_(kLaunchRetry) {}
 
 JobReconciler JobReconciler::Restored(v1::TrainJobInfo info, PlacementGroupSpec spec,
                                       bool stop_requested, JobOptions options) {
@@ -212,7 +173,12 @@ JobStep JobReconciler::Step(absl::Time now, const JobWorld& world) {
           CreateGroup create{spec_, {}};
           create.meta.set_name(absl::StrCat(info_.job_id(), "-pg"));
           create.meta.set_job_id(info_.job_id());
-          create.meta.set_request_id(absl::StrCat(info_.job_id(), "/pg"));
+          // A group made again (the first is gone) has a request id of its
+          // own, or the head would answer with the old one.
+          create.meta.set_request_id(
+              info_.placement_group_id().empty()
+                  ? absl::StrCat(info_.job_id(), "/pg")
+                  : absl::StrCat(info_.job_id(), "/pg/a", attempt_));
           return Act(std::move(create));
         }
         case Phase::kResumeScan: {
@@ -226,6 +192,18 @@ JobStep JobReconciler::Step(absl::Time now, const JobWorld& world) {
         case Phase::kAwaitPlacement: {
           if (stop_requested_) {
             End(v1::TRAIN_JOB_STATE_STOPPED, "stopped");
+            continue;
+          }
+          // One attempt per Step: a restart yields first (and after a failed
+          // launch, waits), then looks at the head again.
+          if (restart_pending_) {
+            restart_pending_ = false;
+            JobStep wait;
+            wait.wake_at = restart_at_;
+            return wait;
+          }
+          if (GroupGone(world)) {
+            phase_ = Phase::kCreateGroup;
             continue;
           }
           if (!world.group.ok() || world.group->state() != v1::PLACEMENT_GROUP_STATE_CREATED) {
@@ -454,6 +432,7 @@ std::string JobReconciler::PlacementChange(const JobWorld& world) const {
   for (const std::string& node : nodes) {
     if (world.alive.count(node) == 0) return absl::StrCat("node ", node, " died (missed heartbeats)");
   }
+  if (GroupGone(world)) return "the placement group is gone";
   if (!world.group.ok()) return "";  // the head's own error; asked again next Step
   if (world.group->state() != v1::PLACEMENT_GROUP_STATE_CREATED) {
     return absl::StrCat("the placement group lost bundles: ", world.group->pending_reason());
@@ -518,6 +497,7 @@ void JobReconciler::AfterStopped(absl::Time now) {
 }
 
 void JobReconciler::LaunchFailed(const std::string& cause) {
+  launch_failed_ = true;
   cause_ = cause;
   node_failure_ = false;
   to_list_.clear();
@@ -538,6 +518,8 @@ void JobReconciler::CountFailure(absl::Time now) {
     return;
   }
   restarted_ = true;
+  restart_pending_ = true;
+  restart_at_ = launch_failed_ ? now + launch_retry_.Next() : now;
   info_.mutable_startup()->set_restarted_unix_us(absl::ToUnixMicros(now));
   SetState(now, v1::TRAIN_JOB_STATE_RESTARTING, absl::StrCat("restarting after: ", cause_));
   ++attempt_;
@@ -566,6 +548,7 @@ void JobReconciler::OnResult(absl::Time now, JobActionResult result) {
     OnPort(now, *port);
   } else if (auto* started = std::get_if<ProcessesStarted>(&result)) {
     if (!started->status.ok()) {
+      launch_failed_ = true;
       cause_ = std::string(started->status.message());
       node_failure_ = false;
       Stop(std::move(started->started), AfterStop::kLaunchFailed);
@@ -573,6 +556,8 @@ void JobReconciler::OnResult(absl::Time now, JobActionResult result) {
     }
     info_.mutable_startup()->set_workers_started_unix_us(absl::ToUnixMicros(now));
     processes_ = std::move(started->started);
+    launch_failed_ = false;
+    launch_retry_.Reset();
     SetState(now, v1::TRAIN_JOB_STATE_RUNNING, "");
     reconcile_at_ = now + kReconcileEvery;
     phase_ = Phase::kWatch;

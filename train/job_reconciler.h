@@ -224,6 +224,10 @@ class JobReconciler {
   std::vector<std::pair<std::string, std::vector<v1::WorkerSpec>>> to_start_;
   absl::Time reconcile_at_ = absl::InfinitePast();
   Backoff placement_wait_;  // between looks at a group that waits for room
+  Backoff launch_retry_;    // between attempts whose launch failed
+  bool launch_failed_ = false;    // the attempt failed before its processes ran
+  bool restart_pending_ = false;  // a restart was decided: yield until restart_at_
+  absl::Time restart_at_ = absl::InfinitePast();
   Listing listing_ = Listing::kRecordExits;
   std::set<std::string> to_list_;
   std::set<std::string> unreachable_;

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "train/train_job_spec.h"
+#include "common/log.h"
 #include "wire/proto_convert.h"
 
 namespace berth {
@@ -15,6 +16,12 @@ namespace {
 std::string HostOf(const std::string& address) {
   const size_t colon = address.rfind(':');
   return colon == std::string::npos ? address : address.substr(0, colon);
+}
+
+const char* ActionName(const JobAction& action) {
+  static constexpr const char* kNames[] = {"create group",    "allocate port", "start processes",
+                                           "list workers",    "stop processes", "remove group"};
+  return kNames[action.index()];
 }
 
 }  // namespace
@@ -284,6 +291,7 @@ void TrainJobController::Drive(const std::string& job_id) {
       }
       group_id = job.reconciler.placement_group_id();
       nodes = job.reconciler.WatchedNodes();
+      job.again = false;  // an event from here on makes it read the head again
     }
     // The head is called without mu_ (it calls this controller with its own).
     const JobWorld world = ReadWorld(group_id, nodes);
@@ -291,17 +299,31 @@ void TrainJobController::Drive(const std::string& job_id) {
     {
       absl::MutexLock lock(&mu_);
       Job& job = *jobs_.at(job_id);
-      job.again = false;
+      const v1::TrainJobState state_before = job.reconciler.info().state();
+      const std::string message_before = job.reconciler.info().message();
+      const int causes_before = job.reconciler.info().failure_causes_size();
       step = job.reconciler.Step(absl::Now(), world);
+      if (step.restarted && config_.on_restart) config_.on_restart();
+      // Every change of state, and of what it says outside PENDING (which
+      // says the pending reason at each look).
+      const v1::TrainJobInfo& info = job.reconciler.info();
+      for (int c = causes_before; c < info.failure_causes_size(); ++c) {
+        LogWarning("train job ", job_id, ": attempt ", info.attempt(), " failed: ", info.failure_causes(c));
+      }
+      if (info.state() != state_before ||
+          (info.state() != v1::TRAIN_JOB_STATE_PENDING && info.message() != message_before)) {
+        LogInfo("train job ", job_id, ": ", v1::TrainJobState_Name(info.state()), " ", info.message());
+      }
+      if (step.action) LogDebug("train job ", job_id, ": action ", ActionName(*step.action));
       if (step.persist) PersistLocked(job);
       if (!step.action) {
-        if (job.again || job.reconciler.done()) continue;  // an event came meanwhile: look again now
+        // An event came while the head was read: read it again now.
+        if (job.again || job.reconciler.done()) continue;
         job.wake_at = step.wake_at;
         if (step.wake_at != absl::InfiniteFuture()) timers_.emplace(step.wake_at, job_id);
         return;
       }
     }
-    if (step.restarted && config_.on_restart) config_.on_restart();
     JobActionResult result = Execute(job_id, *std::move(step.action));
     absl::MutexLock lock(&mu_);
     Job& job = *jobs_.at(job_id);

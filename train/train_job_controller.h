@@ -65,8 +65,9 @@ struct TrainControllerConfig {
   size_t max_active_jobs = 1000;  // not yet finished (berth-head --max-active-jobs)
   size_t max_name_length = 128;   // --max-name-length
   std::string cluster_token;      // given to the trainer (BERTH_CLUSTER_TOKEN)
-  // Called (from a pool thread) each time a job restarts its workers after
-  // a failure; for the head's metrics. May be empty.
+  // Called (from a pool thread, with the controller's lock held: it must be
+  // quick) each time a job restarts after a failure; for the head's
+  // metrics. May be empty.
   std::function<void()> on_restart;
   // Writes a job's record to the head's state store before the change is
   // visible; called with the controller's lock held. May be empty.

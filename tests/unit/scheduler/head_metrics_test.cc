@@ -135,7 +135,10 @@ TEST(HeadMetricsTest, BundleShapeAndAcceleratorType) {
 TEST(HeadMetricsTest, EventsFeedCountersAndHistograms) {
   HeadMetrics metrics;
   metrics.BeforeDecision();
-  metrics.AfterDecision(PlacementOutcome::kPlaced);
+  PlacementDecision decision;
+  decision.outcome = PlacementOutcome::kRetryLater;
+  decision.rejected_by = {{"label_selector", 3}, {"resources", 2}};
+  metrics.AfterDecision(decision);
   metrics.OnCreated(1500);
   metrics.OnCommitFailed(false);
   metrics.OnCommitFailed(true);
@@ -158,6 +161,9 @@ TEST(HeadMetricsTest, EventsFeedCountersAndHistograms) {
   EXPECT_EQ(counters["berth_two_phase_commit_failures_total,prepare"], 1);
   EXPECT_EQ(counters["berth_two_phase_commit_failures_total,commit"], 2);
   EXPECT_EQ(counters["berth_node_deaths_total"], 1);
+  EXPECT_EQ(counters["berth_placement_node_rejections_total,label_selector"], 3);
+  EXPECT_EQ(counters["berth_placement_node_rejections_total,resources"], 2);
+  EXPECT_EQ(counters.count("berth_placement_node_rejections_total,gpu_instances"), 1u);  // exported at 0
   EXPECT_EQ(counters["berth_train_job_restarts_total"], 1);
   EXPECT_EQ(histogram_counts["berth_placement_latency_seconds"], 1u);
   EXPECT_EQ(histogram_counts["berth_placement_decision_seconds"], 1u);

@@ -131,7 +131,7 @@ TEST_F(PlacementGroupManagerTest, InfeasibleWaitsForANodeChange) {
 // Counts the core's placement decisions.
 class DecisionCounter : public PlacementObserver {
  public:
-  void AfterDecision(PlacementOutcome) override { ++decisions; }
+  void AfterDecision(const PlacementDecision&) override { ++decisions; }
   int decisions = 0;
 };
 

@@ -266,8 +266,10 @@ TEST_F(JobReconcilerTest, TheCauseIsTheFirstFailureByTimeAndTheJobRestartsFromIt
   EXPECT_THAT(job_->info().failure_causes(0),
               HasSubstr("rank 1 (job-1-a0-r1 on n1) exited with code 3"));
 
-  // The next attempt (number 1) starts from the latest checkpoint.
-  EXPECT_EQ(Expect<AllocatePort>(restart).node_id, "n0");
+  // The restart yields (a process failure restarts at once), then the next
+  // attempt (number 1) starts from the latest checkpoint.
+  EXPECT_EQ(Waits(restart), now_);
+  EXPECT_EQ(Expect<AllocatePort>(Step()).node_id, "n0");
   Result(PortAllocated{std::make_pair(std::string("10.0.0.1"), uint16_t{29501})});
   StartProcesses start = Expect<StartProcesses>(Step());
   const v1::WorkerSpec& trainer = start.by_node[0].second[0];
@@ -339,6 +341,27 @@ TEST_F(JobReconcilerTest, ALostNodeOrAPlacementMadeAgainEndsTheAttempt) {
   EXPECT_THAT(job_->info().failure_causes(0), HasSubstr("bundles were placed again"));
 }
 
+TEST_F(JobReconcilerTest, AJobWhoseGroupIsGoneMakesANewOne) {
+  v1::TrainJobSpec spec = BuiltinSpec(2);
+  spec.mutable_failure_config()->set_max_failures(-1);
+  New(spec);
+  JobProcesses processes = Run({"n0", "n1"});
+  // A head restarted after removing the group, before the job's end was
+  // written: the group is unknown.
+  group_ = absl::NotFoundError("placement_group_id: no placement group 'pg-1'");
+  EXPECT_EQ(Expect<StopProcesses>(Step()).processes, processes);
+  Result(StopsSent{});
+  EXPECT_EQ(Waits(Step()), now_);  // the restart yields
+  CreateGroup again = Expect<CreateGroup>(Step());
+  EXPECT_EQ(again.meta.request_id(), "job-1/pg/a1");  // not the first group's
+  EXPECT_THAT(job_->info().failure_causes(0), HasSubstr("the placement group is gone"));
+  Result(GroupCreated{std::string("pg-2")});
+  EXPECT_EQ(job_->info().placement_group_id(), "pg-2");
+  group_ = Created({"n0", "n1"});
+  group_->set_placement_group_id("pg-2");
+  EXPECT_EQ(Expect<AllocatePort>(Step()).node_id, "n0");
+}
+
 TEST_F(JobReconcilerTest, AStopEndsTheProcessesThenTheGroup) {
   New(BuiltinSpec(2));
   JobProcesses processes = Run({"n0", "n1"});
@@ -389,6 +412,30 @@ TEST_F(JobReconcilerTest, AFailedLaunchStopsWhatStartedAndCountsAFailure) {
   Result(GroupRemoved{});
   EXPECT_EQ(job_->info().state(), v1::TRAIN_JOB_STATE_FAILED);
   EXPECT_EQ(job_->info().message(), "failed: starting job-1-a0-r1 on n1: refused");
+}
+
+TEST_F(JobReconcilerTest, AttemptsWhoseLaunchFailsAreRetriedWithBackoffNotInALoop) {
+  v1::TrainJobSpec spec = BuiltinSpec(2);
+  spec.mutable_failure_config()->set_max_failures(-1);
+  New(spec);
+  Expect<CreateGroup>(Step());
+  Result(GroupCreated{std::string(kGroup)});
+  // CREATED, but its bundles have no nodes to give ranks to.
+  v1::PlacementGroupInfo unplaced = Created({"n0", "n1"});
+  unplaced.clear_locations();
+  group_ = unplaced;
+  std::vector<absl::Duration> waits;
+  for (int i = 0; i < 4; ++i) {
+    JobStep step = Step();  // one attempt, then a wait
+    ASSERT_FALSE(step.action.has_value());
+    EXPECT_EQ(job_->info().failure_causes_size(), i + 1);
+    waits.push_back(step.wake_at - now_);
+    now_ = step.wake_at;
+  }
+  EXPECT_THAT(waits, ElementsAre(absl::Seconds(1), absl::Seconds(2), absl::Seconds(4), absl::Seconds(8)));
+  // A launch that works resets the wait.
+  group_ = Created({"n0", "n1"});
+  Expect<AllocatePort>(Step());
 }
 
 TEST_F(JobReconcilerTest, ACommandJobWaitsForItsRelayBeforeItSucceeds) {

@@ -1,0 +1,1 @@
+"""The checks of check_manifests.py, one module per kind of file (see its docstring)."""

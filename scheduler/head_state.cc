@@ -1,0 +1,71 @@
+#include "scheduler/head_state.h"
+
+#include <optional>
+#include <random>
+
+#include "absl/strings/str_format.h"
+#include "common/log.h"
+#include "wire/proto_convert.h"
+
+namespace berth {
+
+int64_t HeadNowMs() { return absl::ToUnixMillis(absl::Now()); }
+
+AdmissionPolicy HeadAdmission(const HeadConfig& config, bool node_methods) {
+  AdmissionPolicy policy{config.cluster_token, config.tls};
+  if (node_methods) {
+    for (const char* method : {"RegisterNode", "Heartbeat", "ReportWorkerExit"}) {
+      policy.role_of_method[method] = TlsRole::kNode;
+    }
+  }
+  return policy;
+}
+
+HeadState::HeadState(HeadConfig config, std::unique_ptr<StateStore> store)
+    : config_(std::move(config)),
+      store_(store ? std::move(store) : NewMemoryStateStore()),
+      writer_(store_.get()),
+      nodes(&table, config_.liveness),
+      groups(&table, &nodes, config_.scheduler) {
+  groups.set_observer(&metrics_);
+}
+
+uint64_t HeadState::PersistLocked() {
+  uint64_t seq = writer_.staged();
+  for (const std::string& id : groups.TakeChanged()) {
+    std::optional<v1::PlacementGroupRecord> record = groups.Export(id);
+    seq = writer_.Stage(kGroupsTable, id,
+                        record ? std::optional<std::string>(record->SerializeAsString()) : std::nullopt);
+  }
+  return seq;
+}
+
+uint64_t HeadState::PersistNodeLocked(const std::string& node_id) {
+  std::optional<v1::RegisterNodeRequest> registration = nodes.RegistrationOf(node_id);
+  std::optional<NodeIndex> index = table.FindNode(node_id);
+  if (!registration || !index || table.node(*index).state == NodeState::kDead) {
+    return writer_.Stage(kNodesTable, node_id, std::nullopt);
+  }
+  v1::NodeRecord record;
+  *record.mutable_registration() = *std::move(registration);
+  record.set_state(NodeStateToProto(table.node(*index).state));
+  record.set_drain_reason(nodes.DrainReason(node_id));
+  return writer_.Stage(kNodesTable, node_id, record.SerializeAsString());
+}
+
+absl::Status HeadState::Durable(uint64_t seq) {
+  absl::Status s = writer_.WaitDurable(seq);
+  if (!s.ok()) LogError(s.message());
+  return s;
+}
+
+void HeadState::PersistJob(const v1::TrainJobRecord& record) {
+  Durable(writer_.Stage(kJobsTable, record.info().job_id(), record.SerializeAsString())).IgnoreError();
+}
+
+std::string HeadState::NewPlacementGroupId() {
+  static thread_local std::mt19937_64 rng(std::random_device{}());
+  return absl::StrFormat("pg-%012x", rng() & 0xffffffffffffULL);
+}
+
+}  // namespace berth

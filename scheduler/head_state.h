@@ -1,0 +1,115 @@
+// HeadState: what berth-head knows, shared by its services and its
+// scheduler: the node table, NodeManager and PlacementGroupManager behind
+// one mutex, the store they are written to, the head's metrics, and the
+// train job controller once it is started.
+//
+// One path for every change: under `mu`, change the state machines, stage
+// the changed records (PersistLocked, PersistNodeLocked), release `mu`, then
+// Durable(seq) before answering. Nothing calls out (an RPC, the train
+// controller) while holding `mu`.
+#ifndef BERTH_SCHEDULER_HEAD_STATE_H_
+#define BERTH_SCHEDULER_HEAD_STATE_H_
+
+#include <atomic>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <string>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "auth/admission.h"
+#include "auth/cluster_tls.h"
+#include "berth/v1/head.pb.h"
+#include "berth/v1/state.pb.h"
+#include "scheduler/head_metrics.h"
+#include "scheduler/node_manager.h"
+#include "scheduler/placement_group_manager.h"
+#include "scheduler/state_store.h"
+#include "scheduler/state_writer.h"
+#include "train/train_job_controller.h"
+
+namespace berth {
+
+struct HeadConfig {
+  LivenessConfig liveness;
+  TrainControllerConfig train;
+  SchedulerConfig scheduler;
+  absl::Duration raylet_rpc_timeout = absl::Seconds(2);
+  int committer_threads = 8;
+  size_t max_worker_exits_kept = 10000;
+  int max_message_bytes = 4 << 20;  // largest request accepted (--max-message-bytes)
+  // Every RPC must carry it (auth/cluster_token.h); empty = no check.
+  // Also used on the head's calls to raylets.
+  std::string cluster_token;
+  // TLS (auth/cluster_tls.h): the head's certificate, on its endpoint and
+  // its calls to raylets; node RPCs then need a berth-node certificate.
+  TlsConfig tls;
+};
+
+int64_t HeadNowMs();
+
+// Every call carries the cluster token; those only a raylet makes
+// (`node_methods`: RegisterNode, Heartbeat, ReportWorkerExit) need a node
+// certificate when the cluster speaks TLS.
+AdmissionPolicy HeadAdmission(const HeadConfig& config, bool node_methods);
+
+class HeadState {
+ private:
+  // First: the state machines below report to the metrics, and the writer
+  // writes to the store.
+  const HeadConfig config_;
+  HeadMetrics metrics_;
+  std::unique_ptr<StateStore> store_;
+  StateWriter writer_;
+  std::atomic<TrainJobController*> jobs_{nullptr};
+
+ public:
+  static constexpr char kNodesTable[] = "nodes";
+  static constexpr char kGroupsTable[] = "groups";
+  static constexpr char kJobsTable[] = "jobs";
+
+  // `store` nullptr = in memory only.
+  HeadState(HeadConfig config, std::unique_ptr<StateStore> store);
+  HeadState(const HeadState&) = delete;
+  HeadState& operator=(const HeadState&) = delete;
+
+  const HeadConfig& config() const { return config_; }
+  HeadMetrics& metrics() { return metrics_; }
+  // Read by the head's Restore alone, before it serves.
+  StateStore& store() { return *store_; }
+
+  absl::Mutex mu;
+  NodeResourceTable table ABSL_GUARDED_BY(mu);
+  NodeManager nodes ABSL_GUARDED_BY(mu);
+  PlacementGroupManager groups ABSL_GUARDED_BY(mu);
+  std::deque<v1::ReportWorkerExitRequest> worker_exits ABSL_GUARDED_BY(mu);
+  bool kick ABSL_GUARDED_BY(mu) = false;  // wake the scheduling loop
+  bool stopping ABSL_GUARDED_BY(mu) = false;
+  v1::AutoscalerStatus autoscaler ABSL_GUARDED_BY(mu);
+  std::string metrics_address ABSL_GUARDED_BY(mu);
+
+  // Stage changed records for the store; returns the sequence number to
+  // pass to Durable() once mu is released. A change is acknowledged (or
+  // shown) only after it is durable.
+  uint64_t PersistLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+  uint64_t PersistNodeLocked(const std::string& node_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+  // What is staged so far: a read shows only what is durable.
+  uint64_t StagedLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) { return writer_.staged(); }
+  // Waits (without mu) until `seq` is durable; logs a failure.
+  absl::Status Durable(uint64_t seq) ABSL_LOCKS_EXCLUDED(mu);
+  // A train job's record, durable before it returns.
+  void PersistJob(const v1::TrainJobRecord& record);
+
+  // The train job controller: nullptr until the head started it.
+  TrainJobController* jobs() const { return jobs_.load(); }
+  void set_jobs(TrainJobController* jobs) { jobs_.store(jobs); }
+
+  static std::string NewPlacementGroupId();
+};
+
+}  // namespace berth
+
+#endif  // BERTH_SCHEDULER_HEAD_STATE_H_

@@ -1,0 +1,126 @@
+#include "scheduler/node_service.h"
+
+#include "absl/strings/str_cat.h"
+#include "common/log.h"
+#include "wire/proto_convert.h"
+
+namespace berth {
+
+NodeServiceImpl::NodeServiceImpl(HeadState* state, RayletClients* raylets)
+    : Admitted<v1::NodeService::Service>(HeadAdmission(state->config(), /*node_methods=*/true)),
+      state_(state),
+      raylets_(raylets) {}
+
+grpc::Status NodeServiceImpl::RegisterNode(grpc::ServerContext* context, const v1::RegisterNodeRequest* request,
+                                      v1::RegisterNodeResponse* response) {
+  // Before the node can receive new bundles, it drops any it holds that the
+  // head does not know (left from before a head or raylet restart).
+  std::vector<v1::HeldBundle> held;
+  {
+    absl::MutexLock lock(&state_->mu);
+    held = state_->groups.BundlesOn(request->node_id());
+  }
+  if (!request->address().empty() && request->node_id().size() <= 128) {
+    v1::ReleaseUnusedBundlesRequest release;
+    release.set_request_id(absl::StrCat("register/", request->request_id()));
+    for (const v1::HeldBundle& h : held) *release.add_in_use() = h.key();
+    absl::StatusOr<v1::ReleaseUnusedBundlesResponse> released =
+        raylets_->ReleaseUnused(request->address(), release);
+    if (released.ok() && released->released_size() > 0) {
+      LogInfo("node ", request->node_id(), " released ", released->released_size(), " stale bundle(s)");
+    }
+  }
+  absl::ReleasableMutexLock lock(&state_->mu);
+  absl::StatusOr<NodeManager::Registration> reg = state_->nodes.Register(*request, HeadNowMs());
+  if (!reg.ok()) return ToGrpcStatus(reg.status());
+  LogInfo("node ", request->node_id(), " registered at ", request->address(), ": ",
+          state_->table.node(reg->index).total.ToString());
+  const uint64_t seq = state_->PersistNodeLocked(request->node_id());
+  state_->groups.OnNodesChanged(HeadNowMs());
+  state_->kick = true;
+  response->set_accepted(true);
+  response->set_heartbeat_interval_ms(static_cast<uint32_t>(state_->nodes.heartbeat_period_ms()));
+  for (v1::HeldBundle& h : held) *response->add_held_bundles() = std::move(h);
+  lock.Release();
+  return ToGrpcStatus(state_->Durable(seq));
+}
+
+grpc::Status NodeServiceImpl::Heartbeat(grpc::ServerContext* context, const v1::HeartbeatRequest* request,
+                                   v1::HeartbeatResponse* response) {
+  if (request->node_id().empty()) {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "node_id: required");
+  }
+  absl::MutexLock lock(&state_->mu);
+  const bool known = state_->nodes.Heartbeat(*request, HeadNowMs());
+  response->set_ack(known);
+  response->set_reregister_required(!known);
+  if (known) {
+    std::optional<NodeIndex> index = state_->table.FindNode(request->node_id());
+    response->set_drain_requested(index && state_->table.node(*index).state == NodeState::kDraining);
+  }
+  return grpc::Status::OK;
+}
+
+grpc::Status NodeServiceImpl::ListNodes(grpc::ServerContext* context, const v1::ListNodesRequest* request,
+                                   v1::ListNodesResponse* response) {
+  absl::MutexLock lock(&state_->mu);
+  return ToGrpcStatus(state_->nodes.ListNodes(*request, response));
+}
+
+grpc::Status NodeServiceImpl::DrainNode(grpc::ServerContext* context, const v1::DrainNodeRequest* request,
+                                   v1::DrainNodeResponse* response) {
+  absl::ReleasableMutexLock lock(&state_->mu);
+  absl::Status s = state_->nodes.Drain(*request);
+  if (!s.ok()) return ToGrpcStatus(s);
+  const uint64_t seq = state_->PersistNodeLocked(request->node_id());
+  response->set_accepted(true);
+  response->set_bundles_to_move(static_cast<uint32_t>(state_->groups.BundlesOn(request->node_id()).size()));
+  lock.Release();
+  return ToGrpcStatus(state_->Durable(seq));
+}
+
+grpc::Status NodeServiceImpl::ReportWorkerExit(grpc::ServerContext* context,
+                                          const v1::ReportWorkerExitRequest* request,
+                                          v1::ReportWorkerExitResponse*) {
+  // The controller is told after mu is released: it calls back into the head.
+  if (absl::Status s = ValidateString(request->node_id(), "node_id", 128, true); !s.ok()) {
+    return ToGrpcStatus(s);
+  }
+  if (absl::Status s = ValidateString(request->status().worker_id(), "status.worker_id", 256, true);
+      !s.ok()) {
+    return ToGrpcStatus(s);
+  }
+  absl::ReleasableMutexLock lock(&state_->mu);
+  if (!state_->table.FindNode(request->node_id())) {
+    return grpc::Status(grpc::StatusCode::NOT_FOUND,
+                        absl::StrCat("node_id: no node '", request->node_id(), "'"));
+  }
+  for (const v1::ReportWorkerExitRequest& seen : state_->worker_exits) {
+    if (seen.node_id() == request->node_id() &&
+        seen.status().worker_id() == request->status().worker_id()) {
+      return grpc::Status::OK;  // a retried report
+    }
+  }
+  state_->worker_exits.push_back(*request);
+  while (state_->worker_exits.size() > state_->config().max_worker_exits_kept) state_->worker_exits.pop_front();
+  lock.Release();
+  if (TrainJobController* jobs = state_->jobs()) jobs->OnWorkerExit(request->node_id(), request->status());
+  return grpc::Status::OK;
+}
+
+grpc::Status NodeServiceImpl::ListWorkerExits(grpc::ServerContext* context,
+                                         const v1::ListWorkerExitsRequest* request,
+                                         v1::ListWorkerExitsResponse* response) {
+  absl::MutexLock lock(&state_->mu);
+  for (const v1::ReportWorkerExitRequest& exit : state_->worker_exits) {
+    if (!request->job_id().empty() && exit.status().job_id() != request->job_id()) continue;
+    if (!request->placement_group_id().empty() &&
+        exit.status().placement_group_id() != request->placement_group_id()) {
+      continue;
+    }
+    *response->add_exits() = exit;
+  }
+  return grpc::Status::OK;
+}
+
+}  // namespace berth

@@ -1,0 +1,43 @@
+// NodeServiceImpl: the raylets' side of berth-head: registration (a node
+// first drops bundles the head does not know), heartbeats, drains, and
+// worker exits, which it hands to the train job controller. Node RPCs
+// need a berth-node certificate when the cluster speaks TLS.
+#ifndef BERTH_SCHEDULER_NODE_SERVICE_H_
+#define BERTH_SCHEDULER_NODE_SERVICE_H_
+
+#include "auth/admission.h"
+#include "berth/v1/head.grpc.pb.h"
+#include "scheduler/head_state.h"
+#include "wire/raylet_clients.h"
+
+namespace berth {
+
+// Who may call is decided before any handler runs (auth/admission.h).
+class NodeServiceImpl final : public Admitted<v1::NodeService::Service> {
+ public:
+  // Not owned; they outlive the service.
+  NodeServiceImpl(HeadState* state, RayletClients* raylets);
+
+  grpc::Status RegisterNode(grpc::ServerContext* context, const v1::RegisterNodeRequest* request,
+                            v1::RegisterNodeResponse* response) override;
+  grpc::Status Heartbeat(grpc::ServerContext* context, const v1::HeartbeatRequest* request,
+                         v1::HeartbeatResponse* response) override;
+  grpc::Status ListNodes(grpc::ServerContext* context, const v1::ListNodesRequest* request,
+                         v1::ListNodesResponse* response) override;
+  grpc::Status DrainNode(grpc::ServerContext* context, const v1::DrainNodeRequest* request,
+                         v1::DrainNodeResponse* response) override;
+  grpc::Status ReportWorkerExit(grpc::ServerContext* context,
+                                const v1::ReportWorkerExitRequest* request,
+                                v1::ReportWorkerExitResponse* response) override;
+  grpc::Status ListWorkerExits(grpc::ServerContext* context,
+                               const v1::ListWorkerExitsRequest* request,
+                               v1::ListWorkerExitsResponse* response) override;
+
+ private:
+  HeadState* const state_;
+  RayletClients* const raylets_;
+};
+
+}  // namespace berth
+
+#endif  // BERTH_SCHEDULER_NODE_SERVICE_H_

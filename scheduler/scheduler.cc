@@ -1,0 +1,216 @@
+#include "scheduler/scheduler.h"
+
+#include <algorithm>
+#include <optional>
+
+#include "common/log.h"
+
+namespace berth {
+
+Scheduler::Scheduler(HeadState* state, RayletClients* raylets)
+    : state_(state),
+      raylets_(raylets),
+      batcher_(raylets, [this](std::function<void()> work) { Submit(std::move(work)); },
+               [this](uint64_t seq) { state_->Durable(seq).IgnoreError(); }) {}
+
+Scheduler::~Scheduler() { Stop(); }
+
+void Scheduler::Start() {
+  for (int i = 0; i < state_->config().committer_threads; ++i) {
+    committer_threads_.emplace_back([this] { CommitterLoop(); });
+  }
+  scheduling_thread_ = std::thread([this] { SchedulingLoop(); });
+}
+
+void Scheduler::Stop() {
+  {
+    absl::MutexLock lock(&state_->mu);
+    state_->stopping = true;
+  }
+  if (scheduling_thread_.joinable()) scheduling_thread_.join();
+  {
+    absl::MutexLock lock(&work_mu_);
+    work_stopping_ = true;
+  }
+  for (std::thread& t : committer_threads_) t.join();
+  committer_threads_.clear();
+}
+
+void Scheduler::Submit(std::function<void()> work) {
+  absl::MutexLock lock(&work_mu_);
+  work_.push_back(std::move(work));
+}
+
+void Scheduler::SubmitCancels(std::vector<CancelTask> cancels) {
+  for (CancelTask& c : cancels) {
+    v1::BundleOp op;
+    v1::CancelResourceReserveRequest* request = op.mutable_cancel();
+    request->set_placement_group_id(std::move(c.placement_group_id));
+    request->set_request_id(std::move(c.request_id));
+    for (uint32_t b : c.bundle_indices) request->add_bundle_indices(b);
+    batcher_.Enqueue(c.address, std::move(op), nullptr);
+  }
+}
+
+void Scheduler::CommitterLoop() {
+  while (true) {
+    std::function<void()> work;
+    {
+      absl::MutexLock lock(&work_mu_);
+      work_mu_.Await(absl::Condition(
+          +[](Scheduler* s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(s->work_mu_) {
+            return !s->work_.empty() || s->work_stopping_;
+          },
+          this));
+      if (work_.empty()) return;  // stopping, and nothing left to do
+      work = std::move(work_.front());
+      work_.pop_front();
+    }
+    work();
+  }
+}
+
+void Scheduler::StartCommit(CommitTask task) {
+  auto commit = std::make_shared<TwoPhaseCommit>(std::move(task));
+  for (size_t i = 0; i < commit->task().nodes.size(); ++i) {
+    batcher_.Enqueue(commit->task().nodes[i].address, commit->Prepare(i),
+                     [this, commit, i](const BundleOpBatcher::Result& r) -> uint64_t {
+                       if (!commit->OnPrepareAnswer(i, r.status, r.prepare)) return 0;
+                       return AfterPrepares(commit);
+                     });
+  }
+}
+
+uint64_t Scheduler::AfterPrepares(const std::shared_ptr<TwoPhaseCommit>& commit) {
+  const CommitTask& task = commit->task();
+  if (!commit->status().ok()) return FailCommit(*commit, /*prepared=*/false);
+  {
+    absl::MutexLock lock(&state_->mu);
+    state_->groups.OnPrepared(task.placement_group_id, task.attempt);
+  }
+  if (commit->single_node()) return FinishCommit(task, absl::OkStatus(), true);  // committed with the prepare
+  for (size_t i = 0; i < task.nodes.size(); ++i) {
+    batcher_.Enqueue(task.nodes[i].address, commit->Commit(i),
+                     [this, commit, i](const BundleOpBatcher::Result& r) -> uint64_t {
+                       if (!commit->OnCommitAnswer(i, r.status)) return 0;
+                       if (!commit->status().ok()) return FailCommit(*commit, /*prepared=*/true);
+                       return FinishCommit(commit->task(), absl::OkStatus(), true);
+                     });
+  }
+  return 0;
+}
+
+uint64_t Scheduler::FailCommit(const TwoPhaseCommit& commit, bool prepared) {
+  // Queued before the group can be placed again: each node's ops go in
+  // order, so these cannot release a later attempt's bundles.
+  SubmitCancels(commit.CancelAll());
+  return FinishCommit(commit.task(), commit.status(), prepared);
+}
+
+uint64_t Scheduler::FinishCommit(const CommitTask& task, const absl::Status& result, bool prepared) {
+  uint64_t seq = 0;
+  std::vector<CancelTask> released;  // the group was removed meanwhile
+  {
+    absl::MutexLock lock(&state_->mu);
+    if (!result.ok()) state_->metrics().OnCommitFailed(prepared);
+    released = state_->groups.OnCommitDone(task.placement_group_id, task.attempt, result, HeadNowMs());
+    seq = state_->PersistLocked();
+    state_->kick = true;
+  }
+  if (!result.ok()) {
+    LogWarning(task.placement_group_id, " attempt ", task.attempt, ": ", result.message());
+  }
+  // CREATED, or waiting again.
+  if (TrainJobController* jobs = state_->jobs()) jobs->OnGroupChanged(task.placement_group_id);
+  SubmitCancels(std::move(released));
+  return seq;  // the batcher waits once for its whole call
+}
+
+void Scheduler::SchedulingLoop() {
+  const int64_t liveness_every = std::max<int64_t>(state_->config().liveness.heartbeat_period_ms / 4, 10);
+  int64_t next_liveness = 0;
+  while (true) {
+    std::vector<CommitTask> tasks;
+    std::vector<std::string> dead_nodes;
+    absl::Time wake;
+    uint64_t seq = 0;
+    {
+      absl::MutexLock lock(&state_->mu);
+      if (state_->stopping) return;
+      const int64_t now = HeadNowMs();
+      if (now >= next_liveness) {
+        for (const std::string& dead : state_->nodes.CheckLiveness(now)) {
+          LogWarning("node ", dead, " missed its heartbeats: DEAD");
+          state_->groups.OnNodeDead(dead, now);
+          state_->metrics().OnNodeDead();
+          state_->PersistNodeLocked(dead);
+          seq = state_->PersistLocked();
+          dead_nodes.push_back(dead);
+        }
+        next_liveness = now + liveness_every;
+      }
+      tasks = state_->groups.Schedule(now);
+      int64_t wake_ms = next_liveness;
+      if (std::optional<int64_t> due = state_->groups.NextDue()) wake_ms = std::min(wake_ms, std::max(*due, now + 1));
+      wake = absl::FromUnixMillis(wake_ms);
+      state_->kick = false;
+    }
+    if (seq != 0) state_->Durable(seq).IgnoreError();  // logged
+    for (const std::string& dead : dead_nodes) {
+      // Their jobs' attempts are over.
+      if (TrainJobController* jobs = state_->jobs()) jobs->OnNodeDead(dead);
+    }
+    for (CommitTask& task : tasks) StartCommit(std::move(task));
+    absl::MutexLock lock(&state_->mu);
+    state_->mu.AwaitWithDeadline(
+        absl::Condition(
+            +[](HeadState* s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(s->mu) { return s->kick || s->stopping; },
+            state_),
+        wake);
+  }
+}
+
+absl::StatusOr<std::string> Scheduler::CreateGroup(PlacementGroupSpec spec,
+                                                    const v1::CreatePlacementGroupRequest& meta) {
+  absl::StatusOr<std::string> id;
+  uint64_t seq = 0;
+  {
+    absl::MutexLock lock(&state_->mu);
+    id = state_->groups.CreateFromSpec(std::move(spec), meta, HeadState::NewPlacementGroupId(), HeadNowMs());
+    if (!id.ok()) return id;
+    state_->kick = true;
+    seq = state_->PersistLocked();
+  }
+  if (absl::Status s = state_->Durable(seq); !s.ok()) return s;
+  return id;
+}
+
+absl::StatusOr<v1::PlacementGroupInfo> Scheduler::GetGroup(const std::string& id) {
+  v1::GetPlacementGroupRequest request;
+  request.set_placement_group_id(id);
+  v1::PlacementGroupInfo info;
+  absl::MutexLock lock(&state_->mu);
+  if (absl::Status s = state_->groups.Get(request, &info); !s.ok()) return s;
+  return info;
+}
+
+void Scheduler::RemoveGroup(const std::string& id) {
+  absl::StatusOr<std::vector<CancelTask>> cancels;
+  uint64_t seq = 0;
+  {
+    absl::MutexLock lock(&state_->mu);
+    cancels = state_->groups.Remove(id);
+    state_->kick = true;
+    seq = state_->PersistLocked();
+  }
+  state_->Durable(seq).IgnoreError();  // logged; the writer retries it with the next batch
+  if (cancels.ok()) SubmitCancels(*std::move(cancels));
+}
+
+std::string Scheduler::RayletAddress(const std::string& node_id) {
+  absl::MutexLock lock(&state_->mu);
+  std::optional<NodeIndex> index = state_->table.FindNode(node_id);
+  return index ? state_->nodes.Address(*index) : "";
+}
+
+}  // namespace berth

@@ -1,0 +1,83 @@
+// Scheduler: the head's loops around its state (head_state.h). The
+// scheduling loop places due groups and starts their two-phase commits
+// (two_phase_commit.h), whose raylet calls go through a per-node batcher
+// (bundle_op_batcher.h) run by a pool of committer threads, so many groups
+// are in flight at once; it also declares nodes DEAD when their heartbeats
+// stop. It tells the train job controller when a group's commit ended and
+// when a node died, and is the controller's PlacementGroupHost.
+#ifndef BERTH_SCHEDULER_SCHEDULER_H_
+#define BERTH_SCHEDULER_SCHEDULER_H_
+
+#include <deque>
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "scheduler/bundle_op_batcher.h"
+#include "scheduler/head_state.h"
+#include "scheduler/two_phase_commit.h"
+#include "train/train_job_controller.h"
+#include "wire/raylet_clients.h"
+
+namespace berth {
+
+class Scheduler final : public PlacementGroupHost {
+ public:
+  // Neither is owned; both outlive the scheduler.
+  Scheduler(HeadState* state, RayletClients* raylets);
+  ~Scheduler() override;  // Stop()
+  Scheduler(const Scheduler&) = delete;
+  Scheduler& operator=(const Scheduler&) = delete;
+
+  // Starts the scheduling loop and the committer threads.
+  void Start();
+  // Stops the loop; in-flight commits and queued raylet work finish first.
+  void Stop();
+
+  // Queues raylet work for the committer threads.
+  void Submit(std::function<void()> work);
+  // Releases through the batcher (one call per node for many groups).
+  void SubmitCancels(std::vector<CancelTask> cancels);
+
+  // PlacementGroupHost, for the train job controller.
+  absl::StatusOr<std::string> CreateGroup(PlacementGroupSpec spec,
+                                          const v1::CreatePlacementGroupRequest& meta) override;
+  absl::StatusOr<v1::PlacementGroupInfo> GetGroup(const std::string& id) override;
+  void RemoveGroup(const std::string& id) override;
+  std::string RayletAddress(const std::string& node_id) override;
+
+ private:
+  void SchedulingLoop();
+  void CommitterLoop();
+  // Sends a group's two-phase commit through the batcher; the answers
+  // advance it (AfterPrepares, then FinishCommit or FailCommit). Each
+  // returns the state sequence the batcher makes durable for its call.
+  void StartCommit(CommitTask task);
+  uint64_t AfterPrepares(const std::shared_ptr<TwoPhaseCommit>& commit)
+      ABSL_LOCKS_EXCLUDED(state_->mu);
+  // Cancels every node of a failed commit, then finishes it.
+  uint64_t FailCommit(const TwoPhaseCommit& commit, bool prepared) ABSL_LOCKS_EXCLUDED(state_->mu);
+  // The end of a commit in the group's books; releases what a group removed
+  // meanwhile held.
+  uint64_t FinishCommit(const CommitTask& task, const absl::Status& result, bool prepared)
+      ABSL_LOCKS_EXCLUDED(state_->mu);
+
+  HeadState* const state_;
+  RayletClients* const raylets_;
+  BundleOpBatcher batcher_;
+
+  absl::Mutex work_mu_;
+  std::deque<std::function<void()>> work_ ABSL_GUARDED_BY(work_mu_);
+  bool work_stopping_ ABSL_GUARDED_BY(work_mu_) = false;
+
+  std::thread scheduling_thread_;
+  std::vector<std::thread> committer_threads_;
+};
+
+}  // namespace berth
+
+#endif  // BERTH_SCHEDULER_SCHEDULER_H_
