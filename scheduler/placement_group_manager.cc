@@ -14,12 +14,6 @@
 namespace berth {
 namespace {
 
-// How long a group that does not fit waits before it is tried again.
-BackoffPolicy BackoffOf(const SchedulerConfig& config) {
-  return {absl::Milliseconds(config.initial_backoff_ms), config.backoff_multiplier,
-          absl::Milliseconds(config.max_backoff_ms)};
-}
-
 // What identifies a create request for the request_id check: a 64-bit
 // FNV-1a of its deterministic serialization (map order fixed), kept with
 // every group instead of the request itself (a third of a small group's
@@ -184,7 +178,7 @@ absl::Status PlacementGroupManager::CheckNew(const PlacementGroupSpec& spec,
 std::string PlacementGroupManager::Insert(PlacementGroupSpec spec, const v1::CreatePlacementGroupRequest& meta,
                                           const std::string& new_id, int64_t now_ms) {
   scorer_.Observe(spec);
-  Group g(new_id, std::move(spec), BackoffOf(config_));
+  Group g(new_id, std::move(spec), config_.backoff());
   g.name = meta.name();
   g.job_id = meta.job_id();
   g.request_id = meta.request_id();
@@ -609,115 +603,6 @@ void PlacementGroupManager::ClusterStatus(v1::GetClusterStatusResponse* response
     return demand.at(a).count() > demand.at(b).count();
   });
   for (const std::string& key : order) *response->add_pending_demand() = demand.at(key);
-}
-
-std::vector<std::string> PlacementGroupManager::TakeChanged() {
-  std::vector<std::string> ids(changed_.begin(), changed_.end());
-  changed_.clear();
-  return ids;
-}
-
-std::optional<v1::PlacementGroupRecord> PlacementGroupManager::Export(const std::string& id) const {
-  auto it = groups_.find(id);
-  if (it == groups_.end() || it->second.state == v1::PLACEMENT_GROUP_STATE_REMOVED) return std::nullopt;
-  const Group& g = it->second;
-  v1::PlacementGroupRecord r;
-  r.set_placement_group_id(g.id);
-  r.set_name(g.name);
-  r.set_job_id(g.job_id);
-  r.set_request_id(g.request_id);
-  r.set_fingerprint(g.fingerprint);
-  for (const Bundle& b : g.spec.bundles()) BundleToProto(b, r.add_bundles());
-  r.set_strategy(StrategyToProto(g.spec.strategy()));
-  r.set_priority(g.priority);
-  // A commit in flight has an unknown outcome: written as not yet placed.
-  r.set_state(g.state == v1::PLACEMENT_GROUP_STATE_PREPARED ? v1::PLACEMENT_GROUP_STATE_PENDING : g.state);
-  for (uint32_t b = 0; b < g.placed.size(); ++b) {
-    if (!g.placed[b] || std::find(g.committing.begin(), g.committing.end(), b) != g.committing.end()) continue;
-    v1::BundleRecord* placed = r.add_placed();
-    placed->set_bundle_index(b);
-    placed->set_node_id(table_->node(g.placed[b]->allocation.node).id);
-    ResourceSetToProto(g.placed[b]->allocation.resources, placed->mutable_resources());
-    GpuSharesToProto(g.placed[b]->allocation.gpus, placed->mutable_gpus());
-  }
-  r.set_created_unix_ms(g.created_ms);
-  r.set_placed_unix_ms(g.placed_ms);
-  r.set_arrival(g.arrival);
-  return r;
-}
-
-absl::Status PlacementGroupManager::Restore(const v1::PlacementGroupRecord& r, int64_t now_ms) {
-  const std::string& id = r.placement_group_id();
-  if (id.empty() || groups_.count(id) > 0) {
-    return absl::InvalidArgumentError(absl::StrCat("placement group record '", id, "': missing or duplicate id"));
-  }
-  absl::StatusOr<PlacementGroupSpec> spec = PlacementGroupSpecFromProto(r.bundles(), r.strategy(), true);
-  if (!spec.ok()) return spec.status();
-  scorer_.Observe(*spec);
-  Group g(id, *std::move(spec), BackoffOf(config_));
-  g.name = r.name();
-  g.job_id = r.job_id();
-  g.request_id = r.request_id();
-  g.fingerprint = r.fingerprint();
-  g.priority = r.priority();
-  g.arrival = r.arrival();
-  g.created_ms = r.created_unix_ms();
-  g.placed_ms = r.placed_unix_ms();
-  g.waiting_since_ms = now_ms;
-  g.placed.resize(g.spec.bundles().size());
-  size_t lost = 0;
-  for (const v1::BundleRecord& placed : r.placed()) {
-    std::optional<NodeIndex> node = table_->FindNode(placed.node_id());
-    absl::StatusOr<ResourceSet> resources = ResourceSetFromProto(placed.resources(), "resources");
-    absl::StatusOr<std::vector<GpuShare>> gpus = GpuSharesFromProto(placed.gpus(), "gpus");
-    if (placed.bundle_index() >= g.placed.size() || !resources.ok() || !gpus.ok()) {
-      return absl::InvalidArgumentError(absl::StrCat("placement group record '", id, "': bad bundle record"));
-    }
-    Allocation allocation{node.value_or(0), *std::move(resources), *std::move(gpus)};
-    if (!node || table_->node(*node).state == NodeState::kDead || !table_->Reserve(allocation).ok()) {
-      ++lost;
-      continue;
-    }
-    g.placed[placed.bundle_index()] = BundlePlacement{placed.bundle_index(), std::move(allocation)};
-  }
-  const bool complete = PlacedBundles(g).size() == g.placed.size();
-  if (complete && r.state() == v1::PLACEMENT_GROUP_STATE_CREATED) {
-    g.state = v1::PLACEMENT_GROUP_STATE_CREATED;
-  } else if (r.state() == v1::PLACEMENT_GROUP_STATE_CREATED || r.state() == v1::PLACEMENT_GROUP_STATE_RESCHEDULING ||
-             lost > 0) {
-    g.state = v1::PLACEMENT_GROUP_STATE_RESCHEDULING;
-    g.reason = absl::StrCat(lost, " bundle(s) not found on their nodes after a head restart; rescheduling");
-  } else {
-    g.state = v1::PLACEMENT_GROUP_STATE_PENDING;
-    g.reason = "waiting to be scheduled (head restarted)";
-  }
-  next_arrival_ = std::max(next_arrival_, g.arrival + 1);
-  auto [it, inserted] = groups_.emplace(id, std::move(g));
-  IndexRequestId(it->second);
-  if (!it->second.name.empty()) by_name_[it->second.name] = id;
-  if (it->second.state != v1::PLACEMENT_GROUP_STATE_CREATED) Enqueue(it->second, now_ms);
-  if (lost > 0) changed_.insert(id);
-  return absl::OkStatus();
-}
-
-std::vector<v1::HeldBundle> PlacementGroupManager::BundlesOn(const std::string& node_id) const {
-  std::vector<v1::HeldBundle> held;
-  std::optional<NodeIndex> index = table_->FindNode(node_id);
-  if (!index) return held;
-  for (const auto& [id, g] : groups_) {
-    if (g.state == v1::PLACEMENT_GROUP_STATE_REMOVED && !g.in_flight) continue;
-    for (uint32_t b = 0; b < g.placed.size(); ++b) {
-      if (!g.placed[b] || g.placed[b]->allocation.node != *index) continue;
-      v1::HeldBundle h;
-      h.mutable_key()->set_placement_group_id(id);
-      h.mutable_key()->set_bundle_index(b);
-      ResourceSetToProto(g.placed[b]->allocation.resources, h.mutable_resources());
-      GpuSharesToProto(g.placed[b]->allocation.gpus, h.mutable_gpus());
-      h.set_committed(std::find(g.committing.begin(), g.committing.end(), b) == g.committing.end());
-      held.push_back(std::move(h));
-    }
-  }
-  return held;
 }
 
 }  // namespace berth

@@ -38,6 +38,11 @@ struct SchedulerConfig {
   int64_t initial_backoff_ms = 100;
   double backoff_multiplier = 1.5;
   int64_t max_backoff_ms = 1000;
+  // How long a group that does not fit waits before it is tried again.
+  BackoffPolicy backoff() const {
+    return {absl::Milliseconds(initial_backoff_ms), backoff_multiplier,
+            absl::Milliseconds(max_backoff_ms)};
+  }
   // Groups in two-phase commit at once. Single-node groups ride in batched
   // raylet calls (bundle_op_batcher.h), so many can be in flight cheaply.
   size_t max_in_flight = 1024;
