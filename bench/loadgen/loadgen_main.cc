@@ -30,12 +30,12 @@
 //   berth-loadgen --mode real --raylets 8 --workloads one,pack3 --concurrency 1,16
 //   berth-loadgen --mode simulated --nodes 10000 --state memory --hold 100000
 //   berth-loadgen --mode simulated --nodes 100 --state memory --pending-jobs 10000
+
 #include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
-#include <iterator>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -44,19 +44,19 @@
 #include <thread>
 #include <vector>
 
-#include <unistd.h>
-
 #include "CLI/CLI.hpp"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
-#include "absl/strings/strip.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "auth/cluster_token.h"
+#include "bench/loadgen/pending_jobs.h"
+#include "bench/loadgen/proc_stats.h"
 #include "bench/loadgen/simulated_raylets.h"
 #include "berth/v1/head.grpc.pb.h"
-#include "auth/cluster_token.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
 #include "tests/integration/local_cluster.h"
@@ -97,16 +97,20 @@ v1::CreatePlacementGroupRequest MakeGroup(Workload w, std::mt19937& rng) {
   if (w == Workload::kMixed) w = static_cast<Workload>(rng() % 3);
   v1::CreatePlacementGroupRequest request;
   const int bundles = w == Workload::kOne ? 1 : w == Workload::kPack3 ? 3 : 8;
-  request.set_strategy(w == Workload::kSpread8 ? v1::PLACEMENT_STRATEGY_STRICT_SPREAD : v1::PLACEMENT_STRATEGY_PACK);
+  request.set_strategy(w == Workload::kSpread8 ? v1::PLACEMENT_STRATEGY_STRICT_SPREAD
+                                               : v1::PLACEMENT_STRATEGY_PACK);
   for (int b = 0; b < bundles; ++b) {
-    (*request.add_bundles()->mutable_resources()->mutable_amounts())[w == Workload::kSpread8 ? "GPU" : "CPU"] = 1;
+    (*request.add_bundles()
+          ->mutable_resources()
+          ->mutable_amounts())[w == Workload::kSpread8 ? "GPU" : "CPU"] = 1;
   }
   return request;
 }
 
 double Percentile(std::vector<double>& sorted, double q) {
   if (sorted.empty()) return 0;
-  const size_t i = std::min(sorted.size() - 1, static_cast<size_t>(q * static_cast<double>(sorted.size())));
+  const size_t i =
+      std::min(sorted.size() - 1, static_cast<size_t>(q * static_cast<double>(sorted.size())));
   return sorted[i];
 }
 
@@ -153,7 +157,8 @@ void Client(const std::string& head, const std::string& token, Workload w, int b
     }
     const Clock::time_point t0 = Clock::now();
     v1::CreatePlacementGroupsResponse response;
-    if (grpc::Status s = groups->CreatePlacementGroups(context().get(), request, &response); !s.ok()) {
+    if (grpc::Status s = groups->CreatePlacementGroups(context().get(), request, &response);
+        !s.ok()) {
       Failed(&failures, absl::StrCat("create: ", s.error_message()));
       continue;
     }
@@ -174,7 +179,8 @@ void Client(const std::string& head, const std::string& token, Workload w, int b
         }
       }
       v1::GetPlacementGroupResponse waiting;
-      if (!get.placement_group_id().empty()) groups->GetPlacementGroup(context().get(), get, &waiting).ok();
+      if (!get.placement_group_id().empty())
+        groups->GetPlacementGroup(context().get(), get, &waiting).ok();
       why = absl::StrCat(absl::StrJoin(states, ", ", absl::PairFormatter("=")), " (",
                          waiting.placement_group().pending_reason(), ")");
     }
@@ -184,8 +190,8 @@ void Client(const std::string& head, const std::string& token, Workload w, int b
     v1::RemovePlacementGroupsResponse removed;
     grpc::Status gone = groups->RemovePlacementGroups(context().get(), remove, &removed);
     if (!waited.ok() || !ready.ready() || !gone.ok()) {
-      Failed(&failures, absl::StrCat("wait: ", waited.error_message(), " ready=", ready.ready(), " ", why,
-                                     "; remove: ", gone.error_message()));
+      Failed(&failures, absl::StrCat("wait: ", waited.error_message(), " ready=", ready.ready(),
+                                     " ", why, "; remove: ", gone.error_message()));
       continue;
     }
     placed += batch;
@@ -197,7 +203,8 @@ void Client(const std::string& head, const std::string& token, Workload w, int b
     request.set_request_id(absl::StrCat("loadgen-", run, "-", id, "-", n));
     const Clock::time_point t0 = Clock::now();
     v1::CreatePlacementGroupResponse response;
-    if (grpc::Status s = groups->CreatePlacementGroup(context().get(), request, &response); !s.ok()) {
+    if (grpc::Status s = groups->CreatePlacementGroup(context().get(), request, &response);
+        !s.ok()) {
       Failed(&failures, absl::StrCat("create: ", s.error_message()));
       continue;
     }
@@ -213,8 +220,9 @@ void Client(const std::string& head, const std::string& token, Workload w, int b
     v1::RemovePlacementGroupResponse removed;
     grpc::Status gone = groups->RemovePlacementGroup(context().get(), remove, &removed);
     if (!waited.ok() || !ready.ready() || !gone.ok()) {
-      Failed(&failures, absl::StrCat("wait: ", waited.error_message(), " ready=", ready.ready(), " ",
-                                     ready.placement_group().pending_reason(), "; remove: ", gone.error_message()));
+      Failed(&failures, absl::StrCat("wait: ", waited.error_message(), " ready=", ready.ready(),
+                                     " ", ready.placement_group().pending_reason(),
+                                     "; remove: ", gone.error_message()));
       continue;
     }
     ++placed;
@@ -228,17 +236,19 @@ void Client(const std::string& head, const std::string& token, Workload w, int b
   out->failures += failures;
 }
 
-Result Run(const std::string& head, const std::string& token, const std::string& name, Workload w, int concurrency,
-           int batch, double duration_s) {
+Result Run(const std::string& head, const std::string& token, const std::string& name, Workload w,
+           int concurrency, int batch, double duration_s) {
   Result result;
   result.workload = name;
   result.concurrency = concurrency;
   result.batch = batch;
   std::mutex mu;
   const Clock::time_point start = Clock::now();
-  const Clock::time_point end = start + std::chrono::milliseconds(static_cast<int64_t>(duration_s * 1000));
+  const Clock::time_point end =
+      start + std::chrono::milliseconds(static_cast<int64_t>(duration_s * 1000));
   // Request ids are idempotency keys: unique to this run.
-  const std::string run = absl::StrCat(name, "-", concurrency, "-", batch, "-", start.time_since_epoch().count());
+  const std::string run =
+      absl::StrCat(name, "-", concurrency, "-", batch, "-", start.time_since_epoch().count());
   std::vector<std::thread> clients;
   for (int c = 0; c < concurrency; ++c) {
     clients.emplace_back(Client, head, token, w, batch, c, run, end, &result, &mu);
@@ -251,20 +261,24 @@ Result Run(const std::string& head, const std::string& token, const std::string&
 }
 
 std::string Row(Result& r) {
-  return absl::StrFormat("%-8s %5d %5d %8u %8u %8.1f %9.0f %8.2f %8.2f %8.2f %8.2f %8.2f", r.workload,
-                         r.concurrency, r.batch, r.groups, r.failures, r.seconds, static_cast<double>(r.groups) / r.seconds,
-                         Percentile(r.created_ms, 0.5), Percentile(r.created_ms, 0.99),
-                         Percentile(r.created_ms, 0.999), Percentile(r.cycle_ms, 0.5), Percentile(r.cycle_ms, 0.99));
+  return absl::StrFormat("%-8s %5d %5d %8u %8u %8.1f %9.0f %8.2f %8.2f %8.2f %8.2f %8.2f",
+                         r.workload, r.concurrency, r.batch, r.groups, r.failures, r.seconds,
+                         static_cast<double>(r.groups) / r.seconds, Percentile(r.created_ms, 0.5),
+                         Percentile(r.created_ms, 0.99), Percentile(r.created_ms, 0.999),
+                         Percentile(r.cycle_ms, 0.5), Percentile(r.cycle_ms, 0.99));
 }
 
 std::string Json(Result& r) {
   return absl::StrFormat(
-      "{\"workload\": \"%s\", \"concurrency\": %d, \"batch\": %d, \"groups\": %u, \"failures\": %u, \"seconds\": %.3f, "
-      "\"groups_per_second\": %.1f, \"created_p50_ms\": %.3f, \"created_p99_ms\": %.3f, \"created_p999_ms\": %.3f, "
+      "{\"workload\": \"%s\", \"concurrency\": %d, \"batch\": %d, \"groups\": %u, \"failures\": "
+      "%u, \"seconds\": %.3f, "
+      "\"groups_per_second\": %.1f, \"created_p50_ms\": %.3f, \"created_p99_ms\": %.3f, "
+      "\"created_p999_ms\": %.3f, "
       "\"cycle_p50_ms\": %.3f, \"cycle_p99_ms\": %.3f}",
-      r.workload, r.concurrency, r.batch, r.groups, r.failures, r.seconds, static_cast<double>(r.groups) / r.seconds,
-      Percentile(r.created_ms, 0.5), Percentile(r.created_ms, 0.99), Percentile(r.created_ms, 0.999),
-      Percentile(r.cycle_ms, 0.5), Percentile(r.cycle_ms, 0.99));
+      r.workload, r.concurrency, r.batch, r.groups, r.failures, r.seconds,
+      static_cast<double>(r.groups) / r.seconds, Percentile(r.created_ms, 0.5),
+      Percentile(r.created_ms, 0.99), Percentile(r.created_ms, 0.999), Percentile(r.cycle_ms, 0.5),
+      Percentile(r.cycle_ms, 0.99));
 }
 
 // sqlite: durable, fsync per group commit (berth up's default); memory:
@@ -272,34 +286,6 @@ std::string Json(Result& r) {
 std::vector<std::string> StateFlags(const Flags& flags) {
   if (flags.state == "memory") return {"--state-store", "memory:"};
   return {};
-}
-
-// A number field of /proc/<pid>/status ("Threads:", "VmRSS:").
-int64_t ProcStatus(pid_t pid, absl::string_view field) {
-  std::ifstream status(absl::StrCat("/proc/", pid, "/status"));
-  std::string line;
-  while (std::getline(status, line)) {
-    int64_t value = 0;
-    if (absl::StartsWith(line, field) &&
-        absl::SimpleAtoi(absl::StripAsciiWhitespace(absl::StripSuffix(line.substr(field.size()), "kB")),
-                         &value)) {
-      return value;
-    }
-  }
-  return 0;
-}
-
-// CPU seconds `pid` has used (utime + stime of /proc/<pid>/stat).
-double CpuSeconds(pid_t pid) {
-  std::ifstream stat(absl::StrCat("/proc/", pid, "/stat"));
-  std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
-  // Fields after the command name (in parentheses, which may hold spaces).
-  std::vector<absl::string_view> fields = absl::StrSplit(text.substr(text.rfind(')') + 2), ' ');
-  double utime = 0, stime = 0;
-  if (fields.size() > 12 && absl::SimpleAtod(fields[11], &utime) && absl::SimpleAtod(fields[12], &stime)) {
-    return (utime + stime) / static_cast<double>(sysconf(_SC_CLK_TCK));
-  }
-  return 0;
 }
 
 // Sum and count of a histogram in a Prometheus text scrape.
@@ -359,148 +345,6 @@ uint64_t Hold(const std::string& head, int groups, int clients) {
   return placed;
 }
 
-int64_t ResidentBytes(pid_t pid) { return ProcStatus(pid, "VmRSS:") * 1024; }
-
-// Counts of the head's train jobs by state.
-std::map<v1::TrainJobState, uint32_t> JobsByState(testing::LocalCluster& cluster) {
-  std::map<v1::TrainJobState, uint32_t> by_state;
-  v1::GetClusterStatusResponse status;
-  grpc::ClientContext context;
-  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
-  if (!cluster.cluster().GetClusterStatus(&context, {}, &status).ok()) return by_state;
-  for (const auto& c : status.train_jobs()) by_state[c.state()] = c.count();
-  return by_state;
-}
-
-// Calls `call(i)` for i in [0, n) on `clients` threads; returns the failures.
-template <typename Call>
-uint64_t Fan(int n, int clients, Call call) {
-  std::atomic<int> next{0};
-  std::atomic<uint64_t> failed{0};
-  std::vector<std::thread> threads;
-  for (int c = 0; c < clients; ++c) {
-    threads.emplace_back([&] {
-      for (int i; (i = next++) < n;) {
-        if (!call(i)) ++failed;
-      }
-    });
-  }
-  for (std::thread& t : threads) t.join();
-  return failed;
-}
-
-int PendingJobs(const Flags& flags) {
-  const int jobs = flags.pending_jobs;
-  std::vector<std::string> head_flags = StateFlags(flags);
-  for (const std::string& f : {std::string("--max-active-jobs"), std::string("--max-pending-groups")}) {
-    head_flags.insert(head_flags.end(), {f, absl::StrCat(jobs)});
-  }
-  testing::LocalCluster cluster(60000, head_flags);
-  SimulatedRaylets simulated;
-  SimulatedNodeShape shape;
-  shape.gpus = flags.gpus_per_node;
-  if (absl::Status s = simulated.Start(cluster.head_address(), "", flags.nodes, shape, false); !s.ok()) {
-    std::fprintf(stderr, "berth-loadgen: %s\n", std::string(s.message()).c_str());
-    return 1;
-  }
-  const pid_t head = cluster.head_pid();
-  const int64_t threads_idle = ProcStatus(head, "Threads:");
-  const int64_t rss_idle = ResidentBytes(head);
-  auto channel = grpc::CreateChannel(cluster.head_address(), grpc::InsecureChannelCredentials());
-  auto train = v1::TrainJobService::NewStub(channel);
-  auto deadline = [](grpc::ClientContext* c) {
-    c->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
-  };
-  std::vector<std::string> ids(jobs);
-  const Clock::time_point submit_start = Clock::now();
-  const uint64_t submit_failed = Fan(jobs, 16, [&](int i) {
-    v1::SubmitTrainJobRequest request;
-    request.set_request_id(absl::StrCat("pending-", i));
-    v1::TrainJobSpec& spec = *request.mutable_spec();
-    spec.set_name(absl::StrCat("pending-", i));
-    spec.mutable_scaling_config()->set_num_workers(2);
-    spec.mutable_scaling_config()->set_use_gpu(true);
-    spec.mutable_scaling_config()->set_accelerator_type("H100");  // no node has one
-    grpc::ClientContext context;
-    deadline(&context);
-    v1::SubmitTrainJobResponse response;
-    const grpc::Status s = train->SubmitTrainJob(&context, request, &response);
-    if (!s.ok()) {
-      uint64_t ignored = 0;
-      Failed(&ignored, s.error_message());
-      return false;
-    }
-    ids[i] = response.job_id();
-    return true;
-  });
-  const double submit_s = std::chrono::duration<double>(Clock::now() - submit_start).count();
-  // Every job has its group and waits for placement.
-  uint32_t waiting = 0;
-  for (int i = 0; i < 600 && waiting < static_cast<uint32_t>(jobs); ++i) {
-    v1::ListTrainJobsRequest request;
-    request.add_states(v1::TRAIN_JOB_STATE_PENDING);
-    grpc::ClientContext context;
-    deadline(&context);
-    v1::ListTrainJobsResponse response;
-    if (train->ListTrainJobs(&context, request, &response).ok()) {
-      waiting = 0;
-      for (const v1::TrainJobInfo& job : response.jobs()) {
-        if (absl::StartsWith(job.message(), "waiting for placement")) ++waiting;
-      }
-    }
-    if (waiting < static_cast<uint32_t>(jobs)) std::this_thread::sleep_for(std::chrono::milliseconds(200));
-  }
-  const int64_t threads_pending = ProcStatus(head, "Threads:");
-  const int64_t rss_pending = ResidentBytes(head);
-  // What the waiting costs: the head's CPU with every job pending, over
-  // the first 10 s and over 10 s a minute later (a waiting job looks at its
-  // group less and less often; its placement wakes it at once).
-  auto cpu_over_10s = [&] {
-    const double before = CpuSeconds(head);
-    std::this_thread::sleep_for(std::chrono::seconds(10));
-    return (CpuSeconds(head) - before) / 10;
-  };
-  const double first_cpu = cpu_over_10s();
-  std::this_thread::sleep_for(std::chrono::seconds(50));
-  const double idle_cpu = cpu_over_10s();
-  const int64_t threads_after_wait = ProcStatus(head, "Threads:");
-  const Clock::time_point stop_start = Clock::now();
-  const uint64_t stop_failed = Fan(jobs, 16, [&](int i) {
-    v1::StopTrainJobRequest request;
-    request.set_job_id(ids[i]);
-    grpc::ClientContext context;
-    deadline(&context);
-    v1::StopTrainJobResponse response;
-    return train->StopTrainJob(&context, request, &response).ok();
-  });
-  uint32_t stopped = 0;
-  for (int i = 0; i < 1200 && stopped < static_cast<uint32_t>(jobs); ++i) {
-    stopped = JobsByState(cluster)[v1::TRAIN_JOB_STATE_STOPPED];
-    if (stopped < static_cast<uint32_t>(jobs)) std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
-  const double stop_s = std::chrono::duration<double>(Clock::now() - stop_start).count();
-  std::printf("berth-loadgen pending jobs: %d train jobs waiting at once on %d simulated nodes, state in %s\n",
-              jobs, flags.nodes, flags.state.c_str());
-  std::printf("  submitted in %.1f s (%.0f/s, %llu failed); %u waiting for placement\n", submit_s,
-              jobs / submit_s, static_cast<unsigned long long>(submit_failed), waiting);
-  std::printf("  head threads: %lld with no job, %lld with %d pending, %lld after 70 s of waiting\n",
-              static_cast<long long>(threads_idle), static_cast<long long>(threads_pending), jobs,
-              static_cast<long long>(threads_after_wait));
-  std::printf("  head RSS: %.1f MiB with no job, %.1f MiB pending (%.0f bytes/job)\n", rss_idle / 1048576.0,
-              rss_pending / 1048576.0, static_cast<double>(rss_pending - rss_idle) / jobs);
-  std::printf("  head CPU while they wait: %.1f%% of a core in the first 10 s, %.1f%% a minute later\n",
-              first_cpu * 100, idle_cpu * 100);
-  std::printf("  all %u STOPPED %.1f s after the stops began (%llu stop calls failed)\n", stopped, stop_s,
-              static_cast<unsigned long long>(stop_failed));
-  if (!flags.json.empty()) {
-    std::ofstream(flags.json) << absl::StrFormat(
-        "{\"pending_jobs\": %d, \"waiting\": %u, \"head_threads_idle\": %d, \"head_threads_pending\": %d, "
-        "\"idle_cpu_cores\": %.3f, \"stop_all_s\": %.2f}\n",
-        jobs, waiting, threads_idle, threads_pending, idle_cpu, stop_s);
-  }
-  return waiting == static_cast<uint32_t>(jobs) && stopped == static_cast<uint32_t>(jobs) ? 0 : 1;
-}
-
 int Scale(const Flags& flags) {
   // No heartbeats: the run ends well within the liveness timeout.
   testing::LocalCluster cluster(60000, StateFlags(flags));
@@ -509,7 +353,8 @@ int Scale(const Flags& flags) {
   SimulatedNodeShape shape;
   shape.gpus = flags.gpus_per_node;
   const Clock::time_point start = Clock::now();
-  if (absl::Status s = simulated.Start(cluster.head_address(), "", flags.nodes, shape, false); !s.ok()) {
+  if (absl::Status s = simulated.Start(cluster.head_address(), "", flags.nodes, shape, false);
+      !s.ok()) {
     std::fprintf(stderr, "berth-loadgen: %s\n", std::string(s.message()).c_str());
     return 1;
   }
@@ -538,23 +383,28 @@ int Scale(const Flags& flags) {
   grpc::ClientContext context;
   context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
   cluster.cluster().GetClusterStatus(&context, {}, &status);
-  const auto [sum, count] =
-      HistogramSumCount(testing::HttpGet(status.metrics_address(), "/metrics"), "berth_placement_decision_seconds");
-  std::printf("berth-loadgen scale: %d simulated nodes x %d GPUs, state in %s\n", flags.nodes, flags.gpus_per_node,
-              flags.state.c_str());
-  std::printf("  registered in %.1f s; head RSS %.1f MiB empty, %.1f MiB with nodes: %.0f bytes/node\n", register_s,
-              empty / 1048576.0, with_nodes / 1048576.0,
-              static_cast<double>(with_nodes - empty) / flags.nodes);
-  std::printf("  %llu of %d groups CREATED in %.1f s; head RSS %.1f MiB: %.0f bytes/placed bundle\n",
-              static_cast<unsigned long long>(ready), flags.hold, hold_s, with_bundles / 1048576.0,
-              ready > 0 ? static_cast<double>(with_bundles - with_nodes) / static_cast<double>(ready) : 0.0);
-  std::printf("  placement decisions: %.0f, mean %.1f us\n", count, count > 0 ? sum / count * 1e6 : 0.0);
+  const auto [sum, count] = HistogramSumCount(
+      testing::HttpGet(status.metrics_address(), "/metrics"), "berth_placement_decision_seconds");
+  std::printf("berth-loadgen scale: %d simulated nodes x %d GPUs, state in %s\n", flags.nodes,
+              flags.gpus_per_node, flags.state.c_str());
+  std::printf(
+      "  registered in %.1f s; head RSS %.1f MiB empty, %.1f MiB with nodes: %.0f bytes/node\n",
+      register_s, empty / 1048576.0, with_nodes / 1048576.0,
+      static_cast<double>(with_nodes - empty) / flags.nodes);
+  std::printf(
+      "  %llu of %d groups CREATED in %.1f s; head RSS %.1f MiB: %.0f bytes/placed bundle\n",
+      static_cast<unsigned long long>(ready), flags.hold, hold_s, with_bundles / 1048576.0,
+      ready > 0 ? static_cast<double>(with_bundles - with_nodes) / static_cast<double>(ready)
+                : 0.0);
+  std::printf("  placement decisions: %.0f, mean %.1f us\n", count,
+              count > 0 ? sum / count * 1e6 : 0.0);
   if (!flags.json.empty()) {
     std::ofstream(flags.json) << absl::StrFormat(
         "{\"nodes\": %d, \"bundles\": %u, \"bytes_per_node\": %.0f, \"bytes_per_bundle\": %.0f, "
         "\"decision_mean_us\": %.2f}\n",
         flags.nodes, ready, static_cast<double>(with_nodes - empty) / flags.nodes,
-        ready > 0 ? static_cast<double>(with_bundles - with_nodes) / static_cast<double>(ready) : 0.0,
+        ready > 0 ? static_cast<double>(with_bundles - with_nodes) / static_cast<double>(ready)
+                  : 0.0,
         count > 0 ? sum / count * 1e6 : 0.0);
   }
   return ready >= static_cast<uint64_t>(flags.hold) ? 0 : 1;
@@ -566,9 +416,13 @@ int Main(const Flags& flags) {
     return 2;
   }
   if (flags.hold > 0) return Scale(flags);
-  if (flags.pending_jobs > 0) return PendingJobs(flags);
+  if (flags.pending_jobs > 0) {
+    return PendingJobs({StateFlags(flags), flags.state, flags.nodes, flags.gpus_per_node,
+                        flags.pending_jobs, flags.json});
+  }
   std::vector<std::pair<std::string, Workload>> workloads;
-  for (const std::string& name : std::vector<std::string>(absl::StrSplit(flags.workloads, ',', absl::SkipEmpty()))) {
+  for (const std::string& name :
+       std::vector<std::string>(absl::StrSplit(flags.workloads, ',', absl::SkipEmpty()))) {
     absl::StatusOr<Workload> w = ParseWorkload(name);
     if (!w.ok()) {
       std::fprintf(stderr, "berth-loadgen: %s\n", std::string(w.status().message()).c_str());
@@ -580,7 +434,8 @@ int Main(const Flags& flags) {
   for (absl::string_view c : absl::StrSplit(flags.concurrency, ',', absl::SkipEmpty())) {
     int level = 0;
     if (!absl::SimpleAtoi(c, &level) || level < 1 || level > 1024) {
-      std::fprintf(stderr, "berth-loadgen: --concurrency: '%s' is not 1..1024\n", std::string(c).c_str());
+      std::fprintf(stderr, "berth-loadgen: --concurrency: '%s' is not 1..1024\n",
+                   std::string(c).c_str());
       return 2;
     }
     levels.push_back(level);
@@ -589,7 +444,8 @@ int Main(const Flags& flags) {
   for (absl::string_view b : absl::StrSplit(flags.batch, ',', absl::SkipEmpty())) {
     int batch = 0;
     if (!absl::SimpleAtoi(b, &batch) || batch < 1 || batch > 10000) {
-      std::fprintf(stderr, "berth-loadgen: --batch: '%s' is not 1..10000\n", std::string(b).c_str());
+      std::fprintf(stderr, "berth-loadgen: --batch: '%s' is not 1..10000\n",
+                   std::string(b).c_str());
       return 2;
     }
     batches.push_back(batch);
@@ -618,8 +474,8 @@ int Main(const Flags& flags) {
       cluster->AddRaylet({absl::StrCat("node-", i), flags.gpus_per_node, "A10G", 1024, "4096Gi"});
     }
     head = cluster->head_address();
-    setup = absl::StrCat("head + ", flags.raylets, " berth-raylet processes x 1024 CPUs x ", flags.gpus_per_node,
-                         " GPUs, state in ", flags.state);
+    setup = absl::StrCat("head + ", flags.raylets, " berth-raylet processes x 1024 CPUs x ",
+                         flags.gpus_per_node, " GPUs, state in ", flags.state);
   } else if (flags.mode == "simulated") {
     // Heartbeats of thousands of nodes would be the load: a long period.
     cluster = std::make_unique<testing::LocalCluster>(20000, StateFlags(flags));
@@ -637,31 +493,36 @@ int Main(const Flags& flags) {
     return 2;
   }
   std::printf("berth-loadgen: %s; %.1f s per run\n", setup.c_str(), flags.duration_s);
-  std::printf("%-8s %5s %5s %8s %8s %8s %9s %8s %8s %8s %8s %8s\n", "workload", "conc", "batch", "groups", "failed", "seconds",
-              "groups/s", "crt_p50", "crt_p99", "crt_p999", "cyc_p50", "cyc_p99");
+  std::printf("%-8s %5s %5s %8s %8s %8s %9s %8s %8s %8s %8s %8s\n", "workload", "conc", "batch",
+              "groups", "failed", "seconds", "groups/s", "crt_p50", "crt_p99", "crt_p999",
+              "cyc_p50", "cyc_p99");
   std::vector<std::string> json;
   for (auto& [name, w] : workloads) {
     for (int level : levels) {
-     for (int batch : batches) {
-      const uint64_t calls_before = simulated.calls();
-      Result r = Run(head, token, name, w, level, batch, flags.duration_s);
-      std::printf("%s", Row(r).c_str());
-      if (flags.mode == "simulated" && flags.head.empty() && r.groups > 0) {
-        std::printf("  (%.1f raylet calls/group)",
-                    static_cast<double>(simulated.calls() - calls_before) / static_cast<double>(r.groups));
+      for (int batch : batches) {
+        const uint64_t calls_before = simulated.calls();
+        Result r = Run(head, token, name, w, level, batch, flags.duration_s);
+        std::printf("%s", Row(r).c_str());
+        if (flags.mode == "simulated" && flags.head.empty() && r.groups > 0) {
+          std::printf("  (%.1f raylet calls/group)",
+                      static_cast<double>(simulated.calls() - calls_before) /
+                          static_cast<double>(r.groups));
+        }
+        std::printf("\n");
+        std::fflush(stdout);
+        json.push_back(Json(r));
       }
-      std::printf("\n");
-      std::fflush(stdout);
-      json.push_back(Json(r));
-     }
     }
   }
-  std::printf("latencies in ms: crt = create call -> CREATED seen by the client; cyc = create -> CREATED -> removed"
-              " (per call, or per batch of `batch` groups)\n");
+  std::printf(
+      "latencies in ms: crt = create call -> CREATED seen by the client; cyc = create -> CREATED "
+      "-> removed"
+      " (per call, or per batch of `batch` groups)\n");
   if (!flags.json.empty()) {
     std::ofstream out(flags.json);
     out << "{\"setup\": \"" << setup << "\", \"runs\": [\n";
-    for (size_t i = 0; i < json.size(); ++i) out << "  " << json[i] << (i + 1 < json.size() ? ",\n" : "\n");
+    for (size_t i = 0; i < json.size(); ++i)
+      out << "  " << json[i] << (i + 1 < json.size() ? ",\n" : "\n");
     out << "]}\n";
   }
   simulated.Stop();
@@ -674,24 +535,39 @@ int Main(const Flags& flags) {
 int main(int argc, char** argv) {
   berth::Flags flags;
   CLI::App app{"berth-loadgen: placement group throughput and latency against a live berth-head"};
-  app.add_option("--mode", flags.mode, "real (berth-raylet processes) or simulated (in-process nodes)")
+  app.add_option("--mode", flags.mode,
+                 "real (berth-raylet processes) or simulated (in-process nodes)")
       ->capture_default_str();
   app.add_option("--head", flags.head, "use the running head at HOST:PORT instead of starting one");
   app.add_option("--token-file", flags.token_file, "with --head: the cluster token");
-  app.add_option("--raylets", flags.raylets, "real mode: raylet processes")->check(CLI::Range(1, 64))->capture_default_str();
-  app.add_option("--nodes", flags.nodes, "simulated mode: nodes")->check(CLI::Range(1, 100000))->capture_default_str();
-  app.add_option("--gpus-per-node", flags.gpus_per_node, "GPUs of each node")->check(CLI::Range(0, 64))->capture_default_str();
-  app.add_option("--workloads", flags.workloads, "comma-separated: one, pack3, spread8, mixed")->capture_default_str();
-  app.add_option("--concurrency", flags.concurrency, "comma-separated client counts")->capture_default_str();
-  app.add_option("--batch", flags.batch, "comma-separated groups per batch call (1 = one call per group)")
+  app.add_option("--raylets", flags.raylets, "real mode: raylet processes")
+      ->check(CLI::Range(1, 64))
       ->capture_default_str();
-  app.add_option("--duration-s", flags.duration_s, "seconds per run")->check(CLI::Range(0.1, 3600.0))->capture_default_str();
-  app.add_option("--state", flags.state, "head state: sqlite (durable, fsync) or memory")->capture_default_str();
+  app.add_option("--nodes", flags.nodes, "simulated mode: nodes")
+      ->check(CLI::Range(1, 100000))
+      ->capture_default_str();
+  app.add_option("--gpus-per-node", flags.gpus_per_node, "GPUs of each node")
+      ->check(CLI::Range(0, 64))
+      ->capture_default_str();
+  app.add_option("--workloads", flags.workloads, "comma-separated: one, pack3, spread8, mixed")
+      ->capture_default_str();
+  app.add_option("--concurrency", flags.concurrency, "comma-separated client counts")
+      ->capture_default_str();
+  app.add_option("--batch", flags.batch,
+                 "comma-separated groups per batch call (1 = one call per group)")
+      ->capture_default_str();
+  app.add_option("--duration-s", flags.duration_s, "seconds per run")
+      ->check(CLI::Range(0.1, 3600.0))
+      ->capture_default_str();
+  app.add_option("--state", flags.state, "head state: sqlite (durable, fsync) or memory")
+      ->capture_default_str();
   app.add_option("--json", flags.json, "also write the results here");
-  app.add_option("--hold", flags.hold, "scale: place and hold this many one-bundle groups on --nodes simulated nodes")
+  app.add_option("--hold", flags.hold,
+                 "scale: place and hold this many one-bundle groups on --nodes simulated nodes")
       ->check(CLI::Range(0, 10'000'000));
-  app.add_option("--pending-jobs", flags.pending_jobs,
-                 "pending train jobs: this many unplaceable jobs wait at once on --nodes simulated nodes")
+  app.add_option(
+         "--pending-jobs", flags.pending_jobs,
+         "pending train jobs: this many unplaceable jobs wait at once on --nodes simulated nodes")
       ->check(CLI::Range(0, 1'000'000));
   CLI11_PARSE(app, argc, argv);
   return berth::Main(flags);

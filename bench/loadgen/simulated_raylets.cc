@@ -17,7 +17,8 @@ class SimulatedRaylets::Service final : public v1::RayletService::Service {
  public:
   explicit Service(std::atomic<uint64_t>* calls) : calls_(calls) {}
 
-  grpc::Status PrepareBundleResources(grpc::ServerContext*, const v1::PrepareBundleResourcesRequest*,
+  grpc::Status PrepareBundleResources(grpc::ServerContext*,
+                                      const v1::PrepareBundleResourcesRequest*,
                                       v1::PrepareBundleResourcesResponse* response) override {
     ++*calls_;
     response->set_prepared(true);
@@ -55,17 +56,19 @@ class SimulatedRaylets::Service final : public v1::RayletService::Service {
 SimulatedRaylets::SimulatedRaylets() = default;
 SimulatedRaylets::~SimulatedRaylets() { Stop(); }
 
-absl::Status SimulatedRaylets::Start(const std::string& head_address, const std::string& token, int count,
-                                     const SimulatedNodeShape& shape, bool heartbeats) {
+absl::Status SimulatedRaylets::Start(const std::string& head_address, const std::string& token,
+                                     int count, const SimulatedNodeShape& shape, bool heartbeats) {
   service_ = std::make_unique<Service>(&calls_);
   grpc::ServerBuilder builder;
   int port = 0;
   builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
   builder.RegisterService(service_.get());
   server_ = builder.BuildAndStart();
-  if (server_ == nullptr || port == 0) return absl::UnavailableError("simulated raylets: cannot listen");
+  if (server_ == nullptr || port == 0)
+    return absl::UnavailableError("simulated raylets: cannot listen");
   const std::string address = absl::StrCat("127.0.0.1:", port);
-  head_ = v1::NodeService::NewStub(grpc::CreateChannel(head_address, grpc::InsecureChannelCredentials()));
+  head_ = v1::NodeService::NewStub(
+      grpc::CreateChannel(head_address, grpc::InsecureChannelCredentials()));
   token_ = token;
   // Registered from a few threads: one at a time, 50k nodes take minutes.
   std::atomic<int> next{0};
@@ -96,7 +99,8 @@ absl::Status SimulatedRaylets::Start(const std::string& head_address, const std:
         grpc::Status s = head_->RegisterNode(&context, request, &response);
         std::lock_guard<std::mutex> lock(mu);
         if (!s.ok()) {
-          failure = absl::UnavailableError(absl::StrCat("registering sim-", i, ": ", s.error_message()));
+          failure =
+              absl::UnavailableError(absl::StrCat("registering sim-", i, ": ", s.error_message()));
           return;
         }
         period_ms = static_cast<int>(response.heartbeat_interval_ms());
@@ -106,7 +110,8 @@ absl::Status SimulatedRaylets::Start(const std::string& head_address, const std:
   }
   for (std::thread& t : registrars) t.join();
   if (!failure.ok()) return failure;
-  if (heartbeats) heartbeats_ = std::thread([this, period = period_ms.load()] { HeartbeatLoop(period); });
+  if (heartbeats)
+    heartbeats_ = std::thread([this, period = period_ms.load()] { HeartbeatLoop(period); });
   return absl::OkStatus();
 }
 
@@ -135,7 +140,8 @@ void SimulatedRaylets::HeartbeatLoop(int period_ms) {
 void SimulatedRaylets::Stop() {
   stopping_ = true;
   if (heartbeats_.joinable()) heartbeats_.join();
-  if (server_ != nullptr) server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
+  if (server_ != nullptr)
+    server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
   server_.reset();
 }
 
