@@ -27,7 +27,8 @@ class AdmittingHandler final : public MethodHandler {
     grpc::Status verdict = policy_->Admit(*param.server_context, short_name_);
     if (verdict.ok()) return handler->RunHandler(param);
     // gRPC's handlers destroy the request only when they run the method.
-    if (param.request != nullptr) static_cast<google::protobuf::MessageLite*>(param.request)->~MessageLite();
+    if (param.request != nullptr)
+      static_cast<google::protobuf::MessageLite*>(param.request)->~MessageLite();
     handler->RunHandler(HandlerParameter(param.call, param.server_context, param.request, verdict,
                                          param.internal_data, param.call_requester));
   }
@@ -75,7 +76,8 @@ void AdmitEveryMethod(grpc::Service* service, AdmissionPolicy policy) {
     if (method == nullptr) continue;  // marked generic: not served by this service
     const char* name = method->name();
     const grpc::internal::RpcMethod::RpcType type = method->method_type();
-    method = std::make_unique<RpcServiceMethod>(name, type, new AdmittingHandler(std::move(method), shared));
+    method = std::make_unique<RpcServiceMethod>(name, type,
+                                                new AdmittingHandler(std::move(method), shared));
   }
 }
 

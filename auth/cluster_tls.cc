@@ -44,9 +44,12 @@ struct RoleNames {
 };
 RoleNames NamesOf(TlsRole role) {
   switch (role) {
-    case TlsRole::kHead: return {"berth-head", "head"};
-    case TlsRole::kNode: return {"berth-node", "node"};
-    case TlsRole::kClient: break;
+    case TlsRole::kHead:
+      return {"berth-head", "head"};
+    case TlsRole::kNode:
+      return {"berth-node", "node"};
+    case TlsRole::kClient:
+      break;
   }
   return {"berth-client", "client"};
 }
@@ -56,7 +59,8 @@ absl::Status AddExtension(X509* cert, X509* issuer, int nid, const std::string& 
   X509V3_set_ctx_nodb(&ctx);
   X509V3_set_ctx(&ctx, issuer, cert, nullptr, nullptr, 0);
   X509_EXTENSION* ext = X509V3_EXT_conf_nid(nullptr, &ctx, nid, value.c_str());
-  if (ext == nullptr) return absl::InternalError(absl::StrCat("certificate extension ", OBJ_nid2sn(nid), "=", value));
+  if (ext == nullptr)
+    return absl::InternalError(absl::StrCat("certificate extension ", OBJ_nid2sn(nid), "=", value));
   const bool added = X509_add_ext(cert, ext, -1) == 1;
   X509_EXTENSION_free(ext);
   return added ? absl::OkStatus() : absl::InternalError("adding a certificate extension");
@@ -80,12 +84,16 @@ absl::StatusOr<Cert> MakeCertificate(const std::string& common_name, EVP_PKEY* k
   X509_gmtime_adj(X509_getm_notAfter(cert.get()), valid_days * kDay);
   X509_set_pubkey(cert.get(), key);
   X509_NAME* name = X509_get_subject_name(cert.get());
-  X509_NAME_add_entry_by_txt(name, "O", MBSTRING_ASC, reinterpret_cast<const unsigned char*>("berth"), -1, -1, 0);
-  X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_ASC, reinterpret_cast<const unsigned char*>(common_name.c_str()),
-                             -1, -1, 0);
+  X509_NAME_add_entry_by_txt(name, "O", MBSTRING_ASC,
+                             reinterpret_cast<const unsigned char*>("berth"), -1, -1, 0);
+  X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_ASC,
+                             reinterpret_cast<const unsigned char*>(common_name.c_str()), -1, -1,
+                             0);
   X509_set_issuer_name(cert.get(), issuer != nullptr ? X509_get_subject_name(issuer) : name);
   for (const auto& [nid, value] : extensions) {
-    if (absl::Status s = AddExtension(cert.get(), issuer != nullptr ? issuer : cert.get(), nid, value); !s.ok()) {
+    if (absl::Status s =
+            AddExtension(cert.get(), issuer != nullptr ? issuer : cert.get(), nid, value);
+        !s.ok()) {
       return s;
     }
   }
@@ -118,11 +126,12 @@ bool LooksLikeIp(const std::string& host) {
 
 const char* TlsRoleName(TlsRole role) { return NamesOf(role).common_name; }
 
-std::shared_ptr<grpc::ServerCredentials> TlsConfig::ServerCredentials(bool require_client_certificate) const {
+std::shared_ptr<grpc::ServerCredentials> TlsConfig::ServerCredentials(
+    bool require_client_certificate) const {
   if (!enabled) return grpc::InsecureServerCredentials();
-  grpc::SslServerCredentialsOptions options(require_client_certificate
-                                                ? GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY
-                                                : GRPC_SSL_REQUEST_CLIENT_CERTIFICATE_AND_VERIFY);
+  grpc::SslServerCredentialsOptions options(
+      require_client_certificate ? GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY
+                                 : GRPC_SSL_REQUEST_CLIENT_CERTIFICATE_AND_VERIFY);
   options.pem_root_certs = ca_pem;
   options.pem_key_cert_pairs.push_back({key_pem, cert_pem});
   return grpc::SslServerCredentials(options);
@@ -137,7 +146,8 @@ std::shared_ptr<grpc::ChannelCredentials> TlsConfig::ChannelCredentials() const 
   return grpc::SslCredentials(options);
 }
 
-std::shared_ptr<grpc::Channel> TlsConfig::MakeChannel(const std::string& address, TlsRole server_role,
+std::shared_ptr<grpc::Channel> TlsConfig::MakeChannel(const std::string& address,
+                                                      TlsRole server_role,
                                                       grpc::ChannelArguments args) const {
   if (enabled) args.SetSslTargetNameOverride(TlsRoleName(server_role));
   return grpc::CreateCustomChannel(address, ChannelCredentials(), args);
@@ -147,31 +157,37 @@ absl::StatusOr<TlsConfig> LoadTlsConfig(const TlsFiles& files, bool need_certifi
   TlsConfig config;
   if (files.ca_file.empty()) {
     if (!files.cert_file.empty() || !files.key_file.empty()) {
-      return absl::InvalidArgumentError("--tls-ca-file: required with --tls-cert-file and --tls-key-file");
+      return absl::InvalidArgumentError(
+          "--tls-ca-file: required with --tls-cert-file and --tls-key-file");
     }
     return config;
   }
   if (files.cert_file.empty() != files.key_file.empty()) {
-    return absl::InvalidArgumentError(files.cert_file.empty() ? "--tls-cert-file: required with --tls-key-file"
-                                                              : "--tls-key-file: required with --tls-cert-file");
+    return absl::InvalidArgumentError(files.cert_file.empty()
+                                          ? "--tls-cert-file: required with --tls-key-file"
+                                          : "--tls-key-file: required with --tls-cert-file");
   }
   if (need_certificate && files.cert_file.empty()) {
-    return absl::InvalidArgumentError("--tls-cert-file: a server with --tls-ca-file needs its certificate and key");
+    return absl::InvalidArgumentError(
+        "--tls-cert-file: a server with --tls-ca-file needs its certificate and key");
   }
   config.enabled = true;
   config.ca_pem = ReadFileOrEmpty(files.ca_file);
   if (config.ca_pem.find("-----BEGIN CERTIFICATE-----") == std::string::npos) {
-    return absl::InvalidArgumentError(absl::StrCat("--tls-ca-file ", files.ca_file, ": no PEM certificate"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--tls-ca-file ", files.ca_file, ": no PEM certificate"));
   }
   if (!files.cert_file.empty()) {
     config.cert_pem = ReadFileOrEmpty(files.cert_file);
     if (config.cert_pem.find("-----BEGIN CERTIFICATE-----") == std::string::npos) {
-      return absl::InvalidArgumentError(absl::StrCat("--tls-cert-file ", files.cert_file, ": no PEM certificate"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("--tls-cert-file ", files.cert_file, ": no PEM certificate"));
     }
     absl::StatusOr<std::string> key = ReadSecretFile(files.key_file, "--tls-key-file");
     if (!key.ok()) return key.status();
     if (key->find("PRIVATE KEY-----") == std::string::npos) {
-      return absl::InvalidArgumentError(absl::StrCat("--tls-key-file ", files.key_file, ": no PEM private key"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("--tls-key-file ", files.key_file, ": no PEM private key"));
     }
     config.key_pem = *std::move(key);
   }
@@ -179,33 +195,41 @@ absl::StatusOr<TlsConfig> LoadTlsConfig(const TlsFiles& files, bool need_certifi
 }
 
 TlsFiles ClusterTlsFiles(const std::string& dir, TlsRole role) {
-  return TlsFiles{absl::StrCat(dir, "/ca.crt"), absl::StrCat(dir, "/", NamesOf(role).file_stem, ".crt"),
+  return TlsFiles{absl::StrCat(dir, "/ca.crt"),
+                  absl::StrCat(dir, "/", NamesOf(role).file_stem, ".crt"),
                   absl::StrCat(dir, "/", NamesOf(role).file_stem, ".key")};
 }
 
-absl::Status CreateClusterCertificates(const std::string& dir, const std::vector<std::string>& hosts) {
-  if (mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) return absl::UnavailableError(absl::StrCat(dir, ": cannot create"));
+absl::Status CreateClusterCertificates(const std::string& dir,
+                                       const std::vector<std::string>& hosts) {
+  if (mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST)
+    return absl::UnavailableError(absl::StrCat(dir, ": cannot create"));
   Pkey ca_key(EVP_EC_gen("P-256"));
   if (!ca_key) return absl::InternalError("generating the CA key");
-  absl::StatusOr<Cert> ca = MakeCertificate(
-      "berth-cluster-ca", ca_key.get(), nullptr, ca_key.get(), 3650,
-      {{NID_basic_constraints, "critical,CA:TRUE"}, {NID_key_usage, "critical,keyCertSign,cRLSign"},
-       {NID_subject_key_identifier, "hash"}});
+  absl::StatusOr<Cert> ca =
+      MakeCertificate("berth-cluster-ca", ca_key.get(), nullptr, ca_key.get(), 3650,
+                      {{NID_basic_constraints, "critical,CA:TRUE"},
+                       {NID_key_usage, "critical,keyCertSign,cRLSign"},
+                       {NID_subject_key_identifier, "hash"}});
   if (!ca.ok()) return ca.status();
-  if (absl::Status s = WriteSecretFile(absl::StrCat(dir, "/ca.crt"), CertPem(ca->get())); !s.ok()) return s;
-  if (absl::Status s = WriteSecretFile(absl::StrCat(dir, "/ca.key"), KeyPem(ca_key.get())); !s.ok()) return s;
+  if (absl::Status s = WriteSecretFile(absl::StrCat(dir, "/ca.crt"), CertPem(ca->get())); !s.ok())
+    return s;
+  if (absl::Status s = WriteSecretFile(absl::StrCat(dir, "/ca.key"), KeyPem(ca_key.get())); !s.ok())
+    return s;
   for (TlsRole role : {TlsRole::kHead, TlsRole::kNode, TlsRole::kClient}) {
-    std::vector<std::string> names = {absl::StrCat("DNS:", TlsRoleName(role)), "DNS:localhost", "IP:127.0.0.1"};
-    for (const std::string& host : hosts) names.push_back(absl::StrCat(LooksLikeIp(host) ? "IP:" : "DNS:", host));
+    std::vector<std::string> names = {absl::StrCat("DNS:", TlsRoleName(role)), "DNS:localhost",
+                                      "IP:127.0.0.1"};
+    for (const std::string& host : hosts)
+      names.push_back(absl::StrCat(LooksLikeIp(host) ? "IP:" : "DNS:", host));
     Pkey key(EVP_EC_gen("P-256"));
     if (!key) return absl::InternalError("generating a key");
-    absl::StatusOr<Cert> cert = MakeCertificate(
-        TlsRoleName(role), key.get(), ca->get(), ca_key.get(), 730,
-        {{NID_basic_constraints, "critical,CA:FALSE"},
-         {NID_key_usage, "critical,digitalSignature,keyEncipherment"},
-         {NID_ext_key_usage, "serverAuth,clientAuth"},
-         {NID_authority_key_identifier, "keyid"},
-         {NID_subject_alt_name, absl::StrJoin(names, ",")}});
+    absl::StatusOr<Cert> cert =
+        MakeCertificate(TlsRoleName(role), key.get(), ca->get(), ca_key.get(), 730,
+                        {{NID_basic_constraints, "critical,CA:FALSE"},
+                         {NID_key_usage, "critical,digitalSignature,keyEncipherment"},
+                         {NID_ext_key_usage, "serverAuth,clientAuth"},
+                         {NID_authority_key_identifier, "keyid"},
+                         {NID_subject_alt_name, absl::StrJoin(names, ",")}});
     if (!cert.ok()) return cert.status();
     const TlsFiles files = ClusterTlsFiles(dir, role);
     if (absl::Status s = WriteSecretFile(files.cert_file, CertPem(cert->get())); !s.ok()) return s;
@@ -214,8 +238,8 @@ absl::Status CreateClusterCertificates(const std::string& dir, const std::vector
   return absl::OkStatus();
 }
 
-grpc::Status CheckPeerRole(const grpc::ServerContextBase* context, const TlsConfig& tls, TlsRole role,
-                           absl::string_view what) {
+grpc::Status CheckPeerRole(const grpc::ServerContextBase* context, const TlsConfig& tls,
+                           TlsRole role, absl::string_view what) {
   if (!tls.enabled || context == nullptr) return grpc::Status::OK;
   std::shared_ptr<const grpc::AuthContext> auth = context->auth_context();
   if (auth != nullptr) {

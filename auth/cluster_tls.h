@@ -74,13 +74,14 @@ TlsFiles ClusterTlsFiles(const std::string& dir, TlsRole role);
 // (head.crt, head.key, node.crt, ...) into `dir`, every file mode 0600.
 // Certificates name the role, localhost, 127.0.0.1 and `hosts` (DNS names
 // or IP addresses). CA valid 10 years, the others 2 years.
-absl::Status CreateClusterCertificates(const std::string& dir, const std::vector<std::string>& hosts = {});
+absl::Status CreateClusterCertificates(const std::string& dir,
+                                       const std::vector<std::string>& hosts = {});
 
 // OK when TLS is off, `context` is null (an in-process call) or the peer
 // presented a verified certificate of `role`; PERMISSION_DENIED naming
 // `what` (the RPC) otherwise.
-grpc::Status CheckPeerRole(const grpc::ServerContextBase* context, const TlsConfig& tls, TlsRole role,
-                           absl::string_view what);
+grpc::Status CheckPeerRole(const grpc::ServerContextBase* context, const TlsConfig& tls,
+                           TlsRole role, absl::string_view what);
 
 }  // namespace berth
 

@@ -26,7 +26,9 @@ absl::StatusOr<std::string> LoadClusterToken(const std::string& path, const std:
   absl::StatusOr<std::string> text = ReadSecretFile(path, flag);
   if (!text.ok()) return text.status();
   std::string token(absl::StripAsciiWhitespace(*text));
-  if (token.size() < 16) return absl::InvalidArgumentError(absl::StrCat(flag, " ", path, ": token shorter than 16 characters"));
+  if (token.size() < 16)
+    return absl::InvalidArgumentError(
+        absl::StrCat(flag, " ", path, ": token shorter than 16 characters"));
   return token;
 }
 
@@ -48,8 +50,9 @@ grpc::Status CheckClusterToken(const grpc::ServerContextBase* context, const std
     absl::string_view value(it->second.data(), it->second.size());
     if (absl::ConsumePrefix(&value, kBearer) && SameSecret(value, token)) return grpc::Status::OK;
   }
-  return grpc::Status(grpc::StatusCode::UNAUTHENTICATED,
-                      "missing or wrong cluster token (authorization: Bearer metadata; berth --token-file)");
+  return grpc::Status(
+      grpc::StatusCode::UNAUTHENTICATED,
+      "missing or wrong cluster token (authorization: Bearer metadata; berth --token-file)");
 }
 
 void AttachClusterToken(grpc::ClientContext* context, const std::string& token) {

@@ -13,7 +13,8 @@ inline void AddTlsFlags(CLI::App& app, TlsFiles& files, const char* certificate_
   app.add_option("--tls-ca-file", files.ca_file,
                  "cluster CA (PEM): turns TLS on and verifies the other side; empty = plaintext");
   app.add_option("--tls-cert-file", files.cert_file,
-                 std::string("this process's certificate (PEM, signed by the CA, common name ") + certificate_role + ")");
+                 std::string("this process's certificate (PEM, signed by the CA, common name ") +
+                     certificate_role + ")");
   app.add_option("--tls-key-file", files.key_file, "its private key (PEM, mode 0600)");
 }
 

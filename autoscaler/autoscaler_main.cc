@@ -13,18 +13,18 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
+#include "auth/cluster_token.h"
+#include "auth/tls_flags.h"
 #include "autoscaler/node_pool_config.h"
 #include "autoscaler/node_provider.h"
 #include "autoscaler/scaling_planner.h"
-#include "wire/head_client.h"
-#include "auth/cluster_token.h"
-#include "auth/tls_flags.h"
 #include "common/files.h"
 #include "common/help_json.h"
 #include "common/log_flag.h"
 #include "common/metrics_server.h"
 #include "prometheus/counter.h"
 #include "prometheus/registry.h"
+#include "wire/head_client.h"
 
 namespace berth {
 namespace {
@@ -44,10 +44,12 @@ struct Flags {
 };
 
 std::string Describe(const v1::AutoscalerAction& a) {
-  std::string kind = v1::AutoscalerActionKind_Name(a.kind()).substr(std::string("AUTOSCALER_ACTION_KIND_").size());
-  return absl::StrCat(kind, " ", a.pool(), " -> ", a.target_nodes(),
-                      a.node_ids().empty() ? "" : absl::StrCat(" [", absl::StrJoin(a.node_ids(), ", "), "]"), ": ",
-                      a.reason());
+  std::string kind =
+      v1::AutoscalerActionKind_Name(a.kind()).substr(std::string("AUTOSCALER_ACTION_KIND_").size());
+  return absl::StrCat(
+      kind, " ", a.pool(), " -> ", a.target_nodes(),
+      a.node_ids().empty() ? "" : absl::StrCat(" [", absl::StrJoin(a.node_ids(), ", "), "]"), ": ",
+      a.reason());
 }
 
 volatile sig_atomic_t stop_requested = 0;
@@ -60,14 +62,16 @@ int Run(const Flags& flags) {
   }
   if (flags.check_config) {
     for (const NodePool& pool : config->pools) {
-      std::printf("%s: pool %s: %u x %s GPU, %s, %u..%u nodes, idle %llds\n", flags.config.c_str(), pool.name.c_str(),
-                  pool.gpus, pool.accelerator_type.empty() ? "no" : pool.accelerator_type.c_str(),
+      std::printf("%s: pool %s: %u x %s GPU, %s, %u..%u nodes, idle %llds\n", flags.config.c_str(),
+                  pool.name.c_str(), pool.gpus,
+                  pool.accelerator_type.empty() ? "no" : pool.accelerator_type.c_str(),
                   pool.resources.ToString().c_str(), pool.min_nodes, pool.max_nodes,
                   static_cast<long long>(pool.idle_timeout_ms / 1000));
     }
     return 0;
   }
-  absl::StatusOr<std::unique_ptr<NodeProvider>> provider = MakeNodeProvider(config->provider, flags.head);
+  absl::StatusOr<std::unique_ptr<NodeProvider>> provider =
+      MakeNodeProvider(config->provider, flags.head);
   if (!provider.ok()) {
     LogError(provider.status().message());
     return 2;
@@ -95,32 +99,37 @@ int Run(const Flags& flags) {
   }
 
   auto registry = std::make_shared<prometheus::Registry>();
-  auto& actions_total = prometheus::BuildCounter()
-                            .Name("berth_autoscaler_actions_total")
-                            .Help("Actions carried out by berth-autoscaler, by kind, pool and result.")
-                            .Register(*registry);
+  auto& actions_total =
+      prometheus::BuildCounter()
+          .Name("berth_autoscaler_actions_total")
+          .Help("Actions carried out by berth-autoscaler, by kind, pool and result.")
+          .Register(*registry);
   std::unique_ptr<MetricsServer> metrics;
   if (!flags.metrics_listen.empty()) {
-    absl::StatusOr<std::unique_ptr<MetricsServer>> started = MetricsServer::Start(flags.metrics_listen);
+    absl::StatusOr<std::unique_ptr<MetricsServer>> started =
+        MetricsServer::Start(flags.metrics_listen);
     if (!started.ok()) {
       LogError(started.status().message());
       return 2;
     }
     metrics = *std::move(started);
     metrics->Register(registry);
-    if (!flags.metrics_port_file.empty()) WritePortFile(flags.metrics_port_file, metrics->port()).IgnoreError();
+    if (!flags.metrics_port_file.empty())
+      WritePortFile(flags.metrics_port_file, metrics->port()).IgnoreError();
   }
 
   std::map<std::string, const NodePool*> pools;
   for (const NodePool& pool : config->pools) pools[pool.name] = &pool;
   ScalingPlanner planner(config->pools);
   std::deque<v1::AutoscalerAction> recent;
-  LogInfo(config->pools.size(), " pool(s), provider ", config->provider.type, ", head ", flags.head);
+  LogInfo(config->pools.size(), " pool(s), provider ", config->provider.type, ", head ",
+          flags.head);
   while (!stop_requested) {
     const absl::Time pass_start = absl::Now();
     absl::StatusOr<v1::ListNodesResponse> nodes = (*head)->ListNodes();
     absl::StatusOr<v1::GetClusterStatusResponse> status =
-        nodes.ok() ? (*head)->GetClusterStatus() : absl::StatusOr<v1::GetClusterStatusResponse>(nodes.status());
+        nodes.ok() ? (*head)->GetClusterStatus()
+                   : absl::StatusOr<v1::GetClusterStatusResponse>(nodes.status());
     if (!status.ok()) {
       LogWarning("head ", flags.head, ": ", status.status().message());
     } else {
@@ -147,7 +156,8 @@ int Run(const Flags& flags) {
             break;
           case v1::AUTOSCALER_ACTION_KIND_REMOVE:
             done = (*provider)->Remove(
-                pool, action.target_nodes(), std::vector<std::string>(action.node_ids().begin(), action.node_ids().end()));
+                pool, action.target_nodes(),
+                std::vector<std::string>(action.node_ids().begin(), action.node_ids().end()));
             break;
           default:
             break;
@@ -161,14 +171,16 @@ int Run(const Flags& flags) {
                   {"pool", action.pool()},
                   {"result", done.ok() ? "ok" : "error"}})
             .Increment();
-        Log(done.ok() ? LogLevel::kInfo : LogLevel::kWarning, Describe(action), done.ok() ? "" : " FAILED: ", done.message());
+        Log(done.ok() ? LogLevel::kInfo : LogLevel::kWarning, Describe(action),
+            done.ok() ? "" : " FAILED: ", done.message());
         recent.push_back(action);
         if (recent.size() > kRecentActions) recent.pop_front();
       }
       v1::AutoscalerStatus report;
       for (v1::NodePoolStatus& p : plan.pools) *report.add_pools() = std::move(p);
       for (const v1::AutoscalerAction& a : recent) *report.add_recent_actions() = a;
-      for (v1::UnsatisfiableDemand& u : plan.unsatisfiable) *report.add_unsatisfiable() = std::move(u);
+      for (v1::UnsatisfiableDemand& u : plan.unsatisfiable)
+        *report.add_unsatisfiable() = std::move(u);
       if (absl::Status reported = (*head)->ReportAutoscalerStatus(report); !reported.ok()) {
         LogWarning("report to the head: ", reported.message());
       }
@@ -196,10 +208,12 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--metrics-listen", flags.metrics_listen,
                  "serve Prometheus /metrics on HOST:PORT (port 0 picks one); empty = off");
-  app.add_option("--metrics-port-file", flags.metrics_port_file, "write the bound metrics port here");
+  app.add_option("--metrics-port-file", flags.metrics_port_file,
+                 "write the bound metrics port here");
   app.add_flag("--check-config", flags.check_config, "validate --config, print the pools and exit");
   berth::AddTlsFlags(app, flags.tls, "berth-client; optional");
-  app.add_option("--token-file", flags.token_file, "cluster token for the head (default: $BERTH_TOKEN_FILE)")
+  app.add_option("--token-file", flags.token_file,
+                 "cluster token for the head (default: $BERTH_TOKEN_FILE)")
       ->envname("BERTH_TOKEN_FILE");
   const berth::LogFlag log_flag(app);
   berth::AddHelpJsonFlag(app);

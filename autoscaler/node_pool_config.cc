@@ -33,7 +33,8 @@ class ConfigParser {
       absl::StatusOr<NodePool> pool = ParsePool(pools[i], path);
       if (!pool.ok()) return pool.status();
       if (!names.insert(pool->name).second) {
-        return Error(pools[i]["name"], path + ".name", absl::StrCat("\"", pool->name, "\" is used twice"));
+        return Error(pools[i]["name"], path + ".name",
+                     absl::StrCat("\"", pool->name, "\" is used twice"));
       }
       if (config.provider.type == "kubernetes" && pool->deployment.empty()) {
         return Error(pools[i], path + ".deployment", "required with the kubernetes provider");
@@ -49,11 +50,14 @@ class ConfigParser {
         absl::StrCat(file_, ":", std::max(node.Mark().line, 0) + 1, ": ", path, ": ", what));
   }
 
-  absl::Status Keys(const YAML::Node& map, const std::string& path, const std::set<std::string>& allowed) const {
+  absl::Status Keys(const YAML::Node& map, const std::string& path,
+                    const std::set<std::string>& allowed) const {
     for (const auto& entry : map) {
       const std::string key = entry.first.as<std::string>("");
-      if (!allowed.count(key)) return Error(entry.first, path, absl::StrCat("unknown key \"", key, "\""));
-      if (!entry.second || entry.second.IsNull()) return Error(entry.first, path + "." + key, "has no value");
+      if (!allowed.count(key))
+        return Error(entry.first, path, absl::StrCat("unknown key \"", key, "\""));
+      if (!entry.second || entry.second.IsNull())
+        return Error(entry.first, path + "." + key, "has no value");
     }
     return absl::OkStatus();
   }
@@ -63,13 +67,15 @@ class ConfigParser {
     return node.Scalar();
   }
 
-  absl::StatusOr<int64_t> Count(const YAML::Node& node, const std::string& path, int64_t max) const {
+  absl::StatusOr<int64_t> Count(const YAML::Node& node, const std::string& path,
+                                int64_t max) const {
     if (!node.IsScalar()) return Error(node, path, "expected a whole number");
     int64_t value = 0;
     try {
       value = node.as<int64_t>();
     } catch (const YAML::Exception&) {
-      return Error(node, path, absl::StrCat("expected a whole number, got \"", node.Scalar(), "\""));
+      return Error(node, path,
+                   absl::StrCat("expected a whole number, got \"", node.Scalar(), "\""));
     }
     if (value < 0 || value > max) return Error(node, path, absl::StrCat("must be 0..", max));
     return value;
@@ -77,7 +83,8 @@ class ConfigParser {
 
   absl::Status ParseProvider(const YAML::Node& node, ProviderConfig* out) const {
     if (!node.IsMap()) return Error(node, "provider", "expected a map");
-    if (auto s = Keys(node, "provider", {"type", "command", "namespace", "api_server", "token_file", "ca_file"});
+    if (auto s = Keys(node, "provider",
+                      {"type", "command", "namespace", "api_server", "token_file", "ca_file"});
         !s.ok()) {
       return s;
     }
@@ -85,7 +92,8 @@ class ConfigParser {
     absl::StatusOr<std::string> type = String(node["type"], "provider.type");
     if (!type.ok()) return type.status();
     if (*type != "command" && *type != "kubernetes") {
-      return Error(node["type"], "provider.type", absl::StrCat("\"", *type, "\": want command or kubernetes"));
+      return Error(node["type"], "provider.type",
+                   absl::StrCat("\"", *type, "\": want command or kubernetes"));
     }
     out->type = *type;
     if (const YAML::Node command = node["command"]) {
@@ -93,7 +101,8 @@ class ConfigParser {
         return Error(command, "provider.command", "expected a non-empty list (argv)");
       }
       for (size_t i = 0; i < command.size(); ++i) {
-        absl::StatusOr<std::string> arg = String(command[i], absl::StrCat("provider.command[", i, "]"));
+        absl::StatusOr<std::string> arg =
+            String(command[i], absl::StrCat("provider.command[", i, "]"));
         if (!arg.ok()) return arg.status();
         out->command.push_back(*arg);
       }
@@ -101,8 +110,9 @@ class ConfigParser {
     if (out->type == "command" && out->command.empty()) {
       return Error(node, "provider.command", "required with the command provider");
     }
-    for (auto [key, field] : {std::pair{"namespace", &out->ns}, std::pair{"api_server", &out->api_server},
-                              std::pair{"token_file", &out->token_file}, std::pair{"ca_file", &out->ca_file}}) {
+    for (auto [key, field] :
+         {std::pair{"namespace", &out->ns}, std::pair{"api_server", &out->api_server},
+          std::pair{"token_file", &out->token_file}, std::pair{"ca_file", &out->ca_file}}) {
       if (!node[key]) continue;
       absl::StatusOr<std::string> value = String(node[key], absl::StrCat("provider.", key));
       if (!value.ok()) return value.status();
@@ -113,9 +123,10 @@ class ConfigParser {
 
   absl::StatusOr<NodePool> ParsePool(const YAML::Node& node, const std::string& path) const {
     if (!node.IsMap()) return Error(node, path, "expected a map");
-    if (auto s = Keys(node, path,
-                      {"name", "accelerator_type", "gpus", "cpus", "memory", "resources", "labels", "min_nodes",
-                       "max_nodes", "idle_timeout_s", "launch_timeout_s", "deployment"});
+    if (auto s =
+            Keys(node, path,
+                 {"name", "accelerator_type", "gpus", "cpus", "memory", "resources", "labels",
+                  "min_nodes", "max_nodes", "idle_timeout_s", "launch_timeout_s", "deployment"});
         !s.ok()) {
       return s;
     }
@@ -124,11 +135,13 @@ class ConfigParser {
     absl::StatusOr<std::string> name = String(node["name"], path + ".name");
     if (!name.ok()) return name.status();
     if (auto s = ValidateLabelValue(*name, path + ".name"); !s.ok() || name->empty()) {
-      return Error(node["name"], path + ".name", "must be a non-empty label value ([A-Za-z0-9_.-], 63 chars)");
+      return Error(node["name"], path + ".name",
+                   "must be a non-empty label value ([A-Za-z0-9_.-], 63 chars)");
     }
     pool.name = *name;
     if (node["accelerator_type"]) {
-      absl::StatusOr<std::string> type = String(node["accelerator_type"], path + ".accelerator_type");
+      absl::StatusOr<std::string> type =
+          String(node["accelerator_type"], path + ".accelerator_type");
       if (!type.ok()) return type.status();
       if (auto s = ValidateLabelValue(*type, path + ".accelerator_type"); !s.ok()) {
         return Error(node["accelerator_type"], path + ".accelerator_type", s.message());
@@ -152,15 +165,18 @@ class ConfigParser {
       absl::StatusOr<std::string> text = String(node[key], absl::StrCat(path, ".", key));
       if (!text.ok()) return text.status();
       absl::StatusOr<Quantity> amount = Quantity::Parse(*text, absl::StrCat(path, ".", key));
-      if (!amount.ok()) return Error(node[key], absl::StrCat(path, ".", key), amount.status().message());
+      if (!amount.ok())
+        return Error(node[key], absl::StrCat(path, ".", key), amount.status().message());
       pool.resources.Set(resource, *amount);
     }
     if (const YAML::Node resources = node["resources"]) {
-      if (!resources.IsMap()) return Error(resources, path + ".resources", "expected a map name: amount");
+      if (!resources.IsMap())
+        return Error(resources, path + ".resources", "expected a map name: amount");
       for (const auto& entry : resources) {
         const std::string key = entry.first.as<std::string>("");
         const std::string field = absl::StrCat(path, ".resources[\"", key, "\"]");
-        if (auto s = ValidateResourceName(key, field); !s.ok()) return Error(entry.first, field, s.message());
+        if (auto s = ValidateResourceName(key, field); !s.ok())
+          return Error(entry.first, field, s.message());
         if (key == kGpu || key == kCpu || key == kMemory) {
           return Error(entry.first, field, "set gpus, cpus and memory with their own keys");
         }
@@ -175,18 +191,23 @@ class ConfigParser {
         const std::string key = entry.first.as<std::string>("");
         const std::string value = entry.second.as<std::string>("");
         const std::string field = absl::StrCat(path, ".labels[\"", key, "\"]");
-        if (auto s = ValidateLabelKey(key, field); !s.ok()) return Error(entry.first, field, s.message());
-        if (auto s = ValidateLabelValue(value, field); !s.ok()) return Error(entry.second, field, s.message());
-        if (key.rfind("berth.io/", 0) == 0) return Error(entry.first, field, "berth.io/ labels are set by berth");
+        if (auto s = ValidateLabelKey(key, field); !s.ok())
+          return Error(entry.first, field, s.message());
+        if (auto s = ValidateLabelValue(value, field); !s.ok())
+          return Error(entry.second, field, s.message());
+        if (key.rfind("berth.io/", 0) == 0)
+          return Error(entry.first, field, "berth.io/ labels are set by berth");
         pool.labels[key] = value;
       }
     }
-    absl::StatusOr<int64_t> min_nodes = node["min_nodes"] ? Count(node["min_nodes"], path + ".min_nodes", 10000) : 0;
+    absl::StatusOr<int64_t> min_nodes =
+        node["min_nodes"] ? Count(node["min_nodes"], path + ".min_nodes", 10000) : 0;
     if (!min_nodes.ok()) return min_nodes.status();
     if (!node["max_nodes"]) return Error(node, path + ".max_nodes", "required");
     absl::StatusOr<int64_t> max_nodes = Count(node["max_nodes"], path + ".max_nodes", 10000);
     if (!max_nodes.ok()) return max_nodes.status();
-    if (*min_nodes > *max_nodes) return Error(node["min_nodes"], path + ".min_nodes", "must be <= max_nodes");
+    if (*min_nodes > *max_nodes)
+      return Error(node["min_nodes"], path + ".min_nodes", "must be <= max_nodes");
     pool.min_nodes = static_cast<uint32_t>(*min_nodes);
     pool.max_nodes = static_cast<uint32_t>(*max_nodes);
     for (auto [key, field] : {std::pair{"idle_timeout_s", &pool.idle_timeout_ms},
@@ -209,7 +230,8 @@ class ConfigParser {
 
 }  // namespace
 
-absl::StatusOr<AutoscalerConfig> ParseAutoscalerConfig(const std::string& text, const std::string& name) {
+absl::StatusOr<AutoscalerConfig> ParseAutoscalerConfig(const std::string& text,
+                                                       const std::string& name) {
   YAML::Node root;
   try {
     root = YAML::Load(text);

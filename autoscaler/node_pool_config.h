@@ -42,7 +42,7 @@ struct NodePool {
   uint32_t max_nodes = 0;
   int64_t idle_timeout_ms = 600'000;
   int64_t launch_timeout_ms = 600'000;  // a scale-up not met by then is retried
-  std::string deployment;                // kubernetes: the raylet Deployment
+  std::string deployment;               // kubernetes: the raylet Deployment
 };
 
 struct ProviderConfig {
@@ -60,7 +60,8 @@ struct AutoscalerConfig {
   std::vector<NodePool> pools;
 };
 
-absl::StatusOr<AutoscalerConfig> ParseAutoscalerConfig(const std::string& text, const std::string& name);
+absl::StatusOr<AutoscalerConfig> ParseAutoscalerConfig(const std::string& text,
+                                                       const std::string& name);
 absl::StatusOr<AutoscalerConfig> LoadAutoscalerConfig(const std::string& path);
 
 }  // namespace berth

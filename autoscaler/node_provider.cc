@@ -22,19 +22,22 @@ namespace {
 
 // The last `n` bytes of `text`, for error messages.
 std::string Tail(const std::string& text, size_t n = 600) {
-  return std::string(absl::StripAsciiWhitespace(text.size() <= n ? text : text.substr(text.size() - n)));
+  return std::string(
+      absl::StripAsciiWhitespace(text.size() <= n ? text : text.substr(text.size() - n)));
 }
 
 }  // namespace
 
-CommandProvider::CommandProvider(std::vector<std::string> command, std::string head_address, absl::Duration timeout)
+CommandProvider::CommandProvider(std::vector<std::string> command, std::string head_address,
+                                 absl::Duration timeout)
     : command_(std::move(command)), head_address_(std::move(head_address)), timeout_(timeout) {}
 
 absl::Status CommandProvider::Scale(const NodePool& pool, uint32_t target) {
   return Run(pool, {"scale", pool.name, absl::StrCat(target)});
 }
 
-absl::Status CommandProvider::Remove(const NodePool& pool, uint32_t target, const std::vector<std::string>& node_ids) {
+absl::Status CommandProvider::Remove(const NodePool& pool, uint32_t target,
+                                     const std::vector<std::string>& node_ids) {
   std::vector<std::string> args = {"remove", pool.name, absl::StrCat(target)};
   args.insert(args.end(), node_ids.begin(), node_ids.end());
   return Run(pool, std::move(args));
@@ -51,7 +54,8 @@ absl::Status CommandProvider::Run(const NodePool& pool, std::vector<std::string>
   env.push_back(absl::StrCat("BERTH_POOL_GPUS=", pool.gpus));
   env.push_back("BERTH_POOL_ACCELERATOR_TYPE=" + pool.accelerator_type);
   env.push_back("BERTH_POOL_CPUS=" + pool.resources.Get(kCpu).ToString());
-  env.push_back(absl::StrCat("BERTH_POOL_MEMORY=", pool.resources.Get(kMemory).units() / Quantity::kUnitsPerWhole));
+  env.push_back(absl::StrCat("BERTH_POOL_MEMORY=",
+                             pool.resources.Get(kMemory).units() / Quantity::kUnitsPerWhole));
   env.push_back("BERTH_POOL_LABELS=" + absl::StrJoin(labels, ","));
   env.push_back("BERTH_HEAD_ADDRESS=" + head_address_);
 
@@ -99,47 +103,55 @@ absl::Status CommandProvider::Run(const NodePool& pool, std::vector<std::string>
   while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }
   const std::string what = absl::StrJoin(argv, " ");
-  if (timed_out) return absl::DeadlineExceededError(absl::StrCat(what, ": no answer within ", absl::FormatDuration(timeout_)));
+  if (timed_out)
+    return absl::DeadlineExceededError(
+        absl::StrCat(what, ": no answer within ", absl::FormatDuration(timeout_)));
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-    return absl::UnavailableError(absl::StrCat(what, ": ", WIFEXITED(status) ? absl::StrCat("exit ", WEXITSTATUS(status))
-                                                                              : absl::StrCat("signal ", WTERMSIG(status)),
+    return absl::UnavailableError(absl::StrCat(what, ": ",
+                                               WIFEXITED(status)
+                                                   ? absl::StrCat("exit ", WEXITSTATUS(status))
+                                                   : absl::StrCat("signal ", WTERMSIG(status)),
                                                output.empty() ? "" : ": ", Tail(output)));
   }
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::unique_ptr<KubernetesProvider>> KubernetesProvider::Create(const ProviderConfig& config,
-                                                                              absl::Duration timeout) {
+absl::StatusOr<std::unique_ptr<KubernetesProvider>> KubernetesProvider::Create(
+    const ProviderConfig& config, absl::Duration timeout) {
   std::string api = config.api_server;
   if (api.empty()) {
     const char* host = std::getenv("KUBERNETES_SERVICE_HOST");
     const char* port = std::getenv("KUBERNETES_SERVICE_PORT");
     if (host == nullptr || port == nullptr) {
       return absl::FailedPreconditionError(
-          "provider.api_server: not set and KUBERNETES_SERVICE_HOST/PORT are not in the environment (not in a pod?)");
+          "provider.api_server: not set and KUBERNETES_SERVICE_HOST/PORT are not in the "
+          "environment (not in a pod?)");
     }
     const std::string h = host;
     api = absl::StrCat("https://", h.find(':') != std::string::npos ? "[" + h + "]" : h, ":", port);
   }
   static const bool curl_ready = curl_global_init(CURL_GLOBAL_DEFAULT) == CURLE_OK;
   if (!curl_ready) return absl::InternalError("libcurl failed to initialise");
-  return std::unique_ptr<KubernetesProvider>(new KubernetesProvider(config, std::string(absl::StripSuffix(api, "/")), timeout));
+  return std::unique_ptr<KubernetesProvider>(
+      new KubernetesProvider(config, std::string(absl::StripSuffix(api, "/")), timeout));
 }
 
-KubernetesProvider::KubernetesProvider(ProviderConfig config, std::string api_server, absl::Duration timeout)
+KubernetesProvider::KubernetesProvider(ProviderConfig config, std::string api_server,
+                                       absl::Duration timeout)
     : config_(std::move(config)), api_server_(std::move(api_server)), timeout_(timeout) {}
 
 absl::Status KubernetesProvider::Scale(const NodePool& pool, uint32_t target) {
-  return Patch(absl::StrCat("/apis/apps/v1/namespaces/", config_.ns, "/deployments/", pool.deployment, "/scale"),
+  return Patch(absl::StrCat("/apis/apps/v1/namespaces/", config_.ns, "/deployments/",
+                            pool.deployment, "/scale"),
                absl::StrCat(R"({"spec":{"replicas":)", target, "}}"));
 }
 
 absl::Status KubernetesProvider::Remove(const NodePool& pool, uint32_t target,
                                         const std::vector<std::string>& node_ids) {
   for (const std::string& pod : node_ids) {
-    absl::Status marked =
-        Patch(absl::StrCat("/api/v1/namespaces/", config_.ns, "/pods/", pod),
-              R"({"metadata":{"annotations":{"controller.kubernetes.io/pod-deletion-cost":"-1000000"}}})");
+    absl::Status marked = Patch(
+        absl::StrCat("/api/v1/namespaces/", config_.ns, "/pods/", pod),
+        R"({"metadata":{"annotations":{"controller.kubernetes.io/pod-deletion-cost":"-1000000"}}})");
     if (!marked.ok()) return marked;
   }
   return Scale(pool, target);
@@ -150,7 +162,9 @@ absl::Status KubernetesProvider::Patch(const std::string& path, const std::strin
   std::stringstream token;
   token << token_in.rdbuf();
   const std::string bearer(absl::StripAsciiWhitespace(token.str()));
-  if (bearer.empty()) return absl::FailedPreconditionError(absl::StrCat("provider.token_file ", config_.token_file, ": empty or unreadable"));
+  if (bearer.empty())
+    return absl::FailedPreconditionError(
+        absl::StrCat("provider.token_file ", config_.token_file, ": empty or unreadable"));
 
   CURL* curl = curl_easy_init();
   if (curl == nullptr) return absl::InternalError("curl_easy_init failed");
@@ -165,31 +179,36 @@ absl::Status KubernetesProvider::Patch(const std::string& path, const std::strin
   curl_easy_setopt(curl, CURLOPT_POSTFIELDS, body.c_str());
   curl_easy_setopt(curl, CURLOPT_POSTFIELDSIZE, static_cast<long>(body.size()));
   curl_easy_setopt(curl, CURLOPT_HTTPHEADER, headers);
-  curl_easy_setopt(curl, CURLOPT_TIMEOUT_MS, static_cast<long>(absl::ToInt64Milliseconds(timeout_)));
+  curl_easy_setopt(curl, CURLOPT_TIMEOUT_MS,
+                   static_cast<long>(absl::ToInt64Milliseconds(timeout_)));
   curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
   if (!config_.ca_file.empty() && access(config_.ca_file.c_str(), R_OK) == 0) {
     curl_easy_setopt(curl, CURLOPT_CAINFO, config_.ca_file.c_str());
   }
-  curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, +[](char* data, size_t size, size_t n, void* out) {
-    static_cast<std::string*>(out)->append(data, size * n);
-    return size * n;
-  });
+  curl_easy_setopt(
+      curl, CURLOPT_WRITEFUNCTION, +[](char* data, size_t size, size_t n, void* out) {
+        static_cast<std::string*>(out)->append(data, size * n);
+        return size * n;
+      });
   curl_easy_setopt(curl, CURLOPT_WRITEDATA, &response);
   const CURLcode code = curl_easy_perform(curl);
   long http = 0;
   curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &http);
   curl_slist_free_all(headers);
   curl_easy_cleanup(curl);
-  if (code != CURLE_OK) return absl::UnavailableError(absl::StrCat("PATCH ", url, ": ", curl_easy_strerror(code)));
+  if (code != CURLE_OK)
+    return absl::UnavailableError(absl::StrCat("PATCH ", url, ": ", curl_easy_strerror(code)));
   if (http < 200 || http >= 300) {
-    return absl::UnavailableError(absl::StrCat("PATCH ", url, ": HTTP ", http, ": ", Tail(response)));
+    return absl::UnavailableError(
+        absl::StrCat("PATCH ", url, ": HTTP ", http, ": ", Tail(response)));
   }
   return absl::OkStatus();
 }
 
 absl::StatusOr<std::unique_ptr<NodeProvider>> MakeNodeProvider(const ProviderConfig& config,
                                                                const std::string& head_address) {
-  if (config.type == "command") return std::make_unique<CommandProvider>(config.command, head_address);
+  if (config.type == "command")
+    return std::make_unique<CommandProvider>(config.command, head_address);
   absl::StatusOr<std::unique_ptr<KubernetesProvider>> k8s = KubernetesProvider::Create(config);
   if (!k8s.ok()) return k8s.status();
   return std::unique_ptr<NodeProvider>(std::move(*k8s));

@@ -35,7 +35,8 @@ class NodeProvider {
   // The pool should have `target` nodes (more than now).
   virtual absl::Status Scale(const NodePool& pool, uint32_t target) = 0;
   // These drained, empty nodes go; the pool keeps `target`.
-  virtual absl::Status Remove(const NodePool& pool, uint32_t target, const std::vector<std::string>& node_ids) = 0;
+  virtual absl::Status Remove(const NodePool& pool, uint32_t target,
+                              const std::vector<std::string>& node_ids) = 0;
 };
 
 class CommandProvider final : public NodeProvider {
@@ -43,7 +44,8 @@ class CommandProvider final : public NodeProvider {
   CommandProvider(std::vector<std::string> command, std::string head_address,
                   absl::Duration timeout = absl::Seconds(120));
   absl::Status Scale(const NodePool& pool, uint32_t target) override;
-  absl::Status Remove(const NodePool& pool, uint32_t target, const std::vector<std::string>& node_ids) override;
+  absl::Status Remove(const NodePool& pool, uint32_t target,
+                      const std::vector<std::string>& node_ids) override;
 
  private:
   absl::Status Run(const NodePool& pool, std::vector<std::string> args);
@@ -55,10 +57,11 @@ class CommandProvider final : public NodeProvider {
 class KubernetesProvider final : public NodeProvider {
  public:
   // Resolves the API server (config or the in-cluster environment).
-  static absl::StatusOr<std::unique_ptr<KubernetesProvider>> Create(const ProviderConfig& config,
-                                                                    absl::Duration timeout = absl::Seconds(10));
+  static absl::StatusOr<std::unique_ptr<KubernetesProvider>> Create(
+      const ProviderConfig& config, absl::Duration timeout = absl::Seconds(10));
   absl::Status Scale(const NodePool& pool, uint32_t target) override;
-  absl::Status Remove(const NodePool& pool, uint32_t target, const std::vector<std::string>& node_ids) override;
+  absl::Status Remove(const NodePool& pool, uint32_t target,
+                      const std::vector<std::string>& node_ids) override;
 
  private:
   KubernetesProvider(ProviderConfig config, std::string api_server, absl::Duration timeout);

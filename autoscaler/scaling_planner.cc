@@ -6,9 +6,9 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "wire/proto_convert.h"
 #include "placement/bundle_placer.h"
 #include "placement/node_resource_table.h"
+#include "wire/proto_convert.h"
 
 namespace berth {
 namespace {
@@ -19,9 +19,10 @@ std::string DemandText(const v1::PendingDemand& d) {
   for (const v1::Bundle& b : d.shape()) {
     std::vector<std::string> amounts;
     for (const auto& [name, amount] : b.resources().amounts()) {
-      amounts.push_back(absl::StartsWith(name, kAcceleratorResourcePrefix)
-                            ? absl::StrCat("accelerator ", name.substr(kAcceleratorResourcePrefix.size()))
-                            : absl::StrCat(name, ": ", amount));
+      amounts.push_back(
+          absl::StartsWith(name, kAcceleratorResourcePrefix)
+              ? absl::StrCat("accelerator ", name.substr(kAcceleratorResourcePrefix.size()))
+              : absl::StrCat(name, ": ", amount));
     }
     std::sort(amounts.begin(), amounts.end());
     std::string text = absl::StrCat("{", absl::StrJoin(amounts, ", "), "}");
@@ -35,7 +36,9 @@ std::string DemandText(const v1::PendingDemand& d) {
   strategy = strategy.substr(std::string("PLACEMENT_STRATEGY_").size());
   return absl::StrCat(absl::StrJoin(runs, " + ",
                                     [](std::string* out, const std::pair<std::string, int>& run) {
-                                      absl::StrAppend(out, run.first, run.second > 1 ? absl::StrCat(" * ", run.second) : "");
+                                      absl::StrAppend(
+                                          out, run.first,
+                                          run.second > 1 ? absl::StrCat(" * ", run.second) : "");
                                     }),
                       " (", strategy, ")");
 }
@@ -43,7 +46,8 @@ std::string DemandText(const v1::PendingDemand& d) {
 // The node's free resources as a reservation of (total - available) on a
 // fresh node: the whole GPUs and the fraction are taken separately, as a
 // bundle could not ask for 2.5 GPUs.
-void ReserveUsed(NodeResourceTable* table, NodeIndex index, const ResourceSet& total, const ResourceSet& available) {
+void ReserveUsed(NodeResourceTable* table, NodeIndex index, const ResourceSet& total,
+                 const ResourceSet& available) {
   ResourceSet used;
   for (const auto& [name, amount] : total.entries()) {
     const Quantity left = available.Get(name);
@@ -132,7 +136,8 @@ ScalingPlan ScalingPlanner::Plan(const ScalingInput& input) {
       if (!absl::StartsWith(name, kAcceleratorResourcePrefix)) spec.resources.Set(name, amount);
     }
     spec.labels = Labels(node.labels().begin(), node.labels().end());
-    if (auto type = spec.labels.find(std::string(kAcceleratorTypeLabel)); type != spec.labels.end()) {
+    if (auto type = spec.labels.find(std::string(kAcceleratorTypeLabel));
+        type != spec.labels.end()) {
       spec.accelerator_type = type->second;
     }
     absl::StatusOr<NodeIndex> index = table.AddNode(std::move(spec));
@@ -152,10 +157,12 @@ ScalingPlan ScalingPlanner::Plan(const ScalingInput& input) {
   std::map<std::string, uint32_t> added;
   std::map<std::string, std::vector<std::string>> added_for;  // pool -> demand texts
   auto placed_on = [&](const PlacementDecision& d) {
-    for (const BundlePlacement& p : d.placements) receives_demand.insert(table.node(p.allocation.node).id);
+    for (const BundlePlacement& p : d.placements)
+      receives_demand.insert(table.node(p.allocation.node).id);
   };
   // Adds up to `room` nodes of `pool` until `spec` fits; keeps them if it does.
-  auto grow_until_placed = [&](const NodePool& pool, const PlacementGroupSpec& spec, uint32_t room) -> uint32_t {
+  auto grow_until_placed = [&](const NodePool& pool, const PlacementGroupSpec& spec,
+                               uint32_t room) -> uint32_t {
     std::vector<std::string> ids;
     for (uint32_t k = 1; k <= room; ++k) {
       ids.push_back(absl::StrCat("new:", pool.name, ":", next_id));
@@ -210,8 +217,7 @@ ScalingPlan ScalingPlanner::Plan(const ScalingInput& input) {
       }
       v1::UnsatisfiableDemand* u = nullptr;
       for (v1::UnsatisfiableDemand& seen : plan.unsatisfiable) {
-        if (seen.strategy() == demand.strategy() &&
-            seen.shape_size() == demand.shape_size() &&
+        if (seen.strategy() == demand.strategy() && seen.shape_size() == demand.shape_size() &&
             std::equal(seen.shape().begin(), seen.shape().end(), demand.shape().begin(),
                        [](const v1::Bundle& a, const v1::Bundle& b) {
                          return a.SerializeAsString() == b.SerializeAsString();
@@ -223,16 +229,18 @@ ScalingPlan ScalingPlanner::Plan(const ScalingInput& input) {
       u = &plan.unsatisfiable.emplace_back();
       *u->mutable_shape() = demand.shape();
       u->set_strategy(demand.strategy());
-      u->set_reason(capped.empty()
-                        ? "no node pool's node shape (resources, accelerator type, labels) can hold it"
-                        : absl::StrCat("pool ", capped, " could hold it but is at max_nodes (",
-                                       [&] {
-                                         for (const NodePool& p : pools_) {
-                                           if (p.name == capped) return p.max_nodes;
-                                         }
-                                         return 0u;
-                                       }(),
-                                       ")"));
+      u->set_reason(
+          capped.empty()
+              ? "no node pool's node shape (resources, accelerator type, labels) can hold it"
+              : absl::StrCat(
+                    "pool ", capped, " could hold it but is at max_nodes (",
+                    [&] {
+                      for (const NodePool& p : pools_) {
+                        if (p.name == capped) return p.max_nodes;
+                      }
+                      return 0u;
+                    }(),
+                    ")"));
     }
   }
 
@@ -246,10 +254,11 @@ ScalingPlan ScalingPlanner::Plan(const ScalingInput& input) {
     a.set_pool(pool.name);
     a.set_target_nodes(want);
     a.set_decided_unix_ms(now);
-    a.set_reason(added[pool.name] == 0
-                     ? absl::StrCat("min_nodes is ", pool.min_nodes)
-                     : absl::StrCat(added[pool.name], " new node(s) for ", added_for[pool.name].size(),
-                                    " pending gang(s): ", absl::StrJoin(added_for[pool.name], "; ")));
+    a.set_reason(
+        added[pool.name] == 0
+            ? absl::StrCat("min_nodes is ", pool.min_nodes)
+            : absl::StrCat(added[pool.name], " new node(s) for ", added_for[pool.name].size(),
+                           " pending gang(s): ", absl::StrJoin(added_for[pool.name], "; ")));
     s.target = want;
     s.target_since_ms = now;
   }
@@ -262,11 +271,12 @@ ScalingPlan ScalingPlanner::Plan(const ScalingInput& input) {
   for (const v1::NodeInfo& node : input.nodes) {
     const NodePool* pool = PoolOf(node);
     if (pool == nullptr || removing_.count(node.node_id())) continue;
-    const bool empty = std::all_of(node.total().amounts().begin(), node.total().amounts().end(), [&](const auto& e) {
-      if (absl::StartsWith(e.first, kAcceleratorResourcePrefix)) return true;
-      auto a = node.available().amounts().find(e.first);
-      return a != node.available().amounts().end() && a->second >= e.second - 1e-9;
-    });
+    const bool empty = std::all_of(
+        node.total().amounts().begin(), node.total().amounts().end(), [&](const auto& e) {
+          if (absl::StartsWith(e.first, kAcceleratorResourcePrefix)) return true;
+          auto a = node.available().amounts().find(e.first);
+          return a != node.available().amounts().end() && a->second >= e.second - 1e-9;
+        });
     if (node.state() == v1::NODE_STATE_DRAINING) {
       if (empty && absl::StartsWith(node.drain_reason(), kAutoscalerDrainPrefix)) {
         remove[pool->name].push_back(node.node_id());
@@ -295,7 +305,8 @@ ScalingPlan ScalingPlanner::Plan(const ScalingInput& input) {
       a.set_target_nodes(keep[pool.name]);
       a.set_decided_unix_ms(now);
       for (const std::string& id : drain[pool.name]) a.add_node_ids(id);
-      a.set_reason(absl::StrCat(kAutoscalerDrainPrefix, " idle for ", pool.idle_timeout_ms / 1000, " s"));
+      a.set_reason(
+          absl::StrCat(kAutoscalerDrainPrefix, " idle for ", pool.idle_timeout_ms / 1000, " s"));
       for (const std::string& id : drain[pool.name]) idle_since_ms_.erase(id);
     }
   }
@@ -330,7 +341,8 @@ ScalingPlan ScalingPlanner::Plan(const ScalingInput& input) {
 }
 
 void ScalingPlanner::OnActionFailed(const v1::AutoscalerAction& action) {
-  if (action.kind() == v1::AUTOSCALER_ACTION_KIND_SCALE_UP) state_[action.pool()].target_known = false;
+  if (action.kind() == v1::AUTOSCALER_ACTION_KIND_SCALE_UP)
+    state_[action.pool()].target_known = false;
   if (action.kind() == v1::AUTOSCALER_ACTION_KIND_REMOVE) {
     for (const std::string& id : action.node_ids()) removing_.erase(id);
     state_[action.pool()].target_known = false;

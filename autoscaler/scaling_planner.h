@@ -32,8 +32,8 @@ namespace berth {
 inline constexpr char kAutoscalerDrainPrefix[] = "berth-autoscaler:";
 
 struct ScalingInput {
-  std::vector<v1::NodeInfo> nodes;             // ListNodes
-  std::vector<v1::PendingDemand> pending;      // GetClusterStatus().pending_demand
+  std::vector<v1::NodeInfo> nodes;         // ListNodes
+  std::vector<v1::PendingDemand> pending;  // GetClusterStatus().pending_demand
   int64_t now_ms = 0;
 };
 
@@ -64,9 +64,9 @@ class ScalingPlanner {
   const NodePool* PoolOf(const v1::NodeInfo& node) const;
 
   std::vector<NodePool> pools_;
-  std::map<std::string, PoolState> state_;          // by pool name
-  std::map<std::string, int64_t> idle_since_ms_;    // by node id
-  std::set<std::string> removing_;                  // removed, not yet gone
+  std::map<std::string, PoolState> state_;        // by pool name
+  std::map<std::string, int64_t> idle_since_ms_;  // by node id
+  std::set<std::string> removing_;                // removed, not yet gone
 };
 
 }  // namespace berth

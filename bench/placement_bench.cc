@@ -18,10 +18,10 @@
 #include <string>
 #include <vector>
 
-#include "placement/fragmentation_scorer.h"
 #include "absl/strings/str_cat.h"
 #include "benchmark/benchmark.h"
 #include "placement/bundle_placer.h"
+#include "placement/fragmentation_scorer.h"
 
 namespace berth {
 namespace {
@@ -35,8 +35,8 @@ struct NodeShape {
 
 // A mixed fleet: CPU-only nodes, T4 and A10G nodes of 1/4/8 GPUs, 8-GPU A100s.
 constexpr NodeShape kShapes[] = {
-    {"", 0, 32, 128},    {"", 0, 96, 384},     {"T4", 1, 8, 32},     {"T4", 4, 48, 192},
-    {"A10G", 1, 8, 32},  {"A10G", 4, 48, 192}, {"A10G", 8, 192, 768}, {"A100", 8, 96, 1152},
+    {"", 0, 32, 128},   {"", 0, 96, 384},     {"T4", 1, 8, 32},      {"T4", 4, 48, 192},
+    {"A10G", 1, 8, 32}, {"A10G", 4, 48, 192}, {"A10G", 8, 192, 768}, {"A100", 8, 96, 1152},
 };
 
 std::unique_ptr<NodeResourceTable> BuildCluster(int nodes) {
@@ -108,19 +108,19 @@ struct BenchShape {
   double weight;
 };
 constexpr BenchShape kTaskShapes[] = {
-    {4, 16, 1, "", 4},  {2, 8, 0.5, "", 3},       {8, 64, 4, "", 1},
+    {4, 16, 1, "", 4},     {2, 8, 0.5, "", 3},    {8, 64, 4, "", 1},
     {4, 16, 1, "A10G", 2}, {2, 8, 0.25, "T4", 2},
 };
 
 std::unique_ptr<FragmentationScorer> MakeFragmentationScorer() {
   std::vector<TaskShape> shapes;
   for (const BenchShape& s : kTaskShapes) {
-    shapes.push_back({Quantity::FromDouble(s.cpus, "cpus").value(),
-                      Quantity::FromDouble(s.memory_gi * kGi, "memory").value(),
-                      Quantity::FromDouble(s.gpus, "gpus").value(),
-                      *s.accelerator == 0 ? std::vector<std::string>{}
-                                          : std::vector<std::string>{s.accelerator},
-                      s.weight});
+    shapes.push_back(
+        {Quantity::FromDouble(s.cpus, "cpus").value(),
+         Quantity::FromDouble(s.memory_gi * kGi, "memory").value(),
+         Quantity::FromDouble(s.gpus, "gpus").value(),
+         *s.accelerator == 0 ? std::vector<std::string>{} : std::vector<std::string>{s.accelerator},
+         s.weight});
   }
   return FragmentationScorer::Create(std::move(shapes), {/*scarcity_weight=*/1,
                                                          /*stranding_weight=*/1})
@@ -130,19 +130,20 @@ std::unique_ptr<FragmentationScorer> MakeFragmentationScorer() {
 PlacementGroupSpec ShapeGroup(const BenchShape& s) {
   const std::string selector =
       *s.accelerator == 0 ? "" : absl::StrCat(kAcceleratorTypeLabel, " in (", s.accelerator, ")");
-  return PlacementGroupSpec::Create(
-             {Bundle{Resources(s.cpus, s.memory_gi, s.gpus),
-                     LabelSelector::Parse(selector, "selector").value()}},
-             PlacementStrategy::kPack)
+  return PlacementGroupSpec::Create({Bundle{Resources(s.cpus, s.memory_gi, s.gpus),
+                                            LabelSelector::Parse(selector, "selector").value()}},
+                                    PlacementStrategy::kPack)
       .value();
 }
 
 // FragmentationScorer's scores, searched node by node (NodeScorer's Best).
 class PerNodeSearch : public NodeScorer {
  public:
-  explicit PerNodeSearch(std::unique_ptr<FragmentationScorer> scorer) : scorer_(std::move(scorer)) {}
+  explicit PerNodeSearch(std::unique_ptr<FragmentationScorer> scorer)
+      : scorer_(std::move(scorer)) {}
   absl::string_view name() const override { return "per-node"; }
-  double Score(const NodeResourceTable& table, NodeIndex node, const ScoredDemand& demand) override {
+  double Score(const NodeResourceTable& table, NodeIndex node,
+               const ScoredDemand& demand) override {
     return scorer_->Score(table, node, demand);
   }
 
@@ -213,7 +214,8 @@ void BM_Pack1GpuA10G(benchmark::State& state) {
                             PlacementStrategy::kPack));
 }
 void BM_Pack1Cpu(benchmark::State& state) {
-  PlaceRelease(state, Group(1, ResourceSet::Of({{kCpu, 2}, {kMemory, 8e9}}), PlacementStrategy::kPack));
+  PlaceRelease(state,
+               Group(1, ResourceSet::Of({{kCpu, 2}, {kMemory, 8e9}}), PlacementStrategy::kPack));
 }
 void BM_StrictSpread1Gpu(benchmark::State& state) {
   PlaceRelease(state, Group(1, ResourceSet::Of({{kGpu, 1}}), PlacementStrategy::kStrictSpread));
@@ -222,7 +224,8 @@ void BM_Pack8Gpu(benchmark::State& state) {
   PlaceRelease(state, Group(8, ResourceSet::Of({{kGpu, 1}, {kCpu, 8}}), PlacementStrategy::kPack));
 }
 void BM_StrictSpread8Gpu(benchmark::State& state) {
-  PlaceRelease(state, Group(8, ResourceSet::Of({{kGpu, 1}, {kCpu, 8}}), PlacementStrategy::kStrictSpread));
+  PlaceRelease(state,
+               Group(8, ResourceSet::Of({{kGpu, 1}, {kCpu, 8}}), PlacementStrategy::kStrictSpread));
 }
 void BM_StrictPack8GpuA100(benchmark::State& state) {
   PlaceRelease(state, Group(8, ResourceSet::Of({{kGpu, 1}, {"accelerator_type:A100", 0.001}}),

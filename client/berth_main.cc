@@ -10,7 +10,6 @@
 // included, is cmd/command.h; a new command group is one more file there
 // and one more line below.
 #include <CLI/CLI.hpp>
-
 #include <iostream>
 #include <optional>
 #include <string>
@@ -56,7 +55,8 @@ int Main(int argc, char** argv) {
   AddPgCommands(app, &action);
   AddJobCommands(app, &action);
 
-  if (std::optional<std::string> unknown = UnknownCommand(app, std::vector<std::string>(argv + 1, argv + argc))) {
+  if (std::optional<std::string> unknown =
+          UnknownCommand(app, std::vector<std::string>(argv + 1, argv + argc))) {
     std::cerr << "berth: " << *unknown << "\n";
     return kExitUsage;
   }

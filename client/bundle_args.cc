@@ -5,11 +5,11 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/substitute.h"
-#include "wire/proto_convert.h"
 #include "placement/label_selector.h"
 #include "placement/placement_group_spec.h"
 #include "placement/quantity.h"
 #include "placement/resource_set.h"
+#include "wire/proto_convert.h"
 
 namespace berth {
 namespace {

@@ -16,7 +16,8 @@ size_t EditDistance(absl::string_view a, absl::string_view b) {
   for (size_t j = 0; j <= b.size(); ++j) d[0][j] = j;
   for (size_t i = 1; i <= a.size(); ++i) {
     for (size_t j = 1; j <= b.size(); ++j) {
-      d[i][j] = std::min({d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      d[i][j] = std::min(
+          {d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)});
       if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1]) {
         d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
       }
@@ -43,11 +44,13 @@ const CLI::Option* FindOption(const CLI::App& app, absl::string_view arg) {
 
 }  // namespace
 
-std::optional<std::string> NearestName(absl::string_view word, const std::vector<std::string>& names) {
+std::optional<std::string> NearestName(absl::string_view word,
+                                       const std::vector<std::string>& names) {
   std::optional<std::string> best;
   size_t best_distance = std::max<size_t>(1, word.size() / 3) + 1;
   for (const std::string& name : names) {
-    const size_t distance = absl::StartsWith(name, word) && !word.empty() ? 0 : EditDistance(word, name);
+    const size_t distance =
+        absl::StartsWith(name, word) && !word.empty() ? 0 : EditDistance(word, name);
     if (distance < best_distance) {
       best = name;
       best_distance = distance;
@@ -56,7 +59,8 @@ std::optional<std::string> NearestName(absl::string_view word, const std::vector
   return best;
 }
 
-std::optional<std::string> UnknownCommand(const CLI::App& app, const std::vector<std::string>& args) {
+std::optional<std::string> UnknownCommand(const CLI::App& app,
+                                          const std::vector<std::string>& args) {
   const CLI::App* at = &app;
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& arg = args[i];
@@ -69,7 +73,8 @@ std::optional<std::string> UnknownCommand(const CLI::App& app, const std::vector
       }
       continue;
     }
-    std::vector<const CLI::App*> subcommands = at->get_subcommands([](const CLI::App*) { return true; });
+    std::vector<const CLI::App*> subcommands =
+        at->get_subcommands([](const CLI::App*) { return true; });
     if (subcommands.empty()) return std::nullopt;
     auto named = std::find_if(subcommands.begin(), subcommands.end(),
                               [&](const CLI::App* sub) { return sub->check_name(arg); });

@@ -7,7 +7,6 @@
 #define BERTH_CLIENT_COMMAND_WORDS_H_
 
 #include <CLI/CLI.hpp>
-
 #include <optional>
 #include <string>
 #include <vector>
@@ -20,7 +19,8 @@ namespace berth {
 // one fewest edits away (a swap of neighbours is one edit; at most one edit
 // per three letters, at least one), first listed on a tie; nullopt if none
 // is near.
-std::optional<std::string> NearestName(absl::string_view word, const std::vector<std::string>& names);
+std::optional<std::string> NearestName(absl::string_view word,
+                                       const std::vector<std::string>& names);
 
 // Follows the command words of `args` (the arguments after the program
 // name) down `app`'s subcommands, skipping options and their values. If a
@@ -28,7 +28,8 @@ std::optional<std::string> NearestName(absl::string_view word, const std::vector
 // subcommands and takes no positional argument), the message to print:
 // what is unknown, the nearest command and where to look. Else nullopt, and
 // CLI11 parses as usual.
-std::optional<std::string> UnknownCommand(const CLI::App& app, const std::vector<std::string>& args);
+std::optional<std::string> UnknownCommand(const CLI::App& app,
+                                          const std::vector<std::string>& args);
 
 }  // namespace berth
 

@@ -215,7 +215,8 @@ std::string FormatBundle(const v1::Bundle& bundle) {
 }
 
 std::string FormatNodes(const v1::ListNodesResponse& response) {
-  Table table({"NODE_ID", "STATE", "ADDRESS", "ACCELERATOR", "GPU", "CPU", "MEMORY", "METRICS", "LABELS"});
+  Table table(
+      {"NODE_ID", "STATE", "ADDRESS", "ACCELERATOR", "GPU", "CPU", "MEMORY", "METRICS", "LABELS"});
   for (const v1::NodeInfo& node : response.nodes()) {
     std::string memory;
     if (const double total = Get(node.total(), kMemory); total != 0) {
@@ -223,7 +224,8 @@ std::string FormatNodes(const v1::ListNodesResponse& response) {
     }
     table.AddRow({node.node_id(), EnumName(v1::NodeState_descriptor(), node.state(), "NODE_STATE_"),
                   node.address(), AcceleratorType(node), FreeOfTotal(node, kGpu),
-                  FreeOfTotal(node, kCpu), memory, node.metrics_address(), SortedLabels(node.labels())});
+                  FreeOfTotal(node, kCpu), memory, node.metrics_address(),
+                  SortedLabels(node.labels())});
   }
   return table.ToString();
 }
@@ -306,14 +308,13 @@ std::string FormatClusterStatus(const v1::GetClusterStatusResponse& status) {
 
   if (!status.accelerators().empty()) {
     // Used / total per accelerator type: what the GPU nodes of each model hold.
-    Table accelerators({"ACCELERATOR", "NODES", "GPU_AVAILABLE", "GPU_TOTAL", "CPU_USED",
-                        "MEMORY_USED"});
+    Table accelerators(
+        {"ACCELERATOR", "NODES", "GPU_AVAILABLE", "GPU_TOTAL", "CPU_USED", "MEMORY_USED"});
     auto used = [](const v1::AcceleratorTypeCount& a, const std::string& name) {
       const double total = Get(a.total(), name);
       const double in_use = total - Get(a.available(), name);
-      return name == kMemory
-                 ? absl::StrCat(Gibibytes(in_use), "/", Gibibytes(total), "Gi")
-                 : absl::StrCat(Amount(in_use), "/", Amount(total));
+      return name == kMemory ? absl::StrCat(Gibibytes(in_use), "/", Gibibytes(total), "Gi")
+                             : absl::StrCat(Amount(in_use), "/", Amount(total));
     };
     for (const v1::AcceleratorTypeCount& a : status.accelerators()) {
       accelerators.AddRow({a.accelerator_type(), absl::StrCat(a.nodes()),
@@ -336,17 +337,19 @@ std::string FormatClusterStatus(const v1::GetClusterStatusResponse& status) {
       return absl::StrCat(n, " ", n == 1 ? one : many);
     };
     if (scorer.active() != scorer.name()) {
-      absl::StrAppend(&out, " (", scorer.active(), " meanwhile: ",
-                      count(scorer.window_tasks(), "GPU task", "GPU tasks"),
+      absl::StrAppend(&out, " (", scorer.active(),
+                      " meanwhile: ", count(scorer.window_tasks(), "GPU task", "GPU tasks"),
                       " seen, too few to learn from)");
     } else if (scorer.builds() > 0) {
-      absl::StrAppend(&out, ", learned from ", count(scorer.window_tasks(), "GPU task", "GPU tasks"),
-                      " of ", count(scorer.window_shapes(), "shape", "shapes"), ", built ",
+      absl::StrAppend(&out, ", learned from ",
+                      count(scorer.window_tasks(), "GPU task", "GPU tasks"), " of ",
+                      count(scorer.window_shapes(), "shape", "shapes"), ", built ",
                       count(scorer.builds(), "time", "times"));
     }
     absl::StrAppend(&out, "\n");
   }
-  if (status.has_autoscaler()) absl::StrAppend(&out, "\n", FormatAutoscalerStatus(status.autoscaler()));
+  if (status.has_autoscaler())
+    absl::StrAppend(&out, "\n", FormatAutoscalerStatus(status.autoscaler()));
   if (!status.metrics_address().empty()) {
     absl::StrAppend(&out, "\nMetrics: http://", status.metrics_address(),
                     "/metrics (raylets: `berth nodes`)\n");
@@ -355,20 +358,23 @@ std::string FormatClusterStatus(const v1::GetClusterStatusResponse& status) {
 }
 
 std::string FormatAutoscalerStatus(const v1::AutoscalerStatus& autoscaler) {
-  std::string out = absl::StrCat("Autoscaler (reported ", Timestamp(autoscaler.reported_unix_ms()), "):\n");
+  std::string out =
+      absl::StrCat("Autoscaler (reported ", Timestamp(autoscaler.reported_unix_ms()), "):\n");
   Table pools({"POOL", "ACCELERATOR", "NODES", "TARGET", "MIN", "MAX"});
   for (const v1::NodePoolStatus& pool : autoscaler.pools()) {
     pools.AddRow({pool.name(), pool.accelerator_type().empty() ? "-" : pool.accelerator_type(),
-                  absl::StrCat(pool.nodes()), absl::StrCat(pool.target_nodes()), absl::StrCat(pool.min_nodes()),
-                  absl::StrCat(pool.max_nodes())});
+                  absl::StrCat(pool.nodes()), absl::StrCat(pool.target_nodes()),
+                  absl::StrCat(pool.min_nodes()), absl::StrCat(pool.max_nodes())});
   }
   absl::StrAppend(&out, pools.ToString());
   if (!autoscaler.recent_actions().empty()) absl::StrAppend(&out, "Recent decisions:\n");
   for (const v1::AutoscalerAction& action : autoscaler.recent_actions()) {
-    absl::StrAppend(&out, "  ", action.decided_unix_ms() == 0 ? "" : Timestamp(action.decided_unix_ms()), " ",
-                    EnumName(v1::AutoscalerActionKind_descriptor(), action.kind(), "AUTOSCALER_ACTION_KIND_"), " ",
-                    action.pool(), " -> ", action.target_nodes(), " node(s)");
-    if (!action.node_ids().empty()) absl::StrAppend(&out, " [", absl::StrJoin(action.node_ids(), ", "), "]");
+    absl::StrAppend(
+        &out, "  ", action.decided_unix_ms() == 0 ? "" : Timestamp(action.decided_unix_ms()), " ",
+        EnumName(v1::AutoscalerActionKind_descriptor(), action.kind(), "AUTOSCALER_ACTION_KIND_"),
+        " ", action.pool(), " -> ", action.target_nodes(), " node(s)");
+    if (!action.node_ids().empty())
+      absl::StrAppend(&out, " [", absl::StrJoin(action.node_ids(), ", "), "]");
     if (!action.reason().empty()) absl::StrAppend(&out, ": ", action.reason());
     if (!action.error().empty()) absl::StrAppend(&out, " (failed: ", action.error(), ")");
     absl::StrAppend(&out, "\n");
@@ -378,7 +384,8 @@ std::string FormatAutoscalerStatus(const v1::AutoscalerStatus& autoscaler) {
     *as_demand.mutable_shape() = demand.shape();
     as_demand.set_strategy(demand.strategy());
     as_demand.set_count(1);
-    absl::StrAppend(&out, "  no pool can hold ", FormatPendingDemand(as_demand), ": ", demand.reason(), "\n");
+    absl::StrAppend(&out, "  no pool can hold ", FormatPendingDemand(as_demand), ": ",
+                    demand.reason(), "\n");
   }
   return out;
 }
@@ -415,7 +422,8 @@ std::string FormatTrainJob(const v1::TrainJobInfo& job) {
   if (!job.last_metrics().empty()) {
     std::map<std::string, double> metrics(job.last_metrics().begin(), job.last_metrics().end());
     std::vector<std::string> shown;
-    for (const auto& [name, value] : metrics) shown.push_back(absl::StrCat(name, "=", absl::SixDigits(value)));
+    for (const auto& [name, value] : metrics)
+      shown.push_back(absl::StrCat(name, "=", absl::SixDigits(value)));
     fields.AddRow({"metrics:", absl::StrJoin(shown, " ")});
   }
   fields.AddRow({"checkpoint:", job.latest_checkpoint().empty()

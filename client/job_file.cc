@@ -5,12 +5,12 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <filesystem>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <functional>
 #include <limits>
 #include <optional>
@@ -25,10 +25,10 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
 #include "client/job_args.h"
-#include "wire/proto_convert.h"
 #include "placement/placement_group_spec.h"
 #include "placement/quantity.h"
 #include "placement/resource_set.h"
+#include "wire/proto_convert.h"
 
 namespace berth {
 namespace {
@@ -106,8 +106,7 @@ class JobFileParser {
     bool has_scaling = false;
     bool has_entrypoint = false;
     absl::Status status = ForEachKey(
-        root, "",
-        {"name", "scaling", "entrypoint", "failure", "checkpoint_dir", "labels"},
+        root, "", {"name", "scaling", "entrypoint", "failure", "checkpoint_dir", "labels"},
         [&](const std::string& key, const YAML::Node& value, const YAML::Node&) -> absl::Status {
           if (key == "name") return String(value, key, spec.mutable_name());
           if (key == "scaling") {
@@ -143,8 +142,7 @@ class JobFileParser {
   }
 
  private:
-  absl::Status Error(const YAML::Node& node, absl::string_view path,
-                     absl::string_view what) const {
+  absl::Status Error(const YAML::Node& node, absl::string_view path, absl::string_view what) const {
     return At(node.Mark(), absl::InvalidArgumentError(absl::StrCat(path, ": ", what)));
   }
 
@@ -199,8 +197,8 @@ class JobFileParser {
 
   // Integer() in [min, max], handed to `set` (a proto setter).
   template <typename Setter>
-  absl::Status SetInteger(const YAML::Node& node, absl::string_view path, int64_t min,
-                          int64_t max, Setter set) const {
+  absl::Status SetInteger(const YAML::Node& node, absl::string_view path, int64_t min, int64_t max,
+                          Setter set) const {
     absl::StatusOr<int64_t> value = Integer(node, path, min, max);
     if (!value.ok()) return value.status();
     set(*value);
@@ -238,12 +236,11 @@ class JobFileParser {
 
   // env and labels: string keys to any scalar, written as text.
   absl::Status Strings(const YAML::Node& node, absl::string_view path, StringMap* out) const {
-    return ForEachKey(
-        node, path, {},
-        [&](const std::string& name, const YAML::Node& value, const YAML::Node& key) {
-          if (name.empty()) return Error(key, path, "empty key");
-          return String(value, Entry(path, name), &(*out)[name]);
-        });
+    return ForEachKey(node, path, {},
+                      [&](const std::string& name, const YAML::Node& value, const YAML::Node& key) {
+                        if (name.empty()) return Error(key, path, "empty key");
+                        return String(value, Entry(path, name), &(*out)[name]);
+                      });
   }
 
   absl::Status Scaling(const YAML::Node& node, absl::string_view path,
@@ -317,7 +314,8 @@ class JobFileParser {
           }
           if (key == "args") return Args(value, key_path, rest.mutable_argv());
           if (key == "env") return Strings(value, key_path, rest.mutable_env());
-          if (key == "per_node") return SetBool(value, key_path, [&](bool b) { rest.set_per_node(b); });
+          if (key == "per_node")
+            return SetBool(value, key_path, [&](bool b) { rest.set_per_node(b); });
           if (key == "launcher") {
             std::string name;
             if (absl::Status s = String(value, key_path, &name); !s.ok()) return s;
@@ -433,8 +431,9 @@ absl::StatusOr<v1::TrainJobSpec> ParseJobFile(const std::string& text, const std
         return parser.At(second, absl::InvalidArgumentError(absl::StrCat(
                                      "YAML: unexpected '", absl::string_view(&c, 1), "'")));
       }
-      return parser.At(docs.roots.size() > 1 ? docs.roots[1] : second,
-                       absl::InvalidArgumentError("a job file holds one YAML document, not several"));
+      return parser.At(
+          docs.roots.size() > 1 ? docs.roots[1] : second,
+          absl::InvalidArgumentError("a job file holds one YAML document, not several"));
     }
     return parser.Parse(YAML::Load(text));
   } catch (const YAML::Exception& e) {
@@ -466,14 +465,16 @@ absl::StatusOr<v1::TrainJobSpec> LoadJobFile(const std::string& path) {
     const char* home = std::getenv("HOME");
     v1::Entrypoint::Command* command = spec->mutable_entrypoint()->mutable_command();
     for (std::string* path : {command->mutable_argv(0), command->mutable_working_dir()}) {
-      if (home != nullptr && absl::StartsWith(*path, "~/")) *path = absl::StrCat(home, path->substr(1));
+      if (home != nullptr && absl::StartsWith(*path, "~/"))
+        *path = absl::StrCat(home, path->substr(1));
     }
     std::string* dir = command->mutable_working_dir();
     if (!dir->empty() && !std::filesystem::path(*dir).is_absolute()) {
       std::error_code ignored;
-      *dir = std::filesystem::weakly_canonical(
-                 std::filesystem::absolute(std::filesystem::path(path).parent_path() / *dir), ignored)
-                 .string();
+      *dir =
+          std::filesystem::weakly_canonical(
+              std::filesystem::absolute(std::filesystem::path(path).parent_path() / *dir), ignored)
+              .string();
     }
   }
   return spec;

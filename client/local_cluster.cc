@@ -4,17 +4,16 @@
 #include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <yaml-cpp/yaml.h>
 
 #include <cerrno>
 #include <cstring>
 #include <deque>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
-
-#include <nlohmann/json.hpp>
-#include <yaml-cpp/yaml.h>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -55,7 +54,8 @@ absl::StatusOr<int> Int(const std::string& file, const YAML::Node& node, const s
                         int min) {
   int value = 0;
   if (!node.IsScalar() || !YAML::convert<int>::decode(node, value)) {
-    return SpecError(file, node, key, absl::StrCat("must be an integer, not \"", node.Scalar(), "\""));
+    return SpecError(file, node, key,
+                     absl::StrCat("must be an integer, not \"", node.Scalar(), "\""));
   }
   if (value < min) return SpecError(file, node, key, absl::StrCat("must be >= ", min));
   return value;
@@ -123,8 +123,8 @@ absl::StatusOr<std::vector<NodeSpec>> ParseNodeSpecs(const std::string& text,
   std::set<std::string> ids;
   for (const auto& [id, spec] : ExpandNodes(specs)) {
     if (!ids.insert(id).second) {
-      return absl::InvalidArgumentError(absl::StrCat(name, ": node id \"", id,
-                                                     "\" is used twice; names must be unique"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(name, ": node id \"", id, "\" is used twice; names must be unique"));
     }
   }
   return specs;
@@ -147,15 +147,15 @@ std::vector<std::pair<std::string, NodeSpec>> ExpandNodes(const std::vector<Node
 }
 
 std::vector<std::string> RayletFlags(const std::string& node_id, const NodeSpec& spec) {
-  std::vector<std::string> flags = {"--node-id", node_id, "--num-gpus",
-                                    absl::StrCat(spec.gpus)};
+  std::vector<std::string> flags = {"--node-id", node_id, "--num-gpus", absl::StrCat(spec.gpus)};
   if (!spec.accelerator_type.empty()) {
     flags.insert(flags.end(), {"--accelerator-type", spec.accelerator_type});
   }
   if (!spec.cpus.empty()) flags.insert(flags.end(), {"--num-cpus", spec.cpus});
   if (!spec.memory.empty()) flags.insert(flags.end(), {"--memory", spec.memory});
   if (!spec.labels.empty()) {
-    flags.insert(flags.end(), {"--labels", absl::StrJoin(spec.labels, ",", absl::PairFormatter("="))});
+    flags.insert(flags.end(),
+                 {"--labels", absl::StrJoin(spec.labels, ",", absl::PairFormatter("="))});
   }
   return flags;
 }

@@ -18,7 +18,8 @@ absl::Status WritePortFile(const std::string& path, int port) {
   {
     std::ofstream out(temporary, std::ios::trunc);
     out << port << "\n";
-    if (!out.flush()) return absl::UnavailableError(absl::StrCat("--port-file: writing ", temporary));
+    if (!out.flush())
+      return absl::UnavailableError(absl::StrCat("--port-file: writing ", temporary));
   }
   if (std::rename(temporary.c_str(), path.c_str()) != 0) {
     std::remove(temporary.c_str());
@@ -36,11 +37,12 @@ std::string ReadFileOrEmpty(const std::string& path) {
 
 absl::StatusOr<std::string> ReadSecretFile(const std::string& path, const std::string& flag) {
   struct stat st {};
-  if (stat(path.c_str(), &st) != 0) return absl::NotFoundError(absl::StrCat(flag, " ", path, ": cannot read"));
+  if (stat(path.c_str(), &st) != 0)
+    return absl::NotFoundError(absl::StrCat(flag, " ", path, ": cannot read"));
   if ((st.st_mode & (S_IRWXG | S_IRWXO)) != 0) {
-    return absl::PermissionDeniedError(
-        absl::StrCat(flag, " ", path, ": readable by others (mode ", absl::StrFormat("%o", st.st_mode & 0777),
-                     "); chmod 600 it"));
+    return absl::PermissionDeniedError(absl::StrCat(flag, " ", path, ": readable by others (mode ",
+                                                    absl::StrFormat("%o", st.st_mode & 0777),
+                                                    "); chmod 600 it"));
   }
   std::ifstream in(path);
   if (!in) return absl::NotFoundError(absl::StrCat(flag, " ", path, ": cannot read"));
@@ -53,7 +55,8 @@ absl::Status WriteSecretFile(const std::string& path, const std::string& content
   const int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
   if (fd < 0) return absl::UnavailableError(absl::StrCat(path, ": cannot write"));
   fchmod(fd, 0600);
-  const bool written = write(fd, content.data(), content.size()) == static_cast<ssize_t>(content.size());
+  const bool written =
+      write(fd, content.data(), content.size()) == static_cast<ssize_t>(content.size());
   close(fd);
   if (!written) return absl::UnavailableError(absl::StrCat(path, ": cannot write"));
   return absl::OkStatus();

@@ -14,7 +14,8 @@ nlohmann::json Describe(const CLI::App& app) {
   out["program"] = std::filesystem::path(app.get_name()).filename().string();
   out["flags"] = nlohmann::json::array();
   for (const CLI::Option* option : app.get_options()) {
-    if (option->get_positional() || option == app.get_help_ptr() || option->get_lnames().empty()) continue;
+    if (option->get_positional() || option == app.get_help_ptr() || option->get_lnames().empty())
+      continue;
     for (const std::string& name : option->get_lnames()) {
       out["flags"].push_back({{"name", name},
                               {"takes_value", option->get_items_expected_min() > 0},

@@ -11,7 +11,6 @@
 #define BERTH_COMMON_HELP_JSON_H_
 
 #include <CLI/CLI.hpp>
-
 #include <string>
 
 namespace berth {

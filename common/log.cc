@@ -39,8 +39,9 @@ absl::StatusOr<LogLevel> ParseLogLevel(absl::string_view name, absl::string_view
   if (lower == "info") return LogLevel::kInfo;
   if (lower == "warning") return LogLevel::kWarning;
   if (lower == "error") return LogLevel::kError;
-  return absl::InvalidArgumentError(absl::StrCat(field, field.empty() ? "" : ": ", "'", name,
-                                                 "' is not a log level (debug, info, warning, error)"));
+  return absl::InvalidArgumentError(
+      absl::StrCat(field, field.empty() ? "" : ": ", "'", name,
+                   "' is not a log level (debug, info, warning, error)"));
 }
 
 void InitLog(absl::string_view program, LogLevel level) {
@@ -48,7 +49,9 @@ void InitLog(absl::string_view program, LogLevel level) {
   min_level.store(static_cast<int>(level));
 }
 
-bool LogEnabled(LogLevel level) { return static_cast<int>(level) >= min_level.load(std::memory_order_relaxed); }
+bool LogEnabled(LogLevel level) {
+  return static_cast<int>(level) >= min_level.load(std::memory_order_relaxed);
+}
 
 void WriteLogLine(LogLevel level, absl::string_view text) {
   const std::string line =

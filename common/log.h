@@ -36,13 +36,21 @@ void Log(LogLevel level, const Args&... args) {
   if (LogEnabled(level)) WriteLogLine(level, absl::StrCat(args...));
 }
 template <typename... Args>
-void LogDebug(const Args&... args) { Log(LogLevel::kDebug, args...); }
+void LogDebug(const Args&... args) {
+  Log(LogLevel::kDebug, args...);
+}
 template <typename... Args>
-void LogInfo(const Args&... args) { Log(LogLevel::kInfo, args...); }
+void LogInfo(const Args&... args) {
+  Log(LogLevel::kInfo, args...);
+}
 template <typename... Args>
-void LogWarning(const Args&... args) { Log(LogLevel::kWarning, args...); }
+void LogWarning(const Args&... args) {
+  Log(LogLevel::kWarning, args...);
+}
 template <typename... Args>
-void LogError(const Args&... args) { Log(LogLevel::kError, args...); }
+void LogError(const Args&... args) {
+  Log(LogLevel::kError, args...);
+}
 
 }  // namespace berth
 

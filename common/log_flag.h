@@ -5,7 +5,6 @@
 #define BERTH_COMMON_LOG_FLAG_H_
 
 #include <CLI/CLI.hpp>
-
 #include <string>
 
 #include "absl/strings/string_view.h"

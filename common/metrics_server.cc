@@ -18,7 +18,8 @@ absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::Start(const std::s
     // One thread: scrapes are rare and cheap.
     exposer = std::make_unique<prometheus::Exposer>(listen, 1);
   } catch (const std::exception& e) {
-    return absl::UnavailableError(absl::StrCat("--metrics-listen ", listen, ": cannot listen: ", e.what()));
+    return absl::UnavailableError(
+        absl::StrCat("--metrics-listen ", listen, ": cannot listen: ", e.what()));
   }
   const std::vector<int> ports = exposer->GetListeningPorts();
   if (ports.empty()) {

@@ -56,7 +56,8 @@ BundlePlacer::Demand BundlePlacer::MakeDemand(Call& call, std::vector<uint32_t> 
   return d;
 }
 
-std::vector<std::vector<const NodeResourceTable::Pool*>> BundlePlacer::CandidatePools(Call& call, const Demand& d) const {
+std::vector<std::vector<const NodeResourceTable::Pool*>> BundlePlacer::CandidatePools(
+    Call& call, const Demand& d) const {
   const std::optional<std::vector<std::string>> allowed =
       AllowedAcceleratorTypes(call.spec.bundles(), d.bundles);
 
@@ -103,13 +104,15 @@ std::optional<NodeIndex> BundlePlacer::FindNode(Call& call, const Demand& d, Pre
   // One ranking path: the configured scorer ranks searches over free
   // capacity; the placer's index-order ranking the others, and all of them
   // without a scorer.
-  IndexOrderRanking builtin(preference == Preference::kBestFit ? IndexOrderRanking::Order::kBestFit
-                                                               : IndexOrderRanking::Order::kMostFree,
+  IndexOrderRanking builtin(preference == Preference::kBestFit
+                                ? IndexOrderRanking::Order::kBestFit
+                                : IndexOrderRanking::Order::kMostFree,
                             capacity == Capacity::kTotal);
   NodeScorer& ranking = scorer_ != nullptr && capacity == Capacity::kFree ? *scorer_ : builtin;
   ScoredDemand demand{d.sum, {}, PrimaryResource(d.sum), 0};
   demand.primary_amount = NodeResourceTable::IndexKey(d.sum, demand.primary);
-  for (uint32_t b : d.bundles) demand.bundle_gpus.push_back(call.spec.bundles()[b].resources.Get(kGpu));
+  for (uint32_t b : d.bundles)
+    demand.bundle_gpus.push_back(call.spec.bundles()[b].resources.Get(kGpu));
   auto fits = [&](NodeIndex n) {
     return (constraints.exclude == nullptr || !constraints.exclude->contains(n)) &&
            Fits(call, n, d, capacity);
@@ -136,12 +139,13 @@ bool BundlePlacer::PlacePack(Call& call, const std::vector<uint32_t>& order,
   while (!remaining.empty()) {
     // The tightest node that takes everything left, if any: one node, least waste.
     Demand all = MakeDemand(call, remaining);
-    if (std::optional<NodeIndex> n = FindNode(call, all, Preference::kBestFit, Capacity::kFree, {})) {
+    if (std::optional<NodeIndex> n =
+            FindNode(call, all, Preference::kBestFit, Capacity::kFree, {})) {
       return PlaceOnNode(call, *n, all, out).ok();
     }
     // Else open the roomiest node for the largest bundle and fill it.
-    std::optional<NodeIndex> n =
-        FindNode(call, MakeDemand(call, {remaining[0]}), Preference::kMostFree, Capacity::kFree, {});
+    std::optional<NodeIndex> n = FindNode(call, MakeDemand(call, {remaining[0]}),
+                                          Preference::kMostFree, Capacity::kFree, {});
     if (!n) return false;
     std::vector<uint32_t> left;
     for (uint32_t b : remaining) {
@@ -163,7 +167,8 @@ bool BundlePlacer::PlaceSpread(Call& call, const std::vector<uint32_t>& order, b
   absl::flat_hash_set<NodeIndex> used = excluded;
   for (uint32_t b : order) {
     Demand one = MakeDemand(call, {b});
-    std::optional<NodeIndex> n = FindNode(call, one, Preference::kMostFree, Capacity::kFree, {&used, {}});
+    std::optional<NodeIndex> n =
+        FindNode(call, one, Preference::kMostFree, Capacity::kFree, {&used, {}});
     // SPREAD falls back to a node the group already uses; STRICT_SPREAD may not.
     if (!n && !strict) n = FindNode(call, one, Preference::kMostFree, Capacity::kFree, {});
     if (!n || !PlaceOnNode(call, *n, one, out).ok()) return false;
@@ -178,7 +183,8 @@ absl::StatusOr<PlacementDecision> BundlePlacer::Place(
   absl::StatusOr<PlacementDecision> decision = Place(call, already_placed);
   if (decision.ok()) {
     for (size_t f = 0; f < call.rejected.size(); ++f) {
-      if (call.rejected[f] > 0) decision->rejected_by.emplace_back(NodeFilters()[f]->name(), call.rejected[f]);
+      if (call.rejected[f] > 0)
+        decision->rejected_by.emplace_back(NodeFilters()[f]->name(), call.rejected[f]);
     }
   }
   return decision;
@@ -193,9 +199,9 @@ absl::StatusOr<PlacementDecision> BundlePlacer::Place(
   for (size_t i = 0; i < already_placed.size(); ++i) {
     const uint32_t b = already_placed[i].bundle_index;
     if (b >= bundles.size() || placed[b]) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "already_placed[", i, "].bundle_index: ", b,
-          b >= bundles.size() ? " is not a bundle of the group" : " is listed twice"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("already_placed[", i, "].bundle_index: ", b,
+                       b >= bundles.size() ? " is not a bundle of the group" : " is listed twice"));
     }
     placed[b] = true;
     placed_nodes.insert(already_placed[i].allocation.node);
@@ -260,8 +266,7 @@ absl::StatusOr<PlacementDecision> BundlePlacer::Place(
   }
   const absl::flat_hash_set<NodeIndex> none;
   return Explain(call, order,
-                 spec.strategy() == PlacementStrategy::kStrictSpread ? placed_nodes : none,
-                 pinned);
+                 spec.strategy() == PlacementStrategy::kStrictSpread ? placed_nodes : none, pinned);
 }
 
 size_t BundlePlacer::DistinctNodeMatching(Call& call, const std::vector<uint32_t>& order,
@@ -277,7 +282,8 @@ size_t BundlePlacer::DistinctNodeMatching(Call& call, const std::vector<uint32_t
     for (const auto& tier : CandidatePools(call, one)) {
       for (const NodeResourceTable::Pool* pool : tier) {
         VisitDescending(pool->by_total[static_cast<int>(primary)], amount, [&](NodeIndex n) {
-          if (!excluded.contains(n) && Fits(call, n, one, Capacity::kTotal)) candidates[i].push_back(n);
+          if (!excluded.contains(n) && Fits(call, n, one, Capacity::kTotal))
+            candidates[i].push_back(n);
           return candidates[i].size() >= limit;
         });
       }
@@ -363,7 +369,8 @@ PlacementDecision BundlePlacer::Explain(Call& call, const std::vector<uint32_t>&
   for (uint32_t b : order) {
     Demand one = MakeDemand(call, {b});
     if (!FindNode(call, one, Preference::kMostFree, Capacity::kFree, {&excluded, pinned})) {
-      d.reason = absl::StrCat("waiting for resources: ", DescribeShortfall(call, one, Capacity::kFree));
+      d.reason =
+          absl::StrCat("waiting for resources: ", DescribeShortfall(call, one, Capacity::kFree));
       return d;
     }
   }
@@ -378,10 +385,9 @@ std::string BundlePlacer::DescribeDemand(Call& call, const Demand& d) const {
   for (const auto& [name, amount] : d.sum.entries()) {
     if (!absl::StartsWith(name, kAcceleratorResourcePrefix)) shown.Set(name, amount);
   }
-  std::string text =
-      d.bundles.size() == 1
-          ? absl::StrCat("bundle ", d.bundles[0], " needs ")
-          : absl::StrCat(d.bundles.size(), " bundles need, on one node, ");
+  std::string text = d.bundles.size() == 1
+                         ? absl::StrCat("bundle ", d.bundles[0], " needs ")
+                         : absl::StrCat(d.bundles.size(), " bundles need, on one node, ");
   absl::StrAppend(&text, absl::StrJoin(shown.entries(), ", ",
                                        [](std::string* out, const ResourceSet::Entry& e) {
                                          out->append(FormatAmount(e.first, e.second));
@@ -406,7 +412,8 @@ std::string BundlePlacer::DescribeShortfall(Call& call, const Demand& d, Capacit
     for (const NodeResourceTable::Pool* pool : tier) {
       for (const auto& [key, n] : pool->by_total[0]) {
         bool match = true;
-        for (uint32_t b : d.bundles) match = match && call.spec.bundles()[b].selector.Matches(table_->node(n).labels);
+        for (uint32_t b : d.bundles)
+          match = match && call.spec.bundles()[b].selector.Matches(table_->node(n).labels);
         if (match) candidates.push_back(n);
       }
     }

@@ -68,8 +68,8 @@ class BundlePlacer {
   // avoids the nodes of `already_placed`; STRICT_PACK joins them.
   // INVALID_ARGUMENT if `already_placed` names a bundle twice or one the
   // group does not have, or a STRICT_PACK group's placed bundles disagree.
-  absl::StatusOr<PlacementDecision> Place(
-      const PlacementGroupSpec& spec, const std::vector<BundlePlacement>& already_placed = {});
+  absl::StatusOr<PlacementDecision> Place(const PlacementGroupSpec& spec,
+                                          const std::vector<BundlePlacement>& already_placed = {});
 
  private:
   // Bundles that must land on one node together.
@@ -95,12 +95,14 @@ class BundlePlacer {
   Demand MakeDemand(Call& call, std::vector<uint32_t> bundles) const;
   // Pools that may hold the demand, in tiers: a demand without GPUs tries
   // nodes without GPUs first, so it does not strand GPUs.
-  std::vector<std::vector<const NodeResourceTable::Pool*>> CandidatePools(Call& call, const Demand& d) const;
+  std::vector<std::vector<const NodeResourceTable::Pool*>> CandidatePools(Call& call,
+                                                                          const Demand& d) const;
   bool Fits(Call& call, NodeIndex node, const Demand& d, Capacity capacity) const;
-  std::optional<NodeIndex> FindNode(Call& call, const Demand& d, Preference preference, Capacity capacity,
-                                    const Constraints& constraints) const;
+  std::optional<NodeIndex> FindNode(Call& call, const Demand& d, Preference preference,
+                                    Capacity capacity, const Constraints& constraints) const;
 
-  absl::Status PlaceOnNode(Call& call, NodeIndex node, const Demand& d, std::vector<BundlePlacement>* out);
+  absl::Status PlaceOnNode(Call& call, NodeIndex node, const Demand& d,
+                           std::vector<BundlePlacement>* out);
   bool PlacePack(Call& call, const std::vector<uint32_t>& order, std::vector<BundlePlacement>* out);
   bool PlaceSpread(Call& call, const std::vector<uint32_t>& order, bool strict,
                    const absl::flat_hash_set<NodeIndex>& excluded,

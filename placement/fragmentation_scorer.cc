@@ -28,12 +28,12 @@ class FragmentationScorer::Impl {
  public:
   // A shape reduced to what decides whether it can use a node's GPUs.
   struct Shape {
-    int64_t cpu = 0;       // units
-    int64_t memory = 0;    // units
-    size_t threshold = 0;  // index into per_instance_
-    int64_t instances = 0; // instances that need at least that much room
-    double weight = 0;     // normalised
-    double gpus = 0;       // GPUs the task takes
+    int64_t cpu = 0;                             // units
+    int64_t memory = 0;                          // units
+    size_t threshold = 0;                        // index into per_instance_
+    int64_t instances = 0;                       // instances that need at least that much room
+    double weight = 0;                           // normalised
+    double gpus = 0;                             // GPUs the task takes
     std::vector<std::string> accelerator_types;  // sorted; empty: any
   };
   // What the shapes take per GPU, on average (units per GPU).
@@ -90,13 +90,13 @@ class FragmentationScorer::Impl {
   // have since emptied stay until a search meets them.
   struct Ranking {
     uint64_t scarcity_version = 0;  // scarcity_version_ when scored
-    uint64_t seen = 0;       // classes up to this serial are in, or do not fit
+    uint64_t seen = 0;              // classes up to this serial are in, or do not fit
     // (-score, class serial, class id): best first.
     absl::btree_set<std::tuple<double, uint64_t, uint32_t>> ranked;
   };
 
   Impl(std::vector<Shape> shapes, std::vector<int64_t> per_instance, PerGpu per_gpu,
-                      Options options)
+       Options options)
       : shapes_(std::move(shapes)),
         per_instance_(std::move(per_instance)),
         per_gpu_(per_gpu),
@@ -154,7 +154,7 @@ class FragmentationScorer::Impl {
 absl::StatusOr<std::unique_ptr<FragmentationScorer>> FragmentationScorer::Create(
     std::vector<TaskShape> shapes, Options options) {
   for (const auto& [name, weight] : {std::pair("scarcity_weight", options.scarcity_weight),
-                                      std::pair("stranding_weight", options.stranding_weight)}) {
+                                     std::pair("stranding_weight", options.stranding_weight)}) {
     if (!std::isfinite(weight) || weight < 0) {
       return absl::InvalidArgumentError(
           absl::StrCat("options.", name, ": must be finite and >= 0, got ", weight));
@@ -170,8 +170,8 @@ absl::StatusOr<std::unique_ptr<FragmentationScorer>> FragmentationScorer::Create
           absl::StrCat("shapes[", i, "].weight: must be finite and >= 0, got ", s.weight));
     }
     if (s.gpu > Quantity::Whole(1) && !s.gpu.IsWhole()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "shapes[", i, "].gpu: above 1 it must be whole, got ", s.gpu.ToString()));
+      return absl::InvalidArgumentError(
+          absl::StrCat("shapes[", i, "].gpu: above 1 it must be whole, got ", s.gpu.ToString()));
     }
     total_weight += s.weight;
     per_instance.push_back(std::min(s.gpu.units(), Quantity::kUnitsPerWhole));
@@ -191,11 +191,12 @@ absl::StatusOr<std::unique_ptr<FragmentationScorer>> FragmentationScorer::Create
     r.cpu = s.cpu.units();
     r.memory = s.memory.units();
     const int64_t room = std::min(s.gpu.units(), Quantity::kUnitsPerWhole);
-    r.threshold = std::lower_bound(per_instance.begin(), per_instance.end(), room) -
-                  per_instance.begin();
+    r.threshold =
+        std::lower_bound(per_instance.begin(), per_instance.end(), room) - per_instance.begin();
     // A share needs one instance with that much room; whole GPUs need that
     // many fully free instances; a task without GPUs needs none.
-    r.instances = s.gpu.IsZero() ? 0 : std::max<int64_t>(1, s.gpu.units() / Quantity::kUnitsPerWhole);
+    r.instances =
+        s.gpu.IsZero() ? 0 : std::max<int64_t>(1, s.gpu.units() / Quantity::kUnitsPerWhole);
     std::sort(s.accelerator_types.begin(), s.accelerator_types.end());
     r.accelerator_types = std::move(s.accelerator_types);
     r.weight = s.weight / total_weight;
@@ -246,11 +247,13 @@ const FragmentationScorer::Impl::TypeShapes& FragmentationScorer::Impl::ShapesFo
   return it->second;
 }
 
-void FragmentationScorer::Impl::ViewNode(const NodeResourceTable::Node& node, NodeView* view) const {
+void FragmentationScorer::Impl::ViewNode(const NodeResourceTable::Node& node,
+                                         NodeView* view) const {
   view->cpu = node.available.Get(kCpu).units();
   view->memory = node.available.Get(kMemory).units();
   view->gpu_free.clear();
-  for (uint32_t i = 0; i < node.gpus.count(); ++i) view->gpu_free.push_back(node.gpus.free(i).units());
+  for (uint32_t i = 0; i < node.gpus.count(); ++i)
+    view->gpu_free.push_back(node.gpus.free(i).units());
 }
 
 double FragmentationScorer::Impl::Fragmentation(const NodeView& view, const TypeShapes& shapes) {
@@ -285,7 +288,8 @@ double FragmentationScorer::Impl::Fragmentation(const NodeView& view, const Type
     // GPUs the free CPU and memory can feed at the shapes' mean ratio.
     double fed = std::numeric_limits<double>::infinity();
     if (per_gpu_.cpu > 0) fed = std::min(fed, static_cast<double>(view.cpu) / per_gpu_.cpu);
-    if (per_gpu_.memory > 0) fed = std::min(fed, static_cast<double>(view.memory) / per_gpu_.memory);
+    if (per_gpu_.memory > 0)
+      fed = std::min(fed, static_cast<double>(view.memory) / per_gpu_.memory);
     const double free_gpus = static_cast<double>(total_free) / Quantity::kUnitsPerWhole;
     fragmented += options_.stranding_weight * std::max(0.0, free_gpus - fed);
   }
@@ -293,7 +297,7 @@ double FragmentationScorer::Impl::Fragmentation(const NodeView& view, const Type
 }
 
 double FragmentationScorer::Impl::Scarcity(const NodeResourceTable& table,
-                                     const std::string& accelerator_type) {
+                                           const std::string& accelerator_type) {
   if (scarcity_table_ != &table || scarcity_alive_version_ != table.alive_version()) {
     scarcity_.clear();
     scarcity_table_ = &table;
@@ -322,9 +326,9 @@ double FragmentationScorer::Impl::Scarcity(const NodeResourceTable& table,
       }
       if (usable <= 0) continue;
       for (auto& [type, pressure] : scarcity_) {
-        const bool accepts = s.accelerator_types.empty() ||
-                             std::binary_search(s.accelerator_types.begin(),
-                                                s.accelerator_types.end(), type);
+        const bool accepts =
+            s.accelerator_types.empty() ||
+            std::binary_search(s.accelerator_types.begin(), s.accelerator_types.end(), type);
         if (accepts) pressure += s.weight * s.gpus / usable;
       }
     }
@@ -335,7 +339,8 @@ double FragmentationScorer::Impl::Scarcity(const NodeResourceTable& table,
   return it == scarcity_.end() ? 0 : it->second;
 }
 
-double FragmentationScorer::Impl::NodeFragmentation(const NodeResourceTable& table, NodeIndex index) {
+double FragmentationScorer::Impl::NodeFragmentation(const NodeResourceTable& table,
+                                                    NodeIndex index) {
   const NodeResourceTable::Node& node = table.node(index);
   ViewNode(node, &now_);
   if (cache_.size() <= index) cache_.resize(table.slot_count());
@@ -348,10 +353,11 @@ double FragmentationScorer::Impl::NodeFragmentation(const NodeResourceTable& tab
   return cached.fragmentation;
 }
 
-FragmentationScorer::Impl::Change FragmentationScorer::Impl::Evaluate(const NodeView& now, GpuInstances gpus,
-                                                          double before,
-                                                          const TypeShapes& shapes,
-                                                          const ScoredDemand& demand) {
+FragmentationScorer::Impl::Change FragmentationScorer::Impl::Evaluate(const NodeView& now,
+                                                                      GpuInstances gpus,
+                                                                      double before,
+                                                                      const TypeShapes& shapes,
+                                                                      const ScoredDemand& demand) {
   // The node as it would be: the shares land where GpuInstances puts them.
   Change change;
   for (Quantity g : demand.bundle_gpus) {
@@ -370,26 +376,25 @@ FragmentationScorer::Impl::Change FragmentationScorer::Impl::Evaluate(const Node
 }
 
 double FragmentationScorer::Impl::ScarcityCost(const NodeResourceTable& table,
-                                         const std::string& accelerator_type,
-                                         const ScoredDemand& demand) {
-  return options_.scarcity_weight == 0 ? 0
-                                       : options_.scarcity_weight * demand.sum.Get(kGpu).ToDouble() *
-                                             Scarcity(table, accelerator_type);
+                                               const std::string& accelerator_type,
+                                               const ScoredDemand& demand) {
+  return options_.scarcity_weight == 0
+             ? 0
+             : options_.scarcity_weight * demand.sum.Get(kGpu).ToDouble() *
+                   Scarcity(table, accelerator_type);
 }
 
 double FragmentationScorer::Impl::Score(const NodeResourceTable& table, NodeIndex index,
-                                  const ScoredDemand& demand) {
+                                        const ScoredDemand& demand) {
   const NodeResourceTable::Node& node = table.node(index);
   const double before = NodeFragmentation(table, index);
-  const Change change =
-      Evaluate(now_, node.gpus, before, ShapesFor(node.accelerator_type), demand);
+  const Change change = Evaluate(now_, node.gpus, before, ShapesFor(node.accelerator_type), demand);
   return change.neg_growth - ScarcityCost(table, node.accelerator_type, demand) - change.tie;
 }
 
-FragmentationScorer::Impl::Change FragmentationScorer::Impl::ClassChange(const NodeResourceTable& table,
-                                                             uint32_t id,
-                                                             const ScoredDemand& demand,
-                                                             const NodeView& needs) {
+FragmentationScorer::Impl::Change FragmentationScorer::Impl::ClassChange(
+    const NodeResourceTable& table, uint32_t id, const ScoredDemand& demand,
+    const NodeView& needs) {
   const NodeClasses::Class& c = classes_.get(id);
   if (class_states_.size() <= id) class_states_.resize(classes_.id_limit());
   ClassState& state = class_states_[id];
@@ -433,8 +438,8 @@ FragmentationScorer::Impl::Ranking& FragmentationScorer::Impl::RankingFor(
     classes_.VisitOpenedSince(key.pools[i], r.seen, [&](uint32_t id) {
       const Change change = ClassChange(table, id, demand, needs);
       if (change.fits) {
-        r.ranked.insert({-(change.neg_growth - scarcity_costs_[i] - change.tie),
-                         classes_.get(id).serial, id});
+        r.ranked.insert(
+            {-(change.neg_growth - scarcity_costs_[i] - change.tie), classes_.get(id).serial, id});
       }
     });
   }

@@ -105,8 +105,8 @@ absl::Status GpuInstances::Take(const std::vector<GpuShare>& shares) {
       return absl::InvalidArgumentError(absl::StrCat("GPU instance ", s.index, " does not exist"));
     }
     if (s.amount.units() <= 0 || s.amount > Quantity::Whole(1)) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "share of GPU ", s.index, ": ", s.amount.ToString(), " is not in (0, 1]"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("share of GPU ", s.index, ": ", s.amount.ToString(), " is not in (0, 1]"));
     }
     if (after[s.index] < s.amount.units()) {
       return absl::ResourceExhaustedError(

@@ -14,8 +14,8 @@ namespace berth {
 namespace {
 
 bool IsLabelChar(char c) {
-  return absl::ascii_isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.' ||
-         c == ':' || c == '/' || c == '-';
+  return absl::ascii_isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.' || c == ':' ||
+         c == '/' || c == '-';
 }
 
 absl::Status ValidateLabelText(absl::string_view text, absl::string_view what,
@@ -29,8 +29,8 @@ absl::Status ValidateLabelText(absl::string_view text, absl::string_view what,
   }
   for (char c : text) {
     if (!IsLabelChar(c)) {
-      return absl::InvalidArgumentError(absl::StrCat(field, ": label ", what, " '", text,
-                                                     "' may use only letters, digits and _ . : / -"));
+      return absl::InvalidArgumentError(absl::StrCat(
+          field, ": label ", what, " '", text, "' may use only letters, digits and _ . : / -"));
     }
   }
   return absl::OkStatus();
@@ -46,7 +46,8 @@ absl::StatusOr<std::vector<std::string>> SplitTerms(absl::string_view text,
     if (c == '(') ++depth;
     if (c == ')') --depth;
     if (depth < 0 || depth > 1) {
-      return absl::InvalidArgumentError(absl::StrCat(field, ": unbalanced parentheses in '", text, "'"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(field, ": unbalanced parentheses in '", text, "'"));
     }
     if (c == ',' && depth == 0) {
       terms.push_back(std::move(current));
@@ -56,7 +57,8 @@ absl::StatusOr<std::vector<std::string>> SplitTerms(absl::string_view text,
     }
   }
   if (depth != 0) {
-    return absl::InvalidArgumentError(absl::StrCat(field, ": unbalanced parentheses in '", text, "'"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(field, ": unbalanced parentheses in '", text, "'"));
   }
   terms.push_back(std::move(current));
   return terms;

@@ -35,7 +35,7 @@ const std::vector<const NodeFilter*>& NodeFilters() {
   static const ResourcesFilter kResources;
   static const GpuInstancesFilter kGpuInstances;
   static const std::vector<const NodeFilter*> kFilters = {&kLabelSelector, &kResources,
-                                                           &kGpuInstances};
+                                                          &kGpuInstances};
   return kFilters;
 }
 

@@ -48,7 +48,8 @@ absl::StatusOr<NodeIndex> NodeResourceTable::AddNode(NodeSpec spec, absl::string
     }
     if (absl::StartsWith(name, kAcceleratorResourcePrefix)) {
       return absl::InvalidArgumentError(absl::StrCat(
-          where, ": set by the head from accelerator_type; give the node's accelerator_type instead"));
+          where,
+          ": set by the head from accelerator_type; give the node's accelerator_type instead"));
     }
     if (amount > Quantity::FromUnits(Quantity::kMaxUnits)) {
       return absl::InvalidArgumentError(absl::StrCat(where, ": larger than the maximum quantity"));
@@ -56,9 +57,8 @@ absl::StatusOr<NodeIndex> NodeResourceTable::AddNode(NodeSpec spec, absl::string
   }
   const Quantity gpus = spec.resources.Get(kGpu);
   if (!gpus.IsWhole()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        field, ".resources[\"GPU\"]: ", gpus.ToString(),
-        ": a node has a whole number of GPU instances"));
+    return absl::InvalidArgumentError(absl::StrCat(field, ".resources[\"GPU\"]: ", gpus.ToString(),
+                                                   ": a node has a whole number of GPU instances"));
   }
   if (gpus > Quantity::Whole(1024)) {
     return absl::InvalidArgumentError(
@@ -75,22 +75,22 @@ absl::StatusOr<NodeIndex> NodeResourceTable::AddNode(NodeSpec spec, absl::string
   // accelerator pools always agree.
   auto label = spec.labels.find(std::string(kAcceleratorTypeLabel));
   if (label != spec.labels.end() && label->second != spec.accelerator_type) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        field, ".labels[\"", kAcceleratorTypeLabel, "\"]: '", label->second,
-        "' disagrees with accelerator_type '", spec.accelerator_type,
-        "'; set accelerator_type and berth sets the label"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(field, ".labels[\"", kAcceleratorTypeLabel, "\"]: '", label->second,
+                     "' disagrees with accelerator_type '", spec.accelerator_type,
+                     "'; set accelerator_type and berth sets the label"));
   }
   if (!spec.accelerator_type.empty()) {
     if (gpus.IsZero()) {
       return absl::InvalidArgumentError(absl::StrCat(
           field, ".accelerator_type: '", spec.accelerator_type, "' given for a node without GPUs"));
     }
-    if (absl::Status s = ValidateLabelValue(spec.accelerator_type,
-                                            absl::StrCat(field, ".accelerator_type"));
+    if (absl::Status s =
+            ValidateLabelValue(spec.accelerator_type, absl::StrCat(field, ".accelerator_type"));
         !s.ok() || spec.accelerator_type.find(':') != std::string::npos) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          field, ".accelerator_type: '", spec.accelerator_type,
-          "' may use only letters, digits and _ . / -"));
+      return absl::InvalidArgumentError(absl::StrCat(field, ".accelerator_type: '",
+                                                     spec.accelerator_type,
+                                                     "' may use only letters, digits and _ . / -"));
     }
     spec.resources.Set(AcceleratorResourceName(spec.accelerator_type), Quantity::Whole(1));
     spec.labels[std::string(kAcceleratorTypeLabel)] = spec.accelerator_type;
@@ -237,16 +237,17 @@ bool NodeResourceTable::FitsTotal(NodeIndex index, const ResourceSet& request) c
          GpuInstances::FitsCapacity(request.Get(kGpu), node.gpus.count());
 }
 
-absl::StatusOr<Allocation> NodeResourceTable::Allocate(NodeIndex index, const ResourceSet& request) {
+absl::StatusOr<Allocation> NodeResourceTable::Allocate(NodeIndex index,
+                                                       const ResourceSet& request) {
   if (index >= nodes_.size() || nodes_[index].removed) {
     return absl::NotFoundError(absl::StrCat("node slot ", index, " is not registered"));
   }
   Node& node = nodes_[index];
   if (absl::Status s = ValidateGpuRequest(request.Get(kGpu), "request[\"GPU\"]"); !s.ok()) return s;
   if (!CanAllocate(index, request)) {
-    return absl::ResourceExhaustedError(
-        absl::StrCat("node '", node.id, "' cannot fit ", request.ToString(), " now; free ",
-                     node.available.ToString()));
+    return absl::ResourceExhaustedError(absl::StrCat("node '", node.id, "' cannot fit ",
+                                                     request.ToString(), " now; free ",
+                                                     node.available.ToString()));
   }
   const ResourceSet before = node.available;
   absl::StatusOr<std::vector<GpuShare>> gpus = node.gpus.Allocate(request.Get(kGpu));
@@ -288,15 +289,14 @@ absl::Status NodeResourceTable::Release(const Allocation& allocation) {
   ResourceSet after = node.available;
   if (absl::Status s = after.Add(allocation.resources); !s.ok()) return s;
   if (!node.total.Contains(after)) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "releasing ", allocation.resources.ToString(), " on node '", node.id,
-        "' would exceed its totals: release does not match an allocation"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("releasing ", allocation.resources.ToString(), " on node '", node.id,
+                     "' would exceed its totals: release does not match an allocation"));
   }
   int64_t gpu_units = 0;
   for (const GpuShare& share : allocation.gpus) gpu_units += share.amount.units();
   if (gpu_units != allocation.resources.Get(kGpu).units()) {
-    return absl::InvalidArgumentError(
-        "allocation: its GPU shares do not add up to its GPU amount");
+    return absl::InvalidArgumentError("allocation: its GPU shares do not add up to its GPU amount");
   }
   if (absl::Status s = node.gpus.Release(allocation.gpus); !s.ok()) return s;
   const ResourceSet before = std::move(node.available);

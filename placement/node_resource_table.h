@@ -160,8 +160,8 @@ class NodeResourceTable {
 // Visits `nodes` in ascending key order starting at the first key >= `from`,
 // until `visit` returns true. Returns the node it stopped at.
 template <typename Visit>
-std::optional<NodeIndex> VisitAscending(const NodeResourceTable::OrderedNodes& nodes,
-                                        int64_t from, Visit&& visit) {
+std::optional<NodeIndex> VisitAscending(const NodeResourceTable::OrderedNodes& nodes, int64_t from,
+                                        Visit&& visit) {
   for (auto it = nodes.lower_bound({from, 0}); it != nodes.end(); ++it) {
     if (visit(it->second)) return it->second;
   }

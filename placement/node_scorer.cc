@@ -33,15 +33,15 @@ std::optional<NodeIndex> NodeScorer::Best(const NodeResourceTable& table,
                                           const ScoredDemand& demand, Fits fits) {
   std::optional<std::pair<double, NodeIndex>> best;
   for (const NodeResourceTable::Pool* pool : pools) {
-    VisitAscending(pool->by_free[static_cast<int>(demand.primary)], demand.primary_amount,
-                   [&](NodeIndex n) {
-                     if (!fits(n)) return false;
-                     const double score = Score(table, n, demand);
-                     if (!best || score > best->first || (score == best->first && n < best->second)) {
-                       best = std::make_pair(score, n);
-                     }
-                     return false;
-                   });
+    VisitAscending(
+        pool->by_free[static_cast<int>(demand.primary)], demand.primary_amount, [&](NodeIndex n) {
+          if (!fits(n)) return false;
+          const double score = Score(table, n, demand);
+          if (!best || score > best->first || (score == best->first && n < best->second)) {
+            best = std::make_pair(score, n);
+          }
+          return false;
+        });
   }
   if (!best) return std::nullopt;
   return best->second;
@@ -83,7 +83,8 @@ std::optional<NodeIndex> IndexOrderRanking::Best(
   const int r = static_cast<int>(demand.primary);
   std::optional<std::pair<int64_t, NodeIndex>> best;
   for (const NodeResourceTable::Pool* pool : pools) {
-    const NodeResourceTable::OrderedNodes& nodes = over_total_ ? pool->by_total[r] : pool->by_free[r];
+    const NodeResourceTable::OrderedNodes& nodes =
+        over_total_ ? pool->by_total[r] : pool->by_free[r];
     auto accept = [&](NodeIndex n) { return fits(n); };
     std::optional<NodeIndex> found = order_ == Order::kBestFit
                                          ? VisitAscending(nodes, demand.primary_amount, accept)

@@ -79,8 +79,8 @@ absl::StatusOr<PlacementGroupSpec> PlacementGroupSpec::FromInput(const Placement
   std::vector<Bundle> bundles;
   bundles.reserve(input.bundles.size());
   for (size_t i = 0; i < input.bundles.size(); ++i) {
-    absl::StatusOr<ResourceSet> resources =
-        ResourceSet::FromDoubles(input.bundles[i].resources, absl::StrCat("bundles[", i, "].resources"));
+    absl::StatusOr<ResourceSet> resources = ResourceSet::FromDoubles(
+        input.bundles[i].resources, absl::StrCat("bundles[", i, "].resources"));
     if (!resources.ok()) return resources.status();
     absl::StatusOr<LabelSelector> selector =
         LabelSelector::Create(input.bundles[i].selector, absl::StrCat("bundles[", i, "].selector"));

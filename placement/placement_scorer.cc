@@ -22,8 +22,8 @@ absl::StatusOr<ScorerKind> ParseScorerKind(absl::string_view name, absl::string_
   for (size_t i = 0; i < names.size(); ++i) {
     if (names[i] == name) return static_cast<ScorerKind>(i);
   }
-  return absl::InvalidArgumentError(absl::StrCat(field, ": unknown scorer '", name,
-                                                 "'; one of ", absl::StrJoin(names, ", ")));
+  return absl::InvalidArgumentError(
+      absl::StrCat(field, ": unknown scorer '", name, "'; one of ", absl::StrJoin(names, ", ")));
 }
 
 PlacementScorer::PlacementScorer(ScorerKind kind, PlacementScorerOptions options)

@@ -18,10 +18,17 @@ struct Suffix {
 };
 
 constexpr Suffix kSuffixes[] = {
-    {"Ki", int64_t{1} << 10}, {"Mi", int64_t{1} << 20}, {"Gi", int64_t{1} << 30},
-    {"Ti", int64_t{1} << 40}, {"Pi", int64_t{1} << 50}, {"k", 1000},
-    {"K", 1000},              {"M", 1000000},           {"G", 1000000000},
-    {"T", 1000000000000},     {"P", 1000000000000000},
+    {"Ki", int64_t{1} << 10},
+    {"Mi", int64_t{1} << 20},
+    {"Gi", int64_t{1} << 30},
+    {"Ti", int64_t{1} << 40},
+    {"Pi", int64_t{1} << 50},
+    {"k", 1000},
+    {"K", 1000},
+    {"M", 1000000},
+    {"G", 1000000000},
+    {"T", 1000000000000},
+    {"P", 1000000000000000},
 };
 
 absl::Status OutOfRange(absl::string_view field, absl::string_view shown) {
@@ -71,8 +78,8 @@ absl::StatusOr<Quantity> Quantity::Parse(absl::string_view text, absl::string_vi
   };
   if ((whole.empty() && frac.empty()) || !all_digits(whole) || !all_digits(frac) ||
       whole.size() > 15) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        field, ": '", text, "' is not a quantity (want e.g. 0.5, 8, 200Gi, 1.5G)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(field, ": '", text, "' is not a quantity (want e.g. 0.5, 8, 200Gi, 1.5G)"));
   }
   // Exact decimal arithmetic: value = (whole + frac) * multiplier, in units.
   // Fraction digits beyond what the multiplier and 1/10000 can hold round
@@ -114,8 +121,8 @@ absl::StatusOr<Quantity> CheckedAdd(Quantity a, Quantity b, absl::string_view fi
 
 absl::StatusOr<Quantity> CheckedSub(Quantity a, Quantity b, absl::string_view field) {
   if (b > a) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        field, ": ", a.ToString(), " - ", b.ToString(), " would be negative"));
+    return absl::FailedPreconditionError(
+        absl::StrCat(field, ": ", a.ToString(), " - ", b.ToString(), " would be negative"));
   }
   return Quantity::FromUnits(a.units() - b.units());
 }

@@ -24,8 +24,8 @@ absl::Status ValidateResourceName(absl::string_view name, absl::string_view fiel
         absl::StrCat(field, ": resource name longer than 128 characters"));
   }
   for (char c : name) {
-    if (!absl::ascii_isalnum(static_cast<unsigned char>(c)) && c != '_' && c != '.' &&
-        c != ':' && c != '/' && c != '-') {
+    if (!absl::ascii_isalnum(static_cast<unsigned char>(c)) && c != '_' && c != '.' && c != ':' &&
+        c != '/' && c != '-') {
       return absl::InvalidArgumentError(absl::StrCat(
           field, "[\"", name, "\"]: resource names may use only letters, digits and _ . : / -"));
     }
@@ -38,7 +38,8 @@ absl::StatusOr<ResourceSet> ResourceSet::FromDoubles(const std::map<std::string,
   ResourceSet set;
   for (const auto& [name, value] : amounts) {
     if (absl::Status s = ValidateResourceName(name, field); !s.ok()) return s;
-    absl::StatusOr<Quantity> q = Quantity::FromDouble(value, absl::StrCat(field, "[\"", name, "\"]"));
+    absl::StatusOr<Quantity> q =
+        Quantity::FromDouble(value, absl::StrCat(field, "[\"", name, "\"]"));
     if (!q.ok()) return q.status();
     set.Set(name, *q);
   }
@@ -136,15 +137,14 @@ std::string FormatMemory(Quantity bytes) {
 }
 
 std::string ResourceSet::ToString() const {
-  return absl::StrCat(
-      "{",
-      absl::StrJoin(entries_, ", ",
-                    [](std::string* out, const Entry& e) {
-                      absl::StrAppend(out, e.first, ": ",
-                                      e.first == kMemory ? FormatMemory(e.second)
-                                                         : e.second.ToString());
-                    }),
-      "}");
+  return absl::StrCat("{",
+                      absl::StrJoin(entries_, ", ",
+                                    [](std::string* out, const Entry& e) {
+                                      absl::StrAppend(out, e.first, ": ",
+                                                      e.first == kMemory ? FormatMemory(e.second)
+                                                                         : e.second.ToString());
+                                    }),
+                      "}");
 }
 
 absl::StatusOr<std::vector<std::pair<std::string, Quantity>>> ParseResourceList(
@@ -156,15 +156,17 @@ absl::StatusOr<std::vector<std::pair<std::string, Quantity>>> ParseResourceList(
     item = absl::StripAsciiWhitespace(item);
     const size_t eq = item.find('=');
     if (eq == absl::string_view::npos) {
-      return absl::InvalidArgumentError(absl::StrCat(field, ": '", item, "' is not NAME=QUANTITY", hint));
+      return absl::InvalidArgumentError(
+          absl::StrCat(field, ": '", item, "' is not NAME=QUANTITY", hint));
     }
     std::string name(absl::StripAsciiWhitespace(item.substr(0, eq)));
     if (absl::Status s = ValidateResourceName(name, field); !s.ok()) return s;
     for (const auto& [seen, amount] : amounts) {
-      if (seen == name) return absl::InvalidArgumentError(absl::StrCat(field, ": ", name, " given twice"));
+      if (seen == name)
+        return absl::InvalidArgumentError(absl::StrCat(field, ": ", name, " given twice"));
     }
-    absl::StatusOr<Quantity> amount = Quantity::Parse(absl::StripAsciiWhitespace(item.substr(eq + 1)),
-                                                      absl::StrCat(field, "[\"", name, "\"]"));
+    absl::StatusOr<Quantity> amount = Quantity::Parse(
+        absl::StripAsciiWhitespace(item.substr(eq + 1)), absl::StrCat(field, "[\"", name, "\"]"));
     if (!amount.ok()) return amount.status();
     amounts.emplace_back(std::move(name), *amount);
   }

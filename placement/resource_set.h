@@ -74,7 +74,8 @@ class ResourceSet {
   // For hash maps keyed by resource sets (absl::Hash).
   template <typename H>
   friend H AbslHashValue(H h, const ResourceSet& set) {
-    for (const auto& [name, amount] : set.entries_) h = H::combine(std::move(h), name, amount.units());
+    for (const auto& [name, amount] : set.entries_)
+      h = H::combine(std::move(h), name, amount.units());
     return H::combine(std::move(h), set.entries_.size());
   }
 

@@ -75,7 +75,7 @@ class WorkloadWindow {
   void AddTask(const ResourceSet& resources, const std::vector<std::string>* types);
 
   WorkloadWindowOptions options_;
-  std::deque<const Key*> ring_;  // oldest first; keys live in by_key_
+  std::deque<const Key*> ring_;    // oldest first; keys live in by_key_
   std::map<Key, int64_t> by_key_;  // count in the window; a node map keeps keys in place
   uint64_t added_ = 0;
 };

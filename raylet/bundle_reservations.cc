@@ -35,8 +35,8 @@ absl::Status ValidateBundle(const BundleRequest& bundle, uint32_t gpu_count,
                                                      " GPUs)"));
     }
     if (share.amount.units() < 1 || share.amount > Quantity::Whole(1)) {
-      return absl::InvalidArgumentError(absl::StrCat(share_field, ".units: ", share.amount.units(),
-                                                     " is not in 1..10000"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(share_field, ".units: ", share.amount.units(), " is not in 1..10000"));
     }
     share_units += share.amount.units();
   }
@@ -59,7 +59,8 @@ BundleReservations::BundleReservations(ResourceSet total, uint32_t gpu_count)
 
 absl::StatusOr<PrepareOutcome> BundleReservations::Prepare(
     const std::string& placement_group_id, const std::vector<BundleRequest>& bundles) {
-  if (bundles.empty()) return absl::InvalidArgumentError("bundles: at least one bundle is required");
+  if (bundles.empty())
+    return absl::InvalidArgumentError("bundles: at least one bundle is required");
   // Work on copies and swap them in at the end: all or nothing.
   ResourceSet free = free_;
   GpuInstances free_gpus = free_gpus_;
@@ -69,8 +70,8 @@ absl::StatusOr<PrepareOutcome> BundleReservations::Prepare(
     const BundleRequest& bundle = bundles[i];
     const std::string field = absl::StrCat("bundles[", i, "]");
     if (!seen.insert(bundle.bundle_index).second) {
-      return absl::InvalidArgumentError(absl::StrCat(field, ".bundle_index: bundle ",
-                                                     bundle.bundle_index, " is listed twice"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(field, ".bundle_index: bundle ", bundle.bundle_index, " is listed twice"));
     }
     if (absl::Status s = ValidateBundle(bundle, free_gpus_.count(), field); !s.ok()) return s;
     ReservedBundle reserved{{placement_group_id, bundle.bundle_index},
@@ -79,18 +80,18 @@ absl::StatusOr<PrepareOutcome> BundleReservations::Prepare(
                             BundleState::kPrepared};
     if (const ReservedBundle* held = Find(reserved.key)) {
       if (held->resources == reserved.resources && held->gpus == reserved.gpus) continue;
-      return absl::FailedPreconditionError(absl::StrCat(
-          field, ": ", reserved.key.ToString(), " is already held here with ",
-          held->resources.ToString(), " on GPUs [", GpuIdsToString(held->gpus),
-          "]; this request asks for ", reserved.resources.ToString(), " on GPUs [",
-          GpuIdsToString(reserved.gpus), "]"));
+      return absl::FailedPreconditionError(
+          absl::StrCat(field, ": ", reserved.key.ToString(), " is already held here with ",
+                       held->resources.ToString(), " on GPUs [", GpuIdsToString(held->gpus),
+                       "]; this request asks for ", reserved.resources.ToString(), " on GPUs [",
+                       GpuIdsToString(reserved.gpus), "]"));
     }
     if (!free.Contains(reserved.resources)) {
       const std::string name = free.FirstShortfall(reserved.resources);
-      return PrepareOutcome{false, absl::StrCat("bundle ", bundle.bundle_index, " needs ", name,
-                                                ": ", reserved.resources.Get(name).ToString(),
-                                                ", the node has ", free.Get(name).ToString(),
-                                                " free")};
+      return PrepareOutcome{false,
+                            absl::StrCat("bundle ", bundle.bundle_index, " needs ", name, ": ",
+                                         reserved.resources.Get(name).ToString(), ", the node has ",
+                                         free.Get(name).ToString(), " free")};
     }
     if (absl::Status s = free_gpus.Take(reserved.gpus); !s.ok()) {
       if (s.code() != absl::StatusCode::kResourceExhausted) return s;
@@ -114,10 +115,9 @@ absl::Status BundleReservations::Commit(const std::string& placement_group_id,
   for (size_t i = 0; i < bundle_indices.size(); ++i) {
     auto it = bundles_.find({placement_group_id, bundle_indices[i]});
     if (it == bundles_.end()) {
-      return absl::FailedPreconditionError(
-          absl::StrCat("bundle_indices[", i, "]: ",
-                       BundleKey{placement_group_id, bundle_indices[i]}.ToString(),
-                       " is not prepared on this node"));
+      return absl::FailedPreconditionError(absl::StrCat(
+          "bundle_indices[", i, "]: ", BundleKey{placement_group_id, bundle_indices[i]}.ToString(),
+          " is not prepared on this node"));
     }
     to_commit.push_back(&it->second);
   }

@@ -42,8 +42,7 @@ bool LoadNvml(void* library, Nvml* nvml) {
   return load(&nvml->init, "nvmlInit_v2") && load(&nvml->shutdown, "nvmlShutdown") &&
          load(&nvml->get_count, "nvmlDeviceGetCount_v2") &&
          load(&nvml->get_handle, "nvmlDeviceGetHandleByIndex_v2") &&
-         load(&nvml->get_name, "nvmlDeviceGetName") &&
-         load(&nvml->get_uuid, "nvmlDeviceGetUUID") &&
+         load(&nvml->get_name, "nvmlDeviceGetName") && load(&nvml->get_uuid, "nvmlDeviceGetUUID") &&
          load(&nvml->get_memory, "nvmlDeviceGetMemoryInfo");
 }
 
@@ -119,8 +118,8 @@ std::vector<GpuDevice> SimulatedGpus(uint32_t count, absl::string_view accelerat
 std::string AcceleratorTypeFromName(absl::string_view name) {
   // Models whose name carries extra words (form factor, memory, "Tesla").
   static constexpr absl::string_view kKnownModels[] = {
-      "A10G", "A10",  "A100", "A30",  "A40",  "A800", "B100", "B200", "GB200", "H100", "H20",
-      "H200", "H800", "K80",  "L4",   "L40",  "L40S", "M60",  "P100", "P4",    "T4",   "V100"};
+      "A10G", "A10",  "A100", "A30", "A40", "A800", "B100", "B200", "GB200", "H100", "H20",
+      "H200", "H800", "K80",  "L4",  "L40", "L40S", "M60",  "P100", "P4",    "T4",   "V100"};
   for (absl::string_view word : absl::StrSplit(name, absl::ByAnyChar(" -_"), absl::SkipEmpty())) {
     for (absl::string_view model : kKnownModels) {
       if (word == model) return std::string(model);

@@ -7,10 +7,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "auth/cluster_token.h"
-#include "wire/proto_convert.h"
-#include "grpcpp/client_context.h"
 #include "common/backoff.h"
 #include "common/log.h"
+#include "grpcpp/client_context.h"
+#include "wire/proto_convert.h"
 
 namespace berth {
 namespace {
@@ -110,9 +110,8 @@ bool HeadConnection::Register(absl::Duration* heartbeat_interval) {
                             ? absl::Milliseconds(response.heartbeat_interval_ms())
                             : kDefaultHeartbeatInterval;
   LogInfo("registered as node ", options_.node_id, " at ", request.address(), ": ",
-            request.gpus_size(), " GPUs, heartbeat every ",
-            absl::FormatDuration(*heartbeat_interval), ", ", response.held_bundles_size(),
-            " held bundles");
+          request.gpus_size(), " GPUs, heartbeat every ", absl::FormatDuration(*heartbeat_interval),
+          ", ", response.held_bundles_size(), " held bundles");
   if (callbacks_.on_registered) callbacks_.on_registered(response);
   absl::MutexLock lock(&mu_);
   registered_ = true;
@@ -158,9 +157,8 @@ bool HeadConnection::Heartbeat() {
 
 void HeadConnection::ReportLoop() {
   absl::MutexLock lock(&mu_);
-  auto has_work = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    return !exits_.empty() || stopping_;
-  };
+  auto has_work = [this]()
+                      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return !exits_.empty() || stopping_; };
   while (true) {
     mu_.Await(absl::Condition(&has_work));
     if (exits_.empty() || (stopping_ && absl::Now() >= flush_deadline_)) return;
@@ -181,7 +179,7 @@ void HeadConnection::ReportLoop() {
     }
     if (!status.ok()) {
       LogWarning("could not report the exit of worker ", request.status().worker_id(),
-                " to the head: ", status.error_message());
+                 " to the head: ", status.error_message());
     }
     mu_.Lock();
     exits_.pop_front();

@@ -14,38 +14,38 @@
 #include <vector>
 
 #include "CLI/CLI.hpp"
-#include "absl/synchronization/mutex.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "absl/synchronization/mutex.h"
+#include "auth/cluster_token.h"
+#include "auth/tls_flags.h"
 #include "berth/v1/head.pb.h"
-#include "wire/proto_convert.h"
+#include "common/files.h"
+#include "common/help_json.h"
+#include "common/log.h"
+#include "common/log_flag.h"
+#include "common/metrics_server.h"
 #include "grpcpp/create_channel.h"
-#include "grpcpp/support/channel_arguments.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "grpcpp/security/credentials.h"
 #include "grpcpp/security/server_credentials.h"
 #include "grpcpp/server.h"
 #include "grpcpp/server_builder.h"
-#include "auth/cluster_token.h"
-#include "auth/tls_flags.h"
-#include "common/files.h"
-#include "common/metrics_server.h"
+#include "grpcpp/support/channel_arguments.h"
+#include "placement/label_selector.h"
+#include "placement/quantity.h"
+#include "placement/resource_set.h"
 #include "raylet/bundle_reservations.h"
 #include "raylet/gpu_discovery.h"
 #include "raylet/head_connection.h"
-#include "common/log.h"
-#include "common/help_json.h"
-#include "common/log_flag.h"
 #include "raylet/raylet_metrics.h"
 #include "raylet/raylet_service.h"
 #include "raylet/tcp_port.h"
 #include "raylet/worker_processes.h"
-#include "placement/label_selector.h"
-#include "placement/quantity.h"
-#include "placement/resource_set.h"
+#include "wire/proto_convert.h"
 
 namespace berth {
 namespace {
@@ -94,8 +94,7 @@ absl::StatusOr<std::vector<std::pair<std::string, std::string>>> ParsePairs(
   for (absl::string_view item : absl::StrSplit(text, ',', absl::SkipWhitespace())) {
     std::pair<std::string, std::string> kv = absl::StrSplit(item, absl::MaxSplits('=', 1));
     if (kv.first.empty() || item.find('=') == absl::string_view::npos) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(flag, ": \"", item, "\" is not name=value"));
+      return absl::InvalidArgumentError(absl::StrCat(flag, ": \"", item, "\" is not name=value"));
     }
     pairs.push_back(std::move(kv));
   }
@@ -110,9 +109,10 @@ absl::StatusOr<ResourceSet> CustomResources(absl::string_view text) {
   for (const auto& [name, amount] : *amounts) {
     if (name == kCpu || name == kGpu || name == kMemory ||
         absl::StartsWith(name, kAcceleratorResourcePrefix)) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "--resources[\"", name, "\"]: set CPU, memory and GPUs with --num-cpus, --memory, "
-          "--num-gpus and --accelerator-type"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("--resources[\"", name,
+                       "\"]: set CPU, memory and GPUs with --num-cpus, --memory, "
+                       "--num-gpus and --accelerator-type"));
     }
     resources.Set(name, amount);
   }
@@ -193,7 +193,8 @@ int Run(const Flags& flags) {
   absl::StatusOr<Labels> labels = NodeLabels(flags.labels);
   if (!labels.ok()) return Fail(labels.status());
   if (!flags.node_pool.empty()) {
-    if (absl::Status s = ValidateLabelValue(flags.node_pool, "--node-pool"); !s.ok()) return Fail(s);
+    if (absl::Status s = ValidateLabelValue(flags.node_pool, "--node-pool"); !s.ok())
+      return Fail(s);
     (*labels)[std::string(kNodePoolLabel)] = flags.node_pool;
   }
   if (!flags.accelerator_type.empty()) {
@@ -213,10 +214,11 @@ int Run(const Flags& flags) {
   // Bundles asking for accelerator_type:<T> reserve from it here as on the
   // head, though only the head announces it.
   ResourceSet reservable = total;
-  if (!accelerator_type.empty()) reservable.Set(AcceleratorResourceName(accelerator_type), Quantity::Whole(1));
+  if (!accelerator_type.empty())
+    reservable.Set(AcceleratorResourceName(accelerator_type), Quantity::Whole(1));
   LogInfo("node ", node_id, ": ", total.ToString(), ", GPUs ", gpus.source,
-            accelerator_type.empty() ? "" : absl::StrCat(", accelerator type ", accelerator_type),
-            ", logs in ", log_dir);
+          accelerator_type.empty() ? "" : absl::StrCat(", accelerator type ", accelerator_type),
+          ", logs in ", log_dir);
 
   std::string cluster_token;
   if (!flags.token_file.empty()) {
@@ -233,15 +235,15 @@ int Run(const Flags& flags) {
   HeadConnection head_connection(
       tls->MakeChannel(head->ToString(), TlsRole::kHead, HeadChannelArguments()),
       connection_options);
-  WorkerProcessManager workers({log_dir, node_dir + "/work", [&](const WorkerRecord& record) {
-                                  v1::WorkerStatus status;
-                                  WorkerRecordToProto(record, &status);
-                                  LogInfo("worker ", record.worker_id, " ended: ",
-                                            v1::WorkerState_Name(status.state()), ", exit code ",
-                                            record.exit_code, ", signal ", record.signal);
-                                  metrics.OnWorkerExit(record);
-                                  head_connection.ReportWorkerExit(status);
-                                }});
+  WorkerProcessManager workers(
+      {log_dir, node_dir + "/work", [&](const WorkerRecord& record) {
+         v1::WorkerStatus status;
+         WorkerRecordToProto(record, &status);
+         LogInfo("worker ", record.worker_id, " ended: ", v1::WorkerState_Name(status.state()),
+                 ", exit code ", record.exit_code, ", signal ", record.signal);
+         metrics.OnWorkerExit(record);
+         head_connection.ReportWorkerExit(status);
+       }});
   RayletService::Options service_options;
   service_options.advertise_host = flags.advertise_host;
   service_options.refuse_prepare_file = flags.refuse_prepare_file;
@@ -256,21 +258,24 @@ int Run(const Flags& flags) {
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
   int bound_port = 0;
-  builder.AddListeningPort(listen->ToString(), tls->ServerCredentials(/*require_client_certificate=*/true),
-                           &bound_port);
+  builder.AddListeningPort(
+      listen->ToString(), tls->ServerCredentials(/*require_client_certificate=*/true), &bound_port);
   builder.RegisterService(&service);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (server == nullptr || bound_port == 0) {
-    return Fail(absl::UnavailableError(absl::StrCat("--listen: cannot serve on ", listen->ToString())));
+    return Fail(
+        absl::UnavailableError(absl::StrCat("--listen: cannot serve on ", listen->ToString())));
   }
   reservation.reset();  // the server holds the port now
   std::unique_ptr<MetricsServer> metrics_server;
   auto state_metrics = std::make_shared<CallbackCollectable>([&] {
-    return RayletStateFamilies({node_id, accelerator_type, static_cast<uint32_t>(gpus.devices.size()),
-                                service.Bundles(), workers.List()});
+    return RayletStateFamilies({node_id, accelerator_type,
+                                static_cast<uint32_t>(gpus.devices.size()), service.Bundles(),
+                                workers.List()});
   });
   if (!flags.metrics_listen.empty()) {
-    absl::StatusOr<std::unique_ptr<MetricsServer>> started = MetricsServer::Start(flags.metrics_listen);
+    absl::StatusOr<std::unique_ptr<MetricsServer>> started =
+        MetricsServer::Start(flags.metrics_listen);
     if (!started.ok()) {
       server->Shutdown();
       return Fail(started.status());
@@ -280,7 +285,8 @@ int Run(const Flags& flags) {
     metrics_server->Register(state_metrics);
     LogInfo("serving metrics on port ", metrics_server->port());
     if (!flags.metrics_port_file.empty()) {
-      if (absl::Status s = WritePortFile(flags.metrics_port_file, metrics_server->port()); !s.ok()) {
+      if (absl::Status s = WritePortFile(flags.metrics_port_file, metrics_server->port());
+          !s.ok()) {
         server->Shutdown();
         return Fail(s);
       }
@@ -366,21 +372,22 @@ int main(int argc, char** argv) {
   app.add_option("--node-id", flags.node_id, "node id (default: <hostname>-<port>)");
   app.add_option("--num-cpus", flags.num_cpus, "logical CPUs (default: hardware concurrency)");
   app.add_option("--memory", flags.memory, "memory in bytes, e.g. 16Gi (default: physical memory)");
-  app.add_option("--num-gpus", flags.num_gpus,
-                 "simulate this many GPUs instead of asking NVML");
+  app.add_option("--num-gpus", flags.num_gpus, "simulate this many GPUs instead of asking NVML");
   app.add_option("--accelerator-type", flags.accelerator_type,
                  "accelerator type of the GPUs, e.g. A10G (overrides NVML's)");
   app.add_option("--resources", flags.resources, "custom resources, name=qty,name=qty");
   app.add_option("--labels", flags.labels, "node labels, k=v,k=v");
   app.add_option("--log-dir", flags.log_dir, "worker logs (default: /tmp/berth/<node-id>/logs)");
   AddTlsFlags(app, flags.tls, "berth-node");
-  app.add_option("--token-file", flags.token_file,
-                 "cluster token: required on every RPC to this raylet, sent on every call to the head");
+  app.add_option(
+      "--token-file", flags.token_file,
+      "cluster token: required on every RPC to this raylet, sent on every call to the head");
   app.add_option("--node-pool", flags.node_pool,
                  "autoscaler node pool of this node (label berth.io/node-pool)");
   app.add_option("--metrics-listen", flags.metrics_listen,
                  "serve Prometheus /metrics on HOST:PORT (port 0 picks one); empty = off");
-  app.add_option("--metrics-port-file", flags.metrics_port_file, "write the bound metrics port here");
+  app.add_option("--metrics-port-file", flags.metrics_port_file,
+                 "write the bound metrics port here");
   app.add_option("--refuse-prepare-file", flags.refuse_prepare_file,
                  "test hook: refuse every prepare while this file exists");
   app.add_option("--hold-starts-file", flags.hold_starts_file,

@@ -22,9 +22,11 @@ std::vector<prometheus::MetricFamily> RayletStateFamilies(const RayletSnapshot& 
     running[{w.placement_group_id, w.bundle_index}].push_back(&w);
   }
 
-  GaugeFamily info("berth_gpu_instance_info",
-                   "One series per holder of a GPU instance: bundle, and the job, rank and worker using it.");
-  GaugeFamily allocated("berth_gpu_instance_allocated", "Fraction of each GPU instance reserved by bundles.");
+  GaugeFamily info(
+      "berth_gpu_instance_info",
+      "One series per holder of a GPU instance: bundle, and the job, rank and worker using it.");
+  GaugeFamily allocated("berth_gpu_instance_allocated",
+                        "Fraction of each GPU instance reserved by bundles.");
   GaugeFamily bundles("berth_raylet_bundles", "Bundles reserved on this node, by state.");
   std::vector<double> share(s.gpu_count, 0.0);
   double idle_gpus = 0;
@@ -32,9 +34,11 @@ std::vector<prometheus::MetricFamily> RayletStateFamilies(const RayletSnapshot& 
   for (const ReservedBundle& b : s.bundles) {
     (b.state == BundleState::kCommitted ? committed : prepared) += 1;
     std::vector<const WorkerRecord*> users = running[b.key];
-    const bool any_ranked = std::any_of(users.begin(), users.end(), [](const WorkerRecord* w) { return !w->rank.empty(); });
+    const bool any_ranked = std::any_of(users.begin(), users.end(),
+                                        [](const WorkerRecord* w) { return !w->rank.empty(); });
     if (any_ranked) {
-      users.erase(std::remove_if(users.begin(), users.end(), [](const WorkerRecord* w) { return w->rank.empty(); }),
+      users.erase(std::remove_if(users.begin(), users.end(),
+                                 [](const WorkerRecord* w) { return w->rank.empty(); }),
                   users.end());
     }
     auto job = job_of_group.find(b.key.placement_group_id);
@@ -55,19 +59,22 @@ std::vector<prometheus::MetricFamily> RayletStateFamilies(const RayletSnapshot& 
       }
       for (const WorkerRecord* w : users) {
         MetricLabels with_worker = labels;
-        with_worker.insert(with_worker.end(), {{"job_id", w->job_id}, {"rank", w->rank}, {"worker_id", w->worker_id}});
+        with_worker.insert(with_worker.end(),
+                           {{"job_id", w->job_id}, {"rank", w->rank}, {"worker_id", w->worker_id}});
         info.Add(with_worker, 1);
       }
     }
   }
   for (uint32_t i = 0; i < s.gpu_count; ++i) {
-    allocated.Add({{"node", s.node_id}, {"gpu_index", absl::StrCat(i)}, {"accelerator_type", type}}, share[i]);
+    allocated.Add({{"node", s.node_id}, {"gpu_index", absl::StrCat(i)}, {"accelerator_type", type}},
+                  share[i]);
   }
   bundles.Add({{"node", s.node_id}, {"state", "prepared"}}, prepared)
       .Add({{"node", s.node_id}, {"state", "committed"}}, committed);
   GaugeFamily workers("berth_raylet_workers_running", "Worker processes running.");
   workers.Add({{"node", s.node_id}}, running_count);
-  GaugeFamily idle("berth_raylet_idle_reserved_gpus", "GPUs reserved by committed bundles that no running worker uses.");
+  GaugeFamily idle("berth_raylet_idle_reserved_gpus",
+                   "GPUs reserved by committed bundles that no running worker uses.");
   idle.Add({{"node", s.node_id}}, idle_gpus);
 
   std::vector<prometheus::MetricFamily> out;
@@ -79,7 +86,8 @@ std::vector<prometheus::MetricFamily> RayletStateFamilies(const RayletSnapshot& 
   return out;
 }
 
-RayletMetrics::RayletMetrics(const std::string& node_id) : registry_(std::make_shared<prometheus::Registry>()) {
+RayletMetrics::RayletMetrics(const std::string& node_id)
+    : registry_(std::make_shared<prometheus::Registry>()) {
   auto& exits = prometheus::BuildCounter()
                     .Name("berth_raylet_worker_exits_total")
                     .Help("Worker processes that ended, by outcome.")

@@ -9,14 +9,14 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "auth/cluster_tls.h"
-#include "absl/strings/str_join.h"
-#include "wire/proto_convert.h"
+#include "common/log.h"
 #include "google/protobuf/io/coded_stream.h"
 #include "google/protobuf/io/zero_copy_stream_impl_lite.h"
-#include "common/log.h"
 #include "raylet/tcp_port.h"
+#include "wire/proto_convert.h"
 
 namespace berth {
 namespace {
@@ -38,16 +38,17 @@ std::string Fingerprint(const google::protobuf::Message& message) {
   return bytes;
 }
 
-absl::StatusOr<BundleRequest> BundleRequestFromProto(uint32_t bundle_index,
-                                                     const v1::ResourceSet& resources,
-                                                     const google::protobuf::RepeatedPtrField<v1::GpuShare>& gpus,
-                                                     const std::string& field) {
+absl::StatusOr<BundleRequest> BundleRequestFromProto(
+    uint32_t bundle_index, const v1::ResourceSet& resources,
+    const google::protobuf::RepeatedPtrField<v1::GpuShare>& gpus, const std::string& field) {
   BundleRequest request;
   request.bundle_index = bundle_index;
-  absl::StatusOr<ResourceSet> set = ResourceSetFromProto(resources, absl::StrCat(field, ".resources"));
+  absl::StatusOr<ResourceSet> set =
+      ResourceSetFromProto(resources, absl::StrCat(field, ".resources"));
   if (!set.ok()) return set.status();
   request.resources = *std::move(set);
-  absl::StatusOr<std::vector<GpuShare>> shares = GpuSharesFromProto(gpus, absl::StrCat(field, ".gpus"));
+  absl::StatusOr<std::vector<GpuShare>> shares =
+      GpuSharesFromProto(gpus, absl::StrCat(field, ".gpus"));
   if (!shares.ok()) return shares.status();
   request.gpus = *std::move(shares);
   return request;
@@ -144,46 +145,47 @@ grpc::Status RayletService::PrepareBundleResources(grpc::ServerContext* context,
 
 grpc::Status RayletService::Prepare(const v1::PrepareBundleResourcesRequest* request,
                                     v1::PrepareBundleResourcesResponse* response) {
-  return Idempotent("PrepareBundleResources", request->request_id(), *request, response,
-                    [&]() -> absl::Status {
-    const std::string& pg = request->placement_group_id();
-    if (absl::Status s = ValidateString(pg, "placement_group_id", kMaxIdBytes, true); !s.ok()) {
-      return s;
-    }
-    std::vector<BundleRequest> bundles;
-    for (int i = 0; i < request->bundles_size(); ++i) {
-      const v1::BundleReservation& b = request->bundles(i);
-      absl::StatusOr<BundleRequest> bundle = BundleRequestFromProto(
-          b.bundle_index(), b.resources(), b.gpus(), absl::StrCat("bundles[", i, "]"));
-      if (!bundle.ok()) return bundle.status();
-      bundles.push_back(*std::move(bundle));
-    }
-    struct stat ignored;
-    if (!options_.refuse_prepare_file.empty() &&
-        stat(options_.refuse_prepare_file.c_str(), &ignored) == 0) {
-      response->set_prepared(false);
-      response->set_reason(
-          absl::StrCat("refusing prepares: ", options_.refuse_prepare_file, " exists"));
-      LogWarning("prepare ", pg, " refused: ", response->reason());
-      return absl::OkStatus();
-    }
-    absl::StatusOr<PrepareOutcome> outcome = reservations_.Prepare(pg, bundles);
-    if (!outcome.ok()) return outcome.status();
-    if (outcome->prepared) {
-      for (const BundleRequest& b : bundles) prepared_since_registration_.insert({pg, b.bundle_index});
-    }
-    if (outcome->prepared && request->commit()) {
-      std::vector<uint32_t> indices;
-      for (const BundleRequest& b : bundles) indices.push_back(b.bundle_index);
-      if (absl::Status s = reservations_.Commit(pg, indices); !s.ok()) return s;
-    }
-    response->set_prepared(outcome->prepared);
-    response->set_reason(outcome->reason);
-    LogInfo("prepare ", pg, " (", bundles.size(), " bundles): ",
-              outcome->prepared ? (request->commit() ? "prepared and committed" : "prepared")
-                                : absl::StrCat("not prepared: ", outcome->reason));
-    return absl::OkStatus();
-  });
+  return Idempotent(
+      "PrepareBundleResources", request->request_id(), *request, response, [&]() -> absl::Status {
+        const std::string& pg = request->placement_group_id();
+        if (absl::Status s = ValidateString(pg, "placement_group_id", kMaxIdBytes, true); !s.ok()) {
+          return s;
+        }
+        std::vector<BundleRequest> bundles;
+        for (int i = 0; i < request->bundles_size(); ++i) {
+          const v1::BundleReservation& b = request->bundles(i);
+          absl::StatusOr<BundleRequest> bundle = BundleRequestFromProto(
+              b.bundle_index(), b.resources(), b.gpus(), absl::StrCat("bundles[", i, "]"));
+          if (!bundle.ok()) return bundle.status();
+          bundles.push_back(*std::move(bundle));
+        }
+        struct stat ignored;
+        if (!options_.refuse_prepare_file.empty() &&
+            stat(options_.refuse_prepare_file.c_str(), &ignored) == 0) {
+          response->set_prepared(false);
+          response->set_reason(
+              absl::StrCat("refusing prepares: ", options_.refuse_prepare_file, " exists"));
+          LogWarning("prepare ", pg, " refused: ", response->reason());
+          return absl::OkStatus();
+        }
+        absl::StatusOr<PrepareOutcome> outcome = reservations_.Prepare(pg, bundles);
+        if (!outcome.ok()) return outcome.status();
+        if (outcome->prepared) {
+          for (const BundleRequest& b : bundles)
+            prepared_since_registration_.insert({pg, b.bundle_index});
+        }
+        if (outcome->prepared && request->commit()) {
+          std::vector<uint32_t> indices;
+          for (const BundleRequest& b : bundles) indices.push_back(b.bundle_index);
+          if (absl::Status s = reservations_.Commit(pg, indices); !s.ok()) return s;
+        }
+        response->set_prepared(outcome->prepared);
+        response->set_reason(outcome->reason);
+        LogInfo("prepare ", pg, " (", bundles.size(), " bundles): ",
+                outcome->prepared ? (request->commit() ? "prepared and committed" : "prepared")
+                                  : absl::StrCat("not prepared: ", outcome->reason));
+        return absl::OkStatus();
+      });
 }
 
 grpc::Status RayletService::CommitBundleResources(grpc::ServerContext* context,
@@ -194,21 +196,21 @@ grpc::Status RayletService::CommitBundleResources(grpc::ServerContext* context,
 
 grpc::Status RayletService::Commit(const v1::CommitBundleResourcesRequest* request,
                                    v1::CommitBundleResourcesResponse* response) {
-  return Idempotent("CommitBundleResources", request->request_id(), *request, response,
-                    [&]() -> absl::Status {
-    const std::string& pg = request->placement_group_id();
-    if (absl::Status s = ValidateString(pg, "placement_group_id", kMaxIdBytes, true); !s.ok()) {
-      return s;
-    }
-    if (request->bundle_indices().empty()) {
-      return absl::InvalidArgumentError("bundle_indices: at least one bundle is required");
-    }
-    const std::vector<uint32_t> indices(request->bundle_indices().begin(),
-                                        request->bundle_indices().end());
-    if (absl::Status s = reservations_.Commit(pg, indices); !s.ok()) return s;
-    LogInfo("commit ", pg, " bundles ", IndicesToString(request->bundle_indices()));
-    return absl::OkStatus();
-  });
+  return Idempotent(
+      "CommitBundleResources", request->request_id(), *request, response, [&]() -> absl::Status {
+        const std::string& pg = request->placement_group_id();
+        if (absl::Status s = ValidateString(pg, "placement_group_id", kMaxIdBytes, true); !s.ok()) {
+          return s;
+        }
+        if (request->bundle_indices().empty()) {
+          return absl::InvalidArgumentError("bundle_indices: at least one bundle is required");
+        }
+        const std::vector<uint32_t> indices(request->bundle_indices().begin(),
+                                            request->bundle_indices().end());
+        if (absl::Status s = reservations_.Commit(pg, indices); !s.ok()) return s;
+        LogInfo("commit ", pg, " bundles ", IndicesToString(request->bundle_indices()));
+        return absl::OkStatus();
+      });
 }
 
 grpc::Status RayletService::CancelResourceReserve(grpc::ServerContext* context,
@@ -219,20 +221,20 @@ grpc::Status RayletService::CancelResourceReserve(grpc::ServerContext* context,
 
 grpc::Status RayletService::Cancel(const v1::CancelResourceReserveRequest* request,
                                    v1::CancelResourceReserveResponse* response) {
-  return Idempotent("CancelResourceReserve", request->request_id(), *request, response,
-                    [&]() -> absl::Status {
-    const std::string& pg = request->placement_group_id();
-    if (absl::Status s = ValidateString(pg, "placement_group_id", kMaxIdBytes, true); !s.ok()) {
-      return s;
-    }
-    const std::vector<uint32_t> indices(request->bundle_indices().begin(),
-                                        request->bundle_indices().end());
-    const std::vector<BundleKey> released = reservations_.Cancel(pg, indices);
-    StopWorkersOf(released);
-    LogInfo("cancel ", pg, " bundles ", IndicesToString(request->bundle_indices()), ": ",
-              released.size(), " released");
-    return absl::OkStatus();
-  });
+  return Idempotent(
+      "CancelResourceReserve", request->request_id(), *request, response, [&]() -> absl::Status {
+        const std::string& pg = request->placement_group_id();
+        if (absl::Status s = ValidateString(pg, "placement_group_id", kMaxIdBytes, true); !s.ok()) {
+          return s;
+        }
+        const std::vector<uint32_t> indices(request->bundle_indices().begin(),
+                                            request->bundle_indices().end());
+        const std::vector<BundleKey> released = reservations_.Cancel(pg, indices);
+        StopWorkersOf(released);
+        LogInfo("cancel ", pg, " bundles ", IndicesToString(request->bundle_indices()), ": ",
+                released.size(), " released");
+        return absl::OkStatus();
+      });
 }
 
 grpc::Status RayletService::ApplyBundleOps(grpc::ServerContext* context,
@@ -240,8 +242,9 @@ grpc::Status RayletService::ApplyBundleOps(grpc::ServerContext* context,
                                            v1::ApplyBundleOpsResponse* response) {
   for (int i = 0; i < request->ops_size(); ++i) {
     if (request->ops(i).op_case() == v1::BundleOp::OP_NOT_SET) {
-      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                          absl::StrCat("ops[", i, "]: one of prepare, commit or cancel is required"));
+      return grpc::Status(
+          grpc::StatusCode::INVALID_ARGUMENT,
+          absl::StrCat("ops[", i, "]: one of prepare, commit or cancel is required"));
     }
   }
   for (const v1::BundleOp& op : request->ops()) {
@@ -273,37 +276,39 @@ grpc::Status RayletService::ApplyBundleOps(grpc::ServerContext* context,
 grpc::Status RayletService::ReleaseUnusedBundles(grpc::ServerContext* context,
                                                  const v1::ReleaseUnusedBundlesRequest* request,
                                                  v1::ReleaseUnusedBundlesResponse* response) {
-  return Idempotent("ReleaseUnusedBundles", request->request_id(), *request, response,
-                    [&]() -> absl::Status {
-    std::set<BundleKey> in_use;
-    for (int i = 0; i < request->in_use_size(); ++i) {
-      const v1::BundleKey& key = request->in_use(i);
-      if (absl::Status s = ValidateString(key.placement_group_id(),
-                                          absl::StrCat("in_use[", i, "].placement_group_id"),
-                                          kMaxIdBytes, true);
-          !s.ok()) {
-        return s;
-      }
-      in_use.insert({key.placement_group_id(), key.bundle_index()});
-    }
-    const std::vector<BundleKey> released = reservations_.ReleaseUnused(in_use);
-    StopWorkersOf(released);
-    for (const BundleKey& key : released) {
-      v1::BundleKey* out = response->add_released();
-      out->set_placement_group_id(key.placement_group_id);
-      out->set_bundle_index(key.bundle_index);
-    }
-    LogInfo("release unused: kept ", in_use.size(), ", released ", released.size());
-    return absl::OkStatus();
-  });
+  return Idempotent(
+      "ReleaseUnusedBundles", request->request_id(), *request, response, [&]() -> absl::Status {
+        std::set<BundleKey> in_use;
+        for (int i = 0; i < request->in_use_size(); ++i) {
+          const v1::BundleKey& key = request->in_use(i);
+          if (absl::Status s = ValidateString(key.placement_group_id(),
+                                              absl::StrCat("in_use[", i, "].placement_group_id"),
+                                              kMaxIdBytes, true);
+              !s.ok()) {
+            return s;
+          }
+          in_use.insert({key.placement_group_id(), key.bundle_index()});
+        }
+        const std::vector<BundleKey> released = reservations_.ReleaseUnused(in_use);
+        StopWorkersOf(released);
+        for (const BundleKey& key : released) {
+          v1::BundleKey* out = response->add_released();
+          out->set_placement_group_id(key.placement_group_id);
+          out->set_bundle_index(key.bundle_index);
+        }
+        LogInfo("release unused: kept ", in_use.size(), ", released ", released.size());
+        return absl::OkStatus();
+      });
 }
 
-grpc::Status RayletService::StartWorker(grpc::ServerContext* context, const v1::StartWorkerRequest* request,
+grpc::Status RayletService::StartWorker(grpc::ServerContext* context,
+                                        const v1::StartWorkerRequest* request,
                                         v1::StartWorkerResponse* response) {
   if (!options_.hold_starts_file.empty()) {
     struct stat ignored;
     while (stat(options_.hold_starts_file.c_str(), &ignored) == 0) {
-      if (context->IsCancelled() || std::chrono::system_clock::now() + std::chrono::milliseconds(100) > context->deadline()) {
+      if (context->IsCancelled() ||
+          std::chrono::system_clock::now() + std::chrono::milliseconds(100) > context->deadline()) {
         return grpc::Status(grpc::StatusCode::UNAVAILABLE,
                             absl::StrCat("holding starts: ", options_.hold_starts_file, " exists"));
       }
@@ -311,9 +316,7 @@ grpc::Status RayletService::StartWorker(grpc::ServerContext* context, const v1::
     }
   }
   return Idempotent("StartWorker", request->request_id(), *request, response,
-                    [&]() {
-                      return StartWorkerLocked(request->spec(), response);
-                    });
+                    [&]() { return StartWorkerLocked(request->spec(), response); });
 }
 
 absl::Status RayletService::StartWorkerLocked(const v1::WorkerSpec& spec,
@@ -325,8 +328,8 @@ absl::Status RayletService::StartWorkerLocked(const v1::WorkerSpec& spec,
   const BundleKey key{pg, spec.bundle_index()};
   const ReservedBundle* bundle = reservations_.Find(key);
   if (bundle == nullptr || bundle->state != BundleState::kCommitted) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "spec.bundle_index: ", key.ToString(), " is not committed on this node"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("spec.bundle_index: ", key.ToString(), " is not committed on this node"));
   }
   WorkerLaunch launch;
   launch.worker_id = spec.worker_id();
@@ -372,30 +375,32 @@ absl::Status RayletService::StartWorkerLocked(const v1::WorkerSpec& spec,
   response->set_already_running(started->already_running);
   if (!started->already_running) {
     LogInfo("worker ", launch.worker_id, " started: pid ", started->pid, ", ", key.ToString(),
-              ", CUDA_VISIBLE_DEVICES=", absl::StrJoin(launch.visible_gpu_indices, ","));
+            ", CUDA_VISIBLE_DEVICES=", absl::StrJoin(launch.visible_gpu_indices, ","));
   }
   return absl::OkStatus();
 }
 
-grpc::Status RayletService::StopWorker(grpc::ServerContext* context, const v1::StopWorkerRequest* request,
+grpc::Status RayletService::StopWorker(grpc::ServerContext* context,
+                                       const v1::StopWorkerRequest* request,
                                        v1::StopWorkerResponse* response) {
   return Idempotent("StopWorker", request->request_id(), *request, response, [&]() -> absl::Status {
     if (absl::Status s = ValidateString(request->worker_id(), "worker_id", kMaxIdBytes, true);
         !s.ok()) {
       return s;
     }
-    if (absl::Status s = workers_->Stop(request->worker_id(),
-                                        absl::Milliseconds(request->grace_period_ms()));
+    if (absl::Status s =
+            workers_->Stop(request->worker_id(), absl::Milliseconds(request->grace_period_ms()));
         !s.ok()) {
       return s;
     }
     LogInfo("worker ", request->worker_id(), " stopping (grace ", request->grace_period_ms(),
-              " ms)");
+            " ms)");
     return absl::OkStatus();
   });
 }
 
-grpc::Status RayletService::ListWorkers(grpc::ServerContext* context, const v1::ListWorkersRequest* request,
+grpc::Status RayletService::ListWorkers(grpc::ServerContext* context,
+                                        const v1::ListWorkersRequest* request,
                                         v1::ListWorkersResponse* response) {
   for (const WorkerRecord& record : workers_->List()) {
     if (!request->job_id().empty() && record.job_id != request->job_id()) continue;
@@ -404,7 +409,8 @@ grpc::Status RayletService::ListWorkers(grpc::ServerContext* context, const v1::
   return grpc::Status::OK;
 }
 
-grpc::Status RayletService::AllocatePort(grpc::ServerContext* context, const v1::AllocatePortRequest*,
+grpc::Status RayletService::AllocatePort(grpc::ServerContext* context,
+                                         const v1::AllocatePortRequest*,
                                          v1::AllocatePortResponse* response) {
   absl::StatusOr<TcpPortReservation> port = TcpPortReservation::Reserve(options_.advertise_host, 0);
   if (!port.ok()) return ToGrpcStatus(port.status());
@@ -413,7 +419,8 @@ grpc::Status RayletService::AllocatePort(grpc::ServerContext* context, const v1:
   return grpc::Status::OK;
 }
 
-grpc::Status RayletService::ReadWorkerLog(grpc::ServerContext* context, const v1::ReadWorkerLogRequest* request,
+grpc::Status RayletService::ReadWorkerLog(grpc::ServerContext* context,
+                                          const v1::ReadWorkerLogRequest* request,
                                           v1::ReadWorkerLogResponse* response) {
   if (request->stream() != v1::LOG_STREAM_STDOUT && request->stream() != v1::LOG_STREAM_STDERR) {
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "stream: STDOUT or STDERR");
@@ -421,8 +428,7 @@ grpc::Status RayletService::ReadWorkerLog(grpc::ServerContext* context, const v1
   const std::string path =
       workers_->LogPath(request->worker_id(), request->stream() == v1::LOG_STREAM_STDERR);
   if (path.empty() || request->worker_id().size() > kMaxIdBytes) {
-    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                        "worker_id: a worker id, not a path");
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "worker_id: a worker id, not a path");
   }
   std::ifstream in(path, std::ios::binary);
   if (!in) {
@@ -431,7 +437,8 @@ grpc::Status RayletService::ReadWorkerLog(grpc::ServerContext* context, const v1
   }
   in.seekg(0, std::ios::end);
   const uint64_t size = static_cast<uint64_t>(in.tellg());
-  const uint64_t max = request->max_bytes() == 0 ? 64 * 1024 : std::min<uint64_t>(request->max_bytes(), 1 << 20);
+  const uint64_t max =
+      request->max_bytes() == 0 ? 64 * 1024 : std::min<uint64_t>(request->max_bytes(), 1 << 20);
   if (request->offset() < size) {
     std::string data(std::min(max, size - request->offset()), '\0');
     in.seekg(static_cast<std::streamoff>(request->offset()));
@@ -484,16 +491,15 @@ absl::Status RayletService::SyncHeldBundles(
       absl::StatusOr<PrepareOutcome> outcome = reservations_.Prepare(pg, {*bundle});
       if (!outcome.ok()) return outcome.status();
       if (!outcome->prepared) return absl::ResourceExhaustedError(outcome->reason);
-      return h.committed() ? reservations_.Commit(pg, {h.key().bundle_index()})
-                           : absl::OkStatus();
+      return h.committed() ? reservations_.Commit(pg, {h.key().bundle_index()}) : absl::OkStatus();
     }();
     if (!status.ok() && first_error.ok()) {
-      first_error = absl::Status(status.code(), absl::StrCat("held_bundles[", i, "]: ",
-                                                             status.message()));
+      first_error =
+          absl::Status(status.code(), absl::StrCat("held_bundles[", i, "]: ", status.message()));
     }
   }
-  LogInfo("synced bundles with the head: holding ", held.size(), ", released ",
-            released.size(), first_error.ok() ? "" : absl::StrCat("; ", first_error.message()));
+  LogInfo("synced bundles with the head: holding ", held.size(), ", released ", released.size(),
+          first_error.ok() ? "" : absl::StrCat("; ", first_error.message()));
   return first_error;
 }
 

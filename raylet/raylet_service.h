@@ -21,13 +21,13 @@
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "berth/v1/head.pb.h"
-#include "berth/v1/raylet.grpc.pb.h"
 #include "auth/admission.h"
 #include "auth/cluster_tls.h"
+#include "berth/v1/head.pb.h"
+#include "berth/v1/raylet.grpc.pb.h"
+#include "placement/resource_set.h"
 #include "raylet/bundle_reservations.h"
 #include "raylet/worker_processes.h"
-#include "placement/resource_set.h"
 
 namespace berth {
 
@@ -52,8 +52,7 @@ class RayletService final : public Admitted<v1::RayletService::Service> {
     TlsConfig tls;
   };
 
-  RayletService(Options options, BundleReservations reservations,
-                WorkerProcessManager* workers);
+  RayletService(Options options, BundleReservations reservations, WorkerProcessManager* workers);
 
   grpc::Status PrepareBundleResources(grpc::ServerContext* context,
                                       const v1::PrepareBundleResourcesRequest* request,
@@ -64,7 +63,8 @@ class RayletService final : public Admitted<v1::RayletService::Service> {
   grpc::Status CancelResourceReserve(grpc::ServerContext* context,
                                      const v1::CancelResourceReserveRequest* request,
                                      v1::CancelResourceReserveResponse* response) override;
-  grpc::Status ApplyBundleOps(grpc::ServerContext* context, const v1::ApplyBundleOpsRequest* request,
+  grpc::Status ApplyBundleOps(grpc::ServerContext* context,
+                              const v1::ApplyBundleOpsRequest* request,
                               v1::ApplyBundleOpsResponse* response) override;
   grpc::Status ReleaseUnusedBundles(grpc::ServerContext* context,
                                     const v1::ReleaseUnusedBundlesRequest* request,

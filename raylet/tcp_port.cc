@@ -36,7 +36,7 @@ absl::StatusOr<HostPort> ParseHostPort(absl::string_view text, absl::string_view
 }
 
 absl::StatusOr<TcpPortReservation> TcpPortReservation::Reserve(const std::string& host,
-                                                                uint16_t port) {
+                                                               uint16_t port) {
   addrinfo hints = {};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
@@ -70,7 +70,8 @@ absl::StatusOr<TcpPortReservation> TcpPortReservation::Reserve(const std::string
     close(fd);
   }
   freeaddrinfo(addresses);
-  return absl::UnavailableError(absl::StrCat("binding ", HostPort{host, port}.ToString(), ": ", error));
+  return absl::UnavailableError(
+      absl::StrCat("binding ", HostPort{host, port}.ToString(), ": ", error));
 }
 
 TcpPortReservation::TcpPortReservation(TcpPortReservation&& other) noexcept

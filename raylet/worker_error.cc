@@ -111,9 +111,10 @@ WorkerError ReadWorkerError(const std::string& error_file, const std::string& st
       LastLines(tail, kWorkerErrorTailLines, err_st.st_size > static_cast<off_t>(kStderrTailBytes));
   // The headline first, as with the error file: a traceback ends with it.
   const size_t last = lines.rfind('\n');
-  error.message = Bounded(last == std::string::npos
-                              ? lines
-                              : absl::StrCat(WithoutRankPrefix(lines.substr(last + 1)), "\n", lines));
+  error.message =
+      Bounded(last == std::string::npos
+                  ? lines
+                  : absl::StrCat(WithoutRankPrefix(lines.substr(last + 1)), "\n", lines));
   // The last write to stderr dates the failure better than the exit: a
   // process prints its error and then may take seconds to tear down (torch
   // 2.x does), while the peers its exit disconnects print theirs. A process

@@ -42,8 +42,8 @@ absl::Status ValidateFileNameId(const std::string& id, const std::string& field,
   }
   for (char c : id) {
     if (!absl::ascii_isalnum(c) && c != '-' && c != '_' && c != '.') {
-      return absl::InvalidArgumentError(absl::StrCat(
-          field, ": \"", id, "\" may only hold letters, digits, '-', '_' and '.'"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(field, ": \"", id, "\" may only hold letters, digits, '-', '_' and '.'"));
     }
   }
   return absl::OkStatus();
@@ -154,7 +154,8 @@ constexpr int kLifelineFd = 4;
   if (report_high < 0 || lifeline_high < 0) fail(ChildFailure::kRedirect);
   report_fd = report_high;
   if (dup2(stdin_fd, 0) < 0 || dup2(stdout_fd, 1) < 0 || dup2(stderr_fd, 2) < 0 ||
-      dup3(report_high, kReportFd, O_CLOEXEC) < 0 || dup3(lifeline_high, kLifelineFd, O_CLOEXEC) < 0) {
+      dup3(report_high, kReportFd, O_CLOEXEC) < 0 ||
+      dup3(lifeline_high, kLifelineFd, O_CLOEXEC) < 0) {
     fail(ChildFailure::kRedirect);
   }
   report_fd = kReportFd;
@@ -260,8 +261,8 @@ absl::StatusOr<StartedWorker> WorkerProcessManager::Start(const WorkerLaunch& la
   };
   if (!opened) {
     close_all();
-    return absl::InternalError(absl::StrCat("opening ", log_prefix, ".{out,err}: ",
-                                            std::strerror(open_errno)));
+    return absl::InternalError(
+        absl::StrCat("opening ", log_prefix, ".{out,err}: ", std::strerror(open_errno)));
   }
 
   const int64_t started_unix_ms = NowUnixMs();
@@ -290,17 +291,25 @@ absl::StatusOr<StartedWorker> WorkerProcessManager::Start(const WorkerLaunch& la
     int status = 0;
     while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
     }
-    return absl::InternalError(absl::StrCat(
-        "starting worker ", launch.worker_id, ": ", StageName(failure.stage),
-        failure.stage == ChildFailure::kExec ? absl::StrCat(" ", launch.argv[0])
-        : failure.stage == ChildFailure::kChdir ? absl::StrCat(" ", cwd)
-                                                : "",
-        ": ", std::strerror(failure.error)));
+    return absl::InternalError(
+        absl::StrCat("starting worker ", launch.worker_id, ": ", StageName(failure.stage),
+                     failure.stage == ChildFailure::kExec    ? absl::StrCat(" ", launch.argv[0])
+                     : failure.stage == ChildFailure::kChdir ? absl::StrCat(" ", cwd)
+                                                             : "",
+                     ": ", std::strerror(failure.error)));
   }
 
   Worker worker;
-  worker.record = {launch.worker_id, launch.job_id, launch.placement_group_id,
-                   launch.bundle_index, pid, WorkerState::kRunning, 0, 0, started_unix_ms, 0,
+  worker.record = {launch.worker_id,
+                   launch.job_id,
+                   launch.placement_group_id,
+                   launch.bundle_index,
+                   pid,
+                   WorkerState::kRunning,
+                   0,
+                   0,
+                   started_unix_ms,
+                   0,
                    launch.rank};
   worker.error_file = std::move(error_file);
   absl::MutexLock lock(&mu_);
@@ -376,7 +385,8 @@ void WorkerProcessManager::ReapLoop() {
     absl::Duration wait = kReapInterval;
     const absl::Time now = absl::Now();
     for (const auto& [id, worker] : workers_) {
-      if (worker.record.state == WorkerState::kRunning && worker.kill_at != absl::InfiniteFuture()) {
+      if (worker.record.state == WorkerState::kRunning &&
+          worker.kill_at != absl::InfiniteFuture()) {
         wait = std::min(wait, std::max(worker.kill_at - now, absl::ZeroDuration()));
       }
     }
@@ -403,13 +413,13 @@ std::vector<WorkerRecord> WorkerProcessManager::ReapOnce() {
       record.ended_unix_ms = NowUnixMs();
       if (WIFEXITED(status)) record.exit_code = WEXITSTATUS(status);
       if (WIFSIGNALED(status)) record.signal = WTERMSIG(status);
-      record.state = worker.stop_requested                       ? WorkerState::kKilled
+      record.state = worker.stop_requested                        ? WorkerState::kKilled
                      : WIFEXITED(status) && record.exit_code == 0 ? WorkerState::kExited
                                                                   : WorkerState::kFailed;
       if (record.state == WorkerState::kFailed) {
-        WorkerError error = ReadWorkerError(worker.error_file, LogPath(id, true),
-                                            absl::FromUnixMillis(record.started_unix_ms),
-                                            absl::Now());
+        WorkerError error =
+            ReadWorkerError(worker.error_file, LogPath(id, true),
+                            absl::FromUnixMillis(record.started_unix_ms), absl::Now());
         record.error = std::move(error.message);
         record.failed_unix_us = error.failed_unix_us;
       }

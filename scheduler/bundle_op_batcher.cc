@@ -47,11 +47,13 @@ void BundleOpBatcher::Drain(const std::string& address) {
     v1::ApplyBundleOpsRequest request;
     request.mutable_ops()->Reserve(static_cast<int>(batch.size()));
     for (Pending& p : batch) *request.add_ops() = std::move(p.op);
-    absl::StatusOr<v1::ApplyBundleOpsResponse> response = raylets_->ApplyBundleOps(address, request);
+    absl::StatusOr<v1::ApplyBundleOpsResponse> response =
+        raylets_->ApplyBundleOps(address, request);
     if (!response.ok()) response = raylets_->ApplyBundleOps(address, request);
     if (response.ok() && response->results_size() != request.ops_size()) {
-      response = absl::InternalError(absl::StrCat("raylet ", address, " answered ", response->results_size(),
-                                                  " results for ", request.ops_size(), " ops"));
+      response = absl::InternalError(absl::StrCat("raylet ", address, " answered ",
+                                                  response->results_size(), " results for ",
+                                                  request.ops_size(), " ops"));
     }
     uint64_t ticket = 0;
     for (size_t i = 0; i < batch.size(); ++i) {

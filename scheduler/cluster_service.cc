@@ -10,13 +10,15 @@ ClusterServiceImpl::ClusterServiceImpl(HeadState* state)
     : Admitted<v1::ClusterService::Service>(HeadAdmission(state->config(), /*node_methods=*/false)),
       state_(state) {}
 
-grpc::Status ClusterServiceImpl::GetClusterStatus(grpc::ServerContext* context, const v1::GetClusterStatusRequest*,
-                                          v1::GetClusterStatusResponse* response) {
+grpc::Status ClusterServiceImpl::GetClusterStatus(grpc::ServerContext* context,
+                                                  const v1::GetClusterStatusRequest*,
+                                                  v1::GetClusterStatusResponse* response) {
   {
     absl::MutexLock lock(&state_->mu);
     state_->groups.ClusterStatus(response);
     response->set_as_of_unix_ms(HeadNowMs());
-    if (state_->autoscaler.reported_unix_ms() != 0) *response->mutable_autoscaler() = state_->autoscaler;
+    if (state_->autoscaler.reported_unix_ms() != 0)
+      *response->mutable_autoscaler() = state_->autoscaler;
     response->set_metrics_address(state_->metrics_address);
   }
   v1::ListTrainJobsResponse jobs;
@@ -31,12 +33,13 @@ grpc::Status ClusterServiceImpl::GetClusterStatus(grpc::ServerContext* context, 
   return grpc::Status::OK;
 }
 
-grpc::Status ClusterServiceImpl::ReportAutoscalerStatus(grpc::ServerContext* context,
-                                                const v1::ReportAutoscalerStatusRequest* request,
-                                                v1::ReportAutoscalerStatusResponse*) {
+grpc::Status ClusterServiceImpl::ReportAutoscalerStatus(
+    grpc::ServerContext* context, const v1::ReportAutoscalerStatusRequest* request,
+    v1::ReportAutoscalerStatusResponse*) {
   for (int i = 0; i < request->status().pools_size(); ++i) {
     if (request->status().pools(i).name().empty()) {
-      return ToGrpcStatus(absl::InvalidArgumentError(absl::StrCat("status.pools[", i, "].name: required")));
+      return ToGrpcStatus(
+          absl::InvalidArgumentError(absl::StrCat("status.pools[", i, "].name: required")));
     }
   }
   absl::MutexLock lock(&state_->mu);

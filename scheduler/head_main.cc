@@ -4,23 +4,23 @@
 //
 //   berth-head --listen 127.0.0.1:6380 [--port-file PATH]
 #include <csignal>
-#include <filesystem>
 #include <cstdio>
+#include <filesystem>
 #include <memory>
 #include <string>
 
 #include "CLI/CLI.hpp"
-#include "absl/synchronization/mutex.h"
 #include "absl/strings/str_cat.h"
-#include "grpcpp/ext/proto_server_reflection_plugin.h"
-#include "grpcpp/grpcpp.h"
-#include "grpcpp/health_check_service_interface.h"
+#include "absl/synchronization/mutex.h"
 #include "auth/cluster_token.h"
 #include "auth/tls_flags.h"
 #include "common/files.h"
 #include "common/help_json.h"
 #include "common/log_flag.h"
 #include "common/metrics_server.h"
+#include "grpcpp/ext/proto_server_reflection_plugin.h"
+#include "grpcpp/grpcpp.h"
+#include "grpcpp/health_check_service_interface.h"
 #include "scheduler/head_server.h"
 #include "scheduler/state_store.h"
 
@@ -79,15 +79,18 @@ int main(int argc, char** argv) {
   berth::TlsFiles tls_files;
   berth::AddTlsFlags(app, tls_files, "berth-head");
   size_t max_name_length = 128;
-  app.add_option("--state-dir", state_dir,
-                 "keep nodes and placement groups in DIR/head.sqlite, so a restarted head continues");
+  app.add_option(
+      "--state-dir", state_dir,
+      "keep nodes and placement groups in DIR/head.sqlite, so a restarted head continues");
   app.add_option("--state-store", state_store,
-                 "where to keep state instead: redis://HOST:PORT[/DB] (HA), sqlite:PATH, or memory: (lost on exit)")
+                 "where to keep state instead: redis://HOST:PORT[/DB] (HA), sqlite:PATH, or "
+                 "memory: (lost on exit)")
       ->excludes("--state-dir");
   app.add_option("--metrics-listen", metrics_listen,
                  "serve Prometheus /metrics on HOST:PORT (port 0 picks one); empty = off");
   app.add_option("--metrics-port-file", metrics_port_file, "write the bound metrics port here");
-  app.add_option("--max-bundles-per-group", config.scheduler.max_bundles_per_group, "bundles in one placement group")
+  app.add_option("--max-bundles-per-group", config.scheduler.max_bundles_per_group,
+                 "bundles in one placement group")
       ->check(CLI::Range(1, 4096))
       ->capture_default_str();
   app.add_option("--max-pending-groups", config.scheduler.max_pending_groups,
@@ -115,8 +118,7 @@ int main(int argc, char** argv) {
   app.add_option("--max-message-bytes", config.max_message_bytes, "largest request accepted, bytes")
       ->check(CLI::Range(64 << 10, 256 << 20))
       ->capture_default_str();
-  app.add_option("--committer-threads", config.committer_threads,
-                 "two-phase commits run at once")
+  app.add_option("--committer-threads", config.committer_threads, "two-phase commits run at once")
       ->check(CLI::Range(1, 256));
   const berth::LogFlag log_flag(app);
   berth::AddHelpJsonFlag(app);
@@ -179,7 +181,8 @@ int main(int argc, char** argv) {
   int port = 0;
   // Client certificates are verified when presented (raylets'), not
   // required: users and trainers authenticate with the cluster token.
-  builder.AddListeningPort(listen, config.tls.ServerCredentials(/*require_client_certificate=*/false), &port);
+  builder.AddListeningPort(
+      listen, config.tls.ServerCredentials(/*require_client_certificate=*/false), &port);
   builder.SetMaxReceiveMessageSize(config.max_message_bytes);
   for (grpc::Service* service : head.services()) builder.RegisterService(service);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
@@ -194,15 +197,16 @@ int main(int argc, char** argv) {
   std::unique_ptr<berth::MetricsServer> metrics;
   std::vector<std::shared_ptr<prometheus::Collectable>> collectables = head.MetricsCollectables();
   if (!metrics_listen.empty()) {
-    absl::StatusOr<std::unique_ptr<berth::MetricsServer>> started = berth::MetricsServer::Start(metrics_listen);
+    absl::StatusOr<std::unique_ptr<berth::MetricsServer>> started =
+        berth::MetricsServer::Start(metrics_listen);
     if (!started.ok()) {
       berth::LogError(started.status().message());
       return 1;
     }
     metrics = *std::move(started);
     for (const auto& c : collectables) metrics->Register(c);
-    head.SetMetricsAddress(
-        absl::StrCat(advertise_address.substr(0, advertise_address.rfind(':')), ":", metrics->port()));
+    head.SetMetricsAddress(absl::StrCat(advertise_address.substr(0, advertise_address.rfind(':')),
+                                        ":", metrics->port()));
     if (!metrics_port_file.empty()) {
       if (absl::Status s = berth::WritePortFile(metrics_port_file, metrics->port()); !s.ok()) {
         berth::LogError(s.message());

@@ -18,8 +18,8 @@ constexpr char kNone[] = "none";
 // Latency buckets, seconds: 100 us .. 60 s.
 const prometheus::Histogram::BucketBoundaries& LatencyBuckets() {
   static const auto* buckets = new prometheus::Histogram::BucketBoundaries{
-      0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1,
-      0.25,   0.5,     1,      2.5,   5,      10,    30,   60};
+      0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
+      0.1,    0.25,    0.5,    1,     2.5,    5,     10,   30,    60};
   return *buckets;
 }
 
@@ -47,7 +47,8 @@ double Amount(const v1::ResourceSet& set, absl::string_view name) {
 // resource -> (total, allocated) for one accelerator type.
 using ResourceUse = std::map<std::string, std::pair<double, double>>;
 
-void AddUse(const v1::ResourceSet& total, const v1::ResourceSet& available, double sign, ResourceUse* use) {
+void AddUse(const v1::ResourceSet& total, const v1::ResourceSet& available, double sign,
+            ResourceUse* use) {
   for (const auto& [name, amount] : total.amounts()) {
     if (IsInternal(name)) continue;
     auto& [t, a] = (*use)[name];
@@ -61,7 +62,8 @@ void AddUse(const v1::ResourceSet& total, const v1::ResourceSet& available, doub
 template <typename StateCount>
 prometheus::MetricFamily StateCounts(std::string name, std::string help,
                                      const google::protobuf::RepeatedPtrField<StateCount>& counts,
-                                     const google::protobuf::EnumDescriptor* states, absl::string_view prefix) {
+                                     const google::protobuf::EnumDescriptor* states,
+                                     absl::string_view prefix) {
   std::map<int, uint32_t> by_state;
   for (int i = 0; i < states->value_count(); ++i) {
     if (states->value(i)->number() != 0) by_state[states->value(i)->number()] = 0;
@@ -81,7 +83,8 @@ std::string BundleAcceleratorType(const v1::Bundle& bundle) {
     if (IsInternal(name) && amount > 0) return name.substr(kAcceleratorResourcePrefix.size());
   }
   for (const v1::LabelSelectorRequirement& r : bundle.selector().requirements()) {
-    if (r.key() == kAcceleratorTypeLabel && r.op() == v1::LABEL_OPERATOR_IN && r.values_size() == 1) {
+    if (r.key() == kAcceleratorTypeLabel && r.op() == v1::LABEL_OPERATOR_IN &&
+        r.values_size() == 1) {
       return r.values(0);
     }
   }
@@ -132,22 +135,25 @@ std::vector<prometheus::MetricFamily> HeadStateFamilies(const HeadSnapshot& snap
   out.push_back(allocated.Take());
 
   GaugeFamily node_gpus("berth_node_gpus", "GPU instances of each ALIVE or DRAINING node.");
-  GaugeFamily node_gpus_allocated("berth_node_gpus_allocated",
-                                  "GPUs of the node reserved by bundles (fractional shares summed).");
+  GaugeFamily node_gpus_allocated(
+      "berth_node_gpus_allocated",
+      "GPUs of the node reserved by bundles (fractional shares summed).");
   for (const v1::NodeInfo& node : snapshot.nodes.nodes()) {
     if (node.state() != v1::NODE_STATE_ALIVE && node.state() != v1::NODE_STATE_DRAINING) continue;
     if (node.gpus_size() == 0) continue;
     auto type = node.labels().find(std::string(kAcceleratorTypeLabel));
-    const MetricLabels labels = {{"node", node.node_id()},
-                                 {"accelerator_type", type == node.labels().end() ? kNone : type->second}};
+    const MetricLabels labels = {
+        {"node", node.node_id()},
+        {"accelerator_type", type == node.labels().end() ? kNone : type->second}};
     node_gpus.Add(labels, node.gpus_size());
     node_gpus_allocated.Add(labels, Amount(node.total(), kGpu) - Amount(node.available(), kGpu));
   }
   out.push_back(node_gpus.Take());
   out.push_back(node_gpus_allocated.Take());
 
-  out.push_back(StateCounts("berth_placement_groups", "Placement groups by state.", status.placement_groups(),
-                            v1::PlacementGroupState_descriptor(), "PLACEMENT_GROUP_STATE_"));
+  out.push_back(StateCounts("berth_placement_groups", "Placement groups by state.",
+                            status.placement_groups(), v1::PlacementGroupState_descriptor(),
+                            "PLACEMENT_GROUP_STATE_"));
 
   // Pending demand, per bundle shape.
   using DemandKey = std::tuple<std::string, std::string, std::string>;  // type, shape, strategy
@@ -155,26 +161,30 @@ std::vector<prometheus::MetricFamily> HeadStateFamilies(const HeadSnapshot& snap
   uint32_t infeasible = 0;
   for (const v1::PendingDemand& d : status.pending_demand()) {
     if (d.infeasible()) infeasible += d.count();
-    const std::string strategy = StateName(
-        v1::PlacementStrategy_Name(d.strategy() == v1::PLACEMENT_STRATEGY_UNSPECIFIED ? v1::PLACEMENT_STRATEGY_PACK
-                                                                                       : d.strategy()),
-        "PLACEMENT_STRATEGY_");
+    const std::string strategy =
+        StateName(v1::PlacementStrategy_Name(d.strategy() == v1::PLACEMENT_STRATEGY_UNSPECIFIED
+                                                 ? v1::PLACEMENT_STRATEGY_PACK
+                                                 : d.strategy()),
+                  "PLACEMENT_STRATEGY_");
     for (const v1::Bundle& b : d.shape()) {
       auto& [bundles, gpus] = demand[{BundleAcceleratorType(b), BundleShape(b), strategy}];
       bundles += d.count();
       gpus += d.count() * Amount(b.resources(), kGpu);
     }
   }
-  GaugeFamily infeasible_family("berth_placement_groups_infeasible",
-                                "PENDING/RESCHEDULING groups that no set of alive nodes could hold.");
+  GaugeFamily infeasible_family(
+      "berth_placement_groups_infeasible",
+      "PENDING/RESCHEDULING groups that no set of alive nodes could hold.");
   infeasible_family.Add({}, infeasible);
   out.push_back(infeasible_family.Take());
   GaugeFamily pending_bundles("berth_pending_bundles",
                               "Unplaced bundles of PENDING/RESCHEDULING groups, by bundle shape.");
-  GaugeFamily pending_gpus("berth_pending_gpus", "GPUs asked for by unplaced bundles, by bundle shape.");
+  GaugeFamily pending_gpus("berth_pending_gpus",
+                           "GPUs asked for by unplaced bundles, by bundle shape.");
   for (const auto& [key, value] : demand) {
-    const MetricLabels labels = {
-        {"accelerator_type", std::get<0>(key)}, {"shape", std::get<1>(key)}, {"strategy", std::get<2>(key)}};
+    const MetricLabels labels = {{"accelerator_type", std::get<0>(key)},
+                                 {"shape", std::get<1>(key)},
+                                 {"strategy", std::get<2>(key)}};
     pending_bundles.Add(labels, value.first);
     pending_gpus.Add(labels, value.second);
   }
@@ -189,8 +199,10 @@ std::vector<prometheus::MetricFamily> HeadStateFamilies(const HeadSnapshot& snap
   out.push_back(StateCounts("berth_train_jobs", "Train jobs by state.", status.train_jobs(),
                             v1::TrainJobState_descriptor(), "TRAIN_JOB_STATE_"));
 
-  GaugeFamily pool_nodes("berth_autoscaler_pool_nodes", "Nodes of each pool, as last reported by berth-autoscaler.");
-  GaugeFamily pool_target("berth_autoscaler_pool_target_nodes", "Size the autoscaler last asked for, per pool.");
+  GaugeFamily pool_nodes("berth_autoscaler_pool_nodes",
+                         "Nodes of each pool, as last reported by berth-autoscaler.");
+  GaugeFamily pool_target("berth_autoscaler_pool_target_nodes",
+                          "Size the autoscaler last asked for, per pool.");
   for (const v1::NodePoolStatus& pool : status.autoscaler().pools()) {
     pool_nodes.Add({{"pool", pool.name()}}, pool.nodes());
     pool_target.Add({{"pool", pool.name()}}, pool.target_nodes());
@@ -222,10 +234,11 @@ HeadMetrics::HeadMetrics() : registry_(std::make_shared<prometheus::Registry>())
                        .Register(*registry_);
   prepare_failures_ = &failures.Add({{"phase", "prepare"}});
   commit_failures_ = &failures.Add({{"phase", "commit"}});
-  auto& rejections = prometheus::BuildCounter()
-                         .Name("berth_placement_node_rejections_total")
-                         .Help("Nodes a placement decision's feasibility filters ruled out, by filter.")
-                         .Register(*registry_);
+  auto& rejections =
+      prometheus::BuildCounter()
+          .Name("berth_placement_node_rejections_total")
+          .Help("Nodes a placement decision's feasibility filters ruled out, by filter.")
+          .Register(*registry_);
   for (const NodeFilter* filter : NodeFilters()) {
     node_rejections_[filter->name()] = &rejections.Add({{"filter", std::string(filter->name())}});
   }
@@ -251,9 +264,13 @@ void HeadMetrics::AfterDecision(const PlacementDecision& decision) {
   }
 }
 
-void HeadMetrics::OnCreated(int64_t latency_ms) { placement_latency_->Observe(latency_ms / 1000.0); }
+void HeadMetrics::OnCreated(int64_t latency_ms) {
+  placement_latency_->Observe(latency_ms / 1000.0);
+}
 
-void HeadMetrics::OnCommitFailed(bool prepared) { (prepared ? commit_failures_ : prepare_failures_)->Increment(); }
+void HeadMetrics::OnCommitFailed(bool prepared) {
+  (prepared ? commit_failures_ : prepare_failures_)->Increment();
+}
 
 void HeadMetrics::OnNodeDead() { node_deaths_->Increment(); }
 

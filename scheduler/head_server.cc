@@ -10,7 +10,8 @@ namespace berth {
 
 HeadServer::HeadServer(HeadConfig config, std::unique_ptr<StateStore> store)
     : state_(std::move(config), std::move(store)),
-      raylets_(state_.config().raylet_rpc_timeout, state_.config().cluster_token, state_.config().tls),
+      raylets_(state_.config().raylet_rpc_timeout, state_.config().cluster_token,
+               state_.config().tls),
       scheduler_(&state_, &raylets_),
       node_service_(&state_, &raylets_),
       placement_group_service_(&state_, &scheduler_),
@@ -45,12 +46,17 @@ absl::Status HeadServer::Restore() {
   // Nodes come back ALIVE (or DRAINING) with a fresh liveness period, plus
   // one more for their raylets to reconnect: they keep heartbeating to the
   // restarted head; those that do not are declared DEAD as usual.
-  const int64_t grace = state_.config().liveness.heartbeat_period_ms * state_.config().liveness.misses;
+  const int64_t grace =
+      state_.config().liveness.heartbeat_period_ms * state_.config().liveness.misses;
   for (const auto& [id, value] : *nodes) {
     v1::NodeRecord record;
-    if (!record.ParseFromString(value)) return absl::DataLossError(absl::StrCat("state store: node record ", id));
-    absl::StatusOr<NodeManager::Registration> reg = state_.nodes.Register(record.registration(), now + grace);
-    if (!reg.ok()) return absl::DataLossError(absl::StrCat("state store: node ", id, ": ", reg.status().message()));
+    if (!record.ParseFromString(value))
+      return absl::DataLossError(absl::StrCat("state store: node record ", id));
+    absl::StatusOr<NodeManager::Registration> reg =
+        state_.nodes.Register(record.registration(), now + grace);
+    if (!reg.ok())
+      return absl::DataLossError(
+          absl::StrCat("state store: node ", id, ": ", reg.status().message()));
     if (record.state() == v1::NODE_STATE_DRAINING) {
       v1::DrainNodeRequest drain;
       drain.set_node_id(id);
@@ -65,7 +71,8 @@ absl::Status HeadServer::Restore() {
       return absl::DataLossError(absl::StrCat("state store: placement group record ", id));
     }
   }
-  std::sort(records.begin(), records.end(), [](const auto& a, const auto& b) { return a.arrival() < b.arrival(); });
+  std::sort(records.begin(), records.end(),
+            [](const auto& a, const auto& b) { return a.arrival() < b.arrival(); });
   for (const v1::PlacementGroupRecord& record : records) {
     if (absl::Status s = state_.groups.Restore(record, now); !s.ok()) return s;
   }
@@ -81,7 +88,8 @@ absl::Status HeadServer::Restore() {
     release.set_request_id(absl::StrCat("restore/", id, "/", now));
     for (const v1::HeldBundle& h : state_.groups.BundlesOn(id)) *release.add_in_use() = h.key();
     scheduler_.Submit([this, address, id = id, release] {
-      absl::StatusOr<v1::ReleaseUnusedBundlesResponse> released = raylets_.ReleaseUnused(address, release);
+      absl::StatusOr<v1::ReleaseUnusedBundlesResponse> released =
+          raylets_.ReleaseUnused(address, release);
       if (released.ok() && released->released_size() > 0) {
         LogInfo("node ", id, " released ", released->released_size(),
                 " bundle(s) the restored state does not hold");

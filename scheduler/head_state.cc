@@ -34,8 +34,9 @@ uint64_t HeadState::PersistLocked() {
   uint64_t seq = writer_.staged();
   for (const std::string& id : groups.TakeChanged()) {
     std::optional<v1::PlacementGroupRecord> record = groups.Export(id);
-    seq = writer_.Stage(kGroupsTable, id,
-                        record ? std::optional<std::string>(record->SerializeAsString()) : std::nullopt);
+    seq = writer_.Stage(
+        kGroupsTable, id,
+        record ? std::optional<std::string>(record->SerializeAsString()) : std::nullopt);
   }
   return seq;
 }
@@ -60,7 +61,8 @@ absl::Status HeadState::Durable(uint64_t seq) {
 }
 
 void HeadState::PersistJob(const v1::TrainJobRecord& record) {
-  Durable(writer_.Stage(kJobsTable, record.info().job_id(), record.SerializeAsString())).IgnoreError();
+  Durable(writer_.Stage(kJobsTable, record.info().job_id(), record.SerializeAsString()))
+      .IgnoreError();
 }
 
 std::string HeadState::NewPlacementGroupId() {

@@ -12,7 +12,8 @@ absl::StatusOr<NodeManager::Registration> NodeManager::Register(
     const v1::RegisterNodeRequest& request, int64_t now_ms) {
   if (absl::Status s = ValidateString(request.node_id(), "node_id", 128, true); !s.ok()) return s;
   if (absl::Status s = ValidateString(request.address(), "address", 256, true); !s.ok()) return s;
-  if (absl::Status s = ValidateString(request.metrics_address(), "metrics_address", 256, false); !s.ok()) {
+  if (absl::Status s = ValidateString(request.metrics_address(), "metrics_address", 256, false);
+      !s.ok()) {
     return s;
   }
   if (absl::Status s = ValidateString(request.request_id(), "request_id", 128, false); !s.ok()) {
@@ -26,14 +27,16 @@ absl::StatusOr<NodeManager::Registration> NodeManager::Register(
   if (existing != nodes_.end()) {
     const NodeResourceTable::Node& node = table_->node(existing->second.index);
     if (!request.request_id().empty() &&
-        request.request_id() == RegistrationOf(request.node_id()).value_or(v1::RegisterNodeRequest()).request_id()) {
+        request.request_id() ==
+            RegistrationOf(request.node_id()).value_or(v1::RegisterNodeRequest()).request_id()) {
       return Registration{existing->second.index, false};  // a retry of the same call
     }
     if (node.state != NodeState::kDead) {
-      return absl::AlreadyExistsError(absl::StrCat(
-          "node_id: node '", request.node_id(), "' is already registered and ",
-          NodeStateName(node.state), "; a restarted raylet may register again once the head "
-          "has declared the old one DEAD"));
+      return absl::AlreadyExistsError(
+          absl::StrCat("node_id: node '", request.node_id(), "' is already registered and ",
+                       NodeStateName(node.state),
+                       "; a restarted raylet may register again once the head "
+                       "has declared the old one DEAD"));
     }
   }
 
@@ -44,9 +47,9 @@ absl::StatusOr<NodeManager::Registration> NodeManager::Register(
   spec.resources = *std::move(total);
   for (const auto& [key, value] : request.labels()) {
     if (absl::StartsWith(key, "berth.io/") && key != kNodePoolLabel) {
-      return absl::InvalidArgumentError(absl::StrCat("labels[\"", key,
-                                                     "\"]: keys starting with berth.io/ are set by berth (",
-                                                     kNodePoolLabel, " excepted)"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("labels[\"", key, "\"]: keys starting with berth.io/ are set by berth (",
+                       kNodePoolLabel, " excepted)"));
     }
     spec.labels[key] = value;
   }
@@ -59,8 +62,8 @@ absl::StatusOr<NodeManager::Registration> NodeManager::Register(
   for (int i = 0; i < request.gpus_size(); ++i) {
     const v1::GpuInstance& gpu = request.gpus(i);
     if (gpu.index() != static_cast<uint32_t>(i)) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("gpus[", i, "].index: ", gpu.index(), "; instances must be 0..n-1 in order"));
+      return absl::InvalidArgumentError(absl::StrCat("gpus[", i, "].index: ", gpu.index(),
+                                                     "; instances must be 0..n-1 in order"));
     }
     if (gpu.accelerator_type() != request.gpus(0).accelerator_type()) {
       return absl::InvalidArgumentError(absl::StrCat(
@@ -118,7 +121,8 @@ std::vector<std::string> NodeManager::CheckLiveness(int64_t now_ms) {
   return dead;
 }
 
-std::optional<v1::RegisterNodeRequest> NodeManager::RegistrationOf(const std::string& node_id) const {
+std::optional<v1::RegisterNodeRequest> NodeManager::RegistrationOf(
+    const std::string& node_id) const {
   auto it = nodes_.find(node_id);
   if (it == nodes_.end()) return std::nullopt;
   v1::RegisterNodeRequest registration;
@@ -164,9 +168,8 @@ absl::Status NodeManager::ListNodes(const v1::ListNodesRequest& request,
     const NodeRecord& record = entry->second;
     const NodeResourceTable::Node& node = table_->node(record.index);
     const v1::NodeState state = NodeStateToProto(node.state);
-    if (request.states_size() > 0 &&
-        std::find(request.states().begin(), request.states().end(), state) ==
-            request.states().end()) {
+    if (request.states_size() > 0 && std::find(request.states().begin(), request.states().end(),
+                                               state) == request.states().end()) {
       continue;
     }
     if (!selector->Matches(node.labels)) continue;

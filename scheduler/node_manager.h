@@ -55,7 +55,8 @@ class NodeManager {
   std::optional<v1::RegisterNodeRequest> RegistrationOf(const std::string& node_id) const;
   // Why the node drains; "" if it does not or is unknown.
   std::string DrainReason(const std::string& node_id) const;
-  absl::Status ListNodes(const v1::ListNodesRequest& request, v1::ListNodesResponse* response) const;
+  absl::Status ListNodes(const v1::ListNodesRequest& request,
+                         v1::ListNodesResponse* response) const;
   int64_t heartbeat_period_ms() const { return config_.heartbeat_period_ms; }
 
  private:

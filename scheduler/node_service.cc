@@ -11,8 +11,9 @@ NodeServiceImpl::NodeServiceImpl(HeadState* state, RayletClients* raylets)
       state_(state),
       raylets_(raylets) {}
 
-grpc::Status NodeServiceImpl::RegisterNode(grpc::ServerContext* context, const v1::RegisterNodeRequest* request,
-                                      v1::RegisterNodeResponse* response) {
+grpc::Status NodeServiceImpl::RegisterNode(grpc::ServerContext* context,
+                                           const v1::RegisterNodeRequest* request,
+                                           v1::RegisterNodeResponse* response) {
   // Before the node can receive new bundles, it drops any it holds that the
   // head does not know (left from before a head or raylet restart).
   std::vector<v1::HeldBundle> held;
@@ -27,7 +28,8 @@ grpc::Status NodeServiceImpl::RegisterNode(grpc::ServerContext* context, const v
     absl::StatusOr<v1::ReleaseUnusedBundlesResponse> released =
         raylets_->ReleaseUnused(request->address(), release);
     if (released.ok() && released->released_size() > 0) {
-      LogInfo("node ", request->node_id(), " released ", released->released_size(), " stale bundle(s)");
+      LogInfo("node ", request->node_id(), " released ", released->released_size(),
+              " stale bundle(s)");
     }
   }
   absl::ReleasableMutexLock lock(&state_->mu);
@@ -45,8 +47,9 @@ grpc::Status NodeServiceImpl::RegisterNode(grpc::ServerContext* context, const v
   return ToGrpcStatus(state_->Durable(seq));
 }
 
-grpc::Status NodeServiceImpl::Heartbeat(grpc::ServerContext* context, const v1::HeartbeatRequest* request,
-                                   v1::HeartbeatResponse* response) {
+grpc::Status NodeServiceImpl::Heartbeat(grpc::ServerContext* context,
+                                        const v1::HeartbeatRequest* request,
+                                        v1::HeartbeatResponse* response) {
   if (request->node_id().empty()) {
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "node_id: required");
   }
@@ -56,32 +59,36 @@ grpc::Status NodeServiceImpl::Heartbeat(grpc::ServerContext* context, const v1::
   response->set_reregister_required(!known);
   if (known) {
     std::optional<NodeIndex> index = state_->table.FindNode(request->node_id());
-    response->set_drain_requested(index && state_->table.node(*index).state == NodeState::kDraining);
+    response->set_drain_requested(index &&
+                                  state_->table.node(*index).state == NodeState::kDraining);
   }
   return grpc::Status::OK;
 }
 
-grpc::Status NodeServiceImpl::ListNodes(grpc::ServerContext* context, const v1::ListNodesRequest* request,
-                                   v1::ListNodesResponse* response) {
+grpc::Status NodeServiceImpl::ListNodes(grpc::ServerContext* context,
+                                        const v1::ListNodesRequest* request,
+                                        v1::ListNodesResponse* response) {
   absl::MutexLock lock(&state_->mu);
   return ToGrpcStatus(state_->nodes.ListNodes(*request, response));
 }
 
-grpc::Status NodeServiceImpl::DrainNode(grpc::ServerContext* context, const v1::DrainNodeRequest* request,
-                                   v1::DrainNodeResponse* response) {
+grpc::Status NodeServiceImpl::DrainNode(grpc::ServerContext* context,
+                                        const v1::DrainNodeRequest* request,
+                                        v1::DrainNodeResponse* response) {
   absl::ReleasableMutexLock lock(&state_->mu);
   absl::Status s = state_->nodes.Drain(*request);
   if (!s.ok()) return ToGrpcStatus(s);
   const uint64_t seq = state_->PersistNodeLocked(request->node_id());
   response->set_accepted(true);
-  response->set_bundles_to_move(static_cast<uint32_t>(state_->groups.BundlesOn(request->node_id()).size()));
+  response->set_bundles_to_move(
+      static_cast<uint32_t>(state_->groups.BundlesOn(request->node_id()).size()));
   lock.Release();
   return ToGrpcStatus(state_->Durable(seq));
 }
 
 grpc::Status NodeServiceImpl::ReportWorkerExit(grpc::ServerContext* context,
-                                          const v1::ReportWorkerExitRequest* request,
-                                          v1::ReportWorkerExitResponse*) {
+                                               const v1::ReportWorkerExitRequest* request,
+                                               v1::ReportWorkerExitResponse*) {
   // The controller is told after mu is released: it calls back into the head.
   if (absl::Status s = ValidateString(request->node_id(), "node_id", 128, true); !s.ok()) {
     return ToGrpcStatus(s);
@@ -102,15 +109,17 @@ grpc::Status NodeServiceImpl::ReportWorkerExit(grpc::ServerContext* context,
     }
   }
   state_->worker_exits.push_back(*request);
-  while (state_->worker_exits.size() > state_->config().max_worker_exits_kept) state_->worker_exits.pop_front();
+  while (state_->worker_exits.size() > state_->config().max_worker_exits_kept)
+    state_->worker_exits.pop_front();
   lock.Release();
-  if (TrainJobController* jobs = state_->jobs()) jobs->OnWorkerExit(request->node_id(), request->status());
+  if (TrainJobController* jobs = state_->jobs())
+    jobs->OnWorkerExit(request->node_id(), request->status());
   return grpc::Status::OK;
 }
 
 grpc::Status NodeServiceImpl::ListWorkerExits(grpc::ServerContext* context,
-                                         const v1::ListWorkerExitsRequest* request,
-                                         v1::ListWorkerExitsResponse* response) {
+                                              const v1::ListWorkerExitsRequest* request,
+                                              v1::ListWorkerExitsResponse* response) {
   absl::MutexLock lock(&state_->mu);
   for (const v1::ReportWorkerExitRequest& exit : state_->worker_exits) {
     if (!request->job_id().empty() && exit.status().job_id() != request->job_id()) continue;

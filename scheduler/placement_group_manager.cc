@@ -4,11 +4,10 @@
 #include <cstring>
 #include <utility>
 
-#include "google/protobuf/io/coded_stream.h"
-#include "google/protobuf/io/zero_copy_stream_impl_lite.h"
-
 #include "absl/hash/hash.h"
 #include "absl/strings/str_cat.h"
+#include "google/protobuf/io/coded_stream.h"
+#include "google/protobuf/io/zero_copy_stream_impl_lite.h"
 #include "wire/proto_convert.h"
 
 namespace berth {
@@ -55,8 +54,8 @@ void PlacementGroupManager::Dequeue(const Group& g) {
   infeasible_.erase(g.id);
 }
 
-std::optional<std::string> PlacementGroupManager::Existing(const v1::CreatePlacementGroupRequest& request,
-                                                           absl::Status* status) const {
+std::optional<std::string> PlacementGroupManager::Existing(
+    const v1::CreatePlacementGroupRequest& request, absl::Status* status) const {
   auto it = by_request_id_.find(request.request_id());
   if (it == by_request_id_.end()) return std::nullopt;
   auto group = groups_.find(it->second);
@@ -118,8 +117,8 @@ absl::StatusOr<std::vector<std::string>> PlacementGroupManager::CreateBatch(
     }
     if (!request.name().empty()) {
       if (auto [it, inserted] = names.emplace(request.name(), i); !inserted) {
-        return absl::AlreadyExistsError(
-            absl::StrCat("requests[", i, "].name: '", request.name(), "' is also requests[", it->second, "]'s"));
+        return absl::AlreadyExistsError(absl::StrCat("requests[", i, "].name: '", request.name(),
+                                                     "' is also requests[", it->second, "]'s"));
       }
     }
     specs[i] = *std::move(spec);
@@ -132,14 +131,16 @@ absl::StatusOr<std::vector<std::string>> PlacementGroupManager::CreateBatch(
 }
 
 absl::StatusOr<std::string> PlacementGroupManager::CreateFromSpec(
-    PlacementGroupSpec spec, const v1::CreatePlacementGroupRequest& meta,
-    const std::string& new_id, int64_t now_ms) {
-  if (auto it = by_request_id_.find(meta.request_id()); it != by_request_id_.end() && !meta.job_id().empty()) {
+    PlacementGroupSpec spec, const v1::CreatePlacementGroupRequest& meta, const std::string& new_id,
+    int64_t now_ms) {
+  if (auto it = by_request_id_.find(meta.request_id());
+      it != by_request_id_.end() && !meta.job_id().empty()) {
     auto group = groups_.find(it->second);
     if (group != groups_.end() && group->second.job_id == meta.job_id()) return group->first;
   }
   if (absl::Status s = CheckNew(spec, meta, 0); !s.ok()) return s;
-  if (groups_.count(new_id) != 0) return absl::AlreadyExistsError(absl::StrCat("placement group id ", new_id));
+  if (groups_.count(new_id) != 0)
+    return absl::AlreadyExistsError(absl::StrCat("placement group id ", new_id));
   return Insert(std::move(spec), meta, new_id, now_ms);
 }
 
@@ -149,19 +150,22 @@ absl::Status PlacementGroupManager::CheckNew(const PlacementGroupSpec& spec,
   if (absl::Status s = ValidateString(meta.request_id(), "request_id", 128, true); !s.ok()) {
     return s;
   }
-  if (absl::Status s = ValidateString(meta.name(), "name", config_.max_name_length, false); !s.ok()) {
+  if (absl::Status s = ValidateString(meta.name(), "name", config_.max_name_length, false);
+      !s.ok()) {
     return s;
   }
   if (spec.bundles().size() > config_.max_bundles_per_group) {
-    return absl::InvalidArgumentError(absl::StrCat("bundles: ", spec.bundles().size(), " bundles; at most ",
-                                                   config_.max_bundles_per_group,
-                                                   " per group (berth-head --max-bundles-per-group)"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "bundles: ", spec.bundles().size(), " bundles; at most ", config_.max_bundles_per_group,
+        " per group (berth-head --max-bundles-per-group)"));
   }
   const size_t pending = queue_.size() + infeasible_.size() + also_pending;
   if (pending >= config_.max_pending_groups) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        pending, " placement groups are already waiting to be placed (berth-head "
-        "--max-pending-groups ", config_.max_pending_groups, "); remove some or retry later"));
+    return absl::ResourceExhaustedError(
+        absl::StrCat(pending,
+                     " placement groups are already waiting to be placed (berth-head "
+                     "--max-pending-groups ",
+                     config_.max_pending_groups, "); remove some or retry later"));
   }
   if (absl::Status s = ValidateString(meta.job_id(), "job_id", 128, false); !s.ok()) return s;
   if (by_request_id_.contains(meta.request_id())) {
@@ -175,7 +179,8 @@ absl::Status PlacementGroupManager::CheckNew(const PlacementGroupSpec& spec,
   return absl::OkStatus();
 }
 
-std::string PlacementGroupManager::Insert(PlacementGroupSpec spec, const v1::CreatePlacementGroupRequest& meta,
+std::string PlacementGroupManager::Insert(PlacementGroupSpec spec,
+                                          const v1::CreatePlacementGroupRequest& meta,
                                           const std::string& new_id, int64_t now_ms) {
   scorer_.Observe(spec);
   Group g(new_id, std::move(spec), config_.backoff());
@@ -205,8 +210,8 @@ std::vector<uint32_t> PlacementGroupManager::PlacedBundles(const Group& g) const
   return out;
 }
 
-std::vector<CancelTask> PlacementGroupManager::CancelsFor(const Group& g,
-                                                          const std::vector<uint32_t>& bundles) const {
+std::vector<CancelTask> PlacementGroupManager::CancelsFor(
+    const Group& g, const std::vector<uint32_t>& bundles) const {
   std::map<NodeIndex, std::vector<uint32_t>> by_node;
   for (uint32_t b : bundles) {
     if (g.placed[b]) by_node[g.placed[b]->allocation.node].push_back(b);
@@ -216,8 +221,8 @@ std::vector<CancelTask> PlacementGroupManager::CancelsFor(const Group& g,
     const std::string address = nodes_->Address(node);
     if (address.empty()) continue;  // a DEAD node holds nothing any more
     // A group is removed once, so this id is unique.
-    cancels.push_back({g.id, address, std::move(indices),
-                       absl::StrCat(g.id, "/remove/", table_->node(node).id)});
+    cancels.push_back(
+        {g.id, address, std::move(indices), absl::StrCat(g.id, "/remove/", table_->node(node).id)});
   }
   return cancels;
 }
@@ -235,7 +240,8 @@ void PlacementGroupManager::Forget(const std::string& id) {
   auto it = groups_.find(id);
   if (it == groups_.end()) return;
   auto by_request = by_request_id_.find(it->second.request_id);
-  if (by_request != by_request_id_.end() && by_request->second == id) by_request_id_.erase(by_request);
+  if (by_request != by_request_id_.end() && by_request->second == id)
+    by_request_id_.erase(by_request);
   groups_.erase(it);
 }
 
@@ -282,7 +288,9 @@ std::vector<CommitTask> PlacementGroupManager::Schedule(int64_t now_ms) {
     size_t operator()(const PlacementGroupSpec* s) const { return absl::HashOf(*s); }
   };
   struct SpecEq {
-    bool operator()(const PlacementGroupSpec* a, const PlacementGroupSpec* b) const { return *a == *b; }
+    bool operator()(const PlacementGroupSpec* a, const PlacementGroupSpec* b) const {
+      return *a == *b;
+    }
   };
   absl::flat_hash_map<const PlacementGroupSpec*, PlacementDecision, SpecHash, SpecEq> unfit;
   for (auto it = queue_.begin(); it != queue_.end() && in_flight_ < config_.max_in_flight;) {
@@ -304,7 +312,8 @@ std::vector<CommitTask> PlacementGroupManager::Schedule(int64_t now_ms) {
       if (observer_) observer_->BeforeDecision();
       d = placer.Place(g.spec, kept);
       if (observer_ && d.ok()) observer_->AfterDecision(*d);
-      if (d.ok() && kept.empty() && d->outcome != PlacementOutcome::kPlaced) unfit.emplace(&g.spec, *d);
+      if (d.ok() && kept.empty() && d->outcome != PlacementOutcome::kPlaced)
+        unfit.emplace(&g.spec, *d);
     }
     if (!d.ok()) {  // cannot happen for a validated group; keep it waiting
       g.reason = std::string(d.status().message());
@@ -386,8 +395,8 @@ std::vector<CancelTask> PlacementGroupManager::OnCommitDone(const std::string& i
     // commit's own bundles were cancelled by the committer already.
     std::vector<uint32_t> to_cancel;
     for (uint32_t b : PlacedBundles(g)) {
-      const bool cancelled = !result.ok() &&
-                             std::find(committing.begin(), committing.end(), b) != committing.end();
+      const bool cancelled =
+          !result.ok() && std::find(committing.begin(), committing.end(), b) != committing.end();
       if (!cancelled) to_cancel.push_back(b);
     }
     std::vector<CancelTask> cancels = CancelsFor(g, to_cancel);
@@ -483,7 +492,8 @@ absl::Status PlacementGroupManager::Get(const v1::GetPlacementGroupRequest& requ
   if (request.selector_case() == v1::GetPlacementGroupRequest::kName) {
     auto it = by_name_.find(request.name());
     if (it == by_name_.end()) {
-      return absl::NotFoundError(absl::StrCat("name: no placement group named '", request.name(), "'"));
+      return absl::NotFoundError(
+          absl::StrCat("name: no placement group named '", request.name(), "'"));
     }
     id = it->second;
   } else if (id.empty()) {
@@ -501,14 +511,15 @@ void PlacementGroupManager::List(const v1::ListPlacementGroupsRequest& request,
                                  v1::ListPlacementGroupsResponse* response) const {
   std::vector<const Group*> sorted;
   for (const auto& [id, g] : groups_) {
-    if (request.states_size() > 0 &&
-        std::find(request.states().begin(), request.states().end(), g.state) == request.states().end()) {
+    if (request.states_size() > 0 && std::find(request.states().begin(), request.states().end(),
+                                               g.state) == request.states().end()) {
       continue;
     }
     if (!request.job_id().empty() && g.job_id != request.job_id()) continue;
     sorted.push_back(&g);
   }
-  std::sort(sorted.begin(), sorted.end(), [](const Group* a, const Group* b) { return a->arrival < b->arrival; });
+  std::sort(sorted.begin(), sorted.end(),
+            [](const Group* a, const Group* b) { return a->arrival < b->arrival; });
   for (const Group* g : sorted) ToProto(*g, response->add_placement_groups());
 }
 
@@ -521,8 +532,9 @@ std::optional<v1::PlacementGroupState> PlacementGroupManager::State(const std::s
 void PlacementGroupManager::ClusterStatus(v1::GetClusterStatusResponse* response) const {
   v1::PlacementScorerStatus* scorer = response->mutable_placement_scorer();
   scorer->set_name(std::string(scorer_.name()));
-  scorer->set_active(scorer_.current() == nullptr ? std::string(ScorerKindName(ScorerKind::kBuiltIn))
-                                                  : std::string(scorer_.current()->name()));
+  scorer->set_active(scorer_.current() == nullptr
+                         ? std::string(ScorerKindName(ScorerKind::kBuiltIn))
+                         : std::string(scorer_.current()->name()));
   if (const WorkloadWindow* window = scorer_.window()) {
     scorer->set_window_tasks(window->size());
     scorer->set_window_shapes(static_cast<uint32_t>(window->shape_count()));
@@ -540,7 +552,8 @@ void PlacementGroupManager::ClusterStatus(v1::GetClusterStatusResponse* response
   for (NodeIndex n = 0; n < table_->slot_count(); ++n) {
     const NodeResourceTable::Node& node = table_->node(n);
     if (node.removed) continue;
-    if (node.state == NodeState::kDraining) response->set_draining_nodes(response->draining_nodes() + 1);
+    if (node.state == NodeState::kDraining)
+      response->set_draining_nodes(response->draining_nodes() + 1);
     if (node.state == NodeState::kDead) response->set_dead_nodes(response->dead_nodes() + 1);
     if (node.state != NodeState::kAlive) continue;
     response->set_alive_nodes(response->alive_nodes() + 1);

@@ -29,8 +29,8 @@
 #include "berth/v1/state.pb.h"
 #include "common/backoff.h"
 #include "placement/bundle_placer.h"
-#include "scheduler/node_manager.h"
 #include "placement/placement_scorer.h"
+#include "scheduler/node_manager.h"
 
 namespace berth {
 
@@ -204,7 +204,7 @@ class PlacementGroupManager {
     uint64_t arrival = 0;
     v1::PlacementGroupState state = v1::PLACEMENT_GROUP_STATE_PENDING;
     std::vector<std::optional<BundlePlacement>> placed;  // by bundle index
-    std::vector<uint32_t> committing;  // bundles of the commit in flight
+    std::vector<uint32_t> committing;                    // bundles of the commit in flight
     uint64_t attempt = 0;
     bool in_flight = false;
     bool infeasible = false;

@@ -17,7 +17,8 @@ std::vector<std::string> PlacementGroupManager::TakeChanged() {
 
 std::optional<v1::PlacementGroupRecord> PlacementGroupManager::Export(const std::string& id) const {
   auto it = groups_.find(id);
-  if (it == groups_.end() || it->second.state == v1::PLACEMENT_GROUP_STATE_REMOVED) return std::nullopt;
+  if (it == groups_.end() || it->second.state == v1::PLACEMENT_GROUP_STATE_REMOVED)
+    return std::nullopt;
   const Group& g = it->second;
   v1::PlacementGroupRecord r;
   r.set_placement_group_id(g.id);
@@ -29,9 +30,12 @@ std::optional<v1::PlacementGroupRecord> PlacementGroupManager::Export(const std:
   r.set_strategy(StrategyToProto(g.spec.strategy()));
   r.set_priority(g.priority);
   // A commit in flight has an unknown outcome: written as not yet placed.
-  r.set_state(g.state == v1::PLACEMENT_GROUP_STATE_PREPARED ? v1::PLACEMENT_GROUP_STATE_PENDING : g.state);
+  r.set_state(g.state == v1::PLACEMENT_GROUP_STATE_PREPARED ? v1::PLACEMENT_GROUP_STATE_PENDING
+                                                            : g.state);
   for (uint32_t b = 0; b < g.placed.size(); ++b) {
-    if (!g.placed[b] || std::find(g.committing.begin(), g.committing.end(), b) != g.committing.end()) continue;
+    if (!g.placed[b] ||
+        std::find(g.committing.begin(), g.committing.end(), b) != g.committing.end())
+      continue;
     v1::BundleRecord* placed = r.add_placed();
     placed->set_bundle_index(b);
     placed->set_node_id(table_->node(g.placed[b]->allocation.node).id);
@@ -47,9 +51,11 @@ std::optional<v1::PlacementGroupRecord> PlacementGroupManager::Export(const std:
 absl::Status PlacementGroupManager::Restore(const v1::PlacementGroupRecord& r, int64_t now_ms) {
   const std::string& id = r.placement_group_id();
   if (id.empty() || groups_.count(id) > 0) {
-    return absl::InvalidArgumentError(absl::StrCat("placement group record '", id, "': missing or duplicate id"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("placement group record '", id, "': missing or duplicate id"));
   }
-  absl::StatusOr<PlacementGroupSpec> spec = PlacementGroupSpecFromProto(r.bundles(), r.strategy(), true);
+  absl::StatusOr<PlacementGroupSpec> spec =
+      PlacementGroupSpecFromProto(r.bundles(), r.strategy(), true);
   if (!spec.ok()) return spec.status();
   scorer_.Observe(*spec);
   Group g(id, *std::move(spec), config_.backoff());
@@ -69,10 +75,12 @@ absl::Status PlacementGroupManager::Restore(const v1::PlacementGroupRecord& r, i
     absl::StatusOr<ResourceSet> resources = ResourceSetFromProto(placed.resources(), "resources");
     absl::StatusOr<std::vector<GpuShare>> gpus = GpuSharesFromProto(placed.gpus(), "gpus");
     if (placed.bundle_index() >= g.placed.size() || !resources.ok() || !gpus.ok()) {
-      return absl::InvalidArgumentError(absl::StrCat("placement group record '", id, "': bad bundle record"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("placement group record '", id, "': bad bundle record"));
     }
     Allocation allocation{node.value_or(0), *std::move(resources), *std::move(gpus)};
-    if (!node || table_->node(*node).state == NodeState::kDead || !table_->Reserve(allocation).ok()) {
+    if (!node || table_->node(*node).state == NodeState::kDead ||
+        !table_->Reserve(allocation).ok()) {
       ++lost;
       continue;
     }
@@ -81,10 +89,11 @@ absl::Status PlacementGroupManager::Restore(const v1::PlacementGroupRecord& r, i
   const bool complete = PlacedBundles(g).size() == g.placed.size();
   if (complete && r.state() == v1::PLACEMENT_GROUP_STATE_CREATED) {
     g.state = v1::PLACEMENT_GROUP_STATE_CREATED;
-  } else if (r.state() == v1::PLACEMENT_GROUP_STATE_CREATED || r.state() == v1::PLACEMENT_GROUP_STATE_RESCHEDULING ||
-             lost > 0) {
+  } else if (r.state() == v1::PLACEMENT_GROUP_STATE_CREATED ||
+             r.state() == v1::PLACEMENT_GROUP_STATE_RESCHEDULING || lost > 0) {
     g.state = v1::PLACEMENT_GROUP_STATE_RESCHEDULING;
-    g.reason = absl::StrCat(lost, " bundle(s) not found on their nodes after a head restart; rescheduling");
+    g.reason = absl::StrCat(
+        lost, " bundle(s) not found on their nodes after a head restart; rescheduling");
   } else {
     g.state = v1::PLACEMENT_GROUP_STATE_PENDING;
     g.reason = "waiting to be scheduled (head restarted)";

@@ -12,34 +12,38 @@ constexpr int kMaxBatch = 10000;
 
 grpc::Status CheckBatchSize(int size, const char* field) {
   if (size == 0) {
-    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, absl::StrCat(field, ": at least one is required"));
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                        absl::StrCat(field, ": at least one is required"));
   }
   if (size > kMaxBatch) {
-    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                        absl::StrCat(field, ": ", size, " entries; at most ", kMaxBatch, " per call"));
+    return grpc::Status(
+        grpc::StatusCode::INVALID_ARGUMENT,
+        absl::StrCat(field, ": ", size, " entries; at most ", kMaxBatch, " per call"));
   }
   return grpc::Status::OK;
 }
 
 bool Settled(std::optional<v1::PlacementGroupState> state) {
-  return !state || *state == v1::PLACEMENT_GROUP_STATE_CREATED || *state == v1::PLACEMENT_GROUP_STATE_REMOVED;
+  return !state || *state == v1::PLACEMENT_GROUP_STATE_CREATED ||
+         *state == v1::PLACEMENT_GROUP_STATE_REMOVED;
 }
 
 }  // namespace
 
-
 PlacementGroupServiceImpl::PlacementGroupServiceImpl(HeadState* state, Scheduler* scheduler)
-    : Admitted<v1::PlacementGroupService::Service>(HeadAdmission(state->config(), /*node_methods=*/false)),
+    : Admitted<v1::PlacementGroupService::Service>(
+          HeadAdmission(state->config(), /*node_methods=*/false)),
       state_(state),
       scheduler_(scheduler) {}
 
-grpc::Status PlacementGroupServiceImpl::CreatePlacementGroup(grpc::ServerContext* context,
-                                              const v1::CreatePlacementGroupRequest* request,
-                                              v1::CreatePlacementGroupResponse* response) {
+grpc::Status PlacementGroupServiceImpl::CreatePlacementGroup(
+    grpc::ServerContext* context, const v1::CreatePlacementGroupRequest* request,
+    v1::CreatePlacementGroupResponse* response) {
   uint64_t seq = 0;
   {
     absl::MutexLock lock(&state_->mu);
-    absl::StatusOr<std::string> id = state_->groups.Create(*request, HeadState::NewPlacementGroupId(), HeadNowMs());
+    absl::StatusOr<std::string> id =
+        state_->groups.Create(*request, HeadState::NewPlacementGroupId(), HeadNowMs());
     if (!id.ok()) return ToGrpcStatus(id.status());
     seq = state_->PersistLocked();
     response->set_placement_group_id(*id);
@@ -48,22 +52,23 @@ grpc::Status PlacementGroupServiceImpl::CreatePlacementGroup(grpc::ServerContext
   return ToGrpcStatus(state_->Durable(seq));
 }
 
-grpc::Status PlacementGroupServiceImpl::GetPlacementGroup(grpc::ServerContext* context,
-                                           const v1::GetPlacementGroupRequest* request,
-                                           v1::GetPlacementGroupResponse* response) {
+grpc::Status PlacementGroupServiceImpl::GetPlacementGroup(
+    grpc::ServerContext* context, const v1::GetPlacementGroupRequest* request,
+    v1::GetPlacementGroupResponse* response) {
   uint64_t seq = 0;
   {
     absl::MutexLock lock(&state_->mu);
-    if (absl::Status s = state_->groups.Get(*request, response->mutable_placement_group()); !s.ok()) return ToGrpcStatus(s);
+    if (absl::Status s = state_->groups.Get(*request, response->mutable_placement_group()); !s.ok())
+      return ToGrpcStatus(s);
     seq = state_->StagedLocked();
   }
   // Show only what a restarted head would show too.
   return ToGrpcStatus(state_->Durable(seq));
 }
 
-grpc::Status PlacementGroupServiceImpl::ListPlacementGroups(grpc::ServerContext* context,
-                                             const v1::ListPlacementGroupsRequest* request,
-                                             v1::ListPlacementGroupsResponse* response) {
+grpc::Status PlacementGroupServiceImpl::ListPlacementGroups(
+    grpc::ServerContext* context, const v1::ListPlacementGroupsRequest* request,
+    v1::ListPlacementGroupsResponse* response) {
   uint64_t seq = 0;
   {
     absl::MutexLock lock(&state_->mu);
@@ -73,9 +78,9 @@ grpc::Status PlacementGroupServiceImpl::ListPlacementGroups(grpc::ServerContext*
   return ToGrpcStatus(state_->Durable(seq));
 }
 
-grpc::Status PlacementGroupServiceImpl::WaitPlacementGroupReady(grpc::ServerContext* context,
-                                                 const v1::WaitPlacementGroupReadyRequest* request,
-                                                 v1::WaitPlacementGroupReadyResponse* response) {
+grpc::Status PlacementGroupServiceImpl::WaitPlacementGroupReady(
+    grpc::ServerContext* context, const v1::WaitPlacementGroupReadyRequest* request,
+    v1::WaitPlacementGroupReadyResponse* response) {
   absl::Time deadline = absl::Now() + absl::Milliseconds(request->timeout_ms());
   deadline = std::min(deadline, absl::FromChrono(context->deadline()));
   const std::string& id = request->placement_group_id();
@@ -86,8 +91,8 @@ grpc::Status PlacementGroupServiceImpl::WaitPlacementGroupReady(grpc::ServerCont
   }
   auto settled = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(state_->mu) {
     std::optional<v1::PlacementGroupState> s = state_->groups.State(id);
-    return !s || *s == v1::PLACEMENT_GROUP_STATE_CREATED || *s == v1::PLACEMENT_GROUP_STATE_REMOVED ||
-           state_->stopping;
+    return !s || *s == v1::PLACEMENT_GROUP_STATE_CREATED ||
+           *s == v1::PLACEMENT_GROUP_STATE_REMOVED || state_->stopping;
   };
   state_->mu.AwaitWithDeadline(absl::Condition(&settled), deadline);
   response->set_ready(state_->groups.State(id) == v1::PLACEMENT_GROUP_STATE_CREATED);
@@ -99,9 +104,9 @@ grpc::Status PlacementGroupServiceImpl::WaitPlacementGroupReady(grpc::ServerCont
   return ToGrpcStatus(state_->Durable(seq));
 }
 
-grpc::Status PlacementGroupServiceImpl::RemovePlacementGroup(grpc::ServerContext* context,
-                                              const v1::RemovePlacementGroupRequest* request,
-                                              v1::RemovePlacementGroupResponse*) {
+grpc::Status PlacementGroupServiceImpl::RemovePlacementGroup(
+    grpc::ServerContext* context, const v1::RemovePlacementGroupRequest* request,
+    v1::RemovePlacementGroupResponse*) {
   absl::StatusOr<std::vector<CancelTask>> cancels;
   uint64_t seq = 0;
   {
@@ -118,27 +123,31 @@ grpc::Status PlacementGroupServiceImpl::RemovePlacementGroup(grpc::ServerContext
   return ToGrpcStatus(durable);
 }
 
-grpc::Status PlacementGroupServiceImpl::AllKnownLocked(const google::protobuf::RepeatedPtrField<std::string>& ids) {
+grpc::Status PlacementGroupServiceImpl::AllKnownLocked(
+    const google::protobuf::RepeatedPtrField<std::string>& ids) {
   for (int i = 0; i < ids.size(); ++i) {
     if (!state_->groups.State(ids[i])) {
-      return grpc::Status(grpc::StatusCode::NOT_FOUND,
-                          absl::StrCat("placement_group_ids[", i, "]: no placement group '", ids[i], "'"));
+      return grpc::Status(
+          grpc::StatusCode::NOT_FOUND,
+          absl::StrCat("placement_group_ids[", i, "]: no placement group '", ids[i], "'"));
     }
   }
   return grpc::Status::OK;
 }
 
-grpc::Status PlacementGroupServiceImpl::CreatePlacementGroups(grpc::ServerContext* context,
-                                               const v1::CreatePlacementGroupsRequest* request,
-                                               v1::CreatePlacementGroupsResponse* response) {
+grpc::Status PlacementGroupServiceImpl::CreatePlacementGroups(
+    grpc::ServerContext* context, const v1::CreatePlacementGroupsRequest* request,
+    v1::CreatePlacementGroupsResponse* response) {
   if (grpc::Status s = CheckBatchSize(request->requests_size(), "requests"); !s.ok()) return s;
   std::vector<std::string> new_ids;
   new_ids.reserve(request->requests_size());
-  for (int i = 0; i < request->requests_size(); ++i) new_ids.push_back(HeadState::NewPlacementGroupId());
+  for (int i = 0; i < request->requests_size(); ++i)
+    new_ids.push_back(HeadState::NewPlacementGroupId());
   uint64_t seq = 0;
   {
     absl::MutexLock lock(&state_->mu);
-    absl::StatusOr<std::vector<std::string>> ids = state_->groups.CreateBatch(request->requests(), new_ids, HeadNowMs());
+    absl::StatusOr<std::vector<std::string>> ids =
+        state_->groups.CreateBatch(request->requests(), new_ids, HeadNowMs());
     if (!ids.ok()) return ToGrpcStatus(ids.status());
     seq = state_->PersistLocked();
     for (std::string& id : *ids) response->add_placement_group_ids(std::move(id));
@@ -147,9 +156,9 @@ grpc::Status PlacementGroupServiceImpl::CreatePlacementGroups(grpc::ServerContex
   return ToGrpcStatus(state_->Durable(seq));
 }
 
-grpc::Status PlacementGroupServiceImpl::WaitPlacementGroupsReady(grpc::ServerContext* context,
-                                                  const v1::WaitPlacementGroupsReadyRequest* request,
-                                                  v1::WaitPlacementGroupsReadyResponse* response) {
+grpc::Status PlacementGroupServiceImpl::WaitPlacementGroupsReady(
+    grpc::ServerContext* context, const v1::WaitPlacementGroupsReadyRequest* request,
+    v1::WaitPlacementGroupsReadyResponse* response) {
   const auto& ids = request->placement_group_ids();
   if (grpc::Status s = CheckBatchSize(ids.size(), "placement_group_ids"); !s.ok()) return s;
   absl::Time deadline = absl::Now() + absl::Milliseconds(request->timeout_ms());
@@ -166,7 +175,8 @@ grpc::Status PlacementGroupServiceImpl::WaitPlacementGroupsReady(grpc::ServerCon
   state_->mu.AwaitWithDeadline(absl::Condition(&all_settled), deadline);
   bool ready = true;
   for (const std::string& id : ids) {
-    const v1::PlacementGroupState state = state_->groups.State(id).value_or(v1::PLACEMENT_GROUP_STATE_REMOVED);
+    const v1::PlacementGroupState state =
+        state_->groups.State(id).value_or(v1::PLACEMENT_GROUP_STATE_REMOVED);
     ready = ready && state == v1::PLACEMENT_GROUP_STATE_CREATED;
     response->add_states(state);
   }
@@ -176,9 +186,9 @@ grpc::Status PlacementGroupServiceImpl::WaitPlacementGroupsReady(grpc::ServerCon
   return ToGrpcStatus(state_->Durable(seq));
 }
 
-grpc::Status PlacementGroupServiceImpl::RemovePlacementGroups(grpc::ServerContext* context,
-                                               const v1::RemovePlacementGroupsRequest* request,
-                                               v1::RemovePlacementGroupsResponse*) {
+grpc::Status PlacementGroupServiceImpl::RemovePlacementGroups(
+    grpc::ServerContext* context, const v1::RemovePlacementGroupsRequest* request,
+    v1::RemovePlacementGroupsResponse*) {
   const auto& ids = request->placement_group_ids();
   if (grpc::Status s = CheckBatchSize(ids.size(), "placement_group_ids"); !s.ok()) return s;
   if (absl::Status s = ValidateString(request->request_id(), "request_id", 128, true); !s.ok()) {

@@ -43,7 +43,6 @@ class PlacementGroupServiceImpl final : public Admitted<v1::PlacementGroupServic
                                      const v1::RemovePlacementGroupsRequest* request,
                                      v1::RemovePlacementGroupsResponse* response) override;
 
-
  private:
   // NOT_FOUND naming the first id (placement_group_ids[i]) no group has.
   grpc::Status AllKnownLocked(const google::protobuf::RepeatedPtrField<std::string>& ids)

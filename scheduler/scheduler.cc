@@ -10,8 +10,9 @@ namespace berth {
 Scheduler::Scheduler(HeadState* state, RayletClients* raylets)
     : state_(state),
       raylets_(raylets),
-      batcher_(raylets, [this](std::function<void()> work) { Submit(std::move(work)); },
-               [this](uint64_t seq) { state_->Durable(seq).IgnoreError(); }) {}
+      batcher_(
+          raylets, [this](std::function<void()> work) { Submit(std::move(work)); },
+          [this](uint64_t seq) { state_->Durable(seq).IgnoreError(); }) {}
 
 Scheduler::~Scheduler() { Stop(); }
 
@@ -88,7 +89,8 @@ uint64_t Scheduler::AfterPrepares(const std::shared_ptr<TwoPhaseCommit>& commit)
     absl::MutexLock lock(&state_->mu);
     state_->groups.OnPrepared(task.placement_group_id, task.attempt);
   }
-  if (commit->single_node()) return FinishCommit(task, absl::OkStatus(), true);  // committed with the prepare
+  if (commit->single_node())
+    return FinishCommit(task, absl::OkStatus(), true);  // committed with the prepare
   for (size_t i = 0; i < task.nodes.size(); ++i) {
     batcher_.Enqueue(task.nodes[i].address, commit->Commit(i),
                      [this, commit, i](const BundleOpBatcher::Result& r) -> uint64_t {
@@ -107,13 +109,15 @@ uint64_t Scheduler::FailCommit(const TwoPhaseCommit& commit, bool prepared) {
   return FinishCommit(commit.task(), commit.status(), prepared);
 }
 
-uint64_t Scheduler::FinishCommit(const CommitTask& task, const absl::Status& result, bool prepared) {
+uint64_t Scheduler::FinishCommit(const CommitTask& task, const absl::Status& result,
+                                 bool prepared) {
   uint64_t seq = 0;
   std::vector<CancelTask> released;  // the group was removed meanwhile
   {
     absl::MutexLock lock(&state_->mu);
     if (!result.ok()) state_->metrics().OnCommitFailed(prepared);
-    released = state_->groups.OnCommitDone(task.placement_group_id, task.attempt, result, HeadNowMs());
+    released =
+        state_->groups.OnCommitDone(task.placement_group_id, task.attempt, result, HeadNowMs());
     seq = state_->PersistLocked();
     state_->kick = true;
   }
@@ -127,7 +131,8 @@ uint64_t Scheduler::FinishCommit(const CommitTask& task, const absl::Status& res
 }
 
 void Scheduler::SchedulingLoop() {
-  const int64_t liveness_every = std::max<int64_t>(state_->config().liveness.heartbeat_period_ms / 4, 10);
+  const int64_t liveness_every =
+      std::max<int64_t>(state_->config().liveness.heartbeat_period_ms / 4, 10);
   int64_t next_liveness = 0;
   while (true) {
     std::vector<CommitTask> tasks;
@@ -151,7 +156,8 @@ void Scheduler::SchedulingLoop() {
       }
       tasks = state_->groups.Schedule(now);
       int64_t wake_ms = next_liveness;
-      if (std::optional<int64_t> due = state_->groups.NextDue()) wake_ms = std::min(wake_ms, std::max(*due, now + 1));
+      if (std::optional<int64_t> due = state_->groups.NextDue())
+        wake_ms = std::min(wake_ms, std::max(*due, now + 1));
       wake = absl::FromUnixMillis(wake_ms);
       state_->kick = false;
     }
@@ -162,21 +168,23 @@ void Scheduler::SchedulingLoop() {
     }
     for (CommitTask& task : tasks) StartCommit(std::move(task));
     absl::MutexLock lock(&state_->mu);
-    state_->mu.AwaitWithDeadline(
-        absl::Condition(
-            +[](HeadState* s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(s->mu) { return s->kick || s->stopping; },
-            state_),
-        wake);
+    state_->mu.AwaitWithDeadline(absl::Condition(
+                                     +[](HeadState* s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(s->mu) {
+                                       return s->kick || s->stopping;
+                                     },
+                                     state_),
+                                 wake);
   }
 }
 
 absl::StatusOr<std::string> Scheduler::CreateGroup(PlacementGroupSpec spec,
-                                                    const v1::CreatePlacementGroupRequest& meta) {
+                                                   const v1::CreatePlacementGroupRequest& meta) {
   absl::StatusOr<std::string> id;
   uint64_t seq = 0;
   {
     absl::MutexLock lock(&state_->mu);
-    id = state_->groups.CreateFromSpec(std::move(spec), meta, HeadState::NewPlacementGroupId(), HeadNowMs());
+    id = state_->groups.CreateFromSpec(std::move(spec), meta, HeadState::NewPlacementGroupId(),
+                                       HeadNowMs());
     if (!id.ok()) return id;
     state_->kick = true;
     seq = state_->PersistLocked();

@@ -24,7 +24,8 @@ namespace {
 
 class MemoryStateStore final : public StateStore {
  public:
-  absl::Status Put(absl::string_view table, absl::string_view key, absl::string_view value) override {
+  absl::Status Put(absl::string_view table, absl::string_view key,
+                   absl::string_view value) override {
     tables_[std::string(table)][std::string(key)] = std::string(value);
     return absl::OkStatus();
   }
@@ -47,16 +48,18 @@ class SqliteStateStore final : public StateStore {
  public:
   static absl::StatusOr<std::unique_ptr<StateStore>> Open(const std::string& path) {
     sqlite3* db = nullptr;
-    if (sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX,
+    if (sqlite3_open_v2(path.c_str(), &db,
+                        SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX,
                         nullptr) != SQLITE_OK) {
       std::string message = db ? sqlite3_errmsg(db) : "out of memory";
       sqlite3_close(db);
       return absl::UnavailableError(absl::StrCat("state store ", path, ": ", message));
     }
     auto store = std::unique_ptr<SqliteStateStore>(new SqliteStateStore(db, path));
-    for (const char* sql : {"PRAGMA journal_mode=WAL", "PRAGMA synchronous=FULL",
-                            "CREATE TABLE IF NOT EXISTS records (tbl TEXT NOT NULL, key TEXT NOT NULL, value BLOB "
-                            "NOT NULL, PRIMARY KEY (tbl, key)) WITHOUT ROWID"}) {
+    for (const char* sql :
+         {"PRAGMA journal_mode=WAL", "PRAGMA synchronous=FULL",
+          "CREATE TABLE IF NOT EXISTS records (tbl TEXT NOT NULL, key TEXT NOT NULL, value BLOB "
+          "NOT NULL, PRIMARY KEY (tbl, key)) WITHOUT ROWID"}) {
       if (absl::Status s = store->Exec(sql); !s.ok()) return s;
     }
     if (absl::Status s = store->Prepare(); !s.ok()) return s;
@@ -68,7 +71,8 @@ class SqliteStateStore final : public StateStore {
     sqlite3_close(db_);
   }
 
-  absl::Status Put(absl::string_view table, absl::string_view key, absl::string_view value) override {
+  absl::Status Put(absl::string_view table, absl::string_view key,
+                   absl::string_view value) override {
     Bind(put_, table, key);
     sqlite3_bind_blob(put_, 3, value.data(), static_cast<int>(value.size()), SQLITE_TRANSIENT);
     return Step(put_, "put");
@@ -99,10 +103,12 @@ class SqliteStateStore final : public StateStore {
     while ((rc = sqlite3_step(scan_)) == SQLITE_ROW) {
       const char* key = reinterpret_cast<const char*>(sqlite3_column_text(scan_, 0));
       const char* value = static_cast<const char*>(sqlite3_column_blob(scan_, 1));
-      out.emplace_back(key ? key : "", std::string(value ? value : "", sqlite3_column_bytes(scan_, 1)));
+      out.emplace_back(key ? key : "",
+                       std::string(value ? value : "", sqlite3_column_bytes(scan_, 1)));
     }
     sqlite3_reset(scan_);
-    if (rc != SQLITE_DONE) return absl::UnavailableError(absl::StrCat("state store scan: ", sqlite3_errmsg(db_)));
+    if (rc != SQLITE_DONE)
+      return absl::UnavailableError(absl::StrCat("state store scan: ", sqlite3_errmsg(db_)));
     return out;
   }
 
@@ -114,7 +120,8 @@ class SqliteStateStore final : public StateStore {
   absl::Status Exec(const char* sql) {
     char* error = nullptr;
     if (sqlite3_exec(db_, sql, nullptr, nullptr, &error) != SQLITE_OK) {
-      absl::Status s = absl::UnavailableError(absl::StrCat("state store ", path_, ": ", error ? error : "?"));
+      absl::Status s =
+          absl::UnavailableError(absl::StrCat("state store ", path_, ": ", error ? error : "?"));
       sqlite3_free(error);
       return s;
     }
@@ -128,7 +135,8 @@ class SqliteStateStore final : public StateStore {
         {"SELECT key, value FROM records WHERE tbl = ? ORDER BY key", &scan_}};
     for (const auto& [sql, stmt] : statements) {
       if (sqlite3_prepare_v2(db_, sql, -1, stmt, nullptr) != SQLITE_OK) {
-        return absl::UnavailableError(absl::StrCat("state store ", path_, ": ", sqlite3_errmsg(db_)));
+        return absl::UnavailableError(
+            absl::StrCat("state store ", path_, ": ", sqlite3_errmsg(db_)));
       }
     }
     return absl::OkStatus();
@@ -143,7 +151,8 @@ class SqliteStateStore final : public StateStore {
   absl::Status Step(sqlite3_stmt* stmt, absl::string_view what) {
     const int rc = sqlite3_step(stmt);
     sqlite3_reset(stmt);
-    if (rc != SQLITE_DONE) return absl::UnavailableError(absl::StrCat("state store ", what, ": ", sqlite3_errmsg(db_)));
+    if (rc != SQLITE_DONE)
+      return absl::UnavailableError(absl::StrCat("state store ", what, ": ", sqlite3_errmsg(db_)));
     return absl::OkStatus();
   }
 
@@ -186,14 +195,16 @@ class RedisStateStore final : public StateStore {
     redisSetTimeout(c, timeout);
     auto store = std::unique_ptr<RedisStateStore>(new RedisStateStore(c, url));
     if (db != 0) {
-      if (absl::Status s = store->Command({"SELECT", std::to_string(db)}).status(); !s.ok()) return s;
+      if (absl::Status s = store->Command({"SELECT", std::to_string(db)}).status(); !s.ok())
+        return s;
     }
     return std::unique_ptr<StateStore>(std::move(store));
   }
 
   ~RedisStateStore() override { redisFree(c_); }
 
-  absl::Status Put(absl::string_view table, absl::string_view key, absl::string_view value) override {
+  absl::Status Put(absl::string_view table, absl::string_view key,
+                   absl::string_view value) override {
     return Command({"HSET", Hash(table), std::string(key), std::string(value)}).status();
   }
   absl::Status Delete(absl::string_view table, absl::string_view key) override {
@@ -228,14 +239,17 @@ class RedisStateStore final : public StateStore {
         reply = static_cast<redisReply*>(
             redisCommandArgv(c_, static_cast<int>(args.size()), argv.data(), lengths.data()));
       }
-      if (reply == nullptr) return absl::UnavailableError(absl::StrCat("state store ", url_, ": ", c_->errstr));
+      if (reply == nullptr)
+        return absl::UnavailableError(absl::StrCat("state store ", url_, ": ", c_->errstr));
     }
     std::vector<std::string> out;
     absl::Status status;
     if (reply->type == REDIS_REPLY_ERROR) {
-      status = absl::UnavailableError(absl::StrCat("state store ", url_, ": ", std::string(reply->str, reply->len)));
+      status = absl::UnavailableError(
+          absl::StrCat("state store ", url_, ": ", std::string(reply->str, reply->len)));
     } else if (reply->type == REDIS_REPLY_ARRAY) {
-      for (size_t i = 0; i < reply->elements; ++i) out.emplace_back(reply->element[i]->str, reply->element[i]->len);
+      for (size_t i = 0; i < reply->elements; ++i)
+        out.emplace_back(reply->element[i]->str, reply->element[i]->len);
     }
     freeReplyObject(reply);
     if (!status.ok()) return status;
@@ -258,7 +272,8 @@ absl::StatusOr<std::unique_ptr<StateStore>> OpenRedisStateStore(const std::strin
   return RedisStateStore::Open(url);
 }
 
-absl::StatusOr<std::unique_ptr<StateStore>> OpenStateStore(const std::string& spec, absl::string_view field) {
+absl::StatusOr<std::unique_ptr<StateStore>> OpenStateStore(const std::string& spec,
+                                                           absl::string_view field) {
   absl::StatusOr<std::unique_ptr<StateStore>> store;
   if (spec == "memory:") {
     store = NewMemoryStateStore();
@@ -269,12 +284,15 @@ absl::StatusOr<std::unique_ptr<StateStore>> OpenStateStore(const std::string& sp
   } else {
     std::error_code error;
     std::filesystem::create_directories(spec, error);
-    if (error) return absl::UnavailableError(absl::StrCat(field, ": cannot create ", spec, ": ", error.message()));
-    std::filesystem::permissions(spec, std::filesystem::perms::owner_all, std::filesystem::perm_options::replace,
-                                 error);
+    if (error)
+      return absl::UnavailableError(
+          absl::StrCat(field, ": cannot create ", spec, ": ", error.message()));
+    std::filesystem::permissions(spec, std::filesystem::perms::owner_all,
+                                 std::filesystem::perm_options::replace, error);
     store = OpenSqliteStateStore(spec + "/head.sqlite");
   }
-  if (!store.ok()) return absl::Status(store.status().code(), absl::StrCat(field, ": ", store.status().message()));
+  if (!store.ok())
+    return absl::Status(store.status().code(), absl::StrCat(field, ": ", store.status().message()));
   return store;
 }
 

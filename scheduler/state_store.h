@@ -31,7 +31,8 @@ class StateStore {
   using Record = std::pair<std::string, std::string>;  // key, value
 
   virtual ~StateStore() = default;
-  virtual absl::Status Put(absl::string_view table, absl::string_view key, absl::string_view value) = 0;
+  virtual absl::Status Put(absl::string_view table, absl::string_view key,
+                           absl::string_view value) = 0;
   virtual absl::Status Delete(absl::string_view table, absl::string_view key) = 0;
   // One write of a batch: a put, or a delete when `value` is empty.
   struct Write {
@@ -53,7 +54,8 @@ absl::StatusOr<std::unique_ptr<StateStore>> OpenRedisStateStore(const std::strin
 // "redis://..." -> Redis; "sqlite:PATH" -> that file; "memory:" -> kept
 // in memory only (lost with the process, as Ray's GCS without Redis);
 // anything else is a directory that gets head.sqlite. Errors name `field`.
-absl::StatusOr<std::unique_ptr<StateStore>> OpenStateStore(const std::string& spec, absl::string_view field);
+absl::StatusOr<std::unique_ptr<StateStore>> OpenStateStore(const std::string& spec,
+                                                           absl::string_view field);
 
 }  // namespace berth
 

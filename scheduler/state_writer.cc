@@ -22,7 +22,8 @@ absl::Status StateWriter::WaitDurable(uint64_t seq) {
     if (writing_) {
       // Another waiter is writing; its batch may carry ours too.
       mu_.Await(absl::Condition(
-          +[](StateWriter* w) ABSL_EXCLUSIVE_LOCKS_REQUIRED(w->mu_) { return !w->writing_; }, this));
+          +[](StateWriter* w) ABSL_EXCLUSIVE_LOCKS_REQUIRED(w->mu_) { return !w->writing_; },
+          this));
       continue;
     }
     // Become the writer of everything staged so far.
@@ -33,8 +34,10 @@ absl::Status StateWriter::WaitDurable(uint64_t seq) {
     mu_.Unlock();
     std::vector<StateStore::Write> writes;
     writes.reserve(batch.size());
-    for (auto& [key, staged] : batch) writes.push_back({key.first, key.second, std::move(staged.second)});
-    const absl::Status s = store_ == nullptr || writes.empty() ? absl::OkStatus() : store_->Apply(writes);
+    for (auto& [key, staged] : batch)
+      writes.push_back({key.first, key.second, std::move(staged.second)});
+    const absl::Status s =
+        store_ == nullptr || writes.empty() ? absl::OkStatus() : store_->Apply(writes);
     mu_.Lock();
     if (!s.ok()) {
       failed_after_ = durable_;

@@ -46,8 +46,8 @@ class StateWriter {
  private:
   StateStore* const store_;
   mutable absl::Mutex mu_;
-  std::map<std::pair<std::string, std::string>, std::pair<uint64_t, std::optional<std::string>>> pending_
-      ABSL_GUARDED_BY(mu_);  // (table, key) -> (seq, value)
+  std::map<std::pair<std::string, std::string>, std::pair<uint64_t, std::optional<std::string>>>
+      pending_ ABSL_GUARDED_BY(mu_);  // (table, key) -> (seq, value)
   uint64_t staged_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t durable_ ABSL_GUARDED_BY(mu_) = 0;  // every seq <= this was written (or failed)
   bool writing_ ABSL_GUARDED_BY(mu_) = false;

@@ -13,14 +13,17 @@ grpc::Status NotStarted() {
 
 }  // namespace
 
-TrainJobServiceImpl::TrainJobServiceImpl(HeadState* state, Scheduler* scheduler, RayletClients* raylets)
-    : Admitted<v1::TrainJobService::Service>(HeadAdmission(state->config(), /*node_methods=*/false)),
+TrainJobServiceImpl::TrainJobServiceImpl(HeadState* state, Scheduler* scheduler,
+                                         RayletClients* raylets)
+    : Admitted<v1::TrainJobService::Service>(
+          HeadAdmission(state->config(), /*node_methods=*/false)),
       state_(state),
       scheduler_(scheduler),
       raylets_(raylets) {}
 
-grpc::Status TrainJobServiceImpl::SubmitTrainJob(grpc::ServerContext* context, const v1::SubmitTrainJobRequest* request,
-                                        v1::SubmitTrainJobResponse* response) {
+grpc::Status TrainJobServiceImpl::SubmitTrainJob(grpc::ServerContext* context,
+                                                 const v1::SubmitTrainJobRequest* request,
+                                                 v1::SubmitTrainJobResponse* response) {
   TrainJobController* jobs = state_->jobs();
   if (jobs == nullptr) return NotStarted();
   absl::StatusOr<std::string> id = jobs->Submit(*request);
@@ -29,31 +32,34 @@ grpc::Status TrainJobServiceImpl::SubmitTrainJob(grpc::ServerContext* context, c
   return grpc::Status::OK;
 }
 
-grpc::Status TrainJobServiceImpl::GetTrainJob(grpc::ServerContext* context, const v1::GetTrainJobRequest* request,
-                                     v1::GetTrainJobResponse* response) {
+grpc::Status TrainJobServiceImpl::GetTrainJob(grpc::ServerContext* context,
+                                              const v1::GetTrainJobRequest* request,
+                                              v1::GetTrainJobResponse* response) {
   TrainJobController* jobs = state_->jobs();
   if (jobs == nullptr) return NotStarted();
   return ToGrpcStatus(jobs->Get(request->job_id(), response->mutable_job()));
 }
 
-grpc::Status TrainJobServiceImpl::ListTrainJobs(grpc::ServerContext* context, const v1::ListTrainJobsRequest* request,
-                                       v1::ListTrainJobsResponse* response) {
+grpc::Status TrainJobServiceImpl::ListTrainJobs(grpc::ServerContext* context,
+                                                const v1::ListTrainJobsRequest* request,
+                                                v1::ListTrainJobsResponse* response) {
   TrainJobController* jobs = state_->jobs();
   if (jobs == nullptr) return NotStarted();
   jobs->List(*request, response);
   return grpc::Status::OK;
 }
 
-grpc::Status TrainJobServiceImpl::StopTrainJob(grpc::ServerContext* context, const v1::StopTrainJobRequest* request,
-                                      v1::StopTrainJobResponse*) {
+grpc::Status TrainJobServiceImpl::StopTrainJob(grpc::ServerContext* context,
+                                               const v1::StopTrainJobRequest* request,
+                                               v1::StopTrainJobResponse*) {
   TrainJobController* jobs = state_->jobs();
   if (jobs == nullptr) return NotStarted();
   return ToGrpcStatus(jobs->Stop(request->job_id()));
 }
 
 grpc::Status TrainJobServiceImpl::StreamTrainJobLogs(grpc::ServerContext* context,
-                                            const v1::StreamTrainJobLogsRequest* request,
-                                            grpc::ServerWriter<v1::LogChunk>* writer) {
+                                                     const v1::StreamTrainJobLogsRequest* request,
+                                                     grpc::ServerWriter<v1::LogChunk>* writer) {
   TrainJobController* jobs = state_->jobs();
   if (jobs == nullptr) return NotStarted();
   std::optional<uint32_t> rank;
@@ -69,8 +75,9 @@ grpc::Status TrainJobServiceImpl::StreamTrainJobLogs(grpc::ServerContext* contex
       const std::string address = scheduler_->RayletAddress(source.node_id);
       if (address.empty()) continue;
       for (v1::LogStream stream : {v1::LOG_STREAM_STDOUT, v1::LOG_STREAM_STDERR}) {
-        auto [it, fresh] = offsets.try_emplace({source.worker_id, stream},
-                                               stream == v1::LOG_STREAM_STDOUT ? request->from_offset() : 0);
+        auto [it, fresh] =
+            offsets.try_emplace({source.worker_id, stream},
+                                stream == v1::LOG_STREAM_STDOUT ? request->from_offset() : 0);
         v1::ReadWorkerLogRequest read;
         read.set_worker_id(source.worker_id);
         read.set_stream(stream);
@@ -97,7 +104,8 @@ grpc::Status TrainJobServiceImpl::StreamTrainJobLogs(grpc::ServerContext* contex
     if (!request->follow() || context->IsCancelled()) return grpc::Status::OK;
     v1::TrainJobInfo info;
     if (jobs->Get(request->job_id(), &info).ok() && all_exited &&
-        (info.state() == v1::TRAIN_JOB_STATE_SUCCEEDED || info.state() == v1::TRAIN_JOB_STATE_FAILED ||
+        (info.state() == v1::TRAIN_JOB_STATE_SUCCEEDED ||
+         info.state() == v1::TRAIN_JOB_STATE_FAILED ||
          info.state() == v1::TRAIN_JOB_STATE_STOPPED)) {
       return grpc::Status::OK;
     }
@@ -106,8 +114,8 @@ grpc::Status TrainJobServiceImpl::StreamTrainJobLogs(grpc::ServerContext* contex
 }
 
 grpc::Status TrainJobServiceImpl::ReportTrainProgress(grpc::ServerContext* context,
-                                             const v1::ReportTrainProgressRequest* request,
-                                             v1::ReportTrainProgressResponse*) {
+                                                      const v1::ReportTrainProgressRequest* request,
+                                                      v1::ReportTrainProgressResponse*) {
   TrainJobController* jobs = state_->jobs();
   if (jobs == nullptr) return NotStarted();
   return ToGrpcStatus(jobs->ReportProgress(*request));

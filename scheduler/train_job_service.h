@@ -19,7 +19,8 @@ class TrainJobServiceImpl final : public Admitted<v1::TrainJobService::Service> 
   // Not owned; they outlive the service.
   TrainJobServiceImpl(HeadState* state, Scheduler* scheduler, RayletClients* raylets);
 
-  grpc::Status SubmitTrainJob(grpc::ServerContext* context, const v1::SubmitTrainJobRequest* request,
+  grpc::Status SubmitTrainJob(grpc::ServerContext* context,
+                              const v1::SubmitTrainJobRequest* request,
                               v1::SubmitTrainJobResponse* response) override;
   grpc::Status GetTrainJob(grpc::ServerContext* context, const v1::GetTrainJobRequest* request,
                            v1::GetTrainJobResponse* response) override;

@@ -59,7 +59,8 @@ bool TwoPhaseCommit::OnPrepareAnswer(size_t i, const absl::Status& call,
   if (!call.ok()) {
     outcome = absl::Status(call.code(), absl::StrCat("prepare on ", node, ": ", call.message()));
   } else if (!response.prepared()) {
-    outcome = absl::UnavailableError(absl::StrCat("node ", node, " refused to prepare: ", response.reason()));
+    outcome = absl::UnavailableError(
+        absl::StrCat("node ", node, " refused to prepare: ", response.reason()));
   }
   return Answer(std::move(outcome), &prepare_answers_);
 }
@@ -67,7 +68,8 @@ bool TwoPhaseCommit::OnPrepareAnswer(size_t i, const absl::Status& call,
 bool TwoPhaseCommit::OnCommitAnswer(size_t i, const absl::Status& call) {
   absl::Status outcome;
   if (!call.ok()) {
-    outcome = absl::Status(call.code(), absl::StrCat("commit on ", task_.nodes.at(i).node_id, ": ", call.message()));
+    outcome = absl::Status(
+        call.code(), absl::StrCat("commit on ", task_.nodes.at(i).node_id, ": ", call.message()));
   }
   return Answer(std::move(outcome), &commit_answers_);
 }

@@ -42,7 +42,8 @@ class TwoPhaseCommit {
   // Node i's answer to its prepare (`call`: the call's status; `response`:
   // its answer when OK). True for the last answer of the phase; status()
   // then says how the phase went.
-  bool OnPrepareAnswer(size_t i, const absl::Status& call, const v1::PrepareBundleResourcesResponse& response);
+  bool OnPrepareAnswer(size_t i, const absl::Status& call,
+                       const v1::PrepareBundleResourcesResponse& response);
   // Node i's answer to its commit; true for the last one.
   bool OnCommitAnswer(size_t i, const absl::Status& call);
   // OK, or the first failure (naming the node) of the phases so far.

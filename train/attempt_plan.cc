@@ -146,9 +146,15 @@ absl::StatusOr<AttemptPlan> PlanAttempt(const AttemptInputs& in) {
   // user command it relays berth.train.report() from rank 0's node.
   v1::WorkerSpec trainer = new_worker("trainer", 0);
   trainer.add_argv(in.worker_binary);
-  std::vector<std::string> trainer_args = {
-      "trainer", "--world-size", absl::StrCat(attempt_env.world_size), "--checkpoint-dir",
-      absl::StrCat(in.job_dir, "/checkpoints"), "--head", in.head_address, "--job-id", in.job_id};
+  std::vector<std::string> trainer_args = {"trainer",
+                                           "--world-size",
+                                           absl::StrCat(attempt_env.world_size),
+                                           "--checkpoint-dir",
+                                           absl::StrCat(in.job_dir, "/checkpoints"),
+                                           "--head",
+                                           in.head_address,
+                                           "--job-id",
+                                           in.job_id};
   if (command) {
     trainer_args.insert(trainer_args.end(), {"--report-file", attempt_env.report_file});
   } else {

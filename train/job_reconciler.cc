@@ -175,10 +175,9 @@ JobStep JobReconciler::Step(absl::Time now, const JobWorld& world) {
           create.meta.set_job_id(info_.job_id());
           // A group made again (the first is gone) has a request id of its
           // own, or the head would answer with the old one.
-          create.meta.set_request_id(
-              info_.placement_group_id().empty()
-                  ? absl::StrCat(info_.job_id(), "/pg")
-                  : absl::StrCat(info_.job_id(), "/pg/a", attempt_));
+          create.meta.set_request_id(info_.placement_group_id().empty()
+                                         ? absl::StrCat(info_.job_id(), "/pg")
+                                         : absl::StrCat(info_.job_id(), "/pg/a", attempt_));
           return Act(std::move(create));
         }
         case Phase::kResumeScan: {
@@ -246,7 +245,8 @@ JobStep JobReconciler::Step(absl::Time now, const JobWorld& world) {
           continue;
         case Phase::kProbe:
           if (listing_ == Listing::kLaunchFailed && world.group.ok()) {
-            for (const v1::BundleLocation& l : world.group->locations()) to_list_.insert(l.node_id());
+            for (const v1::BundleLocation& l : world.group->locations())
+              to_list_.insert(l.node_id());
           }
           if (to_list_.empty()) {
             OnListed(now, {});
@@ -286,8 +286,9 @@ JobStep JobReconciler::Step(absl::Time now, const JobWorld& world) {
           }
           return Act(StopProcesses{std::move(to_stop_)});
         case Phase::kAwaitStopped: {
-          const bool all_exited = std::all_of(awaited_.begin(), awaited_.end(),
-                                              [&](const std::string& w) { return exits_.count(w) > 0; });
+          const bool all_exited =
+              std::all_of(awaited_.begin(), awaited_.end(),
+                          [&](const std::string& w) { return exits_.count(w) > 0; });
           if (!all_exited && now < deadline_) {
             JobStep wait;
             wait.wake_at = deadline_;
@@ -430,7 +431,8 @@ void JobReconciler::AwaitNodeDeath(absl::Time now) {
 std::string JobReconciler::PlacementChange(const JobWorld& world) const {
   const std::set<std::string> nodes = NodesOf(processes_);
   for (const std::string& node : nodes) {
-    if (world.alive.count(node) == 0) return absl::StrCat("node ", node, " died (missed heartbeats)");
+    if (world.alive.count(node) == 0)
+      return absl::StrCat("node ", node, " died (missed heartbeats)");
   }
   if (GroupGone(world)) return "the placement group is gone";
   if (!world.group.ok()) return "";  // the head's own error; asked again next Step
@@ -507,13 +509,15 @@ void JobReconciler::LaunchFailed(const std::string& cause) {
 
 void JobReconciler::CountFailure(absl::Time now) {
   const v1::FailureConfig& failure = info_.spec().failure_config();
-  const bool count_node_failures = !failure.has_count_node_failures() || failure.count_node_failures();
+  const bool count_node_failures =
+      !failure.has_count_node_failures() || failure.count_node_failures();
   // The causes list every restart; failures counts those max_failures is
   // about.
   if (count_node_failures || !node_failure_) info_.set_failures(info_.failures() + 1);
   info_.add_failure_causes(cause_);
   persist_ = true;
-  if (failure.max_failures() >= 0 && static_cast<int64_t>(info_.failures()) > failure.max_failures()) {
+  if (failure.max_failures() >= 0 &&
+      static_cast<int64_t>(info_.failures()) > failure.max_failures()) {
     End(v1::TRAIN_JOB_STATE_FAILED, absl::StrCat("failed: ", cause_));
     return;
   }

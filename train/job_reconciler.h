@@ -82,8 +82,8 @@ struct StopProcesses {  // with the job's grace period
 struct RemoveGroup {
   std::string placement_group_id;
 };
-using JobAction =
-    std::variant<CreateGroup, AllocatePort, StartProcesses, ListWorkers, StopProcesses, RemoveGroup>;
+using JobAction = std::variant<CreateGroup, AllocatePort, StartProcesses, ListWorkers,
+                               StopProcesses, RemoveGroup>;
 
 struct GroupCreated {
   absl::StatusOr<std::string> placement_group_id;
@@ -103,19 +103,19 @@ struct StopsSent {
   std::vector<std::string> awaited;  // the processes on live nodes, whose exits to wait for
 };
 struct GroupRemoved {};
-using JobActionResult =
-    std::variant<GroupCreated, PortAllocated, ProcessesStarted, WorkersListed, StopsSent, GroupRemoved>;
+using JobActionResult = std::variant<GroupCreated, PortAllocated, ProcessesStarted, WorkersListed,
+                                     StopsSent, GroupRemoved>;
 
 // One Step's answer.
 struct JobStep {
-  std::optional<JobAction> action;  // carry out, then OnResult, then Step again
+  std::optional<JobAction> action;              // carry out, then OnResult, then Step again
   absl::Time wake_at = absl::InfiniteFuture();  // without an action: Step again by then
-  bool persist = false;    // the job's record changed: write it
+  bool persist = false;                         // the job's record changed: write it
   bool restarted = false;  // an attempt failed and the job restarts (for metrics)
 };
 
 struct JobOptions {
-  std::string head_address;  // the trainer reports here
+  std::string head_address;                    // the trainer reports here
   std::string worker_binary = "berth-worker";  // run by the raylets (PATH lookup)
   std::string checkpoint_root = "/tmp/berth/jobs";
   std::string cluster_token;  // the trainer's (BERTH_CLUSTER_TOKEN)
@@ -175,7 +175,13 @@ class JobReconciler {
     kDone,
   };
   // What follows once the processes being stopped are gone.
-  enum class AfterStop { kEndStopped, kEndSucceeded, kCountFailure, kLaunchFailed, kAwaitPlacement };
+  enum class AfterStop {
+    kEndStopped,
+    kEndSucceeded,
+    kCountFailure,
+    kLaunchFailed,
+    kAwaitPlacement
+  };
   // Why raylets are asked for the job's workers.
   enum class Listing { kRecordExits, kUnreachable, kLaunchFailed, kResumeScan };
 
@@ -223,8 +229,8 @@ class JobReconciler {
   std::vector<RankedWorker> ranks_;
   std::vector<std::pair<std::string, std::vector<v1::WorkerSpec>>> to_start_;
   absl::Time reconcile_at_ = absl::InfinitePast();
-  Backoff placement_wait_;  // between looks at a group that waits for room
-  Backoff launch_retry_;    // between attempts whose launch failed
+  Backoff placement_wait_;        // between looks at a group that waits for room
+  Backoff launch_retry_;          // between attempts whose launch failed
   bool launch_failed_ = false;    // the attempt failed before its processes ran
   bool restart_pending_ = false;  // a restart was decided: yield until restart_at_
   absl::Time restart_at_ = absl::InfinitePast();

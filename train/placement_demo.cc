@@ -51,8 +51,9 @@ std::vector<BundlePlacement> Run(NodeResourceTable& table, const std::string& ti
     std::printf("   error: %s\n", std::string(d.status().message()).c_str());
     return {};
   }
-  std::printf("   %s, %zu bundles: %s\n", std::string(PlacementStrategyName(spec->strategy())).c_str(),
-              spec->bundles().size(), std::string(PlacementOutcomeName(d->outcome)).c_str());
+  std::printf("   %s, %zu bundles: %s\n",
+              std::string(PlacementStrategyName(spec->strategy())).c_str(), spec->bundles().size(),
+              std::string(PlacementOutcomeName(d->outcome)).c_str());
   if (d->outcome != PlacementOutcome::kPlaced) {
     std::printf("   reason: %s\n", d->reason.c_str());
     return {};
@@ -79,20 +80,23 @@ int Main() {
   AddNodes(table, "a10g", 15, 8, 32, 1, "A10G");
   AddNodes(table, "a10g-bigmem", 1, 64, 256, 1, "A10G");
   AddNodes(table, "a100", 2, 96, 1024, 8, "A100");
-  std::printf("cluster: %zu nodes: 2 x CPU-only, 16 x T4, 16 x A10G (one with 256Gi), "
-              "2 x 8-GPU A100\n",
-              table.alive_count());
+  std::printf(
+      "cluster: %zu nodes: 2 x CPU-only, 16 x T4, 16 x A10G (one with 256Gi), "
+      "2 x 8-GPU A100\n",
+      table.alive_count());
 
   ScalingConfig seed1;
   seed1.num_workers = 16;
   seed1.use_gpu = true;
   seed1.accelerator_type = "A10G";
-  Release(table, Run(table, "seed 1: ScalingConfig(num_workers=16, use_gpu=True, accelerator_type=A10G)",
-                     BuildTrainPlacementGroup(seed1)));
+  Release(table,
+          Run(table, "seed 1: ScalingConfig(num_workers=16, use_gpu=True, accelerator_type=A10G)",
+              BuildTrainPlacementGroup(seed1)));
 
   ScalingConfig seed2 = seed1;
   seed2.trainer_resources = {{{std::string(kMemory), 200 * kGi}}};
-  Run(table, "seed 2: ... trainer_resources={memory: 200Gi}: rank 0 + trainer on the big-memory A10G",
+  Run(table,
+      "seed 2: ... trainer_resources={memory: 200Gi}: rank 0 + trainer on the big-memory A10G",
       BuildTrainPlacementGroup(seed2));
 
   ScalingConfig pack;
@@ -117,8 +121,10 @@ int Main() {
       BuildTrainPlacementGroup(fractional));
 
   ScalingConfig wait = pack;
-  Run(table, "8 more A100 workers, STRICT_PACK: takes the second A100", BuildTrainPlacementGroup(wait));
-  Run(table, "8 more A100 workers, STRICT_PACK: both A100 nodes are busy", BuildTrainPlacementGroup(wait));
+  Run(table, "8 more A100 workers, STRICT_PACK: takes the second A100",
+      BuildTrainPlacementGroup(wait));
+  Run(table, "8 more A100 workers, STRICT_PACK: both A100 nodes are busy",
+      BuildTrainPlacementGroup(wait));
 
   ScalingConfig too_big;
   too_big.use_gpu = true;
@@ -128,7 +134,8 @@ int Main() {
 
   ScalingConfig bad = seed1;
   bad.resources_per_worker = {{{"GPU", 1}, {"accelerator_type:A10G", 0.001}}};
-  Run(table, "a user writes the internal accelerator_type: resource", BuildTrainPlacementGroup(bad));
+  Run(table, "a user writes the internal accelerator_type: resource",
+      BuildTrainPlacementGroup(bad));
   return 0;
 }
 

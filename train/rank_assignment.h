@@ -31,8 +31,8 @@ struct RankedWorker {
   uint32_t local_world_size = 0;
   uint32_t bundle_index = 0;
   std::string node_id;
-  std::vector<uint32_t> gpu_ids;           // this worker's own GPUs
-  std::vector<uint32_t> visible_gpu_ids;   // CUDA_VISIBLE_DEVICES for it
+  std::vector<uint32_t> gpu_ids;          // this worker's own GPUs
+  std::vector<uint32_t> visible_gpu_ids;  // CUDA_VISIBLE_DEVICES for it
 };
 
 // `sites[i]` is bundle i's. Returns workers in world-rank order. Errors if

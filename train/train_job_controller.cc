@@ -6,8 +6,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "train/train_job_spec.h"
 #include "common/log.h"
+#include "train/train_job_spec.h"
 #include "wire/proto_convert.h"
 
 namespace berth {
@@ -19,8 +19,8 @@ std::string HostOf(const std::string& address) {
 }
 
 const char* ActionName(const JobAction& action) {
-  static constexpr const char* kNames[] = {"create group",    "allocate port", "start processes",
-                                           "list workers",    "stop processes", "remove group"};
+  static constexpr const char* kNames[] = {"create group", "allocate port",  "start processes",
+                                           "list workers", "stop processes", "remove group"};
   return kNames[action.index()];
 }
 
@@ -28,9 +28,7 @@ const char* ActionName(const JobAction& action) {
 
 TrainJobController::TrainJobController(PlacementGroupHost* groups, RayletClients* raylets,
                                        TrainControllerConfig config)
-    : groups_(groups),
-      raylets_(raylets),
-      config_(std::move(config)) {
+    : groups_(groups), raylets_(raylets), config_(std::move(config)) {
   for (int i = 0; i < std::max(1, config_.worker_threads); ++i) {
     pool_.emplace_back([this] { PoolLoop(); });
   }
@@ -46,7 +44,8 @@ void TrainJobController::Shutdown() {
     for (auto& [id, job] : jobs_) {
       if (job->reconciler.RequestStop()) WakeLocked(id, *job);
     }
-    mu_.Await(absl::Condition(+[](size_t* active) { return *active == 0; }, &active_));
+    mu_.Await(absl::Condition(
+        +[](size_t* active) { return *active == 0; }, &active_));
     pool_stopping_ = true;
   }
   for (std::thread& t : pool_) t.join();
@@ -73,8 +72,8 @@ absl::StatusOr<std::string> TrainJobController::Submit(const v1::SubmitTrainJobR
   const std::string fingerprint = request.SerializeAsString();
   if (auto it = by_request_id_.find(request.request_id()); it != by_request_id_.end()) {
     if (jobs_.at(it->second)->fingerprint != fingerprint) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "request_id: '", request.request_id(), "' was used for a different job"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("request_id: '", request.request_id(), "' was used for a different job"));
     }
     return it->second;
   }
@@ -119,9 +118,8 @@ void TrainJobController::List(const v1::ListTrainJobsRequest& request,
   std::vector<const v1::TrainJobInfo*> infos;
   for (const auto& [id, job] : jobs_) {
     const v1::TrainJobInfo& info = job->reconciler.info();
-    if (request.states_size() > 0 &&
-        std::find(request.states().begin(), request.states().end(), info.state()) ==
-            request.states().end()) {
+    if (request.states_size() > 0 && std::find(request.states().begin(), request.states().end(),
+                                               info.state()) == request.states().end()) {
       continue;
     }
     infos.push_back(&info);
@@ -207,8 +205,8 @@ void TrainJobController::Restore(const std::vector<v1::TrainJobRecord>& records)
     const std::string& id = record.info().job_id();
     absl::StatusOr<PlacementGroupSpec> group = PlacementGroupForJob(record.info().spec());
     if (id.empty() || jobs_.count(id) > 0 || !group.ok()) continue;
-    auto job = std::make_unique<Job>(JobReconciler::Restored(
-        record.info(), *std::move(group), record.stop_requested(), config_.job));
+    auto job = std::make_unique<Job>(JobReconciler::Restored(record.info(), *std::move(group),
+                                                             record.stop_requested(), config_.job));
     job->request_id = record.request_id();
     v1::SubmitTrainJobRequest submitted;
     *submitted.mutable_spec() = record.info().spec();
@@ -245,8 +243,7 @@ void TrainJobController::PoolLoop() {
   absl::MutexLock lock(&mu_);
   while (true) {
     // Until work is due, or a timer earlier than the one waited for is set.
-    const absl::Time next_timer =
-        timers_.empty() ? absl::InfiniteFuture() : timers_.begin()->first;
+    const absl::Time next_timer = timers_.empty() ? absl::InfiniteFuture() : timers_.begin()->first;
     auto due = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
       return DueLocked() || (!timers_.empty() && timers_.begin()->first < next_timer);
     };
@@ -308,11 +305,13 @@ void TrainJobController::Drive(const std::string& job_id) {
       // says the pending reason at each look).
       const v1::TrainJobInfo& info = job.reconciler.info();
       for (int c = causes_before; c < info.failure_causes_size(); ++c) {
-        LogWarning("train job ", job_id, ": attempt ", info.attempt(), " failed: ", info.failure_causes(c));
+        LogWarning("train job ", job_id, ": attempt ", info.attempt(),
+                   " failed: ", info.failure_causes(c));
       }
       if (info.state() != state_before ||
           (info.state() != v1::TRAIN_JOB_STATE_PENDING && info.message() != message_before)) {
-        LogInfo("train job ", job_id, ": ", v1::TrainJobState_Name(info.state()), " ", info.message());
+        LogInfo("train job ", job_id, ": ", v1::TrainJobState_Name(info.state()), " ",
+                info.message());
       }
       if (step.action) LogDebug("train job ", job_id, ": action ", ActionName(*step.action));
       if (step.persist) PersistLocked(job);
@@ -412,7 +411,8 @@ WorkersListed TrainJobController::ListOn(const std::string& job_id,
   for (const std::string& node : nodes) {
     const std::string address = groups_->RayletAddress(node);
     if (address.empty()) {
-      listed.by_node.emplace(node, absl::UnavailableError(absl::StrCat("node ", node, " is not ALIVE")));
+      listed.by_node.emplace(node,
+                             absl::UnavailableError(absl::StrCat("node ", node, " is not ALIVE")));
       continue;
     }
     v1::ListWorkersRequest request;
@@ -429,7 +429,8 @@ StopsSent TrainJobController::StopAll(const JobProcesses& processes) {
     if (address.empty()) continue;
     v1::StopWorkerRequest request;
     request.set_worker_id(worker_id);
-    request.set_grace_period_ms(static_cast<uint32_t>(absl::ToInt64Milliseconds(config_.job.stop_grace)));
+    request.set_grace_period_ms(
+        static_cast<uint32_t>(absl::ToInt64Milliseconds(config_.job.stop_grace)));
     request.set_request_id(absl::StrCat("stop/", worker_id));
     raylets_->StopWorker(address, request).IgnoreError();
   }

@@ -110,9 +110,9 @@ class TrainJobController {
     JobReconciler reconciler;
     std::string request_id;
     std::string fingerprint;
-    bool queued = false;   // in ready_
-    bool running = false;  // a pool thread is stepping it
-    bool again = false;    // an event came while it was being stepped
+    bool queued = false;    // in ready_
+    bool running = false;   // a pool thread is stepping it
+    bool again = false;     // an event came while it was being stepped
     bool finished = false;  // done, and counted out of active_
     absl::Time wake_at = absl::InfiniteFuture();
   };
@@ -127,7 +127,8 @@ class TrainJobController {
   StopsSent StopAll(const JobProcesses& processes);
   void WakeLocked(const std::string& job_id, Job& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Takes a new or restored job; one not done is due at once.
-  void AddLocked(const std::string& id, std::unique_ptr<Job> job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void AddLocked(const std::string& id, std::unique_ptr<Job> job)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void PersistLocked(const Job& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool DueLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 

@@ -14,9 +14,9 @@ absl::Status ValidateEntrypoint(const v1::TrainJobSpec& spec) {
   if (!spec.entrypoint().has_command()) {
     const auto& builtin = spec.entrypoint().builtin_trainer();
     if (!builtin.model().empty() && builtin.model() != "mlp") {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "spec.entrypoint.builtin_trainer.model: unknown model '", builtin.model(),
-          "' (berth-worker has: mlp)"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("spec.entrypoint.builtin_trainer.model: unknown model '", builtin.model(),
+                       "' (berth-worker has: mlp)"));
     }
     if (!std::isfinite(builtin.learning_rate()) || builtin.learning_rate() < 0) {
       return absl::InvalidArgumentError(
@@ -30,13 +30,13 @@ absl::Status ValidateEntrypoint(const v1::TrainJobSpec& spec) {
   }
   for (const std::string& name : ReservedEnvNames()) {
     if (command.env().contains(name)) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "spec.entrypoint.command.env[\"", name, "\"]: set by berth for every worker"));
+      return absl::InvalidArgumentError(absl::StrCat("spec.entrypoint.command.env[\"", name,
+                                                     "\"]: set by berth for every worker"));
     }
   }
   if (!v1::Entrypoint::Launcher_IsValid(command.launcher())) {
-    return absl::InvalidArgumentError(absl::StrCat("spec.entrypoint.command.launcher: unknown value ",
-                                                   static_cast<int>(command.launcher())));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "spec.entrypoint.command.launcher: unknown value ", static_cast<int>(command.launcher())));
   }
   return ValidateLauncherArgv(LauncherOf(command), {command.argv().begin(), command.argv().end()},
                               "spec.entrypoint.command.argv");

@@ -5,9 +5,9 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
-#include "absl/strings/strip.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/strip.h"
 
 namespace berth {
 namespace {
@@ -53,9 +53,9 @@ std::map<std::string, std::string> CommonEnv(const AttemptEnv& a, const std::str
 const std::vector<std::string>& LauncherFlagNames(Launcher launcher) {
   static const std::vector<std::string> torchrun = {"--nnodes", "--node_rank", "--nproc_per_node",
                                                     "--master_addr", "--master_port"};
-  static const std::vector<std::string> accelerate = {
-      "--num_machines", "--machine_rank", "--num_processes", "--main_process_ip",
-      "--main_process_port"};
+  static const std::vector<std::string> accelerate = {"--num_machines", "--machine_rank",
+                                                      "--num_processes", "--main_process_ip",
+                                                      "--main_process_port"};
   static const std::vector<std::string> none;
   switch (launcher) {
     case Launcher::kTorchrun:
@@ -70,7 +70,8 @@ const std::vector<std::string>& LauncherFlagNames(Launcher launcher) {
 // Index in argv after which the launcher's flags go.
 absl::StatusOr<size_t> FlagPosition(Launcher launcher, const std::vector<std::string>& argv,
                                     absl::string_view field) {
-  if (argv.empty()) return absl::InvalidArgumentError(absl::StrCat(field, ": give the program to run"));
+  if (argv.empty())
+    return absl::InvalidArgumentError(absl::StrCat(field, ": give the program to run"));
   // `python -m <module>`: the module's own arguments follow it.
   for (size_t i = 1; i + 1 < argv.size(); ++i) {
     if (argv[i] == "-m") return i + 1;
@@ -143,7 +144,8 @@ std::map<std::string, std::string> RankEnv(const AttemptEnv& a, const RankedWork
 std::map<std::string, std::string> NodeEnv(const AttemptEnv& a, const std::string& node_id,
                                            uint32_t node_rank, uint32_t local_world_size,
                                            uint32_t first_bundle_index, bool has_gpus) {
-  std::map<std::string, std::string> env = CommonEnv(a, node_id, node_rank, local_world_size, first_bundle_index);
+  std::map<std::string, std::string> env =
+      CommonEnv(a, node_id, node_rank, local_world_size, first_bundle_index);
   if (!has_gpus) env["ACCELERATE_USE_CPU"] = "true";
   return env;
 }
@@ -152,10 +154,12 @@ bool IsPythonInterpreter(absl::string_view program) {
   const size_t slash = program.rfind('/');
   absl::string_view name = slash == absl::string_view::npos ? program : program.substr(slash + 1);
   if (!absl::ConsumePrefix(&name, "python")) return false;
-  return std::all_of(name.begin(), name.end(), [](char c) { return absl::ascii_isdigit(c) || c == '.'; });
+  return std::all_of(name.begin(), name.end(),
+                     [](char c) { return absl::ascii_isdigit(c) || c == '.'; });
 }
 
-std::vector<std::string> StoreHostArgv(const std::string& python, uint16_t port, uint32_t world_size) {
+std::vector<std::string> StoreHostArgv(const std::string& python, uint16_t port,
+                                       uint32_t world_size) {
   // Inline, so it needs nothing but the job's own torch.
   static constexpr const char* kScript = R"py(import datetime, signal, sys, time
 signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
@@ -175,13 +179,33 @@ while True:  # until stopped; the raylet's keeper kills it with its raylet
 }
 
 const std::vector<std::string>& ReservedEnvNames() {
-  static const std::vector<std::string> names = {
-      "MASTER_ADDR", "MASTER_PORT", "RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE",
-      "NODE_RANK", "GROUP_RANK", "GROUP_WORLD_SIZE", "ROLE_RANK", "ROLE_NAME", "ROLE_WORLD_SIZE",
-      "CUDA_VISIBLE_DEVICES", "TORCHELASTIC_RESTART_COUNT", "TORCHELASTIC_MAX_RESTARTS",
-      "TORCHELASTIC_RUN_ID", "TORCHELASTIC_USE_AGENT_STORE", "TORCHELASTIC_ERROR_FILE",
-      "BERTH_JOB_ID", "BERTH_PLACEMENT_GROUP_ID", "BERTH_BUNDLE_INDEX", "BERTH_HEAD_ADDRESS",
-      "BERTH_NODE_ID", "BERTH_ATTEMPT", "BERTH_STORAGE_PATH", "BERTH_REPORT_FILE", "BERTH_LATEST_CHECKPOINT"};
+  static const std::vector<std::string> names = {"MASTER_ADDR",
+                                                 "MASTER_PORT",
+                                                 "RANK",
+                                                 "LOCAL_RANK",
+                                                 "WORLD_SIZE",
+                                                 "LOCAL_WORLD_SIZE",
+                                                 "NODE_RANK",
+                                                 "GROUP_RANK",
+                                                 "GROUP_WORLD_SIZE",
+                                                 "ROLE_RANK",
+                                                 "ROLE_NAME",
+                                                 "ROLE_WORLD_SIZE",
+                                                 "CUDA_VISIBLE_DEVICES",
+                                                 "TORCHELASTIC_RESTART_COUNT",
+                                                 "TORCHELASTIC_MAX_RESTARTS",
+                                                 "TORCHELASTIC_RUN_ID",
+                                                 "TORCHELASTIC_USE_AGENT_STORE",
+                                                 "TORCHELASTIC_ERROR_FILE",
+                                                 "BERTH_JOB_ID",
+                                                 "BERTH_PLACEMENT_GROUP_ID",
+                                                 "BERTH_BUNDLE_INDEX",
+                                                 "BERTH_HEAD_ADDRESS",
+                                                 "BERTH_NODE_ID",
+                                                 "BERTH_ATTEMPT",
+                                                 "BERTH_STORAGE_PATH",
+                                                 "BERTH_REPORT_FILE",
+                                                 "BERTH_LATEST_CHECKPOINT"};
   return names;
 }
 

@@ -41,11 +41,11 @@ struct AttemptEnv {
   uint16_t master_port = 0;
   uint32_t world_size = 0;
   uint32_t num_nodes = 0;
-  uint32_t attempt = 0;       // TORCHELASTIC_RESTART_COUNT
-  int32_t max_restarts = 0;   // failure_config.max_failures; -1 = unlimited
-  bool agent_store = false;   // another process hosts the store (trainer or store host)
-  std::string storage_path;   // the job's folder for checkpoints (BERTH_STORAGE_PATH)
-  std::string report_file;    // where berth.train.report() writes (rank 0's node)
+  uint32_t attempt = 0;           // TORCHELASTIC_RESTART_COUNT
+  int32_t max_restarts = 0;       // failure_config.max_failures; -1 = unlimited
+  bool agent_store = false;       // another process hosts the store (trainer or store host)
+  std::string storage_path;       // the job's folder for checkpoints (BERTH_STORAGE_PATH)
+  std::string report_file;        // where berth.train.report() writes (rank 0's node)
   std::string latest_checkpoint;  // berth.train.get_checkpoint(); "" = none
   double cpus_per_worker = 0;     // OMP_NUM_THREADS, floor, at least 1
 };
@@ -100,7 +100,8 @@ bool IsPythonInterpreter(absl::string_view program);
 // serves a c10d TCPStore on every interface until SIGTERM or until the
 // raylet that started it dies, and only waits when the interpreter has no
 // torch (the command then needs no store).
-std::vector<std::string> StoreHostArgv(const std::string& python, uint16_t port, uint32_t world_size);
+std::vector<std::string> StoreHostArgv(const std::string& python, uint16_t port,
+                                       uint32_t world_size);
 
 // Names berth sets that a job's own env may not set: the contract's and
 // berth's, and TORCHELASTIC_ERROR_FILE (the raylet's, one per process).

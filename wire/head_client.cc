@@ -9,10 +9,10 @@
 #include "absl/strings/str_format.h"
 #include "auth/cluster_token.h"
 #include "common/backoff.h"
-#include "wire/proto_convert.h"
 #include "grpcpp/client_context.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
+#include "wire/proto_convert.h"
 
 namespace berth {
 namespace {
@@ -61,7 +61,8 @@ absl::StatusOr<std::unique_ptr<HeadClient>> HeadClient::Create(absl::string_view
                                                                HeadClientOptions options) {
   if (absl::Status s = ValidateAddress(address); !s.ok()) return s;
   if (absl::Status s = ValidateOptions(options); !s.ok()) return s;
-  std::shared_ptr<grpc::Channel> channel = options.tls.MakeChannel(std::string(address), TlsRole::kHead);
+  std::shared_ptr<grpc::Channel> channel =
+      options.tls.MakeChannel(std::string(address), TlsRole::kHead);
   return std::unique_ptr<HeadClient>(new HeadClient(std::move(channel), std::move(options)));
 }
 
@@ -178,9 +179,11 @@ absl::StatusOr<v1::GetClusterStatusResponse> HeadClient::GetClusterStatus() {
 absl::Status HeadClient::ReportAutoscalerStatus(const v1::AutoscalerStatus& status) {
   v1::ReportAutoscalerStatusRequest request;
   *request.mutable_status() = status;
-  return Call<v1::ReportAutoscalerStatusResponse>(options_.timeout, [&](auto* context, auto* response) {
-           return cluster_->ReportAutoscalerStatus(context, request, response);
-         })
+  return Call<v1::ReportAutoscalerStatusResponse>(options_.timeout,
+                                                  [&](auto* context, auto* response) {
+                                                    return cluster_->ReportAutoscalerStatus(
+                                                        context, request, response);
+                                                  })
       .status();
 }
 

@@ -16,8 +16,8 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
-#include "berth/v1/head.grpc.pb.h"
 #include "auth/cluster_tls.h"
+#include "berth/v1/head.grpc.pb.h"
 
 namespace berth {
 

@@ -16,7 +16,8 @@ absl::StatusOr<ResourceSet> ResourceSetFromProto(const v1::ResourceSet& proto,
 
 void ResourceSetToProto(const ResourceSet& set, v1::ResourceSet* proto) {
   proto->clear_amounts();
-  for (const auto& [name, amount] : set.entries()) (*proto->mutable_amounts())[name] = amount.ToDouble();
+  for (const auto& [name, amount] : set.entries())
+    (*proto->mutable_amounts())[name] = amount.ToDouble();
 }
 
 absl::StatusOr<LabelSelector> LabelSelectorFromProto(const v1::LabelSelector& proto,
@@ -40,8 +41,8 @@ absl::StatusOr<LabelSelector> LabelSelectorFromProto(const v1::LabelSelector& pr
         req.op = LabelOperator::kDoesNotExist;
         break;
       default:
-        return absl::InvalidArgumentError(absl::StrCat(field, ".requirements[", i, "].op: ",
-                                                       "unknown operator ", r.op()));
+        return absl::InvalidArgumentError(
+            absl::StrCat(field, ".requirements[", i, "].op: ", "unknown operator ", r.op()));
     }
     req.values.assign(r.values().begin(), r.values().end());
     requirements.push_back(std::move(req));
@@ -79,8 +80,8 @@ absl::StatusOr<std::vector<GpuShare>> GpuSharesFromProto(
   for (int i = 0; i < proto.size(); ++i) {
     const v1::GpuShare& s = proto[i];
     if (s.units() < 1 || s.units() > Quantity::kUnitsPerWhole) {
-      return absl::InvalidArgumentError(absl::StrCat(field, "[", i, "].units: ", s.units(),
-                                                     " is not in 1..10000"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(field, "[", i, "].units: ", s.units(), " is not in 1..10000"));
     }
     if (!seen.insert(s.index()).second) {
       return absl::InvalidArgumentError(
@@ -120,13 +121,13 @@ absl::StatusOr<PlacementGroupSpec> PlacementGroupSpecFromProto(
       s = PlacementStrategy::kStrictSpread;
       break;
     default:
-      return absl::InvalidArgumentError(absl::StrCat("strategy: unknown strategy ", strategy,
-                                                     " (want PACK, SPREAD, STRICT_PACK or STRICT_SPREAD)"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("strategy: unknown strategy ", strategy,
+                       " (want PACK, SPREAD, STRICT_PACK or STRICT_SPREAD)"));
   }
   if (static_cast<size_t>(bundles.size()) > PlacementGroupSpec::kMaxBundles) {
-    return absl::InvalidArgumentError(absl::StrCat("bundles: ", bundles.size(),
-                                                   " bundles; at most ",
-                                                   PlacementGroupSpec::kMaxBundles));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "bundles: ", bundles.size(), " bundles; at most ", PlacementGroupSpec::kMaxBundles));
   }
   std::vector<Bundle> out;
   for (int i = 0; i < bundles.size(); ++i) {
@@ -135,8 +136,8 @@ absl::StatusOr<PlacementGroupSpec> PlacementGroupSpecFromProto(
       if (!allow_internal && absl::StartsWith(name, kAcceleratorResourcePrefix)) {
         return absl::InvalidArgumentError(absl::StrCat(
             field, ".resources.amounts[\"", name,
-            "\"]: the accelerator_type: resource is internal; select the accelerator with ",
-            field, ".selector: ", kAcceleratorTypeLabel, " in (",
+            "\"]: the accelerator_type: resource is internal; select the accelerator with ", field,
+            ".selector: ", kAcceleratorTypeLabel, " in (",
             name.substr(kAcceleratorResourcePrefix.size()), ")"));
       }
     }
@@ -194,7 +195,8 @@ absl::Status FromGrpcStatus(const grpc::Status& status) {
 
 absl::Status ValidateString(absl::string_view value, absl::string_view field, size_t max,
                             bool required) {
-  if (required && value.empty()) return absl::InvalidArgumentError(absl::StrCat(field, ": required"));
+  if (required && value.empty())
+    return absl::InvalidArgumentError(absl::StrCat(field, ": required"));
   if (value.size() > max) {
     return absl::InvalidArgumentError(
         absl::StrCat(field, ": ", value.size(), " bytes; at most ", max));

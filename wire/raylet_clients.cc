@@ -1,8 +1,8 @@
 #include "wire/raylet_clients.h"
 
 #include "auth/cluster_token.h"
-#include "wire/proto_convert.h"
 #include "grpcpp/grpcpp.h"
+#include "wire/proto_convert.h"
 
 namespace berth {
 
@@ -77,10 +77,10 @@ absl::StatusOr<v1::AllocatePortResponse> RayletClients::AllocatePort(const std::
       address, &v1::RayletService::Stub::AllocatePort, v1::AllocatePortRequest());
 }
 
-absl::StatusOr<v1::ListWorkersResponse> RayletClients::ListWorkers(const std::string& address,
-                                                                   const v1::ListWorkersRequest& request) {
-  return Call<v1::ListWorkersRequest, v1::ListWorkersResponse>(address, &v1::RayletService::Stub::ListWorkers,
-                                                                request);
+absl::StatusOr<v1::ListWorkersResponse> RayletClients::ListWorkers(
+    const std::string& address, const v1::ListWorkersRequest& request) {
+  return Call<v1::ListWorkersRequest, v1::ListWorkersResponse>(
+      address, &v1::RayletService::Stub::ListWorkers, request);
 }
 
 absl::StatusOr<v1::ReadWorkerLogResponse> RayletClients::ReadWorkerLog(

@@ -12,8 +12,8 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "berth/v1/raylet.grpc.pb.h"
 #include "auth/cluster_tls.h"
+#include "berth/v1/raylet.grpc.pb.h"
 
 namespace berth {
 
@@ -28,8 +28,8 @@ class RayletClients {
       const std::string& address, const v1::PrepareBundleResourcesRequest& request);
   absl::Status Commit(const std::string& address, const v1::CommitBundleResourcesRequest& request);
   absl::Status Cancel(const std::string& address, const v1::CancelResourceReserveRequest& request);
-  absl::StatusOr<v1::ApplyBundleOpsResponse> ApplyBundleOps(const std::string& address,
-                                                            const v1::ApplyBundleOpsRequest& request);
+  absl::StatusOr<v1::ApplyBundleOpsResponse> ApplyBundleOps(
+      const std::string& address, const v1::ApplyBundleOpsRequest& request);
   absl::StatusOr<v1::ReleaseUnusedBundlesResponse> ReleaseUnused(
       const std::string& address, const v1::ReleaseUnusedBundlesRequest& request);
   absl::StatusOr<v1::StartWorkerResponse> StartWorker(const std::string& address,

@@ -49,7 +49,8 @@ void HeadReporter::Report(v1::ReportTrainProgressRequest request) {
   if (error != last_error_) {
     const std::string line = absl::StrCat(
         "berth-worker trainer: ",
-        error.empty() ? "reporting to the head again" : "reporting to the head failed: " + error, "\n");
+        error.empty() ? "reporting to the head again" : "reporting to the head failed: " + error,
+        "\n");
     std::fputs(line.c_str(), stderr);
     last_error_ = error;
   }

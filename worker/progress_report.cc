@@ -22,7 +22,8 @@ absl::StatusOr<ScriptReport> ParseScriptReport(absl::string_view line) {
     report.step = step.get<uint64_t>();
   }
   if (json.contains("metrics") && !json["metrics"].is_null()) {
-    if (!json["metrics"].is_object()) return absl::InvalidArgumentError("report.metrics: not an object");
+    if (!json["metrics"].is_object())
+      return absl::InvalidArgumentError("report.metrics: not an object");
     for (const auto& [name, value] : json["metrics"].items()) {
       if (!value.is_number()) continue;
       const double number = value.get<double>();
@@ -47,7 +48,8 @@ std::vector<std::string> ReportFileReader::ReadNewLines() {
   offset_ += chunk.size();
   partial_ += chunk;
   size_t start = 0;
-  for (size_t newline; (newline = partial_.find('\n', start)) != std::string::npos; start = newline + 1) {
+  for (size_t newline; (newline = partial_.find('\n', start)) != std::string::npos;
+       start = newline + 1) {
     if (newline > start) lines.push_back(partial_.substr(start, newline - start));
   }
   partial_.erase(0, start);

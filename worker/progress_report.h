@@ -26,7 +26,7 @@ namespace berth {
 struct ScriptReport {
   std::optional<uint64_t> step;
   std::map<std::string, double> metrics;  // numeric, finite
-  std::string checkpoint;                  // "" = none
+  std::string checkpoint;                 // "" = none
 };
 
 // One line; INVALID_ARGUMENT naming what is wrong.

@@ -5,10 +5,10 @@
 #include <optional>
 #include <string>
 
-#include "common/log.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
+#include "common/log.h"
 #include "worker/checkpoint_files.h"
 #include "worker/head_reporter.h"
 #include "worker/progress_report.h"
@@ -40,7 +40,8 @@ bool Fold(const std::vector<std::string>& lines, RelayState& state) {
     ++state.reports;
     state.step = report->step.value_or(state.reports);
     state.metrics = report->metrics;
-    if (auto loss = report->metrics.find("loss"); loss != report->metrics.end()) state.loss = loss->second;
+    if (auto loss = report->metrics.find("loss"); loss != report->metrics.end())
+      state.loss = loss->second;
     if (!report->checkpoint.empty()) {
       state.checkpoint = report->checkpoint;
       std::printf("checkpoint %llu %s\n", static_cast<unsigned long long>(state.step),

@@ -1,14 +1,10 @@
 #include "worker/train.h"
 
+#include <ATen/CPUGeneratorImpl.h>
 #include <netdb.h>
 #include <sys/socket.h>
-#include <unistd.h>
-
-#include <ATen/CPUGeneratorImpl.h>
-#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
-#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
-#include <torch/csrc/distributed/c10d/TCPStore.hpp>
 #include <torch/torch.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cmath>
@@ -20,15 +16,18 @@
 #include <sstream>
 #include <string>
 #include <thread>
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
 #include <utility>
 #include <vector>
 
-#include "common/log.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "common/log.h"
 #include "worker/checkpoint_files.h"
 #include "worker/cuda_nccl.h"
 #include "worker/store_protocol.h"
@@ -375,9 +374,8 @@ std::optional<Failure> Train(const TrainFlags& flags, const TorchrunEnv& env,
     std::printf("resuming after step %llu\n", static_cast<unsigned long long>(*start_step));
 
   std::unique_ptr<GradientAllReducer> reducer = FormGroup(store, env);
-  store->set(StartupKey(env.rank),
-             ToBytes(FormatRankStartup(
-                 {absl::ToUnixMicros(main_start), absl::ToUnixMicros(absl::Now())})));
+  store->set(StartupKey(env.rank), ToBytes(FormatRankStartup({absl::ToUnixMicros(main_start),
+                                                              absl::ToUnixMicros(absl::Now())})));
   model->to(reducer->device());
   torch::optim::SGD optimizer(model->parameters(), torch::optim::SGDOptions(flags.lr));
   const SyntheticRegression task;

@@ -1,24 +1,24 @@
 #include "worker/trainer.h"
 
 #include <signal.h>
-#include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
 #include <algorithm>
 #include <csignal>
-#include <cstdlib>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <optional>
 #include <string>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
 #include <utility>
 #include <vector>
 
-#include "common/log.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "common/log.h"
 #include "worker/checkpoint_files.h"
 #include "worker/head_reporter.h"
 #include "worker/report_relay.h"
@@ -41,7 +41,8 @@ struct GroupStartup {
 };
 
 // The head's report of the built-in ranks' progress.
-void ReportBuiltin(HeadReporter& head, const Progress& progress, const std::string& latest_checkpoint,
+void ReportBuiltin(HeadReporter& head, const Progress& progress,
+                   const std::string& latest_checkpoint,
                    const std::optional<GroupStartup>& startup) {
   v1::ReportTrainProgressRequest request;
   request.set_step(progress.step);
@@ -134,7 +135,7 @@ int JudgeEnd(c10d::Store& store, uint32_t world_size) {
   for (uint32_t r = 1; r < world_size; ++r) {
     if (hashes[r] != hashes[0]) {
       LogError("ranks ended with different parameters (rank 0 ", hashes[0], ", rank ", r, " ",
-          hashes[r], ")");
+               hashes[r], ")");
       return 1;
     }
   }

@@ -56,7 +56,8 @@ int main(int argc, char** argv) {
                          "rank 0)");
 
   CLI::App* trainer_mode = app.add_subcommand(
-      "trainer", "the job's driver: hosts the built-in ranks' store or relays a script's reports, "
+      "trainer",
+      "the job's driver: hosts the built-in ranks' store or relays a script's reports, "
       "saves checkpoints, reports to the head");
   trainer_mode->add_option("--port", trainer.port,
                            "port of the built-in ranks' store (all interfaces)");

@@ -96,8 +96,8 @@ absl::StatusOr<ArrivalCurve> RunArrivals(const std::vector<TraceNode>& nodes,
   int64_t allocated = 0;
   while (static_cast<int>(curve.arrived.size()) < checkpoints) {
     // The shuffled tasks first, then draws with replacement.
-    const size_t i = curve.arrivals < static_cast<int64_t>(order.size()) ? order[curve.arrivals]
-                                                                         : draw(rng);
+    const size_t i =
+        curve.arrivals < static_cast<int64_t>(order.size()) ? order[curve.arrivals] : draw(rng);
     ++curve.arrivals;
     const int64_t gpu = workload.tasks[i].GpuMilli();
     arrived += gpu;
@@ -129,8 +129,7 @@ absl::StatusOr<Timeline> RunTimeline(const std::vector<TraceNode>& nodes, const 
                                      PlacementScorer* scorer, const TimelineOptions& options) {
   const int64_t capacity = GpuCapacityMilli(nodes);
   if (capacity == 0 || !(options.speedup > 0) || options.samples <= 0) {
-    return absl::InvalidArgumentError(
-        "the cluster has no GPUs, or speedup or samples is not > 0");
+    return absl::InvalidArgumentError("the cluster has no GPUs, or speedup or samples is not > 0");
   }
   absl::StatusOr<NodeResourceTable> table = BuildCluster(nodes);
   if (!table.ok()) return table.status();
@@ -145,7 +144,8 @@ absl::StatusOr<Timeline> RunTimeline(const std::vector<TraceNode>& nodes, const 
   timeline.tasks = static_cast<int64_t>(tasks.size());
   std::vector<int64_t> arrive_at(tasks.size());
   for (size_t i = 0; i < tasks.size(); ++i) {
-    arrive_at[i] = static_cast<int64_t>(static_cast<double>(tasks[i].creation_time) / options.speedup);
+    arrive_at[i] =
+        static_cast<int64_t>(static_cast<double>(tasks[i].creation_time) / options.speedup);
   }
   timeline.last_arrival_s = *std::max_element(arrive_at.begin(), arrive_at.end());
   // Samples cover the arrivals; a few tasks run for weeks after them.
@@ -194,7 +194,8 @@ absl::StatusOr<Timeline> RunTimeline(const std::vector<TraceNode>& nodes, const 
         next_arrival < arrivals.size() ? arrive_at[arrivals[next_arrival]] : kNever;
     const int64_t departure_at = departures.empty() ? kNever : departures.top().first;
     const int64_t now = std::min(arrival_at, departure_at);
-    for (; next_sample < now && next_sample <= timeline.last_arrival_s; next_sample += sample_every) {
+    for (; next_sample < now && next_sample <= timeline.last_arrival_s;
+         next_sample += sample_every) {
       timeline.utilisation.push_back({next_sample, static_cast<double>(allocated) / capacity});
     }
     while (!departures.empty() && departures.top().first == now) {

@@ -75,8 +75,8 @@ absl::StatusOr<ArrivalCurve> RunArrivals(const std::vector<TraceNode>& nodes,
 
 struct Timeline {
   int64_t tasks = 0;
-  int64_t placed = 0;      // placed at some point before the replay ended
-  int64_t infeasible = 0;  // could never fit the cluster
+  int64_t placed = 0;            // placed at some point before the replay ended
+  int64_t infeasible = 0;        // could never fit the cluster
   std::vector<double> delays_s;  // queueing delay of each placed task
   int64_t last_arrival_s = 0;
   // (simulated seconds, allocated GPU / capacity), evenly from the first
@@ -85,8 +85,8 @@ struct Timeline {
 };
 
 struct TimelineOptions {
-  double speedup = 1;      // arrival times are divided by this
-  int64_t samples = 400;   // utilisation samples over the arrivals
+  double speedup = 1;     // arrival times are divided by this
+  int64_t samples = 400;  // utilisation samples over the arrivals
 };
 
 absl::StatusOr<Timeline> RunTimeline(const std::vector<TraceNode>& nodes, const Workload& workload,

@@ -48,9 +48,8 @@ class CsvTable {
         continue;
       }
       if (fields.size() != table.column_.size()) {
-        return absl::InvalidArgumentError(absl::StrCat("line ", i + 1, ": ", fields.size(),
-                                                       " fields, the header has ",
-                                                       table.column_.size()));
+        return absl::InvalidArgumentError(absl::StrCat(
+            "line ", i + 1, ": ", fields.size(), " fields, the header has ", table.column_.size()));
       }
       table.rows_.push_back({i + 1, std::move(fields)});
     }
@@ -107,9 +106,9 @@ absl::StatusOr<std::vector<TraceNode>> ParseNodeList(absl::string_view csv) {
     TraceNode& n = nodes[r];
     n.name = table->Text(r, "sn");
     n.model = table->Text(r, "model");
-    if (absl::Status s = ReadIntegers(*table, r, {{"cpu_milli", &n.cpu_milli},
-                                                  {"memory_mib", &n.memory_mib},
-                                                  {"gpu", &n.gpus}});
+    if (absl::Status s = ReadIntegers(
+            *table, r,
+            {{"cpu_milli", &n.cpu_milli}, {"memory_mib", &n.memory_mib}, {"gpu", &n.gpus}});
         !s.ok()) {
       return s;
     }
@@ -122,20 +121,21 @@ absl::StatusOr<std::vector<TraceNode>> ParseNodeList(absl::string_view csv) {
 }
 
 absl::StatusOr<std::vector<TraceTask>> ParseTaskList(absl::string_view csv) {
-  absl::StatusOr<CsvTable> table = CsvTable::Parse(
-      csv, {"name", "cpu_milli", "memory_mib", "num_gpu", "gpu_milli", "gpu_spec", "creation_time",
-            "deletion_time", "scheduled_time"});
+  absl::StatusOr<CsvTable> table =
+      CsvTable::Parse(csv, {"name", "cpu_milli", "memory_mib", "num_gpu", "gpu_milli", "gpu_spec",
+                            "creation_time", "deletion_time", "scheduled_time"});
   if (!table.ok()) return table.status();
   std::vector<TraceTask> tasks(table->size());
   for (size_t r = 0; r < table->size(); ++r) {
     TraceTask& t = tasks[r];
     t.name = table->Text(r, "name");
-    if (absl::Status s = ReadIntegers(*table, r, {{"cpu_milli", &t.cpu_milli},
-                                                  {"memory_mib", &t.memory_mib},
-                                                  {"num_gpu", &t.num_gpu},
-                                                  {"gpu_milli", &t.gpu_milli},
-                                                  {"creation_time", &t.creation_time},
-                                                  {"deletion_time", &t.deletion_time}});
+    if (absl::Status s = ReadIntegers(*table, r,
+                                      {{"cpu_milli", &t.cpu_milli},
+                                       {"memory_mib", &t.memory_mib},
+                                       {"num_gpu", &t.num_gpu},
+                                       {"gpu_milli", &t.gpu_milli},
+                                       {"creation_time", &t.creation_time},
+                                       {"deletion_time", &t.deletion_time}});
         !s.ok()) {
       return s;
     }
@@ -144,10 +144,11 @@ absl::StatusOr<std::vector<TraceTask>> ParseTaskList(absl::string_view csv) {
     if (!scheduled.ok()) return scheduled.status();
     t.scheduled_time = *scheduled;
     if (t.num_gpu == 1 && (t.gpu_milli == 0 || t.gpu_milli > 1000)) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "task '", t.name, "': gpu_milli ", t.gpu_milli, " for one GPU must be in 1..1000"));
+      return absl::InvalidArgumentError(absl::StrCat("task '", t.name, "': gpu_milli ", t.gpu_milli,
+                                                     " for one GPU must be in 1..1000"));
     }
-    for (absl::string_view model : absl::StrSplit(table->Text(r, "gpu_spec"), '|', absl::SkipEmpty())) {
+    for (absl::string_view model :
+         absl::StrSplit(table->Text(r, "gpu_spec"), '|', absl::SkipEmpty())) {
       t.gpu_spec.emplace_back(model);
     }
     // The trace repeats models in some lists (`V100M16|V100M32|V100M32`).

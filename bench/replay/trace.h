@@ -17,8 +17,8 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "placement/node_resource_table.h"
 #include "placement/fragmentation_scorer.h"
+#include "placement/node_resource_table.h"
 #include "placement/node_scorer.h"
 #include "placement/placement_group_spec.h"
 
@@ -37,7 +37,7 @@ struct TraceTask {
   int64_t cpu_milli = 0;
   int64_t memory_mib = 0;
   int64_t num_gpu = 0;
-  int64_t gpu_milli = 0;  // per GPU; < 1000 only for a shared single GPU
+  int64_t gpu_milli = 0;              // per GPU; < 1000 only for a shared single GPU
   std::vector<std::string> gpu_spec;  // allowed models, sorted, unique; empty: any
   int64_t creation_time = 0;
   std::optional<int64_t> scheduled_time;  // absent for tasks that never ran

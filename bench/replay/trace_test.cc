@@ -87,8 +87,7 @@ TEST(ToPlacementGroup, SharesOneGpuAndSelectsModels) {
   PlacementGroupSpec eight = ToPlacementGroup(tasks[1], TaskShaping::kOneBundle).value();
   ASSERT_EQ(eight.bundles().size(), 1u);
   EXPECT_EQ(eight.bundles()[0].resources.Get(kGpu), Quantity::Whole(8));
-  EXPECT_EQ(eight.bundles()[0].selector.ToString(),
-            "berth.io/accelerator-type in (G2,V100M32)");
+  EXPECT_EQ(eight.bundles()[0].selector.ToString(), "berth.io/accelerator-type in (G2,V100M32)");
 }
 
 TEST(ToPlacementGroup, GangSplitsIntoOneGpuBundles) {
@@ -98,7 +97,8 @@ TEST(ToPlacementGroup, GangSplitsIntoOneGpuBundles) {
   ASSERT_EQ(gang.bundles().size(), 8u);
   for (const Bundle& b : gang.bundles()) EXPECT_EQ(b.resources.Get(kGpu), Quantity::Whole(1));
   EXPECT_EQ(gang.total().Get(kCpu), Quantity::Whole(88));
-  EXPECT_EQ(ToPlacementGroup(tasks[1], TaskShaping::kGangPack)->strategy(), PlacementStrategy::kPack);
+  EXPECT_EQ(ToPlacementGroup(tasks[1], TaskShaping::kGangPack)->strategy(),
+            PlacementStrategy::kPack);
   // A single-GPU task stays one bundle in a gang shaping.
   EXPECT_EQ(ToPlacementGroup(tasks[0], TaskShaping::kGangPack)->bundles().size(), 1u);
 }

@@ -109,11 +109,13 @@ struct ScriptStartup {
   int ranks = 0;
 };
 
-absl::StatusOr<ScriptStartup> ReadScriptStartup(testing::LocalCluster& cluster, const std::string& job_id) {
+absl::StatusOr<ScriptStartup> ReadScriptStartup(testing::LocalCluster& cluster,
+                                                const std::string& job_id) {
   v1::StreamTrainJobLogsRequest request;
   request.set_job_id(job_id);
   auto context = cluster.context();
-  std::unique_ptr<grpc::ClientReader<v1::LogChunk>> reader = cluster.jobs().StreamTrainJobLogs(context.get(), request);
+  std::unique_ptr<grpc::ClientReader<v1::LogChunk>> reader =
+      cluster.jobs().StreamTrainJobLogs(context.get(), request);
   std::map<std::pair<uint32_t, int>, std::string> logs;  // (rank, stream) -> text
   v1::LogChunk chunk;
   while (reader->Read(&chunk)) logs[{chunk.rank(), chunk.stream()}] += chunk.data();
@@ -168,15 +170,14 @@ absl::StatusOr<Stages> RunOne(testing::LocalCluster& cluster, const Flags& flags
     job = response.job();
     if (Terminal(job.state())) break;
     if (std::chrono::steady_clock::now() > deadline) {
-      return absl::DeadlineExceededError(absl::StrCat(job.job_id(), " not done after 2 minutes: ",
-                                                      job.message()));
+      return absl::DeadlineExceededError(
+          absl::StrCat(job.job_id(), " not done after 2 minutes: ", job.message()));
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   if (job.state() != v1::TRAIN_JOB_STATE_SUCCEEDED) {
-    return absl::InternalError(absl::StrCat(job.job_id(), " ended ",
-                                            v1::TrainJobState_Name(job.state()), ": ",
-                                            job.message()));
+    return absl::InternalError(absl::StrCat(
+        job.job_id(), " ended ", v1::TrainJobState_Name(job.state()), ": ", job.message()));
   }
   const v1::StartupTimeline& t = job.startup();
   if (!flags.script.empty()) {
@@ -194,8 +195,8 @@ absl::StatusOr<Stages> RunOne(testing::LocalCluster& cluster, const Flags& flags
                   Ms(t.submitted_unix_us(), ranks->joined_us)};
   }
   if (t.group_joined_unix_us() == 0) {
-    return absl::InternalError(absl::StrCat(job.job_id(), ": no start-up times: ",
-                                            t.ShortDebugString()));
+    return absl::InternalError(
+        absl::StrCat(job.job_id(), ": no start-up times: ", t.ShortDebugString()));
   }
   return Stages{Ms(t.submitted_unix_us(), t.placed_unix_us()),
                 Ms(t.placed_unix_us(), t.workers_started_unix_us()),
@@ -226,9 +227,8 @@ int Main(const Flags& flags) {
       "head + ", flags.raylets, " berth-raylet processes on 127.0.0.1, state in ", flags.state,
       flags.script.empty() ? "; built-in CPU jobs (Gloo), "
                            : absl::StrCat("; ", flags.python, " ", flags.script, " (Gloo), "),
-      flags.strategy, ", CPU ", flags.cpu_per_worker,
-      " per worker, 1 step; ", std::thread::hardware_concurrency(), " cores; median of ",
-      flags.repeat);
+      flags.strategy, ", CPU ", flags.cpu_per_worker, " per worker, 1 step; ",
+      std::thread::hardware_concurrency(), " cores; median of ", flags.repeat);
   std::printf("berth-train-bench: %s\n", setup.c_str());
   const std::string run = absl::StrCat(getpid());
   // One job first, unmeasured: the page cache gets berth-worker and libtorch.
@@ -237,9 +237,9 @@ int Main(const Flags& flags) {
     std::fprintf(stderr, "berth-train-bench: %s\n", std::string(warm.status().message()).c_str());
     return 1;
   }
-  const std::string header = absl::StrFormat("%4s %10s %8s %8s %8s %11s %8s %9s", "N", "placement",
-                                             "launch", "process", "import", "rendezvous", "total",
-                                             "overhead");
+  const std::string header =
+      absl::StrFormat("%4s %10s %8s %8s %8s %11s %8s %9s", "N", "placement", "launch", "process",
+                      "import", "rendezvous", "total", "overhead");
   std::printf("%s\n", header.c_str());
   std::vector<std::string> rows;
   for (int n : sizes) {
@@ -259,18 +259,19 @@ int Main(const Flags& flags) {
       total.push_back(s->total);
       overhead.push_back(s->total - s->process - s->import_torch);
     }
-    const double m[] = {Median(placement), Median(launch),     Median(process), Median(import_torch),
-                        Median(rendezvous), Median(total), Median(overhead)};
-    std::printf("%4d %10.1f %8.1f %8.1f %8.1f %11.1f %8.1f %9.1f\n", n, m[0], m[1], m[2], m[3], m[4],
-                m[5], m[6]);
+    const double m[] = {Median(placement),  Median(launch), Median(process), Median(import_torch),
+                        Median(rendezvous), Median(total),  Median(overhead)};
+    std::printf("%4d %10.1f %8.1f %8.1f %8.1f %11.1f %8.1f %9.1f\n", n, m[0], m[1], m[2], m[3],
+                m[4], m[5], m[6]);
     std::fflush(stdout);
-    rows.push_back(absl::StrFormat("| %d | %.1f | %.1f | %.1f | %.1f | %.1f | %.1f | %.1f |", n, m[0],
-                                   m[1], m[2], m[3], m[4], m[5], m[6]));
+    rows.push_back(absl::StrFormat("| %d | %.1f | %.1f | %.1f | %.1f | %.1f | %.1f | %.1f |", n,
+                                   m[0], m[1], m[2], m[3], m[4], m[5], m[6]));
   }
   std::printf(
       "ms, median per column: placement = submit -> group CREATED; launch -> every StartWorker "
       "returned; process -> the last rank's main(); import -> the last rank's `import torch` done "
-      "(--script); rendezvous -> the last rank in the group; overhead = total - process - import\n");
+      "(--script); rendezvous -> the last rank in the group; overhead = total - process - "
+      "import\n");
   if (!flags.markdown.empty()) {
     std::ofstream out(flags.markdown);
     out << setup << "\n\n"

@@ -19,7 +19,8 @@ absl::StatusOr<std::string> ResolveClusterToken(const std::string& flag) {
   const char* env = std::getenv("BERTH_TOKEN_FILE");
   if (!flag.empty()) return LoadClusterToken(flag, "--token-file");
   if (env != nullptr && *env != '\0') return LoadClusterToken(env, "$BERTH_TOKEN_FILE");
-  if (access(LocalTokenPath().c_str(), F_OK) == 0) return LoadClusterToken(LocalTokenPath(), "local cluster token");
+  if (access(LocalTokenPath().c_str(), F_OK) == 0)
+    return LoadClusterToken(LocalTokenPath(), "local cluster token");
   return std::string();
 }
 
@@ -35,9 +36,10 @@ absl::StatusOr<TlsConfig> ResolveTls(const TlsFiles& flags) {
     return std::string(value == nullptr ? "" : value);
   };
   if (!env("BERTH_TLS_CA_FILE").empty()) {
-    absl::StatusOr<TlsConfig> tls =
-        LoadTlsConfig({env("BERTH_TLS_CA_FILE"), env("BERTH_TLS_CERT_FILE"), env("BERTH_TLS_KEY_FILE")}, false);
-    if (!tls.ok()) return absl::InvalidArgumentError(absl::StrCat("$BERTH_TLS_*: ", tls.status().message()));
+    absl::StatusOr<TlsConfig> tls = LoadTlsConfig(
+        {env("BERTH_TLS_CA_FILE"), env("BERTH_TLS_CERT_FILE"), env("BERTH_TLS_KEY_FILE")}, false);
+    if (!tls.ok())
+      return absl::InvalidArgumentError(absl::StrCat("$BERTH_TLS_*: ", tls.status().message()));
     return tls;
   }
   const TlsFiles local = ClusterTlsFiles(LocalTlsDir(), TlsRole::kClient);
@@ -74,7 +76,8 @@ std::string LocalTokenPath() { return StateDir() + "/token"; }
 // --head` write them (auth/cluster_tls.h).
 std::string LocalTlsDir() { return StateDir() + "/tls"; }
 
-absl::StatusOr<HeadClientOptions> ResolveClientOptions(const std::string& token_file, const TlsFiles& tls_files) {
+absl::StatusOr<HeadClientOptions> ResolveClientOptions(const std::string& token_file,
+                                                       const TlsFiles& tls_files) {
   HeadClientOptions options;
   absl::StatusOr<std::string> token = ResolveClusterToken(token_file);
   if (!token.ok()) return token.status();
@@ -95,7 +98,8 @@ int WithHead(const Globals& globals, const std::function<int(const Context&)>& r
     state = *std::move(read);
   }
   const std::string address = ResolveHeadAddress(globals.address, env, state);
-  absl::StatusOr<HeadClientOptions> resolved = ResolveClientOptions(globals.token_file, globals.tls);
+  absl::StatusOr<HeadClientOptions> resolved =
+      ResolveClientOptions(globals.token_file, globals.tls);
   if (!resolved.ok()) return UsageError(resolved.status());
   HeadClientOptions options = *std::move(resolved);
   options.timeout = absl::Seconds(globals.timeout_seconds);

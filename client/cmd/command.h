@@ -16,7 +16,6 @@
 #define BERTH_CLIENT_CMD_COMMAND_H_
 
 #include <CLI/CLI.hpp>
-
 #include <functional>
 #include <iostream>
 #include <memory>

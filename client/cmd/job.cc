@@ -238,8 +238,8 @@ int RunLogs(const Context& ctx, const LogsFlags& flags) {
   printer.Flush();
   const grpc::Status status = reader->Finish();
   if (status.ok()) return kExitOk;
-  return HeadError(absl::Status(static_cast<absl::StatusCode>(status.error_code()),
-                                status.error_message()));
+  return HeadError(
+      absl::Status(static_cast<absl::StatusCode>(status.error_code()), status.error_message()));
 }
 
 // `berth jobs`, `berth job ID`, `berth submit FILE`, `berth logs ID`, `berth
@@ -248,12 +248,12 @@ void AddTopLevelJobCommands(CLI::App& app, CLI::App* job, Action* action) {
   auto submit = std::make_shared<SubmitFlags>();
   CLI::App* submit_cmd =
       app.add_subcommand("submit", "Submit the train job a YAML job file describes; prints its id");
-  submit_cmd->add_option("FILE", submit->file, "Job file (see `berth submit --help`)")
-      ->required();
+  submit_cmd->add_option("FILE", submit->file, "Job file (see `berth submit --help`)")->required();
   submit_cmd->add_flag("--wait", submit->wait,
                        "Follow the job until it ends, then print its rank table; exit 0 only if "
                        "it SUCCEEDED");
-  submit_cmd->add_option("--timeout-s", submit->timeout_seconds, "With --wait: give up after SECONDS")
+  submit_cmd
+      ->add_option("--timeout-s", submit->timeout_seconds, "With --wait: give up after SECONDS")
       ->check(CLI::Range(0.0, 7 * 24 * 3600.0))
       ->capture_default_str();
   OnChosen(submit_cmd, action, submit, RunSubmit);

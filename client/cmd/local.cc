@@ -76,8 +76,8 @@ absl::StatusOr<std::string> WaitForPort(const LocalProcess& process, const std::
     if (!IsRunning(process)) return Exited(process);
     if (absl::Now() >= deadline) {
       return absl::DeadlineExceededError(absl::StrCat(process.name, " is not serving after ",
-                                                      absl::FormatDuration(kStartTimeout),
-                                                      "; see ", process.log));
+                                                      absl::FormatDuration(kStartTimeout), "; see ",
+                                                      process.log));
     }
     absl::SleepFor(absl::Milliseconds(50));
   }
@@ -101,7 +101,8 @@ absl::StatusOr<std::string> StartHead(Local& local, LocalState& state, const std
   if (access(LocalTokenPath().c_str(), F_OK) != 0) {
     std::error_code ignored;
     std::filesystem::create_directories(local.dir, ignored);
-    if (absl::StatusOr<std::string> token = CreateClusterToken(LocalTokenPath()); !token.ok()) return token.status();
+    if (absl::StatusOr<std::string> token = CreateClusterToken(LocalTokenPath()); !token.ok())
+      return token.status();
   }
   // And TLS: a CA of its own and certificates for the head, the nodes and
   // clients (mutual TLS between the head and the raylets).
@@ -111,14 +112,17 @@ absl::StatusOr<std::string> StartHead(Local& local, LocalState& state, const std
     if (host != "127.0.0.1" && host != "localhost") hosts.push_back(host);
     if (absl::Status s = CreateClusterCertificates(LocalTlsDir(), hosts); !s.ok()) return s;
   }
-  absl::StatusOr<LocalProcess> process =
-      local.Spawn(state, "head", "head", *head,
-                  {"--listen", absl::StrCat(host, ":", port), "--port-file", port_file,
-                   "--worker-binary", *worker, "--checkpoint-root",
-                   absl::StrCat(local.dir, "/checkpoints"), "--metrics-listen",
-                   absl::StrCat(host, ":0"), "--state-dir", HeadStateDir(local), "--token-file",
-                   LocalTokenPath(), "--tls-ca-file", head_tls.ca_file, "--tls-cert-file",
-                   head_tls.cert_file, "--tls-key-file", head_tls.key_file});
+  absl::StatusOr<LocalProcess> process = local.Spawn(
+      state, "head", "head", *head, {"--listen",          absl::StrCat(host, ":", port),
+                                     "--port-file",       port_file,
+                                     "--worker-binary",   *worker,
+                                     "--checkpoint-root", absl::StrCat(local.dir, "/checkpoints"),
+                                     "--metrics-listen",  absl::StrCat(host, ":0"),
+                                     "--state-dir",       HeadStateDir(local),
+                                     "--token-file",      LocalTokenPath(),
+                                     "--tls-ca-file",     head_tls.ca_file,
+                                     "--tls-cert-file",   head_tls.cert_file,
+                                     "--tls-key-file",    head_tls.key_file});
   if (!process.ok()) return process.status();
   absl::StatusOr<std::string> bound = WaitForPort(*process, port_file);
   if (!bound.ok()) return bound.status();
@@ -133,15 +137,16 @@ absl::StatusOr<LocalProcess> StartRaylet(Local& local, LocalState& state,
                                          const std::string& metrics_listen = "127.0.0.1:0") {
   absl::StatusOr<std::string> raylet = local.Binary("berth-raylet", "raylet");
   if (!raylet.ok()) return raylet.status();
-  if (access(LocalTokenPath().c_str(), F_OK) == 0) flags.insert(flags.end(), {"--token-file", LocalTokenPath()});
+  if (access(LocalTokenPath().c_str(), F_OK) == 0)
+    flags.insert(flags.end(), {"--token-file", LocalTokenPath()});
   const TlsFiles tls = ClusterTlsFiles(LocalTlsDir(), TlsRole::kNode);
   if (access(tls.ca_file.c_str(), F_OK) == 0) {
-    flags.insert(flags.end(), {"--tls-ca-file", tls.ca_file, "--tls-cert-file", tls.cert_file, "--tls-key-file",
-                               tls.key_file});
+    flags.insert(flags.end(), {"--tls-ca-file", tls.ca_file, "--tls-cert-file", tls.cert_file,
+                               "--tls-key-file", tls.key_file});
   }
-  flags.insert(flags.end(), {"--head", head_address, "--log-dir",
-                             absl::StrCat(local.log_dir, "/workers/", name), "--metrics-listen",
-                             metrics_listen});
+  flags.insert(flags.end(),
+               {"--head", head_address, "--log-dir", absl::StrCat(local.log_dir, "/workers/", name),
+                "--metrics-listen", metrics_listen});
   return local.Spawn(state, "raylet", name, *raylet, flags);
 }
 
@@ -152,10 +157,10 @@ absl::StatusOr<LocalState> NotRunning(const Local& local, absl::string_view what
   if (!state->has_value()) return LocalState{};
   for (const LocalProcess& p : (*state)->processes) {
     if (IsRunning(p) && (what.empty() || p.role == what)) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "a local cluster is already running (", p.name, ", pid ", p.pid,
-          (*state)->head_address.empty() ? "" : ", head at " + (*state)->head_address,
-          "; state in ", local.state_file, "); `berth down` stops it"));
+      return absl::FailedPreconditionError(
+          absl::StrCat("a local cluster is already running (", p.name, ", pid ", p.pid,
+                       (*state)->head_address.empty() ? "" : ", head at " + (*state)->head_address,
+                       "; state in ", local.state_file, "); `berth down` stops it"));
     }
   }
   // Left over from a cluster that is gone: start afresh, keep the address
@@ -168,7 +173,8 @@ absl::StatusOr<v1::ListNodesResponse> WaitForNodes(const LocalState& state,
                                                    const std::vector<std::string>& ids) {
   absl::StatusOr<HeadClientOptions> options = ResolveClientOptions("", {});
   if (!options.ok()) return options.status();
-  absl::StatusOr<std::unique_ptr<HeadClient>> client = HeadClient::Create(state.head_address, *options);
+  absl::StatusOr<std::unique_ptr<HeadClient>> client =
+      HeadClient::Create(state.head_address, *options);
   if (!client.ok()) return client.status();
   const absl::Time deadline = absl::Now() + kStartTimeout;
   for (;;) {
@@ -180,16 +186,15 @@ absl::StatusOr<v1::ListNodesResponse> WaitForNodes(const LocalState& state,
     if (nodes.ok()) {
       for (const v1::NodeInfo& node : nodes->nodes()) {
         if (node.state() == v1::NODE_STATE_ALIVE) {
-          missing.erase(std::remove(missing.begin(), missing.end(), node.node_id()),
-                        missing.end());
+          missing.erase(std::remove(missing.begin(), missing.end(), node.node_id()), missing.end());
         }
       }
       if (missing.empty()) return nodes;
     }
     if (absl::Now() >= deadline) {
-      return absl::DeadlineExceededError(absl::StrCat(
-          "nodes not ALIVE after ", absl::FormatDuration(kStartTimeout), ": ",
-          absl::StrJoin(missing, ", "), "; logs in ", state.log_dir));
+      return absl::DeadlineExceededError(
+          absl::StrCat("nodes not ALIVE after ", absl::FormatDuration(kStartTimeout), ": ",
+                       absl::StrJoin(missing, ", "), "; logs in ", state.log_dir));
     }
     absl::SleepFor(absl::Milliseconds(200));
   }
@@ -224,13 +229,18 @@ int RunUp(const Globals& globals, const UpFlags& flags) {
   if (!flags.node_spec.empty()) {
     absl::StatusOr<std::vector<NodeSpec>> loaded = LoadNodeSpecFile(flags.node_spec);
     if (!loaded.ok()) {
-      return UsageError(absl::InvalidArgumentError(
-          absl::StrCat("--node-spec: ", loaded.status().message())));
+      return UsageError(
+          absl::InvalidArgumentError(absl::StrCat("--node-spec: ", loaded.status().message())));
     }
     specs = *std::move(loaded);
   } else {
-    specs.push_back({"node", flags.gpus_per_node, flags.accelerator_type, flags.cpus_per_node,
-                     flags.memory_per_node, {}, flags.nodes});
+    specs.push_back({"node",
+                     flags.gpus_per_node,
+                     flags.accelerator_type,
+                     flags.cpus_per_node,
+                     flags.memory_per_node,
+                     {},
+                     flags.nodes});
   }
   Local local;
   absl::StatusOr<LocalState> state = NotRunning(local, "");
@@ -352,20 +362,26 @@ struct CredentialsFlags {
 int RunCredentials(const Globals&, const CredentialsFlags& flags) {
   std::error_code error;
   std::filesystem::create_directories(flags.dir, error);
-  if (error) return UsageError(absl::InvalidArgumentError(absl::StrCat("DIR: ", flags.dir, ": ", error.message())));
+  if (error)
+    return UsageError(
+        absl::InvalidArgumentError(absl::StrCat("DIR: ", flags.dir, ": ", error.message())));
   std::filesystem::permissions(flags.dir, std::filesystem::perms::owner_all, error);
   if (access((flags.dir + "/ca.crt").c_str(), F_OK) == 0) {
-    return UsageError(absl::AlreadyExistsError(
-        absl::StrCat("DIR: ", flags.dir, " already holds a CA (ca.crt); remove it to make new credentials")));
+    return UsageError(absl::AlreadyExistsError(absl::StrCat(
+        "DIR: ", flags.dir, " already holds a CA (ca.crt); remove it to make new credentials")));
   }
   if (absl::StatusOr<std::string> token = CreateClusterToken(flags.dir + "/token"); !token.ok()) {
     return UsageError(token.status());
   }
-  if (absl::Status s = CreateClusterCertificates(flags.dir, flags.hosts); !s.ok()) return UsageError(s);
-  std::cout << "wrote " << flags.dir << "/{token,ca.crt,ca.key,head.crt,head.key,node.crt,node.key,client.crt,"
+  if (absl::Status s = CreateClusterCertificates(flags.dir, flags.hosts); !s.ok())
+    return UsageError(s);
+  std::cout << "wrote " << flags.dir
+            << "/{token,ca.crt,ca.key,head.crt,head.key,node.crt,node.key,client.crt,"
             << "client.key} (mode 0600)\n"
-            << "head:   --token-file token --tls-ca-file ca.crt --tls-cert-file head.crt --tls-key-file head.key\n"
-            << "raylet: --token-file token --tls-ca-file ca.crt --tls-cert-file node.crt --tls-key-file node.key\n"
+            << "head:   --token-file token --tls-ca-file ca.crt --tls-cert-file head.crt "
+               "--tls-key-file head.key\n"
+            << "raylet: --token-file token --tls-ca-file ca.crt --tls-cert-file node.crt "
+               "--tls-key-file node.key\n"
             << "users:  BERTH_TOKEN_FILE=token BERTH_TLS_CA_FILE=ca.crt (keep ca.key offline)\n";
   return kExitOk;
 }
@@ -375,7 +391,8 @@ int RunCredentials(const Globals&, const CredentialsFlags& flags) {
 void AddLocalCommands(CLI::App& app, Action* action) {
   auto credentials = std::make_shared<CredentialsFlags>();
   CLI::App* credentials_cmd = app.add_subcommand(
-      "credentials", "Write a cluster token, a CA and head/node/client certificates into DIR (mode 0600)");
+      "credentials",
+      "Write a cluster token, a CA and head/node/client certificates into DIR (mode 0600)");
   credentials_cmd->add_option("DIR", credentials->dir, "Directory to write")->required();
   credentials_cmd->add_option("--host", credentials->hosts,
                               "Another DNS name or IP address the certificates name (repeatable)");
@@ -426,8 +443,10 @@ void AddLocalCommands(CLI::App& app, Action* action) {
   start_cmd->add_option("--labels", start->labels, "Node labels, k=v,k=v");
   start_cmd->add_option("--node-id", start->node_id, "Node id (default: <hostname>-<port>)");
   start_cmd->add_option("--node-pool", start->node_pool, "Autoscaler node pool of the raylet");
-  start_cmd->add_option("--metrics-listen", start->metrics_listen,
-                        "With --address: the raylet's /metrics address (0.0.0.0:9465 to be scraped from elsewhere)")
+  start_cmd
+      ->add_option("--metrics-listen", start->metrics_listen,
+                   "With --address: the raylet's /metrics address (0.0.0.0:9465 to be scraped from "
+                   "elsewhere)")
       ->capture_default_str();
   OnChosenLocal(start_cmd, action, start, RunStart);
 }

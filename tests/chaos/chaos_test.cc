@@ -75,7 +75,8 @@ class ChaosTest : public ::testing::Test {
     for (int attempt = 0; attempt < 100; ++attempt) {
       grpc::Status s = call();
       if (s.ok()) return true;
-      if (s.error_code() != grpc::StatusCode::UNAVAILABLE && s.error_code() != grpc::StatusCode::DEADLINE_EXCEEDED) {
+      if (s.error_code() != grpc::StatusCode::UNAVAILABLE &&
+          s.error_code() != grpc::StatusCode::DEADLINE_EXCEEDED) {
         std::fprintf(stderr, "chaos: call failed: %s\n", s.error_message().c_str());
         return false;
       }
@@ -87,9 +88,9 @@ class ChaosTest : public ::testing::Test {
   std::string Create(std::mt19937& rng, int n) {
     v1::CreatePlacementGroupRequest request;
     request.set_request_id("chaos-create-" + std::to_string(n));
-    const v1::PlacementStrategy strategies[] = {v1::PLACEMENT_STRATEGY_PACK, v1::PLACEMENT_STRATEGY_SPREAD,
-                                                v1::PLACEMENT_STRATEGY_STRICT_PACK,
-                                                v1::PLACEMENT_STRATEGY_STRICT_SPREAD};
+    const v1::PlacementStrategy strategies[] = {
+        v1::PLACEMENT_STRATEGY_PACK, v1::PLACEMENT_STRATEGY_SPREAD,
+        v1::PLACEMENT_STRATEGY_STRICT_PACK, v1::PLACEMENT_STRATEGY_STRICT_SPREAD};
     request.set_strategy(strategies[rng() % 4]);
     const double gpus[] = {0, 0.5, 1, 2};
     const int bundles = 1 + static_cast<int>(rng() % 3);
@@ -100,7 +101,10 @@ class ChaosTest : public ::testing::Test {
       if (g > 0) (*amounts)["GPU"] = g;
     }
     v1::CreatePlacementGroupResponse response;
-    if (!Retry([&] { return cluster_.groups().CreatePlacementGroup(Context(milliseconds(2000)).get(), request, &response); })) {
+    if (!Retry([&] {
+          return cluster_.groups().CreatePlacementGroup(Context(milliseconds(2000)).get(), request,
+                                                        &response);
+        })) {
       return "";
     }
     return response.placement_group_id();
@@ -111,7 +115,10 @@ class ChaosTest : public ::testing::Test {
     request.set_placement_group_id(id);
     request.set_request_id("chaos-remove-" + id);
     v1::RemovePlacementGroupResponse response;
-    return Retry([&] { return cluster_.groups().RemovePlacementGroup(Context(milliseconds(2000)).get(), request, &response); });
+    return Retry([&] {
+      return cluster_.groups().RemovePlacementGroup(Context(milliseconds(2000)).get(), request,
+                                                    &response);
+    });
   }
 
   v1::ListPlacementGroupsResponse Groups() {
@@ -138,7 +145,10 @@ class ChaosTest : public ::testing::Test {
       g->set_units(10000);
     }
     v1::PrepareBundleResourcesResponse prepared;
-    if (!cluster_.raylet(NodeId(node)).PrepareBundleResources(Context().get(), prepare, &prepared).ok()) return false;
+    if (!cluster_.raylet(NodeId(node))
+             .PrepareBundleResources(Context().get(), prepare, &prepared)
+             .ok())
+      return false;
     v1::CancelResourceReserveRequest cancel;
     cancel.set_placement_group_id("chaos-probe");
     cancel.set_request_id(prepare.request_id() + "-cancel");
@@ -167,8 +177,9 @@ class ChaosTest : public ::testing::Test {
       }
       const v1::PlacementGroupInfo& g = *it->second;
       if (expect_all_created && g.state() != v1::PLACEMENT_GROUP_STATE_CREATED) {
-        if (report) std::fprintf(stderr, "chaos: VIOLATION: group %s is %s: %s\n", id.c_str(),
-                     v1::PlacementGroupState_Name(g.state()).c_str(), g.pending_reason().c_str());
+        if (report)
+          std::fprintf(stderr, "chaos: VIOLATION: group %s is %s: %s\n", id.c_str(),
+                       v1::PlacementGroupState_Name(g.state()).c_str(), g.pending_reason().c_str());
         ++violations;
       }
     }
@@ -177,13 +188,17 @@ class ChaosTest : public ::testing::Test {
         for (const auto& [name, amount] : g.bundles(l.bundle_index()).resources().amounts()) {
           held[l.node_id()][name] += amount;
         }
-        for (const v1::GpuShare& s : l.gpus()) gpu_share[{l.node_id(), s.index()}] += s.units() / 10000.0;
-        holders[l.node_id()] += g.placement_group_id() + " (" + v1::PlacementGroupState_Name(g.state()) + ") ";
+        for (const v1::GpuShare& s : l.gpus())
+          gpu_share[{l.node_id(), s.index()}] += s.units() / 10000.0;
+        holders[l.node_id()] +=
+            g.placement_group_id() + " (" + v1::PlacementGroupState_Name(g.state()) + ") ";
       }
     }
     for (const auto& [gpu, share] : gpu_share) {
       if (share > 1.0 + 1e-9) {
-        if (report) std::fprintf(stderr, "chaos: VIOLATION: GPU %u of %s held %.2f times\n", gpu.second, gpu.first.c_str(), share);
+        if (report)
+          std::fprintf(stderr, "chaos: VIOLATION: GPU %u of %s held %.2f times\n", gpu.second,
+                       gpu.first.c_str(), share);
         ++violations;
       }
     }
@@ -197,12 +212,16 @@ class ChaosTest : public ::testing::Test {
       // What the raylet tells Prometheus about each GPU it has.
       const std::vector<Series> metrics = ParseMetrics(HttpGet(n.metrics_address(), "/metrics"));
       for (int gpu = 0; gpu < kGpusPerNode; ++gpu) {
-        const double reported = SumSeries(metrics, "berth_gpu_instance_allocated",
-                                          {{"node", n.node_id()}, {"gpu_index", std::to_string(gpu)}});
+        const double reported =
+            SumSeries(metrics, "berth_gpu_instance_allocated",
+                      {{"node", n.node_id()}, {"gpu_index", std::to_string(gpu)}});
         const double head = gpu_share[{n.node_id(), static_cast<uint32_t>(gpu)}];
         if (std::abs(reported - head) > 1e-6) {
-          if (report) std::fprintf(stderr, "chaos: VIOLATION: %s's /metrics has GPU %d %.2f allocated, the head %.2f\n",
-                       n.node_id().c_str(), gpu, reported, head);
+          if (report)
+            std::fprintf(
+                stderr,
+                "chaos: VIOLATION: %s's /metrics has GPU %d %.2f allocated, the head %.2f\n",
+                n.node_id().c_str(), gpu, reported, head);
           ++violations;
         }
       }
@@ -212,8 +231,10 @@ class ChaosTest : public ::testing::Test {
         const double used = (total == n.total().amounts().end() ? 0 : total->second) -
                             (available == n.available().amounts().end() ? 0 : available->second);
         if (std::abs(used - held[n.node_id()][r]) > 1e-6) {
-          if (report) std::fprintf(stderr, "chaos: VIOLATION: %s uses %.4f %s but its bundles hold %.4f: %s\n",
-                       n.node_id().c_str(), used, r, held[n.node_id()][r], holders[n.node_id()].c_str());
+          if (report)
+            std::fprintf(
+                stderr, "chaos: VIOLATION: %s uses %.4f %s but its bundles hold %.4f: %s\n",
+                n.node_id().c_str(), used, r, held[n.node_id()][r], holders[n.node_id()].c_str());
           ++violations;
         }
       }
@@ -244,8 +265,10 @@ class ChaosTest : public ::testing::Test {
         }
       }
       if (!held) {
-        if (report) std::fprintf(stderr, "chaos: VIOLATION: pid %d of job %s runs on %s without bundle %u of %s\n",
-                     pid, env["BERTH_JOB_ID"].c_str(), node.c_str(), bundle, group.c_str());
+        if (report)
+          std::fprintf(stderr,
+                       "chaos: VIOLATION: pid %d of job %s runs on %s without bundle %u of %s\n",
+                       pid, env["BERTH_JOB_ID"].c_str(), node.c_str(), bundle, group.c_str());
         ++violations;
       }
     }
@@ -258,10 +281,12 @@ class ChaosTest : public ::testing::Test {
     submit.mutable_spec()->mutable_scaling_config()->set_num_workers(2);
     submit.mutable_spec()->mutable_scaling_config()->set_use_gpu(true);
     submit.mutable_spec()->mutable_failure_config()->set_max_failures(-1);
-    for (const char* a : {"/bin/sh", "-c"}) submit.mutable_spec()->mutable_entrypoint()->mutable_command()->add_argv(a);
+    for (const char* a : {"/bin/sh", "-c"})
+      submit.mutable_spec()->mutable_entrypoint()->mutable_command()->add_argv(a);
     submit.mutable_spec()->mutable_entrypoint()->mutable_command()->add_argv(command);
     v1::SubmitTrainJobResponse submitted;
-    if (!Retry([&] { return cluster_.jobs().SubmitTrainJob(Context().get(), submit, &submitted); })) return "";
+    if (!Retry([&] { return cluster_.jobs().SubmitTrainJob(Context().get(), submit, &submitted); }))
+      return "";
     return submitted.job_id();
   }
 
@@ -341,10 +366,12 @@ TEST_F(ChaosTest, ChurnWithKilledRayletsAndHeadsKeepsTheBooksExact) {
     stop.set_job_id(job);
     stop.set_request_id("chaos-stop-" + job);
     v1::StopTrainJobResponse stopped;
-    ASSERT_TRUE(Retry([&] { return cluster_.jobs().StopTrainJob(Context().get(), stop, &stopped); }));
+    ASSERT_TRUE(
+        Retry([&] { return cluster_.jobs().StopTrainJob(Context().get(), stop, &stopped); }));
   }
   auto terminal = [](v1::TrainJobState s) {
-    return s == v1::TRAIN_JOB_STATE_SUCCEEDED || s == v1::TRAIN_JOB_STATE_FAILED || s == v1::TRAIN_JOB_STATE_STOPPED;
+    return s == v1::TRAIN_JOB_STATE_SUCCEEDED || s == v1::TRAIN_JOB_STATE_FAILED ||
+           s == v1::TRAIN_JOB_STATE_STOPPED;
   };
   std::vector<std::string> all_jobs = long_jobs;
   all_jobs.insert(all_jobs.end(), short_jobs.begin(), short_jobs.end());
@@ -361,7 +388,8 @@ TEST_F(ChaosTest, ChurnWithKilledRayletsAndHeadsKeepsTheBooksExact) {
   for (const std::string& job : all_jobs) {
     const v1::TrainJobInfo info = Job(job);
     const bool is_long = std::count(long_jobs.begin(), long_jobs.end(), job) > 0;
-    const v1::TrainJobState want = is_long ? v1::TRAIN_JOB_STATE_STOPPED : v1::TRAIN_JOB_STATE_SUCCEEDED;
+    const v1::TrainJobState want =
+        is_long ? v1::TRAIN_JOB_STATE_STOPPED : v1::TRAIN_JOB_STATE_SUCCEEDED;
     restarts += info.failure_causes_size();
     job_groups.insert(info.placement_group_id());
     if (info.state() == want) {
@@ -376,15 +404,17 @@ TEST_F(ChaosTest, ChurnWithKilledRayletsAndHeadsKeepsTheBooksExact) {
   // An ended job holds no group, and nothing of it runs.
   const v1::ListPlacementGroupsResponse groups_after = Groups();
   for (const auto& g : groups_after.placement_groups()) {
-    if (job_groups.count(g.placement_group_id()) > 0 && g.state() != v1::PLACEMENT_GROUP_STATE_REMOVED) {
-      std::fprintf(stderr, "chaos: VIOLATION: group %s of an ended job is %s\n", g.placement_group_id().c_str(),
-                   v1::PlacementGroupState_Name(g.state()).c_str());
+    if (job_groups.count(g.placement_group_id()) > 0 &&
+        g.state() != v1::PLACEMENT_GROUP_STATE_REMOVED) {
+      std::fprintf(stderr, "chaos: VIOLATION: group %s of an ended job is %s\n",
+                   g.placement_group_id().c_str(), v1::PlacementGroupState_Name(g.state()).c_str());
       ++violations;
     }
   }
   std::vector<pid_t> left;
-  WaitUntil([&] { return (left = ProcessesWithEnv("TORCHELASTIC_ERROR_FILE", cluster_.dir())).empty(); },
-            seconds(10));
+  WaitUntil(
+      [&] { return (left = ProcessesWithEnv("TORCHELASTIC_ERROR_FILE", cluster_.dir())).empty(); },
+      seconds(10));
   for (pid_t pid : left) {
     std::fprintf(stderr, "chaos: VIOLATION: pid %d of job %s outlived its job\n", pid,
                  ProcessEnv(pid)["BERTH_JOB_ID"].c_str());
@@ -403,15 +433,19 @@ TEST_F(ChaosTest, ChurnWithKilledRayletsAndHeadsKeepsTheBooksExact) {
       },
       seconds(30));
   if (!idle) {
-    std::fprintf(stderr, "chaos: VIOLATION: a raylet still holds bundles after everything was removed\n");
+    std::fprintf(stderr,
+                 "chaos: VIOLATION: a raylet still holds bundles after everything was removed\n");
     ++violations;
   }
   violations += CheckBooks({}, false);
-  std::printf("chaos: seed %u, %d operations, %d groups created, %d removed, %d head kills, %d raylet kills, "
-              "%zu train jobs (%d succeeded, %d stopped, %d restarts), %d job processes checked, settled=%s, "
-              "violations=%d\n",
-              seed, operations, created, removed, head_kills, raylet_kills, all_jobs.size(), succeeded,
-              stopped_jobs, restarts, processes_checked, settled ? "yes" : "no", violations);
+  std::printf(
+      "chaos: seed %u, %d operations, %d groups created, %d removed, %d head kills, %d raylet "
+      "kills, "
+      "%zu train jobs (%d succeeded, %d stopped, %d restarts), %d job processes checked, "
+      "settled=%s, "
+      "violations=%d\n",
+      seed, operations, created, removed, head_kills, raylet_kills, all_jobs.size(), succeeded,
+      stopped_jobs, restarts, processes_checked, settled ? "yes" : "no", violations);
   EXPECT_EQ(violations, 0);
 }
 

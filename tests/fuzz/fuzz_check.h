@@ -7,13 +7,13 @@
 #include <cstdio>
 #include <string>
 
-#define FUZZ_CHECK_MSG(cond, msg)                                                    \
-  do {                                                                               \
-    if (!(cond)) {                                                                   \
+#define FUZZ_CHECK_MSG(cond, msg)                                                          \
+  do {                                                                                     \
+    if (!(cond)) {                                                                         \
       std::fprintf(stderr, "%s:%d: invariant failed: %s\n%s\n", __FILE__, __LINE__, #cond, \
-                   std::string(msg).c_str());                                        \
-      __builtin_trap();                                                              \
-    }                                                                                \
+                   std::string(msg).c_str());                                              \
+      __builtin_trap();                                                                    \
+    }                                                                                      \
   } while (0)
 
 #define FUZZ_CHECK(cond) FUZZ_CHECK_MSG(cond, "")

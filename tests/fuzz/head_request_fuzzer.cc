@@ -18,14 +18,14 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "wire/proto_convert.h"
 #include "google/protobuf/stubs/logging.h"
 #include "head_fuzz.pb.h"
-#include "scheduler/node_manager.h"
 #include "placement/node_resource_table.h"
+#include "scheduler/node_manager.h"
 #include "scheduler/placement_group_manager.h"
 #include "tests/fuzz/fuzz_check.h"
 #include "train/train_job_controller.h"
+#include "wire/proto_convert.h"
 
 namespace berth {
 namespace {
@@ -254,13 +254,15 @@ class Head {
     in_flight_.erase(in_flight_.begin() + i);
     if (prepared) groups_.OnPrepared(task.placement_group_id, task.attempt);
     CheckCancels(groups_.OnCommitDone(task.placement_group_id, task.attempt,
-                                      ok ? absl::OkStatus() : absl::UnavailableError("fuzz"), now_));
+                                      ok ? absl::OkStatus() : absl::UnavailableError("fuzz"),
+                                      now_));
   }
 
   void Liveness() {
     for (const std::string& dead : nodes_.CheckLiveness(now_)) {
       FUZZ_CHECK(NodeOf(dead)->state == NodeState::kDead);
-      for (const CommitTask& t : in_flight_) died_during_commit_.insert({t.placement_group_id, dead});
+      for (const CommitTask& t : in_flight_)
+        died_during_commit_.insert({t.placement_group_id, dead});
       groups_.OnNodeDead(dead, now_);
     }
   }
@@ -324,19 +326,20 @@ class Head {
         }
         // Held on the node as it is now, not on an incarnation that died.
         const NodeResourceTable::Node* node = NodeOf(loc.node_id());
-        const bool held = held_keys[loc.node_id()].count({g.placement_group_id(), loc.bundle_index()});
-        FUZZ_CHECK_MSG(node != nullptr && held,
-                       absl::StrCat(g.placement_group_id(), " bundle ", loc.bundle_index(), " (",
-                                    v1::PlacementGroupState_Name(g.state()),
-                                    ") is located on node ", loc.node_id(),
-                                    " which does not hold it"));
+        const bool held =
+            held_keys[loc.node_id()].count({g.placement_group_id(), loc.bundle_index()});
+        FUZZ_CHECK_MSG(
+            node != nullptr && held,
+            absl::StrCat(g.placement_group_id(), " bundle ", loc.bundle_index(), " (",
+                         v1::PlacementGroupState_Name(g.state()), ") is located on node ",
+                         loc.node_id(), " which does not hold it"));
         // A group whose node died is rescheduled, unless its commit is still
         // running (then OnCommitDone deals with it).
         if (!in_flight) {
-          FUZZ_CHECK_MSG(node->state != NodeState::kDead,
-                         absl::StrCat(g.placement_group_id(), " (",
-                                      v1::PlacementGroupState_Name(g.state()), ") keeps bundle ",
-                                      loc.bundle_index(), " on DEAD node ", loc.node_id()));
+          FUZZ_CHECK_MSG(
+              node->state != NodeState::kDead,
+              absl::StrCat(g.placement_group_id(), " (", v1::PlacementGroupState_Name(g.state()),
+                           ") keeps bundle ", loc.bundle_index(), " on DEAD node ", loc.node_id()));
         }
       }
     }

@@ -28,12 +28,12 @@ namespace berth {
 namespace {
 
 constexpr const char* kTypes[] = {"", "A10G", "A100", "T4"};
-constexpr const char* kResourceNames[] = {"CPU", "GPU", "memory", "disk", "accelerator_type:A10G",
-                                          "accelerator_type:T4", "", "bad name"};
+constexpr const char* kResourceNames[] = {
+    "CPU", "GPU", "memory", "disk", "accelerator_type:A10G", "accelerator_type:T4", "", "bad name"};
 constexpr const char* kLabelKeys[] = {"zone", "spot", "team", "berth.io/accelerator-type"};
 constexpr const char* kLabelValues[] = {"a", "b", "A10G", "A100", "T4", ""};
-constexpr const char* kStrategies[] = {"PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD",
-                                       "strict_spread", "bogus"};
+constexpr const char* kStrategies[] = {"PACK",          "SPREAD",        "STRICT_PACK",
+                                       "STRICT_SPREAD", "strict_spread", "bogus"};
 
 template <typename T, size_t N>
 T Pick(FuzzedDataProvider& in, const T (&values)[N]) {
@@ -42,9 +42,8 @@ T Pick(FuzzedDataProvider& in, const T (&values)[N]) {
 
 // Amounts near the interesting edges: fractions, whole GPUs, the maximum.
 double PickAmount(FuzzedDataProvider& in) {
-  static constexpr double kAmounts[] = {0,      0.0001, 0.00004, 0.25, 0.5,  0.6,
-                                        1,      1.5,    2,       3,    4,    8,
-                                        16,     64,     1e9,     2.5e13, -1, 1e300};
+  static constexpr double kAmounts[] = {0, 0.0001, 0.00004, 0.25, 0.5, 0.6, 1,      1.5, 2,
+                                        3, 4,      8,       16,   64,  1e9, 2.5e13, -1,  1e300};
   switch (in.ConsumeIntegralInRange(0, 3)) {
     case 0:
       return in.ConsumeIntegralInRange(0, 16);
@@ -104,9 +103,9 @@ void CheckTable(const Cluster& c) {
     if (node.removed) continue;
     ResourceSet expect = node.total;
     FUZZ_CHECK_MSG(expect.Subtract(used[n]).ok(), node.id);
-    FUZZ_CHECK_MSG(node.available == expect, absl::StrCat(node.id, ": available ",
-                                                          node.available.ToString(), ", ledger says ",
-                                                          expect.ToString()));
+    FUZZ_CHECK_MSG(node.available == expect,
+                   absl::StrCat(node.id, ": available ", node.available.ToString(),
+                                ", ledger says ", expect.ToString()));
     for (uint32_t i = 0; i < node.gpus.count(); ++i) {
       FUZZ_CHECK(node.gpus.free(i).units() == Quantity::kUnitsPerWhole - gpu_used[n][i]);
     }
@@ -301,8 +300,8 @@ void CheckText(FuzzedDataProvider& in) {
   absl::StatusOr<LabelSelector> s = LabelSelector::Parse(text, "s");
   if (s.ok()) {
     absl::StatusOr<LabelSelector> again = LabelSelector::Parse(s->ToString(), "s");
-    FUZZ_CHECK_MSG(again.ok() && *again == *s, absl::StrCat("'", text, "' prints as '",
-                                                            s->ToString(), "'"));
+    FUZZ_CHECK_MSG(again.ok() && *again == *s,
+                   absl::StrCat("'", text, "' prints as '", s->ToString(), "'"));
   }
 }
 

@@ -12,12 +12,12 @@
 
 #include "absl/strings/match.h"
 #include "berth/v1/train.pb.h"
-#include "wire/proto_convert.h"
 #include "google/protobuf/stubs/logging.h"
 #include "placement/bundle_placer.h"
 #include "placement/node_resource_table.h"
 #include "tests/fuzz/fuzz_check.h"
 #include "train/train_job_controller.h"
+#include "wire/proto_convert.h"
 
 namespace berth {
 namespace {

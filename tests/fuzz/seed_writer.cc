@@ -16,85 +16,160 @@ namespace {
 
 // Train job specs: the examples/ jobs and the edges of ScalingConfig.
 const std::vector<std::pair<std::string, std::string>> kTrainJobs = {
-    {"cpu", R"pb(name: "cpu" scaling_config { num_workers: 3 }
+    {"cpu", R"pb(name: "cpu"
+                 scaling_config { num_workers: 3 }
                  entrypoint { builtin_trainer { steps: 10 } })pb"},
     {"a10g", R"pb(scaling_config {
-                    num_workers: 16 use_gpu: true accelerator_type: "A10G"
-                    trainer_resources { amounts { key: "CPU" value: 1 }
-                                        amounts { key: "memory" value: 214748364800 } }
+                    num_workers: 16
+                    use_gpu: true
+                    accelerator_type: "A10G"
+                    trainer_resources {
+                      amounts { key: "CPU" value: 1 }
+                      amounts { key: "memory" value: 214748364800 }
+                    }
                     resources_per_worker { amounts { key: "GPU" value: 1 } }
-                    placement_strategy: PLACEMENT_STRATEGY_PACK }
+                    placement_strategy: PLACEMENT_STRATEGY_PACK
+                  }
                   entrypoint { builtin_trainer {} })pb"},
     {"fractional", R"pb(scaling_config {
-                          num_workers: 4 use_gpu: true
-                          resources_per_worker { amounts { key: "GPU" value: 0.25 }
-                                                 amounts { key: "CPU" value: 2 } }
-                          placement_strategy: PLACEMENT_STRATEGY_STRICT_PACK })pb"},
+                          num_workers: 4
+                          use_gpu: true
+                          resources_per_worker {
+                            amounts { key: "GPU" value: 0.25 }
+                            amounts { key: "CPU" value: 2 }
+                          }
+                          placement_strategy: PLACEMENT_STRATEGY_STRICT_PACK
+                        })pb"},
     {"spread", R"pb(scaling_config {
-                      num_workers: 4 use_gpu: true accelerator_type: "T4"
-                      placement_strategy: PLACEMENT_STRATEGY_STRICT_SPREAD }
+                      num_workers: 4
+                      use_gpu: true
+                      accelerator_type: "T4"
+                      placement_strategy: PLACEMENT_STRATEGY_STRICT_SPREAD
+                    }
                     entrypoint { command { argv: "python3" argv: "train.py" } })pb"},
     {"zero-trainer", R"pb(scaling_config {
                             num_workers: 2
                             trainer_resources { amounts { key: "CPU" value: 0 } }
-                            resources_per_worker { amounts { key: "disk" value: 1e9 } } })pb"},
+                            resources_per_worker { amounts { key: "disk" value: 1e9 } }
+                          })pb"},
     {"internal", R"pb(scaling_config {
-                        num_workers: 1 use_gpu: true
-                        resources_per_worker { amounts { key: "accelerator_type:A100" value: 1 } } })pb"},
+                        num_workers: 1
+                        use_gpu: true
+                        resources_per_worker { amounts { key: "accelerator_type:A100" value: 1 } }
+                      })pb"},
     {"gpu-without-use", R"pb(scaling_config {
                                num_workers: 2
-                               resources_per_worker { amounts { key: "GPU" value: 1 } } })pb"},
+                               resources_per_worker { amounts { key: "GPU" value: 1 } }
+                             })pb"},
     {"max", R"pb(scaling_config {
-                   num_workers: 4096 use_gpu: true
-                   resources_per_worker { amounts { key: "GPU" value: 8 }
-                                          amounts { key: "memory" value: 2.8e13 } } })pb"},
+                   num_workers: 4096
+                   use_gpu: true
+                   resources_per_worker {
+                     amounts { key: "GPU" value: 8 }
+                     amounts { key: "memory" value: 2.8e13 }
+                   }
+                 })pb"},
 };
 
 // Head request sequences: a cluster, groups and jobs scheduled, commits
 // ending well and badly, a node dying mid-commit, removal.
 const std::vector<std::pair<std::string, std::string>> kHeadSequences = {
     {"place-and-remove", R"pb(
-       ops { register_node { node_id: "a" address: "127.0.0.1:1" request_id: "r1"
-                             total { amounts { key: "CPU" value: 8 } amounts { key: "GPU" value: 2 } }
-                             gpus { index: 0 accelerator_type: "A10G" }
-                             gpus { index: 1 accelerator_type: "A10G" } } }
-       ops { register_node { node_id: "b" address: "127.0.0.1:2"
-                             total { amounts { key: "CPU" value: 16 } }
-                             labels { key: "zone" value: "b" } } }
-       ops { create_group { request_id: "g1" name: "one"
-                            bundles { resources { amounts { key: "GPU" value: 1 } } }
-                            bundles { resources { amounts { key: "CPU" value: 4 } } }
-                            strategy: PLACEMENT_STRATEGY_SPREAD } }
+       ops {
+         register_node {
+           node_id: "a"
+           address: "127.0.0.1:1"
+           request_id: "r1"
+           total {
+             amounts { key: "CPU" value: 8 }
+             amounts { key: "GPU" value: 2 }
+           }
+           gpus { index: 0 accelerator_type: "A10G" }
+           gpus { index: 1 accelerator_type: "A10G" }
+         }
+       }
+       ops {
+         register_node {
+           node_id: "b"
+           address: "127.0.0.1:2"
+           total { amounts { key: "CPU" value: 16 } }
+           labels { key: "zone" value: "b" }
+         }
+       }
+       ops {
+         create_group {
+           request_id: "g1"
+           name: "one"
+           bundles { resources { amounts { key: "GPU" value: 1 } } }
+           bundles { resources { amounts { key: "CPU" value: 4 } } }
+           strategy: PLACEMENT_STRATEGY_SPREAD
+         }
+       }
        ops { schedule_after_ms: 1 }
        ops { commit_end { task: 0 prepared: true ok: true } }
        ops { list_groups {} }
        ops { remove_group: 0 }
        ops { list_nodes {} })pb"},
     {"commit-fails-then-dies", R"pb(
-       ops { register_node { node_id: "a" address: "127.0.0.1:1"
-                             total { amounts { key: "CPU" value: 4 } amounts { key: "GPU" value: 1 } }
-                             gpus { index: 0 accelerator_type: "T4" } } }
-       ops { create_group { request_id: "g1"
-                            bundles { resources { amounts { key: "GPU" value: 0.5 } }
-                                      selector { requirements { key: "berth.io/accelerator-type"
-                                                                op: LABEL_OPERATOR_IN values: "T4" } } }
-                            strategy: PLACEMENT_STRATEGY_STRICT_PACK } }
+       ops {
+         register_node {
+           node_id: "a"
+           address: "127.0.0.1:1"
+           total {
+             amounts { key: "CPU" value: 4 }
+             amounts { key: "GPU" value: 1 }
+           }
+           gpus { index: 0 accelerator_type: "T4" }
+         }
+       }
+       ops {
+         create_group {
+           request_id: "g1"
+           bundles {
+             resources { amounts { key: "GPU" value: 0.5 } }
+             selector {
+               requirements { key: "berth.io/accelerator-type" op: LABEL_OPERATOR_IN values: "T4" }
+             }
+           }
+           strategy: PLACEMENT_STRATEGY_STRICT_PACK
+         }
+       }
        ops { schedule_after_ms: 1 }
        ops { commit_end { task: 0 prepared: true ok: false } }
        ops { schedule_after_ms: 200 }
        ops { liveness_after_ms: 6000 }
        ops { commit_end { task: 0 ok: true } }
-       ops { register_node { node_id: "a" address: "127.0.0.1:3"
-                             total { amounts { key: "CPU" value: 4 } } } }
+       ops {
+         register_node {
+           node_id: "a"
+           address: "127.0.0.1:3"
+           total { amounts { key: "CPU" value: 4 } }
+         }
+       }
        ops { schedule_after_ms: 1 })pb"},
     {"train-job-and-drain", R"pb(
-       ops { register_node { node_id: "g0" address: "h:1" request_id: "x"
-                             total { amounts { key: "CPU" value: 32 } amounts { key: "GPU" value: 4 }
-                                     amounts { key: "memory" value: 274877906944 } }
-                             gpus { index: 0 accelerator_type: "A10G" } gpus { index: 1 accelerator_type: "A10G" }
-                             gpus { index: 2 accelerator_type: "A10G" } gpus { index: 3 accelerator_type: "A10G" } } }
-       ops { submit_train_job { request_id: "j1"
-                                spec { scaling_config { num_workers: 4 use_gpu: true accelerator_type: "A10G" } } } }
+       ops {
+         register_node {
+           node_id: "g0"
+           address: "h:1"
+           request_id: "x"
+           total {
+             amounts { key: "CPU" value: 32 }
+             amounts { key: "GPU" value: 4 }
+             amounts { key: "memory" value: 274877906944 }
+           }
+           gpus { index: 0 accelerator_type: "A10G" }
+           gpus { index: 1 accelerator_type: "A10G" }
+           gpus { index: 2 accelerator_type: "A10G" }
+           gpus { index: 3 accelerator_type: "A10G" }
+         }
+       }
+       ops {
+         submit_train_job {
+           request_id: "j1"
+           spec { scaling_config { num_workers: 4 use_gpu: true accelerator_type: "A10G" } }
+         }
+       }
        ops { schedule_after_ms: 1 }
        ops { commit_end { prepared: true ok: true } }
        ops { drain { node_id: "g0" reason: "maintenance" } }
@@ -102,13 +177,36 @@ const std::vector<std::pair<std::string, std::string>> kHeadSequences = {
        ops { get_group { name: "job-0-pg" } }
        ops { remove_group: 0 })pb"},
     {"reschedule-spread", R"pb(
-       ops { register_node { node_id: "a" address: "h:1" total { amounts { key: "CPU" value: 4 } } } }
-       ops { register_node { node_id: "b" address: "h:2" total { amounts { key: "CPU" value: 4 } } } }
-       ops { register_node { node_id: "c" address: "h:3" total { amounts { key: "CPU" value: 4 } } } }
-       ops { create_group { request_id: "s" priority: 5
-                            bundles { resources { amounts { key: "CPU" value: 2 } } }
-                            bundles { resources { amounts { key: "CPU" value: 2 } } }
-                            strategy: PLACEMENT_STRATEGY_STRICT_SPREAD } }
+       ops {
+         register_node {
+           node_id: "a"
+           address: "h:1"
+           total { amounts { key: "CPU" value: 4 } }
+         }
+       }
+       ops {
+         register_node {
+           node_id: "b"
+           address: "h:2"
+           total { amounts { key: "CPU" value: 4 } }
+         }
+       }
+       ops {
+         register_node {
+           node_id: "c"
+           address: "h:3"
+           total { amounts { key: "CPU" value: 4 } }
+         }
+       }
+       ops {
+         create_group {
+           request_id: "s"
+           priority: 5
+           bundles { resources { amounts { key: "CPU" value: 2 } } }
+           bundles { resources { amounts { key: "CPU" value: 2 } } }
+           strategy: PLACEMENT_STRATEGY_STRICT_SPREAD
+         }
+       }
        ops { schedule_after_ms: 1 }
        ops { commit_end { prepared: true ok: true } }
        ops { heartbeat { node_id: "a" sequence: 5 } }
@@ -120,13 +218,35 @@ const std::vector<std::pair<std::string, std::string>> kHeadSequences = {
        ops { remove_group_id: "pg-3" })pb"},
     // Reproducers of the known issues that head_request_fuzzer tolerates.
     {"known-node-dead-during-commit", R"pb(
-       ops { register_node { node_id: "a" address: "h:1" total { amounts { key: "CPU" value: 4 } } } }
-       ops { register_node { node_id: "b" address: "h:2" total { amounts { key: "CPU" value: 4 } } } }
-       ops { register_node { node_id: "c" address: "h:3" total { amounts { key: "CPU" value: 4 } } } }
-       ops { create_group { request_id: "s"
-                            bundles { resources { amounts { key: "CPU" value: 2 } } }
-                            bundles { resources { amounts { key: "CPU" value: 2 } } }
-                            strategy: PLACEMENT_STRATEGY_STRICT_SPREAD } }
+       ops {
+         register_node {
+           node_id: "a"
+           address: "h:1"
+           total { amounts { key: "CPU" value: 4 } }
+         }
+       }
+       ops {
+         register_node {
+           node_id: "b"
+           address: "h:2"
+           total { amounts { key: "CPU" value: 4 } }
+         }
+       }
+       ops {
+         register_node {
+           node_id: "c"
+           address: "h:3"
+           total { amounts { key: "CPU" value: 4 } }
+         }
+       }
+       ops {
+         create_group {
+           request_id: "s"
+           bundles { resources { amounts { key: "CPU" value: 2 } } }
+           bundles { resources { amounts { key: "CPU" value: 2 } } }
+           strategy: PLACEMENT_STRATEGY_STRICT_SPREAD
+         }
+       }
        ops { schedule_after_ms: 1 }
        ops { commit_end { prepared: true ok: true } }
        ops { liveness_after_ms: 3000 }
@@ -139,10 +259,22 @@ const std::vector<std::pair<std::string, std::string>> kHeadSequences = {
        ops { commit_end { prepared: true ok: true } }
        ops { list_groups {} })pb"},
     {"known-rejected-reregistration", R"pb(
-       ops { register_node { node_id: "a" address: "h:1" total { amounts { key: "CPU" value: 4 } } } }
+       ops {
+         register_node {
+           node_id: "a"
+           address: "h:1"
+           total { amounts { key: "CPU" value: 4 } }
+         }
+       }
        ops { liveness_after_ms: 6000 }
-       ops { register_node { node_id: "a" address: "h:1" total { amounts { key: "CPU" value: 4 } }
-                             labels { key: "zone" value: "not valid" } } })pb"},
+       ops {
+         register_node {
+           node_id: "a"
+           address: "h:1"
+           total { amounts { key: "CPU" value: 4 } }
+           labels { key: "zone" value: "not valid" }
+         }
+       })pb"},
 };
 
 bool Write(const std::string& path, const google::protobuf::Message& message) {
@@ -151,7 +283,8 @@ bool Write(const std::string& path, const google::protobuf::Message& message) {
 }
 
 template <typename Message>
-bool WriteAll(const std::string& dir, const std::vector<std::pair<std::string, std::string>>& seeds) {
+bool WriteAll(const std::string& dir,
+              const std::vector<std::pair<std::string, std::string>>& seeds) {
   for (const auto& [name, text] : seeds) {
     Message m;
     if (!google::protobuf::TextFormat::ParseFromString(text, &m)) {

@@ -19,8 +19,8 @@
 namespace berth::testing {
 namespace {
 
-using ::testing::HasSubstr;
 using std::chrono::seconds;
+using ::testing::HasSubstr;
 
 // Creates a one-GPU group with the cluster's credentials and waits until it
 // is CREATED (the head's prepare and commit reached the raylet); "" if not.
@@ -29,7 +29,8 @@ std::string CreateGroup(LocalCluster& cluster, const std::string& request_id) {
   create.set_request_id(request_id);
   (*create.add_bundles()->mutable_resources()->mutable_amounts())["GPU"] = 1;
   v1::CreatePlacementGroupResponse created;
-  if (!cluster.groups().CreatePlacementGroup(cluster.context().get(), create, &created).ok()) return "";
+  if (!cluster.groups().CreatePlacementGroup(cluster.context().get(), create, &created).ok())
+    return "";
   v1::GetPlacementGroupRequest get;
   get.set_placement_group_id(created.placement_group_id());
   v1::GetPlacementGroupResponse group;
@@ -59,7 +60,8 @@ TEST(AuthTest, EveryCallNeedsTheClusterToken) {
   EXPECT_EQ(cluster.groups().CreatePlacementGroup(wrong.get(), create, &created).error_code(),
             grpc::StatusCode::UNAUTHENTICATED);
   v1::ListNodesResponse nodes;
-  EXPECT_EQ(cluster.nodes().ListNodes(Context().get(), {}, &nodes).error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_EQ(cluster.nodes().ListNodes(Context().get(), {}, &nodes).error_code(),
+            grpc::StatusCode::UNAUTHENTICATED);
   v1::ListPlacementGroupsResponse groups;
   ASSERT_TRUE(cluster.groups().ListPlacementGroups(cluster.context().get(), {}, &groups).ok());
   EXPECT_EQ(groups.placement_groups_size(), 0);
@@ -83,8 +85,9 @@ TEST(AuthTest, EveryCallNeedsTheClusterToken) {
   prepare.set_request_id("prepare-1");
   (*prepare.add_bundles()->mutable_resources()->mutable_amounts())["CPU"] = 1;
   v1::PrepareBundleResourcesResponse prepared;
-  EXPECT_EQ(cluster.raylet("n0").PrepareBundleResources(Context().get(), prepare, &prepared).error_code(),
-            grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_EQ(
+      cluster.raylet("n0").PrepareBundleResources(Context().get(), prepare, &prepared).error_code(),
+      grpc::StatusCode::UNAUTHENTICATED);
   v1::ListWorkersResponse workers;
   ASSERT_TRUE(cluster.raylet("n0").ListWorkers(cluster.context().get(), {}, &workers).ok());
   EXPECT_EQ(workers.workers_size(), 0);
@@ -93,7 +96,8 @@ TEST(AuthTest, EveryCallNeedsTheClusterToken) {
 // A stub of `Service` at `address`, as a peer holding `as`'s certificate of
 // `tls_dir` (or plaintext when `tls_dir` is empty), expecting `server`.
 template <typename Service>
-std::unique_ptr<typename Service::Stub> StubAs(const std::string& address, const std::string& tls_dir, TlsRole as,
+std::unique_ptr<typename Service::Stub> StubAs(const std::string& address,
+                                               const std::string& tls_dir, TlsRole as,
                                                TlsRole server) {
   TlsConfig tls;
   if (!tls_dir.empty()) tls = *LoadTlsConfig(ClusterTlsFiles(tls_dir, as), true);
@@ -110,13 +114,15 @@ TEST(AuthTest, MutualTlsAdmitsOnlyTheHeadToRayletsAndOnlyNodesToRegister) {
 
   // Plaintext, or a certificate of another CA, to the head: no connection.
   v1::ListPlacementGroupsResponse groups;
-  auto plain_head = StubAs<v1::PlacementGroupService>(cluster.head_address(), "", TlsRole::kClient, TlsRole::kHead);
+  auto plain_head = StubAs<v1::PlacementGroupService>(cluster.head_address(), "", TlsRole::kClient,
+                                                      TlsRole::kHead);
   EXPECT_EQ(plain_head->ListPlacementGroups(cluster.context().get(), {}, &groups).error_code(),
             grpc::StatusCode::UNAVAILABLE);
   char other[] = "/tmp/berth-other-ca-XXXXXX";
   ASSERT_NE(mkdtemp(other), nullptr);
   ASSERT_TRUE(CreateClusterCertificates(other).ok());
-  auto foreign = StubAs<v1::PlacementGroupService>(cluster.head_address(), other, TlsRole::kClient, TlsRole::kHead);
+  auto foreign = StubAs<v1::PlacementGroupService>(cluster.head_address(), other, TlsRole::kClient,
+                                                   TlsRole::kHead);
   v1::CreatePlacementGroupRequest create;
   create.set_request_id("create-foreign");
   (*create.add_bundles()->mutable_resources()->mutable_amounts())["GPU"] = 1;
@@ -130,9 +136,11 @@ TEST(AuthTest, MutualTlsAdmitsOnlyTheHeadToRayletsAndOnlyNodesToRegister) {
   impostor.set_address("127.0.0.1:1");
   (*impostor.mutable_total()->mutable_amounts())["CPU"] = 64;
   v1::RegisterNodeResponse registered;
-  grpc::Status refused = cluster.nodes().RegisterNode(cluster.context().get(), impostor, &registered);
+  grpc::Status refused =
+      cluster.nodes().RegisterNode(cluster.context().get(), impostor, &registered);
   EXPECT_EQ(refused.error_code(), grpc::StatusCode::PERMISSION_DENIED);
-  EXPECT_THAT(refused.error_message(), HasSubstr("RegisterNode: only a peer with a berth-node certificate"));
+  EXPECT_THAT(refused.error_message(),
+              HasSubstr("RegisterNode: only a peer with a berth-node certificate"));
 
   // The raylet: plaintext and TLS without a client certificate get no
   // connection; a client's or a node's certificate, token or not, is
@@ -155,7 +163,8 @@ TEST(AuthTest, MutualTlsAdmitsOnlyTheHeadToRayletsAndOnlyNodesToRegister) {
     auto stub = StubAs<v1::RayletService>(raylet, cluster.tls_dir(), role, TlsRole::kNode);
     grpc::Status s = stub->StartWorker(cluster.context().get(), start, &started);
     EXPECT_EQ(s.error_code(), grpc::StatusCode::PERMISSION_DENIED) << TlsRoleName(role);
-    EXPECT_THAT(s.error_message(), HasSubstr("StartWorker: only a peer with a berth-head certificate"));
+    EXPECT_THAT(s.error_message(),
+                HasSubstr("StartWorker: only a peer with a berth-head certificate"));
     v1::CancelResourceReserveRequest cancel;
     cancel.set_placement_group_id(id);
     cancel.set_request_id(std::string("cancel-") + TlsRoleName(role));
@@ -184,7 +193,8 @@ TEST(AuthTest, ATokenFileOthersCanReadIsRefused) {
   const std::string token = std::string(dir) + "/token";
   std::ofstream(token) << "0123456789abcdef0123456789abcdef\n";
   chmod(token.c_str(), 0644);
-  ChildProcess head({BERTH_HEAD_BIN, "--listen", "127.0.0.1:0", "--token-file", token}, std::string(dir) + "/head.log");
+  ChildProcess head({BERTH_HEAD_BIN, "--listen", "127.0.0.1:0", "--token-file", token},
+                    std::string(dir) + "/head.log");
   const int status = head.Wait();
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 1);
   EXPECT_THAT(ReadFileOrEmpty(std::string(dir) + "/head.log"), HasSubstr("readable by others"));

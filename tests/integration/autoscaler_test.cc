@@ -8,9 +8,9 @@
 #include <filesystem>
 #include <fstream>
 
+#include "common/files.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "common/files.h"
 #include "tests/integration/local_cluster.h"
 
 namespace berth::testing {
@@ -26,18 +26,22 @@ class AutoscalerTest : public ::testing::Test {
     std::ofstream(cluster_.dir() + "/autoscaler.yaml")
         << "provider:\n"
            "  type: command\n"
-           "  command: [/bin/sh, " BERTH_SOURCE_DIR "/scripts/local-pool.sh]\n"
+           "  command: [/bin/sh, " BERTH_SOURCE_DIR
+           "/scripts/local-pool.sh]\n"
            "pools:\n"
-           "  - {name: a10g, accelerator_type: A10G, gpus: 4, cpus: 8, memory: 16Gi, max_nodes: 4,\n"
+           "  - {name: a10g, accelerator_type: A10G, gpus: 4, cpus: 8, memory: 16Gi, max_nodes: "
+           "4,\n"
            "     idle_timeout_s: 1}\n"
-           "  - {name: h100, accelerator_type: H100, gpus: 8, cpus: 16, memory: 32Gi, max_nodes: 1,\n"
+           "  - {name: h100, accelerator_type: H100, gpus: 8, cpus: 16, memory: 32Gi, max_nodes: "
+           "1,\n"
            "     idle_timeout_s: 1}\n";
     // The provider's script inherits the autoscaler's environment.
     setenv("BERTH_POOL_DIR", pool_dir_.c_str(), 1);
     setenv("BERTH_RAYLET_BIN", BERTH_RAYLET_BIN, 1);
     autoscaler_ = std::make_unique<ChildProcess>(
-        std::vector<std::string>{BERTH_AUTOSCALER_BIN, "--head", cluster_.head_address(), "--config",
-                                 cluster_.dir() + "/autoscaler.yaml", "--period-ms", "200"},
+        std::vector<std::string>{BERTH_AUTOSCALER_BIN, "--head", cluster_.head_address(),
+                                 "--config", cluster_.dir() + "/autoscaler.yaml", "--period-ms",
+                                 "200"},
         cluster_.dir() + "/autoscaler.log");
   }
 
@@ -68,11 +72,13 @@ class AutoscalerTest : public ::testing::Test {
     return response.placement_group().state();
   }
 
-  std::string Create(int bundles, double gpus, v1::PlacementStrategy strategy, const std::string& request_id) {
+  std::string Create(int bundles, double gpus, v1::PlacementStrategy strategy,
+                     const std::string& request_id) {
     v1::CreatePlacementGroupRequest request;
     request.set_strategy(strategy);
     request.set_request_id(request_id);
-    for (int i = 0; i < bundles; ++i) (*request.add_bundles()->mutable_resources()->mutable_amounts())["GPU"] = gpus;
+    for (int i = 0; i < bundles; ++i)
+      (*request.add_bundles()->mutable_resources()->mutable_amounts())["GPU"] = gpus;
     v1::CreatePlacementGroupResponse response;
     EXPECT_TRUE(cluster_.groups().CreatePlacementGroup(Context().get(), request, &response).ok());
     return response.placement_group_id();
@@ -90,13 +96,16 @@ TEST_F(AutoscalerTest, APendingEightGpuGangGetsANodeThatGoesAwayWhenIdle) {
   // 16 GPUs on one node: no pool can; reported, and nothing is added for it.
   Create(1, 16, v1::PLACEMENT_STRATEGY_PACK, "never");
 
-  ASSERT_TRUE(WaitUntil([&] { return State(gang) == v1::PLACEMENT_GROUP_STATE_CREATED; }, seconds(30)))
-      << "autoscaler log:\n" << ReadFileOrEmpty(cluster_.dir() + "/autoscaler.log");
+  ASSERT_TRUE(
+      WaitUntil([&] { return State(gang) == v1::PLACEMENT_GROUP_STATE_CREATED; }, seconds(30)))
+      << "autoscaler log:\n"
+      << ReadFileOrEmpty(cluster_.dir() + "/autoscaler.log");
   v1::GetClusterStatusResponse status;
   ASSERT_TRUE(WaitUntil(
       [&] {
         status = Status();
-        return status.autoscaler().recent_actions_size() >= 1 && status.autoscaler().unsatisfiable_size() == 1 &&
+        return status.autoscaler().recent_actions_size() >= 1 &&
+               status.autoscaler().unsatisfiable_size() == 1 &&
                status.autoscaler().pools_size() == 2 && status.autoscaler().pools(1).nodes() == 1;
       },
       seconds(5)));
@@ -120,12 +129,15 @@ TEST_F(AutoscalerTest, APendingEightGpuGangGetsANodeThatGoesAwayWhenIdle) {
   remove.set_request_id("remove-gang");
   v1::RemovePlacementGroupResponse removed;
   ASSERT_TRUE(cluster_.groups().RemovePlacementGroup(Context().get(), remove, &removed).ok());
-  ASSERT_TRUE(WaitUntil([&] { return Status().alive_nodes() == 0 && Status().draining_nodes() == 0; }, seconds(30)))
-      << "autoscaler log:\n" << ReadFileOrEmpty(cluster_.dir() + "/autoscaler.log");
+  ASSERT_TRUE(WaitUntil(
+      [&] { return Status().alive_nodes() == 0 && Status().draining_nodes() == 0; }, seconds(30)))
+      << "autoscaler log:\n"
+      << ReadFileOrEmpty(cluster_.dir() + "/autoscaler.log");
   status = Status();
   std::vector<v1::AutoscalerActionKind> kinds;
   for (const auto& a : status.autoscaler().recent_actions()) kinds.push_back(a.kind());
-  EXPECT_THAT(kinds, ::testing::ElementsAre(v1::AUTOSCALER_ACTION_KIND_SCALE_UP, v1::AUTOSCALER_ACTION_KIND_DRAIN,
+  EXPECT_THAT(kinds, ::testing::ElementsAre(v1::AUTOSCALER_ACTION_KIND_SCALE_UP,
+                                            v1::AUTOSCALER_ACTION_KIND_DRAIN,
                                             v1::AUTOSCALER_ACTION_KIND_REMOVE));
   EXPECT_EQ(status.autoscaler().pools(1).target_nodes(), 0u);
 }

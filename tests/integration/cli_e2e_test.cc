@@ -3,16 +3,15 @@
 // a job file, read their logs, stop one, and check `down` leaves none of the
 // cluster's processes running. The cluster is secure by default: a token
 // and mutual TLS with certificates `up` writes.
+#include <gtest/gtest.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/wait.h>
 
 #include <filesystem>
 #include <fstream>
-#include <string>
-
-#include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
@@ -41,8 +40,8 @@ class CliEndToEndTest : public ::testing::Test {
   // Runs `berth args` against this test's cluster only (`env`: more
   // VAR=value settings).
   Result Berth(const std::string& args, const std::string& env = "") {
-    const std::string command =
-        absl::StrCat("env -u BERTH_ADDRESS BERTH_HOME=", home_, " ", env, " ", BERTH_CLI, " ", args, " 2>&1");
+    const std::string command = absl::StrCat("env -u BERTH_ADDRESS BERTH_HOME=", home_, " ", env,
+                                             " ", BERTH_CLI, " ", args, " 2>&1");
     Result result;
     FILE* pipe = popen(command.c_str(), "r");
     if (pipe == nullptr) return result;
@@ -83,7 +82,8 @@ class CliEndToEndTest : public ::testing::Test {
 TEST_F(CliEndToEndTest, AnUnknownCommandSuggestsTheNearest) {
   const Result typo = Berth("sumbit job.yaml");
   EXPECT_EQ(typo.rc, 2) << typo.out;
-  EXPECT_NE(typo.out.find("unknown command \"sumbit\" for \"berth\""), std::string::npos) << typo.out;
+  EXPECT_NE(typo.out.find("unknown command \"sumbit\" for \"berth\""), std::string::npos)
+      << typo.out;
   EXPECT_NE(typo.out.find("Did you mean \"berth submit\"?"), std::string::npos) << typo.out;
   const Result help = Berth("foo --help");
   EXPECT_EQ(help.rc, 2) << help.out;
@@ -106,14 +106,17 @@ TEST_F(CliEndToEndTest, UpSubmitLogsStopDown) {
   ASSERT_EQ(status.rc, 0) << status.out;
   const nlohmann::json json = nlohmann::json::parse(status.out);
   EXPECT_EQ(json.value("alive_nodes", 0), 2) << status.out;
-  for (const char* file : {"token", "tls/ca.crt", "tls/ca.key", "tls/head.key", "tls/node.key", "tls/client.key"}) {
+  for (const char* file :
+       {"token", "tls/ca.crt", "tls/ca.key", "tls/head.key", "tls/node.key", "tls/client.key"}) {
     const auto perms = std::filesystem::status(absl::StrCat(home_, "/local/", file)).permissions();
-    EXPECT_EQ(perms, std::filesystem::perms::owner_read | std::filesystem::perms::owner_write) << file;
+    EXPECT_EQ(perms, std::filesystem::perms::owner_read | std::filesystem::perms::owner_write)
+        << file;
   }
   // Another cluster's CA does not trust this head.
   const Result other = Berth(absl::StrCat("credentials ", home_, "/other"));
   ASSERT_EQ(other.rc, 0) << other.out;
-  const Result foreign = Berth("status", absl::StrCat("BERTH_TLS_CA_FILE=", home_, "/other/ca.crt"));
+  const Result foreign =
+      Berth("status", absl::StrCat("BERTH_TLS_CA_FILE=", home_, "/other/ca.crt"));
   EXPECT_EQ(foreign.rc, 1) << foreign.out;
   EXPECT_NE(foreign.out.find("UNAVAILABLE"), std::string::npos) << foreign.out;
   const Result twice = Berth(absl::StrCat("credentials ", home_, "/other"));

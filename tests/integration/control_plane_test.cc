@@ -9,17 +9,17 @@
 #include <set>
 #include <thread>
 
+#include "common/files.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "common/files.h"
 #include "tests/integration/local_cluster.h"
 
 namespace berth::testing {
 namespace {
 
-using ::testing::HasSubstr;
 using std::chrono::milliseconds;
 using std::chrono::seconds;
+using ::testing::HasSubstr;
 
 using Availability = std::map<std::string, std::map<std::string, double>>;
 
@@ -125,14 +125,16 @@ class ControlPlaneTest : public ::testing::Test {
       g->set_units(10000);
     }
     v1::PrepareBundleResourcesResponse prepared;
-    grpc::Status s = cluster_->raylet(node_id).PrepareBundleResources(Context().get(), prepare, &prepared);
+    grpc::Status s =
+        cluster_->raylet(node_id).PrepareBundleResources(Context().get(), prepare, &prepared);
     EXPECT_TRUE(s.ok()) << s.error_message();
     v1::CancelResourceReserveRequest cancel;
     cancel.set_placement_group_id("probe");
     cancel.set_request_id(prepare.request_id() + "-cancel");
     cancel.add_bundle_indices(0);
     v1::CancelResourceReserveResponse cancelled;
-    EXPECT_TRUE(cluster_->raylet(node_id).CancelResourceReserve(Context().get(), cancel, &cancelled).ok());
+    EXPECT_TRUE(
+        cluster_->raylet(node_id).CancelResourceReserve(Context().get(), cancel, &cancelled).ok());
     return prepared.prepared();
   }
 
@@ -193,7 +195,8 @@ TEST_F(ControlPlaneTest, EveryStrategyPlacesAndRemovesWithExactAvailability) {
 }
 
 TEST_F(ControlPlaneTest, KilledRayletsBundlesAreRescheduled) {
-  const std::string spread = CreateOk(std::vector<v1::Bundle>(3, GpuBundle(1)), v1::PLACEMENT_STRATEGY_SPREAD);
+  const std::string spread =
+      CreateOk(std::vector<v1::Bundle>(3, GpuBundle(1)), v1::PLACEMENT_STRATEGY_SPREAD);
   ASSERT_EQ(WaitReady(spread).state(), v1::PLACEMENT_GROUP_STATE_CREATED);
   const std::string strict =
       CreateOk(std::vector<v1::Bundle>(3, GpuBundle(1)), v1::PLACEMENT_STRATEGY_STRICT_SPREAD);
@@ -205,7 +208,8 @@ TEST_F(ControlPlaneTest, KilledRayletsBundlesAreRescheduled) {
   const bool replaced = WaitUntil(
       [&] {
         v1::PlacementGroupInfo info = Get(spread);
-        if (info.state() != v1::PLACEMENT_GROUP_STATE_CREATED || info.locations_size() != 3) return false;
+        if (info.state() != v1::PLACEMENT_GROUP_STATE_CREATED || info.locations_size() != 3)
+          return false;
         for (const auto& loc : info.locations()) {
           if (loc.node_id() == "t4-0") return false;
         }
@@ -284,8 +288,10 @@ TEST_F(ControlPlaneTest, BatchCallsCreateWaitAndRemoveManyGroups) {
     (*r->add_bundles()->mutable_resources()->mutable_amounts())["CPU"] = 0.1;
   }
   v1::CreatePlacementGroupsRequest bad = create;
-  for (int i = 0; i < bad.requests_size(); ++i) bad.mutable_requests(i)->set_request_id("bad-" + std::to_string(i));
-  (*bad.mutable_requests(150)->mutable_bundles(0)->mutable_resources()->mutable_amounts())["CPU"] = -1;
+  for (int i = 0; i < bad.requests_size(); ++i)
+    bad.mutable_requests(i)->set_request_id("bad-" + std::to_string(i));
+  (*bad.mutable_requests(150)->mutable_bundles(0)->mutable_resources()->mutable_amounts())["CPU"] =
+      -1;
   v1::CreatePlacementGroupsResponse refused;
   grpc::Status s = cluster_->groups().CreatePlacementGroups(Context().get(), bad, &refused);
   EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
@@ -318,7 +324,8 @@ TEST_F(ControlPlaneTest, BatchCallsCreateWaitAndRemoveManyGroups) {
   s = cluster_->groups().RemovePlacementGroups(Context().get(), remove, &removed);
   EXPECT_EQ(s.error_code(), grpc::StatusCode::NOT_FOUND);
   EXPECT_THAT(s.error_message(), HasSubstr("placement_group_ids[200]"));
-  EXPECT_EQ(Get(created.placement_group_ids(0)).state(), v1::PLACEMENT_GROUP_STATE_CREATED);  // none removed
+  EXPECT_EQ(Get(created.placement_group_ids(0)).state(),
+            v1::PLACEMENT_GROUP_STATE_CREATED);  // none removed
   remove.mutable_placement_group_ids()->RemoveLast();
   s = cluster_->groups().RemovePlacementGroups(Context().get(), remove, &removed);
   ASSERT_TRUE(s.ok()) << s.error_message();
@@ -360,14 +367,16 @@ TEST_F(ControlPlaneTest, WorkerSeesItsGpusLogsOutputAndItsExitReachesTheHead) {
   EXPECT_EQ(exits.exits(0).status().worker_id(), "w1");
   EXPECT_EQ(exits.exits(0).status().exit_code(), 7);
   const std::string out = ReadFileOrEmpty(cluster_->log_dir("t4-0") + "/w1.out");
-  EXPECT_EQ(out, "gpus=" + std::string(info.locations(0).gpus(0).index() == 0 ? "0,1" : "1,0") + " rank=0\n");
+  EXPECT_EQ(out, "gpus=" + std::string(info.locations(0).gpus(0).index() == 0 ? "0,1" : "1,0") +
+                     " rank=0\n");
   EXPECT_EQ(ReadFileOrEmpty(cluster_->log_dir("t4-0") + "/w1.err"), "oops\n");
 }
 
 TEST_F(ControlPlaneTest, BadInputIsRejectedNamingTheField) {
   auto expect = [&](v1::CreatePlacementGroupRequest request, grpc::StatusCode code,
                     const std::string& field) {
-    if (request.request_id().empty()) request.set_request_id("bad-" + std::to_string(next_request_++));
+    if (request.request_id().empty())
+      request.set_request_id("bad-" + std::to_string(next_request_++));
     v1::CreatePlacementGroupResponse response;
     grpc::Status s = cluster_->groups().CreatePlacementGroup(Context().get(), request, &response);
     EXPECT_EQ(s.error_code(), code) << field << ": " << s.error_message();
@@ -427,18 +436,20 @@ TEST_F(ControlPlaneTest, BadInputIsRejectedNamingTheField) {
   EXPECT_EQ(Available().size(), 3u);
 }
 
-
 // Where each bundle of each group is: (group, bundle) -> (node, GPU ids).
-using Locations = std::map<std::pair<std::string, uint32_t>, std::pair<std::string, std::vector<uint32_t>>>;
+using Locations =
+    std::map<std::pair<std::string, uint32_t>, std::pair<std::string, std::vector<uint32_t>>>;
 
 TEST_F(ControlPlaneTest, AKilledHeadRestartsWithItsNodesGroupsAndReservations) {
-  const std::string spread = CreateOk({GpuBundle(2), GpuBundle(2)}, v1::PLACEMENT_STRATEGY_STRICT_SPREAD);
-  const std::string packed = CreateOk({GpuBundle(1, "T4"), GpuBundle(0.5, "T4")}, v1::PLACEMENT_STRATEGY_STRICT_PACK);
+  const std::string spread =
+      CreateOk({GpuBundle(2), GpuBundle(2)}, v1::PLACEMENT_STRATEGY_STRICT_SPREAD);
+  const std::string packed =
+      CreateOk({GpuBundle(1, "T4"), GpuBundle(0.5, "T4")}, v1::PLACEMENT_STRATEGY_STRICT_PACK);
   ASSERT_EQ(WaitReady(spread).state(), v1::PLACEMENT_GROUP_STATE_CREATED);
   ASSERT_EQ(WaitReady(packed).state(), v1::PLACEMENT_GROUP_STATE_CREATED);
   std::string waiting;  // 4 distinct nodes on a 3-node cluster: pending
-  ASSERT_TRUE(Create({GpuBundle(1), GpuBundle(1), GpuBundle(1), GpuBundle(1)}, v1::PLACEMENT_STRATEGY_STRICT_SPREAD,
-                     &waiting, "waits")
+  ASSERT_TRUE(Create({GpuBundle(1), GpuBundle(1), GpuBundle(1), GpuBundle(1)},
+                     v1::PLACEMENT_STRATEGY_STRICT_SPREAD, &waiting, "waits")
                   .ok());
   auto locations = [&] {
     Locations out;
@@ -471,7 +482,8 @@ TEST_F(ControlPlaneTest, AKilledHeadRestartsWithItsNodesGroupsAndReservations) {
   orphan.set_request_id("orphan-1");
   (*orphan.add_bundles()->mutable_resources()->mutable_amounts())["CPU"] = 2;
   v1::PrepareBundleResourcesResponse prepared;
-  ASSERT_TRUE(cluster_->raylet("t4-0").PrepareBundleResources(Context().get(), orphan, &prepared).ok());
+  ASSERT_TRUE(
+      cluster_->raylet("t4-0").PrepareBundleResources(Context().get(), orphan, &prepared).ok());
   ASSERT_TRUE(prepared.prepared());
 
   cluster_->RestartHead(SIGKILL);
@@ -479,7 +491,8 @@ TEST_F(ControlPlaneTest, AKilledHeadRestartsWithItsNodesGroupsAndReservations) {
   v1::ListNodesResponse nodes;
   ASSERT_TRUE(cluster_->nodes().ListNodes(Context().get(), {}, &nodes).ok());
   ASSERT_EQ(nodes.nodes_size(), 3);
-  for (const v1::NodeInfo& n : nodes.nodes()) EXPECT_EQ(n.state(), v1::NODE_STATE_ALIVE) << n.node_id();
+  for (const v1::NodeInfo& n : nodes.nodes())
+    EXPECT_EQ(n.state(), v1::NODE_STATE_ALIVE) << n.node_id();
   EXPECT_EQ(Get(spread).state(), v1::PLACEMENT_GROUP_STATE_CREATED);
   EXPECT_EQ(Get(packed).state(), v1::PLACEMENT_GROUP_STATE_CREATED);
   EXPECT_EQ(Get(waiting).state(), v1::PLACEMENT_GROUP_STATE_PENDING);
@@ -490,18 +503,21 @@ TEST_F(ControlPlaneTest, AKilledHeadRestartsWithItsNodesGroupsAndReservations) {
   // heartbeating to the new head without registering again.
   std::this_thread::sleep_for(milliseconds(cluster_->heartbeat_ms() * 8));
   ASSERT_TRUE(cluster_->nodes().ListNodes(Context().get(), {}, &nodes).ok());
-  for (const v1::NodeInfo& n : nodes.nodes()) EXPECT_EQ(n.state(), v1::NODE_STATE_ALIVE) << n.node_id();
+  for (const v1::NodeInfo& n : nodes.nodes())
+    EXPECT_EQ(n.state(), v1::NODE_STATE_ALIVE) << n.node_id();
   EXPECT_EQ(Get(spread).state(), v1::PLACEMENT_GROUP_STATE_CREATED);
   // The worker is still running; the orphan bundle is gone from t4-0.
   v1::ListWorkersResponse workers;
   ASSERT_TRUE(cluster_->raylet(worker_node).ListWorkers(Context().get(), {}, &workers).ok());
   ASSERT_EQ(workers.workers_size(), 1);
   EXPECT_EQ(workers.workers(0).state(), v1::WORKER_STATE_RUNNING);
-  EXPECT_TRUE(WaitUntil([&] { return RayletIsIdle("t4-0", 0, 6); }, seconds(5)));  // 2 CPUs are the group's
+  EXPECT_TRUE(
+      WaitUntil([&] { return RayletIsIdle("t4-0", 0, 6); }, seconds(5)));  // 2 CPUs are the group's
 
   // The restored reservations are honoured: the remaining GPUs are taken
   // without double booking, and a removal frees exactly what it held.
-  const std::string rest = CreateOk({GpuBundle(2, "A10G"), GpuBundle(2, "A10G")}, v1::PLACEMENT_STRATEGY_SPREAD);
+  const std::string rest =
+      CreateOk({GpuBundle(2, "A10G"), GpuBundle(2, "A10G")}, v1::PLACEMENT_STRATEGY_SPREAD);
   v1::PlacementGroupInfo rest_info = WaitReady(rest);
   ASSERT_EQ(rest_info.state(), v1::PLACEMENT_GROUP_STATE_CREATED);
   std::set<std::pair<std::string, uint32_t>> held;
@@ -510,7 +526,8 @@ TEST_F(ControlPlaneTest, AKilledHeadRestartsWithItsNodesGroupsAndReservations) {
   }
   for (const v1::BundleLocation& l : rest_info.locations()) {
     for (const v1::GpuShare& g : l.gpus()) {
-      EXPECT_FALSE(held.count({l.node_id(), g.index()})) << l.node_id() << " GPU " << g.index() << " twice";
+      EXPECT_FALSE(held.count({l.node_id(), g.index()}))
+          << l.node_id() << " GPU " << g.index() << " twice";
     }
   }
   Remove(rest);

@@ -3,10 +3,10 @@
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
-#include <sys/socket.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -40,8 +40,8 @@ std::string ReadPortFile(const std::string& path, std::chrono::milliseconds time
 
 // A channel to a server of `role`; over TLS with our certificate of
 // `as` when the cluster has TLS (`tls_dir` not empty).
-std::shared_ptr<grpc::Channel> Channel(const std::string& address, const std::string& tls_dir, TlsRole role,
-                                       TlsRole as) {
+std::shared_ptr<grpc::Channel> Channel(const std::string& address, const std::string& tls_dir,
+                                       TlsRole role, TlsRole as) {
   if (tls_dir.empty()) return grpc::CreateChannel(address, grpc::InsecureChannelCredentials());
   absl::StatusOr<TlsConfig> tls = LoadTlsConfig(ClusterTlsFiles(tls_dir, as), true);
   if (!tls.ok()) throw std::runtime_error(std::string(tls.status().message()));
@@ -91,7 +91,8 @@ int ChildProcess::Wait() {
   return status;
 }
 
-std::unique_ptr<grpc::ClientContext> LocalCluster::context(std::chrono::milliseconds timeout) const {
+std::unique_ptr<grpc::ClientContext> LocalCluster::context(
+    std::chrono::milliseconds timeout) const {
   std::unique_ptr<grpc::ClientContext> c = Context(timeout);
   AttachClusterToken(c.get(), token_);
   return c;
@@ -134,7 +135,8 @@ std::vector<Series> ParseMetrics(const std::string& text) {
     if (line.empty() || line[0] == '#' || !std::regex_match(line, m, sample)) continue;
     Series s{m[1], {}, std::stod(m[4])};
     const std::string labels = m[3];
-    for (auto it = std::sregex_iterator(labels.begin(), labels.end(), label); it != std::sregex_iterator(); ++it) {
+    for (auto it = std::sregex_iterator(labels.begin(), labels.end(), label);
+         it != std::sregex_iterator(); ++it) {
       s.labels[(*it)[1]] = (*it)[2];
     }
     out.push_back(std::move(s));
@@ -142,7 +144,8 @@ std::vector<Series> ParseMetrics(const std::string& text) {
   return out;
 }
 
-double SumSeries(const std::vector<Series>& all, const std::string& name, const MetricLabels& match) {
+double SumSeries(const std::vector<Series>& all, const std::string& name,
+                 const MetricLabels& match) {
   double sum = 0;
   for (const Series& s : all) {
     if (s.name != name) continue;
@@ -162,8 +165,8 @@ bool WaitUntil(const std::function<bool()>& condition, std::chrono::milliseconds
   }
 }
 
-LocalCluster::LocalCluster(int heartbeat_ms, std::vector<std::string> extra_head_flags, std::string head_host,
-                           bool with_token, bool with_tls)
+LocalCluster::LocalCluster(int heartbeat_ms, std::vector<std::string> extra_head_flags,
+                           std::string head_host, bool with_token, bool with_tls)
     : heartbeat_ms_(heartbeat_ms),
       extra_head_flags_(std::move(extra_head_flags)),
       head_host_(std::move(head_host)),
@@ -179,10 +182,12 @@ LocalCluster::LocalCluster(int heartbeat_ms, std::vector<std::string> extra_head
     extra_head_flags_.insert(extra_head_flags_.end(), {"--token-file", token_file_});
   }
   if (with_tls) {
-    if (absl::Status s = CreateClusterCertificates(tls_dir()); !s.ok()) throw std::runtime_error(std::string(s.message()));
+    if (absl::Status s = CreateClusterCertificates(tls_dir()); !s.ok())
+      throw std::runtime_error(std::string(s.message()));
     const TlsFiles files = ClusterTlsFiles(tls_dir(), TlsRole::kHead);
-    extra_head_flags_.insert(extra_head_flags_.end(), {"--tls-ca-file", files.ca_file, "--tls-cert-file",
-                                                       files.cert_file, "--tls-key-file", files.key_file});
+    extra_head_flags_.insert(extra_head_flags_.end(),
+                             {"--tls-ca-file", files.ca_file, "--tls-cert-file", files.cert_file,
+                              "--tls-key-file", files.key_file});
   }
   StartHead(head_host_ + ":0");
 }
@@ -193,11 +198,23 @@ void LocalCluster::StartHead(const std::string& listen) {
   // The head keeps its state in the cluster's directory, so a restarted
   // head continues where the killed one stopped (unless the extra flags
   // name a --state-store).
-  std::vector<std::string> argv = {BERTH_HEAD_BIN, "--listen", listen, "--port-file", port_file,
-                                   "--heartbeat-period-ms", std::to_string(heartbeat_ms_),
-                                   "--heartbeat-misses", "5", "--raylet-rpc-timeout-ms", "1000",
-                                   "--checkpoint-root", dir_ + "/jobs", "--metrics-listen", "127.0.0.1:0"};
-  if (std::find(extra_head_flags_.begin(), extra_head_flags_.end(), "--state-store") == extra_head_flags_.end()) {
+  std::vector<std::string> argv = {BERTH_HEAD_BIN,
+                                   "--listen",
+                                   listen,
+                                   "--port-file",
+                                   port_file,
+                                   "--heartbeat-period-ms",
+                                   std::to_string(heartbeat_ms_),
+                                   "--heartbeat-misses",
+                                   "5",
+                                   "--raylet-rpc-timeout-ms",
+                                   "1000",
+                                   "--checkpoint-root",
+                                   dir_ + "/jobs",
+                                   "--metrics-listen",
+                                   "127.0.0.1:0"};
+  if (std::find(extra_head_flags_.begin(), extra_head_flags_.end(), "--state-store") ==
+      extra_head_flags_.end()) {
     argv.insert(argv.end(), {"--state-dir", dir_ + "/head-state"});
   }
 #ifdef BERTH_WORKER_BIN
@@ -209,7 +226,8 @@ void LocalCluster::StartHead(const std::string& listen) {
   const std::string port = ReadPortFile(port_file, std::chrono::seconds(10));
   if (port.empty()) throw std::runtime_error("berth-head did not start; see " + dir_ + "/head.log");
   head_address_ = head_host_ + ":" + port;
-  auto channel = Channel(head_address_, with_tls_ ? tls_dir() : "", TlsRole::kHead, TlsRole::kClient);
+  auto channel =
+      Channel(head_address_, with_tls_ ? tls_dir() : "", TlsRole::kHead, TlsRole::kClient);
   nodes_ = v1::NodeService::NewStub(channel);
   groups_ = v1::PlacementGroupService::NewStub(channel);
   cluster_ = v1::ClusterService::NewStub(channel);
@@ -251,11 +269,27 @@ void LocalCluster::StartRaylet(Raylet& r) {
   std::remove(port_file.c_str());
   std::vector<std::string> argv;
   if (!o.netns.empty()) argv = {"/usr/sbin/ip", "netns", "exec", o.netns};
-  argv.insert(argv.end(), {BERTH_RAYLET_BIN, "--head", head_address_, "--listen", o.host + ":0", "--advertise-host",
-                           o.host, "--port-file", port_file, "--node-id", o.node_id,
-                           "--num-cpus", std::to_string(o.num_cpus), "--memory", o.memory,
-                           "--num-gpus", std::to_string(o.num_gpus), "--metrics-listen", o.host + ":0",
-                           "--log-dir", log_dir(o.node_id)});
+  argv.insert(argv.end(), {BERTH_RAYLET_BIN,
+                           "--head",
+                           head_address_,
+                           "--listen",
+                           o.host + ":0",
+                           "--advertise-host",
+                           o.host,
+                           "--port-file",
+                           port_file,
+                           "--node-id",
+                           o.node_id,
+                           "--num-cpus",
+                           std::to_string(o.num_cpus),
+                           "--memory",
+                           o.memory,
+                           "--num-gpus",
+                           std::to_string(o.num_gpus),
+                           "--metrics-listen",
+                           o.host + ":0",
+                           "--log-dir",
+                           log_dir(o.node_id)});
   if (!o.accelerator_type.empty()) {
     argv.push_back("--accelerator-type");
     argv.push_back(o.accelerator_type);
@@ -268,14 +302,15 @@ void LocalCluster::StartRaylet(Raylet& r) {
   if (!token_file_.empty()) argv.insert(argv.end(), {"--token-file", token_file_});
   if (with_tls_) {
     const TlsFiles files = ClusterTlsFiles(tls_dir(), TlsRole::kNode);
-    argv.insert(argv.end(), {"--tls-ca-file", files.ca_file, "--tls-cert-file", files.cert_file, "--tls-key-file",
-                             files.key_file});
+    argv.insert(argv.end(), {"--tls-ca-file", files.ca_file, "--tls-cert-file", files.cert_file,
+                             "--tls-key-file", files.key_file});
   }
   r.process = std::make_unique<ChildProcess>(argv, dir_ + "/" + o.node_id + ".log");
   const std::string port = ReadPortFile(port_file, std::chrono::seconds(10));
   if (port.empty()) throw std::runtime_error("berth-raylet " + o.node_id + " did not start");
   r.address = o.host + ":" + port;
-  r.stub = v1::RayletService::NewStub(Channel(r.address, with_tls_ ? tls_dir() : "", TlsRole::kNode, TlsRole::kHead));
+  r.stub = v1::RayletService::NewStub(
+      Channel(r.address, with_tls_ ? tls_dir() : "", TlsRole::kNode, TlsRole::kHead));
   const bool alive = WaitUntil(
       [&] {
         v1::ListNodesRequest request;

@@ -43,7 +43,7 @@ struct RayletOptions {
   std::string accelerator_type;
   int num_cpus = 8;
   std::string memory = "32Gi";
-  std::string labels;                   // "k=v,k=v"
+  std::string labels;                    // "k=v,k=v"
   std::vector<std::string> extra_flags;  // e.g. --refuse-prepare-file
   std::string host = "127.0.0.1";        // listens and is reached here
   std::string netns;                     // run inside this network namespace
@@ -60,7 +60,8 @@ class LocalCluster {
   // speak mutual TLS; the stubs here use the client certificate for the
   // head and, standing in for the head, the head's for raylets.
   explicit LocalCluster(int heartbeat_ms = 100, std::vector<std::string> extra_head_flags = {},
-                        std::string head_host = "127.0.0.1", bool with_token = false, bool with_tls = false);
+                        std::string head_host = "127.0.0.1", bool with_token = false,
+                        bool with_tls = false);
   ~LocalCluster();
 
   // Starts a raylet and waits until the head lists it ALIVE.
@@ -140,7 +141,8 @@ struct Series {
 // The samples of a /metrics body.
 std::vector<Series> ParseMetrics(const std::string& text);
 // Sum of the samples of `name` whose labels include `match`.
-double SumSeries(const std::vector<Series>& all, const std::string& name, const MetricLabels& match = {});
+double SumSeries(const std::vector<Series>& all, const std::string& name,
+                 const MetricLabels& match = {});
 
 // Polls `condition` every 20 ms until it holds or `timeout` passes.
 bool WaitUntil(const std::function<bool()>& condition, std::chrono::milliseconds timeout);

@@ -14,11 +14,11 @@
 #include <set>
 #include <sstream>
 
+#include "common/files.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "yaml-cpp/yaml.h"
-#include "common/files.h"
 #include "tests/integration/local_cluster.h"
+#include "yaml-cpp/yaml.h"
 
 namespace berth::testing {
 namespace {
@@ -44,7 +44,8 @@ std::set<std::string> DocumentedNames() {
   for (const YAML::Node& component : catalogue["components"]) {
     const std::string daemon = component["component"].as<std::string>();
     if (daemon != "berth-head" && daemon != "berth-raylet") continue;
-    for (const YAML::Node& metric : component["metrics"]) names.insert(metric["name"].as<std::string>());
+    for (const YAML::Node& metric : component["metrics"])
+      names.insert(metric["name"].as<std::string>());
   }
   return names;
 }
@@ -79,11 +80,13 @@ class MetricsTest : public ::testing::Test {
     EXPECT_TRUE(cluster_.nodes().ListNodes(Context().get(), {}, &nodes).ok());
     return nodes;
   }
-  std::string CreateGroup(v1::PlacementStrategy strategy, int bundles, const std::string& resource, double amount) {
+  std::string CreateGroup(v1::PlacementStrategy strategy, int bundles, const std::string& resource,
+                          double amount) {
     v1::CreatePlacementGroupRequest request;
     request.set_strategy(strategy);
     request.set_request_id("pg-" + std::to_string(next_++));
-    for (int i = 0; i < bundles; ++i) (*request.add_bundles()->mutable_resources()->mutable_amounts())[resource] = amount;
+    for (int i = 0; i < bundles; ++i)
+      (*request.add_bundles()->mutable_resources()->mutable_amounts())[resource] = amount;
     v1::CreatePlacementGroupResponse response;
     EXPECT_TRUE(cluster_.groups().CreatePlacementGroup(Context().get(), request, &response).ok());
     return response.placement_group_id();
@@ -103,7 +106,8 @@ TEST_F(MetricsTest, ScrapesMatchTheClusterStateAndPassPromtool) {
   spec->mutable_scaling_config()->set_num_workers(3);
   spec->mutable_scaling_config()->set_use_gpu(true);
   spec->mutable_scaling_config()->set_accelerator_type("A10G");
-  for (const char* a : {"/bin/sh", "-c", "sleep 60"}) spec->mutable_entrypoint()->mutable_command()->add_argv(a);
+  for (const char* a : {"/bin/sh", "-c", "sleep 60"})
+    spec->mutable_entrypoint()->mutable_command()->add_argv(a);
   v1::SubmitTrainJobResponse submitted;
   ASSERT_TRUE(cluster_.jobs().SubmitTrainJob(Context().get(), submit, &submitted).ok());
   CreateGroup(v1::PLACEMENT_STRATEGY_STRICT_PACK, 1, "GPU", 2);
@@ -125,7 +129,8 @@ TEST_F(MetricsTest, ScrapesMatchTheClusterStateAndPassPromtool) {
       [&] {
         double running = 0;
         for (const auto& [node, address] : raylet_metrics) {
-          running += SumSeries(ParseMetrics(HttpGet(address, "/metrics")), "berth_raylet_workers_running");
+          running +=
+              SumSeries(ParseMetrics(HttpGet(address, "/metrics")), "berth_raylet_workers_running");
         }
         return running == 4 && cluster_.jobs().GetTrainJob(Context().get(), get, &job).ok() &&
                job.job().state() == v1::TRAIN_JOB_STATE_RUNNING;
@@ -143,29 +148,40 @@ TEST_F(MetricsTest, ScrapesMatchTheClusterStateAndPassPromtool) {
   ASSERT_EQ(status.accelerators_size(), 2);
   for (const v1::AcceleratorTypeCount& a : status.accelerators()) {
     const Labels gpu = {{"resource", "GPU"}, {"accelerator_type", a.accelerator_type()}};
-    EXPECT_EQ(SumSeries(head, "berth_resource_capacity", gpu), a.gpus_total()) << a.accelerator_type();
-    EXPECT_DOUBLE_EQ(SumSeries(head, "berth_resource_allocated", gpu), a.gpus_total() - a.gpus_available())
+    EXPECT_EQ(SumSeries(head, "berth_resource_capacity", gpu), a.gpus_total())
+        << a.accelerator_type();
+    EXPECT_DOUBLE_EQ(SumSeries(head, "berth_resource_allocated", gpu),
+                     a.gpus_total() - a.gpus_available())
         << a.accelerator_type();
   }
   // The job's 3 GPUs on the A10G node; the 2-GPU group on the T4 node.
-  EXPECT_EQ(SumSeries(head, "berth_resource_allocated", {{"resource", "GPU"}, {"accelerator_type", "A10G"}}), 3);
-  EXPECT_EQ(SumSeries(head, "berth_resource_allocated", {{"resource", "GPU"}, {"accelerator_type", "T4"}}), 2);
+  EXPECT_EQ(SumSeries(head, "berth_resource_allocated",
+                      {{"resource", "GPU"}, {"accelerator_type", "A10G"}}),
+            3);
+  EXPECT_EQ(SumSeries(head, "berth_resource_allocated",
+                      {{"resource", "GPU"}, {"accelerator_type", "T4"}}),
+            2);
   for (const v1::NodeInfo& node : nodes.nodes()) {
     auto gpus = [](const v1::ResourceSet& set) {
       auto it = set.amounts().find("GPU");
       return it == set.amounts().end() ? 0.0 : it->second;
     };
     const double allocated = gpus(node.total()) - gpus(node.available());
-    EXPECT_EQ(SumSeries(head, "berth_node_gpus_allocated", {{"node", node.node_id()}}), allocated) << node.node_id();
-    EXPECT_EQ(SumSeries(head, "berth_node_gpus", {{"node", node.node_id()}}), node.gpus_size()) << node.node_id();
+    EXPECT_EQ(SumSeries(head, "berth_node_gpus_allocated", {{"node", node.node_id()}}), allocated)
+        << node.node_id();
+    EXPECT_EQ(SumSeries(head, "berth_node_gpus", {{"node", node.node_id()}}), node.gpus_size())
+        << node.node_id();
   }
   std::map<v1::PlacementGroupState, uint32_t> groups;
   for (const auto& c : status.placement_groups()) groups[c.state()] = c.count();
-  EXPECT_EQ(SumSeries(head, "berth_placement_groups", {{"state", "CREATED"}}), groups[v1::PLACEMENT_GROUP_STATE_CREATED]);
+  EXPECT_EQ(SumSeries(head, "berth_placement_groups", {{"state", "CREATED"}}),
+            groups[v1::PLACEMENT_GROUP_STATE_CREATED]);
   EXPECT_EQ(SumSeries(head, "berth_placement_groups", {{"state", "CREATED"}}), 2);
   EXPECT_EQ(SumSeries(head, "berth_placement_groups", {{"state", "PENDING"}}), 1);
   EXPECT_EQ(SumSeries(head, "berth_placement_groups_infeasible"), 1);
-  EXPECT_EQ(SumSeries(head, "berth_pending_bundles", {{"shape", "CPU: 1"}, {"strategy", "STRICT_SPREAD"}}), 3);
+  EXPECT_EQ(SumSeries(head, "berth_pending_bundles",
+                      {{"shape", "CPU: 1"}, {"strategy", "STRICT_SPREAD"}}),
+            3);
   EXPECT_GT(SumSeries(head, "berth_pending_gang_age_seconds"), 0);
   EXPECT_EQ(SumSeries(head, "berth_train_jobs", {{"state", "RUNNING"}}), 1);
   EXPECT_GE(SumSeries(head, "berth_placement_latency_seconds_count"), 2);
@@ -184,16 +200,19 @@ TEST_F(MetricsTest, ScrapesMatchTheClusterStateAndPassPromtool) {
     ASSERT_EQ(rank.gpu_indices_size(), 1);
     const std::vector<Series> raylet = ParseMetrics(raylet_text[rank.node_id()]);
     EXPECT_EQ(SumSeries(raylet, "berth_gpu_instance_info",
-                  {{"gpu_index", std::to_string(rank.gpu_indices(0))},
-                   {"job_id", submitted.job_id()},
-                   {"rank", std::to_string(rank.world_rank())},
-                   {"worker_id", rank.worker_id()},
-                   {"placement_group_id", job.job().placement_group_id()}}),
+                        {{"gpu_index", std::to_string(rank.gpu_indices(0))},
+                         {"job_id", submitted.job_id()},
+                         {"rank", std::to_string(rank.world_rank())},
+                         {"worker_id", rank.worker_id()},
+                         {"placement_group_id", job.job().placement_group_id()}}),
               1)
         << "rank " << rank.world_rank();
   }
-  EXPECT_EQ(SumSeries(ParseMetrics(raylet_text["a10g-0"]), "berth_raylet_bundles", {{"state", "committed"}}), 3);
-  EXPECT_EQ(SumSeries(ParseMetrics(raylet_text["t4-0"]), "berth_raylet_idle_reserved_gpus"), 2);  // the bare group
+  EXPECT_EQ(SumSeries(ParseMetrics(raylet_text["a10g-0"]), "berth_raylet_bundles",
+                      {{"state", "committed"}}),
+            3);
+  EXPECT_EQ(SumSeries(ParseMetrics(raylet_text["t4-0"]), "berth_raylet_idle_reserved_gpus"),
+            2);  // the bare group
   EXPECT_EQ(SumSeries(ParseMetrics(raylet_text["a10g-0"]), "berth_raylet_idle_reserved_gpus"), 0);
 
   // Valid exposition, and exactly the documented berth_ metrics.
@@ -213,8 +232,8 @@ TEST_F(MetricsTest, ScrapesMatchTheClusterStateAndPassPromtool) {
   ASSERT_TRUE(cluster_.jobs().StopTrainJob(Context().get(), stop, &stopped).ok());
   EXPECT_TRUE(WaitUntil(
       [&] {
-        return SumSeries(ParseMetrics(HttpGet(raylet_metrics["a10g-0"], "/metrics")), "berth_raylet_worker_exits_total",
-                   {{"outcome", "killed"}}) == 4;
+        return SumSeries(ParseMetrics(HttpGet(raylet_metrics["a10g-0"], "/metrics")),
+                         "berth_raylet_worker_exits_total", {{"outcome", "killed"}}) == 4;
       },
       seconds(15)));
 }
@@ -237,8 +256,10 @@ std::map<std::string, double> QueryByLabel(const std::string& prometheus, const 
                                            const std::string& label) {
   const std::string body = HttpGet(prometheus, "/api/v1/query?query=" + query);
   std::map<std::string, double> out;
-  const std::regex sample("\\{[^{}]*\"" + label + "\":\"([^\"]*)\"[^{}]*\\},\"value\":\\[[0-9.]+,\"([^\"]+)\"\\]");
-  for (auto it = std::sregex_iterator(body.begin(), body.end(), sample); it != std::sregex_iterator(); ++it) {
+  const std::regex sample("\\{[^{}]*\"" + label +
+                          "\":\"([^\"]*)\"[^{}]*\\},\"value\":\\[[0-9.]+,\"([^\"]+)\"\\]");
+  for (auto it = std::sregex_iterator(body.begin(), body.end(), sample);
+       it != std::sregex_iterator(); ++it) {
     out[(*it)[1]] = std::stod((*it)[2]);
   }
   return out;
@@ -247,8 +268,8 @@ std::map<std::string, double> QueryByLabel(const std::string& prometheus, const 
 // A real Prometheus server scrapes the cluster with deploy/prometheus's
 // rules: the recording rules give the cluster's own numbers.
 TEST_F(MetricsTest, ARealPrometheusScrapesTheClusterAndEvaluatesTheRules) {
-  CreateGroup(v1::PLACEMENT_STRATEGY_STRICT_PACK, 1, "GPU", 3);      // 3 of the A10G node's 4
-  CreateGroup(v1::PLACEMENT_STRATEGY_STRICT_SPREAD, 3, "GPU", 1);    // 3 nodes: never on 2
+  CreateGroup(v1::PLACEMENT_STRATEGY_STRICT_PACK, 1, "GPU", 3);    // 3 of the A10G node's 4
+  CreateGroup(v1::PLACEMENT_STRATEGY_STRICT_SPREAD, 3, "GPU", 1);  // 3 nodes: never on 2
   std::vector<std::string> targets = {Status().metrics_address()};
   const v1::ListNodesResponse nodes = Nodes();
   for (const v1::NodeInfo& node : nodes.nodes()) targets.push_back(node.metrics_address());
@@ -259,9 +280,10 @@ TEST_F(MetricsTest, ARealPrometheusScrapesTheClusterAndEvaluatesTheRules) {
       << "scrape_configs:\n  - job_name: berth\n    static_configs:\n      - targets: ['"
       << targets[0] << "', '" << targets[1] << "', '" << targets[2] << "']\n";
   const std::string address = "127.0.0.1:" + std::to_string(FreePort());
-  ChildProcess prometheus({BERTH_PROMETHEUS, "--config.file=" + cluster_.dir() + "/prometheus.yml",
-                           "--storage.tsdb.path=" + cluster_.dir() + "/tsdb", "--web.listen-address=" + address},
-                          cluster_.dir() + "/prometheus.log");
+  ChildProcess prometheus(
+      {BERTH_PROMETHEUS, "--config.file=" + cluster_.dir() + "/prometheus.yml",
+       "--storage.tsdb.path=" + cluster_.dir() + "/tsdb", "--web.listen-address=" + address},
+      cluster_.dir() + "/prometheus.log");
 
   // Targets are scraped at their own offsets within the interval: wait
   // until every answer is in, then compare.
@@ -272,22 +294,25 @@ TEST_F(MetricsTest, ARealPrometheusScrapesTheClusterAndEvaluatesTheRules) {
   const std::map<std::string, double> want_held = {{"a10g-0", 3.0}, {"t4-0", 0.0}};
   WaitUntil(
       [&] {
-        ratio = QueryByLabel(address, "berth:gpu_allocation_ratio:by_accelerator_type", "accelerator_type");
-        pending = QueryByLabel(address, "berth:pending_gpus:by_accelerator_type", "accelerator_type");
+        ratio = QueryByLabel(address, "berth:gpu_allocation_ratio:by_accelerator_type",
+                             "accelerator_type");
+        pending =
+            QueryByLabel(address, "berth:pending_gpus:by_accelerator_type", "accelerator_type");
         free_gpus = QueryByLabel(address, "berth:gpu_free:by_accelerator_type", "accelerator_type");
         held = QueryByLabel(address, "sum(berth_gpu_instance_allocated)by(node)", "node");
         up = QueryByLabel(address, "up", "instance");
-        return ratio == want_ratio && pending == want_pending && free_gpus == want_free && held == want_held &&
-               up.size() == 3;
+        return ratio == want_ratio && pending == want_pending && free_gpus == want_free &&
+               held == want_held && up.size() == 3;
       },
       seconds(30));
-  EXPECT_EQ(ratio, want_ratio)
-      << "prometheus log:\n" << ReadFileOrEmpty(cluster_.dir() + "/prometheus.log");
+  EXPECT_EQ(ratio, want_ratio) << "prometheus log:\n"
+                               << ReadFileOrEmpty(cluster_.dir() + "/prometheus.log");
   EXPECT_EQ(pending, want_pending);
   EXPECT_EQ(free_gpus, want_free);
   // The raylets' own view of each reserved GPU, from their scrapes.
   EXPECT_EQ(held, want_held);
-  EXPECT_EQ(up, (std::map<std::string, double>{{targets[0], 1.0}, {targets[1], 1.0}, {targets[2], 1.0}}));
+  EXPECT_EQ(
+      up, (std::map<std::string, double>{{targets[0], 1.0}, {targets[1], 1.0}, {targets[2], 1.0}}));
 }
 
 }  // namespace

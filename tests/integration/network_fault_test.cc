@@ -34,7 +34,8 @@ class Netns {
     ok_ = Sh("ip netns add " + name_) == 0 &&
           Sh("ip link add " + host_if_ + " type veth peer name " + ns_if_) == 0 &&
           Sh("ip link set " + ns_if_ + " netns " + name_) == 0 &&
-          Sh("ip addr add " + host_ip + "/30 dev " + host_if_) == 0 && Sh("ip link set " + host_if_ + " up") == 0 &&
+          Sh("ip addr add " + host_ip + "/30 dev " + host_if_) == 0 &&
+          Sh("ip link set " + host_if_ + " up") == 0 &&
           Sh("ip netns exec " + name_ + " ip addr add " + ns_ip + "/30 dev " + ns_if_) == 0 &&
           Sh("ip netns exec " + name_ + " ip link set " + ns_if_ + " up") == 0 &&
           Sh("ip netns exec " + name_ + " ip link set lo up") == 0;
@@ -88,15 +89,19 @@ std::string CreateGpuGroup(LocalCluster& cluster, const std::string& request_id)
   (*request.add_bundles()->mutable_resources()->mutable_amounts())["GPU"] = 2;
   v1::CreatePlacementGroupResponse response;
   EXPECT_TRUE(cluster.groups().CreatePlacementGroup(Context().get(), request, &response).ok());
-  EXPECT_TRUE(WaitUntil([&] { return Group(cluster, response.placement_group_id()).state() ==
-                                     v1::PLACEMENT_GROUP_STATE_CREATED; },
-                        seconds(10)));
+  EXPECT_TRUE(WaitUntil(
+      [&] {
+        return Group(cluster, response.placement_group_id()).state() ==
+               v1::PLACEMENT_GROUP_STATE_CREATED;
+      },
+      seconds(10)));
   return response.placement_group_id();
 }
 
 TEST(NetworkFaultTest, ACutOffRayletIsReplacedAndReleasesWhatItNoLongerOwns) {
   Netns netns;
-  if (!netns.ok()) GTEST_SKIP() << "cannot create a network namespace and veth pair here (needs CAP_NET_ADMIN)";
+  if (!netns.ok())
+    GTEST_SKIP() << "cannot create a network namespace and veth pair here (needs CAP_NET_ADMIN)";
   const std::unique_ptr<LocalCluster> owned = ClusterWithANodeInside(netns);
   LocalCluster& cluster = *owned;
   const std::string moved = CreateGpuGroup(cluster, "moved");  // on `inside`, the only node
@@ -119,10 +124,12 @@ TEST(NetworkFaultTest, ACutOffRayletIsReplacedAndReleasesWhatItNoLongerOwns) {
   ASSERT_TRUE(cluster.raylet("inside").StartWorker(Context().get(), start, &started).ok());
 
   netns.SetLink(false);
-  ASSERT_TRUE(WaitUntil([&] { return StateOf(cluster, "inside") == v1::NODE_STATE_DEAD; }, seconds(10)));
+  ASSERT_TRUE(
+      WaitUntil([&] { return StateOf(cluster, "inside") == v1::NODE_STATE_DEAD; }, seconds(10)));
   // Rescheduled onto the outside node's two free GPUs, not onto `stays`'s.
-  ASSERT_TRUE(WaitUntil([&] { return Group(cluster, moved).state() == v1::PLACEMENT_GROUP_STATE_CREATED; },
-                        seconds(10)));
+  ASSERT_TRUE(
+      WaitUntil([&] { return Group(cluster, moved).state() == v1::PLACEMENT_GROUP_STATE_CREATED; },
+                seconds(10)));
   const v1::PlacementGroupInfo after = Group(cluster, moved);
   ASSERT_EQ(after.locations_size(), 1);
   ASSERT_EQ(after.locations(0).node_id(), "outside");
@@ -131,7 +138,8 @@ TEST(NetworkFaultTest, ACutOffRayletIsReplacedAndReleasesWhatItNoLongerOwns) {
     const v1::PlacementGroupInfo group = Group(cluster, id);
     ASSERT_EQ(group.locations_size(), 1);
     for (const v1::GpuShare& g : group.locations(0).gpus()) {
-      EXPECT_TRUE(gpus.insert(g.index()).second) << "GPU " << g.index() << " of outside booked twice";
+      EXPECT_TRUE(gpus.insert(g.index()).second)
+          << "GPU " << g.index() << " of outside booked twice";
     }
   }
   EXPECT_EQ(gpus.size(), 4u);
@@ -139,13 +147,15 @@ TEST(NetworkFaultTest, ACutOffRayletIsReplacedAndReleasesWhatItNoLongerOwns) {
   // The link returns: the stale raylet registers again and drops the bundle
   // the head gave away, stopping its worker.
   netns.SetLink(true);
-  ASSERT_TRUE(WaitUntil([&] { return StateOf(cluster, "inside") == v1::NODE_STATE_ALIVE; }, seconds(15)));
+  ASSERT_TRUE(
+      WaitUntil([&] { return StateOf(cluster, "inside") == v1::NODE_STATE_ALIVE; }, seconds(15)));
   v1::ListWorkersResponse workers;
   EXPECT_TRUE(WaitUntil(
       [&] {
         workers.Clear();
         return cluster.raylet("inside").ListWorkers(Context().get(), {}, &workers).ok() &&
-               workers.workers_size() == 1 && workers.workers(0).state() != v1::WORKER_STATE_RUNNING;
+               workers.workers_size() == 1 &&
+               workers.workers(0).state() != v1::WORKER_STATE_RUNNING;
       },
       seconds(10)));
   // It holds nothing: a bundle of its whole capacity can be prepared.
@@ -160,7 +170,8 @@ TEST(NetworkFaultTest, ACutOffRayletIsReplacedAndReleasesWhatItNoLongerOwns) {
     g->set_units(10000);
   }
   v1::PrepareBundleResourcesResponse prepared;
-  ASSERT_TRUE(cluster.raylet("inside").PrepareBundleResources(Context().get(), probe, &prepared).ok());
+  ASSERT_TRUE(
+      cluster.raylet("inside").PrepareBundleResources(Context().get(), probe, &prepared).ok());
   EXPECT_TRUE(prepared.prepared());
   const v1::PlacementGroupInfo final_group = Group(cluster, moved);
   ASSERT_EQ(final_group.locations_size(), 1);
@@ -173,7 +184,8 @@ TEST(NetworkFaultTest, ACutOffRayletIsReplacedAndReleasesWhatItNoLongerOwns) {
 // cut-off node (its raylet cannot be told) are stopped once it is back.
 TEST(NetworkFaultTest, ACutOffNodesRanksRestartElsewhereAndAreStoppedWhenItReturns) {
   Netns netns;
-  if (!netns.ok()) GTEST_SKIP() << "cannot create a network namespace and veth pair here (needs CAP_NET_ADMIN)";
+  if (!netns.ok())
+    GTEST_SKIP() << "cannot create a network namespace and veth pair here (needs CAP_NET_ADMIN)";
   const std::unique_ptr<LocalCluster> owned = ClusterWithANodeInside(netns);
   LocalCluster& cluster = *owned;
   v1::SubmitTrainJobRequest submit;
@@ -208,7 +220,8 @@ TEST(NetworkFaultTest, ACutOffNodesRanksRestartElsewhereAndAreStoppedWhenItRetur
   ASSERT_TRUE(WaitUntil(
       [&] {
         done = job();
-        return done.state() == v1::TRAIN_JOB_STATE_SUCCEEDED || done.state() == v1::TRAIN_JOB_STATE_FAILED;
+        return done.state() == v1::TRAIN_JOB_STATE_SUCCEEDED ||
+               done.state() == v1::TRAIN_JOB_STATE_FAILED;
       },
       seconds(30)))
       << done.DebugString();
@@ -221,7 +234,8 @@ TEST(NetworkFaultTest, ACutOffNodesRanksRestartElsewhereAndAreStoppedWhenItRetur
 
   netns.SetLink(true);
   EXPECT_TRUE(WaitUntil([&] { return processes_inside().empty(); }, seconds(20)))
-      << processes_inside().size() << " stale processes of the job still run on the node that came back";
+      << processes_inside().size()
+      << " stale processes of the job still run on the node that came back";
 }
 #endif
 

@@ -41,7 +41,8 @@ class TrainFaultTest : public TrainJobTest {
     std::vector<pid_t> pids;
     ASSERT_TRUE(WaitUntil(
         [&] {
-          pids = ProcessesWithEnv("TORCHELASTIC_ERROR_FILE", cluster_->log_dir(node) + "/" + worker_id + ".");
+          pids = ProcessesWithEnv("TORCHELASTIC_ERROR_FILE",
+                                  cluster_->log_dir(node) + "/" + worker_id + ".");
           return !pids.empty();
         },
         seconds(5)));
@@ -87,7 +88,8 @@ TEST_F(TrainFaultTest, ARayletKilledUnderRanksRestartsTheJobOnNewBundlesFromItsC
       },
       milliseconds(5 * cluster_->heartbeat_ms() + 2000)))
       << "still " << after.DebugString();
-  EXPECT_LT(std::chrono::steady_clock::now() - killed_at, milliseconds(5 * cluster_->heartbeat_ms() + 2000));
+  EXPECT_LT(std::chrono::steady_clock::now() - killed_at,
+            milliseconds(5 * cluster_->heartbeat_ms() + 2000));
   EXPECT_THAT(after.failure_causes(0), HasSubstr("node " + victim + " died (missed heartbeats)"));
 
   v1::TrainJobInfo done = WaitDone(id, seconds(120));
@@ -99,7 +101,8 @@ TEST_F(TrainFaultTest, ARayletKilledUnderRanksRestartsTheJobOnNewBundlesFromItsC
   EXPECT_THAT(RankLog(done, 0), HasSubstr("resuming after step"));
   EXPECT_GE(done.last_step(), kSteps - kSteps / 20);
   ExpectEveryGpuFree();
-  for (const std::string node : {"n0", "n1", "n2"}) EXPECT_TRUE(JobProcessesOn(node, id).empty()) << node;
+  for (const std::string node : {"n0", "n1", "n2"})
+    EXPECT_TRUE(JobProcessesOn(node, id).empty()) << node;
 }
 
 // A command job of 2 ranks whose first attempt runs until killed and whose
@@ -113,29 +116,33 @@ v1::TrainJobSpec RestartableJob() {
 
 TEST_F(TrainFaultTest, AKilledRankRestartsTheJobAndNamesTheSignal) {
   const std::string id = Submit(RestartableJob());
-  ASSERT_TRUE(WaitUntil([&] { return Get(id).state() == v1::TRAIN_JOB_STATE_RUNNING; }, seconds(10)));
+  ASSERT_TRUE(
+      WaitUntil([&] { return Get(id).state() == v1::TRAIN_JOB_STATE_RUNNING; }, seconds(10)));
   const v1::WorkerRank rank1 = Get(id).workers(1);
   KillWorker(rank1.node_id(), rank1.worker_id());
   v1::TrainJobInfo done = WaitDone(id, seconds(30));
   ASSERT_EQ(done.state(), v1::TRAIN_JOB_STATE_SUCCEEDED) << done.DebugString();
   EXPECT_EQ(done.failures(), 1u);
   ASSERT_EQ(done.failure_causes_size(), 1);
-  EXPECT_THAT(done.failure_causes(0), HasSubstr("rank 1 (" + rank1.worker_id() + " on " + rank1.node_id() +
-                                                ") was killed by signal 9"));
+  EXPECT_THAT(done.failure_causes(0), HasSubstr("rank 1 (" + rank1.worker_id() + " on " +
+                                                rank1.node_id() + ") was killed by signal 9"));
   ExpectEveryGpuFree();
-  for (const std::string node : {"n0", "n1", "n2"}) EXPECT_TRUE(JobProcessesOn(node, id).empty()) << node;
+  for (const std::string node : {"n0", "n1", "n2"})
+    EXPECT_TRUE(JobProcessesOn(node, id).empty()) << node;
 }
 
 TEST_F(TrainFaultTest, AKilledTrainerRestartsTheJob) {
   const std::string id = Submit(RestartableJob());
-  ASSERT_TRUE(WaitUntil([&] { return Get(id).state() == v1::TRAIN_JOB_STATE_RUNNING; }, seconds(10)));
+  ASSERT_TRUE(
+      WaitUntil([&] { return Get(id).state() == v1::TRAIN_JOB_STATE_RUNNING; }, seconds(10)));
   const std::string node = Get(id).workers(0).node_id();
   const std::string trainer = id + "-a0-trainer";
   KillWorker(node, trainer);
   v1::TrainJobInfo done = WaitDone(id, seconds(30));
   ASSERT_EQ(done.state(), v1::TRAIN_JOB_STATE_SUCCEEDED) << done.DebugString();
   ASSERT_EQ(done.failure_causes_size(), 1);
-  EXPECT_THAT(done.failure_causes(0), HasSubstr("the trainer (" + trainer + " on " + node + ") was killed by signal 9"));
+  EXPECT_THAT(done.failure_causes(0),
+              HasSubstr("the trainer (" + trainer + " on " + node + ") was killed by signal 9"));
   for (const std::string n : {"n0", "n1", "n2"}) EXPECT_TRUE(JobProcessesOn(n, id).empty()) << n;
 }
 
@@ -150,7 +157,8 @@ TEST_F(TrainFaultTest, ARayletKilledAndRestartedAtOnceLeavesNoWorkerOfItsOldLife
   cluster_->KillRaylet(victim, SIGKILL);
   cluster_->RestartRaylet(victim);  // the same node id, before the head declared it DEAD
 
-  EXPECT_TRUE(WaitUntil([&] { return JobProcessesOn(victim, id).empty() || Get(id).attempt() > 0; }, seconds(2)));
+  EXPECT_TRUE(WaitUntil([&] { return JobProcessesOn(victim, id).empty() || Get(id).attempt() > 0; },
+                        seconds(2)));
   v1::TrainJobInfo done = WaitDone(id, seconds(120));
   ASSERT_EQ(done.state(), v1::TRAIN_JOB_STATE_SUCCEEDED) << done.DebugString();
   EXPECT_EQ(done.failures(), 1u);  // counted: count_node_failures is unset
@@ -159,7 +167,8 @@ TEST_F(TrainFaultTest, ARayletKilledAndRestartedAtOnceLeavesNoWorkerOfItsOldLife
   EXPECT_THAT(RankLog(done, 0), HasSubstr("resuming after step"));
   ExpectEveryGpuFree();
   for (const std::string node : {"n0", "n1", "n2"}) {
-    for (pid_t pid : JobProcessesOn(node, id)) ADD_FAILURE() << "pid " << pid << " of the job left on " << node;
+    for (pid_t pid : JobProcessesOn(node, id))
+      ADD_FAILURE() << "pid " << pid << " of the job left on " << node;
   }
 }
 
@@ -167,12 +176,14 @@ TEST_F(TrainJobTest, AHeadKilledWhileAJobWaitsKeepsItWaitingThenRunsIt) {
   v1::TrainJobSpec spec = GpuJob(6);  // 4 GPUs here
   SetCommand(&spec, {"/bin/sh", "-c", "exit 0"});
   const std::string id = Submit(spec);
-  ASSERT_TRUE(WaitUntil([&] { return Get(id).message().find("GPU") != std::string::npos; }, seconds(5)));
+  ASSERT_TRUE(
+      WaitUntil([&] { return Get(id).message().find("GPU") != std::string::npos; }, seconds(5)));
 
   cluster_->RestartHead(SIGKILL);
 
   EXPECT_EQ(Get(id).state(), v1::TRAIN_JOB_STATE_PENDING);
-  ASSERT_TRUE(WaitUntil([&] { return Get(id).message().find("GPU") != std::string::npos; }, seconds(5)))
+  ASSERT_TRUE(
+      WaitUntil([&] { return Get(id).message().find("GPU") != std::string::npos; }, seconds(5)))
       << Get(id).DebugString();
   cluster_->AddRaylet({"n2", 2, "A10G", 8, "32Gi"});
   v1::TrainJobInfo done = WaitDone(id);

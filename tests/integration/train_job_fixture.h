@@ -23,9 +23,9 @@
 
 namespace berth::testing {
 
-using ::testing::HasSubstr;
 using std::chrono::milliseconds;
 using std::chrono::seconds;
+using ::testing::HasSubstr;
 
 constexpr double kGi = 1024.0 * 1024 * 1024;
 
@@ -38,7 +38,7 @@ inline v1::TrainJobSpec GpuJob(int workers) {
 }
 
 inline void SetCommand(v1::TrainJobSpec* spec, std::vector<std::string> argv,
-                std::map<std::string, std::string> env = {}) {
+                       std::map<std::string, std::string> env = {}) {
   auto* command = spec->mutable_entrypoint()->mutable_command();
   for (auto& a : argv) command->add_argv(a);
   for (auto& [k, v] : env) (*command->mutable_env())[k] = v;
@@ -59,7 +59,8 @@ inline std::map<std::string, std::string> ParseEnv(const std::string& text) {
 inline std::vector<std::pair<int, double>> Losses(const std::string& text) {
   std::vector<std::pair<int, double>> out;
   std::regex line(R"(step (\d+) loss ([0-9.eE+-]+))");
-  for (auto it = std::sregex_iterator(text.begin(), text.end(), line); it != std::sregex_iterator(); ++it) {
+  for (auto it = std::sregex_iterator(text.begin(), text.end(), line); it != std::sregex_iterator();
+       ++it) {
     out.push_back({std::stoi((*it)[1]), std::stod((*it)[2])});
   }
   return out;
@@ -103,13 +104,15 @@ class TrainJobTest : public ::testing::Test {
         [&] {
           info = Get(id);
           return info.state() == v1::TRAIN_JOB_STATE_SUCCEEDED ||
-                 info.state() == v1::TRAIN_JOB_STATE_FAILED || info.state() == v1::TRAIN_JOB_STATE_STOPPED;
+                 info.state() == v1::TRAIN_JOB_STATE_FAILED ||
+                 info.state() == v1::TRAIN_JOB_STATE_STOPPED;
         },
         timeout);
     return info;
   }
 
-  std::string RankLog(const v1::TrainJobInfo& info, uint32_t rank, const std::string& ext = ".out") {
+  std::string RankLog(const v1::TrainJobInfo& info, uint32_t rank,
+                      const std::string& ext = ".out") {
     const v1::WorkerRank& w = info.workers(rank);
     return ReadFileOrEmpty(cluster_->log_dir(w.node_id()) + "/" + w.worker_id() + ext);
   }
@@ -128,7 +131,8 @@ class TrainJobTest : public ::testing::Test {
   // The processes of the job's workers on a node (keepers aside), found in
   // the OS process table, not by asking berth.
   std::vector<pid_t> JobProcessesOn(const std::string& node, const std::string& job_id) {
-    return ProcessesWithEnv("TORCHELASTIC_ERROR_FILE", cluster_->log_dir(node) + "/" + job_id + "-");
+    return ProcessesWithEnv("TORCHELASTIC_ERROR_FILE",
+                            cluster_->log_dir(node) + "/" + job_id + "-");
   }
 
   // A 2-rank command job that sleeps, once it is RUNNING.
@@ -136,7 +140,8 @@ class TrainJobTest : public ::testing::Test {
     v1::TrainJobSpec spec = GpuJob(2);
     SetCommand(&spec, {"/bin/sh", "-c", "sleep 60"});
     const std::string id = Submit(spec);
-    EXPECT_TRUE(WaitUntil([&] { return Get(id).state() == v1::TRAIN_JOB_STATE_RUNNING; }, seconds(10)));
+    EXPECT_TRUE(
+        WaitUntil([&] { return Get(id).state() == v1::TRAIN_JOB_STATE_RUNNING; }, seconds(10)));
     return id;
   }
 

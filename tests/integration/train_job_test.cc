@@ -70,7 +70,8 @@ TEST_F(TrainJobTest, EveryRankGetsTheEnvContract) {
   const std::string id = Submit(spec);
   v1::TrainJobInfo info = WaitDone(id);
   ASSERT_EQ(info.state(), v1::TRAIN_JOB_STATE_SUCCEEDED) << info.DebugString();
-  const std::string master_port = info.master_address().substr(info.master_address().rfind(':') + 1);
+  const std::string master_port =
+      info.master_address().substr(info.master_address().rfind(':') + 1);
   std::map<std::string, std::vector<uint32_t>> node_gpus;  // in local-rank order
   for (const auto& w : info.workers()) {
     for (uint32_t g : w.gpu_indices()) node_gpus[w.node_id()].push_back(g);
@@ -126,8 +127,9 @@ TEST_F(TrainJobTest, EveryRankGetsTheEnvContract) {
 TEST_F(TrainJobTest, AUserScriptThatRaisesRestartsFromTheCheckpointItReported) {
   v1::TrainJobSpec spec = GpuJob(4);
   spec.mutable_failure_config()->set_max_failures(1);
-  SetCommand(&spec, {"/usr/bin/python3", BERTH_SOURCE_DIR "/examples/ray-port/train.py", "--steps", "20",
-                     "--checkpoint-every", "5", "--fail-at-step", "7"},
+  SetCommand(&spec,
+             {"/usr/bin/python3", BERTH_SOURCE_DIR "/examples/ray-port/train.py", "--steps", "20",
+              "--checkpoint-every", "5", "--fail-at-step", "7"},
              {{"PYTHONPATH", BERTH_SOURCE_DIR "/python"}});
   const std::string id = Submit(spec);
   v1::TrainJobInfo info = WaitDone(id, seconds(180));
@@ -144,7 +146,8 @@ TEST_F(TrainJobTest, AUserScriptThatRaisesRestartsFromTheCheckpointItReported) {
   EXPECT_THAT(info.latest_checkpoint(), HasSubstr("step-20"));
   // The second attempt resumed from the step-5 checkpoint, on every rank.
   for (int r = 0; r < 4; ++r) {
-    EXPECT_THAT(RankLog(info, r), HasSubstr("resuming from step 5")) << "rank " << r << RankLog(info, r, ".err");
+    EXPECT_THAT(RankLog(info, r), HasSubstr("resuming from step 5"))
+        << "rank " << r << RankLog(info, r, ".err");
   }
   const std::string hash = ParamsHash(RankLog(info, 0));
   ASSERT_FALSE(hash.empty());
@@ -156,7 +159,8 @@ TEST_F(TrainJobTest, AJobTooLargeWaitsWithAReasonAndStartsWhenANodeJoins) {
   SetCommand(&spec, {"/bin/sh", "-c", "exit 0"});
   const std::string id = Submit(spec);
   // The placement core's reason, once the scheduler has tried the group.
-  ASSERT_TRUE(WaitUntil([&] { return Get(id).message().find("GPU") != std::string::npos; }, seconds(5)))
+  ASSERT_TRUE(
+      WaitUntil([&] { return Get(id).message().find("GPU") != std::string::npos; }, seconds(5)))
       << Get(id).message();
   v1::TrainJobInfo pending = Get(id);
   EXPECT_EQ(pending.state(), v1::TRAIN_JOB_STATE_PENDING);
@@ -226,21 +230,26 @@ TEST_F(TrainJobTest, BadSpecsNameTheField) {
     request.set_request_id("bad-" + std::to_string(next_++));
     v1::SubmitTrainJobResponse response;
     grpc::Status s = cluster_->jobs().SubmitTrainJob(Context().get(), request, &response);
-    EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << field << ": " << s.error_message();
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT)
+        << field << ": " << s.error_message();
     EXPECT_THAT(s.error_message(), HasSubstr(field));
   };
   v1::TrainJobSpec zero = GpuJob(0);
   expect(zero, "spec.scaling_config.num_workers");
   v1::TrainJobSpec gpu_without_use = GpuJob(1);
   gpu_without_use.mutable_scaling_config()->set_use_gpu(false);
-  (*gpu_without_use.mutable_scaling_config()->mutable_resources_per_worker()->mutable_amounts())["GPU"] = 1;
+  (*gpu_without_use.mutable_scaling_config()
+        ->mutable_resources_per_worker()
+        ->mutable_amounts())["GPU"] = 1;
   expect(gpu_without_use, "spec.scaling_config.resources_per_worker[\"GPU\"]");
   v1::TrainJobSpec internal = GpuJob(1);
-  (*internal.mutable_scaling_config()->mutable_resources_per_worker()->mutable_amounts())
-      ["accelerator_type:A10G"] = 0.001;
+  (*internal.mutable_scaling_config()
+        ->mutable_resources_per_worker()
+        ->mutable_amounts())["accelerator_type:A10G"] = 0.001;
   expect(internal, "scaling_config.accelerator_type");
   v1::TrainJobSpec nan = GpuJob(1);
-  (*nan.mutable_scaling_config()->mutable_trainer_resources()->mutable_amounts())["memory"] = std::nan("");
+  (*nan.mutable_scaling_config()->mutable_trainer_resources()->mutable_amounts())["memory"] =
+      std::nan("");
   expect(nan, "spec.scaling_config.trainer_resources[\"memory\"]");
   v1::TrainJobSpec accel_cpu = GpuJob(1);
   accel_cpu.mutable_scaling_config()->set_use_gpu(false);
@@ -283,7 +292,8 @@ TEST(TrainSeedExamplesTest, AcceleratorTypeAndABigMemoryRankZero) {
           v1::GetTrainJobResponse got;
           cluster.jobs().GetTrainJob(Context().get(), get, &got);
           info = got.job();
-          return info.state() == v1::TRAIN_JOB_STATE_SUCCEEDED || info.state() == v1::TRAIN_JOB_STATE_FAILED;
+          return info.state() == v1::TRAIN_JOB_STATE_SUCCEEDED ||
+                 info.state() == v1::TRAIN_JOB_STATE_FAILED;
         },
         seconds(30));
     return info;
@@ -292,9 +302,11 @@ TEST(TrainSeedExamplesTest, AcceleratorTypeAndABigMemoryRankZero) {
   a10g.mutable_scaling_config()->set_accelerator_type("A10G");
   v1::TrainJobInfo first = run(a10g);
   ASSERT_EQ(first.state(), v1::TRAIN_JOB_STATE_SUCCEEDED) << first.DebugString();
-  for (const auto& w : first.workers()) EXPECT_THAT(w.node_id(), HasSubstr("a10g")) << w.DebugString();
+  for (const auto& w : first.workers())
+    EXPECT_THAT(w.node_id(), HasSubstr("a10g")) << w.DebugString();
 
-  (*a10g.mutable_scaling_config()->mutable_trainer_resources()->mutable_amounts())["memory"] = 200 * kGi;
+  (*a10g.mutable_scaling_config()->mutable_trainer_resources()->mutable_amounts())["memory"] =
+      200 * kGi;
   v1::TrainJobInfo second = run(a10g);
   ASSERT_EQ(second.state(), v1::TRAIN_JOB_STATE_SUCCEEDED) << second.DebugString();
   EXPECT_EQ(second.workers(0).node_id(), "a10g-bigmem");
@@ -308,7 +320,8 @@ TEST_F(TrainJobTest, AJobKeepsRunningAcrossAHeadRestart) {
   v1::TrainJobSpec spec = GpuJob(2);
   SetCommand(&spec, {"/bin/sh", "-c", "sleep 4"});
   const std::string id = Submit(spec);
-  ASSERT_TRUE(WaitUntil([&] { return Get(id).state() == v1::TRAIN_JOB_STATE_RUNNING; }, seconds(10)));
+  ASSERT_TRUE(
+      WaitUntil([&] { return Get(id).state() == v1::TRAIN_JOB_STATE_RUNNING; }, seconds(10)));
   const v1::TrainJobInfo before = Get(id);
 
   cluster_->RestartHead(SIGKILL);

@@ -33,8 +33,7 @@ namespace {
 // tail, e.g. Real("5Mutex4LockEv").
 void* Real(const char* tail) {
   const char* ns = BERTH_STR(ABSL_OPTION_INLINE_NAMESPACE_NAME);
-  const std::string name =
-      std::string("_ZN4absl") + std::to_string(std::strlen(ns)) + ns + tail;
+  const std::string name = std::string("_ZN4absl") + std::to_string(std::strlen(ns)) + ns + tail;
   void* f = dlsym(RTLD_NEXT, name.c_str());
   if (f == nullptr) {
     std::fprintf(stderr, "tsan_absl_mutex: %s not found\n", name.c_str());
@@ -48,9 +47,7 @@ F Fn(const char* tail) {
   return reinterpret_cast<F>(Real(tail));
 }
 
-void Released(void* m, unsigned flags) {
-  __tsan_mutex_pre_unlock(m, flags);
-}
+void Released(void* m, unsigned flags) { __tsan_mutex_pre_unlock(m, flags); }
 void Reacquired(void* m, unsigned flags) {
   __tsan_mutex_post_unlock(m, flags);
   __tsan_mutex_pre_lock(m, flags);

@@ -27,7 +27,8 @@ inline std::optional<double> Sample(const std::vector<prometheus::MetricFamily>&
 }
 
 // Number of series of `name`.
-inline size_t SeriesCount(const std::vector<prometheus::MetricFamily>& families, const std::string& name) {
+inline size_t SeriesCount(const std::vector<prometheus::MetricFamily>& families,
+                          const std::string& name) {
   for (const prometheus::MetricFamily& family : families) {
     if (family.name == name) return family.metric.size();
   }

@@ -47,7 +47,8 @@ class CountingNodeService final : public Admitted<v1::NodeService::Service> {
 class CountingLogService final : public Admitted<v1::TrainJobService::Service> {
  public:
   explicit CountingLogService(AdmissionPolicy policy) : Admitted(std::move(policy)) {}
-  grpc::Status StreamTrainJobLogs(grpc::ServerContext*, const v1::StreamTrainJobLogsRequest* request,
+  grpc::Status StreamTrainJobLogs(grpc::ServerContext*,
+                                  const v1::StreamTrainJobLogsRequest* request,
                                   grpc::ServerWriter<v1::LogChunk>* writer) override {
     ++calls;
     v1::LogChunk chunk;
@@ -82,7 +83,8 @@ class AdmissionTest : public ::testing::Test {
     if (!dir_.empty()) std::system(("rm -rf " + dir_).c_str());
   }
   std::shared_ptr<grpc::Channel> Plaintext() {
-    return grpc::CreateChannel("127.0.0.1:" + std::to_string(port_), grpc::InsecureChannelCredentials());
+    return grpc::CreateChannel("127.0.0.1:" + std::to_string(port_),
+                               grpc::InsecureChannelCredentials());
   }
   grpc::Status ListNodes(const std::shared_ptr<grpc::Channel>& channel, const std::string& token,
                          v1::ListNodesResponse* response) {
@@ -164,18 +166,24 @@ TEST_F(AdmissionTest, AMethodsRoleIsAskedOnlyOfThatMethod) {
   AdmissionPolicy policy{kToken, Load(TlsRole::kHead)};
   policy.role_of_method["RegisterNode"] = TlsRole::kNode;
   Start(policy, policy.tls.ServerCredentials(/*require_client_certificate=*/false));
-  auto as_client = Load(TlsRole::kClient).MakeChannel("127.0.0.1:" + std::to_string(port_), TlsRole::kHead);
-  auto as_node = Load(TlsRole::kNode).MakeChannel("127.0.0.1:" + std::to_string(port_), TlsRole::kHead);
+  auto as_client =
+      Load(TlsRole::kClient).MakeChannel("127.0.0.1:" + std::to_string(port_), TlsRole::kHead);
+  auto as_node =
+      Load(TlsRole::kNode).MakeChannel("127.0.0.1:" + std::to_string(port_), TlsRole::kHead);
 
   v1::RegisterNodeResponse registered;
-  grpc::Status refused = v1::NodeService::NewStub(as_client)->RegisterNode(Context(kToken).get(), {}, &registered);
+  grpc::Status refused =
+      v1::NodeService::NewStub(as_client)->RegisterNode(Context(kToken).get(), {}, &registered);
   EXPECT_EQ(refused.error_code(), grpc::StatusCode::PERMISSION_DENIED);
   EXPECT_THAT(refused.error_message(), HasSubstr("RegisterNode"));
   EXPECT_EQ(nodes_->calls, 0);
   // The token is checked first, whatever the certificate.
-  EXPECT_EQ(v1::NodeService::NewStub(as_node)->RegisterNode(Context("").get(), {}, &registered).error_code(),
+  EXPECT_EQ(v1::NodeService::NewStub(as_node)
+                ->RegisterNode(Context("").get(), {}, &registered)
+                .error_code(),
             grpc::StatusCode::UNAUTHENTICATED);
-  EXPECT_TRUE(v1::NodeService::NewStub(as_node)->RegisterNode(Context(kToken).get(), {}, &registered).ok());
+  EXPECT_TRUE(
+      v1::NodeService::NewStub(as_node)->RegisterNode(Context(kToken).get(), {}, &registered).ok());
   v1::ListNodesResponse listed;
   EXPECT_TRUE(ListNodes(as_client, kToken, &listed).ok());
   EXPECT_EQ(nodes_->calls, 2);
@@ -186,8 +194,10 @@ TEST_F(AdmissionTest, ARoleForEveryMethodCoversStreamsToo) {
   AdmissionPolicy policy{"", Load(TlsRole::kNode)};
   policy.role_of_every_method = TlsRole::kHead;
   Start(policy, policy.tls.ServerCredentials(/*require_client_certificate=*/true));
-  auto as_client = Load(TlsRole::kClient).MakeChannel("127.0.0.1:" + std::to_string(port_), TlsRole::kNode);
-  auto as_head = Load(TlsRole::kHead).MakeChannel("127.0.0.1:" + std::to_string(port_), TlsRole::kNode);
+  auto as_client =
+      Load(TlsRole::kClient).MakeChannel("127.0.0.1:" + std::to_string(port_), TlsRole::kNode);
+  auto as_head =
+      Load(TlsRole::kHead).MakeChannel("127.0.0.1:" + std::to_string(port_), TlsRole::kNode);
   auto [refused_chunks, refused] = StreamLogs(as_client, "");
   EXPECT_EQ(refused.error_code(), grpc::StatusCode::PERMISSION_DENIED);
   EXPECT_THAT(refused.error_message(), HasSubstr("StreamTrainJobLogs"));

@@ -64,7 +64,8 @@ class ClusterTlsTest : public ::testing::Test {
     return "127.0.0.1:" + std::to_string(port);
   }
 
-  grpc::Status Call(const std::string& address, const TlsConfig& client, TlsRole expect = TlsRole::kNode) {
+  grpc::Status Call(const std::string& address, const TlsConfig& client,
+                    TlsRole expect = TlsRole::kNode) {
     auto stub = v1::NodeService::NewStub(client.MakeChannel(address, expect));
     grpc::ClientContext context;
     context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
@@ -79,8 +80,8 @@ class ClusterTlsTest : public ::testing::Test {
 };
 
 TEST_F(ClusterTlsTest, EveryFileIsPrivate) {
-  for (const char* name : {"ca.crt", "ca.key", "head.crt", "head.key", "node.crt", "node.key", "client.crt",
-                           "client.key"}) {
+  for (const char* name : {"ca.crt", "ca.key", "head.crt", "head.key", "node.crt", "node.key",
+                           "client.crt", "client.key"}) {
     struct stat st {};
     ASSERT_EQ(stat((dir_ + "/" + name).c_str(), &st), 0) << name;
     EXPECT_EQ(st.st_mode & 0777, 0600u) << name;
@@ -92,7 +93,8 @@ TEST_F(ClusterTlsTest, OnlyTheHeadsCertificateIsAdmitted) {
   EXPECT_TRUE(Call(address, Load(TlsRole::kHead)).ok());
   grpc::Status client = Call(address, Load(TlsRole::kClient));
   EXPECT_EQ(client.error_code(), grpc::StatusCode::PERMISSION_DENIED);
-  EXPECT_THAT(client.error_message(), HasSubstr("ListNodes: only a peer with a berth-head certificate"));
+  EXPECT_THAT(client.error_message(),
+              HasSubstr("ListNodes: only a peer with a berth-head certificate"));
   EXPECT_EQ(Call(address, Load(TlsRole::kNode)).error_code(), grpc::StatusCode::PERMISSION_DENIED);
 }
 
@@ -123,7 +125,8 @@ TEST_F(ClusterTlsTest, ClientsCheckTheServersRole) {
   // A node certificate cannot pass for the head: a client expecting the head
   // refuses it.
   const std::string address = StartServer(Load(TlsRole::kNode));
-  EXPECT_EQ(Call(address, Load(TlsRole::kHead), TlsRole::kHead).error_code(), grpc::StatusCode::UNAVAILABLE);
+  EXPECT_EQ(Call(address, Load(TlsRole::kHead), TlsRole::kHead).error_code(),
+            grpc::StatusCode::UNAVAILABLE);
 }
 
 TEST_F(ClusterTlsTest, FlagErrorsNameTheFlag) {
@@ -133,8 +136,10 @@ TEST_F(ClusterTlsTest, FlagErrorsNameTheFlag) {
               HasSubstr("--tls-ca-file: required"));
   EXPECT_THAT(LoadTlsConfig({files.ca_file, files.cert_file, ""}, true).status().message(),
               HasSubstr("--tls-key-file: required"));
-  EXPECT_THAT(LoadTlsConfig({files.ca_file, "", ""}, true).status().message(), HasSubstr("--tls-cert-file"));
-  EXPECT_TRUE(LoadTlsConfig({files.ca_file, "", ""}, false).ok());  // a client without a certificate
+  EXPECT_THAT(LoadTlsConfig({files.ca_file, "", ""}, true).status().message(),
+              HasSubstr("--tls-cert-file"));
+  EXPECT_TRUE(
+      LoadTlsConfig({files.ca_file, "", ""}, false).ok());  // a client without a certificate
   EXPECT_THAT(LoadTlsConfig({files.key_file, "", ""}, false).status().message(),
               HasSubstr("--tls-ca-file " + files.key_file + ": no PEM certificate"));
   chmod(files.key_file.c_str(), 0644);

@@ -53,18 +53,25 @@ TEST(NodePoolConfigTest, ErrorsNameFileLineAndField) {
     return config.ok() ? std::string("ok") : std::string(config.status().message());
   };
   const std::string provider = "provider: {type: command, command: [/bin/true]}\n";
-  EXPECT_EQ(error(provider + "pools:\n  - name: a\n    gpus: 4\n    cpus: 8\n    memory: 1Gi\n    max_nodes: 2\n"),
-            "pools.yaml:3: pools[0].accelerator_type: required when gpus > 0");
-  EXPECT_EQ(error(provider + "pools:\n  - name: a\n    cpus: 8\n    memory: 1Gi\n    max_nodes: two\n"),
-            "pools.yaml:6: pools[0].max_nodes: expected a whole number, got \"two\"");
-  EXPECT_EQ(error(provider + "pools:\n  - name: a\n    cpus: 8\n    memory: 1Gi\n    min_nodes: 3\n    max_nodes: 2\n"),
+  EXPECT_EQ(
+      error(provider +
+            "pools:\n  - name: a\n    gpus: 4\n    cpus: 8\n    memory: 1Gi\n    max_nodes: 2\n"),
+      "pools.yaml:3: pools[0].accelerator_type: required when gpus > 0");
+  EXPECT_EQ(
+      error(provider + "pools:\n  - name: a\n    cpus: 8\n    memory: 1Gi\n    max_nodes: two\n"),
+      "pools.yaml:6: pools[0].max_nodes: expected a whole number, got \"two\"");
+  EXPECT_EQ(error(provider + "pools:\n  - name: a\n    cpus: 8\n    memory: 1Gi\n    min_nodes: "
+                             "3\n    max_nodes: 2\n"),
             "pools.yaml:6: pools[0].min_nodes: must be <= max_nodes");
-  EXPECT_EQ(error(provider + "pools:\n  - name: a\n    cpus: 8\n    memory: 1Gi\n    max_nodes: 2\n    gpu: 1\n"),
-            "pools.yaml:7: pools[0]: unknown key \"gpu\"");
+  EXPECT_EQ(
+      error(provider +
+            "pools:\n  - name: a\n    cpus: 8\n    memory: 1Gi\n    max_nodes: 2\n    gpu: 1\n"),
+      "pools.yaml:7: pools[0]: unknown key \"gpu\"");
   EXPECT_EQ(error(provider + "pools:\n  - {name: a, cpus: 8, memory: 1Gi, max_nodes: 2}\n"
                              "  - {name: a, cpus: 8, memory: 1Gi, max_nodes: 2}\n"),
             "pools.yaml:4: pools[1].name: \"a\" is used twice");
-  EXPECT_EQ(error("provider: {type: kubernetes}\npools:\n  - {name: a, cpus: 8, memory: 1Gi, max_nodes: 2}\n"),
+  EXPECT_EQ(error("provider: {type: kubernetes}\npools:\n  - {name: a, cpus: 8, memory: 1Gi, "
+                  "max_nodes: 2}\n"),
             "pools.yaml:3: pools[0].deployment: required with the kubernetes provider");
   EXPECT_EQ(error("provider: {type: command}\npools: []\n"),
             "pools.yaml:1: provider.command: required with the command provider");

@@ -57,13 +57,13 @@ NodePool A10gPool() {
 TEST(CommandProviderTest, PassesActionPoolAndShape) {
   TempDir dir;
   const std::string out = dir.path() + "/calls";
-  CommandProvider provider(
-      {"/bin/sh", "-c",
-       "echo \"$* | $BERTH_POOL $BERTH_POOL_GPUS $BERTH_POOL_ACCELERATOR_TYPE $BERTH_POOL_CPUS $BERTH_POOL_MEMORY "
-       "$BERTH_POOL_LABELS $BERTH_HEAD_ADDRESS\" >> " +
-           out,
-       "pool.sh"},
-      "10.0.0.1:6380");
+  CommandProvider provider({"/bin/sh", "-c",
+                            "echo \"$* | $BERTH_POOL $BERTH_POOL_GPUS $BERTH_POOL_ACCELERATOR_TYPE "
+                            "$BERTH_POOL_CPUS $BERTH_POOL_MEMORY "
+                            "$BERTH_POOL_LABELS $BERTH_HEAD_ADDRESS\" >> " +
+                                out,
+                            "pool.sh"},
+                           "10.0.0.1:6380");
   ASSERT_TRUE(provider.Scale(A10gPool(), 3).ok());
   ASSERT_TRUE(provider.Remove(A10gPool(), 1, {"node-a", "node-b"}).ok());
   EXPECT_EQ(Read(out),
@@ -72,7 +72,8 @@ TEST(CommandProviderTest, PassesActionPoolAndShape) {
 }
 
 TEST(CommandProviderTest, AFailureCarriesTheExitCodeAndOutput) {
-  CommandProvider provider({"/bin/sh", "-c", "echo quota exceeded for a10g >&2; exit 3", "pool.sh"}, "h:1");
+  CommandProvider provider({"/bin/sh", "-c", "echo quota exceeded for a10g >&2; exit 3", "pool.sh"},
+                           "h:1");
   absl::Status s = provider.Scale(A10gPool(), 2);
   EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable);
   EXPECT_THAT(s.message(), HasSubstr("exit 3"));
@@ -82,7 +83,8 @@ TEST(CommandProviderTest, AFailureCarriesTheExitCodeAndOutput) {
 }
 
 TEST(CommandProviderTest, AHungCommandIsKilledAtTheDeadline) {
-  CommandProvider provider({"/bin/sh", "-c", "sleep 30", "pool.sh"}, "h:1", absl::Milliseconds(300));
+  CommandProvider provider({"/bin/sh", "-c", "sleep 30", "pool.sh"}, "h:1",
+                           absl::Milliseconds(300));
   const absl::Time start = absl::Now();
   absl::Status s = provider.Scale(A10gPool(), 2);
   EXPECT_EQ(s.code(), absl::StatusCode::kDeadlineExceeded);
@@ -97,11 +99,12 @@ class KubernetesProviderTest : public ::testing::Test {
     const std::string port_file = dir_.path() + "/port";
     server_ = fork();
     if (server_ == 0) {
-      execlp("python3", "python3", BERTH_AUTOSCALER_TESTDATA "/fake_kube_api.py", port_file.c_str(), log_.c_str(),
-             nullptr);
+      execlp("python3", "python3", BERTH_AUTOSCALER_TESTDATA "/fake_kube_api.py", port_file.c_str(),
+             log_.c_str(), nullptr);
       _exit(127);
     }
-    for (int i = 0; i < 250 && Read(port_file).empty(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    for (int i = 0; i < 250 && Read(port_file).empty(); ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
     ASSERT_FALSE(Read(port_file).empty()) << "the fake API server did not start";
     std::ofstream(dir_.path() + "/token") << "secret-token\n";
     config_.type = "kubernetes";
@@ -122,29 +125,34 @@ class KubernetesProviderTest : public ::testing::Test {
 };
 
 TEST_F(KubernetesProviderTest, ScalesTheDeploymentThroughTheScaleSubresource) {
-  absl::StatusOr<std::unique_ptr<KubernetesProvider>> provider = KubernetesProvider::Create(config_);
+  absl::StatusOr<std::unique_ptr<KubernetesProvider>> provider =
+      KubernetesProvider::Create(config_);
   ASSERT_TRUE(provider.ok()) << provider.status();
   ASSERT_TRUE((*provider)->Scale(A10gPool(), 3).ok());
-  EXPECT_EQ(Read(log_),
-            R"({"method": "PATCH", "path": "/apis/apps/v1/namespaces/berth/deployments/berth-raylet-a10g/scale", )"
-            R"("authorization": "Bearer secret-token", "content_type": "application/merge-patch+json", )"
-            R"("body": {"spec": {"replicas": 3}}})"
-            "\n");
+  EXPECT_EQ(
+      Read(log_),
+      R"({"method": "PATCH", "path": "/apis/apps/v1/namespaces/berth/deployments/berth-raylet-a10g/scale", )"
+      R"("authorization": "Bearer secret-token", "content_type": "application/merge-patch+json", )"
+      R"("body": {"spec": {"replicas": 3}}})"
+      "\n");
 }
 
 TEST_F(KubernetesProviderTest, RemovalMarksThePodsThenScalesDown) {
-  absl::StatusOr<std::unique_ptr<KubernetesProvider>> provider = KubernetesProvider::Create(config_);
+  absl::StatusOr<std::unique_ptr<KubernetesProvider>> provider =
+      KubernetesProvider::Create(config_);
   ASSERT_TRUE(provider.ok());
   ASSERT_TRUE((*provider)->Remove(A10gPool(), 1, {"berth-raylet-a10g-7d9f-x2"}).ok());
   const std::string log = Read(log_);
-  EXPECT_THAT(log, HasSubstr(R"("path": "/api/v1/namespaces/berth/pods/berth-raylet-a10g-7d9f-x2")"));
+  EXPECT_THAT(log,
+              HasSubstr(R"("path": "/api/v1/namespaces/berth/pods/berth-raylet-a10g-7d9f-x2")"));
   EXPECT_THAT(log, HasSubstr(R"("controller.kubernetes.io/pod-deletion-cost": "-1000000")"));
   EXPECT_LT(log.find("/pods/"), log.find("/scale"));  // marked first
   EXPECT_THAT(log, HasSubstr(R"("body": {"spec": {"replicas": 1}})"));
 }
 
 TEST_F(KubernetesProviderTest, ErrorsCarryTheApiServersAnswer) {
-  absl::StatusOr<std::unique_ptr<KubernetesProvider>> provider = KubernetesProvider::Create(config_);
+  absl::StatusOr<std::unique_ptr<KubernetesProvider>> provider =
+      KubernetesProvider::Create(config_);
   ASSERT_TRUE(provider.ok());
   NodePool pool = A10gPool();
   pool.deployment = "missing";

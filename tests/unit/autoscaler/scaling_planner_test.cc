@@ -12,7 +12,8 @@ using ::testing::IsEmpty;
 
 constexpr double kGi = 1024.0 * 1024 * 1024;
 
-NodePool Pool(std::string name, std::string type, uint32_t gpus, uint32_t max_nodes, uint32_t min_nodes = 0) {
+NodePool Pool(std::string name, std::string type, uint32_t gpus, uint32_t max_nodes,
+              uint32_t min_nodes = 0) {
   NodePool p;
   p.name = std::move(name);
   p.accelerator_type = std::move(type);
@@ -26,7 +27,9 @@ NodePool Pool(std::string name, std::string type, uint32_t gpus, uint32_t max_no
   return p;
 }
 
-void Set(v1::ResourceSet* set, const std::string& name, double value) { (*set->mutable_amounts())[name] = value; }
+void Set(v1::ResourceSet* set, const std::string& name, double value) {
+  (*set->mutable_amounts())[name] = value;
+}
 
 // A registered pool node; `used_gpus` of its GPUs reserved.
 v1::NodeInfo Node(const std::string& id, const NodePool& pool, double used_gpus = 0,
@@ -51,8 +54,8 @@ v1::NodeInfo Node(const std::string& id, const NodePool& pool, double used_gpus 
 }
 
 // `count` gangs of `bundles` x {GPU: gpus} (on `type` if given).
-v1::PendingDemand Gang(int bundles, double gpus, v1::PlacementStrategy strategy, const std::string& type = "",
-                       int count = 1) {
+v1::PendingDemand Gang(int bundles, double gpus, v1::PlacementStrategy strategy,
+                       const std::string& type = "", int count = 1) {
   v1::PendingDemand d;
   for (int i = 0; i < bundles; ++i) {
     v1::Bundle* b = d.add_shape();
@@ -67,7 +70,8 @@ v1::PendingDemand Gang(int bundles, double gpus, v1::PlacementStrategy strategy,
 std::vector<std::pair<std::string, uint32_t>> ScaleUps(const ScalingPlan& plan) {
   std::vector<std::pair<std::string, uint32_t>> out;
   for (const auto& a : plan.actions) {
-    if (a.kind() == v1::AUTOSCALER_ACTION_KIND_SCALE_UP) out.push_back({a.pool(), a.target_nodes()});
+    if (a.kind() == v1::AUTOSCALER_ACTION_KIND_SCALE_UP)
+      out.push_back({a.pool(), a.target_nodes()});
   }
   return out;
 }
@@ -79,7 +83,8 @@ TEST(ScalingPlannerTest, AnEightGpuGangGetsOneEightGpuNode) {
   ScalingPlan plan = planner.Plan({{}, {Gang(8, 1, v1::PLACEMENT_STRATEGY_STRICT_PACK)}, 0});
   EXPECT_THAT(ScaleUps(plan), ElementsAre(std::pair<std::string, uint32_t>{"h100", 1}));
   EXPECT_THAT(plan.unsatisfiable, IsEmpty());
-  EXPECT_EQ(plan.actions[0].reason(), "1 new node(s) for 1 pending gang(s): {GPU: 1} * 8 (STRICT_PACK)");
+  EXPECT_EQ(plan.actions[0].reason(),
+            "1 new node(s) for 1 pending gang(s): {GPU: 1} * 8 (STRICT_PACK)");
   // Asked once: the next pass counts the launching node and adds nothing.
   plan = planner.Plan({{}, {Gang(8, 1, v1::PLACEMENT_STRATEGY_STRICT_PACK)}, 1000});
   EXPECT_THAT(ScaleUps(plan), IsEmpty());
@@ -91,14 +96,16 @@ TEST(ScalingPlannerTest, PackUsesFreeGpusOfExistingNodesFirst) {
   const NodePool a10g = Pool("a10g", "A10G", 4, 8);
   ScalingPlanner planner({a10g});
   // 6 one-GPU bundles; the registered node has 3 free: one more node.
-  ScalingPlan plan = planner.Plan({{Node("a-1", a10g, 1)}, {Gang(6, 1, v1::PLACEMENT_STRATEGY_PACK)}, 0});
+  ScalingPlan plan =
+      planner.Plan({{Node("a-1", a10g, 1)}, {Gang(6, 1, v1::PLACEMENT_STRATEGY_PACK)}, 0});
   EXPECT_THAT(ScaleUps(plan), ElementsAre(std::pair<std::string, uint32_t>{"a10g", 2}));
 }
 
 TEST(ScalingPlannerTest, StrictSpreadNeedsOneNodePerBundle) {
   const NodePool a10g = Pool("a10g", "A10G", 4, 8);
   ScalingPlanner planner({a10g});
-  ScalingPlan plan = planner.Plan({{Node("a-1", a10g, 0)}, {Gang(4, 1, v1::PLACEMENT_STRATEGY_STRICT_SPREAD)}, 0});
+  ScalingPlan plan =
+      planner.Plan({{Node("a-1", a10g, 0)}, {Gang(4, 1, v1::PLACEMENT_STRATEGY_STRICT_SPREAD)}, 0});
   // One bundle fits the existing node; three more distinct nodes.
   EXPECT_THAT(ScaleUps(plan), ElementsAre(std::pair<std::string, uint32_t>{"a10g", 4}));
 }
@@ -121,20 +128,23 @@ TEST(ScalingPlannerTest, MaxNodesCapsGrowthAndIsReported) {
   ScalingPlan plan = planner.Plan({{}, {Gang(2, 4, v1::PLACEMENT_STRATEGY_STRICT_SPREAD)}, 0});
   EXPECT_THAT(ScaleUps(plan), IsEmpty());
   ASSERT_EQ(plan.unsatisfiable.size(), 1u);
-  EXPECT_THAT(plan.unsatisfiable[0].reason(), HasSubstr("pool a10g could hold it but is at max_nodes (1)"));
+  EXPECT_THAT(plan.unsatisfiable[0].reason(),
+              HasSubstr("pool a10g could hold it but is at max_nodes (1)"));
 }
 
 TEST(ScalingPlannerTest, InfeasibleGangsAddNothingAndAreReported) {
   const NodePool a10g = Pool("a10g", "A10G", 4, 8), t4 = Pool("t4", "T4", 1, 8);
   ScalingPlanner planner({a10g, t4});
-  ScalingPlan plan = planner.Plan({{},
-                                   {Gang(1, 16, v1::PLACEMENT_STRATEGY_PACK),          // no 16-GPU nodes
-                                    Gang(1, 1, v1::PLACEMENT_STRATEGY_PACK, "H100")},  // no H100 pool
-                                   0});
+  ScalingPlan plan =
+      planner.Plan({{},
+                    {Gang(1, 16, v1::PLACEMENT_STRATEGY_PACK),          // no 16-GPU nodes
+                     Gang(1, 1, v1::PLACEMENT_STRATEGY_PACK, "H100")},  // no H100 pool
+                    0});
   EXPECT_THAT(ScaleUps(plan), IsEmpty());
   ASSERT_EQ(plan.unsatisfiable.size(), 2u);
   EXPECT_THAT(plan.unsatisfiable[0].reason(), HasSubstr("no node pool"));
-  EXPECT_EQ(plan.unsatisfiable[1].shape(0).resources().amounts().at("accelerator_type:H100"), 0.001);
+  EXPECT_EQ(plan.unsatisfiable[1].shape(0).resources().amounts().at("accelerator_type:H100"),
+            0.001);
 }
 
 TEST(ScalingPlannerTest, SelectorsOnPoolLabelsAreHonoured) {
@@ -147,7 +157,8 @@ TEST(ScalingPlannerTest, SelectorsOnPoolLabelsAreHonoured) {
   r->set_key("tier");
   r->set_op(v1::LABEL_OPERATOR_NOT_IN);
   r->add_values("spot");
-  EXPECT_THAT(ScaleUps(planner.Plan({{}, {d}, 0})), ElementsAre(std::pair<std::string, uint32_t>{"reserved", 1}));
+  EXPECT_THAT(ScaleUps(planner.Plan({{}, {d}, 0})),
+              ElementsAre(std::pair<std::string, uint32_t>{"reserved", 1}));
 }
 
 TEST(ScalingPlannerTest, MinNodesAreStarted) {
@@ -160,8 +171,9 @@ TEST(ScalingPlannerTest, MinNodesAreStarted) {
 TEST(ScalingPlannerTest, IdleNodesAreDrainedThenRemovedDownToMinNodes) {
   const NodePool a10g = Pool("a10g", "A10G", 4, 8, /*min_nodes=*/1);
   ScalingPlanner planner({a10g});
-  const std::vector<v1::NodeInfo> nodes = {Node("a-1", a10g), Node("a-2", a10g), Node("a-3", a10g, 2)};
-  EXPECT_THAT(planner.Plan({nodes, {}, 0}).actions, IsEmpty());      // idle from now
+  const std::vector<v1::NodeInfo> nodes = {Node("a-1", a10g), Node("a-2", a10g),
+                                           Node("a-3", a10g, 2)};
+  EXPECT_THAT(planner.Plan({nodes, {}, 0}).actions, IsEmpty());       // idle from now
   EXPECT_THAT(planner.Plan({nodes, {}, 59'000}).actions, IsEmpty());  // not yet
   ScalingPlan plan = planner.Plan({nodes, {}, 60'000});
   // a-3 is busy; of the idle two only one may go (min 1 counts a-3 too).
@@ -220,7 +232,8 @@ TEST(ScalingPlannerTest, AFailedScaleUpIsAskedAgain) {
   ScalingPlan plan = planner.Plan({{}, demand, 0});
   ASSERT_EQ(ScaleUps(plan).size(), 1u);
   planner.OnActionFailed(plan.actions[0]);
-  EXPECT_THAT(ScaleUps(planner.Plan({{}, demand, 1000})), ElementsAre(std::pair<std::string, uint32_t>{"h100", 1}));
+  EXPECT_THAT(ScaleUps(planner.Plan({{}, demand, 1000})),
+              ElementsAre(std::pair<std::string, uint32_t>{"h100", 1}));
 }
 
 TEST(ScalingPlannerTest, AScaleUpThatNeverArrivesIsRetriedAfterTheLaunchTimeout) {

@@ -41,7 +41,8 @@ class CommandWordsTest : public ::testing::Test {
 };
 
 TEST(NearestNameTest, PrefersAPrefixThenTheFewestEdits) {
-  const std::vector<std::string> names = {"nodes", "status", "start", "submit", "logs", "pg", "job"};
+  const std::vector<std::string> names = {"nodes", "status", "start", "submit",
+                                          "logs",  "pg",     "job"};
   EXPECT_THAT(NearestName("sumbit", names), Optional(std::string("submit")));
   EXPECT_THAT(NearestName("lgos", names), Optional(std::string("logs")));
   EXPECT_THAT(NearestName("stat", names), Optional(std::string("status")));

@@ -62,10 +62,13 @@ TEST(FormatTest, NodesTableHasFreeOverTotal) {
   (*cpu_node->mutable_total()->mutable_amounts())["CPU"] = 8;
 
   const std::string table = FormatNodes(response);
-  EXPECT_THAT(table,
-              ContainsRegex("^NODE_ID +STATE +ADDRESS +ACCELERATOR +GPU +CPU +MEMORY +METRICS +LABELS\n"));
-  EXPECT_THAT(table, ContainsRegex("node-a +ALIVE +10.0.0.1:6381 +A10G +3/4 +14.5/16 +100/128Gi +10.0.0.1:9465 +"
-                                   "berth.io/accelerator-type=A10G,zone=a\n"));
+  EXPECT_THAT(
+      table,
+      ContainsRegex("^NODE_ID +STATE +ADDRESS +ACCELERATOR +GPU +CPU +MEMORY +METRICS +LABELS\n"));
+  EXPECT_THAT(
+      table,
+      ContainsRegex("node-a +ALIVE +10.0.0.1:6381 +A10G +3/4 +14.5/16 +100/128Gi +10.0.0.1:9465 +"
+                    "berth.io/accelerator-type=A10G,zone=a\n"));
   EXPECT_THAT(table, ContainsRegex("node-b +DRAINING +- +- +- +0/8 +- +- +-\n"));
 }
 

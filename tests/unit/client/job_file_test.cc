@@ -125,9 +125,10 @@ TEST(JobFileTest, DefaultsMatchTheCommandLine) {
   EXPECT_TRUE(spec->has_failure_config());
   EXPECT_EQ(spec->failure_config().max_failures(), 0);
 
-  spec = ParseJobFile("scaling: {num_workers: 1, use_gpu: True, placement_strategy: Spread}\n"
-                      "entrypoint: {builtin: {}}\nfailure: {max_failures: -1}\n",
-                      "job.yaml");
+  spec = ParseJobFile(
+      "scaling: {num_workers: 1, use_gpu: True, placement_strategy: Spread}\n"
+      "entrypoint: {builtin: {}}\nfailure: {max_failures: -1}\n",
+      "job.yaml");
   ASSERT_TRUE(spec.ok()) << spec.status();
   EXPECT_TRUE(spec->scaling_config().use_gpu());
   EXPECT_EQ(spec->scaling_config().placement_strategy(), v1::PLACEMENT_STRATEGY_SPREAD);
@@ -187,8 +188,9 @@ TEST(JobFileTest, WrongTypesNameTheExpectedType) {
 TEST(JobFileTest, BadValues) {
   EXPECT_EQ(ErrorOf("scaling:\n  num_workers: 0\n"),
             "job.yaml:2: scaling.num_workers: 0 is not in 1..4096");
-  EXPECT_EQ(ErrorOf("name: x\n"), "job.yaml:1: scaling: required (with at least "
-                                  "scaling.num_workers)");
+  EXPECT_EQ(ErrorOf("name: x\n"),
+            "job.yaml:1: scaling: required (with at least "
+            "scaling.num_workers)");
   EXPECT_EQ(ErrorOf("name: x\nscaling:\n  use_gpu: true\n"),
             "job.yaml:3: scaling.num_workers: required");
   EXPECT_EQ(ErrorOf("scaling:\n  num_workers: 1\n  placement_strategy: SPRAED\n"),
@@ -237,7 +239,8 @@ TEST(JobFileTest, EntrypointKinds) {
 }
 
 TEST(JobFileTest, SyntaxErrorsAndFiles) {
-  EXPECT_THAT(ErrorOf("scaling:\n  num_workers: 1\nname: [a, b\n"), StartsWith("job.yaml:4: YAML: "));
+  EXPECT_THAT(ErrorOf("scaling:\n  num_workers: 1\nname: [a, b\n"),
+              StartsWith("job.yaml:4: YAML: "));
   EXPECT_EQ(ErrorOf("scaling: {num_workers: 1}\n---\nname: x\n"),
             "job.yaml:3: a job file holds one YAML document, not several");
   // Found by job_file_fuzzer: a stray ',' made yaml-cpp's LoadAll loop

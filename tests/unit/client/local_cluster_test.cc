@@ -1,12 +1,11 @@
 #include "client/local_cluster.h"
 
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
 #include <sys/stat.h>
 
 #include <filesystem>
 #include <fstream>
-
-#include <gmock/gmock.h>
-#include <gtest/gtest.h>
 
 namespace berth {
 namespace {
@@ -49,7 +48,8 @@ TEST(LocalClusterTest, NodeSpecErrorsNameFileLineAndKey) {
     return std::string(ParseNodeSpecs(text, "n.yaml").status().message());
   };
   EXPECT_THAT(error("- name: a\n  gpu: 4\n"), HasSubstr("n.yaml:2: [0].gpu: unknown key"));
-  EXPECT_THAT(error("- name: a\n  gpus: four\n"), HasSubstr("n.yaml:2: [0].gpus: must be an integer"));
+  EXPECT_THAT(error("- name: a\n  gpus: four\n"),
+              HasSubstr("n.yaml:2: [0].gpus: must be an integer"));
   EXPECT_THAT(error("- name: a\n  count: 0\n"), HasSubstr("[0].count: must be >= 1"));
   EXPECT_THAT(error("- gpus: 1\n"), HasSubstr("[0].name: is required"));
   EXPECT_THAT(error("- name: a\n- name: a\n"), HasSubstr("\"a\" is used twice"));
@@ -76,8 +76,9 @@ class LocalClusterFilesTest : public ::testing::Test {
 TEST_F(LocalClusterFilesTest, FindsBesideThenBuildTreeThenPath) {
   const std::string self = (root_ / "build/client/berth").string();
   Touch(root_ / "bin/berth-head");
-  EXPECT_EQ(FindBinary("berth-head", "scheduler", self, "/nope:" + (root_ / "bin").string()).value(),
-            (root_ / "bin/berth-head").string());
+  EXPECT_EQ(
+      FindBinary("berth-head", "scheduler", self, "/nope:" + (root_ / "bin").string()).value(),
+      (root_ / "bin/berth-head").string());
   Touch(root_ / "build/scheduler/berth-head");
   EXPECT_EQ(FindBinary("berth-head", "scheduler", self, (root_ / "bin").string()).value(),
             (root_ / "build/scheduler/berth-head").string());
@@ -90,7 +91,8 @@ TEST_F(LocalClusterFilesTest, FindsBesideThenBuildTreeThenPath) {
 }
 
 TEST_F(LocalClusterFilesTest, StateFileRoundTrips) {
-  LocalState state{"127.0.0.1:6380", "/tmp/logs",
+  LocalState state{"127.0.0.1:6380",
+                   "/tmp/logs",
                    {{"head", "head", 42, "/bin/berth-head", "/tmp/logs/head.log"},
                     {"raylet", "node-1", 43, "/bin/berth-raylet", "/tmp/logs/node-1.log"}}};
   const std::string path = StateFilePath((root_ / "local").string());
@@ -100,7 +102,8 @@ TEST_F(LocalClusterFilesTest, StateFileRoundTrips) {
   ASSERT_TRUE(read.has_value());
   EXPECT_EQ(SerializeState(*read), SerializeState(state));
   EXPECT_EQ(read->processes[1].pid, 43);
-  EXPECT_THAT(ParseState("{}", "x.json").status().message(), HasSubstr("x.json: not a berth state"));
+  EXPECT_THAT(ParseState("{}", "x.json").status().message(),
+              HasSubstr("x.json: not a berth state"));
 }
 
 TEST(LocalClusterTest, StateDirAndAddressDiscoveryOrder) {
@@ -114,7 +117,8 @@ TEST(LocalClusterTest, StateDirAndAddressDiscoveryOrder) {
 }
 
 TEST(LocalClusterTest, SpawnsStopsAndReportsExecFailures) {
-  const std::string log = fs::temp_directory_path() / ("berth-spawn-" + std::to_string(getpid()) + ".log");
+  const std::string log =
+      fs::temp_directory_path() / ("berth-spawn-" + std::to_string(getpid()) + ".log");
   absl::StatusOr<pid_t> pid = SpawnDaemon("/bin/sleep", {"30"}, log);
   ASSERT_TRUE(pid.ok()) << pid.status();
   const LocalProcess real{"raylet", "s", *pid, fs::canonical("/bin/sleep").string(), log};

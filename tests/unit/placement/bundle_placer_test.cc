@@ -41,7 +41,8 @@ TEST_F(BundlePlacerTest, PackSingleBundleBestFits) {
   auto two = Place(MakeGroup({MakeBundle(ResourceSet::Of({{kGpu, 2}}))}, PlacementStrategy::kPack));
   ASSERT_EQ(two.outcome, PlacementOutcome::kPlaced);
   EXPECT_EQ(NodeOf(two.placements[0]), "small");
-  auto three = Place(MakeGroup({MakeBundle(ResourceSet::Of({{kGpu, 3}}))}, PlacementStrategy::kPack));
+  auto three =
+      Place(MakeGroup({MakeBundle(ResourceSet::Of({{kGpu, 3}}))}, PlacementStrategy::kPack));
   ASSERT_EQ(three.outcome, PlacementOutcome::kPlaced);
   EXPECT_EQ(NodeOf(three.placements[0]), "mid");
   EXPECT_EQ(three.placements[0].allocation.gpus.size(), 3u);
@@ -245,22 +246,24 @@ TEST_F(BundlePlacerTest, CpuBundlesAvoidGpuNodesWhileCpuNodesHaveRoom) {
   ASSERT_EQ(d.outcome, PlacementOutcome::kPlaced);
   EXPECT_EQ(NodeOf(d.placements[0]), "cpu");  // though the GPU node is the tighter fit
   ASSERT_TRUE(table_.Allocate(cpu, ResourceSet::Of({{kCpu, 62}})).ok());
-  auto spill = Place(MakeGroup({MakeBundle(ResourceSet::Of({{kCpu, 2}}))}, PlacementStrategy::kPack));
+  auto spill =
+      Place(MakeGroup({MakeBundle(ResourceSet::Of({{kCpu, 2}}))}, PlacementStrategy::kPack));
   ASSERT_EQ(spill.outcome, PlacementOutcome::kPlaced);
   EXPECT_EQ(NodeOf(spill.placements[0]), "gpu");
 }
 
 TEST_F(BundlePlacerTest, FractionalGpusShareInstances) {
   Add(MakeNode("n", 8, 2));
-  auto quarters = Place(MakeGroup(Repeat(MakeBundle(ResourceSet::Of({{kGpu, 0.25}})), 4),
-                                  PlacementStrategy::kPack));
+  auto quarters = Place(
+      MakeGroup(Repeat(MakeBundle(ResourceSet::Of({{kGpu, 0.25}})), 4), PlacementStrategy::kPack));
   ASSERT_EQ(quarters.outcome, PlacementOutcome::kPlaced);
   for (const auto& p : quarters.placements) {
     ASSERT_EQ(p.allocation.gpus.size(), 1u);
     EXPECT_EQ(p.allocation.gpus[0].index, 0u);
     EXPECT_EQ(p.allocation.gpus[0].amount, Quantity::FromUnits(2500));
   }
-  auto half = Place(MakeGroup({MakeBundle(ResourceSet::Of({{kGpu, 0.5}}))}, PlacementStrategy::kPack));
+  auto half =
+      Place(MakeGroup({MakeBundle(ResourceSet::Of({{kGpu, 0.5}}))}, PlacementStrategy::kPack));
   ASSERT_EQ(half.outcome, PlacementOutcome::kPlaced);
   EXPECT_EQ(half.placements[0].allocation.gpus[0].index, 1u);
   auto whole = Place(MakeGroup({MakeBundle(kOneGpu)}, PlacementStrategy::kPack));
@@ -276,7 +279,8 @@ TEST_F(BundlePlacerTest, CustomResourceOnlyBundles) {
                            PlacementStrategy::kPack));
   ASSERT_EQ(d.outcome, PlacementOutcome::kPlaced);
   EXPECT_EQ(Nodes(d), std::set<std::string>{"with-ssd"});
-  auto third = Place(MakeGroup({MakeBundle(ResourceSet::Of({{"local_ssd", 1}}))}, PlacementStrategy::kPack));
+  auto third =
+      Place(MakeGroup({MakeBundle(ResourceSet::Of({{"local_ssd", 1}}))}, PlacementStrategy::kPack));
   EXPECT_EQ(third.outcome, PlacementOutcome::kRetryLater);
 }
 
@@ -334,10 +338,11 @@ TEST(PlacementGroupSpecTest, MalformedInputNamesTheField) {
       {one({{"bad name", 1}}), "bundles[0].resources[\"bad name\"]"},
       {one({{"GPU", 1e300}}), "bundles[0].resources[\"GPU\"]"},
   };
-  cases.push_back({PlacementGroupInput{{BundleInput{{{"CPU", 1}}, {}},
-                                        BundleInput{{{"CPU", 1}}, {{"", LabelOperator::kIn, {"a"}}}}},
-                                       "SPREAD"},
-                   "bundles[1].selector.requirements[0].key"});
+  cases.push_back(
+      {PlacementGroupInput{{BundleInput{{{"CPU", 1}}, {}},
+                            BundleInput{{{"CPU", 1}}, {{"", LabelOperator::kIn, {"a"}}}}},
+                           "SPREAD"},
+       "bundles[1].selector.requirements[0].key"});
   for (const Case& c : cases) {
     absl::StatusOr<PlacementGroupSpec> spec = PlacementGroupSpec::FromInput(c.input);
     ASSERT_FALSE(spec.ok()) << c.field;

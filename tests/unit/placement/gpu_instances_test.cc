@@ -23,9 +23,9 @@ TEST(GpuInstancesTest, WholeRequestsTakeLowestFreeInstances) {
 
 TEST(GpuInstancesTest, FractionsBestFitOntoOneInstance) {
   GpuInstances gpus(3);
-  auto a = gpus.Allocate(Q(0.5));  // -> 0 (all equal: lowest index)
-  auto b = gpus.Allocate(Q(0.75)); // -> 1 (0 has only 0.5)
-  auto c = gpus.Allocate(Q(0.25)); // best fit: instance 1 (0.25 left) over 0 (0.5 left)
+  auto a = gpus.Allocate(Q(0.5));   // -> 0 (all equal: lowest index)
+  auto b = gpus.Allocate(Q(0.75));  // -> 1 (0 has only 0.5)
+  auto c = gpus.Allocate(Q(0.25));  // best fit: instance 1 (0.25 left) over 0 (0.5 left)
   ASSERT_TRUE(a.ok() && b.ok() && c.ok());
   EXPECT_EQ((*a)[0].index, 0u);
   EXPECT_EQ((*b)[0].index, 1u);

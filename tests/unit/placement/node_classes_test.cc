@@ -23,7 +23,8 @@ std::set<std::set<NodeIndex>> Partition(const NodeClasses& classes) {
 
 TEST(NodeClassesTest, GroupsNodesByPoolAndFreeState) {
   NodeResourceTable table;
-  for (const char* id : {"t0", "t1", "t2"}) ASSERT_TRUE(table.AddNode(MakeNode(id, 16, 2, "T4")).ok());
+  for (const char* id : {"t0", "t1", "t2"})
+    ASSERT_TRUE(table.AddNode(MakeNode(id, 16, 2, "T4")).ok());
   ASSERT_TRUE(table.AddNode(MakeNode("a0", 16, 2, "A10G")).ok());
   NodeClasses classes;
   classes.Sync(table);

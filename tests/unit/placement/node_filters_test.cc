@@ -24,10 +24,10 @@ using ::testing::Pair;
 TEST(NodeFiltersTest, EachFilterJudgesItsOwnConcern) {
   NodeResourceTable table;
   const NodeIndex a100 = table.AddNode(MakeNode("a", 8, 2, "A100", {{"zone", "us-1"}})).value();
-  const PlacementGroupSpec spec =
-      MakeGroup({MakeBundle(ResourceSet::Of({{kGpu, 0.6}}), "zone=us-2"),
-                 MakeBundle(ResourceSet::Of({{kGpu, 0.6}})), MakeBundle(ResourceSet::Of({{kGpu, 0.6}}))},
-                PlacementStrategy::kPack);
+  const PlacementGroupSpec spec = MakeGroup(
+      {MakeBundle(ResourceSet::Of({{kGpu, 0.6}}), "zone=us-2"),
+       MakeBundle(ResourceSet::Of({{kGpu, 0.6}})), MakeBundle(ResourceSet::Of({{kGpu, 0.6}}))},
+      PlacementStrategy::kPack);
   const std::vector<uint32_t> first = {0};
   const std::vector<uint32_t> rest = {1, 2};
   const ResourceSet share = ResourceSet::Of({{kGpu, 0.6}});
@@ -57,8 +57,9 @@ TEST(NodeFiltersTest, ThePlacerCountsTheNodesEachFilterRuledOut) {
   // Two GPUs and 16 CPUs in zone us-2: the us-1 nodes fail the selector,
   // us2 the resources (the GPU index already skips nodes with too few GPUs).
   const PlacementDecision d =
-      placer.Place(MakeGroup({MakeBundle(ResourceSet::Of({{kGpu, 2}, {kCpu, 16}}), "zone=us-2")},
-                             PlacementStrategy::kPack))
+      placer
+          .Place(MakeGroup({MakeBundle(ResourceSet::Of({{kGpu, 2}, {kCpu, 16}}), "zone=us-2")},
+                           PlacementStrategy::kPack))
           .value();
   EXPECT_NE(d.outcome, PlacementOutcome::kPlaced);
   std::map<std::string, uint64_t> rejected;
@@ -68,7 +69,9 @@ TEST(NodeFiltersTest, ThePlacerCountsTheNodesEachFilterRuledOut) {
   EXPECT_EQ(rejected.count("gpu_instances"), 0u);
   // A group that fits the first node it looks at rules nothing out.
   const PlacementDecision placed =
-      placer.Place(MakeGroup(Repeat(MakeBundle(ResourceSet::Of({{kGpu, 1}})), 2), PlacementStrategy::kPack))
+      placer
+          .Place(MakeGroup(Repeat(MakeBundle(ResourceSet::Of({{kGpu, 1}})), 2),
+                           PlacementStrategy::kPack))
           .value();
   EXPECT_EQ(placed.outcome, PlacementOutcome::kPlaced);
   EXPECT_THAT(placed.rejected_by, IsEmpty());

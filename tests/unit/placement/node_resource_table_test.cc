@@ -90,7 +90,8 @@ TEST(NodeResourceTableTest, OnlyAliveNodesAreIndexed) {
   EXPECT_TRUE(table.FindPool("T4")->by_free[static_cast<int>(IndexedResource::kGpu)].contains(
       {Quantity::Whole(1).units(), n}));
   ASSERT_TRUE(table.SetNodeState("n1", NodeState::kDead).ok());
-  EXPECT_EQ(table.SetNodeState("n1", NodeState::kAlive).code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(table.SetNodeState("n1", NodeState::kAlive).code(),
+            absl::StatusCode::kFailedPrecondition);
   EXPECT_EQ(table.SetNodeState("nope", NodeState::kAlive).code(), absl::StatusCode::kNotFound);
 }
 

@@ -1,5 +1,4 @@
 // Each NodeScorer's ranking on small tables, alone and through BundlePlacer.
-#include "placement/fragmentation_scorer.h"
 #include "placement/node_scorer.h"
 
 #include <random>
@@ -10,15 +9,16 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "placement/fragmentation_scorer.h"
 #include "tests/unit/placement_test_util.h"
 
 namespace berth {
 namespace {
 
+using ::testing::HasSubstr;
 using testing::MakeBundle;
 using testing::MakeGroup;
 using testing::MakeNode;
-using ::testing::HasSubstr;
 
 // n0: 4 idle GPUs; n1: 1 idle GPU (the tighter fit); both A10G.
 class ScorerTest : public ::testing::Test {
@@ -30,7 +30,8 @@ class ScorerTest : public ::testing::Test {
   NodeIndex PlaceOneGpu(NodeScorer* scorer) {
     BundlePlacer placer(&table_, scorer);
     PlacementDecision d =
-        placer.Place(MakeGroup({MakeBundle(ResourceSet::Of({{kGpu, 1}}))}, PlacementStrategy::kPack))
+        placer
+            .Place(MakeGroup({MakeBundle(ResourceSet::Of({{kGpu, 1}}))}, PlacementStrategy::kPack))
             .value();
     EXPECT_EQ(d.outcome, PlacementOutcome::kPlaced) << d.reason;
     return d.placements.at(0).allocation.node;
@@ -65,12 +66,14 @@ TEST_F(ScorerTest, BestFitTakesTheTightestNode) {
 TEST_F(ScorerTest, RandomIsSeededAndVisitsEveryNode) {
   RandomScorer a(7);
   RandomScorer b(7);
-  for (int i = 0; i < 8; ++i) EXPECT_EQ(a.Score(table_, n0_, OneGpu()), b.Score(table_, n0_, OneGpu()));
+  for (int i = 0; i < 8; ++i)
+    EXPECT_EQ(a.Score(table_, n0_, OneGpu()), b.Score(table_, n0_, OneGpu()));
   std::set<NodeIndex> chosen;
   for (int i = 0; i < 32; ++i) {
     BundlePlacer placer(&table_, &a);
     PlacementDecision d =
-        placer.Place(MakeGroup({MakeBundle(ResourceSet::Of({{kGpu, 1}}))}, PlacementStrategy::kPack))
+        placer
+            .Place(MakeGroup({MakeBundle(ResourceSet::Of({{kGpu, 1}}))}, PlacementStrategy::kPack))
             .value();
     chosen.insert(d.placements.at(0).allocation.node);
     ASSERT_TRUE(table_.Release(d.placements.at(0).allocation).ok());
@@ -103,7 +106,8 @@ TEST(FragmentationScorerTest, FillsAPartlyUsedGpuRatherThanBreakingAWholeOne) {
 
   BundlePlacer placer(&table, scorer.get());
   PlacementDecision d =
-      placer.Place(MakeGroup({MakeBundle(ResourceSet::Of({{kGpu, 0.5}}))}, PlacementStrategy::kPack))
+      placer
+          .Place(MakeGroup({MakeBundle(ResourceSet::Of({{kGpu, 0.5}}))}, PlacementStrategy::kPack))
           .value();
   ASSERT_EQ(d.outcome, PlacementOutcome::kPlaced);
   EXPECT_EQ(d.placements[0].allocation.node, shared);
@@ -117,7 +121,8 @@ TEST(FragmentationScorerTest, UnusableNodesCountAllTheirFreeGpu) {
   ASSERT_TRUE(table.Allocate(busy_cpu, ResourceSet::Of({{kCpu, 15}})).ok());
   // Tasks want 2 CPUs and one A10G GPU.
   std::unique_ptr<FragmentationScorer> scorer =
-      FragmentationScorer::Create({{Quantity::Whole(2), Quantity(), Quantity::Whole(1), {"A10G"}, 1}})
+      FragmentationScorer::Create(
+          {{Quantity::Whole(2), Quantity(), Quantity::Whole(1), {"A10G"}, 1}})
           .value();
   EXPECT_DOUBLE_EQ(scorer->NodeFragmentation(table, t4), 2);        // wrong model
   EXPECT_DOUBLE_EQ(scorer->NodeFragmentation(table, busy_cpu), 2);  // too little CPU
@@ -149,11 +154,13 @@ TEST(FragmentationScorerTest, StrandingCountsGpusTheCpuLeftCannotFeed) {
   const NodeIndex n = table.AddNode(MakeNode("n", 16, 4, "G2")).value();
   ASSERT_TRUE(table.Allocate(n, ResourceSet::Of({{kCpu, 12}})).ok());
   // Tasks take 4 CPUs per GPU: 4 free CPUs feed 1 of the 4 free GPUs.
-  const std::vector<TaskShape> shapes = {{Quantity::Whole(4), Quantity(), Quantity::Whole(1), {}, 1}};
+  const std::vector<TaskShape> shapes = {
+      {Quantity::Whole(4), Quantity(), Quantity::Whole(1), {}, 1}};
   std::unique_ptr<FragmentationScorer> fgd = FragmentationScorer::Create(shapes).value();
   FragmentationOptions options;
   options.stranding_weight = 0.5;
-  std::unique_ptr<FragmentationScorer> stranding = FragmentationScorer::Create(shapes, options).value();
+  std::unique_ptr<FragmentationScorer> stranding =
+      FragmentationScorer::Create(shapes, options).value();
   EXPECT_DOUBLE_EQ(fgd->NodeFragmentation(table, n), 0);  // one more task still fits
   EXPECT_DOUBLE_EQ(stranding->NodeFragmentation(table, n), 0.5 * 3);
 }
@@ -170,7 +177,8 @@ TEST(FragmentationScorerTest, ScarcityKeepsUnrestrictedTasksOffModelsOthersNeed)
   std::unique_ptr<FragmentationScorer> fgd = FragmentationScorer::Create(shapes).value();
   FragmentationOptions options;
   options.scarcity_weight = 1;
-  std::unique_ptr<FragmentationScorer> scarce = FragmentationScorer::Create(shapes, options).value();
+  std::unique_ptr<FragmentationScorer> scarce =
+      FragmentationScorer::Create(shapes, options).value();
   // P(T4) = 1.5 and P(G2) = 0.5: the T4-only half's demand falls on the
   // T4 GPUs alone, the rest spreads over all four. One GPU taken on the T4
   // node therefore costs 1 more than on the G2 node than under FGD alone.
@@ -211,23 +219,23 @@ TEST(FragmentationScorerTest, RejectsBadShapesAndOptions) {
                   .status()
                   .message(),
               HasSubstr("shapes[0].weight"));
-  EXPECT_THAT(FragmentationScorer::Create({{Quantity(), Quantity(), Quantity::FromUnits(15000), {}, 1}})
-                  .status()
-                  .message(),
-              HasSubstr("shapes[0].gpu"));
+  EXPECT_THAT(
+      FragmentationScorer::Create({{Quantity(), Quantity(), Quantity::FromUnits(15000), {}, 1}})
+          .status()
+          .message(),
+      HasSubstr("shapes[0].gpu"));
   EXPECT_THAT(FragmentationScorer::Create({{Quantity(), Quantity(), Quantity::Whole(1), {}, 0}})
                   .status()
                   .message(),
               HasSubstr("every weight is zero"));
   FragmentationOptions options;
   options.stranding_weight = -1;
-  EXPECT_THAT(FragmentationScorer::Create({{Quantity(), Quantity(), Quantity::Whole(1), {}, 1}},
-                                          options)
-                  .status()
-                  .message(),
-              HasSubstr("options.stranding_weight"));
+  EXPECT_THAT(
+      FragmentationScorer::Create({{Quantity(), Quantity(), Quantity::Whole(1), {}, 1}}, options)
+          .status()
+          .message(),
+      HasSubstr("options.stranding_weight"));
 }
-
 
 // FragmentationScorer's scores, searched node by node (NodeScorer's Best):
 // the reference the class-based search must agree with.
@@ -236,7 +244,8 @@ class PerNodeFragmentation : public NodeScorer {
   explicit PerNodeFragmentation(std::unique_ptr<FragmentationScorer> scorer)
       : scorer_(std::move(scorer)) {}
   absl::string_view name() const override { return "per-node"; }
-  double Score(const NodeResourceTable& table, NodeIndex node, const ScoredDemand& demand) override {
+  double Score(const NodeResourceTable& table, NodeIndex node,
+               const ScoredDemand& demand) override {
     return scorer_->Score(table, node, demand);
   }
 
@@ -307,7 +316,8 @@ TEST_P(ClassSearchTest, PicksTheNodesThePerNodeSearchPicks) {
   FragmentationOptions options;
   options.scarcity_weight = rng_() % 2;
   options.stranding_weight = rng_() % 2;
-  std::unique_ptr<FragmentationScorer> by_class = FragmentationScorer::Create(shapes, options).value();
+  std::unique_ptr<FragmentationScorer> by_class =
+      FragmentationScorer::Create(shapes, options).value();
   PerNodeFragmentation by_node(FragmentationScorer::Create(shapes, options).value());
   int added = 0;
   for (; added < 24; ++added) AddNode(added);

@@ -22,7 +22,9 @@ constexpr PlacementStrategy kStrategies[] = {PlacementStrategy::kPack, Placement
 struct Snapshot {
   std::vector<ResourceSet> available;
   std::vector<std::vector<Quantity>> gpu_free;
-  bool operator==(const Snapshot& o) const { return available == o.available && gpu_free == o.gpu_free; }
+  bool operator==(const Snapshot& o) const {
+    return available == o.available && gpu_free == o.gpu_free;
+  }
 };
 
 Snapshot Take(const NodeResourceTable& t) {
@@ -42,13 +44,16 @@ class RandomCluster {
 
   int Int(int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng_); }
   template <typename T>
-  const T& Pick(const std::vector<T>& v) { return v[Int(0, static_cast<int>(v.size()) - 1)]; }
+  const T& Pick(const std::vector<T>& v) {
+    return v[Int(0, static_cast<int>(v.size()) - 1)];
+  }
 
   void Build(NodeResourceTable& table, int nodes) {
     const std::vector<std::string> types = {"", "T4", "A10G"};
     for (int i = 0; i < nodes; ++i) {
       const std::string type = Pick(types);
-      const int gpus = type.empty() ? Pick(std::vector<int>{0, 0, 2}) : Pick(std::vector<int>{1, 2, 4, 8});
+      const int gpus =
+          type.empty() ? Pick(std::vector<int>{0, 0, 2}) : Pick(std::vector<int>{1, 2, 4, 8});
       NodeSpec spec = MakeNode("n" + std::to_string(i), Int(1, 16), gpus, gpus ? type : "",
                                {{"zone", Int(0, 1) ? "a" : "b"}}, Int(1, 8) * 8e9);
       if (Int(0, 4) == 0) spec.resources.Set("ssd", Quantity::Whole(Int(1, 2)));
@@ -132,8 +137,7 @@ void CheckIndices(const NodeResourceTable& t) {
       NodeResourceTable::OrderedNodes expected;
       for (NodeIndex n = 0; n < t.slot_count(); ++n) {
         const auto& node = t.node(n);
-        if (node.state == NodeState::kAlive && !node.removed &&
-            &t.pools()[node.pool] == &pool) {
+        if (node.state == NodeState::kAlive && !node.removed && &t.pools()[node.pool] == &pool) {
           expected.insert({NodeResourceTable::IndexKey(node.available, IndexedResource(r)), n});
         }
       }
@@ -196,7 +200,8 @@ TEST(PlacementPropertyTest, RandomClustersAndGroups) {
     // Never over-allocated: what is free plus what is held equals the totals.
     std::vector<ResourceSet> held(table.slot_count());
     for (const auto& [spec, placements] : live) {
-      for (const auto& p : placements) held[p.allocation.node].Add(p.allocation.resources).IgnoreError();
+      for (const auto& p : placements)
+        held[p.allocation.node].Add(p.allocation.resources).IgnoreError();
     }
     for (NodeIndex n = 0; n < table.slot_count(); ++n) {
       ResourceSet sum = table.node(n).available;

@@ -14,13 +14,14 @@
 namespace berth {
 namespace {
 
+using ::testing::HasSubstr;
 using testing::MakeBundle;
 using testing::MakeGroup;
 using testing::MakeNode;
-using ::testing::HasSubstr;
 
 PlacementGroupSpec GpuTask(double gpu) {
-  return MakeGroup({MakeBundle(ResourceSet::Of({{kCpu, 1}, {kGpu, gpu}}))}, PlacementStrategy::kPack);
+  return MakeGroup({MakeBundle(ResourceSet::Of({{kCpu, 1}, {kGpu, gpu}}))},
+                   PlacementStrategy::kPack);
 }
 
 TEST(PlacementScorerTest, ParsesEveryKindByNameAndNamesTheFieldOtherwise) {

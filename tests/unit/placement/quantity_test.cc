@@ -51,7 +51,8 @@ TEST(QuantityTest, ToStringIsShortestExact) {
 }
 
 TEST(QuantityTest, CheckedArithmetic) {
-  EXPECT_EQ(*CheckedAdd(Quantity::Whole(1), Quantity::FromUnits(5000), "x"), Quantity::FromUnits(15000));
+  EXPECT_EQ(*CheckedAdd(Quantity::Whole(1), Quantity::FromUnits(5000), "x"),
+            Quantity::FromUnits(15000));
   EXPECT_FALSE(CheckedAdd(Quantity::FromUnits(INT64_MAX), Quantity::FromUnits(1), "x").ok());
   absl::StatusOr<Quantity> neg = CheckedSub(Quantity::Whole(1), Quantity::Whole(2), "GPU");
   ASSERT_FALSE(neg.ok());

@@ -85,7 +85,8 @@ TEST(ResourceListTest, ParsesAmountsInOrderWithZerosKept) {
 
 TEST(ResourceListTest, ErrorsNameTheFieldAndTheItem) {
   auto error = [](absl::string_view text) {
-    return std::string(ParseResourceList(text, "--bundle[2]", "want e.g. \"GPU=1\"").status().message());
+    return std::string(
+        ParseResourceList(text, "--bundle[2]", "want e.g. \"GPU=1\"").status().message());
   };
   EXPECT_EQ(error("GPU"), "--bundle[2]: 'GPU' is not NAME=QUANTITY; want e.g. \"GPU=1\"");
   EXPECT_EQ(error("GPU=1,"), "--bundle[2]: '' is not NAME=QUANTITY; want e.g. \"GPU=1\"");

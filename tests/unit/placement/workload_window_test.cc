@@ -11,10 +11,10 @@
 namespace berth {
 namespace {
 
+using ::testing::ElementsAre;
 using testing::MakeBundle;
 using testing::MakeGroup;
 using testing::Repeat;
-using ::testing::ElementsAre;
 
 PlacementGroupSpec OneGpuTask(double cpu, double gpu, const std::string& selector = "") {
   return MakeGroup({MakeBundle(ResourceSet::Of({{kCpu, cpu}, {kGpu, gpu}}), selector)},
@@ -40,8 +40,8 @@ TEST(WorkloadWindowTest, SpreadBundlesAndPackGroupsOfNoWholeSumAreTasksEach) {
   window.Add(MakeGroup(Repeat(MakeBundle(ResourceSet::Of({{kGpu, 1}})), 3),
                        PlacementStrategy::kStrictSpread));
   // 1.5 GPUs is no task shape: two tasks of 0.75.
-  window.Add(MakeGroup(Repeat(MakeBundle(ResourceSet::Of({{kGpu, 0.75}})), 2),
-                       PlacementStrategy::kPack));
+  window.Add(
+      MakeGroup(Repeat(MakeBundle(ResourceSet::Of({{kGpu, 0.75}})), 2), PlacementStrategy::kPack));
   const std::vector<TaskShape> shapes = window.Shapes();
   ASSERT_EQ(shapes.size(), 2u);
   EXPECT_EQ(shapes[0].gpu, Quantity::FromUnits(7500));
@@ -53,8 +53,8 @@ TEST(WorkloadWindowTest, SpreadBundlesAndPackGroupsOfNoWholeSumAreTasksEach) {
 TEST(WorkloadWindowTest, LeavesOutTasksWithoutGpus) {
   WorkloadWindow window;
   window.Add(MakeGroup({MakeBundle(ResourceSet::Of({{kCpu, 4}}))}, PlacementStrategy::kPack));
-  window.Add(MakeGroup(Repeat(MakeBundle(ResourceSet::Of({{kCpu, 4}})), 2),
-                       PlacementStrategy::kSpread));
+  window.Add(
+      MakeGroup(Repeat(MakeBundle(ResourceSet::Of({{kCpu, 4}})), 2), PlacementStrategy::kSpread));
   EXPECT_EQ(window.size(), 0u);
   EXPECT_EQ(window.added(), 0u);
 }

@@ -26,10 +26,9 @@ void ExpectAllFree(const BundleReservations& node) {
 
 TEST(BundleReservationsTest, PrepareTakesExactlyTheHeadsGpuShares) {
   BundleReservations node = Node();
-  auto outcome = node.Prepare("pg", {Bundle(0, ResourceSet::Of({{"CPU", 2}, {"GPU", 2}}),
-                                            {{3, Q(1)}, {1, Q(1)}}),
-                                     Bundle(1, ResourceSet::Of({{"CPU", 1}, {"GPU", 0.5}}),
-                                            {{2, Q(0.5)}})});
+  auto outcome = node.Prepare(
+      "pg", {Bundle(0, ResourceSet::Of({{"CPU", 2}, {"GPU", 2}}), {{3, Q(1)}, {1, Q(1)}}),
+             Bundle(1, ResourceSet::Of({{"CPU", 1}, {"GPU", 0.5}}), {{2, Q(0.5)}})});
   ASSERT_TRUE(outcome.ok()) << outcome.status();
   EXPECT_TRUE(outcome->prepared);
   EXPECT_EQ(node.free().Get("CPU"), Q(5));
@@ -51,8 +50,8 @@ TEST(BundleReservationsTest, PrepareTakesExactlyTheHeadsGpuShares) {
 TEST(BundleReservationsTest, PrepareIsAllOrNothing) {
   BundleReservations node = Node();
   // Bundle 1 asks for more CPU than is left after bundle 0.
-  auto outcome = node.Prepare("pg", {Bundle(0, ResourceSet::Of({{"CPU", 6}})),
-                                     Bundle(1, ResourceSet::Of({{"CPU", 3}}))});
+  auto outcome = node.Prepare(
+      "pg", {Bundle(0, ResourceSet::Of({{"CPU", 6}})), Bundle(1, ResourceSet::Of({{"CPU", 3}}))});
   ASSERT_TRUE(outcome.ok()) << outcome.status();
   EXPECT_FALSE(outcome->prepared);
   EXPECT_EQ(outcome->reason, "bundle 1 needs CPU: 3, the node has 2 free");
@@ -118,7 +117,8 @@ TEST(BundleReservationsTest, RePrepareOfIdenticalBundlesIsIdempotent) {
 
 TEST(BundleReservationsTest, ConflictingRePrepareIsAnErrorAndChangesNothing) {
   BundleReservations node = Node();
-  ASSERT_TRUE(node.Prepare("pg", {Bundle(0, ResourceSet::Of({{"GPU", 1}}), {{0, Q(1)}})})->prepared);
+  ASSERT_TRUE(
+      node.Prepare("pg", {Bundle(0, ResourceSet::Of({{"GPU", 1}}), {{0, Q(1)}})})->prepared);
   const ResourceSet free = node.free();
   // Same bundle, other GPU instance; and a new bundle that would fit.
   auto outcome = node.Prepare("pg", {Bundle(1, ResourceSet::Of({{"CPU", 1}})),
@@ -178,12 +178,14 @@ TEST(BundleReservationsTest, CommitNeedsEveryBundlePrepared) {
 
 TEST(BundleReservationsTest, CancelRestoresFreeResourcesExactly) {
   BundleReservations node = Node();
-  ASSERT_TRUE(node.Prepare("pg", {Bundle(0, ResourceSet::Of({{"CPU", 0.3333}, {"GPU", 0.3333},
-                                                              {"memory", 12345678}}),
-                                         {{1, Q(0.3333)}}),
-                                  Bundle(1, ResourceSet::Of({{"CPU", 1.1}, {"GPU", 3}}),
-                                         {{0, Q(1)}, {2, Q(1)}, {3, Q(1)}})})
-                  ->prepared);
+  ASSERT_TRUE(
+      node.Prepare(
+              "pg",
+              {Bundle(0, ResourceSet::Of({{"CPU", 0.3333}, {"GPU", 0.3333}, {"memory", 12345678}}),
+                      {{1, Q(0.3333)}}),
+               Bundle(1, ResourceSet::Of({{"CPU", 1.1}, {"GPU", 3}}),
+                      {{0, Q(1)}, {2, Q(1)}, {3, Q(1)}})})
+          ->prepared);
   ASSERT_TRUE(node.Prepare("other", {Bundle(0, ResourceSet::Of({{"CPU", 1}}))})->prepared);
   ASSERT_TRUE(node.Commit("pg", {1}).ok());
 

@@ -7,11 +7,12 @@
 namespace berth {
 namespace {
 
+using ::testing::Optional;
 using testing::Sample;
 using testing::SeriesCount;
-using ::testing::Optional;
 
-ReservedBundle Bundle(const std::string& pg, uint32_t index, std::vector<GpuShare> gpus, BundleState state) {
+ReservedBundle Bundle(const std::string& pg, uint32_t index, std::vector<GpuShare> gpus,
+                      BundleState state) {
   ReservedBundle b;
   b.key = {pg, index};
   b.gpus = std::move(gpus);
@@ -19,8 +20,8 @@ ReservedBundle Bundle(const std::string& pg, uint32_t index, std::vector<GpuShar
   return b;
 }
 
-WorkerRecord Worker(const std::string& id, const std::string& pg, uint32_t bundle, const std::string& rank,
-                    WorkerState state = WorkerState::kRunning) {
+WorkerRecord Worker(const std::string& id, const std::string& pg, uint32_t bundle,
+                    const std::string& rank, WorkerState state = WorkerState::kRunning) {
   WorkerRecord w;
   w.worker_id = id;
   w.job_id = "job-1";
@@ -47,28 +48,39 @@ TEST(RayletMetricsTest, EachGpuNamesItsBundleJobAndRank) {
                Worker("job-1-a0-r1", "pg-a", 1, "1", WorkerState::kFailed)};
   const std::vector<prometheus::MetricFamily> f = RayletStateFamilies(s);
 
-  auto info = [](std::string gpu, std::string pg, std::string bundle, std::string job, std::string rank,
-                 std::string worker) {
-    return std::map<std::string, std::string>{{"node", "n1"},         {"gpu_index", gpu},
-                                              {"accelerator_type", "A10G"}, {"placement_group_id", pg},
-                                              {"bundle_index", bundle}, {"job_id", job},
-                                              {"rank", rank},         {"worker_id", worker}};
+  auto info = [](std::string gpu, std::string pg, std::string bundle, std::string job,
+                 std::string rank, std::string worker) {
+    return std::map<std::string, std::string>{{"node", "n1"},
+                                              {"gpu_index", gpu},
+                                              {"accelerator_type", "A10G"},
+                                              {"placement_group_id", pg},
+                                              {"bundle_index", bundle},
+                                              {"job_id", job},
+                                              {"rank", rank},
+                                              {"worker_id", worker}};
   };
-  EXPECT_THAT(Sample(f, "berth_gpu_instance_info", info("0", "pg-a", "0", "job-1", "0", "job-1-a0-r0")),
-              Optional(1.0));
+  EXPECT_THAT(
+      Sample(f, "berth_gpu_instance_info", info("0", "pg-a", "0", "job-1", "0", "job-1-a0-r0")),
+      Optional(1.0));
   // The trainer is not listed as the GPU's user when a rank is.
-  EXPECT_EQ(Sample(f, "berth_gpu_instance_info", info("0", "pg-a", "0", "job-1", "", "job-1-a0-trainer")),
-            std::nullopt);
+  EXPECT_EQ(
+      Sample(f, "berth_gpu_instance_info", info("0", "pg-a", "0", "job-1", "", "job-1-a0-trainer")),
+      std::nullopt);
   // Bundle 1's worker ended: the GPU is still reserved, for the job, unused.
-  EXPECT_THAT(Sample(f, "berth_gpu_instance_info", info("1", "pg-a", "1", "job-1", "", "")), Optional(1.0));
-  EXPECT_THAT(Sample(f, "berth_gpu_instance_info", info("2", "pg-b", "0", "", "", "")), Optional(1.0));
+  EXPECT_THAT(Sample(f, "berth_gpu_instance_info", info("1", "pg-a", "1", "job-1", "", "")),
+              Optional(1.0));
+  EXPECT_THAT(Sample(f, "berth_gpu_instance_info", info("2", "pg-b", "0", "", "", "")),
+              Optional(1.0));
   EXPECT_EQ(SeriesCount(f, "berth_gpu_instance_info"), 4u);  // incl. the prepared bundle's GPU
 
-  EXPECT_THAT(Sample(f, "berth_gpu_instance_allocated", {{"node", "n1"}, {"gpu_index", "2"}, {"accelerator_type", "A10G"}}),
+  EXPECT_THAT(Sample(f, "berth_gpu_instance_allocated",
+                     {{"node", "n1"}, {"gpu_index", "2"}, {"accelerator_type", "A10G"}}),
               Optional(0.5));
   EXPECT_EQ(SeriesCount(f, "berth_gpu_instance_allocated"), 4u);
-  EXPECT_THAT(Sample(f, "berth_raylet_bundles", {{"node", "n1"}, {"state", "committed"}}), Optional(3.0));
-  EXPECT_THAT(Sample(f, "berth_raylet_bundles", {{"node", "n1"}, {"state", "prepared"}}), Optional(1.0));
+  EXPECT_THAT(Sample(f, "berth_raylet_bundles", {{"node", "n1"}, {"state", "committed"}}),
+              Optional(3.0));
+  EXPECT_THAT(Sample(f, "berth_raylet_bundles", {{"node", "n1"}, {"state", "prepared"}}),
+              Optional(1.0));
   EXPECT_THAT(Sample(f, "berth_raylet_workers_running", {{"node", "n1"}}), Optional(2.0));
   // GPU 1 (no worker) and GPU 2's half share (no worker); not the prepared one.
   EXPECT_THAT(Sample(f, "berth_raylet_idle_reserved_gpus", {{"node", "n1"}}), Optional(1.5));
@@ -96,7 +108,8 @@ TEST(RayletMetricsTest, ExitsCountedByOutcome) {
       }
     }
   }
-  EXPECT_EQ(by_outcome, (std::map<std::string, double>{{"failed", 2}, {"killed", 1}, {"succeeded", 1}}));
+  EXPECT_EQ(by_outcome,
+            (std::map<std::string, double>{{"failed", 2}, {"killed", 1}, {"succeeded", 1}}));
 }
 
 }  // namespace

@@ -13,14 +13,14 @@
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
-#include "wire/proto_convert.h"
+#include "common/files.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
 #include "grpcpp/security/server_credentials.h"
 #include "grpcpp/server.h"
 #include "grpcpp/server_builder.h"
-#include "common/files.h"
 #include "gtest/gtest.h"
+#include "wire/proto_convert.h"
 
 namespace berth {
 namespace {
@@ -52,8 +52,8 @@ class RayletServiceTest : public testing::Test {
     server_ = builder.BuildAndStart();
     ASSERT_NE(server_, nullptr);
     ASSERT_GT(port, 0);
-    stub_ = v1::RayletService::NewStub(grpc::CreateChannel(
-        absl::StrCat("127.0.0.1:", port), grpc::InsecureChannelCredentials()));
+    stub_ = v1::RayletService::NewStub(
+        grpc::CreateChannel(absl::StrCat("127.0.0.1:", port), grpc::InsecureChannelCredentials()));
   }
 
   void TearDown() override {
@@ -150,10 +150,12 @@ TEST_F(RayletServiceTest, PrepareCommitStartListCancel) {
   EXPECT_EQ(service_->Available().Get("CPU"), Quantity::Whole(6));
 
   v1::StartWorkerResponse started;
-  ASSERT_TRUE(stub_->StartWorker(Context().get(),
-                                 StartRequest("w0", "pg", "echo \"$RANK:$CUDA_VISIBLE_DEVICES\"; "
-                                                          "exec sleep 60"),
-                                 &started)
+  ASSERT_TRUE(stub_
+                  ->StartWorker(Context().get(),
+                                StartRequest("w0", "pg",
+                                             "echo \"$RANK:$CUDA_VISIBLE_DEVICES\"; "
+                                             "exec sleep 60"),
+                                &started)
                   .ok());
   EXPECT_GT(started.pid(), 0);
   EXPECT_FALSE(started.already_running());
@@ -196,11 +198,14 @@ TEST_F(RayletServiceTest, PrepareWithCommitCommitsInOneCall) {
   ASSERT_TRUE(Prepare(request, &response).ok());
   ASSERT_TRUE(response.prepared()) << response.reason();
   v1::StartWorkerResponse started;
-  EXPECT_TRUE(stub_->StartWorker(Context().get(), StartRequest("w-one", "pg-one", "exit 0"), &started).ok());
+  EXPECT_TRUE(
+      stub_->StartWorker(Context().get(), StartRequest("w-one", "pg-one", "exit 0"), &started)
+          .ok());
   // Without commit, the bundle is only prepared: no worker may start.
   ASSERT_TRUE(Prepare(PrepareRequest("pg-two", "two-prepare", 1, {1}), &response).ok());
   ASSERT_TRUE(response.prepared());
-  grpc::Status refused = stub_->StartWorker(Context().get(), StartRequest("w-two", "pg-two", "exit 0"), &started);
+  grpc::Status refused =
+      stub_->StartWorker(Context().get(), StartRequest("w-two", "pg-two", "exit 0"), &started);
   EXPECT_EQ(refused.error_code(), grpc::StatusCode::FAILED_PRECONDITION) << refused.error_message();
 }
 
@@ -235,7 +240,8 @@ TEST_F(RayletServiceTest, ApplyBundleOpsAppliesInOrderWithAResultEach) {
   EXPECT_TRUE(response.results(3).prepare().prepared());
   EXPECT_EQ(response.results(4).code(), grpc::StatusCode::FAILED_PRECONDITION);
   v1::StartWorkerResponse started;
-  EXPECT_TRUE(stub_->StartWorker(Context().get(), StartRequest("w-c", "pg-c", "exit 0"), &started).ok());
+  EXPECT_TRUE(
+      stub_->StartWorker(Context().get(), StartRequest("w-c", "pg-c", "exit 0"), &started).ok());
   // The same ops again: every one answers from its request_id, nothing changes.
   v1::ApplyBundleOpsResponse again;
   ASSERT_TRUE(stub_->ApplyBundleOps(Context().get(), request, &again).ok());
@@ -437,8 +443,10 @@ TEST_F(RayletServiceTest, SyncKeepsBundlesPreparedSinceTheRegistrationBegan) {
   Reserve("new", 1, {1});
   ASSERT_TRUE(service_->SyncHeldBundles({}).ok());
   v1::StartWorkerResponse started;
-  EXPECT_TRUE(stub_->StartWorker(Context().get(), StartRequest("w-new", "new", "exit 0"), &started).ok());
-  EXPECT_EQ(stub_->StartWorker(Context().get(), StartRequest("w-old", "old", "exit 0"), &started).error_code(),
+  EXPECT_TRUE(
+      stub_->StartWorker(Context().get(), StartRequest("w-new", "new", "exit 0"), &started).ok());
+  EXPECT_EQ(stub_->StartWorker(Context().get(), StartRequest("w-old", "old", "exit 0"), &started)
+                .error_code(),
             grpc::StatusCode::FAILED_PRECONDITION);
 }
 

@@ -89,7 +89,8 @@ TEST_F(WorkerErrorTest, StderrTailKeepsTheLastLinesWithinTheBound) {
 }
 
 TEST_F(WorkerErrorTest, TheHeadlineLosesTorchsRankPrefix) {
-  Write(stderr_, "[rank1]: Traceback (most recent call last):\n[rank1]: ValueError: boom at step 7\n");
+  Write(stderr_,
+        "[rank1]: Traceback (most recent call last):\n[rank1]: ValueError: boom at step 7\n");
   WorkerError error = ReadWorkerError("", stderr_, absl::Now() - absl::Seconds(5), absl::Now());
   EXPECT_THAT(error.message, StartsWith("ValueError: boom at step 7\n[rank1]: Traceback"));
 }

@@ -179,8 +179,8 @@ TEST_F(WorkerProcessManagerTest, WhatAWorkerLeavesInItsGroupDiesWithIt) {
   ASSERT_TRUE(manager_->Start(Shell("parent", "sleep 60 & echo $!; exit 0")).ok());
   ASSERT_TRUE(WaitForExit("parent"));
   int stray = 0;
-  ASSERT_TRUE(absl::SimpleAtoi(absl::StripAsciiWhitespace(ReadFileOrEmpty(LogPath("parent", ".out"))),
-                               &stray));
+  ASSERT_TRUE(absl::SimpleAtoi(
+      absl::StripAsciiWhitespace(ReadFileOrEmpty(LogPath("parent", ".out"))), &stray));
   EXPECT_TRUE(DiesSoon(stray)) << "pid " << stray << " survived its worker";
 }
 
@@ -191,7 +191,8 @@ TEST_F(WorkerProcessManagerTest, NoWorkerOutlivesAKilledRaylet) {
   const pid_t raylet = fork();
   ASSERT_GE(raylet, 0);
   if (raylet == 0) {
-    WorkerProcessManager manager(WorkerProcessManager::Options{dir_ + "/raylet-logs", dir_ + "/work", {}});
+    WorkerProcessManager manager(
+        WorkerProcessManager::Options{dir_ + "/raylet-logs", dir_ + "/work", {}});
     WorkerLaunch launch = Shell("worker", "sleep 60 & echo $! $$; wait");
     if (!manager.Start(launch).ok()) _exit(1);
     while (true) pause();
@@ -216,8 +217,7 @@ TEST_F(WorkerProcessManagerTest, ExecFailureIsAnErrorNotASilentExit) {
   launch.argv = {"berth-no-such-program-anywhere", "--flag"};
   absl::StatusOr<StartedWorker> started = manager_->Start(launch);
   EXPECT_EQ(started.status().code(), absl::StatusCode::kInternal);
-  EXPECT_NE(started.status().message().find("No such file"), std::string::npos)
-      << started.status();
+  EXPECT_NE(started.status().message().find("No such file"), std::string::npos) << started.status();
   EXPECT_TRUE(manager_->List().empty());
 
   WorkerLaunch bad_cwd = Shell("bad-cwd", "exit 0");

@@ -105,7 +105,8 @@ TEST_F(BundleOpBatcherTest, OpsQueuedDuringACallGoTogetherInOrder) {
   auto record = [&](const std::string& pg, uint64_t ticket) {
     return [&, pg, ticket](const BundleOpBatcher::Result& r) -> uint64_t {
       absl::MutexLock lock(&mu);
-      done.push_back(absl::StrCat(pg, r.status.ok() && r.prepare.prepared() ? ":prepared" : ":refused"));
+      done.push_back(
+          absl::StrCat(pg, r.status.ok() && r.prepare.prepared() ? ":prepared" : ":refused"));
       return ticket;
     };
   };

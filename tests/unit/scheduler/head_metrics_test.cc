@@ -7,12 +7,14 @@
 namespace berth {
 namespace {
 
+using ::testing::DoubleEq;
+using ::testing::Optional;
 using testing::Sample;
 using testing::SeriesCount;
-using ::testing::Optional;
-using ::testing::DoubleEq;
 
-void Set(v1::ResourceSet* set, const std::string& name, double value) { (*set->mutable_amounts())[name] = value; }
+void Set(v1::ResourceSet* set, const std::string& name, double value) {
+  (*set->mutable_amounts())[name] = value;
+}
 
 v1::Bundle MakeBundle(std::map<std::string, double> amounts) {
   v1::Bundle b;
@@ -80,28 +82,37 @@ TEST(HeadMetricsTest, StateGaugesFollowTheSnapshot) {
   EXPECT_THAT(Sample(f, "berth_nodes", {{"state", "DRAINING"}}), Optional(1.0));
   EXPECT_THAT(Sample(f, "berth_nodes", {{"state", "DEAD"}}), Optional(0.0));
   // Per accelerator type; CPU-only nodes are "none".
-  EXPECT_THAT(Sample(f, "berth_resource_capacity", {{"resource", "GPU"}, {"accelerator_type", "A10G"}}),
-              Optional(8.0));
-  EXPECT_THAT(Sample(f, "berth_resource_allocated", {{"resource", "GPU"}, {"accelerator_type", "A10G"}}),
-              Optional(3.5));
-  EXPECT_THAT(Sample(f, "berth_resource_capacity", {{"resource", "CPU"}, {"accelerator_type", "none"}}),
-              Optional(8.0));
-  EXPECT_THAT(Sample(f, "berth_resource_allocated", {{"resource", "CPU"}, {"accelerator_type", "none"}}),
-              Optional(2.0));
-  EXPECT_THAT(Sample(f, "berth_resource_capacity", {{"resource", "memory"}, {"accelerator_type", "none"}}),
-              Optional(DoubleEq(32.0 * (1 << 30))));
+  EXPECT_THAT(
+      Sample(f, "berth_resource_capacity", {{"resource", "GPU"}, {"accelerator_type", "A10G"}}),
+      Optional(8.0));
+  EXPECT_THAT(
+      Sample(f, "berth_resource_allocated", {{"resource", "GPU"}, {"accelerator_type", "A10G"}}),
+      Optional(3.5));
+  EXPECT_THAT(
+      Sample(f, "berth_resource_capacity", {{"resource", "CPU"}, {"accelerator_type", "none"}}),
+      Optional(8.0));
+  EXPECT_THAT(
+      Sample(f, "berth_resource_allocated", {{"resource", "CPU"}, {"accelerator_type", "none"}}),
+      Optional(2.0));
+  EXPECT_THAT(
+      Sample(f, "berth_resource_capacity", {{"resource", "memory"}, {"accelerator_type", "none"}}),
+      Optional(DoubleEq(32.0 * (1 << 30))));
   // GPU resources of CPU-only nodes are not invented, internal keys never shown.
-  EXPECT_EQ(Sample(f, "berth_resource_capacity", {{"resource", "GPU"}, {"accelerator_type", "none"}}),
-            std::nullopt);
+  EXPECT_EQ(
+      Sample(f, "berth_resource_capacity", {{"resource", "GPU"}, {"accelerator_type", "none"}}),
+      std::nullopt);
   for (const auto& family : f) {
     for (const auto& m : family.metric) {
-      for (const auto& l : m.label) EXPECT_EQ(l.value.find("accelerator_type:"), std::string::npos) << family.name;
+      for (const auto& l : m.label)
+        EXPECT_EQ(l.value.find("accelerator_type:"), std::string::npos) << family.name;
     }
   }
   // Per node: only ALIVE/DRAINING nodes with GPUs.
-  EXPECT_THAT(Sample(f, "berth_node_gpus", {{"node", "a10g-1"}, {"accelerator_type", "A10G"}}), Optional(4.0));
-  EXPECT_THAT(Sample(f, "berth_node_gpus_allocated", {{"node", "a10g-1"}, {"accelerator_type", "A10G"}}),
-              Optional(3.5));
+  EXPECT_THAT(Sample(f, "berth_node_gpus", {{"node", "a10g-1"}, {"accelerator_type", "A10G"}}),
+              Optional(4.0));
+  EXPECT_THAT(
+      Sample(f, "berth_node_gpus_allocated", {{"node", "a10g-1"}, {"accelerator_type", "A10G"}}),
+      Optional(3.5));
   EXPECT_EQ(SeriesCount(f, "berth_node_gpus"), 1u);
   // Every state has a series, zero when empty.
   EXPECT_THAT(Sample(f, "berth_placement_groups", {{"state", "CREATED"}}), Optional(2.0));
@@ -163,7 +174,8 @@ TEST(HeadMetricsTest, EventsFeedCountersAndHistograms) {
   EXPECT_EQ(counters["berth_node_deaths_total"], 1);
   EXPECT_EQ(counters["berth_placement_node_rejections_total,label_selector"], 3);
   EXPECT_EQ(counters["berth_placement_node_rejections_total,resources"], 2);
-  EXPECT_EQ(counters.count("berth_placement_node_rejections_total,gpu_instances"), 1u);  // exported at 0
+  EXPECT_EQ(counters.count("berth_placement_node_rejections_total,gpu_instances"),
+            1u);  // exported at 0
   EXPECT_EQ(counters["berth_train_job_restarts_total"], 1);
   EXPECT_EQ(histogram_counts["berth_placement_latency_seconds"], 1u);
   EXPECT_EQ(histogram_counts["berth_placement_decision_seconds"], 1u);

@@ -34,7 +34,8 @@ class PlacementGroupManagerTest : public ::testing::Test {
     r.set_request_id("req-" + std::to_string(next_id_));
     r.set_strategy(strategy);
     r.set_priority(priority);
-    for (int i = 0; i < bundles; ++i) (*r.add_bundles()->mutable_resources()->mutable_amounts())["GPU"] = gpus;
+    for (int i = 0; i < bundles; ++i)
+      (*r.add_bundles()->mutable_resources()->mutable_amounts())["GPU"] = gpus;
     return r;
   }
 
@@ -50,7 +51,8 @@ class PlacementGroupManagerTest : public ::testing::Test {
     for (const CommitTask& t : tasks) {
       if (succeed) pgs_.OnPrepared(t.placement_group_id, t.attempt);
       pgs_.OnCommitDone(t.placement_group_id, t.attempt,
-                        succeed ? absl::OkStatus() : absl::UnavailableError("raylet refused"), now_);
+                        succeed ? absl::OkStatus() : absl::UnavailableError("raylet refused"),
+                        now_);
     }
     return tasks;
   }
@@ -109,7 +111,7 @@ TEST_F(PlacementGroupManagerTest, FailedCommitReleasesAndRetriesWithBackoff) {
   ScheduleAndCommit(/*succeed=*/false);
   EXPECT_EQ(table_.node(0).available.Get(kGpu), Quantity::Whole(2));
   EXPECT_THAT(Info(id).pending_reason(), HasSubstr("two-phase commit failed"));
-  EXPECT_TRUE(pgs_.Schedule(now_).empty());        // backing off
+  EXPECT_TRUE(pgs_.Schedule(now_).empty());  // backing off
   EXPECT_EQ(pgs_.NextDue(), std::optional<int64_t>(now_ + 100));
   now_ += 100;
   ScheduleAndCommit();
@@ -145,13 +147,15 @@ TEST_F(PlacementGroupManagerTest, IdenticalUnfitGroupsCostOneDecisionPerPass) {
   counter.decisions = 0;
   // 50 groups that cannot fit now, one of another shape, 50 that never can.
   std::vector<std::string> waiting;
-  for (int i = 0; i < 50; ++i) waiting.push_back(Create(Request(1, v1::PLACEMENT_STRATEGY_PACK, 1)));
+  for (int i = 0; i < 50; ++i)
+    waiting.push_back(Create(Request(1, v1::PLACEMENT_STRATEGY_PACK, 1)));
   v1::CreatePlacementGroupRequest cpu_only = Request(1, v1::PLACEMENT_STRATEGY_PACK);
   (*cpu_only.mutable_bundles(0)->mutable_resources()->mutable_amounts())["GPU"] = 0;
   (*cpu_only.mutable_bundles(0)->mutable_resources()->mutable_amounts())["CPU"] = 1;
   const std::string cpu = Create(cpu_only);
   std::vector<std::string> never;
-  for (int i = 0; i < 50; ++i) never.push_back(Create(Request(3, v1::PLACEMENT_STRATEGY_STRICT_PACK)));
+  for (int i = 0; i < 50; ++i)
+    never.push_back(Create(Request(3, v1::PLACEMENT_STRATEGY_STRICT_PACK)));
   ScheduleAndCommit();
   EXPECT_EQ(counter.decisions, 3);
   EXPECT_EQ(Info(cpu).state(), v1::PLACEMENT_GROUP_STATE_CREATED);
@@ -235,7 +239,8 @@ TEST_F(PlacementGroupManagerTest, KeptBundleOnANodeThatDiesDuringACommitIsLost) 
     ASSERT_TRUE(table_.SetNodeState(kept_node, NodeState::kDead).ok());
     pgs_.OnNodeDead(kept_node, now_);
     if (succeed) pgs_.OnPrepared(id, tasks[0].attempt);
-    pgs_.OnCommitDone(id, tasks[0].attempt, succeed ? absl::OkStatus() : absl::UnavailableError("refused"), now_);
+    pgs_.OnCommitDone(id, tasks[0].attempt,
+                      succeed ? absl::OkStatus() : absl::UnavailableError("refused"), now_);
     const v1::PlacementGroupInfo info = Info(id);
     EXPECT_NE(info.state(), v1::PLACEMENT_GROUP_STATE_CREATED);
     for (const v1::BundleLocation& l : info.locations()) EXPECT_NE(l.node_id(), kept_node);
@@ -340,7 +345,8 @@ TEST_F(PlacementGroupManagerTest, CreateIsIdempotentAndValidated) {
   expect_invalid(long_name, "name");
   auto internal = Request(1, v1::PLACEMENT_STRATEGY_PACK);
   internal.set_request_id("e6");
-  (*internal.mutable_bundles(0)->mutable_resources()->mutable_amounts())["accelerator_type:T4"] = 0.001;
+  (*internal.mutable_bundles(0)->mutable_resources()->mutable_amounts())["accelerator_type:T4"] =
+      0.001;
   expect_invalid(internal, "berth.io/accelerator-type in (T4)");
   auto no_id = Request(1, v1::PLACEMENT_STRATEGY_PACK);
   no_id.clear_request_id();
@@ -352,7 +358,8 @@ TEST_F(PlacementGroupManagerTest, CreateIsIdempotentAndValidated) {
 
 TEST_F(PlacementGroupManagerTest, AJobAskingAgainForItsGroupGetsTheSameOne) {
   AddNode("a", 2);
-  absl::StatusOr<PlacementGroupSpec> spec = PlacementGroupSpec::FromInput({{{{{"GPU", 1}}, {}}}, "PACK"});
+  absl::StatusOr<PlacementGroupSpec> spec =
+      PlacementGroupSpec::FromInput({{{{{"GPU", 1}}, {}}}, "PACK"});
   ASSERT_TRUE(spec.ok()) << spec.status();
   v1::CreatePlacementGroupRequest meta;
   meta.set_request_id("job-1/pg");
@@ -366,7 +373,8 @@ TEST_F(PlacementGroupManagerTest, AJobAskingAgainForItsGroupGetsTheSameOne) {
   // Another job may not take the request id.
   v1::CreatePlacementGroupRequest other = meta;
   other.set_job_id("job-2");
-  EXPECT_EQ(pgs_.CreateFromSpec(*spec, other, "pg-3", now_).status().code(), absl::StatusCode::kAlreadyExists);
+  EXPECT_EQ(pgs_.CreateFromSpec(*spec, other, "pg-3", now_).status().code(),
+            absl::StatusCode::kAlreadyExists);
   v1::ListPlacementGroupsResponse all;
   pgs_.List({}, &all);
   EXPECT_EQ(all.placement_groups_size(), 1);
@@ -459,7 +467,8 @@ TEST(PlacementGroupManagerLimitsTest, CreateBatchMustFitUnderMaxPendingGroups) {
     r->set_request_id("r" + std::to_string(i));
     (*r->add_bundles()->mutable_resources()->mutable_amounts())["CPU"] = 1;
   }
-  absl::StatusOr<std::vector<std::string>> refused = pgs.CreateBatch(batch, {"pg-0", "pg-1", "pg-2"}, 0);
+  absl::StatusOr<std::vector<std::string>> refused =
+      pgs.CreateBatch(batch, {"pg-0", "pg-1", "pg-2"}, 0);
   EXPECT_EQ(refused.status().code(), absl::StatusCode::kResourceExhausted);
   EXPECT_THAT(refused.status().message(), HasSubstr("requests[2]."));
   v1::ListPlacementGroupsResponse listed;
@@ -480,12 +489,15 @@ TEST(PlacementGroupManagerLimitsTest, BundlesPendingGroupsAndNamesAreBounded) {
     v1::CreatePlacementGroupRequest r;
     r.set_request_id(id);
     r.set_name(name);
-    for (int i = 0; i < bundles; ++i) (*r.add_bundles()->mutable_resources()->mutable_amounts())["CPU"] = 1;
+    for (int i = 0; i < bundles; ++i)
+      (*r.add_bundles()->mutable_resources()->mutable_amounts())["CPU"] = 1;
     return r;
   };
   absl::StatusOr<std::string> too_big = pgs.Create(request(4, "r1"), "pg-1", 0);
   EXPECT_EQ(too_big.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(too_big.status().message(), HasSubstr("bundles: 4 bundles; at most 3 per group (berth-head --max-bundles-per-group)"));
+  EXPECT_THAT(
+      too_big.status().message(),
+      HasSubstr("bundles: 4 bundles; at most 3 per group (berth-head --max-bundles-per-group)"));
   absl::StatusOr<std::string> long_name = pgs.Create(request(1, "r2", "ninechars"), "pg-2", 0);
   EXPECT_EQ(long_name.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(long_name.status().message(), HasSubstr("name"));

@@ -31,7 +31,8 @@ void ExerciseStore(StateStore& store) {
   ASSERT_TRUE(store.Put("groups", "pg-b", "two, updated").ok());
   absl::StatusOr<std::vector<StateStore::Record>> groups = store.Scan("groups");
   ASSERT_TRUE(groups.ok()) << groups.status();
-  EXPECT_THAT(*groups, ElementsAre(Pair("pg-a", std::string("one\0binary", 10)), Pair("pg-b", "two, updated")));
+  EXPECT_THAT(*groups, ElementsAre(Pair("pg-a", std::string("one\0binary", 10)),
+                                   Pair("pg-b", "two, updated")));
   ASSERT_TRUE(store.Delete("groups", "pg-a").ok());
   ASSERT_TRUE(store.Delete("groups", "never-there").ok());
   EXPECT_THAT(*store.Scan("groups"), ElementsAre(Pair("pg-b", "two, updated")));
@@ -50,12 +51,14 @@ TEST(StateStoreTest, Memory) {
 TEST(StateStoreTest, SqliteKeepsRecordsAcrossReopen) {
   const std::string dir = TempDir();
   {
-    absl::StatusOr<std::unique_ptr<StateStore>> store = OpenStateStore(dir + "/state", "--state-dir");
+    absl::StatusOr<std::unique_ptr<StateStore>> store =
+        OpenStateStore(dir + "/state", "--state-dir");
     ASSERT_TRUE(store.ok()) << store.status();
     EXPECT_EQ((*store)->Describe(), "sqlite:" + dir + "/state/head.sqlite");
     ExerciseStore(**store);
   }
-  absl::StatusOr<std::unique_ptr<StateStore>> reopened = OpenStateStore(dir + "/state", "--state-dir");
+  absl::StatusOr<std::unique_ptr<StateStore>> reopened =
+      OpenStateStore(dir + "/state", "--state-dir");
   ASSERT_TRUE(reopened.ok());
   EXPECT_THAT(*(*reopened)->Scan("groups"), ElementsAre(Pair("pg-b", "two, updated")));
   // The state directory is private to the head's user.
@@ -65,12 +68,14 @@ TEST(StateStoreTest, SqliteKeepsRecordsAcrossReopen) {
 }
 
 TEST(StateStoreTest, BadLocationsAreClearErrors) {
-  absl::StatusOr<std::unique_ptr<StateStore>> store = OpenStateStore("/proc/berth-cannot-be-here", "--state-dir");
+  absl::StatusOr<std::unique_ptr<StateStore>> store =
+      OpenStateStore("/proc/berth-cannot-be-here", "--state-dir");
   EXPECT_FALSE(store.ok());
   EXPECT_THAT(store.status().message(), HasSubstr("--state-dir"));
   store = OpenStateStore("redis://127.0.0.1:notaport", "--state-store");
   EXPECT_EQ(store.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(store.status().message(), HasSubstr("--state-store: \"redis://127.0.0.1:notaport\": bad port"));
+  EXPECT_THAT(store.status().message(),
+              HasSubstr("--state-store: \"redis://127.0.0.1:notaport\": bad port"));
   store = OpenStateStore("redis://127.0.0.1:1", "--state-store");  // nothing listens on port 1
   EXPECT_EQ(store.status().code(), absl::StatusCode::kUnavailable);
 }
@@ -84,9 +89,9 @@ class RedisStateStoreTest : public ::testing::Test {
       pid_ = fork();
       if (pid_ == 0) {
         const std::string port = std::to_string(port_);
-        execlp(BERTH_REDIS_SERVER, BERTH_REDIS_SERVER, "--port", port.c_str(), "--bind", "127.0.0.1", "--save", "",
-               "--appendonly", "yes", "--appendfsync", "always", "--dir", dir_.c_str(), "--daemonize", "no",
-               static_cast<char*>(nullptr));
+        execlp(BERTH_REDIS_SERVER, BERTH_REDIS_SERVER, "--port", port.c_str(), "--bind",
+               "127.0.0.1", "--save", "", "--appendonly", "yes", "--appendfsync", "always", "--dir",
+               dir_.c_str(), "--daemonize", "no", static_cast<char*>(nullptr));
         _exit(127);
       }
       for (int i = 0; i < 100; ++i) {

@@ -43,7 +43,8 @@ TEST(TwoPhaseCommitTest, TheLastAnswerOfEachPhaseIsTold) {
   TwoPhaseCommit commit(Task(3));
   for (size_t i = 0; i < 3; ++i) {
     EXPECT_FALSE(commit.Prepare(i).prepare().commit());
-    EXPECT_EQ(commit.Prepare(i).prepare().request_id(), "pg-1/3/node-" + std::to_string(i) + "/prepare");
+    EXPECT_EQ(commit.Prepare(i).prepare().request_id(),
+              "pg-1/3/node-" + std::to_string(i) + "/prepare");
   }
   EXPECT_FALSE(commit.OnPrepareAnswer(2, absl::OkStatus(), Prepared(true)));
   EXPECT_FALSE(commit.OnPrepareAnswer(0, absl::OkStatus(), Prepared(true)));
@@ -62,11 +63,13 @@ TEST(TwoPhaseCommitTest, TheLastAnswerOfEachPhaseIsTold) {
 
 TEST(TwoPhaseCommitTest, TheFirstRefusalIsTheOutcomeAndEveryNodeIsCancelled) {
   TwoPhaseCommit commit(Task(3));
-  EXPECT_FALSE(commit.OnPrepareAnswer(1, absl::OkStatus(), Prepared(false, "bundle 2 needs CPU: 1, the node has 0 free")));
+  EXPECT_FALSE(commit.OnPrepareAnswer(
+      1, absl::OkStatus(), Prepared(false, "bundle 2 needs CPU: 1, the node has 0 free")));
   EXPECT_FALSE(commit.OnPrepareAnswer(0, absl::DeadlineExceededError("deadline"), {}));
   EXPECT_TRUE(commit.OnPrepareAnswer(2, absl::OkStatus(), Prepared(true)));
   EXPECT_EQ(commit.status().code(), absl::StatusCode::kUnavailable);
-  EXPECT_EQ(commit.status().message(), "node node-1 refused to prepare: bundle 2 needs CPU: 1, the node has 0 free");
+  EXPECT_EQ(commit.status().message(),
+            "node node-1 refused to prepare: bundle 2 needs CPU: 1, the node has 0 free");
   const std::vector<CancelTask> cancels = commit.CancelAll();
   ASSERT_EQ(cancels.size(), 3u);  // node-2 prepared; node-0 may have before its call failed
   for (size_t i = 0; i < 3; ++i) {

@@ -5,9 +5,9 @@
 #include <csignal>
 #include <stdexcept>
 
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "absl/strings/str_cat.h"
 #include "train/train_job_spec.h"
 
 namespace berth {
@@ -90,8 +90,9 @@ class JobReconcilerTest : public ::testing::Test {
   template <typename Action>
   Action Expect(JobStep step) {
     if (!step.action || !std::holds_alternative<Action>(*step.action)) {
-      throw std::runtime_error(step.action ? absl::StrCat("another action: ", step.action->index())
-                                           : absl::StrCat("no action; waits until ", absl::FormatTime(step.wake_at)));
+      throw std::runtime_error(
+          step.action ? absl::StrCat("another action: ", step.action->index())
+                      : absl::StrCat("no action; waits until ", absl::FormatTime(step.wake_at)));
     }
     return std::get<Action>(*std::move(step.action));
   }
@@ -276,7 +277,8 @@ TEST_F(JobReconcilerTest, TheCauseIsTheFirstFailureByTimeAndTheJobRestartsFromIt
   EXPECT_EQ(trainer.worker_id(), Worker(1, "trainer"));
   EXPECT_THAT(std::vector<std::string>(trainer.argv().begin(), trainer.argv().end()),
               testing::Contains("/ckpt/step-50.pt"));
-  JobProcesses second = {{Worker(1, "trainer"), "n0"}, {Worker(1, "r0"), "n0"}, {Worker(1, "r1"), "n1"}};
+  JobProcesses second = {
+      {Worker(1, "trainer"), "n0"}, {Worker(1, "r0"), "n0"}, {Worker(1, "r1"), "n1"}};
   Result(ProcessesStarted{absl::OkStatus(), second});
   EXPECT_EQ(job_->info().attempt(), 1u);
   // A second failure is over max_failures (1).
@@ -325,7 +327,8 @@ TEST_F(JobReconcilerTest, AnUnreachableNodeThatComesBackLeavesTheProcessFailureA
   Expect<StopProcesses>(Step());
   Result(StopsSent{});
   Step();
-  EXPECT_THAT(job_->info().failure_causes(0), HasSubstr("rank 0 (job-1-a0-r0 on n0) exited with code 7"));
+  EXPECT_THAT(job_->info().failure_causes(0),
+              HasSubstr("rank 0 (job-1-a0-r0 on n0) exited with code 7"));
   EXPECT_EQ(job_->info().failures(), 1u);
 }
 
@@ -432,7 +435,8 @@ TEST_F(JobReconcilerTest, AttemptsWhoseLaunchFailsAreRetriedWithBackoffNotInALoo
     waits.push_back(step.wake_at - now_);
     now_ = step.wake_at;
   }
-  EXPECT_THAT(waits, ElementsAre(absl::Seconds(1), absl::Seconds(2), absl::Seconds(4), absl::Seconds(8)));
+  EXPECT_THAT(waits,
+              ElementsAre(absl::Seconds(1), absl::Seconds(2), absl::Seconds(4), absl::Seconds(8)));
   // A launch that works resets the wait.
   group_ = Created({"n0", "n1"});
   Expect<AllocatePort>(Step());
@@ -479,8 +483,10 @@ TEST_F(JobReconcilerTest, ARestoredRunningJobAsksItsRayletsForExitsItMissed) {
   now_ += absl::Seconds(2);
   StopAndExit();
   Step();
-  EXPECT_THAT(job_->info().failure_causes(0), HasSubstr("rank 1 (job-1-a2-r1 on n1) was killed by signal 9"));
-  EXPECT_THAT(job_->info().failure_causes(0), HasSubstr("no longer knows it (the raylet restarted)"));
+  EXPECT_THAT(job_->info().failure_causes(0),
+              HasSubstr("rank 1 (job-1-a2-r1 on n1) was killed by signal 9"));
+  EXPECT_THAT(job_->info().failure_causes(0),
+              HasSubstr("no longer knows it (the raylet restarted)"));
 }
 
 TEST_F(JobReconcilerTest, ARestoredHalfStartedJobStopsWhatRunsAndTakesANewAttemptNumber) {

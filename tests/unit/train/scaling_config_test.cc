@@ -2,11 +2,11 @@
 
 #include <set>
 
-#include "wire/proto_convert.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "placement/bundle_placer.h"
 #include "tests/unit/placement_test_util.h"
+#include "wire/proto_convert.h"
 
 namespace berth {
 namespace {
@@ -33,7 +33,8 @@ TEST(ScalingConfigTest, RayDefaults) {
   auto g = BuildTrainPlacementGroup(gpu).value();
   EXPECT_EQ(g.bundles()[0].resources,
             ResourceSet::Of({{kCpu, 1}, {kGpu, 1}, {"accelerator_type:A10G", 0.001}}));
-  EXPECT_EQ(g.bundles()[1].resources, ResourceSet::Of({{kGpu, 1}, {"accelerator_type:A10G", 0.001}}));
+  EXPECT_EQ(g.bundles()[1].resources,
+            ResourceSet::Of({{kGpu, 1}, {"accelerator_type:A10G", 0.001}}));
   EXPECT_EQ(g.strategy(), PlacementStrategy::kSpread);
 }
 

@@ -103,7 +103,8 @@ TEST(RankEnvTest, OmpThreadsIsAtLeastOne) {
 
 TEST(RankEnvTest, ANodeLauncherGetsNoRanksOfItsOwn) {
   const std::map<std::string, std::string> env = NodeEnv(Attempt(), "node-b", 1, 2, 2, false);
-  for (const char* name : {"RANK", "LOCAL_RANK", "ROLE_RANK"}) EXPECT_EQ(env.count(name), 0u) << name;
+  for (const char* name : {"RANK", "LOCAL_RANK", "ROLE_RANK"})
+    EXPECT_EQ(env.count(name), 0u) << name;
   EXPECT_EQ(env.at("NODE_RANK"), "1");
   EXPECT_EQ(env.at("LOCAL_WORLD_SIZE"), "2");
   EXPECT_EQ(env.at("MASTER_PORT"), "29500");
@@ -118,15 +119,18 @@ TEST(RankEnvTest, EverySetNameIsReservedOrDefaulted) {
     EXPECT_NE(std::find(known.begin(), known.end(), name), known.end()) << name;
   }
   for (const char* name : {"CUDA_VISIBLE_DEVICES", "TORCHELASTIC_ERROR_FILE"}) {
-    EXPECT_NE(std::find(ReservedEnvNames().begin(), ReservedEnvNames().end(), name), ReservedEnvNames().end());
+    EXPECT_NE(std::find(ReservedEnvNames().begin(), ReservedEnvNames().end(), name),
+              ReservedEnvNames().end());
   }
 }
 
 TEST(StoreHostTest, PythonInterpretersByName) {
-  for (const char* p : {"python", "python3", "python3.11", "/usr/bin/python3", "/venv/bin/python"}) {
+  for (const char* p :
+       {"python", "python3", "python3.11", "/usr/bin/python3", "/venv/bin/python"}) {
     EXPECT_TRUE(IsPythonInterpreter(p)) << p;
   }
-  for (const char* p : {"torchrun", "/bin/sh", "python-config", "ipython", "/opt/python/bin/accelerate", ""}) {
+  for (const char* p :
+       {"torchrun", "/bin/sh", "python-config", "ipython", "/opt/python/bin/accelerate", ""}) {
     EXPECT_FALSE(IsPythonInterpreter(p)) << p;
   }
 }
@@ -148,22 +152,25 @@ TEST(LauncherArgvTest, TorchrunFlagsFollowTheProgram) {
       LauncherArgv(Launcher::kTorchrun, {"torchrun", "train.py", "--epochs", "3"}, Node1());
   ASSERT_TRUE(argv.ok()) << argv.status();
   EXPECT_THAT(*argv, ElementsAre("torchrun", "--nnodes=2", "--node_rank=1", "--nproc_per_node=2",
-                                 "--master_addr=10.0.0.2", "--master_port=29500", "train.py", "--epochs",
-                                 "3"));
-  argv = LauncherArgv(Launcher::kTorchrun, {"python3", "-m", "torch.distributed.run", "train.py"}, Node1());
+                                 "--master_addr=10.0.0.2", "--master_port=29500", "train.py",
+                                 "--epochs", "3"));
+  argv = LauncherArgv(Launcher::kTorchrun, {"python3", "-m", "torch.distributed.run", "train.py"},
+                      Node1());
   ASSERT_TRUE(argv.ok()) << argv.status();
-  EXPECT_THAT(*argv, ElementsAre("python3", "-m", "torch.distributed.run", "--nnodes=2", "--node_rank=1",
-                                 "--nproc_per_node=2", "--master_addr=10.0.0.2", "--master_port=29500",
-                                 "train.py"));
+  EXPECT_THAT(*argv, ElementsAre("python3", "-m", "torch.distributed.run", "--nnodes=2",
+                                 "--node_rank=1", "--nproc_per_node=2", "--master_addr=10.0.0.2",
+                                 "--master_port=29500", "train.py"));
 }
 
 TEST(LauncherArgvTest, AccelerateFlagsFollowLaunchWithTheTotalProcessCount) {
-  absl::StatusOr<std::vector<std::string>> argv = LauncherArgv(
-      Launcher::kAccelerate, {"accelerate", "launch", "--config_file", "fsdp.yaml", "train.py"}, Node1());
+  absl::StatusOr<std::vector<std::string>> argv =
+      LauncherArgv(Launcher::kAccelerate,
+                   {"accelerate", "launch", "--config_file", "fsdp.yaml", "train.py"}, Node1());
   ASSERT_TRUE(argv.ok()) << argv.status();
-  EXPECT_THAT(*argv, ElementsAre("accelerate", "launch", "--num_machines=2", "--machine_rank=1",
-                                 "--num_processes=4", "--main_process_ip=10.0.0.2",
-                                 "--main_process_port=29500", "--config_file", "fsdp.yaml", "train.py"));
+  EXPECT_THAT(*argv,
+              ElementsAre("accelerate", "launch", "--num_machines=2", "--machine_rank=1",
+                          "--num_processes=4", "--main_process_ip=10.0.0.2",
+                          "--main_process_port=29500", "--config_file", "fsdp.yaml", "train.py"));
 }
 
 TEST(LauncherArgvTest, ArgvThatDoesNotFitIsRefusedNamingTheField) {
@@ -171,10 +178,13 @@ TEST(LauncherArgvTest, ArgvThatDoesNotFitIsRefusedNamingTheField) {
   absl::Status s = ValidateLauncherArgv(Launcher::kAccelerate, {"accelerate", "train.py"}, field);
   EXPECT_THAT(s.message(), HasSubstr("spec.entrypoint.command.argv: the accelerate launcher runs"));
   s = ValidateLauncherArgv(Launcher::kTorchrun, {"torchrun", "--nnodes=4", "train.py"}, field);
-  EXPECT_THAT(s.message(), HasSubstr("spec.entrypoint.command.argv[1]: --nnodes is filled in by berth"));
-  s = ValidateLauncherArgv(Launcher::kTorchrun, {"torchrun", "--node-rank", "1", "train.py"}, field);
+  EXPECT_THAT(s.message(),
+              HasSubstr("spec.entrypoint.command.argv[1]: --nnodes is filled in by berth"));
+  s = ValidateLauncherArgv(Launcher::kTorchrun, {"torchrun", "--node-rank", "1", "train.py"},
+                           field);
   EXPECT_THAT(s.message(), HasSubstr("--node-rank is filled in by berth"));
-  s = ValidateLauncherArgv(Launcher::kAccelerate, {"accelerate", "launch", "--num_processes", "8", "t.py"}, field);
+  s = ValidateLauncherArgv(Launcher::kAccelerate,
+                           {"accelerate", "launch", "--num_processes", "8", "t.py"}, field);
   EXPECT_THAT(s.message(), HasSubstr("argv[2]: --num_processes"));
   EXPECT_TRUE(ValidateLauncherArgv(Launcher::kNone, {"python3", "--nnodes=3"}, field).ok());
 }

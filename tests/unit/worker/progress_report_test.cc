@@ -37,7 +37,8 @@ TEST(ScriptReportTest, BadLinesNameTheField) {
   EXPECT_THAT(ParseScriptReport("[1]").status().message(), HasSubstr("not a JSON object"));
   EXPECT_THAT(ParseScriptReport(R"({"step": -1})").status().message(), HasSubstr("report.step"));
   EXPECT_THAT(ParseScriptReport(R"({"step": 1.5})").status().message(), HasSubstr("report.step"));
-  EXPECT_THAT(ParseScriptReport(R"({"metrics": 3})").status().message(), HasSubstr("report.metrics"));
+  EXPECT_THAT(ParseScriptReport(R"({"metrics": 3})").status().message(),
+              HasSubstr("report.metrics"));
   EXPECT_THAT(ParseScriptReport(R"({"checkpoint": 3})").status().message(),
               HasSubstr("report.checkpoint"));
 }
