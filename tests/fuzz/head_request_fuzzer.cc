@@ -24,7 +24,7 @@
 #include "scheduler/node_manager.h"
 #include "scheduler/placement_group_manager.h"
 #include "tests/fuzz/fuzz_check.h"
-#include "train/train_job_controller.h"
+#include "train/train_job_spec.h"
 #include "wire/proto_convert.h"
 
 namespace berth {
@@ -187,7 +187,7 @@ class Head {
     FUZZ_CHECK(groups_.State(*created).has_value());
   }
 
-  // As TrainJobController::Submit and RunJob create a job's group.
+  // As TrainJobController::Submit and the JobReconciler create a job's group.
   void SubmitTrainJob(const v1::SubmitTrainJobRequest& request) {
     absl::StatusOr<PlacementGroupSpec> spec = PlacementGroupForJob(request.spec());
     if (!spec.ok()) {

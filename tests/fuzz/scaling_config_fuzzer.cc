@@ -16,7 +16,7 @@
 #include "placement/bundle_placer.h"
 #include "placement/node_resource_table.h"
 #include "tests/fuzz/fuzz_check.h"
-#include "train/train_job_controller.h"
+#include "train/train_job_spec.h"
 #include "wire/proto_convert.h"
 
 namespace berth {
