@@ -3,14 +3,15 @@
 
 The folders are the layers (see the top CMakeLists.txt and README.md):
 
-    proto, common  <-  placement  <-  auth  <-  wire  <-  train  <-  scheduler (the head)
+    proto, common  <-  placement  <-  queueing  <-  auth  <-  wire  <-  train  <-  scheduler
                                                       <-  raylet, autoscaler, worker
                                                                     <-  client
 
 A folder may include its own files and those of the folders it lists below.
-The placement core is held tighter: besides itself it may include only absl
-and the standard library, and neither threads nor clocks (it is a pure
-function of its inputs; the daemons own time and concurrency). Tests
+The pure cores are held tighter: the placement core may include, besides
+itself, only absl and the standard library; the queueing core that and the
+placement core; neither takes threads or clocks (each is a pure function of
+its inputs; the daemons own time and concurrency). Tests
 (*_test.cc, *_test_util.h) keep the arrows and may add gtest and the protos.
 
     check_layers.py [--root DIR] [--stamp FILE] [FILE...]
@@ -28,20 +29,23 @@ import sys
 BELOW = {
     "common": set(),
     "placement": set(),
+    "queueing": {"placement"},
     "auth": {"common"},
     "wire": {"auth", "common", "placement", "proto"},
     "train": {"wire", "auth", "common", "placement", "proto"},
-    "scheduler": {"train", "wire", "auth", "common", "placement", "proto"},
+    "scheduler": {"train", "wire", "auth", "common", "placement", "queueing", "proto"},
     "raylet": {"wire", "auth", "common", "placement", "proto"},
     "autoscaler": {"wire", "auth", "common", "placement", "proto"},
     "worker": {"auth", "common", "proto"},
-    "client": {"train", "wire", "auth", "common", "placement", "proto"},
+    "client": {"train", "wire", "auth", "common", "placement", "queueing", "proto"},
 }
 # The first path component of an include that names a berth folder. The
 # generated protos are included as "berth/v1/...".
 FOLDER_OF_PREFIX = {name: name for name in BELOW} | {"berth": "proto", "tests": "tests"}
 
 PLACEMENT_EXTERNAL = re.compile(r"absl/")
+# The pure cores and the berth folders each may include besides itself.
+PURE = {"placement": set(), "queueing": {"placement"}}
 # absl's own threads and clocks are as impure as the standard library's.
 PLACEMENT_FORBIDDEN = re.compile(
     r"^(absl/(synchronization|time)/|thread$|mutex$|shared_mutex$|condition_variable$|"
@@ -66,13 +70,15 @@ def problems(root, path):
         line = text.count("\n", 0, match.start()) + 1
         where = f"{rel}:{line}: #include {kind}{name}{'>' if kind == '<' else kind}"
         first = name.split("/", 1)[0]
-        if folder == "placement" and not is_test:
+        if folder in PURE and not is_test:
+            own = {folder} | PURE[folder]
+            only = ", ".join(sorted(own - {folder}) + ["absl", "the standard library"])
             if PLACEMENT_FORBIDDEN.search(name):
-                yield f"{where}: the placement core takes no threads or clocks"
+                yield f"{where}: the {folder} core takes no threads or clocks"
             elif kind == "<" and ("/" in name or "." in name):
-                yield f"{where}: the placement core includes only absl and the standard library"
-            elif kind == '"' and first != "placement" and not PLACEMENT_EXTERNAL.match(name):
-                yield f"{where}: the placement core includes only absl and the standard library"
+                yield f"{where}: the {folder} core includes only {only}"
+            elif kind == '"' and first not in own and not PLACEMENT_EXTERNAL.match(name):
+                yield f"{where}: the {folder} core includes only {only}"
             continue
         owner = FOLDER_OF_PREFIX.get(first) if kind == '"' and "/" in name else None
         if owner is not None and owner not in allowed:

@@ -1,0 +1,187 @@
+// QueueScheduler: which waiting gangs start, in what order, and which
+// running gangs make room, for a cluster shared by queues (teams).
+//
+// Pure and deterministic: the caller passes the time and the events in and
+// carries out the decisions; the cluster's capacity is asked through a
+// CapacityModel. Rules, in the order a pass applies them:
+//
+// - Whole gangs only. A gang is admitted when its whole charge fits its
+//   queue's quota (QuotaLedger: nominal, borrowing, the cohort's pool) and
+//   the capacity model placed all of it; otherwise nothing of it is held.
+// - Order. Within a queue: priority (higher first), then arrival. Between
+//   queues with waiting gangs: weighted dominant resource share (DRF), the
+//   queue with the smallest share goes next, so shares converge to the
+//   weights while queues have work.
+// - Preemption, of running preemptible gangs only, whole, to free the fewest
+//   GPU-hours (lowest priority first, then the youngest; then the set is
+//   pruned to a minimal one). Rules: kReclaim, a gang within its queue's
+//   nominal quota takes back what other queues of its cohort borrow; kPriority,
+//   within a queue a higher priority preempts lower; kBackfill, a gang with
+//   a reservation takes back the room of gangs that started past it as
+//   preemptible. The preemptor then holds its quota and its reservation
+//   until the victims have stopped (Preempted) and it fits.
+// - Backfill. A gang that fits its quota but not the nodes gets a
+//   reservation: the earliest time it fits once running gangs end by their
+//   time limits. A later gang may start only if it ends (by its limit)
+//   before that time or leaves room for the reserved gang then; otherwise
+//   only as preemptible (kBackfill). A gang waiting longer than
+//   starvation_bound goes first in its queue, whatever the priorities, gets
+//   a reservation no gang may take, and its queue admits nothing behind it.
+// - A gang that may not be preempted (preemptible false) runs only within
+//   its queue's nominal quota.
+#ifndef BERTH_QUEUEING_QUEUE_SCHEDULER_H_
+#define BERTH_QUEUEING_QUEUE_SCHEDULER_H_
+
+#include <cstdint>
+#include <limits>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "placement/resource_set.h"
+#include "queueing/capacity_model.h"
+#include "queueing/queue_config.h"
+#include "queueing/quota_ledger.h"
+
+namespace berth {
+
+struct GangRequest {
+  std::string id;
+  std::string queue;  // empty: the default queue
+  int32_t priority = 0;
+  // What the gang charges its quota before it is placed (its bundles' sum,
+  // `GPU:<T>` when it is pinned to type T); Place's charge replaces it.
+  ResourceSet demand;
+  bool preemptible = true;
+  std::optional<int64_t> time_limit_ms;  // like Slurm's --time; none: unbounded
+};
+
+enum class PreemptionRule { kReclaim, kPriority, kBackfill };
+absl::string_view PreemptionRuleName(PreemptionRule rule);
+
+struct Preemption {
+  std::string victim;
+  std::string by;
+  PreemptionRule rule;
+  std::string reason;  // "preempted by gang X of queue Y (...)"
+};
+
+struct PassResult {
+  std::vector<std::string> admitted;  // placed and held: start them
+  std::vector<Preemption> preempted;  // stop them, then call Preempted
+};
+
+struct QueueSchedulerOptions {
+  bool preemption = true;
+  // Reservations for gangs that fit their quota but not the nodes; without
+  // them a pass skips a gang that does not fit (berth before queues).
+  bool reservations = true;
+  int64_t starvation_bound_ms = int64_t{4} * 3600 * 1000;
+  size_t max_reservations = 8;  // each costs every later admission a check
+};
+
+enum class GangState { kPending, kClaimed, kRunning, kPreempting };
+absl::string_view GangStateName(GangState state);
+
+// A gang as the scheduler sees it, for status and tests.
+struct GangView {
+  GangState state = GangState::kPending;
+  std::string reason;
+  ResourceSet charge;  // counted against the quota (claimed, running)
+  int64_t waiting_since_ms = 0;
+  int64_t started_ms = 0;
+  uint32_t preemptions = 0;
+  std::string preempted_by;  // why it was last preempted, until it runs again
+};
+
+struct QueueView {
+  ResourceSet usage;
+  ResourceSet borrowed;
+  double share = 0;
+  size_t pending = 0;  // pending and claimed gangs
+  size_t running = 0;
+};
+
+class QueueScheduler {
+ public:
+  QueueScheduler(QueueConfig config, QueueSchedulerOptions options)
+      : config_(std::move(config)), options_(options), ledger_(&config_) {}
+  QueueScheduler(const QueueScheduler&) = delete;
+  QueueScheduler& operator=(const QueueScheduler&) = delete;
+
+  // Replaces the configuration; a queue in use may not be deleted
+  // (FAILED_PRECONDITION naming it), and then nothing changes.
+  absl::Status Reconfigure(QueueConfig config);
+  const QueueConfig& config() const { return config_; }
+
+  // Queues a gang (NOT_FOUND naming `queue` for an unknown queue,
+  // ALREADY_EXISTS for a known id).
+  absl::Status Submit(GangRequest request, int64_t now_ms);
+  // The gang is gone (ended, cancelled): its quota is given back. The
+  // caller releases what the capacity model holds for it.
+  void Finish(const std::string& id);
+  // A preempted gang stopped and the caller released its capacity: it waits
+  // again, in its old place in line.
+  void Preempted(const std::string& id, int64_t now_ms);
+  // Brings back a gang that was running before a restart (already placed).
+  absl::Status RestoreRunning(GangRequest request, ResourceSet charge, int64_t started_ms,
+                              int64_t waiting_since_ms);
+
+  PassResult Pass(int64_t now_ms, CapacityModel& capacity);
+
+  const GangView* Find(const std::string& id) const;
+  QueueView Queue(const std::string& name, const ResourceSet& capacity) const;
+  const QuotaLedger& ledger() const { return ledger_; }
+
+ private:
+  struct PassState;  // one pass's working state
+  struct Gang {
+    GangRequest request;
+    uint64_t arrival = 0;
+    GangView view;
+    // Each wait of a gang (it waits again after a preemption) is its own.
+    uint64_t wait_epoch = 0;
+    // The waits (gang, wait_epoch) of reservations it started past.
+    std::set<std::pair<std::string, uint64_t>> backfilled_past;
+    std::set<std::string> awaiting;  // victims a claimed gang waits for
+  };
+  struct Reservation {
+    std::string gang;
+    std::vector<std::string> freed;  // running gangs that end by `start_ms`
+    int64_t start_ms = 0;
+    bool starving = false;
+  };
+
+  void Admit(Gang& g, ResourceSet charge, int64_t now_ms, bool backfilled);
+  // The minimal set of running gangs whose end makes room for `g`, or none.
+  // Gangs admitted in this pass or holding a reservation are not victims.
+  std::optional<std::vector<Preemption>> ChooseVictims(const Gang& g, const PassState& pass) const;
+  Reservation Reserve(const Gang& g, int64_t now_ms, bool starving, CapacityModel& capacity) const;
+  // Whether `g`, just placed, leaves each reservation its room; if not,
+  // whether it may start anyway as preemptible (*past lists them).
+  bool RespectsReservations(const Gang& g, int64_t now_ms, const std::vector<Reservation>& held,
+                            CapacityModel& capacity,
+                            std::set<std::pair<std::string, uint64_t>>* past,
+                            std::string* reason) const;
+  void StartPreemptions(Gang& by, std::vector<Preemption> victims, PassResult* result);
+  // Admits `g`, claims room for it by preemption, or says why it waits
+  // (and whether its queue admits nothing more this pass).
+  void TryGang(Gang& g, PassState& pass);
+
+  QueueConfig config_;
+  QueueSchedulerOptions options_;
+  QuotaLedger ledger_;
+  std::map<std::string, Gang> gangs_;
+  uint64_t next_arrival_ = 0;
+  // Gangs that held a reservation at the end of the last pass: the next
+  // pass tries them first, so no gang ordered before them takes their room.
+  std::vector<std::string> reserved_;
+};
+
+}  // namespace berth
+
+#endif  // BERTH_QUEUEING_QUEUE_SCHEDULER_H_

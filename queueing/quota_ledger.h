@@ -1,0 +1,68 @@
+// QuotaLedger: what each queue uses of its quota, and whether one more
+// gang fits its queue's quota and what its cohort lends.
+//
+// For a queue q and a resource r its nominal quota names: N = nominal,
+// L = lending limit (N when unset), G = N - L (what q never lends),
+// B = borrowing limit (none when unset), U = usage. A cohort's pool of r is
+// the sum of its members' L; its members use sum(max(0, U - G)) of it. A gang
+// charging D fits when, for every r q's quota names:
+//   without a cohort  U + D <= N;
+//   in a cohort       U + D <= N + B, and the cohort's use with q at U + D
+//                     stays within the pool.
+// Resources q's quota does not name are not limited. The sums are exact
+// (fixed point, 128-bit).
+#ifndef BERTH_QUEUEING_QUOTA_LEDGER_H_
+#define BERTH_QUEUEING_QUOTA_LEDGER_H_
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/strings/string_view.h"
+#include "placement/resource_set.h"
+#include "queueing/queue_config.h"
+
+namespace berth {
+
+struct QuotaVerdict {
+  bool fits = false;
+  // U + D <= N on every resource the quota names: the queue takes no more
+  // than its own quota, so it may reclaim what others borrowed of it.
+  bool within_nominal = false;
+  // No usage could ever make it fit (D alone passes N + B, or the pool).
+  bool never = false;
+  std::string reason;  // why it does not fit; empty when it does
+};
+
+class QuotaLedger {
+ public:
+  // `config` must outlive the ledger; after it changes call Reconfigure.
+  explicit QuotaLedger(const QueueConfig* config) : config_(config) {}
+  void Reconfigure(const QueueConfig* config) { config_ = config; }
+
+  // Whether `charge` fits `queue` (a queue of the config) now, as if the
+  // charges of `released` (queue, charge) were already given back.
+  QuotaVerdict Check(absl::string_view queue, const ResourceSet& charge,
+                     const std::vector<std::pair<std::string, ResourceSet>>& released = {}) const;
+  void Add(absl::string_view queue, const ResourceSet& charge);
+  // `charge` must have been added to `queue`.
+  void Remove(absl::string_view queue, const ResourceSet& charge);
+
+  // Zero for a queue with no usage.
+  const ResourceSet& Usage(absl::string_view queue) const;
+  // What the queue uses above its nominal quota, by resource.
+  ResourceSet Borrowed(absl::string_view queue) const;
+  // Whether it uses more than its nominal quota of any resource `of` names.
+  bool IsBorrowing(absl::string_view queue, const ResourceSet& of) const;
+  // Weighted dominant share: the largest of usage / capacity over the
+  // resources of `capacity`, divided by the queue's weight.
+  double Share(absl::string_view queue, const ResourceSet& capacity) const;
+
+ private:
+  const QueueConfig* config_;
+  std::map<std::string, ResourceSet, std::less<>> usage_;
+};
+
+}  // namespace berth
+
+#endif  // BERTH_QUEUEING_QUOTA_LEDGER_H_

@@ -1,0 +1,59 @@
+// PoolCapacity: a CapacityModel for the queueing tests, one pool of
+// resources with no nodes: a gang fits when the pool's free amounts cover
+// its demand. Simple enough to check the scheduler's decisions by hand.
+#ifndef BERTH_TESTS_UNIT_QUEUEING_POOL_CAPACITY_TEST_UTIL_H_
+#define BERTH_TESTS_UNIT_QUEUEING_POOL_CAPACITY_TEST_UTIL_H_
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "queueing/capacity_model.h"
+
+namespace berth::testing {
+
+class PoolCapacity : public CapacityModel {
+ public:
+  explicit PoolCapacity(ResourceSet total) : total_(total), free_(std::move(total)) {}
+
+  void Add(const std::string& id, ResourceSet demand) { demand_[id] = std::move(demand); }
+
+  std::optional<ResourceSet> Place(const std::string& id, std::string* reason) override {
+    if (held_.count(id)) return demand_.at(id);
+    const ResourceSet& d = demand_.at(id);
+    if (!free_.Contains(d)) {
+      *reason = "no room for " + d.ToString();
+      return std::nullopt;
+    }
+    free_.Subtract(d).IgnoreError();
+    held_[id] = d;
+    return d;
+  }
+  void Release(const std::string& id) override {
+    auto it = held_.find(id);
+    if (it == held_.end()) return;
+    free_.Add(it->second).IgnoreError();
+    held_.erase(it);
+  }
+  bool FitsWithout(const std::string& id, const std::vector<std::string>& freed) override {
+    ResourceSet room = free_;
+    for (const std::string& f : freed) {
+      if (held_.count(f) && f != id) room.Add(held_.at(f)).IgnoreError();
+    }
+    return room.Contains(demand_.at(id));
+  }
+  ResourceSet Capacity() const override { return total_; }
+
+  bool Holds(const std::string& id) const { return held_.count(id) != 0; }
+  const ResourceSet& free() const { return free_; }
+
+ private:
+  ResourceSet total_;
+  ResourceSet free_;
+  std::map<std::string, ResourceSet> demand_;
+  std::map<std::string, ResourceSet> held_;
+};
+
+}  // namespace berth::testing
+
+#endif  // BERTH_TESTS_UNIT_QUEUEING_POOL_CAPACITY_TEST_UTIL_H_

@@ -1,0 +1,224 @@
+#include "queueing/queue_scheduler.h"
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/unit/queueing/pool_capacity_test_util.h"
+
+namespace berth {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::IsEmpty;
+using testing::PoolCapacity;
+using ::testing::UnorderedElementsAre;
+
+ResourceSet Gpus(double n) { return ResourceSet::Of({{kGpu, n}}); }
+
+QueueSpec Team(const std::string& name, const std::string& cohort, double gpus, double weight = 1) {
+  QueueInput in;
+  in.name = name;
+  in.cohort = cohort;
+  if (gpus >= 0) in.nominal = {{"GPU", gpus}};
+  in.weight = weight;
+  return QueueSpecFromInput(in, "queue").value();
+}
+
+// A scheduler and a pool, and a short way to submit.
+struct Cluster {
+  Cluster(QueueConfig config, double gpus, QueueSchedulerOptions options = {})
+      : scheduler(std::move(config), options), pool(Gpus(gpus)) {}
+
+  void Submit(const std::string& id, const std::string& queue, double gpus, int64_t now,
+              int32_t priority = 0, std::optional<int64_t> limit = std::nullopt,
+              bool preemptible = true) {
+    pool.Add(id, Gpus(gpus));
+    GangRequest r{id, queue, priority, Gpus(gpus), preemptible, limit};
+    ASSERT_TRUE(scheduler.Submit(r, now).ok()) << id;
+  }
+  PassResult Pass(int64_t now) { return scheduler.Pass(now, pool); }
+  // The caller's side of a preemption: stop, release, report.
+  void Stopped(const PassResult& r, int64_t now) {
+    for (const Preemption& p : r.preempted) {
+      pool.Release(p.victim);
+      scheduler.Preempted(p.victim, now);
+    }
+  }
+  void End(const std::string& id) {
+    pool.Release(id);
+    scheduler.Finish(id);
+  }
+  GangState State(const std::string& id) { return scheduler.Find(id)->state; }
+
+  QueueScheduler scheduler;
+  PoolCapacity pool;
+};
+
+std::vector<std::string> Victims(const PassResult& r) {
+  std::vector<std::string> out;
+  for (const Preemption& p : r.preempted) out.push_back(p.victim);
+  return out;
+}
+
+QueueConfig TwoTeams(double a, double b) {
+  return QueueConfig()
+      .WithCohort("gpus")
+      .value()
+      .WithQueue(Team("a", "gpus", a))
+      .value()
+      .WithQueue(Team("b", "gpus", b))
+      .value();
+}
+
+TEST(QueueScheduler, AQueueBelowItsQuotaReclaimsWhatAnotherBorrowed) {
+  Cluster c(TwoTeams(8, 8), 16);
+  for (int i = 0; i < 4; ++i) {  // a borrows all of b's idle quota
+    c.Submit("a" + std::to_string(i), "a", 4, i);
+    EXPECT_EQ(c.Pass(i).admitted.size(), 1u);
+  }
+  c.Submit("b0", "b", 8, 20);
+  PassResult r = c.Pass(30);
+  EXPECT_THAT(r.admitted, IsEmpty());
+  // The two youngest of a's gangs, and only two: 8 GPUs are enough.
+  EXPECT_THAT(Victims(r), UnorderedElementsAre("a2", "a3"));
+  for (const Preemption& p : r.preempted) {
+    EXPECT_EQ(p.rule, PreemptionRule::kReclaim);
+    EXPECT_THAT(p.reason, HasSubstr("preempted by b0 of queue b"));
+  }
+  EXPECT_EQ(c.State("b0"), GangState::kClaimed);
+  EXPECT_EQ(c.State("a3"), GangState::kPreempting);
+  // Until the victims stop, b0 waits and no one takes the room.
+  EXPECT_THAT(c.Pass(31).admitted, IsEmpty());
+  c.Stopped(r, 40);
+  EXPECT_THAT(c.Pass(41).admitted, ElementsAre("b0"));
+  EXPECT_EQ(c.State("a2"), GangState::kPending);
+  EXPECT_EQ(c.scheduler.Find("a2")->preemptions, 1u);
+  EXPECT_THAT(c.scheduler.Find("a2")->reason, HasSubstr("preempted by b0"));
+  c.End("b0");
+  EXPECT_THAT(c.Pass(50).admitted, ElementsAre("a2", "a3"));  // back in their old order
+}
+
+TEST(QueueScheduler, WithinAQueueAHigherPriorityPreemptsLowerButNeverAProtectedGang) {
+  Cluster c(QueueConfig(), 8);
+  c.Submit("low", "", 4, 0, /*priority=*/1);
+  c.Submit("kept", "", 4, 1, /*priority=*/0, std::nullopt, /*preemptible=*/false);
+  ASSERT_EQ(c.Pass(2).admitted.size(), 2u);
+  c.Submit("high", "", 4, 3, /*priority=*/10);
+  PassResult r = c.Pass(4);
+  ASSERT_THAT(Victims(r), ElementsAre("low"));
+  EXPECT_EQ(r.preempted[0].rule, PreemptionRule::kPriority);
+  c.Stopped(r, 5);
+  EXPECT_THAT(c.Pass(6).admitted, ElementsAre("high"));
+  // "kept" may not be preempted, and "high" alone frees too little: none is.
+  c.Submit("top", "", 8, 7, /*priority=*/100);
+  EXPECT_THAT(c.Pass(8).preempted, IsEmpty());
+  EXPECT_EQ(c.State("high"), GangState::kRunning);
+}
+
+TEST(QueueScheduler, NoPreemptionWhenTheFreedRoomWouldNotBeEnough) {
+  Cluster c(QueueConfig(), 8);
+  c.Submit("low", "", 2, 0, 0);
+  c.Submit("kept", "", 6, 1, 0, std::nullopt, false);
+  ASSERT_EQ(c.Pass(2).admitted.size(), 2u);
+  c.Submit("high", "", 4, 3, 10);
+  PassResult r = c.Pass(4);
+  EXPECT_THAT(r.preempted, IsEmpty());  // 2 freed GPUs would not fit 4
+  EXPECT_EQ(c.State("low"), GangState::kRunning);
+  EXPECT_THAT(c.scheduler.Find("high")->reason, HasSubstr("waiting for room"));
+}
+
+TEST(QueueScheduler, AProtectedGangRunsOnlyWithinItsQueuesQuota) {
+  Cluster c(TwoTeams(4, 4), 8);
+  c.Submit("a0", "a", 4, 0, 0, std::nullopt, false);
+  c.Submit("a1", "a", 4, 1, 0, std::nullopt, false);
+  EXPECT_THAT(c.Pass(2).admitted, ElementsAre("a0"));
+  EXPECT_THAT(c.scheduler.Find("a1")->reason, HasSubstr("preemptible: false"));
+}
+
+TEST(QueueScheduler, QueuesSplitIdleCapacityByWeightedDominantShare) {
+  QueueConfig config = QueueConfig()
+                           .WithQueue(Team("light", "", -1, 1))
+                           .value()
+                           .WithQueue(Team("heavy", "", -1, 3))
+                           .value();
+  Cluster c(std::move(config), 8);
+  for (int i = 0; i < 10; ++i) {
+    c.Submit("l" + std::to_string(i), "light", 1, i);
+    c.Submit("h" + std::to_string(i), "heavy", 1, i);
+  }
+  c.Pass(100);
+  EXPECT_EQ(c.scheduler.Queue("light", c.pool.Capacity()).running, 2u);
+  EXPECT_EQ(c.scheduler.Queue("heavy", c.pool.Capacity()).running, 6u);
+}
+
+TEST(QueueScheduler, BackfillStartsOnlyWhatCannotDelayTheReservedGang) {
+  Cluster c(QueueConfig(), 10);
+  c.Submit("running", "", 6, 0, 0, /*limit=*/1000);
+  ASSERT_EQ(c.Pass(0).admitted.size(), 1u);
+  c.Submit("big", "", 10, 10);
+  c.Submit("short", "", 2, 11, 0, /*limit=*/500);         // ends by 600 < 1000
+  c.Submit("long", "", 2, 12, 0, /*limit=*/5000, false);  // would delay, may not be preempted
+  PassResult r = c.Pass(100);
+  EXPECT_THAT(r.admitted, ElementsAre("short"));
+  EXPECT_THAT(c.scheduler.Find("long")->reason, HasSubstr("would delay big"));
+  c.End("short");
+  c.Submit("open", "", 2, 13);  // no limit: only as preemptible
+  r = c.Pass(700);
+  EXPECT_THAT(r.admitted, ElementsAre("open"));
+  EXPECT_EQ(c.State("long"), GangState::kPending);
+  EXPECT_THAT(c.scheduler.Find("open")->reason, HasSubstr("backfilled"));
+  // When "running" ends, "big" takes back the room "open" borrowed.
+  c.End("running");
+  r = c.Pass(1000);
+  ASSERT_THAT(Victims(r), ElementsAre("open"));
+  EXPECT_EQ(r.preempted[0].rule, PreemptionRule::kBackfill);
+  c.Stopped(r, 1001);
+  EXPECT_THAT(c.Pass(1002).admitted, ElementsAre("big"));
+}
+
+TEST(QueueScheduler, WithoutReservationsSmallGangsPassABlockedOne) {
+  QueueSchedulerOptions greedy;
+  greedy.reservations = false;
+  greedy.preemption = false;
+  Cluster c(QueueConfig(), 8, greedy);
+  c.Submit("running", "", 6, 0);
+  c.Pass(0);
+  c.Submit("big", "", 8, 1);
+  c.Submit("small", "", 2, 2);
+  EXPECT_THAT(c.Pass(3).admitted, ElementsAre("small"));
+}
+
+TEST(QueueScheduler, PastTheStarvationBoundAQueueAdmitsNothingBehindItsHead) {
+  QueueSchedulerOptions options;
+  options.starvation_bound_ms = 1000;
+  QueueConfig config = QueueConfig().WithQueue(Team("q", "", 8)).value();
+  Cluster c(std::move(config), 16, options);
+  c.Submit("r0", "q", 4, 0);
+  c.Submit("r1", "q", 4, 0);
+  c.Pass(0);
+  c.Submit("big", "q", 8, 10);
+  c.Submit("s0", "q", 2, 11);
+  c.End("r0");
+  EXPECT_THAT(c.Pass(500).admitted, ElementsAre("s0"));  // big waits for quota; s0 fits it
+  c.End("s0");
+  c.Submit("s1", "q", 2, 600);
+  EXPECT_THAT(c.Pass(1500).admitted, IsEmpty());  // big has waited past the bound
+  c.End("r1");
+  EXPECT_THAT(c.Pass(1600).admitted, ElementsAre("big"));
+}
+
+TEST(QueueScheduler, RefusesUnknownQueuesAndDeletingAQueueInUse) {
+  Cluster c(TwoTeams(4, 4), 8);
+  GangRequest r{"x", "nope", 0, Gpus(1)};
+  absl::Status s = c.scheduler.Submit(r, 0);
+  EXPECT_EQ(s.code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(s.message(), HasSubstr("queue"));
+  c.Submit("a0", "a", 1, 0);
+  absl::Status deleted = c.scheduler.Reconfigure(c.scheduler.config().WithoutQueue("a").value());
+  EXPECT_EQ(deleted.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(c.scheduler.config().FindQueue("a"), nullptr);
+  EXPECT_TRUE(c.scheduler.Reconfigure(c.scheduler.config().WithoutQueue("b").value()).ok());
+}
+
+}  // namespace
+}  // namespace berth
