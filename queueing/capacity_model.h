@@ -8,6 +8,7 @@
 #ifndef BERTH_QUEUEING_CAPACITY_MODEL_H_
 #define BERTH_QUEUEING_CAPACITY_MODEL_H_
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
@@ -26,11 +27,22 @@ class CapacityModel {
   // Gives back what Place holds for the gang (a gang that ended, was
   // preempted, or that the scheduler takes back within a pass).
   virtual void Release(const std::string& gang_id) = 0;
-  // Whether the gang would fit if the held gangs `freed` were gone. Changes
-  // nothing.
-  virtual bool FitsWithout(const std::string& gang_id, const std::vector<std::string>& freed) = 0;
+  // Where the gang would go (see PlacesOf) if the held gangs `freed` were
+  // gone; nullopt if it would not fit. Changes nothing.
+  virtual std::optional<std::vector<uint64_t>> PlacesWithout(
+      const std::string& gang_id, const std::vector<std::string>& freed) = 0;
+  bool FitsWithout(const std::string& gang_id, const std::vector<std::string>& freed) {
+    return PlacesWithout(gang_id, freed).has_value();
+  }
+  // Where the gang would go on the cluster with nothing held; nullopt if
+  // even then it would not fit. Changes nothing.
+  virtual std::optional<std::vector<uint64_t>> PlacesWhenIdle(const std::string& gang_id) = 0;
   // The cluster's totals, for fair shares.
   virtual ResourceSet Capacity() const = 0;
+  // Where a held gang is (node indices, say): preemption frees places
+  // whole, taking the victims that share one together. Empty: nowhere in
+  // particular (each victim is its own place).
+  virtual std::vector<uint64_t> PlacesOf(const std::string& gang_id) const { return {}; }
 };
 
 }  // namespace berth

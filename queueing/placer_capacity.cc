@@ -1,14 +1,31 @@
 #include "queueing/placer_capacity.h"
 
+#include <algorithm>
 #include <utility>
 
+#include "absl/strings/str_cat.h"
 #include "queueing/queue_config.h"
 
 namespace berth {
 
 void PlacerCapacity::Add(const std::string& gang_id, PlacementGroupSpec spec) {
   Remove(gang_id);
-  gangs_.emplace(gang_id, Gang{std::move(spec), {}});
+  if (scorer_ != nullptr) scorer_->Observe(spec);
+  std::string structure(PlacementStrategyName(spec.strategy()));
+  for (const Bundle& b : spec.bundles()) {
+    absl::StrAppend(&structure, "|", b.selector.ToString(), ":");
+    for (const auto& [name, amount] : b.resources.entries()) absl::StrAppend(&structure, name, ",");
+  }
+  gangs_.emplace(gang_id, Gang{std::move(spec), std::move(structure), {}});
+}
+
+bool PlacerCapacity::AsksAtLeast(const PlacementGroupSpec& spec, const PlacementGroupSpec& unfit) {
+  for (size_t i = 0; i < spec.bundles().size(); ++i) {
+    for (const auto& [name, amount] : unfit.bundles()[i].resources.entries()) {
+      if (spec.bundles()[i].resources.Get(name) < amount) return false;
+    }
+  }
+  return true;
 }
 
 void PlacerCapacity::Remove(const std::string& gang_id) {
@@ -38,6 +55,48 @@ ResourceSet PlacerCapacity::ChargeOf(const std::vector<BundlePlacement>& placeme
   return charge;
 }
 
+namespace {
+
+constexpr absl::string_view kSummed[] = {kCpu, kGpu, kMemory};
+
+ResourceSet Summed(const ResourceSet& set) {
+  ResourceSet out;
+  for (absl::string_view r : kSummed) out.Set(r, set.Get(r));
+  return out;
+}
+
+}  // namespace
+
+void PlacerCapacity::SyncFree() {
+  if (table_->change_count() == free_synced_at_) return;
+  free_ = ResourceSet();
+  for (NodeIndex i = 0; i < table_->slot_count(); ++i) {
+    const NodeResourceTable::Node& n = table_->node(i);
+    if (!n.removed && n.state == NodeState::kAlive) free_.Add(Summed(n.available)).IgnoreError();
+  }
+  free_synced_at_ = table_->change_count();
+}
+
+void PlacerCapacity::AfterChange(const ResourceSet& taken, const ResourceSet& given) {
+  free_.Subtract(Summed(taken)).IgnoreError();
+  free_.Add(Summed(given)).IgnoreError();
+  free_synced_at_ = table_->change_count();
+}
+
+bool PlacerCapacity::FreeCovers(const ResourceSet& demand, const ResourceSet& extra,
+                                std::string* why) const {
+  for (absl::string_view r : kSummed) {
+    const int64_t free = free_.Get(r).units() + extra.Get(r).units();
+    if (demand.Get(r).units() <= free) continue;
+    if (why != nullptr) {
+      *why = absl::StrCat("the gang asks ", r, " ", demand.Get(r).ToString(), "; the cluster has ",
+                          Quantity::FromUnits(free).ToString(), " free");
+    }
+    return false;
+  }
+  return true;
+}
+
 std::optional<ResourceSet> PlacerCapacity::Place(const std::string& gang_id, std::string* reason) {
   auto it = gangs_.find(gang_id);
   if (it == gangs_.end()) {
@@ -46,50 +105,106 @@ std::optional<ResourceSet> PlacerCapacity::Place(const std::string& gang_id, std
   }
   Gang& g = it->second;
   if (!g.held.empty()) return ChargeOf(g.held);
-  if (auto known = unfit_.find(&g.spec); known != unfit_.end()) {
-    *reason = known->second;
+  std::vector<Unfit>& alike = unfit_[g.structure];
+  for (const Unfit& u : alike) {
+    if (AsksAtLeast(g.spec, *u.spec)) {
+      *reason = u.reason;
+      return std::nullopt;
+    }
+  }
+  auto remember = [&] {
+    if (alike.size() < kUnfitPerStructure) alike.push_back({&g.spec, *reason});
+  };
+  SyncFree();
+  if (!FreeCovers(g.spec.total(), ResourceSet(), reason)) {
+    remember();
     return std::nullopt;
   }
   ++decisions_;
-  absl::StatusOr<PlacementDecision> d = BundlePlacer(table_, scorer_).Place(g.spec);
+  absl::StatusOr<PlacementDecision> d = BundlePlacer(table_, ranking()).Place(g.spec);
   if (!d.ok() || d->outcome != PlacementOutcome::kPlaced) {
     *reason = d.ok() ? d->reason : std::string(d.status().message());
-    unfit_.emplace(&g.spec, *reason);
+    remember();
     return std::nullopt;
   }
   g.held = std::move(d->placements);
-  return ChargeOf(g.held);
+  ResourceSet charge = ChargeOf(g.held);
+  AfterChange(charge, ResourceSet());
+  return charge;
 }
 
 void PlacerCapacity::Release(const std::string& gang_id) {
   auto it = gangs_.find(gang_id);
   if (it == gangs_.end() || it->second.held.empty()) return;
+  SyncFree();
+  const ResourceSet charge = ChargeOf(it->second.held);
   for (const BundlePlacement& p : it->second.held) table_->Release(p.allocation).IgnoreError();
   it->second.held.clear();
+  AfterChange(ResourceSet(), charge);
   unfit_.clear();
 }
 
-bool PlacerCapacity::FitsWithout(const std::string& gang_id,
-                                 const std::vector<std::string>& freed) {
+std::optional<std::vector<uint64_t>> PlacerCapacity::PlacesWithout(
+    const std::string& gang_id, const std::vector<std::string>& freed) {
   auto it = gangs_.find(gang_id);
-  if (it == gangs_.end()) return false;
-  std::vector<const Allocation*> given_back;
+  if (it == gangs_.end()) return std::nullopt;
+  SyncFree();
+  std::vector<const Gang*> freed_gangs;
+  ResourceSet freed_sum;
   for (const std::string& id : freed) {
     auto f = gangs_.find(id);
-    if (f == gangs_.end() || id == gang_id) continue;
-    for (const BundlePlacement& p : f->second.held) {
+    if (f == gangs_.end() || id == gang_id || f->second.held.empty()) continue;
+    freed_gangs.push_back(&f->second);
+    for (const BundlePlacement& p : f->second.held)
+      freed_sum.Add(Summed(p.allocation.resources)).IgnoreError();
+  }
+  if (!FreeCovers(it->second.spec.total(), freed_sum, nullptr)) return std::nullopt;
+  std::vector<const Allocation*> given_back;
+  for (const Gang* f : freed_gangs) {
+    for (const BundlePlacement& p : f->held) {
       if (table_->Release(p.allocation).ok()) given_back.push_back(&p.allocation);
     }
   }
   ++decisions_;
-  absl::StatusOr<PlacementDecision> d = BundlePlacer(table_, scorer_).Place(it->second.spec);
-  const bool fits = d.ok() && d->outcome == PlacementOutcome::kPlaced;
-  if (fits) {
+  absl::StatusOr<PlacementDecision> d = BundlePlacer(table_, ranking()).Place(it->second.spec);
+  std::optional<std::vector<uint64_t>> places;
+  if (d.ok() && d->outcome == PlacementOutcome::kPlaced) {
+    places = NodesOf(d->placements);
     for (const BundlePlacement& p : d->placements) table_->Release(p.allocation).IgnoreError();
   }
   // Exactly what was there before: the same GPU instances included.
   for (const Allocation* a : given_back) table_->Reserve(*a).IgnoreError();
-  return fits;
+  AfterChange(ResourceSet(), ResourceSet());
+  return places;
+}
+
+std::optional<std::vector<uint64_t>> PlacerCapacity::PlacesWhenIdle(const std::string& gang_id) {
+  auto it = gangs_.find(gang_id);
+  if (it == gangs_.end()) return std::nullopt;
+  if (!idle_ || idle_version_ != table_->alive_version()) {
+    idle_ = *table_;
+    for (const auto& [id, g] : gangs_) {
+      for (const BundlePlacement& p : g.held) idle_->Release(p.allocation).IgnoreError();
+    }
+    idle_version_ = table_->alive_version();
+  }
+  ++decisions_;
+  absl::StatusOr<PlacementDecision> d = BundlePlacer(&*idle_, nullptr).Place(it->second.spec);
+  if (!d.ok() || d->outcome != PlacementOutcome::kPlaced) return std::nullopt;
+  for (const BundlePlacement& p : d->placements) idle_->Release(p.allocation).IgnoreError();
+  return NodesOf(d->placements);
+}
+
+std::vector<uint64_t> PlacerCapacity::NodesOf(const std::vector<BundlePlacement>& placements) {
+  std::vector<uint64_t> nodes;
+  for (const BundlePlacement& p : placements) nodes.push_back(p.allocation.node);
+  std::sort(nodes.begin(), nodes.end());
+  nodes.erase(std::unique(nodes.begin(), nodes.end()), nodes.end());
+  return nodes;
+}
+
+std::vector<uint64_t> PlacerCapacity::PlacesOf(const std::string& gang_id) const {
+  return NodesOf(Held(gang_id));
 }
 
 ResourceSet PlacerCapacity::Capacity() const {

@@ -1,13 +1,22 @@
 // PlacerCapacity: the CapacityModel of the real placement core. Each gang
-// is a PlacementGroupSpec placed by the BundlePlacer on a NodeResourceTable;
-// what it places is reserved in that table until Release.
+// is a PlacementGroupSpec placed by the BundlePlacer on a NodeResourceTable,
+// ranked by a PlacementScorer as the head ranks (which observes each gang
+// as it is added); what it places is reserved in that table until Release.
 //
 // A gang's charge is what its bundles took, plus `GPU:<T>` for the GPUs it
-// took on nodes of accelerator type T. FitsWithout places the gang on a
-// table with the freed gangs' allocations given back, then restores the
-// table exactly. Within a run of Place calls with no Release between them
+// took on nodes of accelerator type T; its places are node indices.
+// PlacesWithout places the gang on the table with the freed gangs'
+// allocations given back, then restores the table exactly; PlacesWhenIdle
+// places it on an idle copy of the table (copied again when the ALIVE nodes
+// change). Within a run of Place calls with no Release between them
 // free capacity only shrinks, so a spec that did not fit is not placed
-// again (thousands of equal pending gangs cost one decision).
+// again, nor is one that asks at least as much, bundle by bundle, with the
+// same strategy and selectors (thousands of alike pending gangs cost a few
+// decisions; the placer is a heuristic, so such a gang may be skipped once
+// where a decision of its own would have found room). A gang asking
+// more CPU, GPU or memory than the cluster has free fails without a
+// decision (the free sums follow this adapter's own changes, and are summed
+// again when anything else changed the table).
 #ifndef BERTH_QUEUEING_PLACER_CAPACITY_H_
 #define BERTH_QUEUEING_PLACER_CAPACITY_H_
 
@@ -16,17 +25,18 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
-#include "absl/hash/hash.h"
 #include "placement/bundle_placer.h"
-#include "placement/node_scorer.h"
+#include "placement/placement_scorer.h"
 #include "queueing/capacity_model.h"
 
 namespace berth {
 
 class PlacerCapacity : public CapacityModel {
  public:
-  // Neither is owned; both must outlive this. `scorer` may be null.
-  PlacerCapacity(NodeResourceTable* table, NodeScorer* scorer) : table_(table), scorer_(scorer) {}
+  // Neither is owned; both must outlive this. `scorer` may be null (the
+  // placer's built-in ranking).
+  PlacerCapacity(NodeResourceTable* table, PlacementScorer* scorer)
+      : table_(table), scorer_(scorer) {}
 
   // The gang's bundles, before the scheduler sees its id.
   void Add(const std::string& gang_id, PlacementGroupSpec spec);
@@ -40,33 +50,51 @@ class PlacerCapacity : public CapacityModel {
 
   std::optional<ResourceSet> Place(const std::string& gang_id, std::string* reason) override;
   void Release(const std::string& gang_id) override;
-  bool FitsWithout(const std::string& gang_id, const std::vector<std::string>& freed) override;
+  std::optional<std::vector<uint64_t>> PlacesWithout(
+      const std::string& gang_id, const std::vector<std::string>& freed) override;
+  std::optional<std::vector<uint64_t>> PlacesWhenIdle(const std::string& gang_id) override;
   ResourceSet Capacity() const override;
+  std::vector<uint64_t> PlacesOf(const std::string& gang_id) const override;
 
-  // Placement decisions made (Place and FitsWithout), for the benches.
+  // Placement decisions made (Place, PlacesWithout, PlacesWhenIdle), for the benches.
   int64_t decisions() const { return decisions_; }
 
  private:
   struct Gang {
     PlacementGroupSpec spec;
+    std::string structure;  // strategy, and each bundle's selector and resource names
     std::vector<BundlePlacement> held;
   };
+  // A spec that did not fit, and why.
+  struct Unfit {
+    const PlacementGroupSpec* spec;
+    std::string reason;
+  };
+  // Whether `spec` asks at least what `unfit` asked, bundle by bundle.
+  static bool AsksAtLeast(const PlacementGroupSpec& spec, const PlacementGroupSpec& unfit);
   ResourceSet ChargeOf(const std::vector<BundlePlacement>& placements) const;
+  static std::vector<uint64_t> NodesOf(const std::vector<BundlePlacement>& placements);
+  // Sums the free CPU, GPU and memory again if the table changed since the
+  // last call (not through this adapter); `delta` then applies a change of
+  // this adapter's own.
+  void SyncFree();
+  void AfterChange(const ResourceSet& taken, const ResourceSet& given);
+  // Whether the free sums (plus `extra`) could hold `demand`; else why not.
+  bool FreeCovers(const ResourceSet& demand, const ResourceSet& extra, std::string* why) const;
 
   NodeResourceTable* table_;
-  NodeScorer* scorer_;
+  PlacementScorer* scorer_;
+  NodeScorer* ranking() const { return scorer_ == nullptr ? nullptr : scorer_->current(); }
   std::map<std::string, Gang> gangs_;
-  struct SpecHash {
-    size_t operator()(const PlacementGroupSpec* s) const { return absl::HashOf(*s); }
-  };
-  struct SpecEq {
-    bool operator()(const PlacementGroupSpec* a, const PlacementGroupSpec* b) const {
-      return *a == *b;
-    }
-  };
-  // Specs that did not fit since the last Release, and why.
-  absl::flat_hash_map<const PlacementGroupSpec*, std::string, SpecHash, SpecEq> unfit_;
+  // By structure, specs that did not fit since the last Release (a few per
+  // structure: the check is linear).
+  static constexpr size_t kUnfitPerStructure = 32;
+  absl::flat_hash_map<std::string, std::vector<Unfit>> unfit_;
   int64_t decisions_ = 0;
+  ResourceSet free_;                       // CPU, GPU, memory free over the ALIVE nodes
+  std::optional<NodeResourceTable> idle_;  // the table with nothing held
+  uint64_t idle_version_ = 0;              // table_->alive_version() it was copied at
+  uint64_t free_synced_at_ = ~uint64_t{0};
 };
 
 }  // namespace berth

@@ -136,10 +136,15 @@ struct QueueScheduler::PassState {
   PassResult result;
   std::vector<Reservation> held;
   std::set<std::string> reserved;  // gangs of `held`
-  std::set<std::string> tried;
   // Queues that admit nothing more this pass, and the starving gang each waits behind.
   std::map<std::string, std::string> closed;
-  std::set<std::string> admitted;  // of result.admitted
+  std::set<std::string> admitted;    // of result.admitted
+  std::vector<const Gang*> running;  // when the pass began
+  // (queue, priority, shape) of gangs for which no victims would do, this pass.
+  std::set<std::tuple<std::string, int32_t, uint64_t>> no_victims;
+  size_t searches = 0;
+  // Quota counted for starving gangs until the pass ends.
+  std::vector<std::pair<std::string, ResourceSet>> quota_held;
 };
 
 std::optional<std::vector<Preemption>> QueueScheduler::ChooseVictims(const Gang& g,
@@ -152,76 +157,109 @@ std::optional<std::vector<Preemption>> QueueScheduler::ChooseVictims(const Gang&
     PreemptionRule rule;
   };
   std::vector<Candidate> candidates;
-  for (const auto& [id, c] : gangs_) {
-    if (c.view.state != GangState::kRunning || !c.request.preemptible || pass.reserved.count(id) ||
-        pass.admitted.count(id)) {
+  for (const Gang* c : pass.running) {
+    const std::string& id = c->request.id;
+    if (c->view.state != GangState::kRunning || !c->request.preemptible ||
+        pass.reserved.count(id) || pass.admitted.count(id)) {
       continue;
     }
-    if (c.request.queue == g.request.queue && c.request.priority < g.request.priority) {
-      candidates.push_back({&c, PreemptionRule::kPriority});
-    } else if (c.backfilled_past.count({g.request.id, g.wait_epoch}) != 0) {
-      candidates.push_back({&c, PreemptionRule::kBackfill});
+    if (c->request.queue == g.request.queue && c->request.priority < g.request.priority) {
+      candidates.push_back({c, PreemptionRule::kPriority});
+    } else if (c->backfilled_past.count({g.request.id, g.wait_epoch}) != 0) {
+      candidates.push_back({c, PreemptionRule::kBackfill});
     } else if (within_nominal && q != nullptr && !q->cohort.empty() &&
-               c.request.queue != g.request.queue &&
-               config_.FindQueue(c.request.queue)->cohort == q->cohort &&
-               ledger_.IsBorrowing(c.request.queue, g.request.demand)) {
-      candidates.push_back({&c, PreemptionRule::kReclaim});
+               c->request.queue != g.request.queue &&
+               config_.FindQueue(c->request.queue)->cohort == q->cohort &&
+               ledger_.IsBorrowing(c->request.queue, g.request.demand)) {
+      candidates.push_back({c, PreemptionRule::kReclaim});
     }
   }
   if (candidates.empty()) return std::nullopt;
-  // Fewest GPU-hours lost: lowest priority, then the youngest, then the smallest.
-  std::sort(candidates.begin(), candidates.end(), [](const Candidate& a, const Candidate& b) {
-    const GangView& x = a.gang->view;
-    const GangView& y = b.gang->view;
-    return std::make_tuple(a.gang->request.priority, -x.started_ms, x.charge.Get(kGpu),
-                           a.gang->request.id) < std::make_tuple(b.gang->request.priority,
-                                                                 -y.started_ms, y.charge.Get(kGpu),
-                                                                 b.gang->request.id);
-  });
-  std::vector<const Candidate*> chosen;
-  auto released = [&](const std::vector<const Candidate*>& set) {
-    std::vector<std::pair<std::string, ResourceSet>> out;
-    for (const Candidate* c : set) out.emplace_back(c->gang->request.queue, c->gang->view.charge);
-    return out;
+  // Fewest GPU-hours lost: places (nodes) are freed whole, lowest priority
+  // first, then the fewest GPU-hours run (the youngest, the smallest);
+  // within a place the same order.
+  auto cost = [&](const Gang* c) {
+    return c->view.charge.Get(kGpu).ToDouble() *
+           static_cast<double>(pass.now_ms - c->view.started_ms);
   };
-  auto quota_ok = [&](const std::vector<const Candidate*>& set) {
-    return ledger_.Check(g.request.queue, g.request.demand, released(set)).fits;
+  auto order = [&](const Candidate& a, const Candidate& b) {
+    return std::make_tuple(a.gang->request.priority, cost(a.gang), a.gang->request.id) <
+           std::make_tuple(b.gang->request.priority, cost(b.gang), b.gang->request.id);
   };
-  auto room_ok = [&](const std::vector<const Candidate*>& set) {
-    std::vector<std::string> ids;
-    for (const Candidate* c : set) ids.push_back(c->gang->request.id);
-    return capacity.FitsWithout(g.request.id, ids);
+  std::sort(candidates.begin(), candidates.end(), order);
+  struct Place {
+    int32_t priority = std::numeric_limits<int32_t>::min();  // the highest among its victims
+    double cost = 0;
+    std::vector<const Candidate*> victims;
   };
-  // A reclaim victim's queue must still be borrowing without the victims
-  // chosen before it: reclaiming stops at a queue's own nominal quota.
-  auto still_borrowing = [&](const Candidate& c) {
-    ResourceSet usage = ledger_.Usage(c.gang->request.queue);
-    for (const Candidate* d : chosen) {
-      if (d->gang->request.queue == c.gang->request.queue)
-        usage.Subtract(d->gang->view.charge).IgnoreError();
-    }
-    const QueueSpec* owner = config_.FindQueue(c.gang->request.queue);
-    for (const auto& [r, amount] : g.request.demand.entries()) {
-      auto n = owner->nominal.find(r);
-      if (n != owner->nominal.end() && usage.Get(r) > n->second) return true;
-    }
-    return false;
-  };
-  bool satisfied = false;
+  std::map<uint64_t, Place> places;
+  std::vector<Place> placeless;
   for (const Candidate& c : candidates) {
-    if (c.rule == PreemptionRule::kReclaim && !still_borrowing(c)) continue;
-    chosen.push_back(&c);
-    if (quota_ok(chosen) && room_ok(chosen)) {
-      satisfied = true;
-      break;
+    const std::vector<uint64_t> where = capacity.PlacesOf(c.gang->request.id);
+    Place* place = where.empty() ? &placeless.emplace_back() : &places[where.front()];
+    place->priority = std::max(place->priority, c.gang->request.priority);
+    place->cost += cost(c.gang);
+    place->victims.push_back(&c);
+  }
+  std::vector<Place*> by_cost;
+  for (auto& [key, place] : places) by_cost.push_back(&place);
+  for (Place& place : placeless) by_cost.push_back(&place);
+  std::stable_sort(by_cost.begin(), by_cost.end(), [](const Place* a, const Place* b) {
+    return std::make_pair(a->priority, a->cost) < std::make_pair(b->priority, b->cost);
+  });
+  std::vector<const Candidate*> ordered;
+  for (const Place* place : by_cost)
+    ordered.insert(ordered.end(), place->victims.begin(), place->victims.end());
+  // Reclaiming stops at a queue's own nominal quota: a reclaim candidate
+  // counts only while its queue, without the candidates before it, still
+  // borrows a resource `g` asks for.
+  std::vector<const Candidate*> eligible;
+  std::map<std::string, ResourceSet> left;  // usage without the eligible ones so far
+  for (const Candidate* candidate : ordered) {
+    const Candidate& c = *candidate;
+    if (c.rule == PreemptionRule::kReclaim) {
+      const std::string& owner_name = c.gang->request.queue;
+      auto [usage, fresh] = left.try_emplace(owner_name, ledger_.Usage(owner_name));
+      const QueueSpec* owner = config_.FindQueue(owner_name);
+      bool borrowing = false;
+      for (const auto& [r, amount] : g.request.demand.entries()) {
+        auto n = owner->nominal.find(r);
+        borrowing = borrowing || (n != owner->nominal.end() && usage->second.Get(r) > n->second);
+      }
+      if (!borrowing) continue;
+    }
+    eligible.push_back(&c);
+    if (auto it = left.find(c.gang->request.queue); it != left.end())
+      it->second.Subtract(c.gang->view.charge).IgnoreError();
+    if (eligible.size() == options_.max_victims_considered) break;
+  }
+  auto enough = [&](const std::vector<const Candidate*>& set) {
+    std::vector<std::pair<std::string, ResourceSet>> released;
+    std::vector<std::string> ids;
+    for (const Candidate* c : set) {
+      released.emplace_back(c->gang->request.queue, c->gang->view.charge);
+      ids.push_back(c->gang->request.id);
+    }
+    return ledger_.Check(g.request.queue, g.request.demand, released).fits &&
+           capacity.FitsWithout(g.request.id, ids);
+  };
+  if (eligible.empty() || !enough(eligible)) return std::nullopt;
+  // The shortest sufficient prefix (more victims only free more), then a
+  // minimal set: drop, newest choice first, any victim not needed.
+  size_t lo = 1, hi = eligible.size();
+  while (lo < hi) {
+    const size_t mid = (lo + hi) / 2;
+    if (enough({eligible.begin(), eligible.begin() + mid})) {
+      hi = mid;
+    } else {
+      lo = mid + 1;
     }
   }
-  if (!satisfied) return std::nullopt;
-  // Keep a minimal set: drop, newest choice first, any victim not needed.
-  for (size_t i = chosen.size(); i-- > 0;) {
+  std::vector<const Candidate*> chosen(eligible.begin(), eligible.begin() + lo);
+  for (size_t i = chosen.size(); i-- > 0 && chosen.size() > 1 && chosen.size() <= 16;) {
     std::vector<const Candidate*> without = chosen;
     without.erase(without.begin() + i);
-    if (!without.empty() && quota_ok(without) && room_ok(without)) chosen = std::move(without);
+    if (enough(without)) chosen = std::move(without);
   }
   std::vector<Preemption> out;
   for (const Candidate* c : chosen) {
@@ -247,14 +285,19 @@ QueueScheduler::Reservation QueueScheduler::Reserve(const Gang& g, int64_t now_m
       all.push_back(id);
   }
   std::sort(ending.begin(), ending.end());
+  if (ending.size() > options_.max_reservation_horizon)
+    ending.resize(options_.max_reservation_horizon);
   auto prefix = [&](size_t k) {
     std::vector<std::string> ids;
     for (size_t i = 0; i < k; ++i) ids.push_back(ending[i].second);
     return ids;
   };
-  Reservation r{g.request.id, {}, kNever, starving};
+  Reservation r{g.request.id, {}, kNever, starving, {}};
   if (ending.empty() || !capacity.FitsWithout(g.request.id, prefix(ending.size()))) {
+    // No start in sight: it keeps the places it would take on an idle
+    // cluster, which drain as their gangs end.
     r.freed = std::move(all);
+    r.places = capacity.PlacesWhenIdle(g.request.id);
     return r;
   }
   // The fewest gangs to end (freeing more only helps): binary search.
@@ -269,6 +312,7 @@ QueueScheduler::Reservation QueueScheduler::Reserve(const Gang& g, int64_t now_m
   }
   r.freed = prefix(lo);
   r.start_ms = lo == 0 ? now_ms : std::max(now_ms, ending[lo - 1].first);
+  r.places = capacity.PlacesWithout(g.request.id, r.freed);
   return r;
 }
 
@@ -277,13 +321,24 @@ bool QueueScheduler::RespectsReservations(const Gang& g, int64_t now_ms,
                                           CapacityModel& capacity,
                                           std::set<std::pair<std::string, uint64_t>>* past,
                                           std::string* reason) const {
+  std::optional<std::vector<uint64_t>> mine;  // where g landed, once asked
   for (const Reservation& r : held) {
     if (r.gang == g.request.id) continue;
     if (g.request.time_limit_ms && r.start_ms != kNever &&
         now_ms + *g.request.time_limit_ms <= r.start_ms) {
       continue;  // ends before the reserved gang can start
     }
-    if (capacity.FitsWithout(r.gang, r.freed)) continue;  // leaves it its room
+    // It leaves the reserved gang its room: off its places, or (a model
+    // without places) the reserved gang still fits once `freed` end.
+    if (r.places && !r.places->empty()) {
+      if (!mine) mine = capacity.PlacesOf(g.request.id);
+      std::vector<uint64_t> shared;
+      std::set_intersection(mine->begin(), mine->end(), r.places->begin(), r.places->end(),
+                            std::back_inserter(shared));
+      if (shared.empty()) continue;
+    } else if (capacity.FitsWithout(r.gang, r.freed)) {
+      continue;
+    }
     if (!r.starving && g.request.preemptible) {
       past->emplace(r.gang, gangs_.at(r.gang).wait_epoch);
       continue;
@@ -316,7 +371,7 @@ void QueueScheduler::StartPreemptions(Gang& by, std::vector<Preemption> victims,
 }
 
 void QueueScheduler::TryGang(Gang& g, PassState& pass) {
-  pass.tried.insert(g.request.id);
+  g.tried_in_pass = passes_;
   const int64_t now_ms = pass.now_ms;
   const std::string& queue = g.request.queue;
   const bool starving = now_ms - g.view.waiting_since_ms >= options_.starvation_bound_ms;
@@ -337,20 +392,31 @@ void QueueScheduler::TryGang(Gang& g, PassState& pass) {
     if (starving) pass.closed.emplace(queue, g.request.id);
     return;
   }
-  auto claim = [&](std::vector<Preemption> victims) {
+  // Claims room for `g` by preemption, if some victims would make it.
+  // Gangs of one shape, queue and priority search once a pass (but not
+  // one that held a reservation: gangs may have started past it).
+  auto preempt = [&]() {
+    if (!options_.preemption) return false;
+    const auto key = std::make_tuple(queue, g.request.priority, g.request.shape);
+    const bool memo = g.request.shape != 0 && !reserved_last_.count(g.request.id);
+    if (memo && pass.no_victims.count(key)) return false;
+    if (pass.searches == options_.max_preemption_searches) return false;
+    ++pass.searches;
+    std::optional<std::vector<Preemption>> victims = ChooseVictims(g, pass);
+    if (!victims) {
+      if (memo) pass.no_victims.insert(key);
+      return false;
+    }
     std::vector<std::string> freed;
-    for (const Preemption& p : victims) freed.push_back(p.victim);
-    StartPreemptions(g, std::move(victims), &pass.result);
-    pass.held.push_back({g.request.id, std::move(freed), now_ms, false});
+    for (const Preemption& p : *victims) freed.push_back(p.victim);
+    std::optional<std::vector<uint64_t>> places = pass.capacity.PlacesWithout(g.request.id, freed);
+    StartPreemptions(g, *std::move(victims), &pass.result);
+    pass.held.push_back({g.request.id, std::move(freed), now_ms, false, std::move(places)});
     pass.reserved.insert(g.request.id);
+    return true;
   };
   if (!quota.fits) {
-    if (!quota.never && options_.preemption) {
-      if (auto victims = ChooseVictims(g, pass)) {
-        claim(*std::move(victims));
-        return;
-      }
-    }
+    if (!quota.never && preempt()) return;
     wait(quota.never ? absl::StrCat(quota.reason, "; it can never fit")
                      : absl::StrCat("waiting for quota: ", quota.reason));
     // Past the bound, nothing behind it takes the quota it waits for.
@@ -381,14 +447,16 @@ void QueueScheduler::TryGang(Gang& g, PassState& pass) {
     return;
   }
   // Fits its quota, not the nodes.
-  if (options_.preemption) {
-    if (auto victims = ChooseVictims(g, pass)) {
-      claim(*std::move(victims));
-      return;
+  if (preempt()) return;
+  wait(absl::StrCat("waiting for room: ", why));
+  if (starving) {
+    if (quota.within_nominal) {  // it holds its quota for the rest of the pass
+      ledger_.Add(queue, g.request.demand);
+      pass.quota_held.emplace_back(queue, g.request.demand);
+    } else {  // it borrows: nothing behind it takes what it may borrow
+      pass.closed.emplace(queue, g.request.id);
     }
   }
-  wait(absl::StrCat("waiting for room: ", why));
-  if (starving) pass.closed.emplace(queue, g.request.id);  // and for its quota
   if (options_.reservations && (starving || pass.held.size() < options_.max_reservations)) {
     pass.held.push_back(Reserve(g, now_ms, starving, pass.capacity));
     pass.reserved.insert(g.request.id);
@@ -396,7 +464,11 @@ void QueueScheduler::TryGang(Gang& g, PassState& pass) {
 }
 
 PassResult QueueScheduler::Pass(int64_t now_ms, CapacityModel& capacity) {
-  PassState pass{now_ms, capacity, {}, {}, {}, {}, {}, {}};
+  ++passes_;
+  PassState pass{now_ms, capacity, {}, {}, {}, {}, {}, {}, {}, 0, {}};
+  for (const auto& [id, g] : gangs_) {
+    if (g.view.state == GangState::kRunning) pass.running.push_back(&g);
+  }
   const ResourceSet totals = capacity.Capacity();
 
   // Claimed gangs hold their quota: they start as soon as their victims'
@@ -423,7 +495,9 @@ PassResult QueueScheduler::Pass(int64_t now_ms, CapacityModel& capacity) {
       g.view.state = GangState::kPending;
       continue;
     }
-    pass.held.push_back({id, {g.awaiting.begin(), g.awaiting.end()}, now_ms, false});
+    std::vector<std::string> freed(g.awaiting.begin(), g.awaiting.end());
+    std::optional<std::vector<uint64_t>> places = capacity.PlacesWithout(id, freed);
+    pass.held.push_back({id, std::move(freed), now_ms, false, std::move(places)});
     pass.reserved.insert(id);
   }
 
@@ -437,19 +511,20 @@ PassResult QueueScheduler::Pass(int64_t now_ms, CapacityModel& capacity) {
   }
   std::sort(first.begin(), first.end(),
             [](const Gang* a, const Gang* b) { return a->arrival < b->arrival; });
+  reserved_last_ = {reserved_.begin(), reserved_.end()};
   for (const std::string& id : std::exchange(reserved_, {})) {
     auto it = gangs_.find(id);
     if (it != gangs_.end() && it->second.view.state == GangState::kPending)
       first.push_back(&it->second);
   }
   for (Gang* g : first) {
-    if (pass.tried.count(g->request.id) == 0) TryGang(*g, pass);
+    if (g->tried_in_pass != passes_) TryGang(*g, pass);
   }
 
   // Pending gangs, by queue, in queue order.
   std::map<std::string, std::vector<Gang*>> by_queue;
   for (auto& [id, g] : gangs_) {
-    if (g.view.state == GangState::kPending && pass.tried.count(id) == 0)
+    if (g.view.state == GangState::kPending && g.tried_in_pass != passes_)
       by_queue[g.request.queue].push_back(&g);
   }
   // Priority, then arrival; but a gang past the starvation bound goes
@@ -476,6 +551,7 @@ PassResult QueueScheduler::Pass(int64_t now_ms, CapacityModel& capacity) {
     TryGang(g, pass);
     if (i < list.size()) order.emplace(ledger_.Share(name, totals), name);
   }
+  for (const auto& [queue, demand] : pass.quota_held) ledger_.Remove(queue, demand);
   for (const Reservation& r : pass.held) {
     if (gangs_.at(r.gang).view.state == GangState::kPending) reserved_.push_back(r.gang);
   }

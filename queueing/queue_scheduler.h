@@ -22,11 +22,15 @@
 //   until the victims have stopped (Preempted) and it fits.
 // - Backfill. A gang that fits its quota but not the nodes gets a
 //   reservation: the earliest time it fits once running gangs end by their
-//   time limits. A later gang may start only if it ends (by its limit)
-//   before that time or leaves room for the reserved gang then; otherwise
-//   only as preemptible (kBackfill). A gang waiting longer than
-//   starvation_bound goes first in its queue, whatever the priorities, gets
-//   a reservation no gang may take, and its queue admits nothing behind it.
+//   time limits, on the places (nodes) it would take then; with no such
+//   time in sight, the places it would take on an idle cluster, which then
+//   drain. A later gang may start only if it ends (by its limit) before
+//   that time or stays off those places; otherwise only as preemptible
+//   (kBackfill). A gang waiting longer than
+//   starvation_bound goes first in its queue, whatever the priorities, and
+//   gets a reservation no gang may take; it holds its nominal quota (if
+//   it waits for quota, or would borrow, its queue admits nothing behind
+//   it).
 // - A gang that may not be preempted (preemptible false) runs only within
 //   its queue's nominal quota.
 #ifndef BERTH_QUEUEING_QUEUE_SCHEDULER_H_
@@ -58,6 +62,11 @@ struct GangRequest {
   ResourceSet demand;
   bool preemptible = true;
   std::optional<int64_t> time_limit_ms;  // like Slurm's --time; none: unbounded
+  // Gangs of one non-zero shape pose the same placement problem (the
+  // caller's hash of their bundles and strategy): a pass that found no
+  // victims for one does not search again for the others of its queue
+  // and priority. 0: a shape of its own.
+  uint64_t shape = 0;
 };
 
 enum class PreemptionRule { kReclaim, kPriority, kBackfill };
@@ -82,6 +91,14 @@ struct QueueSchedulerOptions {
   bool reservations = true;
   int64_t starvation_bound_ms = int64_t{4} * 3600 * 1000;
   size_t max_reservations = 8;  // each costs every later admission a check
+  // Bounds on the work of one pass (each unit is a trial placement):
+  // victims considered for one gang (the cheapest first), preemption
+  // searches, and running gangs a reservation looks at (the soonest to
+  // end; a gang that fits only after more of them end reserves the places
+  // it would take on an idle cluster).
+  size_t max_victims_considered = 32;
+  size_t max_preemption_searches = 16;
+  size_t max_reservation_horizon = 64;
 };
 
 enum class GangState { kPending, kClaimed, kRunning, kPreempting };
@@ -148,12 +165,15 @@ class QueueScheduler {
     // The waits (gang, wait_epoch) of reservations it started past.
     std::set<std::pair<std::string, uint64_t>> backfilled_past;
     std::set<std::string> awaiting;  // victims a claimed gang waits for
+    uint64_t tried_in_pass = 0;      // the number of the pass that last tried it
   };
   struct Reservation {
     std::string gang;
     std::vector<std::string> freed;  // running gangs that end by `start_ms`
     int64_t start_ms = 0;
     bool starving = false;
+    // Where it will go then (CapacityModel::PlacesOf), if the model says.
+    std::optional<std::vector<uint64_t>> places;
   };
 
   void Admit(Gang& g, ResourceSet charge, int64_t now_ms, bool backfilled);
@@ -177,9 +197,11 @@ class QueueScheduler {
   QuotaLedger ledger_;
   std::map<std::string, Gang> gangs_;
   uint64_t next_arrival_ = 0;
+  uint64_t passes_ = 0;
   // Gangs that held a reservation at the end of the last pass: the next
   // pass tries them first, so no gang ordered before them takes their room.
   std::vector<std::string> reserved_;
+  std::set<std::string> reserved_last_;  // reserved_ as this pass began
 };
 
 }  // namespace berth

@@ -31,17 +31,51 @@ const ResourceSet& QuotaLedger::Usage(absl::string_view queue) const {
   return it == usage_.end() ? Empty() : it->second;
 }
 
+QuotaLedger::Wide QuotaLedger::PoolUse(const QueueSpec& q, const std::string& r, Wide u) {
+  auto n = q.nominal.find(r);
+  if (n == q.nominal.end()) return 0;
+  const Wide guaranteed = n->second.units() - Limit(q.lending_limit, r, n->second).units();
+  return std::max<Wide>(0, u - guaranteed);
+}
+
+void QuotaLedger::CountPoolUse(const QueueSpec& q, int sign) {
+  if (q.cohort.empty()) return;
+  const ResourceSet& u = Usage(q.name);
+  for (const auto& [r, nominal] : q.nominal) {
+    pool_used_[{q.cohort, r}] += sign * PoolUse(q, r, u.Get(r).units());
+  }
+}
+
+void QuotaLedger::Reconfigure(const QueueConfig* config) {
+  config_ = config;
+  pool_.clear();
+  pool_used_.clear();
+  for (const auto& [name, q] : config_->queues()) {
+    if (q.cohort.empty()) continue;
+    for (const auto& [r, nominal] : q.nominal) {
+      pool_[{q.cohort, r}] += Limit(q.lending_limit, r, nominal).units();
+    }
+    CountPoolUse(q, +1);
+  }
+}
+
 void QuotaLedger::Add(absl::string_view queue, const ResourceSet& charge) {
+  const QueueSpec* q = config_->FindQueue(queue);
+  if (q != nullptr) CountPoolUse(*q, -1);
   auto it = usage_.find(queue);
   if (it == usage_.end()) it = usage_.emplace(std::string(queue), ResourceSet()).first;
   it->second.Add(charge).IgnoreError();  // bounded: charges are validated amounts
+  if (q != nullptr) CountPoolUse(*q, +1);
 }
 
 void QuotaLedger::Remove(absl::string_view queue, const ResourceSet& charge) {
   auto it = usage_.find(queue);
   if (it == usage_.end()) return;
+  const QueueSpec* q = config_->FindQueue(queue);
+  if (q != nullptr) CountPoolUse(*q, -1);
   it->second.Subtract(charge).IgnoreError();
   if (it->second.empty()) usage_.erase(it);
+  if (q != nullptr) CountPoolUse(*q, +1);
 }
 
 QuotaVerdict QuotaLedger::Check(
@@ -54,20 +88,31 @@ QuotaVerdict QuotaLedger::Check(
     v.reason = absl::StrCat("queue '", queue, "' was deleted");
     return v;
   }
-  // Usage of a member as if `released` were given back.
-  auto used = [&](const QueueSpec& member, const std::string& r) {
-    Wide u = Usage(member.name).Get(r).units();
-    for (const auto& [name, c] : released) {
-      if (name == member.name) u -= c.Get(r).units();
-    }
-    return std::max<Wide>(u, 0);
-  };
   v.fits = true;
   v.within_nominal = true;
   for (const auto& [r, nominal] : q->nominal) {
     const Wide d = charge.Get(r).units();
     if (d == 0) continue;
-    const Wide u = used(*q, r);
+    // q's usage, and the use of the pool by the cohort's other members, as
+    // if `released` were given back.
+    Wide u = Usage(q->name).Get(r).units();
+    Wide others = 0;
+    if (!q->cohort.empty()) {
+      auto used = pool_used_.find({q->cohort, r});
+      others = (used == pool_used_.end() ? 0 : used->second) - PoolUse(*q, r, u);
+    }
+    for (const auto& [name, c] : released) {
+      const Wide amount = c.Get(r).units();
+      if (amount == 0) continue;
+      if (name == q->name) {
+        u = std::max<Wide>(0, u - amount);
+        continue;
+      }
+      const QueueSpec* member = config_->FindQueue(name);
+      if (member == nullptr || member->cohort != q->cohort || q->cohort.empty()) continue;
+      const Wide mu = Usage(name).Get(r).units();
+      others -= PoolUse(*member, r, mu) - PoolUse(*member, r, std::max<Wide>(0, mu - amount));
+    }
     const Wide n = nominal.units();
     if (u + d > n) v.within_nominal = false;
     if (q->cohort.empty()) {
@@ -91,27 +136,15 @@ QuotaVerdict QuotaLedger::Check(
       }
       continue;
     }
-    Wide pool = 0, cohort_used = 0, own_guaranteed = 0;
-    for (const auto& [name, member] : config_->queues()) {
-      if (member.cohort != q->cohort) continue;
-      auto mn = member.nominal.find(r);
-      if (mn == member.nominal.end()) continue;
-      const Wide lend = Limit(member.lending_limit, r, mn->second).units();
-      const Wide guaranteed = mn->second.units() - lend;
-      pool += lend;
-      if (&member == q) {
-        own_guaranteed = guaranteed;
-        continue;
-      }
-      cohort_used += std::max<Wide>(0, used(member, r) - guaranteed);
-    }
-    const Wide own_after = std::max<Wide>(0, u + d - own_guaranteed);
-    if (cohort_used + own_after <= pool) continue;
+    auto pool_it = pool_.find({q->cohort, r});
+    const Wide pool = pool_it == pool_.end() ? 0 : pool_it->second;
+    const Wide own_guaranteed = n - Limit(q->lending_limit, r, nominal).units();
+    if (others + PoolUse(*q, r, u + d) <= pool) continue;
     v.fits = false;
     v.never = v.never || std::max<Wide>(0, d - own_guaranteed) > pool;
     if (v.reason.empty()) {
       v.reason = absl::StrCat("cohort ", q->cohort, " has no ", r, " to lend queue ", q->name, ": ",
-                              Show(cohort_used), " of its ", Show(pool),
+                              Show(others), " of its ", Show(pool),
                               " is in use by the other queues; ", Show(d), " asked");
     }
   }

@@ -10,7 +10,8 @@
 //   in a cohort       U + D <= N + B, and the cohort's use with q at U + D
 //                     stays within the pool.
 // Resources q's quota does not name are not limited. The sums are exact
-// (fixed point, 128-bit).
+// (fixed point, 128-bit), and each cohort's use is kept as usage changes,
+// so a check costs O(resources), not O(queues).
 #ifndef BERTH_QUEUEING_QUOTA_LEDGER_H_
 #define BERTH_QUEUEING_QUOTA_LEDGER_H_
 
@@ -37,8 +38,8 @@ struct QuotaVerdict {
 class QuotaLedger {
  public:
   // `config` must outlive the ledger; after it changes call Reconfigure.
-  explicit QuotaLedger(const QueueConfig* config) : config_(config) {}
-  void Reconfigure(const QueueConfig* config) { config_ = config; }
+  explicit QuotaLedger(const QueueConfig* config) { Reconfigure(config); }
+  void Reconfigure(const QueueConfig* config);
 
   // Whether `charge` fits `queue` (a queue of the config) now, as if the
   // charges of `released` (queue, charge) were already given back.
@@ -59,8 +60,16 @@ class QuotaLedger {
   double Share(absl::string_view queue, const ResourceSet& capacity) const;
 
  private:
-  const QueueConfig* config_;
+  using Wide = __int128;
+  // What a member of a cohort uses of the cohort's pool of `r` at usage `u`.
+  static Wide PoolUse(const QueueSpec& q, const std::string& r, Wide u);
+  // Adds `sign` times the pool use of `queue` at its usage now.
+  void CountPoolUse(const QueueSpec& q, int sign);
+
+  const QueueConfig* config_ = nullptr;
   std::map<std::string, ResourceSet, std::less<>> usage_;
+  // By cohort and resource: the pool (what its members lend) and its use.
+  std::map<std::pair<std::string, std::string>, Wide> pool_, pool_used_;
 };
 
 }  // namespace berth

@@ -58,6 +58,7 @@ class CsvTable {
   }
 
   size_t size() const { return rows_.size(); }
+  bool Has(absl::string_view column) const { return column_.contains(column); }
   const std::string& Text(size_t row, absl::string_view column) const {
     return rows_[row].fields[column_.at(column)];
   }
@@ -129,6 +130,7 @@ absl::StatusOr<std::vector<TraceTask>> ParseTaskList(absl::string_view csv) {
   for (size_t r = 0; r < table->size(); ++r) {
     TraceTask& t = tasks[r];
     t.name = table->Text(r, "name");
+    if (table->Has("qos")) t.qos = table->Text(r, "qos");
     if (absl::Status s = ReadIntegers(*table, r,
                                       {{"cpu_milli", &t.cpu_milli},
                                        {"memory_mib", &t.memory_mib},
@@ -156,6 +158,20 @@ absl::StatusOr<std::vector<TraceTask>> ParseTaskList(absl::string_view csv) {
     t.gpu_spec.erase(std::unique(t.gpu_spec.begin(), t.gpu_spec.end()), t.gpu_spec.end());
   }
   return tasks;
+}
+
+absl::StatusOr<std::vector<double>> ParseRuntimes(absl::string_view csv) {
+  absl::StatusOr<CsvTable> table = CsvTable::Parse(csv, {"runtime"});
+  if (!table.ok()) return table.status();
+  std::vector<double> runtimes(table->size());
+  for (size_t r = 0; r < table->size(); ++r) {
+    const std::string& text = table->Text(r, "runtime");
+    if (!absl::SimpleAtod(text, &runtimes[r]) || !(runtimes[r] >= 0)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("row ", r + 1, ", column runtime: '", text, "' is not a duration >= 0"));
+    }
+  }
+  return runtimes;
 }
 
 absl::StatusOr<std::string> ReadTextFile(const std::string& path) {

@@ -39,6 +39,7 @@ struct TraceTask {
   int64_t num_gpu = 0;
   int64_t gpu_milli = 0;              // per GPU; < 1000 only for a shared single GPU
   std::vector<std::string> gpu_spec;  // allowed models, sorted, unique; empty: any
+  std::string qos;                    // LS, BE, ...; empty when the file has no qos column
   int64_t creation_time = 0;
   std::optional<int64_t> scheduled_time;  // absent for tasks that never ran
   int64_t deletion_time = 0;
@@ -52,6 +53,9 @@ absl::StatusOr<std::vector<TraceNode>> ParseNodeList(absl::string_view csv);
 // `name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,...,creation_time,
 // deletion_time,scheduled_time` (other columns are ignored).
 absl::StatusOr<std::vector<TraceTask>> ParseTaskList(absl::string_view csv);
+// The Philly training-job run times (../shared/data/philly-runtime): one
+// column, `runtime`, in seconds.
+absl::StatusOr<std::vector<double>> ParseRuntimes(absl::string_view csv);
 absl::StatusOr<std::string> ReadTextFile(const std::string& path);
 
 NodeSpec ToNodeSpec(const TraceNode& node);

@@ -35,12 +35,19 @@ class PoolCapacity : public CapacityModel {
     free_.Add(it->second).IgnoreError();
     held_.erase(it);
   }
-  bool FitsWithout(const std::string& id, const std::vector<std::string>& freed) override {
+  // A pool has no places: a gang that fits is nowhere in particular.
+  std::optional<std::vector<uint64_t>> PlacesWithout(
+      const std::string& id, const std::vector<std::string>& freed) override {
     ResourceSet room = free_;
     for (const std::string& f : freed) {
       if (held_.count(f) && f != id) room.Add(held_.at(f)).IgnoreError();
     }
-    return room.Contains(demand_.at(id));
+    if (!room.Contains(demand_.at(id))) return std::nullopt;
+    return std::vector<uint64_t>{};
+  }
+  std::optional<std::vector<uint64_t>> PlacesWhenIdle(const std::string& id) override {
+    if (!total_.Contains(demand_.at(id))) return std::nullopt;
+    return std::vector<uint64_t>{};
   }
   ResourceSet Capacity() const override { return total_; }
 

@@ -1,0 +1,266 @@
+#include "bench/replay/queue_simulation.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <limits>
+#include <map>
+
+#include "absl/hash/hash.h"
+#include "absl/strings/str_cat.h"
+#include "bench/replay/simulation.h"
+#include "placement/placement_scorer.h"
+#include "queueing/placer_capacity.h"
+#include "queueing/queue_scheduler.h"
+
+namespace berth::replay {
+namespace {
+
+double ClusterGpus(const std::vector<TraceNode>& nodes) {
+  double gpus = 0;
+  for (const TraceNode& n : nodes) gpus += n.gpus;
+  return gpus;
+}
+
+absl::StatusOr<QueueConfig> TeamQueues(const std::vector<Team>& teams, double gpus) {
+  absl::StatusOr<QueueConfig> config = QueueConfig().WithCohort("cluster");
+  for (const Team& t : teams) {
+    if (!config.ok()) return config.status();
+    QueueInput in;
+    in.name = t.name;
+    in.cohort = "cluster";
+    in.nominal = {{"GPU", std::floor(t.quota_share * gpus)}};
+    in.weight = t.quota_share;
+    absl::StatusOr<QueueSpec> q = QueueSpecFromInput(in, t.name);
+    if (!q.ok()) return q.status();
+    config = config->WithQueue(*std::move(q));
+  }
+  return config;
+}
+
+double MillisSince(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+      .count();
+}
+
+}  // namespace
+
+absl::string_view QueuePolicyName(QueuePolicy policy) {
+  switch (policy) {
+    case QueuePolicy::kFifo:
+      return "strict FIFO (berth before queues, Ray)";
+    case QueuePolicy::kPriority:
+      return "priority only";
+    case QueuePolicy::kQueues:
+      return "queues: quota + DRF + preemption + backfill";
+  }
+  return "unknown";
+}
+
+size_t SizeBucket(double gpus) {
+  if (gpus <= 1) return 0;
+  if (gpus <= 4) return 1;
+  if (gpus < 16) return 2;
+  return 3;
+}
+
+absl::StatusOr<QueueRun> RunQueues(const std::vector<TraceNode>& nodes,
+                                   const std::vector<Team>& teams,
+                                   const std::vector<TeamGang>& gangs, QueuePolicy policy,
+                                   const QueueRunOptions& options) {
+  absl::StatusOr<NodeResourceTable> table = BuildCluster(nodes);
+  if (!table.ok()) return table.status();
+  PlacementScorer scorer(ScorerKind::kFragmentation, {});
+  PlacerCapacity capacity(&*table, &scorer);
+  QueueRun run;
+  run.policy = policy;
+  run.gpus = ClusterGpus(nodes);
+  QueueSchedulerOptions scheduler_options;
+  QueueConfig config;
+  if (policy == QueuePolicy::kQueues) {
+    absl::StatusOr<QueueConfig> queues = TeamQueues(teams, run.gpus);
+    if (!queues.ok()) return queues.status();
+    config = *std::move(queues);
+    scheduler_options.starvation_bound_ms = options.starvation_bound_s * 1000;
+  } else {  // berth before queues: no preemption, reservations or starvation bound
+    scheduler_options.preemption = false;
+    scheduler_options.reservations = false;
+    scheduler_options.starvation_bound_ms = std::numeric_limits<int64_t>::max() / 2;
+  }
+  QueueScheduler scheduler(std::move(config), scheduler_options);
+
+  const size_t hours = static_cast<size_t>(options.measure_hours);
+  run.allocation_by_hour.assign(hours, 0);
+  run.team_allocated.assign(teams.size(), std::vector<double>(hours, 0));
+  std::vector<std::vector<double>> demand(teams.size(), std::vector<double>(hours, 0));
+  run.waits.resize(std::size(kSizeBuckets));
+  run.gangs = static_cast<int64_t>(gangs.size());
+
+  struct Live {
+    const TeamGang* gang;
+    int64_t remaining_s;
+    int64_t start_s = -1;  // of the current run
+    bool started_once = false;
+  };
+  std::map<std::string, Live> live;  // submitted and not ended
+  std::multimap<int64_t, std::string> ends, stops;
+  std::vector<double> held(teams.size(), 0), wanted(teams.size(), 0);
+  size_t next = 0, done = 0;
+  const int64_t dt = options.pass_every_s;
+  for (int64_t now = 0; done < gangs.size(); now += dt) {
+    for (auto it = stops.begin(); it != stops.end() && it->first <= now; it = stops.erase(it)) {
+      Live& l = live.at(it->second);
+      capacity.Release(it->second);
+      scheduler.Preempted(it->second, now * 1000);
+      held[l.gang->team] -= l.gang->gpus;
+    }
+    for (auto it = ends.begin(); it != ends.end() && it->first <= now; it = ends.erase(it)) {
+      Live& l = live.at(it->second);
+      held[l.gang->team] -= l.gang->gpus;
+      wanted[l.gang->team] -= l.gang->gpus;
+      capacity.Remove(it->second);
+      scheduler.Finish(it->second);
+      live.erase(it->second);
+      ++done;
+    }
+    for (; next < gangs.size() && gangs[next].arrive_s <= now; ++next) {
+      const TeamGang& g = gangs[next];
+      capacity.Add(g.id, g.spec);
+      GangRequest request;
+      request.id = g.id;
+      request.demand = g.spec.total();
+      request.shape = absl::HashOf(g.spec);
+      if (policy == QueuePolicy::kQueues) {
+        request.queue = teams[g.team].name;
+        request.time_limit_ms = g.time_limit_s * 1000;
+      }
+      if (policy != QueuePolicy::kFifo) request.priority = g.priority;
+      if (absl::Status s = scheduler.Submit(std::move(request), now * 1000); !s.ok()) return s;
+      live.emplace(g.id, Live{&g, g.runtime_s});
+      wanted[g.team] += g.gpus;
+    }
+    const auto start = std::chrono::steady_clock::now();
+    PassResult result = scheduler.Pass(now * 1000, capacity);
+    run.pass_ms.push_back(MillisSince(start));
+    ++run.passes;
+    for (const std::string& id : result.admitted) {
+      Live& l = live.at(id);
+      if (!l.started_once) {
+        run.waits[SizeBucket(l.gang->gpus)].push_back(static_cast<double>(now - l.gang->arrive_s));
+        l.started_once = true;
+      }
+      l.start_s = now;
+      ends.emplace(now + l.remaining_s, id);
+      held[l.gang->team] += l.gang->gpus;
+    }
+    for (const Preemption& p : result.preempted) {
+      Live& l = live.at(p.victim);
+      for (auto it = ends.begin(); it != ends.end(); ++it) {
+        if (it->second == p.victim) {
+          ends.erase(it);
+          break;
+        }
+      }
+      const int64_t worked = now - l.start_s;
+      const int64_t saved = worked / options.checkpoint_every_s * options.checkpoint_every_s;
+      l.remaining_s -= saved;
+      run.gpu_hours_lost +=
+          static_cast<double>(worked - saved + options.grace_s) * l.gang->gpus / 3600;
+      stops.emplace(now + options.grace_s, p.victim);
+      ++run.preemptions;
+    }
+    const size_t hour = static_cast<size_t>(now / 3600);
+    double all = 0;
+    for (size_t t = 0; t < teams.size(); ++t) {
+      all += held[t];
+      if (hour < hours) {
+        run.team_allocated[t][hour] += held[t] * dt / 3600;
+        demand[t][hour] += wanted[t] * dt / 3600;
+      }
+    }
+    if (hour < hours) run.allocation_by_hour[hour] += all / run.gpus * dt / 3600;
+    run.gpu_hours_run += all * dt / 3600;
+    run.end_s = now;
+    if (now > options.measure_hours * 3600 + 90 * 24 * 3600) {
+      return absl::DeadlineExceededError(absl::StrCat(
+          QueuePolicyName(policy), ": gangs still waiting 90 days after the arrivals"));
+    }
+  }
+  run.team_entitled.assign(teams.size(), std::vector<double>(hours, 0));
+  for (size_t t = 0; t < teams.size(); ++t) {
+    const double quota = std::floor(teams[t].quota_share * run.gpus);
+    for (size_t h = 0; h < hours; ++h) {
+      run.team_entitled[t][h] = demand[t][h] > 0 ? std::min(quota, demand[t][h])
+                                                 : std::numeric_limits<double>::quiet_NaN();
+    }
+  }
+  return run;
+}
+
+absl::StatusOr<PassTime> MeasurePass(const std::vector<TraceNode>& nodes,
+                                     const std::vector<TeamGang>& gangs, int queues, int pending,
+                                     int repeats) {
+  absl::StatusOr<NodeResourceTable> table = BuildCluster(nodes);
+  if (!table.ok()) return table.status();
+  PlacementScorer scorer(ScorerKind::kFragmentation, {});
+  PlacerCapacity capacity(&*table, &scorer);
+  const double gpus = ClusterGpus(nodes);
+  std::vector<Team> teams;
+  for (int q = 0; q < queues; ++q) {
+    teams.push_back({absl::StrCat("queue-", q), 1.0 / queues, 1.0 / queues, 0});
+  }
+  absl::StatusOr<QueueConfig> config = TeamQueues(teams, gpus);
+  if (!config.ok()) return config.status();
+  QueueScheduler scheduler(*std::move(config), {});
+  // Fill the cluster, then queue `pending` more.
+  PassTime time;
+  size_t i = 0;
+  double submitted = 0;
+  for (; i < gangs.size() && submitted < 1.2 * gpus; ++i) {
+    capacity.Add(gangs[i].id, gangs[i].spec);
+    GangRequest r{gangs[i].id, teams[i % queues].name, gangs[i].priority, gangs[i].spec.total()};
+    r.time_limit_ms = gangs[i].time_limit_s * 1000;
+    r.shape = absl::HashOf(gangs[i].spec);
+    if (absl::Status s = scheduler.Submit(std::move(r), 0); !s.ok()) return s;
+    submitted += gangs[i].gpus;
+  }
+  time.running = static_cast<int64_t>(scheduler.Pass(0, capacity).admitted.size());
+  int added = 0;
+  for (; i < gangs.size() && added < pending; ++i, ++added) {
+    capacity.Add(gangs[i].id, gangs[i].spec);
+    GangRequest r{gangs[i].id, teams[i % queues].name, gangs[i].priority, gangs[i].spec.total()};
+    r.time_limit_ms = gangs[i].time_limit_s * 1000;
+    r.shape = absl::HashOf(gangs[i].spec);
+    if (absl::Status s = scheduler.Submit(std::move(r), 1000); !s.ok()) return s;
+  }
+  if (added < pending) return absl::InvalidArgumentError("not enough gangs for the pending queue");
+  auto start = std::chrono::steady_clock::now();
+  const int64_t before = capacity.decisions();
+  PassResult first = scheduler.Pass(2000, capacity);
+  time.first_ms = MillisSince(start);
+  time.first_decisions = capacity.decisions() - before;
+  time.first_admitted = static_cast<int64_t>(first.admitted.size());
+  time.first_preempted = static_cast<int64_t>(first.preempted.size());
+  start = std::chrono::steady_clock::now();
+  for (int k = 0; k < repeats; ++k) scheduler.Pass(3000 + 1000 * k, capacity);
+  time.steady_ms = MillisSince(start) / repeats;
+  // With churn: before each pass a running gang ends (its room is free
+  // again, so every waiting shape is worth a new trial).
+  double churn_ms = 0;
+  for (int k = 0; k < repeats; ++k) {
+    for (size_t j = 0; j < i; ++j) {
+      const GangView* v = scheduler.Find(gangs[j].id);
+      if (v == nullptr || v->state != GangState::kRunning) continue;
+      capacity.Remove(gangs[j].id);
+      scheduler.Finish(gangs[j].id);
+      break;
+    }
+    start = std::chrono::steady_clock::now();
+    scheduler.Pass(100000 + 1000 * k, capacity);
+    churn_ms += MillisSince(start);
+  }
+  time.churn_ms = churn_ms / repeats;
+  return time;
+}
+
+}  // namespace berth::replay

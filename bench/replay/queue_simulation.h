@@ -1,0 +1,88 @@
+// The multi-team queueing replay: a TeamWorkload run through the
+// QueueScheduler over the real placement core (PlacerCapacity on the
+// trace's nodes), in simulated time, under one of three policies:
+//
+//   kFifo      one queue, arrival order, a gang that does not fit is passed
+//              (berth before queues; Ray's placement groups likewise)
+//   kPriority  one queue, priority (qos) then arrival, passed the same way
+//   kQueues    a queue per team with its quota in one cohort (idle quota
+//              lent), DRF between them, preemption (reclaim, priority,
+//              backfill), reservations and a starvation bound
+//
+// A pass runs every `pass_every_s`. A preempted gang stops after
+// `grace_s`; it loses the work since its last checkpoint (every
+// `checkpoint_every_s`) and the grace period, and resumes with the rest.
+#ifndef BERTH_BENCH_REPLAY_QUEUE_SIMULATION_H_
+#define BERTH_BENCH_REPLAY_QUEUE_SIMULATION_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "bench/replay/team_workload.h"
+#include "bench/replay/trace.h"
+
+namespace berth::replay {
+
+enum class QueuePolicy { kFifo, kPriority, kQueues };
+absl::string_view QueuePolicyName(QueuePolicy policy);
+
+struct QueueRunOptions {
+  int64_t pass_every_s = 60;
+  int64_t grace_s = 60;
+  int64_t checkpoint_every_s = 1800;
+  int64_t starvation_bound_s = 4 * 3600;
+  int64_t measure_hours = 72;  // the arrivals; the run goes on until every gang ends
+};
+
+struct QueueRun {
+  QueuePolicy policy;
+  double gpus = 0;  // the cluster's
+  // Allocated GPUs / capacity, mean of each hour of the measured span.
+  std::vector<double> allocation_by_hour;
+  // By team and hour of the measured span: mean allocated GPUs, and the
+  // entitlement, min(quota, mean demand) where demand is the GPUs of its
+  // running and waiting gangs; NaN for an hour the team has no demand.
+  std::vector<std::vector<double>> team_allocated;
+  std::vector<std::vector<double>> team_entitled;
+  // First start - arrival, seconds, by gang size bucket (see SizeBucket).
+  std::vector<std::vector<double>> waits;
+  int64_t gangs = 0;
+  int64_t preemptions = 0;
+  double gpu_hours_lost = 0;
+  double gpu_hours_run = 0;
+  int64_t passes = 0;
+  std::vector<double> pass_ms;  // wall time of each pass
+  int64_t end_s = 0;            // when the last gang ended
+};
+
+// 0: up to 1 GPU; 1: 2-4; 2: 8; 3: 16 and more.
+size_t SizeBucket(double gpus);
+inline constexpr const char* kSizeBuckets[] = {"1", "2-4", "8", "16+"};
+
+absl::StatusOr<QueueRun> RunQueues(const std::vector<TraceNode>& nodes,
+                                   const std::vector<Team>& teams,
+                                   const std::vector<TeamGang>& gangs, QueuePolicy policy,
+                                   const QueueRunOptions& options);
+
+// Wall time of QueueScheduler::Pass with `pending` gangs waiting in
+// `queues` queues on a full cluster: the first pass and the mean of the
+// next `repeats`, milliseconds.
+struct PassTime {
+  double first_ms = 0;
+  double steady_ms = 0;
+  double churn_ms = 0;  // mean pass when one running gang ended before it
+  int64_t running = 0;
+  // Of the first pass: trial placements, gangs admitted, gangs preempted.
+  int64_t first_decisions = 0;
+  int64_t first_admitted = 0;
+  int64_t first_preempted = 0;
+};
+absl::StatusOr<PassTime> MeasurePass(const std::vector<TraceNode>& nodes,
+                                     const std::vector<TeamGang>& gangs, int queues, int pending,
+                                     int repeats);
+
+}  // namespace berth::replay
+
+#endif  // BERTH_BENCH_REPLAY_QUEUE_SIMULATION_H_
