@@ -13,6 +13,7 @@
 #                     (the built-in job, and examples/pytorch-ddp on Debian's
 #                     torch 1.13 and, when scripts/torch2-venv.sh made it, torch 2.x)
 #   replay            the Alibaba GPU trace (~15 min of one core; `make replay`)
+#   queue_replay      four teams sharing the cluster, three queueing policies (~4 min)
 #   ray               berth and Ray side by side (installs Ray from PyPI once)
 #
 # BENCH="placement_bench loadgen ..." picks some (default: all but ray);
@@ -21,7 +22,7 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BUILD_DIR=${BUILD_DIR:-$ROOT/build}
 RESULTS=${RESULTS:-$ROOT/bench/results}
-BENCH=${BENCH:-placement_bench loadgen scale pending_jobs train_startup replay}
+BENCH=${BENCH:-placement_bench loadgen scale pending_jobs train_startup replay queue_replay}
 DURATION=${DURATION:-5}
 mkdir -p "$RESULTS"
 cd "$ROOT"
@@ -66,6 +67,9 @@ for b in $BENCH; do
       fi ;;
     replay)
       make --no-print-directory -C "$ROOT" replay BUILD_DIR="$BUILD_DIR" ;;
+    queue_replay)
+      run queue_replay "$BUILD_DIR/bench/berth-queue-replay" --data_dir="${REPLAY_DATA_ROOT:-$ROOT/../shared/data}" \
+        --results_dir="$RESULTS" --hours 24 ;;
     ray)
       OUT="$RESULTS/ray" run ray_compare bash "$ROOT/bench/ray/compare.sh" ;;
     *)

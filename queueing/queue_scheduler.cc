@@ -143,8 +143,9 @@ struct QueueScheduler::PassState {
   // (queue, priority, shape) of gangs for which no victims would do, this pass.
   std::set<std::tuple<std::string, int32_t, uint64_t>> no_victims;
   size_t searches = 0;
-  // Quota counted for starving gangs until the pass ends.
+  // Quota counted for starving gangs until the pass ends, and their queues.
   std::vector<std::pair<std::string, ResourceSet>> quota_held;
+  std::set<std::string> holding;
 };
 
 std::optional<std::vector<Preemption>> QueueScheduler::ChooseVictims(const Gang& g,
@@ -400,7 +401,8 @@ void QueueScheduler::TryGang(Gang& g, PassState& pass) {
     const auto key = std::make_tuple(queue, g.request.priority, g.request.shape);
     const bool memo = g.request.shape != 0 && !reserved_last_.count(g.request.id);
     if (memo && pass.no_victims.count(key)) return false;
-    if (pass.searches == options_.max_preemption_searches) return false;
+    // A starving gang searches past the budget.
+    if (!starving && pass.searches == options_.max_preemption_searches) return false;
     ++pass.searches;
     std::optional<std::vector<Preemption>> victims = ChooseVictims(g, pass);
     if (!victims) {
@@ -449,13 +451,11 @@ void QueueScheduler::TryGang(Gang& g, PassState& pass) {
   // Fits its quota, not the nodes.
   if (preempt()) return;
   wait(absl::StrCat("waiting for room: ", why));
-  if (starving) {
-    if (quota.within_nominal) {  // it holds its quota for the rest of the pass
-      ledger_.Add(queue, g.request.demand);
-      pass.quota_held.emplace_back(queue, g.request.demand);
-    } else {  // it borrows: nothing behind it takes what it may borrow
-      pass.closed.emplace(queue, g.request.id);
-    }
+  // The oldest starving gang of a queue holds its nominal quota for the
+  // rest of the pass, so that gangs behind it do not take it.
+  if (starving && quota.within_nominal && pass.holding.insert(queue).second) {
+    ledger_.Add(queue, g.request.demand);
+    pass.quota_held.emplace_back(queue, g.request.demand);
   }
   if (options_.reservations && (starving || pass.held.size() < options_.max_reservations)) {
     pass.held.push_back(Reserve(g, now_ms, starving, pass.capacity));
@@ -465,7 +465,7 @@ void QueueScheduler::TryGang(Gang& g, PassState& pass) {
 
 PassResult QueueScheduler::Pass(int64_t now_ms, CapacityModel& capacity) {
   ++passes_;
-  PassState pass{now_ms, capacity, {}, {}, {}, {}, {}, {}, {}, 0, {}};
+  PassState pass{now_ms, capacity, {}, {}, {}, {}, {}, {}, {}, 0, {}, {}};
   for (const auto& [id, g] : gangs_) {
     if (g.view.state == GangState::kRunning) pass.running.push_back(&g);
   }

@@ -28,9 +28,9 @@
 //   that time or stays off those places; otherwise only as preemptible
 //   (kBackfill). A gang waiting longer than
 //   starvation_bound goes first in its queue, whatever the priorities, and
-//   gets a reservation no gang may take; it holds its nominal quota (if
-//   it waits for quota, or would borrow, its queue admits nothing behind
-//   it).
+//   gets a reservation no gang may take; the oldest of its queue holds its
+//   share of the nominal quota, and one that waits for quota stops its
+//   queue: nothing behind it is admitted until it fits.
 // - A gang that may not be preempted (preemptible false) runs only within
 //   its queue's nominal quota.
 #ifndef BERTH_QUEUEING_QUEUE_SCHEDULER_H_
@@ -93,7 +93,7 @@ struct QueueSchedulerOptions {
   size_t max_reservations = 8;  // each costs every later admission a check
   // Bounds on the work of one pass (each unit is a trial placement):
   // victims considered for one gang (the cheapest first), preemption
-  // searches, and running gangs a reservation looks at (the soonest to
+  // searches (a starving gang searches regardless), and running gangs a reservation looks at (the soonest to
   // end; a gang that fits only after more of them end reserves the places
   // it would take on an idle cluster).
   size_t max_victims_considered = 32;

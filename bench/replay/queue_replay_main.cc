@@ -181,8 +181,11 @@ std::string Markdown(const Options& o, const std::vector<Team>& teams,
                   " gangs running), then ", o.pass_pending,
                   " more gangs queued round-robin into the queues (one cohort, equal quotas). "
                   "Wall time of QueueScheduler::Pass over PlacerCapacity:\n\n",
-                  Row({"first pass (ms)", "next passes, mean (ms)"}), Rule(2),
-                  Row({F(pass.first_ms, 2), F(pass.steady_ms, 2)}));
+                  Row({"first pass (ms)", "trial placements in it", "next passes, mean (ms)",
+                       "passes after one running gang ended, mean (ms)"}),
+                  Rule(4),
+                  Row({F(pass.first_ms, 2), absl::StrCat(pass.first_decisions),
+                       F(pass.steady_ms, 2), F(pass.churn_ms, 2)}));
   return md;
 }
 
