@@ -72,12 +72,58 @@ absl::Status QueueScheduler::Submit(GangRequest request, int64_t now_ms) {
   return absl::OkStatus();
 }
 
-absl::Status QueueScheduler::RestoreRunning(GangRequest request, ResourceSet charge,
-                                            int64_t started_ms, int64_t waiting_since_ms) {
-  const std::string id = request.id;
-  if (absl::Status s = Submit(std::move(request), waiting_since_ms); !s.ok()) return s;
-  Gang& g = gangs_.at(id);
-  Admit(g, std::move(charge), started_ms, false);
+std::vector<QueueScheduler::GangRecord> QueueScheduler::Export() const {
+  std::vector<GangRecord> records;
+  for (const auto& [id, g] : gangs_) {
+    GangRecord r;
+    r.request = g.request;
+    r.arrival = g.arrival;
+    r.state = g.view.state == GangState::kClaimed ? GangState::kPending : g.view.state;
+    if (r.state == GangState::kRunning) r.charge = g.view.charge;
+    r.waiting_since_ms = g.view.waiting_since_ms;
+    r.started_ms = g.view.started_ms;
+    r.preemptions = g.view.preemptions;
+    r.preempted_by = g.view.preempted_by;
+    records.push_back(std::move(r));
+  }
+  std::sort(records.begin(), records.end(),
+            [](const GangRecord& a, const GangRecord& b) { return a.arrival < b.arrival; });
+  return records;
+}
+
+absl::Status QueueScheduler::Restore(const std::vector<GangRecord>& records) {
+  if (!gangs_.empty()) {
+    return absl::FailedPreconditionError("the scheduler already has gangs; restore into a new one");
+  }
+  std::set<std::string> ids;
+  for (const GangRecord& r : records) {
+    if (config_.FindQueue(QueueOf(r.request)) == nullptr) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "gang ", r.request.id, " names queue '", r.request.queue, "', which is not configured"));
+    }
+    if (!ids.insert(r.request.id).second) {
+      return absl::FailedPreconditionError(absl::StrCat("gang ", r.request.id, " is saved twice"));
+    }
+  }
+  for (const GangRecord& r : records) {
+    Gang g;
+    g.request = r.request;
+    g.request.queue = QueueOf(r.request);
+    g.arrival = r.arrival;
+    g.view.waiting_since_ms = r.waiting_since_ms;
+    g.view.preemptions = r.preemptions;
+    g.view.preempted_by = r.preempted_by;
+    g.view.reason = r.preempted_by.empty() ? "waiting for its turn" : r.preempted_by;
+    Gang& placed = gangs_.emplace(r.request.id, std::move(g)).first->second;
+    if (r.state == GangState::kRunning) {
+      Admit(placed, r.charge, r.started_ms, false);
+    } else if (r.state == GangState::kPreempting) {
+      placed.view.state = GangState::kPreempting;
+      placed.view.started_ms = r.started_ms;
+      placed.view.reason = r.preempted_by;
+    }
+    next_arrival_ = std::max(next_arrival_, r.arrival + 1);
+  }
   return absl::OkStatus();
 }
 

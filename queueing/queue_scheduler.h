@@ -93,9 +93,9 @@ struct QueueSchedulerOptions {
   size_t max_reservations = 8;  // each costs every later admission a check
   // Bounds on the work of one pass (each unit is a trial placement):
   // victims considered for one gang (the cheapest first), preemption
-  // searches (a starving gang searches regardless), and running gangs a reservation looks at (the soonest to
-  // end; a gang that fits only after more of them end reserves the places
-  // it would take on an idle cluster).
+  // searches (a starving gang searches regardless), and running gangs a reservation looks at (the
+  // soonest to end; a gang that fits only after more of them end reserves the places it would take
+  // on an idle cluster).
   size_t max_victims_considered = 32;
   size_t max_preemption_searches = 16;
   size_t max_reservation_horizon = 64;
@@ -144,9 +144,25 @@ class QueueScheduler {
   // A preempted gang stopped and the caller released its capacity: it waits
   // again, in its old place in line.
   void Preempted(const std::string& id, int64_t now_ms);
-  // Brings back a gang that was running before a restart (already placed).
-  absl::Status RestoreRunning(GangRequest request, ResourceSet charge, int64_t started_ms,
-                              int64_t waiting_since_ms);
+  // What a head keeps across a restart: every gang, in its place in line.
+  // A gang claiming room is saved as waiting (it claims again); one being
+  // preempted stays so until the caller reports Preempted.
+  struct GangRecord {
+    GangRequest request;
+    uint64_t arrival = 0;
+    GangState state = GangState::kPending;  // kPending, kRunning or kPreempting
+    ResourceSet charge;                     // kRunning: what it holds
+    int64_t waiting_since_ms = 0;
+    int64_t started_ms = 0;
+    uint32_t preemptions = 0;
+    std::string preempted_by;
+  };
+  // In place-in-line order.
+  std::vector<GangRecord> Export() const;
+  // Brings back what Export wrote, into a scheduler with no gangs: the same
+  // usage, the same order. A record naming a queue the config lacks is
+  // FAILED_PRECONDITION, and then nothing is restored.
+  absl::Status Restore(const std::vector<GangRecord>& records);
 
   PassResult Pass(int64_t now_ms, CapacityModel& capacity);
 

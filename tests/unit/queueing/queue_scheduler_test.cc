@@ -220,5 +220,52 @@ TEST(QueueScheduler, RefusesUnknownQueuesAndDeletingAQueueInUse) {
   EXPECT_TRUE(c.scheduler.Reconfigure(c.scheduler.config().WithoutQueue("b").value()).ok());
 }
 
+TEST(QueueScheduler, ARestoredSchedulerKeepsUsageOrderAndPreemptions) {
+  Cluster c(TwoTeams(8, 8), 16);
+  for (int i = 0; i < 4; ++i) {
+    c.Submit("a" + std::to_string(i), "a", 4, i);
+    c.Pass(i);
+  }
+  c.Submit("b0", "b", 8, 10);
+  PassResult r = c.Pass(11);  // b0 claims; a2 and a3 are being preempted
+  ASSERT_EQ(r.preempted.size(), 2u);
+  c.Submit("a4", "a", 4, 12);
+  c.Submit("b1", "b", 2, 13);
+  std::vector<QueueScheduler::GangRecord> saved = c.scheduler.Export();
+  ASSERT_EQ(saved.size(), 7u);
+  EXPECT_EQ(saved.front().request.id, "a0");  // in place-in-line order
+
+  // A new head: the same config, the same pool (its raylets kept their bundles).
+  QueueScheduler restored(c.scheduler.config(), {});
+  ASSERT_TRUE(restored.Restore(saved).ok());
+  EXPECT_EQ(restored.ledger().Usage("a"), c.scheduler.ledger().Usage("a"));
+  EXPECT_EQ(restored.Find("a3")->state, GangState::kPreempting);
+  EXPECT_EQ(restored.Find("b0")->state, GangState::kPending);  // it claims again
+  EXPECT_FALSE(restored.Restore(saved).ok());                  // only into an empty one
+  // The victims stop, in both: the same gangs start, in the same order.
+  for (QueueScheduler* s : {&c.scheduler, &restored}) {
+    s->Preempted("a2", 20);
+    s->Preempted("a3", 20);
+  }
+  c.pool.Release("a2");
+  c.pool.Release("a3");
+  PoolCapacity copy = c.pool;
+  const std::vector<std::string> original = c.scheduler.Pass(21, c.pool).admitted;
+  EXPECT_EQ(restored.Pass(21, copy).admitted, original);
+  EXPECT_THAT(original, ::testing::Contains("b0"));
+}
+
+TEST(QueueScheduler, RestoreRefusesAGangOfAnUnknownQueueAndRestoresNothing) {
+  Cluster c(TwoTeams(8, 8), 16);
+  c.Submit("a0", "a", 4, 0);
+  c.Submit("b0", "b", 4, 0);
+  std::vector<QueueScheduler::GangRecord> saved = c.scheduler.Export();
+  QueueScheduler fewer(c.scheduler.config().WithoutQueue("b").value(), {});
+  absl::Status s = fewer.Restore(saved);
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(s.message(), HasSubstr("queue 'b'"));
+  EXPECT_EQ(fewer.Find("a0"), nullptr);
+}
+
 }  // namespace
 }  // namespace berth

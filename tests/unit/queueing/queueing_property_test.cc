@@ -1,12 +1,15 @@
-// Random workloads through the QueueScheduler, in simulated time, checking
-// after every pass: no queue above its quota and borrowing limit, no cohort
+// Random workloads through the QueueScheduler, in simulated time, on a
+// counting pool and on the real placement core (PlacerCapacity over a node
+// table), checking after every pass: no queue above its quota and borrowing limit, no cohort
 // above its pool; every gang held whole or not at all; every preemption
 // justified by its rule; and no gang waiting past the starvation bound plus
 // the longest time limit for each gang that starved before it in its queue.
 #include <random>
 
 #include "gtest/gtest.h"
+#include "queueing/placer_capacity.h"
 #include "queueing/queue_scheduler.h"
+#include "tests/unit/placement_test_util.h"
 #include "tests/unit/queueing/pool_capacity_test_util.h"
 
 namespace berth {
@@ -21,6 +24,7 @@ struct Workload {
     GangRequest request;
     int64_t submit_ms = 0;
     int64_t duration_ms = 0;
+    PlacementStrategy strategy = PlacementStrategy::kPack;  // of its one-GPU bundles
   };
   std::vector<Job> jobs;
 };
@@ -59,6 +63,9 @@ Workload RandomWorkload(std::mt19937_64& rng, bool cohort) {
     job.duration_ms = uniform(1, 30) * kStep;
     job.request.time_limit_ms = job.duration_ms + uniform(0, 30) * kStep;  // <= kMaxLimit
     job.submit_ms = uniform(0, 100) * kStep;
+    job.strategy =
+        std::vector<PlacementStrategy>{PlacementStrategy::kPack, PlacementStrategy::kSpread,
+                                       PlacementStrategy::kStrictPack}[uniform(0, 2)];
     w.jobs.push_back(std::move(job));
   }
   return w;
@@ -87,16 +94,92 @@ void CheckQuota(const QueueScheduler& s, const std::string& where) {
   for (const auto& [key, p] : pool) EXPECT_LE(used[key], p) << where << " cohort " << key;
 }
 
+// The capacity a simulation runs on, and how the test checks it.
+class TestCapacity {
+ public:
+  virtual ~TestCapacity() = default;
+  virtual CapacityModel& model() = 0;
+  virtual void Add(const Workload::Job& job) = 0;
+  // Holds all of the gang (never a part of it).
+  virtual bool Holds(const std::string& id) const = 0;
+  // What the capacity holds is exactly what `holding` (id -> job) asks.
+  virtual void CheckHeld(const std::map<std::string, const Workload::Job*>& holding,
+                         const std::string& where) const = 0;
+};
+
+class OnPool : public TestCapacity {
+ public:
+  explicit OnPool(double gpus) : total_(ResourceSet::Of({{kGpu, gpus}})), pool_(total_) {}
+  CapacityModel& model() override { return pool_; }
+  void Add(const Workload::Job& job) override { pool_.Add(job.request.id, job.request.demand); }
+  bool Holds(const std::string& id) const override { return pool_.Holds(id); }
+  void CheckHeld(const std::map<std::string, const Workload::Job*>& holding,
+                 const std::string& where) const override {
+    ResourceSet total = pool_.free();
+    for (const auto& [id, job] : holding) total.Add(job->request.demand).IgnoreError();
+    EXPECT_EQ(total, total_) << where;
+  }
+
+ private:
+  ResourceSet total_;
+  PoolCapacity pool_;
+};
+
+// Nodes of 8 GPUs of two accelerator types; a gang of N GPUs is N one-GPU
+// bundles under its job's strategy.
+class OnNodes : public TestCapacity {
+ public:
+  explicit OnNodes(double gpus) {
+    for (int n = 0; n < gpus / 8; ++n) {
+      table_.AddNode(testing::MakeNode("node-" + std::to_string(n), 64, 8, n % 2 ? "A10G" : "H100"))
+          .value();
+    }
+  }
+  CapacityModel& model() override { return capacity_; }
+  void Add(const Workload::Job& job) override {
+    const int gpus = static_cast<int>(job.request.demand.Get(kGpu).ToDouble());
+    capacity_.Add(
+        job.request.id,
+        testing::MakeGroup(
+            testing::Repeat(testing::MakeBundle(ResourceSet::Of({{kGpu, 1}, {kCpu, 2}})), gpus),
+            job.strategy));
+    bundles_[job.request.id] = gpus;
+  }
+  bool Holds(const std::string& id) const override {
+    return capacity_.Held(id).size() == bundles_.at(id);
+  }
+  void CheckHeld(const std::map<std::string, const Workload::Job*>& holding,
+                 const std::string& where) const override {
+    std::vector<ResourceSet> used(table_.slot_count());
+    for (const auto& [id, job] : holding) {
+      EXPECT_TRUE(Holds(id)) << where << " gang " << id << " is held in part";
+      for (const BundlePlacement& p : capacity_.Held(id))
+        used[p.allocation.node].Add(p.allocation.resources).IgnoreError();
+    }
+    for (NodeIndex n = 0; n < table_.slot_count(); ++n) {
+      ResourceSet free = table_.node(n).available;
+      free.Add(used[n]).IgnoreError();
+      EXPECT_EQ(free, table_.node(n).total) << where << " node " << n;
+    }
+  }
+
+ private:
+  NodeResourceTable table_;
+  PlacerCapacity capacity_{&table_, nullptr};
+  std::map<std::string, size_t> bundles_;
+};
+
 struct Outcome {
   int64_t admitted = 0;
   int64_t preempted = 0;
 };
 
-Outcome Simulate(const Workload& w, uint64_t seed) {
+Outcome Simulate(const Workload& w, uint64_t seed, TestCapacity& capacity,
+                 bool check_starvation = true) {
   QueueSchedulerOptions options;
   options.starvation_bound_ms = 100 * kStep;
   QueueScheduler s(w.config, options);
-  PoolCapacity pool(ResourceSet::Of({{kGpu, w.gpus}}));
+  CapacityModel& pool = capacity.model();
   std::map<std::string, const Workload::Job*> by_id;
   std::map<std::string, int64_t> ends, submitted;
   // Gangs past the starvation bound: how many of their queue were before them.
@@ -122,7 +205,7 @@ Outcome Simulate(const Workload& w, uint64_t seed) {
     }
     for (const Workload::Job& job : w.jobs) {
       if (job.submit_ms != now) continue;
-      pool.Add(job.request.id, job.request.demand);
+      capacity.Add(job);
       EXPECT_TRUE(s.Submit(job.request, now).ok());
       by_id[job.request.id] = &job;
       submitted[job.request.id] = now;
@@ -157,12 +240,13 @@ Outcome Simulate(const Workload& w, uint64_t seed) {
       usage[by_id.at(id)->request.queue].Add(by_id.at(id)->request.demand).IgnoreError();
     }
     for (const std::string& id : r.admitted) {
-      EXPECT_TRUE(pool.Holds(id)) << where;
+      EXPECT_TRUE(capacity.Holds(id)) << where;
       EXPECT_EQ(s.Find(id)->state, GangState::kRunning);
       const int ahead = starved_behind.count(id) ? starved_behind[id] : 0;
-      EXPECT_LE(now - before[id].waiting_since_ms,
-                options.starvation_bound_ms + (ahead + 1) * (kMaxLimit + 4 * kStep))
-          << where << " gang " << id << " starved";
+      if (check_starvation)
+        EXPECT_LE(now - before[id].waiting_since_ms,
+                  options.starvation_bound_ms + (ahead + 1) * (kMaxLimit + 4 * kStep))
+            << where << " gang " << id << " starved";
       starved_behind.erase(id);
       ends[id] = now + by_id.at(id)->duration_ms;
       ++out.admitted;
@@ -193,18 +277,16 @@ Outcome Simulate(const Workload& w, uint64_t seed) {
       stopping.push_back(p.victim);
       ++out.preempted;
     }
-    // Whole gangs: the pool holds exactly the running and stopping gangs.
-    ResourceSet held;
+    // Whole gangs: the capacity holds exactly the running and stopping gangs.
+    std::map<std::string, const Workload::Job*> holding;
     for (const auto& [id, job] : by_id) {
       const GangView* v = s.Find(id);
       const bool holds =
           v && (v->state == GangState::kRunning || v->state == GangState::kPreempting);
-      EXPECT_EQ(pool.Holds(id), holds) << where << " gang " << id;
-      if (holds) held.Add(job->request.demand).IgnoreError();
+      EXPECT_EQ(capacity.Holds(id), holds) << where << " gang " << id;
+      if (holds) holding[id] = job;
     }
-    ResourceSet total = pool.free();
-    total.Add(held).IgnoreError();
-    EXPECT_EQ(total, ResourceSet::Of({{kGpu, w.gpus}})) << where;
+    capacity.CheckHeld(holding, where);
     if (::testing::Test::HasFailure()) break;
   }
   EXPECT_EQ(done, w.jobs.size()) << where << ": every gang ends";
@@ -216,7 +298,8 @@ TEST(QueueingProperty, RandomWorkloadsKeepEveryRule) {
   for (uint64_t seed = 1; seed <= 150; ++seed) {
     std::mt19937_64 rng(seed);
     Workload w = RandomWorkload(rng, /*cohort=*/seed % 3 != 0);
-    Outcome o = Simulate(w, seed);
+    OnPool pool(w.gpus);
+    Outcome o = Simulate(w, seed, pool);
     preempted += o.preempted;
     admitted += o.admitted;
     if (HasFailure()) break;
@@ -224,6 +307,25 @@ TEST(QueueingProperty, RandomWorkloadsKeepEveryRule) {
   // The workloads exercise the rules, not only the easy path.
   EXPECT_GT(preempted, 50);
   EXPECT_GT(admitted, 5000);
+}
+
+// The same on nodes: gangs placed whole by the real placement core, the
+// node table always holding exactly the running gangs' bundles. Nodes
+// fragment, so the starvation bound is not asserted here (a gang may wait
+// for its places to drain), only every rule and that every gang ends.
+TEST(QueueingProperty, OnTheRealPlacementCoreGangsAreHeldWholeAndTheTableAddsUp) {
+  int64_t preempted = 0, admitted = 0;
+  for (uint64_t seed = 1; seed <= 40; ++seed) {
+    std::mt19937_64 rng(seed);
+    Workload w = RandomWorkload(rng, /*cohort=*/seed % 3 != 0);
+    OnNodes nodes(w.gpus);
+    Outcome o = Simulate(w, seed, nodes, /*check_starvation=*/false);
+    preempted += o.preempted;
+    admitted += o.admitted;
+    if (HasFailure()) break;
+  }
+  EXPECT_GT(preempted, 10);
+  EXPECT_GT(admitted, 1500);
 }
 
 }  // namespace
