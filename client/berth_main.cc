@@ -6,7 +6,8 @@
 // cmd/local.cc); submit, jobs, job [ID], logs, stop and job
 // {submit,get,list,stop,watch} (train jobs, like `ray job` / sbatch /
 // squeue; cmd/job.cc); nodes, drain (cmd/node.cc); status (cmd/cluster.cc);
-// pg {create,get,list,remove} (cmd/pg.cc). What they share, exit codes
+// pg {create,get,list,remove} (cmd/pg.cc); queue {create,update,delete,get,
+// list,cohort}, queues (cmd/queue.cc). What they share, exit codes
 // included, is cmd/command.h; a new command group is one more file there
 // and one more line below.
 #include <CLI/CLI.hpp>
@@ -54,6 +55,7 @@ int Main(int argc, char** argv) {
   AddClusterCommands(app, &action);
   AddPgCommands(app, &action);
   AddJobCommands(app, &action);
+  AddQueueCommands(app, &action);
 
   if (std::optional<std::string> unknown =
           UnknownCommand(app, std::vector<std::string>(argv + 1, argv + argc))) {

@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/log.h"
 #include "common/metrics_server.h"
+#include "wire/queue_convert.h"
 
 namespace berth {
 
@@ -16,25 +17,38 @@ HeadServer::HeadServer(HeadConfig config, std::unique_ptr<StateStore> store)
       node_service_(&state_, &raylets_),
       placement_group_service_(&state_, &scheduler_),
       cluster_service_(&state_),
-      train_job_service_(&state_, &scheduler_, &raylets_) {}
+      train_job_service_(&state_, &scheduler_, &raylets_),
+      queue_service_(&state_) {}
 
 HeadServer::~HeadServer() { Stop(); }
 
 std::vector<grpc::Service*> HeadServer::services() {
-  return {&node_service_, &placement_group_service_, &cluster_service_, &train_job_service_};
+  return {&node_service_, &placement_group_service_, &cluster_service_, &train_job_service_,
+          &queue_service_};
 }
 
 absl::Status HeadServer::Restore() {
-  absl::StatusOr<std::vector<StateStore::Record>> nodes, groups, jobs;
+  absl::StatusOr<std::vector<StateStore::Record>> nodes, groups, jobs, queues;
   std::string source;
   {
     nodes = state_.store().Scan(HeadState::kNodesTable);
     groups = state_.store().Scan(HeadState::kGroupsTable);
     jobs = state_.store().Scan(HeadState::kJobsTable);
+    queues = state_.store().Scan(HeadState::kQueuesTable);
     source = state_.store().Describe();
   }
-  for (const auto* scanned : {&nodes, &groups, &jobs}) {
+  for (const auto* scanned : {&nodes, &groups, &jobs, &queues}) {
     if (!scanned->ok()) return scanned->status();
+  }
+  std::optional<QueueConfig> queue_config;
+  for (const auto& [key, value] : *queues) {
+    v1::QueueConfigRecord record;
+    if (!record.ParseFromString(value)) {
+      return absl::DataLossError(absl::StrCat("state store: queue record ", key));
+    }
+    absl::StatusOr<QueueConfig> config = QueueConfigFromRecord(record);
+    if (!config.ok()) return config.status();
+    queue_config = *std::move(config);
   }
   for (const auto& [id, value] : *jobs) {
     if (!restored_jobs_.emplace_back().ParseFromString(value)) {
@@ -42,6 +56,7 @@ absl::Status HeadServer::Restore() {
     }
   }
   absl::MutexLock lock(&state_.mu);
+  if (queue_config) state_.queues = *std::move(queue_config);
   const int64_t now = HeadNowMs();
   // Nodes come back ALIVE (or DRAINING) with a fresh liveness period, plus
   // one more for their raylets to reconnect: they keep heartbeating to the
@@ -96,8 +111,9 @@ absl::Status HeadServer::Restore() {
       }
     });
   }
-  LogInfo("restored ", nodes->size(), " node(s), ", records.size(), " placement group(s) and ",
-          restored_jobs_.size(), " train job(s) from ", source);
+  LogInfo("restored ", nodes->size(), " node(s), ", records.size(), " placement group(s), ",
+          restored_jobs_.size(), " train job(s) and ", state_.queues.queues().size(),
+          " queue(s) from ", source);
   state_.kick = true;
   return absl::OkStatus();
 }

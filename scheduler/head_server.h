@@ -16,6 +16,7 @@
 #include "grpcpp/impl/service_type.h"
 #include "prometheus/collectable.h"
 #include "scheduler/cluster_service.h"
+#include "scheduler/queue_service.h"
 #include "scheduler/head_state.h"
 #include "scheduler/node_service.h"
 #include "scheduler/placement_group_service.h"
@@ -63,6 +64,7 @@ class HeadServer {
   PlacementGroupServiceImpl placement_group_service_;
   ClusterServiceImpl cluster_service_;
   TrainJobServiceImpl train_job_service_;
+  QueueServiceImpl queue_service_;
   std::vector<v1::TrainJobRecord> restored_jobs_;  // from Restore() to Start()
   // Created by Start(); its jobs end first in Stop(), it is destroyed last.
   std::unique_ptr<TrainJobController> jobs_;

@@ -6,6 +6,7 @@
 #include "absl/strings/str_format.h"
 #include "common/log.h"
 #include "wire/proto_convert.h"
+#include "wire/queue_convert.h"
 
 namespace berth {
 
@@ -52,6 +53,10 @@ uint64_t HeadState::PersistNodeLocked(const std::string& node_id) {
   record.set_state(NodeStateToProto(table.node(*index).state));
   record.set_drain_reason(nodes.DrainReason(node_id));
   return writer_.Stage(kNodesTable, node_id, record.SerializeAsString());
+}
+
+uint64_t HeadState::PersistQueuesLocked() {
+  return writer_.Stage(kQueuesTable, kQueuesKey, QueueConfigToRecord(queues).SerializeAsString());
 }
 
 absl::Status HeadState::Durable(uint64_t seq) {

@@ -24,6 +24,7 @@
 #include "auth/cluster_tls.h"
 #include "berth/v1/head.pb.h"
 #include "berth/v1/state.pb.h"
+#include "queueing/queue_config.h"
 #include "scheduler/head_metrics.h"
 #include "scheduler/node_manager.h"
 #include "scheduler/placement_group_manager.h"
@@ -70,6 +71,8 @@ class HeadState {
   static constexpr char kNodesTable[] = "nodes";
   static constexpr char kGroupsTable[] = "groups";
   static constexpr char kJobsTable[] = "jobs";
+  static constexpr char kQueuesTable[] = "queues";  // one record, key kQueuesKey
+  static constexpr char kQueuesKey[] = "config";
 
   // `store` nullptr = in memory only.
   HeadState(HeadConfig config, std::unique_ptr<StateStore> store);
@@ -89,6 +92,7 @@ class HeadState {
   bool kick ABSL_GUARDED_BY(mu) = false;  // wake the scheduling loop
   bool stopping ABSL_GUARDED_BY(mu) = false;
   v1::AutoscalerStatus autoscaler ABSL_GUARDED_BY(mu);
+  QueueConfig queues ABSL_GUARDED_BY(mu);  // QueueService's
   std::string metrics_address ABSL_GUARDED_BY(mu);
 
   // Stage changed records for the store; returns the sequence number to
@@ -96,6 +100,7 @@ class HeadState {
   // shown) only after it is durable.
   uint64_t PersistLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
   uint64_t PersistNodeLocked(const std::string& node_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+  uint64_t PersistQueuesLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
   // What is staged so far: a read shows only what is durable.
   uint64_t StagedLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) { return writer_.staged(); }
   // Waits (without mu) until `seq` is durable; logs a failure.

@@ -72,7 +72,8 @@ HeadClient::HeadClient(std::shared_ptr<grpc::Channel> channel, HeadClientOptions
       nodes_(v1::NodeService::NewStub(channel)),
       placement_groups_(v1::PlacementGroupService::NewStub(channel)),
       cluster_(v1::ClusterService::NewStub(channel)),
-      train_jobs_(v1::TrainJobService::NewStub(channel)) {}
+      train_jobs_(v1::TrainJobService::NewStub(channel)),
+      queues_(v1::QueueService::NewStub(channel)) {}
 
 template <typename Response, typename Rpc>
 absl::StatusOr<Response> HeadClient::Call(absl::Duration timeout, Rpc rpc) {
@@ -213,6 +214,54 @@ absl::StatusOr<v1::StopTrainJobResponse> HeadClient::StopTrainJob(v1::StopTrainJ
   if (request.request_id().empty()) request.set_request_id(NewRequestId());
   return Call<v1::StopTrainJobResponse>(options_.timeout, [&](auto* context, auto* response) {
     return train_jobs_->StopTrainJob(context, request, response);
+  });
+}
+
+absl::StatusOr<v1::CreateQueueResponse> HeadClient::CreateQueue(
+    const v1::CreateQueueRequest& request) {
+  return Call<v1::CreateQueueResponse>(options_.timeout, [&](auto* context, auto* response) {
+    return queues_->CreateQueue(context, request, response);
+  });
+}
+
+absl::StatusOr<v1::UpdateQueueResponse> HeadClient::UpdateQueue(
+    const v1::UpdateQueueRequest& request) {
+  return Call<v1::UpdateQueueResponse>(options_.timeout, [&](auto* context, auto* response) {
+    return queues_->UpdateQueue(context, request, response);
+  });
+}
+
+absl::StatusOr<v1::DeleteQueueResponse> HeadClient::DeleteQueue(
+    const v1::DeleteQueueRequest& request) {
+  return Call<v1::DeleteQueueResponse>(options_.timeout, [&](auto* context, auto* response) {
+    return queues_->DeleteQueue(context, request, response);
+  });
+}
+
+absl::StatusOr<v1::GetQueueResponse> HeadClient::GetQueue(const v1::GetQueueRequest& request) {
+  return Call<v1::GetQueueResponse>(options_.timeout, [&](auto* context, auto* response) {
+    return queues_->GetQueue(context, request, response);
+  });
+}
+
+absl::StatusOr<v1::ListQueuesResponse> HeadClient::ListQueues(
+    const v1::ListQueuesRequest& request) {
+  return Call<v1::ListQueuesResponse>(options_.timeout, [&](auto* context, auto* response) {
+    return queues_->ListQueues(context, request, response);
+  });
+}
+
+absl::StatusOr<v1::CreateCohortResponse> HeadClient::CreateCohort(
+    const v1::CreateCohortRequest& request) {
+  return Call<v1::CreateCohortResponse>(options_.timeout, [&](auto* context, auto* response) {
+    return queues_->CreateCohort(context, request, response);
+  });
+}
+
+absl::StatusOr<v1::DeleteCohortResponse> HeadClient::DeleteCohort(
+    const v1::DeleteCohortRequest& request) {
+  return Call<v1::DeleteCohortResponse>(options_.timeout, [&](auto* context, auto* response) {
+    return queues_->DeleteCohort(context, request, response);
   });
 }
 

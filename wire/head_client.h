@@ -81,6 +81,15 @@ class HeadClient {
       const v1::ListTrainJobsRequest& request = {});
   absl::StatusOr<v1::StopTrainJobResponse> StopTrainJob(v1::StopTrainJobRequest request);
 
+  // QueueService.
+  absl::StatusOr<v1::CreateQueueResponse> CreateQueue(const v1::CreateQueueRequest& request);
+  absl::StatusOr<v1::UpdateQueueResponse> UpdateQueue(const v1::UpdateQueueRequest& request);
+  absl::StatusOr<v1::DeleteQueueResponse> DeleteQueue(const v1::DeleteQueueRequest& request);
+  absl::StatusOr<v1::GetQueueResponse> GetQueue(const v1::GetQueueRequest& request);
+  absl::StatusOr<v1::ListQueuesResponse> ListQueues(const v1::ListQueuesRequest& request = {});
+  absl::StatusOr<v1::CreateCohortResponse> CreateCohort(const v1::CreateCohortRequest& request);
+  absl::StatusOr<v1::DeleteCohortResponse> DeleteCohort(const v1::DeleteCohortRequest& request);
+
  private:
   HeadClient(std::shared_ptr<grpc::Channel> channel, HeadClientOptions options);
 
@@ -95,6 +104,7 @@ class HeadClient {
   const std::unique_ptr<v1::PlacementGroupService::Stub> placement_groups_;
   const std::unique_ptr<v1::ClusterService::Stub> cluster_;
   const std::unique_ptr<v1::TrainJobService::Stub> train_jobs_;
+  const std::unique_ptr<v1::QueueService::Stub> queues_;
 };
 
 }  // namespace berth

@@ -113,6 +113,7 @@ void AddNodeCommands(CLI::App& app, Action* action);     // nodes, drain
 void AddPgCommands(CLI::App& app, Action* action);       // pg create|get|list|remove
 void AddJobCommands(CLI::App& app, Action* action);      // job ..., submit, jobs, logs, stop
 void AddLocalCommands(CLI::App& app, Action* action);    // up, down, start, credentials
+void AddQueueCommands(CLI::App& app, Action* action);    // queue ..., queues
 
 }  // namespace berth
 

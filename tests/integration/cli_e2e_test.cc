@@ -93,6 +93,35 @@ TEST_F(CliEndToEndTest, AnUnknownCommandSuggestsTheNearest) {
   EXPECT_NE(nested.out.find("Did you mean \"berth pg list\"?"), std::string::npos) << nested.out;
 }
 
+TEST_F(CliEndToEndTest, QueuesAreCheckedWholeAndListed) {
+  ASSERT_EQ(Berth("up --nodes 1 --port 0").rc, 0);
+  ASSERT_EQ(Berth("queue cohort create gpus").rc, 0);
+  const Result created =
+      Berth("queue create team-a --cohort gpus --quota GPU=8,CPU=64 --borrowing-limit GPU=4");
+  ASSERT_EQ(created.rc, 0) << created.out;
+  struct Refused {
+    const char* args;
+    int rc;
+    const char* says;
+  };
+  for (const Refused& r : {
+           Refused{"queue create team-b --quota GPU=-4", 2, "--quota[\"GPU\"]"},
+           Refused{"queue create team-b --cohort nope --quota GPU=4", 1, "queue.cohort"},
+           Refused{"queue create team-b --cohort gpus --quota GPU=4 --lending-limit GPU=6", 1,
+                   "queue.lending_limit[\"GPU\"]"},
+           Refused{"queue create team-a --quota GPU=1", 1, "ALREADY_EXISTS"},
+       }) {
+    const Result refused = Berth(r.args);
+    EXPECT_EQ(refused.rc, r.rc) << r.args << ": " << refused.out;
+    EXPECT_NE(refused.out.find(r.says), std::string::npos) << r.args << ": " << refused.out;
+  }
+  const Result list = Berth("queues -o json");
+  ASSERT_EQ(list.rc, 0) << list.out;
+  const nlohmann::json json = nlohmann::json::parse(list.out);
+  ASSERT_EQ(json["queues"].size(), 2u) << list.out;  // default and team-a: nothing else
+  EXPECT_EQ(json["queues"][1]["nominal_quota"]["GPU"], 8) << list.out;
+}
+
 TEST_F(CliEndToEndTest, UpSubmitLogsStopDown) {
   const Result up = Berth("up --nodes 2 --gpus-per-node 2 --port 0");
   ASSERT_EQ(up.rc, 0) << up.out;

@@ -232,6 +232,7 @@ void LocalCluster::StartHead(const std::string& listen) {
   groups_ = v1::PlacementGroupService::NewStub(channel);
   cluster_ = v1::ClusterService::NewStub(channel);
   jobs_ = v1::TrainJobService::NewStub(channel);
+  queues_ = v1::QueueService::NewStub(channel);
 }
 
 void LocalCluster::RestartHead(int signal) {

@@ -77,6 +77,7 @@ class LocalCluster {
   v1::PlacementGroupService::Stub& groups() { return *groups_; }
   v1::ClusterService::Stub& cluster() { return *cluster_; }
   v1::TrainJobService::Stub& jobs() { return *jobs_; }
+  v1::QueueService::Stub& queues() { return *queues_; }
   v1::RayletService::Stub& raylet(const std::string& node_id);
   std::string raylet_address(const std::string& node_id) const;
   const std::string& head_address() const { return head_address_; }
@@ -113,6 +114,7 @@ class LocalCluster {
   std::unique_ptr<v1::PlacementGroupService::Stub> groups_;
   std::unique_ptr<v1::ClusterService::Stub> cluster_;
   std::unique_ptr<v1::TrainJobService::Stub> jobs_;
+  std::unique_ptr<v1::QueueService::Stub> queues_;
   std::vector<std::unique_ptr<Raylet>> raylets_;
 };
 
