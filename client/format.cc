@@ -245,6 +245,7 @@ std::string FormatPlacementGroup(const v1::PlacementGroupInfo& group) {
   fields.AddRow({"strategy:", StrategyName(group.strategy())});
   fields.AddRow({"state:", GroupStateName(group)});
   fields.AddRow({"priority:", absl::StrCat(group.priority())});
+  if (!group.queue().empty()) fields.AddRow({"queue:", group.queue()});
   if (!group.job_id().empty()) fields.AddRow({"job:", group.job_id()});
   if (group.created_unix_ms() != 0) fields.AddRow({"created:", Timestamp(group.created_unix_ms())});
   if (group.placed_unix_ms() != 0) fields.AddRow({"placed:", Timestamp(group.placed_unix_ms())});
@@ -405,6 +406,7 @@ std::string FormatTrainJobs(const v1::ListTrainJobsResponse& response) {
 std::string FormatTrainJob(const v1::TrainJobInfo& job) {
   Table fields({"id:", job.job_id()});
   fields.AddRow({"name:", job.spec().name()});
+  fields.AddRow({"queue:", job.spec().queue().empty() ? "default" : job.spec().queue()});
   fields.AddRow({"state:", TrainJobStateName(job.state())});
   if (!job.message().empty()) fields.AddRow({"message:", job.message()});
   fields.AddRow({"placement group:", job.placement_group_id()});

@@ -69,6 +69,7 @@ absl::Status ParseCommand(const JobSubmitArgs& args, v1::Entrypoint::Command* ou
 absl::StatusOr<v1::TrainJobSpec> BuildTrainJobSpec(const JobSubmitArgs& args) {
   v1::TrainJobSpec spec;
   spec.set_name(args.name);
+  spec.set_queue(args.queue);
   spec.set_storage_path(args.storage_path);
 
   // One bundle per worker, so the placement group's limit is the job's.

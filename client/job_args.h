@@ -29,6 +29,7 @@ inline constexpr uint32_t kDefaultTrainSteps = 200;
 // `berth job submit` as typed; unset optionals were not given.
 struct JobSubmitArgs {
   std::string name;
+  std::string queue;  // empty: the default queue
   int64_t num_workers = 1;
   bool use_gpu = false;
   std::optional<std::string> resources_per_worker;

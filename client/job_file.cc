@@ -106,9 +106,10 @@ class JobFileParser {
     bool has_scaling = false;
     bool has_entrypoint = false;
     absl::Status status = ForEachKey(
-        root, "", {"name", "scaling", "entrypoint", "failure", "checkpoint_dir", "labels"},
+        root, "", {"name", "queue", "scaling", "entrypoint", "failure", "checkpoint_dir", "labels"},
         [&](const std::string& key, const YAML::Node& value, const YAML::Node&) -> absl::Status {
           if (key == "name") return String(value, key, spec.mutable_name());
+          if (key == "queue") return String(value, key, spec.mutable_queue());
           if (key == "scaling") {
             has_scaling = true;
             return Scaling(value, key, spec.mutable_scaling_config());

@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "google/protobuf/io/coded_stream.h"
 #include "google/protobuf/io/zero_copy_stream_impl_lite.h"
+#include "queueing/queue_config.h"
 #include "wire/proto_convert.h"
 
 namespace berth {
@@ -187,6 +188,7 @@ std::string PlacementGroupManager::Insert(PlacementGroupSpec spec,
   g.name = meta.name();
   g.job_id = meta.job_id();
   g.request_id = meta.request_id();
+  g.queue = meta.queue().empty() ? std::string(kDefaultQueue) : meta.queue();
   g.fingerprint = RequestFingerprint(meta);
   g.priority = meta.priority();
   g.arrival = next_arrival_++;
@@ -484,6 +486,7 @@ void PlacementGroupManager::ToProto(const Group& g, v1::PlacementGroupInfo* info
   info->set_scheduling_attempts(g.attempts);
   info->set_job_id(g.job_id);
   info->set_priority(g.priority);
+  info->set_queue(g.queue);
 }
 
 absl::Status PlacementGroupManager::Get(const v1::GetPlacementGroupRequest& request,

@@ -198,6 +198,7 @@ class PlacementGroupManager {
     std::string name;
     std::string job_id;
     std::string request_id;
+    std::string queue;        // as resolved: `default` when none was named
     std::string fingerprint;  // of the create request, to detect reused request ids
     PlacementGroupSpec spec;
     int32_t priority = 0;

@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "queueing/queue_config.h"
 #include "scheduler/placement_group_manager.h"
 #include "wire/proto_convert.h"
 
@@ -29,6 +30,7 @@ std::optional<v1::PlacementGroupRecord> PlacementGroupManager::Export(const std:
   for (const Bundle& b : g.spec.bundles()) BundleToProto(b, r.add_bundles());
   r.set_strategy(StrategyToProto(g.spec.strategy()));
   r.set_priority(g.priority);
+  r.set_queue(g.queue);
   // A commit in flight has an unknown outcome: written as not yet placed.
   r.set_state(g.state == v1::PLACEMENT_GROUP_STATE_PREPARED ? v1::PLACEMENT_GROUP_STATE_PENDING
                                                             : g.state);
@@ -64,6 +66,7 @@ absl::Status PlacementGroupManager::Restore(const v1::PlacementGroupRecord& r, i
   g.request_id = r.request_id();
   g.fingerprint = r.fingerprint();
   g.priority = r.priority();
+  g.queue = r.queue().empty() ? std::string(kDefaultQueue) : r.queue();
   g.arrival = r.arrival();
   g.created_ms = r.created_unix_ms();
   g.placed_ms = r.placed_unix_ms();

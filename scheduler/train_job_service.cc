@@ -26,6 +26,12 @@ grpc::Status TrainJobServiceImpl::SubmitTrainJob(grpc::ServerContext* context,
                                                  v1::SubmitTrainJobResponse* response) {
   TrainJobController* jobs = state_->jobs();
   if (jobs == nullptr) return NotStarted();
+  {
+    absl::MutexLock lock(&state_->mu);
+    absl::StatusOr<const QueueSpec*> q =
+        state_->queues.Resolve(request->spec().queue(), "spec.queue");
+    if (!q.ok()) return ToGrpcStatus(q.status());
+  }
   absl::StatusOr<std::string> id = jobs->Submit(*request);
   if (!id.ok()) return ToGrpcStatus(id.status());
   response->set_job_id(*id);

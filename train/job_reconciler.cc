@@ -173,6 +173,7 @@ JobStep JobReconciler::Step(absl::Time now, const JobWorld& world) {
           CreateGroup create{spec_, {}};
           create.meta.set_name(absl::StrCat(info_.job_id(), "-pg"));
           create.meta.set_job_id(info_.job_id());
+          create.meta.set_queue(info_.spec().queue());
           // A group made again (the first is gone) has a request id of its
           // own, or the head would answer with the old one.
           create.meta.set_request_id(info_.placement_group_id().empty()

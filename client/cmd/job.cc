@@ -319,6 +319,7 @@ void AddJobCommands(CLI::App& app, Action* action) {
                    "Restarts from the latest checkpoint before the job fails; -1 = unlimited")
       ->capture_default_str();
   submit_cmd->add_option("--name", args.name, "Name (need not be unique)");
+  submit_cmd->add_option("--queue", args.queue, "Queue to submit to (default: the default queue)");
   submit_cmd->add_option("--storage-path", args.storage_path,
                          "Where checkpoints go (default: the head's storage)");
   submit_cmd->add_option(

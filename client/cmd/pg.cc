@@ -13,6 +13,7 @@ namespace {
 
 struct PgCreateFlags {
   std::string name;
+  std::string queue;
   std::string strategy = "PACK";
   std::vector<std::string> bundles;
   int replicas = 1;
@@ -31,6 +32,7 @@ int RunPgCreate(const Context& ctx, const PgCreateFlags& flags) {
   request.set_name(flags.name);
   request.set_strategy(*strategy);
   request.set_priority(flags.priority);
+  request.set_queue(flags.queue);
   for (v1::Bundle& bundle : *bundles) *request.add_bundles() = std::move(bundle);
   absl::StatusOr<v1::CreatePlacementGroupResponse> created =
       ctx.client.CreatePlacementGroup(std::move(request));
@@ -102,6 +104,7 @@ void AddPgCommands(CLI::App& app, Action* action) {
   auto create = std::make_shared<PgCreateFlags>();
   CLI::App* create_cmd = pg->add_subcommand("create", "Create a placement group; prints its id");
   create_cmd->add_option("--name", create->name, "Unique name (optional)");
+  create_cmd->add_option("--queue", create->queue, "Queue (default: the default queue)");
   create_cmd
       ->add_option("--strategy", create->strategy, "PACK, SPREAD, STRICT_PACK or STRICT_SPREAD")
       ->capture_default_str();

@@ -228,19 +228,21 @@ class Client:
                env: Optional[Dict[str, str]] = None, working_dir: str = "",
                launcher: Optional[str] = None, per_node: bool = False, storage_path: str = "",
                labels: Optional[Dict[str, str]] = None,
-               builtin: Optional[Dict[str, Union[int, float, str]]] = None) -> Job:
+               builtin: Optional[Dict[str, Union[int, float, str]]] = None,
+               queue: str = "") -> Job:
         """Submits a train job: ``entrypoint`` runs on every rank (a list
         of argv, or a string split like a shell would), or once per node
         with ``per_node`` / ``launcher`` ("torchrun", "accelerate");
         ``builtin`` runs berth's built-in trainer instead (e.g.
-        ``{"steps": 200}``)."""
+        ``{"steps": 200}``). ``queue`` names the queue (``berth queues``);
+        empty is the default queue."""
         import shlex
 
         from berth.v1 import head_pb2, train_pb2
 
         scaling_config = scaling_config or ScalingConfig()
         spec = train_pb2.TrainJobSpec(name=name, scaling_config=scaling_config.to_proto(),
-                                      storage_path=storage_path)
+                                      storage_path=storage_path, queue=queue)
         if failure_config is not None:
             spec.failure_config.CopyFrom(failure_config.to_proto())
         for key, value in (labels or {}).items():

@@ -96,6 +96,8 @@ def test_the_heads_errors_are_exceptions(cluster):
         client.job("job-nope").status()
     with pytest.raises(berth.InvalidArgumentError, match="launcher"):
         client.submit(["python3"], launcher="mpirun")
+    with pytest.raises(berth.NotFoundError, match=r"spec\.queue: no queue 'team-z'"):
+        client.submit(["true"], queue="team-z")
 
 
 def test_an_unreachable_head_is_unavailable():

@@ -95,6 +95,56 @@ TEST_F(QueueServiceTest, ABadQueueIsRefusedNamingTheFieldAndChangesNothing) {
             grpc::StatusCode::FAILED_PRECONDITION);
 }
 
+TEST_F(QueueServiceTest, GroupsAndJobsNameAKnownQueueOrAreRefused) {
+  ASSERT_TRUE(Create(Team("team-a", "", 8)).ok());
+  v1::CreatePlacementGroupRequest group;
+  group.set_request_id("in-team-a");
+  group.set_queue("team-a");
+  (*group.add_bundles()->mutable_resources()->mutable_amounts())["CPU"] = 1;
+  v1::CreatePlacementGroupResponse created;
+  ASSERT_TRUE(
+      cluster_->groups().CreatePlacementGroup(cluster_->context().get(), group, &created).ok());
+  v1::GetPlacementGroupRequest get;
+  get.set_placement_group_id(created.placement_group_id());
+  v1::GetPlacementGroupResponse got;
+  ASSERT_TRUE(cluster_->groups().GetPlacementGroup(cluster_->context().get(), get, &got).ok());
+  EXPECT_EQ(got.placement_group().queue(), "team-a");
+
+  group.set_request_id("in-no-queue");
+  group.set_queue("team-z");
+  grpc::Status refused =
+      cluster_->groups().CreatePlacementGroup(cluster_->context().get(), group, &created);
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_THAT(refused.error_message(), HasSubstr("queue: no queue 'team-z'"));
+
+  v1::CreatePlacementGroupsRequest batch;
+  *batch.add_requests() = group;
+  batch.mutable_requests(0)->set_queue("");
+  batch.mutable_requests(0)->set_request_id("batch-0");
+  *batch.add_requests() = group;
+  batch.mutable_requests(1)->set_request_id("batch-1");
+  v1::CreatePlacementGroupsResponse batched;
+  refused = cluster_->groups().CreatePlacementGroups(cluster_->context().get(), batch, &batched);
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_THAT(refused.error_message(), HasSubstr("requests[1].queue"));
+  v1::ListPlacementGroupsResponse groups;
+  ASSERT_TRUE(cluster_->groups().ListPlacementGroups(cluster_->context().get(), {}, &groups).ok());
+  EXPECT_EQ(groups.placement_groups_size(), 1);  // the refused batch made none
+
+  v1::SubmitTrainJobRequest job;
+  job.set_request_id("job-in-no-queue");
+  job.mutable_spec()->set_queue("team-z");
+  job.mutable_spec()->mutable_scaling_config()->set_num_workers(1);
+  job.mutable_spec()->mutable_entrypoint()->mutable_builtin_trainer()->set_steps(1);
+  v1::SubmitTrainJobResponse submitted;
+  refused = cluster_->jobs().SubmitTrainJob(cluster_->context().get(), job, &submitted);
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_THAT(refused.error_message(), HasSubstr("spec.queue"));
+  v1::ListTrainJobsResponse jobs;
+  ASSERT_TRUE(cluster_->jobs().ListTrainJobs(cluster_->context().get(), {}, &jobs).ok());
+  EXPECT_EQ(jobs.jobs_size(), 0);
+}
+
 TEST_F(QueueServiceTest, AKilledHeadKeepsItsQueuesAndCohorts) {
   v1::CreateCohortRequest cohort;
   cohort.set_name("gpus");
@@ -110,8 +160,22 @@ TEST_F(QueueServiceTest, AKilledHeadKeepsItsQueuesAndCohorts) {
   remove.set_name("team-b");
   v1::DeleteQueueResponse removed;
   ASSERT_TRUE(cluster_->queues().DeleteQueue(cluster_->context().get(), remove, &removed).ok());
+  v1::CreatePlacementGroupRequest group;
+  group.set_request_id("waits-in-team-a");
+  group.set_queue("team-a");
+  (*group.add_bundles()->mutable_resources()->mutable_amounts())["GPU"] = 1;  // no node: waits
+  v1::CreatePlacementGroupResponse created_group;
+  ASSERT_TRUE(cluster_->groups()
+                  .CreatePlacementGroup(cluster_->context().get(), group, &created_group)
+                  .ok());
 
   cluster_->RestartHead(SIGKILL);
+
+  v1::GetPlacementGroupRequest get;
+  get.set_placement_group_id(created_group.placement_group_id());
+  v1::GetPlacementGroupResponse got;
+  ASSERT_TRUE(cluster_->groups().GetPlacementGroup(cluster_->context().get(), get, &got).ok());
+  EXPECT_EQ(got.placement_group().queue(), "team-a");
 
   const v1::ListQueuesResponse after = List();
   EXPECT_THAT(after.cohorts(), ElementsAre("gpus"));

@@ -136,6 +136,15 @@ TEST(JobFileTest, DefaultsMatchTheCommandLine) {
   EXPECT_EQ(spec->failure_config().max_failures(), -1);
 }
 
+TEST(JobFileTest, AJobNamesItsQueue) {
+  absl::StatusOr<v1::TrainJobSpec> spec =
+      ParseJobFile("queue: team-a\nscaling: {num_workers: 2}\n", "job.yaml");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->queue(), "team-a");
+  EXPECT_EQ(ErrorOf("queue: [a, b]\nscaling: {num_workers: 1}\n").rfind("job.yaml:1: queue", 0),
+            0u);
+}
+
 TEST(JobFileTest, QuantitiesAsNumbersOrStrings) {
   absl::StatusOr<v1::TrainJobSpec> spec = ParseJobFile(
       "scaling:\n  num_workers: 1\n  resources_per_worker: {CPU: 0.5, GPU: \"1\", memory: 1Ki}\n",
@@ -149,7 +158,7 @@ TEST(JobFileTest, QuantitiesAsNumbersOrStrings) {
 
 TEST(JobFileTest, UnknownKeysNameTheKeyAndTheAllowedOnes) {
   EXPECT_EQ(ErrorOf("scaling:\n  num_workers: 1\nnmae: x\n"),
-            "job.yaml:3: nmae: unknown key (allowed: name, scaling, entrypoint, failure, "
+            "job.yaml:3: nmae: unknown key (allowed: name, queue, scaling, entrypoint, failure, "
             "checkpoint_dir, labels)");
   EXPECT_EQ(ErrorOf("name: x\nscaling:\n  num_workers: 2\n  use_gpus: true\n"),
             "job.yaml:4: scaling.use_gpus: unknown key (allowed: num_workers, use_gpu, "
