@@ -109,21 +109,28 @@ std::optional<ResourceSet> PlacerCapacity::Place(const std::string& gang_id, std
   for (const Unfit& u : alike) {
     if (AsksAtLeast(g.spec, *u.spec)) {
       *reason = u.reason;
+      g.infeasible = u.infeasible;
       return std::nullopt;
     }
   }
   auto remember = [&] {
-    if (alike.size() < kUnfitPerStructure) alike.push_back({&g.spec, *reason});
+    if (alike.size() < kUnfitPerStructure) alike.push_back({&g.spec, *reason, g.infeasible});
   };
   SyncFree();
-  if (!FreeCovers(g.spec.total(), ResourceSet(), reason)) {
+  if (g.decided && !FreeCovers(g.spec.total(), ResourceSet(), reason)) {
+    *reason = absl::StrCat("waiting for resources: ", *reason);
     remember();
     return std::nullopt;
   }
   ++decisions_;
+  g.decided = true;
+  g.infeasible = false;
+  if (observer_ != nullptr) observer_->BeforeDecision();
   absl::StatusOr<PlacementDecision> d = BundlePlacer(table_, ranking()).Place(g.spec);
+  if (observer_ != nullptr && d.ok()) observer_->AfterDecision(*d);
   if (!d.ok() || d->outcome != PlacementOutcome::kPlaced) {
     *reason = d.ok() ? d->reason : std::string(d.status().message());
+    g.infeasible = d.ok() && d->outcome == PlacementOutcome::kInfeasible;
     remember();
     return std::nullopt;
   }
@@ -142,6 +149,40 @@ void PlacerCapacity::Release(const std::string& gang_id) {
   it->second.held.clear();
   AfterChange(ResourceSet(), charge);
   unfit_.clear();
+}
+
+void PlacerCapacity::NodesChanged() {
+  unfit_.clear();
+  for (auto& [id, g] : gangs_) g.decided = false;
+}
+
+void PlacerCapacity::Hold(const std::string& gang_id, BundlePlacement placement) {
+  auto it = gangs_.find(gang_id);
+  if (it == gangs_.end()) return;
+  it->second.held.push_back(std::move(placement));
+}
+
+void PlacerCapacity::ReleaseBundles(const std::string& gang_id,
+                                    const std::vector<uint32_t>& bundle_indices) {
+  auto it = gangs_.find(gang_id);
+  if (it == gangs_.end()) return;
+  std::vector<BundlePlacement>& held = it->second.held;
+  auto released = std::remove_if(held.begin(), held.end(), [&](const BundlePlacement& p) {
+    if (std::find(bundle_indices.begin(), bundle_indices.end(), p.bundle_index) ==
+        bundle_indices.end())
+      return false;
+    // A node removed after it died took its reservations with it.
+    table_->Release(p.allocation).IgnoreError();
+    return true;
+  });
+  if (released == held.end()) return;
+  held.erase(released, held.end());
+  unfit_.clear();
+}
+
+bool PlacerCapacity::Infeasible(const std::string& gang_id) const {
+  auto it = gangs_.find(gang_id);
+  return it != gangs_.end() && it->second.infeasible;
 }
 
 std::optional<std::vector<uint64_t>> PlacerCapacity::PlacesWithout(

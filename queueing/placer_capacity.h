@@ -15,8 +15,9 @@
 // decisions; the placer is a heuristic, so such a gang may be skipped once
 // where a decision of its own would have found room). A gang asking
 // more CPU, GPU or memory than the cluster has free fails without a
-// decision (the free sums follow this adapter's own changes, and are summed
-// again when anything else changed the table).
+// decision once it had one of its own since the nodes last changed, which
+// told whether it could ever fit (the free sums follow this adapter's own
+// changes, and are summed again when anything else changed the table).
 #ifndef BERTH_QUEUEING_PLACER_CAPACITY_H_
 #define BERTH_QUEUEING_PLACER_CAPACITY_H_
 
@@ -33,6 +34,15 @@ namespace berth {
 
 class PlacerCapacity : public CapacityModel {
  public:
+  // Brackets each placement decision Place makes (the head times them);
+  // called synchronously, must not call back.
+  class DecisionObserver {
+   public:
+    virtual ~DecisionObserver() = default;
+    virtual void BeforeDecision() {}
+    virtual void AfterDecision(const PlacementDecision& decision) {}
+  };
+
   // Neither is owned; both must outlive this. `scorer` may be null (the
   // placer's built-in ranking).
   PlacerCapacity(NodeResourceTable* table, PlacementScorer* scorer)
@@ -44,9 +54,19 @@ class PlacerCapacity : public CapacityModel {
   void Remove(const std::string& gang_id);
   // What the gang holds; empty when nothing.
   const std::vector<BundlePlacement>& Held(const std::string& gang_id) const;
+  // Adds to what the gang holds a bundle the caller reserved in the table
+  // itself (a restored group's, a lost bundle placed again); Release gives
+  // it back with the rest.
+  void Hold(const std::string& gang_id, BundlePlacement placement);
+  // Gives back some of the gang's bundles (those lost with a node, those of
+  // a failed commit).
+  void ReleaseBundles(const std::string& gang_id, const std::vector<uint32_t>& bundle_indices);
+  // Whether the gang's last Place found no node that could ever hold some
+  // bundle (as opposed to none free now).
+  bool Infeasible(const std::string& gang_id) const;
   // The set of nodes changed (one joined, died, left): every spec is worth
   // a try again.
-  void NodesChanged() { unfit_.clear(); }
+  void NodesChanged();
 
   std::optional<ResourceSet> Place(const std::string& gang_id, std::string* reason) override;
   void Release(const std::string& gang_id) override;
@@ -56,6 +76,11 @@ class PlacerCapacity : public CapacityModel {
   ResourceSet Capacity() const override;
   std::vector<uint64_t> PlacesOf(const std::string& gang_id) const override;
 
+  // Not owned; nullptr = none.
+  void set_observer(DecisionObserver* observer) { observer_ = observer; }
+  // What the gang's held bundles charge (as Place's answer).
+  ResourceSet Charge(const std::string& gang_id) const { return ChargeOf(Held(gang_id)); }
+
   // Placement decisions made (Place, PlacesWithout, PlacesWhenIdle), for the benches.
   int64_t decisions() const { return decisions_; }
 
@@ -64,11 +89,14 @@ class PlacerCapacity : public CapacityModel {
     PlacementGroupSpec spec;
     std::string structure;  // strategy, and each bundle's selector and resource names
     std::vector<BundlePlacement> held;
+    bool infeasible = false;  // of the last Place's decision
+    bool decided = false;     // a decision of its own since the nodes last changed
   };
   // A spec that did not fit, and why.
   struct Unfit {
     const PlacementGroupSpec* spec;
     std::string reason;
+    bool infeasible;
   };
   // Whether `spec` asks at least what `unfit` asked, bundle by bundle.
   static bool AsksAtLeast(const PlacementGroupSpec& spec, const PlacementGroupSpec& unfit);
@@ -84,6 +112,7 @@ class PlacerCapacity : public CapacityModel {
 
   NodeResourceTable* table_;
   PlacementScorer* scorer_;
+  DecisionObserver* observer_ = nullptr;
   NodeScorer* ranking() const { return scorer_ == nullptr ? nullptr : scorer_->current(); }
   std::map<std::string, Gang> gangs_;
   // By structure, specs that did not fit since the last Release (a few per

@@ -105,26 +105,41 @@ absl::Status QueueScheduler::Restore(const std::vector<GangRecord>& records) {
       return absl::FailedPreconditionError(absl::StrCat("gang ", r.request.id, " is saved twice"));
     }
   }
-  for (const GangRecord& r : records) {
-    Gang g;
-    g.request = r.request;
-    g.request.queue = QueueOf(r.request);
-    g.arrival = r.arrival;
-    g.view.waiting_since_ms = r.waiting_since_ms;
-    g.view.preemptions = r.preemptions;
-    g.view.preempted_by = r.preempted_by;
-    g.view.reason = r.preempted_by.empty() ? "waiting for its turn" : r.preempted_by;
-    Gang& placed = gangs_.emplace(r.request.id, std::move(g)).first->second;
-    if (r.state == GangState::kRunning) {
-      Admit(placed, r.charge, r.started_ms, false);
-    } else if (r.state == GangState::kPreempting) {
-      placed.view.state = GangState::kPreempting;
-      placed.view.started_ms = r.started_ms;
-      placed.view.reason = r.preempted_by;
-    }
-    next_arrival_ = std::max(next_arrival_, r.arrival + 1);
-  }
+  for (const GangRecord& r : records) Insert(r);
   return absl::OkStatus();
+}
+
+absl::Status QueueScheduler::Restore(const GangRecord& record) {
+  if (config_.FindQueue(QueueOf(record.request)) == nullptr) {
+    return absl::FailedPreconditionError(absl::StrCat("gang ", record.request.id, " names queue '",
+                                                      record.request.queue,
+                                                      "', which is not configured"));
+  }
+  if (gangs_.count(record.request.id) != 0) {
+    return absl::AlreadyExistsError(absl::StrCat("gang ", record.request.id, " is already queued"));
+  }
+  Insert(record);
+  return absl::OkStatus();
+}
+
+void QueueScheduler::Insert(const GangRecord& r) {
+  Gang g;
+  g.request = r.request;
+  g.request.queue = QueueOf(r.request);
+  g.arrival = r.arrival;
+  g.view.waiting_since_ms = r.waiting_since_ms;
+  g.view.preemptions = r.preemptions;
+  g.view.preempted_by = r.preempted_by;
+  g.view.reason = r.preempted_by.empty() ? "waiting for its turn" : r.preempted_by;
+  Gang& placed = gangs_.emplace(r.request.id, std::move(g)).first->second;
+  if (r.state == GangState::kRunning) {
+    Admit(placed, r.charge, r.started_ms, false);
+  } else if (r.state == GangState::kPreempting) {
+    placed.view.state = GangState::kPreempting;
+    placed.view.started_ms = r.started_ms;
+    placed.view.reason = r.preempted_by;
+  }
+  next_arrival_ = std::max(next_arrival_, r.arrival + 1);
 }
 
 void QueueScheduler::Finish(const std::string& id) {

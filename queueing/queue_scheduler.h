@@ -163,6 +163,10 @@ class QueueScheduler {
   // usage, the same order. A record naming a queue the config lacks is
   // FAILED_PRECONDITION, and then nothing is restored.
   absl::Status Restore(const std::vector<GangRecord>& records);
+  // Brings back one gang (a head restoring its groups one by one, in
+  // arrival order); an unknown queue is FAILED_PRECONDITION, a known id
+  // ALREADY_EXISTS.
+  absl::Status Restore(const GangRecord& record);
 
   PassResult Pass(int64_t now_ms, CapacityModel& capacity);
 
@@ -192,6 +196,7 @@ class QueueScheduler {
     std::optional<std::vector<uint64_t>> places;
   };
 
+  void Insert(const GangRecord& record);
   void Admit(Gang& g, ResourceSet charge, int64_t now_ms, bool backfilled);
   // The minimal set of running gangs whose end makes room for `g`, or none.
   // Gangs admitted in this pass or holding a reservation are not victims.

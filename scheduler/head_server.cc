@@ -56,7 +56,10 @@ absl::Status HeadServer::Restore() {
     }
   }
   absl::MutexLock lock(&state_.mu);
-  if (queue_config) state_.queues = *std::move(queue_config);
+  if (queue_config) {
+    // No group is known yet, so no queue is in use.
+    if (absl::Status s = state_.groups.Reconfigure(*std::move(queue_config)); !s.ok()) return s;
+  }
   const int64_t now = HeadNowMs();
   // Nodes come back ALIVE (or DRAINING) with a fresh liveness period, plus
   // one more for their raylets to reconnect: they keep heartbeating to the
@@ -112,7 +115,7 @@ absl::Status HeadServer::Restore() {
     });
   }
   LogInfo("restored ", nodes->size(), " node(s), ", records.size(), " placement group(s), ",
-          restored_jobs_.size(), " train job(s) and ", state_.queues.queues().size(),
+          restored_jobs_.size(), " train job(s) and ", state_.groups.queue_config().queues().size(),
           " queue(s) from ", source);
   state_.kick = true;
   return absl::OkStatus();

@@ -56,7 +56,7 @@ uint64_t HeadState::PersistNodeLocked(const std::string& node_id) {
 }
 
 uint64_t HeadState::PersistQueuesLocked() {
-  return writer_.Stage(kQueuesTable, kQueuesKey, QueueConfigToRecord(queues).SerializeAsString());
+  return writer_.Stage(kQueuesTable, kQueuesKey, QueueConfigToRecord(groups.queue_config()).SerializeAsString());
 }
 
 absl::Status HeadState::Durable(uint64_t seq) {

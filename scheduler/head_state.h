@@ -92,7 +92,6 @@ class HeadState {
   bool kick ABSL_GUARDED_BY(mu) = false;  // wake the scheduling loop
   bool stopping ABSL_GUARDED_BY(mu) = false;
   v1::AutoscalerStatus autoscaler ABSL_GUARDED_BY(mu);
-  QueueConfig queues ABSL_GUARDED_BY(mu);  // QueueService's
   std::string metrics_address ABSL_GUARDED_BY(mu);
 
   // Stage changed records for the store; returns the sequence number to

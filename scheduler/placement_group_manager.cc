@@ -160,7 +160,15 @@ absl::Status PlacementGroupManager::CheckNew(const PlacementGroupSpec& spec,
         "bundles: ", spec.bundles().size(), " bundles; at most ", config_.max_bundles_per_group,
         " per group (berth-head --max-bundles-per-group)"));
   }
-  const size_t pending = queue_.size() + infeasible_.size() + also_pending;
+  if (absl::StatusOr<const QueueSpec*> q = queues_.config().Resolve(meta.queue(), "queue");
+      !q.ok()) {
+    return q.status();
+  }
+  if (meta.time_limit_s() < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("time_limit_s: ", meta.time_limit_s(), " is negative; 0 means no limit"));
+  }
+  const size_t pending = waiting_.size() + queue_.size() + infeasible_.size() + also_pending;
   if (pending >= config_.max_pending_groups) {
     return absl::ResourceExhaustedError(
         absl::StrCat(pending,
@@ -183,7 +191,7 @@ absl::Status PlacementGroupManager::CheckNew(const PlacementGroupSpec& spec,
 std::string PlacementGroupManager::Insert(PlacementGroupSpec spec,
                                           const v1::CreatePlacementGroupRequest& meta,
                                           const std::string& new_id, int64_t now_ms) {
-  scorer_.Observe(spec);
+  capacity_.Add(new_id, spec);  // the scorer observes it there
   Group g(new_id, std::move(spec), config_.backoff());
   g.name = meta.name();
   g.job_id = meta.job_id();
@@ -191,6 +199,8 @@ std::string PlacementGroupManager::Insert(PlacementGroupSpec spec,
   g.queue = meta.queue().empty() ? std::string(kDefaultQueue) : meta.queue();
   g.fingerprint = RequestFingerprint(meta);
   g.priority = meta.priority();
+  g.preemptible = !meta.has_preemptible() || meta.preemptible();
+  g.time_limit_ms = meta.time_limit_s() * 1000;
   g.arrival = next_arrival_++;
   g.placed.resize(g.spec.bundles().size());
   g.created_ms = now_ms;
@@ -199,9 +209,34 @@ std::string PlacementGroupManager::Insert(PlacementGroupSpec spec,
   Group& inserted = groups_.emplace(new_id, std::move(g)).first->second;
   IndexRequestId(inserted);
   if (!meta.name().empty()) by_name_[meta.name()] = new_id;
-  Enqueue(inserted, now_ms);
+  // CheckNew resolved its queue, and its id is new.
+  queues_.Submit(GangOf(inserted), now_ms).IgnoreError();
+  waiting_.insert(new_id);
+  pass_due_ = true;
   changed_.insert(new_id);
   return new_id;
+}
+
+GangRequest PlacementGroupManager::GangOf(const Group& g) const {
+  GangRequest r;
+  r.id = g.id;
+  r.queue = g.queue;
+  r.priority = g.priority;
+  r.demand = g.spec.total();
+  r.preemptible = g.preemptible;
+  if (g.time_limit_ms > 0) r.time_limit_ms = g.time_limit_ms;
+  r.shape = absl::HashOf(g.spec);
+  return r;
+}
+
+absl::Status PlacementGroupManager::Reconfigure(QueueConfig config) {
+  if (absl::Status s = queues_.Reconfigure(std::move(config)); !s.ok()) return s;
+  pass_due_ = true;
+  return absl::OkStatus();
+}
+
+QueueView PlacementGroupManager::Queue(const std::string& name) const {
+  return queues_.Queue(name, capacity_.Capacity());
 }
 
 std::vector<uint32_t> PlacementGroupManager::PlacedBundles(const Group& g) const {
@@ -212,8 +247,9 @@ std::vector<uint32_t> PlacementGroupManager::PlacedBundles(const Group& g) const
   return out;
 }
 
-std::vector<CancelTask> PlacementGroupManager::CancelsFor(
-    const Group& g, const std::vector<uint32_t>& bundles) const {
+std::vector<CancelTask> PlacementGroupManager::CancelsFor(const Group& g,
+                                                         const std::vector<uint32_t>& bundles,
+                                                         absl::string_view why) const {
   std::map<NodeIndex, std::vector<uint32_t>> by_node;
   for (uint32_t b : bundles) {
     if (g.placed[b]) by_node[g.placed[b]->allocation.node].push_back(b);
@@ -222,20 +258,16 @@ std::vector<CancelTask> PlacementGroupManager::CancelsFor(
   for (auto& [node, indices] : by_node) {
     const std::string address = nodes_->Address(node);
     if (address.empty()) continue;  // a DEAD node holds nothing any more
-    // A group is removed once, so this id is unique.
+    // A group is removed once, and preempted once per count: the id is unique.
     cancels.push_back(
-        {g.id, address, std::move(indices), absl::StrCat(g.id, "/remove/", table_->node(node).id)});
+        {g.id, address, std::move(indices), absl::StrCat(g.id, "/", why, "/", table_->node(node).id)});
   }
   return cancels;
 }
 
 void PlacementGroupManager::ReleaseBundles(Group& g, const std::vector<uint32_t>& bundles) {
-  for (uint32_t b : bundles) {
-    if (!g.placed[b]) continue;
-    // A node removed after it died took its reservations with it.
-    table_->Release(g.placed[b]->allocation).IgnoreError();
-    g.placed[b].reset();
-  }
+  capacity_.ReleaseBundles(g.id, bundles);
+  for (uint32_t b : bundles) g.placed[b].reset();
 }
 
 void PlacementGroupManager::Forget(const std::string& id) {
@@ -256,6 +288,9 @@ absl::StatusOr<std::vector<CancelTask>> PlacementGroupManager::Remove(const std:
   if (g.state == v1::PLACEMENT_GROUP_STATE_REMOVED) return std::vector<CancelTask>{};
   changed_.insert(id);
   Dequeue(g);
+  waiting_.erase(id);
+  queues_.Finish(id);
+  pass_due_ = true;
   if (!g.name.empty()) by_name_.erase(g.name);
   g.state = v1::PLACEMENT_GROUP_STATE_REMOVED;
   g.reason = "removed";
@@ -264,7 +299,8 @@ absl::StatusOr<std::vector<CancelTask>> PlacementGroupManager::Remove(const std:
   if (!g.in_flight) {
     const std::vector<uint32_t> placed = PlacedBundles(g);
     cancels = CancelsFor(g, placed);
-    ReleaseBundles(g, placed);
+    capacity_.Remove(id);  // releases what it holds
+    for (uint32_t b : placed) g.placed[b].reset();
     // Freed resources may let waiting groups in now: the next Schedule
     // tries them all (once, however many groups a batch removed).
     freed_ = true;
@@ -279,22 +315,15 @@ absl::StatusOr<std::vector<CancelTask>> PlacementGroupManager::Remove(const std:
 
 std::vector<CommitTask> PlacementGroupManager::Schedule(int64_t now_ms) {
   std::vector<CommitTask> tasks;
+  PlaceAdmitted(now_ms, &tasks);
+  if (in_flight_ < config_.max_in_flight && (pass_due_ || now_ms >= next_pass_ms_))
+    RunPass(now_ms, &tasks);
+  return tasks;
+}
+
+void PlacementGroupManager::PlaceAdmitted(int64_t now_ms, std::vector<CommitTask>* tasks) {
   BundlePlacer placer(table_, scorer_.current());
   const bool freed = std::exchange(freed_, false);
-  // Within one pass free capacity only shrinks (placing reserves, nothing is
-  // released), so a group that did not fit stays unfit for the rest of the
-  // pass: a later group asking for the same, with nothing kept, gets its
-  // answer without a decision. Thousands of identical pending groups then
-  // cost one decision per pass, not one each.
-  struct SpecHash {
-    size_t operator()(const PlacementGroupSpec* s) const { return absl::HashOf(*s); }
-  };
-  struct SpecEq {
-    bool operator()(const PlacementGroupSpec* a, const PlacementGroupSpec* b) const {
-      return *a == *b;
-    }
-  };
-  absl::flat_hash_map<const PlacementGroupSpec*, PlacementDecision, SpecHash, SpecEq> unfit;
   for (auto it = queue_.begin(); it != queue_.end() && in_flight_ < config_.max_in_flight;) {
     Group& g = groups_.at(it->second);
     if (!freed && g.next_try_ms > now_ms) {
@@ -306,17 +335,9 @@ std::vector<CommitTask> PlacementGroupManager::Schedule(int64_t now_ms) {
       if (p) kept.push_back(*p);
     }
     ++g.attempts;
-    auto known = kept.empty() ? unfit.find(&g.spec) : unfit.end();
-    absl::StatusOr<PlacementDecision> d;
-    if (known != unfit.end()) {
-      d = known->second;
-    } else {
-      if (observer_) observer_->BeforeDecision();
-      d = placer.Place(g.spec, kept);
-      if (observer_ && d.ok()) observer_->AfterDecision(*d);
-      if (d.ok() && kept.empty() && d->outcome != PlacementOutcome::kPlaced)
-        unfit.emplace(&g.spec, *d);
-    }
+    if (observer_) observer_->BeforeDecision();
+    absl::StatusOr<PlacementDecision> d = placer.Place(g.spec, kept);
+    if (observer_ && d.ok()) observer_->AfterDecision(*d);
     if (!d.ok()) {  // cannot happen for a validated group; keep it waiting
       g.reason = std::string(d.status().message());
       g.next_try_ms = now_ms + config_.max_backoff_ms;
@@ -339,33 +360,128 @@ std::vector<CommitTask> PlacementGroupManager::Schedule(int64_t now_ms) {
     }
     // Placed: reserved in the table; hand the commit to the caller.
     it = queue_.erase(it);
-    g.in_flight = true;
-    ++in_flight_;
-    ++g.attempt;
-    g.committing.clear();
-    g.reason = "reserving bundles on the raylets (two-phase commit)";
-    CommitTask task{g.id, g.attempt, {}};
-    std::map<NodeIndex, size_t> node_slot;
-    for (BundlePlacement& p : d->placements) {
-      const NodeIndex node = p.allocation.node;
-      auto [slot, fresh] = node_slot.try_emplace(node, task.nodes.size());
-      if (fresh) task.nodes.push_back({table_->node(node).id, nodes_->Address(node), {}});
-      task.nodes[slot->second].bundles.push_back(
-          {p.bundle_index, p.allocation.resources, p.allocation.gpus});
-      g.committing.push_back(p.bundle_index);
-      g.placed[p.bundle_index] = std::move(p);
-    }
-    tasks.push_back(std::move(task));
+    for (const BundlePlacement& p : d->placements) capacity_.Hold(g.id, p);
+    tasks->push_back(StartCommit(g, std::move(d->placements)));
   }
   // Stopped at max_in_flight: the groups not reached keep their turn.
   freed_ = freed && in_flight_ >= config_.max_in_flight;
-  return tasks;
+}
+
+CommitTask PlacementGroupManager::StartCommit(Group& g, std::vector<BundlePlacement> placements) {
+  g.in_flight = true;
+  ++in_flight_;
+  ++g.attempt;
+  g.committing.clear();
+  g.reason = "reserving bundles on the raylets (two-phase commit)";
+  CommitTask task{g.id, g.attempt, {}};
+  std::map<NodeIndex, size_t> node_slot;
+  for (BundlePlacement& p : placements) {
+    const NodeIndex node = p.allocation.node;
+    auto [slot, fresh] = node_slot.try_emplace(node, task.nodes.size());
+    if (fresh) task.nodes.push_back({table_->node(node).id, nodes_->Address(node), {}});
+    task.nodes[slot->second].bundles.push_back(
+        {p.bundle_index, p.allocation.resources, p.allocation.gpus});
+    g.committing.push_back(p.bundle_index);
+    g.placed[p.bundle_index] = std::move(p);
+  }
+  return task;
+}
+
+void PlacementGroupManager::RunPass(int64_t now_ms, std::vector<CommitTask>* tasks) {
+  PassResult result = queues_.Pass(now_ms, capacity_);
+  pass_due_ = false;
+  next_pass_ms_ = now_ms + config_.max_backoff_ms;
+  for (const std::string& id : result.admitted) {
+    Group& g = groups_.at(id);
+    waiting_.erase(id);
+    g.admitted = true;
+    g.infeasible = false;
+    tasks->push_back(StartCommit(g, capacity_.Held(id)));
+  }
+  for (const Preemption& p : result.preempted) StartPreemption(p, now_ms);
+  waiting_feasible_ = 0;
+  for (const std::string& id : waiting_) {
+    Group& g = groups_.at(id);
+    ++g.attempts;
+    if (const GangView* view = queues_.Find(id)) g.reason = view->reason;
+    g.infeasible = capacity_.Infeasible(id);
+    if (!g.infeasible) ++waiting_feasible_;
+  }
+}
+
+void PlacementGroupManager::StartPreemption(const Preemption& p, int64_t now_ms) {
+  auto it = groups_.find(p.victim);
+  if (it == groups_.end()) return;
+  Group& v = it->second;
+  auto by = groups_.find(p.by);
+  const std::string who =
+      by != groups_.end() && !by->second.job_id.empty()
+          ? absl::StrCat("job ", by->second.job_id)
+          : absl::StrCat("placement group ", p.by);
+  v.preempted_by =
+      absl::StrCat("preempted by ", who, " of queue ",
+                   by != groups_.end() ? by->second.queue : std::string(kDefaultQueue), " (",
+                   PreemptionRuleName(p.rule), ")");
+  v.preempting = true;
+  ++v.preemptions;
+  v.reason = absl::StrCat(v.preempted_by, "; stopping what runs in its bundles");
+  changed_.insert(v.id);
+  Dequeue(v);  // it no longer places lost bundles
+  if (!v.job_id.empty()) {
+    preemption_work_.job_groups.push_back(v.id);
+  } else if (!v.in_flight) {
+    std::vector<CancelTask> cancels = FinishPreemption(v, now_ms);
+    preemption_work_.cancels.insert(preemption_work_.cancels.end(), cancels.begin(),
+                                    cancels.end());
+  }
+}
+
+std::vector<CancelTask> PlacementGroupManager::FinishPreemption(Group& g, int64_t now_ms) {
+  const std::vector<uint32_t> placed = PlacedBundles(g);
+  std::vector<CancelTask> cancels = CancelsFor(g, placed, absl::StrCat("preempt-", g.preemptions));
+  ReleaseBundles(g, placed);
+  Dequeue(g);
+  g.preempting = false;
+  g.admitted = false;
+  g.infeasible = false;
+  g.state = v1::PLACEMENT_GROUP_STATE_PENDING;
+  g.waiting_since_ms = now_ms;
+  g.reason = absl::StrCat(g.preempted_by, "; waiting to be admitted again");
+  g.backoff.Reset();
+  waiting_.insert(g.id);
+  queues_.Preempted(g.id, now_ms);
+  pass_due_ = true;
+  changed_.insert(g.id);
+  return cancels;
+}
+
+PreemptionWork PlacementGroupManager::TakePreemptions() { return std::exchange(preemption_work_, {}); }
+
+absl::StatusOr<std::vector<CancelTask>> PlacementGroupManager::ReleasePreempted(
+    const std::string& id, int64_t now_ms) {
+  auto it = groups_.find(id);
+  if (it == groups_.end()) {
+    return absl::NotFoundError(absl::StrCat("placement_group_id: no placement group '", id, "'"));
+  }
+  Group& g = it->second;
+  if (!g.preempting) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("placement_group_id: ", id, " is not being preempted"));
+  }
+  if (g.in_flight) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "placement_group_id: ", id, " is in two-phase commit; ask again when it ends"));
+  }
+  return FinishPreemption(g, now_ms);
 }
 
 std::optional<int64_t> PlacementGroupManager::NextDue() const {
   std::optional<int64_t> due;
   if (in_flight_ >= config_.max_in_flight) return due;
   if (freed_ && !queue_.empty()) return 0;
+  // Infeasible groups wait for a change (which makes a pass due).
+  if (!waiting_.empty() && (pass_due_ || waiting_feasible_ > 0))
+    due = pass_due_ ? 0 : next_pass_ms_;
   for (const auto& [key, id] : queue_) {
     const int64_t t = groups_.at(id).next_try_ms;
     if (!due || t < *due) due = t;
@@ -402,8 +518,17 @@ std::vector<CancelTask> PlacementGroupManager::OnCommitDone(const std::string& i
       if (!cancelled) to_cancel.push_back(b);
     }
     std::vector<CancelTask> cancels = CancelsFor(g, to_cancel);
-    ReleaseBundles(g, PlacedBundles(g));
+    capacity_.Remove(id);  // releases what it holds
+    for (uint32_t b : PlacedBundles(g)) g.placed[b].reset();
     return cancels;
+  }
+  // A victim chosen during its commit: one created directly lets go now;
+  // a job's group waits for its job (ReleasePreempted).
+  if (g.preempting) {
+    if (!result.ok()) ReleaseBundles(g, committing);
+    if (g.job_id.empty()) return FinishPreemption(g, now_ms);
+    if (g.state == v1::PLACEMENT_GROUP_STATE_PREPARED) g.state = v1::PLACEMENT_GROUP_STATE_PENDING;
+    return {};
   }
   // Bundles on nodes that died during the commit are lost, the ones kept
   // from before as well as the ones committing: OnNodeDead skipped the group
@@ -429,6 +554,7 @@ std::vector<CancelTask> PlacementGroupManager::OnCommitDone(const std::string& i
   if (lost.empty() && PlacedBundles(g).size() == g.placed.size()) {
     g.state = v1::PLACEMENT_GROUP_STATE_CREATED;
     g.reason.clear();
+    g.preempted_by.clear();
     g.placed_ms = now_ms;
     if (observer_) observer_->OnCreated(now_ms - g.waiting_since_ms);
   } else {
@@ -443,6 +569,8 @@ std::vector<CancelTask> PlacementGroupManager::OnCommitDone(const std::string& i
 void PlacementGroupManager::OnNodesChanged(int64_t now_ms) {
   for (const std::string& id : infeasible_) Enqueue(groups_.at(id), now_ms);
   infeasible_.clear();
+  capacity_.NodesChanged();
+  pass_due_ = true;
 }
 
 void PlacementGroupManager::OnNodeDead(const std::string& node_id, int64_t now_ms) {
@@ -460,8 +588,9 @@ void PlacementGroupManager::OnNodeDead(const std::string& node_id, int64_t now_m
     ReleaseBundles(g, lost);
     g.state = v1::PLACEMENT_GROUP_STATE_RESCHEDULING;
     g.waiting_since_ms = now_ms;
-    g.reason = absl::StrCat(lost.size(), " bundle(s) lost with node ", node_id, "; rescheduling");
     g.backoff.Reset();
+    if (g.preempting) continue;  // its job lets go of the rest
+    g.reason = absl::StrCat(lost.size(), " bundle(s) lost with node ", node_id, "; rescheduling");
     Enqueue(g, now_ms);
   }
 }
@@ -480,13 +609,19 @@ void PlacementGroupManager::ToProto(const Group& g, v1::PlacementGroupInfo* info
     GpuSharesToProto(g.placed[b]->allocation.gpus, loc->mutable_gpus());
   }
   info->set_infeasible(g.infeasible);
-  info->set_pending_reason(g.state == v1::PLACEMENT_GROUP_STATE_CREATED ? "" : g.reason);
+  info->set_pending_reason(
+      g.state == v1::PLACEMENT_GROUP_STATE_CREATED && !g.preempting ? "" : g.reason);
   info->set_created_unix_ms(g.created_ms);
   info->set_placed_unix_ms(g.placed_ms);
   info->set_scheduling_attempts(g.attempts);
   info->set_job_id(g.job_id);
   info->set_priority(g.priority);
   info->set_queue(g.queue);
+  info->set_preempted_by(g.preempted_by);
+  info->set_preempting(g.preempting);
+  info->set_preemptible(g.preemptible);
+  info->set_time_limit_s(g.time_limit_ms / 1000);
+  info->set_preemptions(g.preemptions);
 }
 
 absl::Status PlacementGroupManager::Get(const v1::GetPlacementGroupRequest& request,

@@ -6,11 +6,20 @@
 // Life cycle, as in Ray: PENDING -> (placed, reserved in the head's table)
 // -> PREPARED -> CREATED; RESCHEDULING when bundles are lost with a node;
 // REMOVED. Unlike Ray several groups may be in flight at once: the table
-// reserves at decision time, so no GPU is promised twice. The queue orders
-// RESCHEDULING groups first, then by priority (higher first), then by
-// arrival; a group that does not fit now waits with backoff (100 ms x1.5,
-// capped at 1 s) without blocking the groups behind it; an infeasible group
-// waits until the set of nodes changes.
+// reserves at decision time, so no GPU is promised twice.
+//
+// Admission goes through the QueueScheduler (queueing/queue_scheduler.h):
+// every group is a gang of its queue, admitted whole against the queue's
+// quota and the cluster (PlacerCapacity over the head's table), in priority,
+// arrival and fair-share order, with reservations, backfill and preemption.
+// A pass runs when something changed (a group came or went, nodes changed,
+// a preempted group let go) and at least every max_backoff_ms. An admitted
+// group that loses bundles, or whose commit fails, keeps its quota and
+// places what it lacks first, with backoff (100 ms x1.5, capped at 1 s).
+//
+// Preemption: a victim is marked preempting (its bundles still held). One
+// created directly is released at once and waits PENDING again; a train
+// job's group waits for its job to stop its processes (ReleasePreempted).
 #ifndef BERTH_SCHEDULER_PLACEMENT_GROUP_MANAGER_H_
 #define BERTH_SCHEDULER_PLACEMENT_GROUP_MANAGER_H_
 
@@ -30,6 +39,8 @@
 #include "common/backoff.h"
 #include "placement/bundle_placer.h"
 #include "placement/placement_scorer.h"
+#include "queueing/placer_capacity.h"
+#include "queueing/queue_scheduler.h"
 #include "scheduler/node_manager.h"
 
 namespace berth {
@@ -56,6 +67,7 @@ struct SchedulerConfig {
   // learns the GPU task distribution from the groups created (placement_scorer.h).
   ScorerKind placement_scorer = ScorerKind::kFragmentation;
   PlacementScorerOptions scorer_options;
+  QueueSchedulerOptions queueing;
 };
 
 // One bundle to reserve on one raylet.
@@ -90,15 +102,20 @@ struct CancelTask {
 
 // Hooks for the adapter's instruments (metrics). Called synchronously under
 // the caller's lock; implementations must be quick and must not call back.
-class PlacementObserver {
+// BeforeDecision/AfterDecision bracket one core placement decision, so the
+// adapter can time it.
+class PlacementObserver : public PlacerCapacity::DecisionObserver {
  public:
-  virtual ~PlacementObserver() = default;
-  // Bracket one core placement decision, so the adapter can time it.
-  virtual void BeforeDecision() {}
-  virtual void AfterDecision(const PlacementDecision& decision) {}
   // A group became CREATED `latency_ms` after it was created, or after it
   // lost bundles and went RESCHEDULING.
   virtual void OnCreated(int64_t latency_ms) {}
+};
+
+// What a pass's preemptions ask of the caller.
+struct PreemptionWork {
+  std::vector<CancelTask> cancels;  // of groups created directly, released at once
+  // Train jobs' groups being preempted: their jobs stop, then ReleasePreempted.
+  std::vector<std::string> job_groups;
 };
 
 class PlacementGroupManager {
@@ -107,10 +124,25 @@ class PlacementGroupManager {
       : table_(table),
         nodes_(nodes),
         config_(config),
-        scorer_(config.placement_scorer, config.scorer_options) {}
+        scorer_(config.placement_scorer, config.scorer_options),
+        capacity_(table, &scorer_),
+        queues_(QueueConfig(), config.queueing) {}
+  PlacementGroupManager(const PlacementGroupManager&) = delete;
+  PlacementGroupManager& operator=(const PlacementGroupManager&) = delete;
 
   // Not owned; must outlive the manager. nullptr = no observer.
-  void set_observer(PlacementObserver* observer) { observer_ = observer; }
+  void set_observer(PlacementObserver* observer) {
+    observer_ = observer;
+    capacity_.set_observer(observer);
+  }
+
+  // The queues groups are admitted through (QueueService's configuration).
+  const QueueConfig& queue_config() const { return queues_.config(); }
+  // Replaces it; a queue that a live group names may not be deleted
+  // (FAILED_PRECONDITION naming it), and then nothing changes.
+  absl::Status Reconfigure(QueueConfig config);
+  // A queue's usage, borrowing, fair share and gangs.
+  QueueView Queue(const std::string& name) const;
 
   // Validates and queues a group under `new_id`. Idempotent by request_id:
   // a retry returns the first call's id; the same request_id with other
@@ -162,6 +194,13 @@ class PlacementGroupManager {
   void OnNodesChanged(int64_t now_ms);
   // A node died: its bundles are lost and their groups go RESCHEDULING.
   void OnNodeDead(const std::string& node_id, int64_t now_ms);
+  // What the last Schedule calls' preemptions ask of the caller.
+  PreemptionWork TakePreemptions();
+  // A preempted job's processes have stopped: its group lets go of its
+  // bundles (returned, to release on the raylets) and waits PENDING, in
+  // its old place in line. FAILED_PRECONDITION if it is not being
+  // preempted or is in two-phase commit (ask again when that ends).
+  absl::StatusOr<std::vector<CancelTask>> ReleasePreempted(const std::string& id, int64_t now_ms);
 
   void ClusterStatus(v1::GetClusterStatusResponse* response) const;
 
@@ -202,6 +241,12 @@ class PlacementGroupManager {
     std::string fingerprint;  // of the create request, to detect reused request ids
     PlacementGroupSpec spec;
     int32_t priority = 0;
+    bool preemptible = true;
+    int64_t time_limit_ms = 0;  // 0: none
+    bool admitted = false;      // by the queue scheduler: it holds its quota
+    bool preempting = false;    // chosen as a victim; its bundles are still held
+    std::string preempted_by;   // why it was last preempted, until placed again
+    uint32_t preemptions = 0;
     uint64_t arrival = 0;
     v1::PlacementGroupState state = v1::PLACEMENT_GROUP_STATE_PENDING;
     std::vector<std::optional<BundlePlacement>> placed;  // by bundle index
@@ -226,7 +271,20 @@ class PlacementGroupManager {
   void IndexRequestId(const Group& g);
   // Releases the table reservations of `bundles` and forgets them.
   void ReleaseBundles(Group& g, const std::vector<uint32_t>& bundles);
-  std::vector<CancelTask> CancelsFor(const Group& g, const std::vector<uint32_t>& bundles) const;
+  // `why` makes the raylets' dedupe key unique ("remove", "preempt-3").
+  std::vector<CancelTask> CancelsFor(const Group& g, const std::vector<uint32_t>& bundles,
+                                     absl::string_view why = "remove") const;
+  // The queue scheduler's gang for a group.
+  GangRequest GangOf(const Group& g) const;
+  // Hands an admitted or re-placed group's new placements to two-phase commit.
+  CommitTask StartCommit(Group& g, std::vector<BundlePlacement> placements);
+  // Places what admitted groups lack (lost bundles, failed commits).
+  void PlaceAdmitted(int64_t now_ms, std::vector<CommitTask>* tasks);
+  // Runs a queue scheduler pass and carries out its decisions.
+  void RunPass(int64_t now_ms, std::vector<CommitTask>* tasks);
+  void StartPreemption(const Preemption& p, int64_t now_ms);
+  // A preempted group lets go of its bundles and waits again.
+  std::vector<CancelTask> FinishPreemption(Group& g, int64_t now_ms);
   std::vector<uint32_t> PlacedBundles(const Group& g) const;
   void ToProto(const Group& g, v1::PlacementGroupInfo* info) const;
   void Forget(const std::string& id);
@@ -234,13 +292,20 @@ class PlacementGroupManager {
   NodeResourceTable* table_;
   const NodeManager* nodes_;
   SchedulerConfig config_;
-  PlacementScorer scorer_;  // observes every group created or restored
+  PlacementScorer scorer_;   // observes every group created or restored (through capacity_)
+  PlacerCapacity capacity_;  // holds every group's table reservations
+  QueueScheduler queues_;
   std::map<std::string, Group> groups_;
   // Keys view Group::request_id (groups_ is node-based: stable addresses).
   absl::flat_hash_map<absl::string_view, std::string> by_request_id_;
   absl::flat_hash_map<std::string, std::string> by_name_;  // live groups only
-  std::map<QueueKey, std::string> queue_;                  // waiting to be placed
-  std::set<std::string> infeasible_;                       // waiting for a node change
+  std::map<QueueKey, std::string> queue_;  // admitted groups waiting for bundles
+  std::set<std::string> infeasible_;       // of those, the ones waiting for a node change
+  std::set<std::string> waiting_;          // groups the queue scheduler has not admitted
+  bool pass_due_ = true;                   // something changed since the last pass
+  size_t waiting_feasible_ = 0;            // of waiting_, those not infeasible at the last pass
+  int64_t next_pass_ms_ = 0;
+  PreemptionWork preemption_work_;
   std::deque<std::string> removed_order_;
   uint64_t next_arrival_ = 0;
   size_t in_flight_ = 0;

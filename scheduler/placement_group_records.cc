@@ -47,6 +47,11 @@ std::optional<v1::PlacementGroupRecord> PlacementGroupManager::Export(const std:
   r.set_created_unix_ms(g.created_ms);
   r.set_placed_unix_ms(g.placed_ms);
   r.set_arrival(g.arrival);
+  r.set_non_preemptible(!g.preemptible);
+  r.set_time_limit_s(g.time_limit_ms / 1000);
+  r.set_preempted_by(g.preempted_by);
+  r.set_preempting(g.preempting);
+  r.set_preemptions(g.preemptions);
   return r;
 }
 
@@ -56,28 +61,39 @@ absl::Status PlacementGroupManager::Restore(const v1::PlacementGroupRecord& r, i
     return absl::InvalidArgumentError(
         absl::StrCat("placement group record '", id, "': missing or duplicate id"));
   }
+  const std::string queue = r.queue().empty() ? std::string(kDefaultQueue) : r.queue();
+  if (queues_.config().FindQueue(queue) == nullptr) {
+    return absl::FailedPreconditionError(absl::StrCat("placement group record '", id,
+                                                      "': queue '", queue, "' is not configured"));
+  }
   absl::StatusOr<PlacementGroupSpec> spec =
       PlacementGroupSpecFromProto(r.bundles(), r.strategy(), true);
   if (!spec.ok()) return spec.status();
-  scorer_.Observe(*spec);
   Group g(id, *std::move(spec), config_.backoff());
   g.name = r.name();
   g.job_id = r.job_id();
   g.request_id = r.request_id();
   g.fingerprint = r.fingerprint();
   g.priority = r.priority();
-  g.queue = r.queue().empty() ? std::string(kDefaultQueue) : r.queue();
+  g.queue = queue;
+  g.preemptible = !r.non_preemptible();
+  g.time_limit_ms = r.time_limit_s() * 1000;
+  g.preempted_by = r.preempted_by();
+  g.preempting = r.preempting();
+  g.preemptions = r.preemptions();
   g.arrival = r.arrival();
   g.created_ms = r.created_unix_ms();
   g.placed_ms = r.placed_unix_ms();
   g.waiting_since_ms = now_ms;
   g.placed.resize(g.spec.bundles().size());
+  capacity_.Add(id, g.spec);  // the scorer observes it there
   size_t lost = 0;
   for (const v1::BundleRecord& placed : r.placed()) {
     std::optional<NodeIndex> node = table_->FindNode(placed.node_id());
     absl::StatusOr<ResourceSet> resources = ResourceSetFromProto(placed.resources(), "resources");
     absl::StatusOr<std::vector<GpuShare>> gpus = GpuSharesFromProto(placed.gpus(), "gpus");
     if (placed.bundle_index() >= g.placed.size() || !resources.ok() || !gpus.ok()) {
+      capacity_.Remove(id);  // gives back what it reserved so far
       return absl::InvalidArgumentError(
           absl::StrCat("placement group record '", id, "': bad bundle record"));
     }
@@ -88,6 +104,7 @@ absl::Status PlacementGroupManager::Restore(const v1::PlacementGroupRecord& r, i
       continue;
     }
     g.placed[placed.bundle_index()] = BundlePlacement{placed.bundle_index(), std::move(allocation)};
+    capacity_.Hold(id, *g.placed[placed.bundle_index()]);
   }
   const bool complete = PlacedBundles(g).size() == g.placed.size();
   if (complete && r.state() == v1::PLACEMENT_GROUP_STATE_CREATED) {
@@ -101,11 +118,40 @@ absl::Status PlacementGroupManager::Restore(const v1::PlacementGroupRecord& r, i
     g.state = v1::PLACEMENT_GROUP_STATE_PENDING;
     g.reason = "waiting to be scheduled (head restarted)";
   }
+  // Its place in the queue scheduler: admitted once it was placed (it holds
+  // its quota while it places what it lost), or being preempted.
+  QueueScheduler::GangRecord gang;
+  gang.request = GangOf(g);
+  gang.arrival = g.arrival;
+  gang.waiting_since_ms = now_ms;
+  gang.started_ms = g.placed_ms;
+  gang.preemptions = g.preemptions;
+  gang.preempted_by = g.preempted_by;
+  if (g.preempting) {
+    gang.state = GangState::kPreempting;
+  } else if (g.state != v1::PLACEMENT_GROUP_STATE_PENDING) {
+    gang.state = GangState::kRunning;
+    gang.charge = complete ? capacity_.Charge(id) : g.spec.total();
+    g.admitted = true;
+  }
+  queues_.Restore(gang).IgnoreError();  // its queue is known, its id new
   next_arrival_ = std::max(next_arrival_, g.arrival + 1);
   auto [it, inserted] = groups_.emplace(id, std::move(g));
-  IndexRequestId(it->second);
-  if (!it->second.name.empty()) by_name_[it->second.name] = id;
-  if (it->second.state != v1::PLACEMENT_GROUP_STATE_CREATED) Enqueue(it->second, now_ms);
+  Group& restored = it->second;
+  IndexRequestId(restored);
+  if (!restored.name.empty()) by_name_[restored.name] = id;
+  if (!restored.admitted && !restored.preempting) {
+    waiting_.insert(id);
+  } else if (restored.state != v1::PLACEMENT_GROUP_STATE_CREATED && !restored.preempting) {
+    Enqueue(restored, now_ms);
+  }
+  // One created directly lets go now; a job's group, once its job stopped.
+  if (restored.preempting && restored.job_id.empty()) {
+    std::vector<CancelTask> cancels = FinishPreemption(restored, now_ms);
+    preemption_work_.cancels.insert(preemption_work_.cancels.end(), cancels.begin(),
+                                    cancels.end());
+  }
+  pass_due_ = true;
   if (lost > 0) changed_.insert(id);
   return absl::OkStatus();
 }

@@ -42,10 +42,6 @@ grpc::Status PlacementGroupServiceImpl::CreatePlacementGroup(
   uint64_t seq = 0;
   {
     absl::MutexLock lock(&state_->mu);
-    if (absl::StatusOr<const QueueSpec*> q = state_->queues.Resolve(request->queue(), "queue");
-        !q.ok()) {
-      return ToGrpcStatus(q.status());
-    }
     absl::StatusOr<std::string> id =
         state_->groups.Create(*request, HeadState::NewPlacementGroupId(), HeadNowMs());
     if (!id.ok()) return ToGrpcStatus(id.status());
@@ -150,11 +146,6 @@ grpc::Status PlacementGroupServiceImpl::CreatePlacementGroups(
   uint64_t seq = 0;
   {
     absl::MutexLock lock(&state_->mu);
-    for (int i = 0; i < request->requests_size(); ++i) {
-      absl::StatusOr<const QueueSpec*> q = state_->queues.Resolve(
-          request->requests(i).queue(), absl::StrCat("requests[", i, "].queue"));
-      if (!q.ok()) return ToGrpcStatus(q.status());
-    }
     absl::StatusOr<std::vector<std::string>> ids =
         state_->groups.CreateBatch(request->requests(), new_ids, HeadNowMs());
     if (!ids.ok()) return ToGrpcStatus(ids.status());

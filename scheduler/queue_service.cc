@@ -25,9 +25,12 @@ grpc::Status QueueServiceImpl::Change(
   uint64_t seq = 0;
   {
     absl::MutexLock lock(&state_->mu);
-    absl::StatusOr<QueueConfig> next = change(state_->queues);
+    absl::StatusOr<QueueConfig> next = change(state_->groups.queue_config());
     if (!next.ok()) return ToGrpcStatus(next.status());
-    state_->queues = *std::move(next);
+    // Refused (and nothing changed) when it deletes a queue still named.
+    if (absl::Status s = state_->groups.Reconfigure(*std::move(next)); !s.ok())
+      return ToGrpcStatus(s);
+    state_->kick = true;
     seq = state_->PersistQueuesLocked();
   }
   return ToGrpcStatus(state_->Durable(seq));
@@ -73,7 +76,7 @@ grpc::Status QueueServiceImpl::DeleteQueue(grpc::ServerContext*,
 grpc::Status QueueServiceImpl::GetQueue(grpc::ServerContext*, const v1::GetQueueRequest* request,
                                         v1::GetQueueResponse* response) {
   absl::MutexLock lock(&state_->mu);
-  const QueueSpec* queue = state_->queues.FindQueue(request->name());
+  const QueueSpec* queue = state_->groups.queue_config().FindQueue(request->name());
   if (queue == nullptr) {
     return ToGrpcStatus(
         absl::NotFoundError(absl::StrCat("name: no queue '", request->name(), "'")));
@@ -85,10 +88,10 @@ grpc::Status QueueServiceImpl::GetQueue(grpc::ServerContext*, const v1::GetQueue
 grpc::Status QueueServiceImpl::ListQueues(grpc::ServerContext*, const v1::ListQueuesRequest*,
                                           v1::ListQueuesResponse* response) {
   absl::MutexLock lock(&state_->mu);
-  for (const auto& [name, queue] : state_->queues.queues()) {
+  for (const auto& [name, queue] : state_->groups.queue_config().queues()) {
     QueueToProto(queue, response->add_queues());
   }
-  for (const std::string& cohort : state_->queues.cohorts()) response->add_cohorts(cohort);
+  for (const std::string& cohort : state_->groups.queue_config().cohorts()) response->add_cohorts(cohort);
   return grpc::Status::OK;
 }
 

@@ -136,6 +136,7 @@ void Scheduler::SchedulingLoop() {
   int64_t next_liveness = 0;
   while (true) {
     std::vector<CommitTask> tasks;
+    PreemptionWork preempted;
     std::vector<std::string> dead_nodes;
     absl::Time wake;
     uint64_t seq = 0;
@@ -155,6 +156,9 @@ void Scheduler::SchedulingLoop() {
         next_liveness = now + liveness_every;
       }
       tasks = state_->groups.Schedule(now);
+      preempted = state_->groups.TakePreemptions();
+      if (!preempted.cancels.empty() || !preempted.job_groups.empty())
+        seq = state_->PersistLocked();
       int64_t wake_ms = next_liveness;
       if (std::optional<int64_t> due = state_->groups.NextDue())
         wake_ms = std::min(wake_ms, std::max(*due, now + 1));
@@ -167,6 +171,10 @@ void Scheduler::SchedulingLoop() {
       if (TrainJobController* jobs = state_->jobs()) jobs->OnNodeDead(dead);
     }
     for (CommitTask& task : tasks) StartCommit(std::move(task));
+    SubmitCancels(std::move(preempted.cancels));
+    if (TrainJobController* jobs = state_->jobs()) {
+      for (const std::string& id : preempted.job_groups) jobs->OnGroupChanged(id);
+    }
     absl::MutexLock lock(&state_->mu);
     state_->mu.AwaitWithDeadline(absl::Condition(
                                      +[](HeadState* s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(s->mu) {
@@ -213,6 +221,21 @@ void Scheduler::RemoveGroup(const std::string& id) {
   }
   state_->Durable(seq).IgnoreError();  // logged; the writer retries it with the next batch
   if (cancels.ok()) SubmitCancels(*std::move(cancels));
+}
+
+absl::Status Scheduler::ReleasePreempted(const std::string& id) {
+  absl::StatusOr<std::vector<CancelTask>> cancels;
+  uint64_t seq = 0;
+  {
+    absl::MutexLock lock(&state_->mu);
+    cancels = state_->groups.ReleasePreempted(id, HeadNowMs());
+    if (!cancels.ok()) return cancels.status();
+    state_->kick = true;
+    seq = state_->PersistLocked();
+  }
+  state_->Durable(seq).IgnoreError();  // logged; the writer retries it with the next batch
+  SubmitCancels(*std::move(cancels));
+  return absl::OkStatus();
 }
 
 std::string Scheduler::RayletAddress(const std::string& node_id) {

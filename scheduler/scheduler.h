@@ -48,6 +48,7 @@ class Scheduler final : public PlacementGroupHost {
                                           const v1::CreatePlacementGroupRequest& meta) override;
   absl::StatusOr<v1::PlacementGroupInfo> GetGroup(const std::string& id) override;
   void RemoveGroup(const std::string& id) override;
+  absl::Status ReleasePreempted(const std::string& id) override;
   std::string RayletAddress(const std::string& node_id) override;
 
  private:

@@ -29,7 +29,7 @@ grpc::Status TrainJobServiceImpl::SubmitTrainJob(grpc::ServerContext* context,
   {
     absl::MutexLock lock(&state_->mu);
     absl::StatusOr<const QueueSpec*> q =
-        state_->queues.Resolve(request->spec().queue(), "spec.queue");
+        state_->groups.queue_config().Resolve(request->spec().queue(), "spec.queue");
     if (!q.ok()) return ToGrpcStatus(q.status());
   }
   absl::StatusOr<std::string> id = jobs->Submit(*request);

@@ -66,7 +66,8 @@ JobReconciler::JobReconciler(v1::TrainJobInfo info, PlacementGroupSpec spec, Job
       options_(std::move(options)),
       phase_(phase),
       placement_wait_(kPlacementWait),
-      launch_retry_(kLaunchRetry) {}
+      launch_retry_(kLaunchRetry),
+      release_retry_(kPlacementWait) {}
 
 JobReconciler JobReconciler::Restored(v1::TrainJobInfo info, PlacementGroupSpec spec,
                                       bool stop_requested, JobOptions options) {
@@ -174,6 +175,8 @@ JobStep JobReconciler::Step(absl::Time now, const JobWorld& world) {
           create.meta.set_name(absl::StrCat(info_.job_id(), "-pg"));
           create.meta.set_job_id(info_.job_id());
           create.meta.set_queue(info_.spec().queue());
+          create.meta.set_priority(info_.spec().priority());
+          create.meta.set_time_limit_s(info_.spec().time_limit_s());
           // A group made again (the first is gone) has a request id of its
           // own, or the head would answer with the old one.
           create.meta.set_request_id(info_.placement_group_id().empty()
@@ -206,6 +209,7 @@ JobStep JobReconciler::Step(absl::Time now, const JobWorld& world) {
             phase_ = Phase::kCreateGroup;
             continue;
           }
+          if (OnPreempting(now, world)) continue;
           if (!world.group.ok() || world.group->state() != v1::PLACEMENT_GROUP_STATE_CREATED) {
             if (world.group.ok()) {
               info_.set_message(absl::StrCat("waiting for placement",
@@ -298,6 +302,13 @@ JobStep JobReconciler::Step(absl::Time now, const JobWorld& world) {
           AfterStopped(now);
           continue;
         }
+        case Phase::kReleaseGroup:
+          if (now < deadline_) {
+            JobStep wait;
+            wait.wake_at = deadline_;
+            return wait;
+          }
+          return Act(ReleaseGroup{info_.placement_group_id()});
         case Phase::kRemoveGroup:
           return Act(RemoveGroup{info_.placement_group_id()});
         case Phase::kAllocatePort:  // awaiting the result
@@ -326,6 +337,7 @@ std::optional<JobStep> JobReconciler::Watch(absl::Time now, const JobWorld& worl
     Stop(processes_, AfterStop::kEndStopped);
     return std::nullopt;
   }
+  if (OnPreempting(now, world)) return std::nullopt;
   if (std::string change = PlacementChange(world); !change.empty()) {
     cause_ = std::move(change);
     node_failure_ = true;
@@ -496,7 +508,24 @@ void JobReconciler::AfterStopped(absl::Time now) {
     case AfterStop::kAwaitPlacement:
       phase_ = Phase::kAwaitPlacement;
       return;
+    case AfterStop::kPreempted:
+      phase_ = Phase::kReleaseGroup;
+      deadline_ = now;
+      return;
   }
+}
+
+bool JobReconciler::OnPreempting(absl::Time now, const JobWorld& world) {
+  if (!world.group.ok() || !world.group->preempting()) return false;
+  info_.set_preemptions(info_.preemptions() + 1);
+  SetState(now, v1::TRAIN_JOB_STATE_PENDING, world.group->preempted_by());
+  if (processes_.empty()) {
+    phase_ = Phase::kReleaseGroup;
+    deadline_ = now;
+  } else {
+    Stop(processes_, AfterStop::kPreempted);
+  }
+  return true;
 }
 
 void JobReconciler::LaunchFailed(const std::string& cause) {
@@ -572,6 +601,17 @@ void JobReconciler::OnResult(absl::Time now, JobActionResult result) {
     awaited_ = std::move(sent->awaited);
     deadline_ = now + options_.stop_grace + absl::Seconds(3);
     phase_ = Phase::kAwaitStopped;
+  } else if (auto* released = std::get_if<GroupReleased>(&result)) {
+    if (released->status.ok() || absl::IsNotFound(released->status)) {
+      // The next attempt starts when the group is placed again, from the
+      // latest checkpoint; nothing of this one is left.
+      processes_.clear();
+      ++attempt_;
+      release_retry_.Reset();
+      phase_ = Phase::kAwaitPlacement;
+    } else {
+      deadline_ = now + release_retry_.Next();  // in two-phase commit: ask again
+    }
   } else if (std::holds_alternative<GroupRemoved>(result)) {
     SetState(now, final_state_, final_message_);
     phase_ = Phase::kDone;

@@ -19,6 +19,13 @@
 // for, so the next attempt does not share GPUs with them) and the job
 // restarts from its latest checkpoint, up to max_failures (FAILED after).
 // Every end removes the group.
+//
+// Preemption (the head's queues chose the group as a victim; it says
+// `preempting`): the processes are stopped with the grace period (SIGTERM
+// first, so the script can checkpoint), the job goes PENDING with the
+// reason, the group lets go of its bundles (ReleaseGroup), and when it is
+// placed again the next attempt resumes from the latest checkpoint. A
+// preemption is not a failure: max_failures does not count it.
 #ifndef BERTH_TRAIN_JOB_RECONCILER_H_
 #define BERTH_TRAIN_JOB_RECONCILER_H_
 
@@ -82,8 +89,11 @@ struct StopProcesses {  // with the job's grace period
 struct RemoveGroup {
   std::string placement_group_id;
 };
+struct ReleaseGroup {  // a preempted group's processes stopped: let go of its bundles
+  std::string placement_group_id;
+};
 using JobAction = std::variant<CreateGroup, AllocatePort, StartProcesses, ListWorkers,
-                               StopProcesses, RemoveGroup>;
+                               StopProcesses, RemoveGroup, ReleaseGroup>;
 
 struct GroupCreated {
   absl::StatusOr<std::string> placement_group_id;
@@ -103,8 +113,11 @@ struct StopsSent {
   std::vector<std::string> awaited;  // the processes on live nodes, whose exits to wait for
 };
 struct GroupRemoved {};
+struct GroupReleased {
+  absl::Status status;
+};
 using JobActionResult = std::variant<GroupCreated, PortAllocated, ProcessesStarted, WorkersListed,
-                                     StopsSent, GroupRemoved>;
+                                     StopsSent, GroupRemoved, GroupReleased>;
 
 // One Step's answer.
 struct JobStep {
@@ -171,6 +184,7 @@ class JobReconciler {
     kAwaitNodeDeath,  // a node that does not answer may be declared DEAD
     kStopping,
     kAwaitStopped,
+    kReleaseGroup,  // preempted, its processes stopped
     kRemoveGroup,
     kDone,
   };
@@ -180,7 +194,8 @@ class JobReconciler {
     kEndSucceeded,
     kCountFailure,
     kLaunchFailed,
-    kAwaitPlacement
+    kAwaitPlacement,
+    kPreempted
   };
   // Why raylets are asked for the job's workers.
   enum class Listing { kRecordExits, kUnreachable, kLaunchFailed, kResumeScan };
@@ -192,6 +207,9 @@ class JobReconciler {
   void AfterStopped(absl::Time now);
   void LaunchFailed(const std::string& cause);
   void CountFailure(absl::Time now);
+  // The group is being preempted: whether the job gave in (it stops what
+  // runs, then lets go of the group).
+  bool OnPreempting(absl::Time now, const JobWorld& world);
   void End(v1::TrainJobState state, std::string message);
   void AwaitNodeDeath(absl::Time now);
   // A phase's decision: an action or a wait, or nullopt once it moved to
@@ -231,6 +249,7 @@ class JobReconciler {
   absl::Time reconcile_at_ = absl::InfinitePast();
   Backoff placement_wait_;        // between looks at a group that waits for room
   Backoff launch_retry_;          // between attempts whose launch failed
+  Backoff release_retry_;         // between asks to let go of a preempted group
   bool launch_failed_ = false;    // the attempt failed before its processes ran
   bool restart_pending_ = false;  // a restart was decided: yield until restart_at_
   absl::Time restart_at_ = absl::InfinitePast();

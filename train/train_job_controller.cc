@@ -358,6 +358,9 @@ JobActionResult TrainJobController::Execute(const std::string& job_id, JobAction
   if (auto* start = std::get_if<StartProcesses>(&action)) return Start(std::move(*start));
   if (auto* list = std::get_if<ListWorkers>(&action)) return ListOn(job_id, list->nodes);
   if (auto* stop = std::get_if<StopProcesses>(&action)) return StopAll(stop->processes);
+  if (auto* release = std::get_if<ReleaseGroup>(&action)) {
+    return GroupReleased{groups_->ReleasePreempted(release->placement_group_id)};
+  }
   groups_->RemoveGroup(std::get<RemoveGroup>(action).placement_group_id);
   return GroupRemoved{};
 }

@@ -51,6 +51,9 @@ class PlacementGroupHost {
                                                   const v1::CreatePlacementGroupRequest& meta) = 0;
   virtual absl::StatusOr<v1::PlacementGroupInfo> GetGroup(const std::string& id) = 0;
   virtual void RemoveGroup(const std::string& id) = 0;
+  // A preempted group's job stopped its processes: the group lets go of
+  // its bundles and waits again (PlacementGroupManager::ReleasePreempted).
+  virtual absl::Status ReleasePreempted(const std::string& id) = 0;
   // The raylet address of an ALIVE or DRAINING node, or "".
   virtual std::string RayletAddress(const std::string& node_id) = 0;
 };

@@ -7,12 +7,14 @@
 Rank 0 saves a checkpoint every --checkpoint-every steps into the job's
 storage and reports it; after a restart every rank resumes from the latest
 one. --fail-at-step N raises ValueError on --fail-rank in the first attempt
-only, to see a restart resume.
+only, to see a restart resume; --step-seconds S makes each step take S
+seconds longer, to watch a job be preempted and resume.
 """
 
 import argparse
 import hashlib
 import os
+import time
 
 import torch
 import torch.distributed as dist
@@ -47,6 +49,7 @@ def train_func(config):
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()
+        time.sleep(config["step_seconds"])
         if (step == config["fail_at_step"] and ctx.get_world_rank() == config["fail_rank"]
                 and ctx.attempt == 0):
             raise ValueError(f"boom at step {step}")
@@ -73,4 +76,5 @@ if __name__ == "__main__":
     parser.add_argument("--checkpoint-every", type=int, default=5)
     parser.add_argument("--fail-at-step", type=int, default=0)
     parser.add_argument("--fail-rank", type=int, default=1)
+    parser.add_argument("--step-seconds", type=float, default=0)
     train_func(vars(parser.parse_args()))

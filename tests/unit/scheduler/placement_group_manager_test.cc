@@ -2,6 +2,7 @@
 
 #include <set>
 
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -36,6 +37,15 @@ class PlacementGroupManagerTest : public ::testing::Test {
     r.set_priority(priority);
     for (int i = 0; i < bundles; ++i)
       (*r.add_bundles()->mutable_resources()->mutable_amounts())["GPU"] = gpus;
+    return r;
+  }
+
+  // One bundle of `gpus` GPUs in `queue`, of job `job_id` if any.
+  v1::CreatePlacementGroupRequest InQueue(const std::string& queue, double gpus,
+                                          const std::string& job_id = "") {
+    v1::CreatePlacementGroupRequest r = Request(1, v1::PLACEMENT_STRATEGY_PACK, gpus);
+    r.set_queue(queue);
+    r.set_job_id(job_id);
     return r;
   }
 
@@ -177,6 +187,169 @@ TEST_F(PlacementGroupManagerTest, IdenticalUnfitGroupsCostOneDecisionPerPass) {
   EXPECT_EQ(Info(waiting[1]).state(), v1::PLACEMENT_GROUP_STATE_CREATED);
   EXPECT_EQ(Info(waiting[2]).state(), v1::PLACEMENT_GROUP_STATE_PENDING);
   EXPECT_EQ(counter.decisions, 3);
+}
+
+// Two teams of one cohort with 2 GPUs each of a 4-GPU node.
+QueueConfig TwoTeams() {
+  QueueConfig config = *QueueConfig().WithCohort("org");
+  for (const char* name : {"team-a", "team-b"}) {
+    QueueSpec q;
+    q.name = name;
+    q.cohort = "org";
+    q.nominal[std::string(kGpu)] = Quantity::Whole(2);
+    config = *config.WithQueue(q);
+  }
+  return config;
+}
+
+TEST_F(PlacementGroupManagerTest, AQueueBelowItsQuotaReclaimsWhatAnotherBorrowed) {
+  ASSERT_TRUE(pgs_.Reconfigure(TwoTeams()).ok());
+  AddNode("a", 4);
+  // Team A borrows every GPU: a group created directly and a job's group.
+  const std::string a1 = Create(InQueue("team-a", 2));
+  ScheduleAndCommit();
+  now_ += 10;
+  const std::string a2 = Create(InQueue("team-a", 2, "job-a"));
+  ScheduleAndCommit();
+  ASSERT_EQ(Info(a1).state(), v1::PLACEMENT_GROUP_STATE_CREATED);
+  ASSERT_EQ(Info(a2).state(), v1::PLACEMENT_GROUP_STATE_CREATED);
+  EXPECT_EQ(pgs_.Queue("team-a").borrowed.Get(kGpu), Quantity::Whole(2));
+
+  // Team B, within its quota, takes back the borrowed GPUs: the youngest
+  // of A's groups, the job's, is preempted; it keeps its bundles until its
+  // job has stopped.
+  now_ += 10;
+  const std::string b1 = Create(InQueue("team-b", 2, "job-b"));
+  EXPECT_TRUE(ScheduleAndCommit().empty());
+  PreemptionWork work = pgs_.TakePreemptions();
+  EXPECT_TRUE(work.cancels.empty());
+  EXPECT_THAT(work.job_groups, testing::ElementsAre(a2));
+  v1::PlacementGroupInfo victim = Info(a2);
+  EXPECT_TRUE(victim.preempting());
+  EXPECT_EQ(victim.preempted_by(), "preempted by job job-b of queue team-b (reclaim)");
+  EXPECT_EQ(victim.locations_size(), 1);
+  EXPECT_THAT(Info(b1).pending_reason(), HasSubstr("waiting for 1 preempted gang(s) to stop"));
+  EXPECT_EQ(Info(a1).state(), v1::PLACEMENT_GROUP_STATE_CREATED);
+  EXPECT_FALSE(pgs_.ReleasePreempted(a1, now_).ok());  // not a victim
+
+  // The job stopped: its group lets go and waits; B's group takes the room.
+  absl::StatusOr<std::vector<CancelTask>> released = pgs_.ReleasePreempted(a2, now_);
+  ASSERT_TRUE(released.ok()) << released.status();
+  ASSERT_EQ(released->size(), 1u);
+  EXPECT_EQ((*released)[0].address, "a:1");
+  EXPECT_EQ(Info(a2).state(), v1::PLACEMENT_GROUP_STATE_PENDING);
+  EXPECT_THAT(Info(a2).pending_reason(), HasSubstr("preempted by job job-b of queue team-b"));
+  std::vector<CommitTask> tasks = ScheduleAndCommit();
+  ASSERT_EQ(tasks.size(), 1u);
+  EXPECT_EQ(tasks[0].placement_group_id, b1);
+  EXPECT_EQ(Info(b1).state(), v1::PLACEMENT_GROUP_STATE_CREATED);
+  EXPECT_EQ(Info(a2).state(), v1::PLACEMENT_GROUP_STATE_PENDING);
+
+  // When B's group ends, A's group is placed again.
+  ASSERT_TRUE(pgs_.Remove(b1).ok());
+  ScheduleAndCommit();
+  EXPECT_EQ(Info(a2).state(), v1::PLACEMENT_GROUP_STATE_CREATED);
+  EXPECT_EQ(Info(a2).preemptions(), 1u);
+  EXPECT_EQ(Info(a2).preempted_by(), "");
+}
+
+TEST_F(PlacementGroupManagerTest, AGroupCreatedDirectlyIsReleasedAtOnceWhenPreempted) {
+  ASSERT_TRUE(pgs_.Reconfigure(TwoTeams()).ok());
+  AddNode("a", 4);
+  const std::string a1 = Create(InQueue("team-a", 4));
+  ScheduleAndCommit();
+  ASSERT_EQ(Info(a1).state(), v1::PLACEMENT_GROUP_STATE_CREATED);
+  now_ += 10;
+  const std::string b1 = Create(InQueue("team-b", 2));
+  ScheduleAndCommit();
+  PreemptionWork work = pgs_.TakePreemptions();
+  ASSERT_EQ(work.cancels.size(), 1u);
+  EXPECT_EQ(work.cancels[0].placement_group_id, a1);
+  EXPECT_TRUE(work.job_groups.empty());
+  EXPECT_EQ(Info(a1).state(), v1::PLACEMENT_GROUP_STATE_PENDING);
+  EXPECT_EQ(Info(a1).locations_size(), 0);
+  // The next pass admits B's group on the freed GPUs.
+  ScheduleAndCommit();
+  EXPECT_EQ(Info(b1).state(), v1::PLACEMENT_GROUP_STATE_CREATED);
+}
+
+TEST_F(PlacementGroupManagerTest, NonPreemptibleGroupsStayWithinTheirQuotaAndAreNeverVictims) {
+  ASSERT_TRUE(pgs_.Reconfigure(TwoTeams()).ok());
+  AddNode("a", 4);
+  v1::CreatePlacementGroupRequest a = InQueue("team-a", 2);
+  a.set_preemptible(false);
+  const std::string within = Create(a);
+  a.set_request_id("req-over");
+  const std::string over = Create(a);
+  ScheduleAndCommit();
+  EXPECT_EQ(Info(within).state(), v1::PLACEMENT_GROUP_STATE_CREATED);
+  EXPECT_FALSE(Info(within).preemptible());
+  EXPECT_EQ(Info(over).state(), v1::PLACEMENT_GROUP_STATE_PENDING);
+  EXPECT_THAT(Info(over).pending_reason(), HasSubstr("only within the queue's nominal quota"));
+}
+
+TEST_F(PlacementGroupManagerTest, AnUnknownQueueIsRefusedAndAQueueInUseIsNotDeleted) {
+  ASSERT_TRUE(pgs_.Reconfigure(TwoTeams()).ok());
+  AddNode("a", 4);
+  v1::CreatePlacementGroupRequest r = InQueue("team-c", 1);
+  absl::StatusOr<std::string> refused = pgs_.Create(r, "pg-x", now_);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(refused.status().message(), HasSubstr("queue"));
+  r.set_queue("team-a");
+  const std::string id = Create(r);
+  absl::Status deleted = pgs_.Reconfigure(*pgs_.queue_config().WithoutQueue("team-a"));
+  EXPECT_EQ(deleted.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(deleted.message(), HasSubstr("team-a"));
+  EXPECT_NE(pgs_.queue_config().FindQueue("team-a"), nullptr);
+  ASSERT_TRUE(pgs_.Remove(id).ok());
+  EXPECT_TRUE(pgs_.Reconfigure(*pgs_.queue_config().WithoutQueue("team-a")).ok());
+}
+
+TEST_F(PlacementGroupManagerTest, ARestoredHeadKeepsUsageOrderAndPreemption) {
+  ASSERT_TRUE(pgs_.Reconfigure(TwoTeams()).ok());
+  AddNode("a", 4);
+  std::vector<std::string> ids;
+  for (int i = 0; i < 2; ++i) {
+    ids.push_back(Create(InQueue("team-a", 2, absl::StrCat("job-", i))));
+    ScheduleAndCommit();
+    now_ += 10;
+  }
+  ids.push_back(Create(InQueue("team-b", 2)));
+  ScheduleAndCommit();
+  ids.push_back(Create(InQueue("team-a", 2)));
+  ScheduleAndCommit();
+  ASSERT_TRUE(Info(ids[1]).preempting());
+
+  // A new head from the records (in arrival order, as the head restores).
+  NodeResourceTable table;
+  NodeManager nodes{&table, LivenessConfig{1000, 5}};
+  PlacementGroupManager restored{&table, &nodes, SchedulerConfig{}};
+  ASSERT_TRUE(restored.Reconfigure(TwoTeams()).ok());
+  v1::RegisterNodeRequest reg;
+  reg.set_node_id("a");
+  reg.set_address("a:1");
+  reg.set_request_id("reg-again");
+  (*reg.mutable_total()->mutable_amounts())["CPU"] = 16;
+  (*reg.mutable_total()->mutable_amounts())["GPU"] = 4;
+  for (int i = 0; i < 4; ++i) reg.add_gpus()->set_index(i);
+  ASSERT_TRUE(nodes.Register(reg, now_).ok());
+  for (const std::string& id : ids) {
+    std::optional<v1::PlacementGroupRecord> record = pgs_.Export(id);
+    ASSERT_TRUE(record.has_value());
+    ASSERT_TRUE(restored.Restore(*record, now_).ok());
+  }
+  EXPECT_EQ(restored.Queue("team-a").usage.Get(kGpu), Quantity::Whole(2));
+  v1::GetPlacementGroupRequest get;
+  get.set_placement_group_id(ids[1]);
+  v1::PlacementGroupInfo victim;
+  ASSERT_TRUE(restored.Get(get, &victim).ok());
+  EXPECT_TRUE(victim.preempting());
+  // Released, the victim's room goes to B (claimed before), not to the
+  // group of A that came later.
+  ASSERT_TRUE(restored.ReleasePreempted(ids[1], now_).ok());
+  std::vector<CommitTask> tasks = restored.Schedule(now_);
+  ASSERT_EQ(tasks.size(), 1u);
+  EXPECT_EQ(tasks[0].placement_group_id, ids[2]);
 }
 
 TEST_F(PlacementGroupManagerTest, PriorityThenArrival) {

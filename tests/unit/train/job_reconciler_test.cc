@@ -149,6 +149,23 @@ class JobReconcilerTest : public ::testing::Test {
     listed.by_node.at("n1") = std::move(n1_error);
     Result(listed);
   }
+  // Rank 0 reports a checkpoint at `step`; whether the job is due.
+  bool ReportCheckpoint(uint64_t step) {
+    v1::ReportTrainProgressRequest progress;
+    progress.set_job_id(kJob);
+    progress.set_step(step);
+    progress.set_latest_checkpoint(absl::StrCat("/ckpt/step-", step, ".pt"));
+    return job_->OnProgress(progress);
+  }
+  // The port comes: attempt 1's trainer starts from `checkpoint`.
+  void ExpectResumeFrom(const std::string& checkpoint) {
+    Result(PortAllocated{std::make_pair(std::string("10.0.0.1"), uint16_t{29501})});
+    StartProcesses start = Expect<StartProcesses>(Step());
+    const v1::WorkerSpec& trainer = start.by_node[0].second[0];
+    EXPECT_EQ(trainer.worker_id(), Worker(1, "trainer"));
+    EXPECT_THAT(std::vector<std::string>(trainer.argv().begin(), trainer.argv().end()),
+                testing::Contains(checkpoint));
+  }
   // Stops the processes asked for: all of them exit.
   void StopAndExit() {
     StopProcesses stop = Expect<StopProcesses>(Step());
@@ -246,11 +263,7 @@ TEST_F(JobReconcilerTest, TheCauseIsTheFirstFailureByTimeAndTheJobRestartsFromIt
   spec.mutable_failure_config()->set_max_failures(1);
   New(spec);
   JobProcesses processes = Run({"n0", "n1"});
-  v1::ReportTrainProgressRequest progress;
-  progress.set_job_id(kJob);
-  progress.set_step(50);
-  progress.set_latest_checkpoint("/ckpt/step-50.pt");
-  EXPECT_FALSE(job_->OnProgress(progress));  // progress alone is not an event to act on
+  EXPECT_FALSE(ReportCheckpoint(50));  // progress alone is not an event to act on
   // Rank 0 reports first, but rank 1 failed earlier: rank 1 is the cause.
   job_->OnWorkerExit(Exit(Worker(0, "r0"), 1, /*failed_us=*/2000));
   ListWorkers probe = Expect<ListWorkers>(Step());
@@ -271,12 +284,7 @@ TEST_F(JobReconcilerTest, TheCauseIsTheFirstFailureByTimeAndTheJobRestartsFromIt
   // attempt (number 1) starts from the latest checkpoint.
   EXPECT_EQ(Waits(restart), now_);
   EXPECT_EQ(Expect<AllocatePort>(Step()).node_id, "n0");
-  Result(PortAllocated{std::make_pair(std::string("10.0.0.1"), uint16_t{29501})});
-  StartProcesses start = Expect<StartProcesses>(Step());
-  const v1::WorkerSpec& trainer = start.by_node[0].second[0];
-  EXPECT_EQ(trainer.worker_id(), Worker(1, "trainer"));
-  EXPECT_THAT(std::vector<std::string>(trainer.argv().begin(), trainer.argv().end()),
-              testing::Contains("/ckpt/step-50.pt"));
+  ExpectResumeFrom("/ckpt/step-50.pt");
   JobProcesses second = {
       {Worker(1, "trainer"), "n0"}, {Worker(1, "r0"), "n0"}, {Worker(1, "r1"), "n1"}};
   Result(ProcessesStarted{absl::OkStatus(), second});
@@ -291,6 +299,59 @@ TEST_F(JobReconcilerTest, TheCauseIsTheFirstFailureByTimeAndTheJobRestartsFromIt
   EXPECT_EQ(job_->info().state(), v1::TRAIN_JOB_STATE_FAILED);
   EXPECT_THAT(job_->info().message(), HasSubstr("failed: the trainer"));
   EXPECT_THAT(job_->info().message(), HasSubstr("was killed by signal 9"));
+}
+
+TEST_F(JobReconcilerTest, APreemptedJobStopsLetsGoOfItsGroupAndResumesWithoutAFailure) {
+  v1::TrainJobSpec spec = BuiltinSpec(2);
+  spec.mutable_failure_config()->set_max_failures(0);
+  New(spec);
+  JobProcesses processes = Run({"n0", "n1"});
+  ReportCheckpoint(50);
+  const std::string why = "preempted by job job-2 of queue team-b (reclaim)";
+  group_->set_preempting(true);
+  group_->set_preempted_by(why);
+  // Its processes are stopped (SIGTERM, then the grace period): the job is
+  // PENDING with the reason while they checkpoint and exit.
+  StopProcesses stop = Expect<StopProcesses>(Step());
+  EXPECT_EQ(stop.processes, processes);
+  EXPECT_EQ(job_->info().state(), v1::TRAIN_JOB_STATE_PENDING);
+  EXPECT_EQ(job_->info().message(), why);
+  std::vector<std::string> awaited;
+  for (const auto& [worker, node] : stop.processes) awaited.push_back(worker);
+  Result(StopsSent{awaited});
+  for (const std::string& w : awaited) job_->OnWorkerExit(Exit(w, 0, 0, SIGTERM));
+  // Then its group lets go; a group in two-phase commit is asked again.
+  EXPECT_EQ(Expect<ReleaseGroup>(Step()).placement_group_id, kGroup);
+  Result(GroupReleased{absl::FailedPreconditionError("in two-phase commit")});
+  now_ = Waits(Step());
+  Expect<ReleaseGroup>(Step());
+  Result(GroupReleased{absl::OkStatus()});
+  group_->set_state(v1::PLACEMENT_GROUP_STATE_PENDING);
+  group_->set_preempting(false);
+  group_->set_pending_reason(absl::StrCat(why, "; waiting to be admitted again"));
+  Waits(Step());
+  EXPECT_EQ(job_->info().state(), v1::TRAIN_JOB_STATE_PENDING);
+  EXPECT_THAT(job_->info().message(), HasSubstr(why));
+  // Placed again: the next attempt resumes from the checkpoint, and the
+  // preemption is not a failure (max_failures 0 would have ended the job).
+  group_ = Created({"n1", "n0"}, 7);
+  EXPECT_EQ(Expect<AllocatePort>(Step()).node_id, "n1");
+  ExpectResumeFrom("/ckpt/step-50.pt");
+  EXPECT_EQ(job_->info().failures(), 0u);
+  EXPECT_EQ(job_->info().preemptions(), 1u);
+  EXPECT_EQ(job_->info().failure_causes_size(), 0);
+}
+
+TEST_F(JobReconcilerTest, AGroupPreemptedBeforeItsProcessesStartLetsGoAtOnce) {
+  New(BuiltinSpec(1));
+  Expect<CreateGroup>(Step());
+  Result(GroupCreated{std::string(kGroup)});
+  group_ = Created({"n0"});
+  group_->set_preempting(true);
+  group_->set_preempted_by("preempted by job job-2 of queue team-b (priority)");
+  Expect<ReleaseGroup>(Step());
+  EXPECT_EQ(job_->info().state(), v1::TRAIN_JOB_STATE_PENDING);
+  EXPECT_EQ(job_->info().preemptions(), 1u);
 }
 
 TEST_F(JobReconcilerTest, ANodeThatStopsAnsweringIsWaitedForAndItsDeathIsTheCause) {
