@@ -63,7 +63,15 @@ template struct NameMember<MethodsOfService, &grpc::Service::methods_>;
 
 grpc::Status AdmissionPolicy::Admit(const grpc::ServerContextBase& context,
                                     absl::string_view method) const {
-  if (grpc::Status denied = CheckClusterToken(&context, cluster_token); !denied.ok()) return denied;
+  if (grpc::Status denied = CheckClusterToken(&context, cluster_token); !denied.ok()) {
+    std::optional<std::string> team = teams == nullptr ? std::nullopt : teams->TeamOf(&context);
+    if (!team) return denied;
+    if (!team_methods.contains(method)) {
+      return grpc::Status(grpc::StatusCode::PERMISSION_DENIED,
+                          absl::StrCat(method, ": team '", *team,
+                                       "' credentials may not call it (the cluster admin's may)"));
+    }
+  }
   std::optional<TlsRole> role = role_of_every_method;
   if (auto it = role_of_method.find(method); it != role_of_method.end()) role = it->second;
   if (!role.has_value()) return grpc::Status::OK;

@@ -3,10 +3,12 @@
 // certificate itself.
 //
 // A call from the network must carry the cluster token (when the cluster has
-// one) and, where the policy names a TLS role for the method (or for every
+// one), or a team's token (TeamCredentials) for a method teams may call,
+// and, where the policy names a TLS role for the method (or for every
 // method), come from a peer with a verified certificate of that role. A
-// refused call gets UNAUTHENTICATED (token) or PERMISSION_DENIED (role)
-// naming the method, and its handler never runs. Calls of a handler from
+// refused call gets UNAUTHENTICATED (token) or PERMISSION_DENIED (a team's
+// token for another method, a role) naming the method, and its handler
+// never runs. Calls of a handler from
 // inside the process (no ServerContext) are not checked.
 //
 // gRPC C++ offers no hook that can refuse a call before its handler on an
@@ -31,7 +33,9 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/string_view.h"
+#include "absl/container/flat_hash_set.h"
 #include "auth/cluster_tls.h"
+#include "auth/team_credentials.h"
 #include "grpcpp/impl/service_type.h"
 #include "grpcpp/server_context.h"
 #include "grpcpp/support/status.h"
@@ -46,6 +50,9 @@ struct AdmissionPolicy {
   std::optional<TlsRole> role_of_every_method;
   // ...and those of single methods, by their short name ("RegisterNode").
   absl::flat_hash_map<std::string, TlsRole> role_of_method;
+  // Teams' tokens (not owned; null: none) and the methods they may call.
+  const TeamCredentials* teams = nullptr;
+  absl::flat_hash_set<std::string> team_methods;
 
   // OK, or why the call of `method` (short name) is refused.
   grpc::Status Admit(const grpc::ServerContextBase& context, absl::string_view method) const;

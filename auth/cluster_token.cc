@@ -32,10 +32,25 @@ absl::StatusOr<std::string> LoadClusterToken(const std::string& path, const std:
   return token;
 }
 
-absl::StatusOr<std::string> CreateClusterToken(const std::string& path) {
+std::string NewSecretToken() {
   std::random_device random;
   std::string token;
   for (int i = 0; i < 8; ++i) absl::StrAppendFormat(&token, "%08x", random());
+  return token;
+}
+
+std::optional<std::string> BearerToken(const grpc::ServerContextBase* context) {
+  if (context == nullptr) return std::nullopt;
+  const auto& metadata = context->client_metadata();
+  auto it = metadata.find("authorization");
+  if (it == metadata.end()) return std::nullopt;
+  absl::string_view value(it->second.data(), it->second.size());
+  if (!absl::ConsumePrefix(&value, kBearer)) return std::nullopt;
+  return std::string(value);
+}
+
+absl::StatusOr<std::string> CreateClusterToken(const std::string& path) {
+  const std::string token = NewSecretToken();
   if (absl::Status s = WriteSecretFile(path, token + "\n"); !s.ok()) {
     return absl::UnavailableError(absl::StrCat(path, ": cannot write the cluster token"));
   }
@@ -44,11 +59,9 @@ absl::StatusOr<std::string> CreateClusterToken(const std::string& path) {
 
 grpc::Status CheckClusterToken(const grpc::ServerContextBase* context, const std::string& token) {
   if (token.empty() || context == nullptr) return grpc::Status::OK;
-  const auto& metadata = context->client_metadata();
-  auto it = metadata.find("authorization");
-  if (it != metadata.end()) {
-    absl::string_view value(it->second.data(), it->second.size());
-    if (absl::ConsumePrefix(&value, kBearer) && SameSecret(value, token)) return grpc::Status::OK;
+  if (std::optional<std::string> carried = BearerToken(context);
+      carried && SameSecret(*carried, token)) {
+    return grpc::Status::OK;
   }
   return grpc::Status(
       grpc::StatusCode::UNAUTHENTICATED,

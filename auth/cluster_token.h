@@ -10,6 +10,7 @@
 #ifndef BERTH_AUTH_CLUSTER_TOKEN_H_
 #define BERTH_AUTH_CLUSTER_TOKEN_H_
 
+#include <optional>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -21,8 +22,12 @@ namespace berth {
 
 // Reads and trims the token of `path`; errors name `flag`.
 absl::StatusOr<std::string> LoadClusterToken(const std::string& path, const std::string& flag);
-// Writes a fresh random token (32 bytes, hex) to `path` with mode 0600.
+// Writes a fresh random token (NewSecretToken) to `path` with mode 0600.
 absl::StatusOr<std::string> CreateClusterToken(const std::string& path);
+// A fresh random token: 32 bytes, hex.
+std::string NewSecretToken();
+// The bearer token a call carries (`authorization: Bearer <token>`), if any.
+std::optional<std::string> BearerToken(const grpc::ServerContextBase* context);
 
 // OK when `token` is empty, `context` is null (an in-process call) or the
 // call carries the token; UNAUTHENTICATED otherwise.

@@ -349,12 +349,41 @@ std::string FormatClusterStatus(const v1::GetClusterStatusResponse& status) {
     }
     absl::StrAppend(&out, "\n");
   }
+  if (!status.queues().empty()) {
+    absl::StrAppend(&out, "\nQueues (berth queues says why gangs wait):\n",
+                    FormatQueueStatuses(status.queues(), /*pending_gangs=*/false));
+  }
   if (status.has_autoscaler())
     absl::StrAppend(&out, "\n", FormatAutoscalerStatus(status.autoscaler()));
   if (!status.metrics_address().empty()) {
     absl::StrAppend(&out, "\nMetrics: http://", status.metrics_address(),
                     "/metrics (raylets: `berth nodes`)\n");
   }
+  return out;
+}
+
+std::string FormatQueueStatuses(const google::protobuf::RepeatedPtrField<v1::QueueStatus>& queues,
+                                bool pending_gangs) {
+  // GPUs are what teams share; other resources show in `berth queue get`.
+  auto gpus = [](const google::protobuf::Map<std::string, double>& amounts) {
+    auto it = amounts.find(std::string(kGpu));
+    return it == amounts.end() ? std::string("-") : Amount(it->second);
+  };
+  Table table({"QUEUE", "GPU_QUOTA", "GPU_USED", "GPU_BORROWED", "PENDING", "RUNNING", "SHARE"});
+  std::string waiting;
+  for (const v1::QueueStatus& q : queues) {
+    table.AddRow({q.name(), gpus(q.nominal_quota()), gpus(q.usage()), gpus(q.borrowed()),
+                  absl::StrCat(q.pending()), absl::StrCat(q.running()),
+                  absl::StrFormat("%.3f", q.fair_share())});
+    for (const v1::PendingGang& gang : q.pending_gangs()) {
+      absl::StrAppend(&waiting, "  ", q.name(), "  ",
+                      gang.job_id().empty() ? gang.placement_group_id()
+                                            : absl::StrCat("job ", gang.job_id()),
+                      ": ", gang.reason(), "\n");
+    }
+  }
+  std::string out = table.ToString();
+  if (pending_gangs && !waiting.empty()) absl::StrAppend(&out, "\nWaiting:\n", waiting);
   return out;
 }
 
@@ -418,6 +447,11 @@ std::string FormatTrainJob(const v1::TrainJobInfo& job) {
                               max_failures < 0 ? "unlimited" : absl::StrCat(max_failures), ")")});
   for (int i = 0; i < job.failure_causes_size(); ++i) {
     fields.AddRow({absl::StrCat("failure ", i + 1, ":"), job.failure_causes(i)});
+  }
+  if (job.preemptions() > 0) fields.AddRow({"preemptions:", absl::StrCat(job.preemptions())});
+  if (job.spec().priority() != 0) fields.AddRow({"priority:", absl::StrCat(job.spec().priority())});
+  if (job.spec().time_limit_s() > 0) {
+    fields.AddRow({"time limit:", absl::FormatDuration(absl::Seconds(job.spec().time_limit_s()))});
   }
   fields.AddRow({"step:", Step(job)});
   fields.AddRow({"loss:", Loss(job)});

@@ -38,6 +38,10 @@ std::string FormatPlacementGroup(const v1::PlacementGroupInfo& group);
 // accelerator type, and pending demand lines like Ray's
 // "{GPU: 1} * 8 (PACK): 2+ pending".
 std::string FormatClusterStatus(const v1::GetClusterStatusResponse& status);
+// Queues' quota, usage, borrowing, gangs and fair share as a table; with
+// `pending_gangs`, each queue's first waiting gangs and why they wait.
+std::string FormatQueueStatuses(const google::protobuf::RepeatedPtrField<v1::QueueStatus>& queues,
+                                bool pending_gangs);
 // The autoscaler's pools, recent decisions and unsatisfiable demand.
 std::string FormatAutoscalerStatus(const v1::AutoscalerStatus& autoscaler);
 

@@ -6,6 +6,7 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
 #include "client/bundle_args.h"
 #include "placement/placement_group_spec.h"
 
@@ -66,10 +67,27 @@ absl::Status ParseCommand(const JobSubmitArgs& args, v1::Entrypoint::Command* ou
 
 }  // namespace
 
+absl::StatusOr<int64_t> ParseTimeLimitSeconds(absl::string_view text, absl::string_view field) {
+  absl::Duration limit;
+  if (!absl::ParseDuration(text, &limit) || limit == absl::InfiniteDuration() ||
+      limit < absl::Seconds(1) || limit % absl::Seconds(1) != absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        field, ": '", text, "' is not a time limit of whole seconds, like 90m, 2h or 1h30m"));
+  }
+  return absl::ToInt64Seconds(limit);
+}
+
 absl::StatusOr<v1::TrainJobSpec> BuildTrainJobSpec(const JobSubmitArgs& args) {
   v1::TrainJobSpec spec;
   spec.set_name(args.name);
   spec.set_queue(args.queue);
+  spec.set_priority(args.priority);
+  spec.set_priority_class(args.priority_class);
+  if (!args.time_limit.empty()) {
+    absl::StatusOr<int64_t> limit = ParseTimeLimitSeconds(args.time_limit, "--time-limit");
+    if (!limit.ok()) return limit.status();
+    spec.set_time_limit_s(*limit);
+  }
   spec.set_storage_path(args.storage_path);
 
   // One bundle per worker, so the placement group's limit is the job's.

@@ -30,6 +30,9 @@ inline constexpr uint32_t kDefaultTrainSteps = 200;
 struct JobSubmitArgs {
   std::string name;
   std::string queue;  // empty: the default queue
+  int32_t priority = 0;
+  std::string priority_class;  // empty: `priority` as given
+  std::string time_limit;      // empty: none
   int64_t num_workers = 1;
   bool use_gpu = false;
   std::optional<std::string> resources_per_worker;
@@ -49,6 +52,10 @@ struct JobSubmitArgs {
 };
 
 absl::StatusOr<v1::TrainJobSpec> BuildTrainJobSpec(const JobSubmitArgs& args);
+
+// A time limit like Slurm's --time, as a duration ("90m", "2h", "1h30m"):
+// whole seconds > 0. Errors name `field`.
+absl::StatusOr<int64_t> ParseTimeLimitSeconds(absl::string_view text, absl::string_view field);
 
 // `--state`: PENDING, STARTING, RUNNING, RESTARTING, SUCCEEDED, FAILED,
 // STOPPED, any case.

@@ -101,15 +101,31 @@ class JobFileParser {
  public:
   explicit JobFileParser(absl::string_view file) : file_(file) {}
 
-  absl::StatusOr<v1::TrainJobSpec> Parse(const YAML::Node& root) {
+  absl::StatusOr<v1::TrainJobSpec> Parse(const YAML::Node& root) const {
     v1::TrainJobSpec spec;
     bool has_scaling = false;
     bool has_entrypoint = false;
     absl::Status status = ForEachKey(
-        root, "", {"name", "queue", "scaling", "entrypoint", "failure", "checkpoint_dir", "labels"},
+        root, "",
+        {"name", "queue", "priority", "priority_class", "time_limit", "scaling", "entrypoint",
+         "failure", "checkpoint_dir", "labels"},
         [&](const std::string& key, const YAML::Node& value, const YAML::Node&) -> absl::Status {
           if (key == "name") return String(value, key, spec.mutable_name());
           if (key == "queue") return String(value, key, spec.mutable_queue());
+          if (key == "priority_class") return String(value, key, spec.mutable_priority_class());
+          if (key == "priority") {
+            return SetInteger(value, key, std::numeric_limits<int32_t>::min(),
+                              std::numeric_limits<int32_t>::max(),
+                              [&](int64_t p) { spec.set_priority(static_cast<int32_t>(p)); });
+          }
+          if (key == "time_limit") {
+            std::string text;
+            if (absl::Status s = String(value, key, &text); !s.ok()) return s;
+            absl::StatusOr<int64_t> limit = ParseTimeLimitSeconds(text, key);
+            if (!limit.ok()) return At(value.Mark(), limit.status());
+            spec.set_time_limit_s(*limit);
+            return absl::OkStatus();
+          }
           if (key == "scaling") {
             has_scaling = true;
             return Scaling(value, key, spec.mutable_scaling_config());
@@ -235,6 +251,41 @@ class JobFileParser {
         });
   }
 
+ public:
+  // A queue file (berth queue apply): cohorts, priority classes, queues.
+  absl::StatusOr<v1::ApplyQueuesRequest> Queues(const YAML::Node& root) const {
+    v1::ApplyQueuesRequest request;
+    absl::Status status = ForEachKey(
+        root, "", {"cohorts", "priority_classes", "queues"},
+        [&](const std::string& key, const YAML::Node& value, const YAML::Node&) -> absl::Status {
+          if (key == "cohorts") {
+            return ForEachItem(value, key, [&](const YAML::Node& item, const std::string& path) {
+              return String(item, path, request.add_cohorts());
+            });
+          }
+          if (key == "priority_classes") {
+            return ForEachItem(value, key, [&](const YAML::Node& item, const std::string& path) {
+              v1::PriorityClass* c = request.add_priority_classes();
+              return ForEachKey(item, path, {"name", "value"},
+                                [&](const std::string& k, const YAML::Node& v, const YAML::Node&) {
+                                  if (k == "name") return String(v, Child(path, k), c->mutable_name());
+                                  return SetInteger(v, Child(path, k),
+                                                    std::numeric_limits<int32_t>::min(),
+                                                    std::numeric_limits<int32_t>::max(),
+                                                    [&](int64_t n) { c->set_value(n); });
+                                });
+            });
+          }
+          return ForEachItem(value, key, [&](const YAML::Node& item, const std::string& path) {
+            return Queue(item, path, request.add_queues());
+          });
+        });
+    if (!status.ok()) return status;
+    return request;
+  }
+
+ private:
+
   // env and labels: string keys to any scalar, written as text.
   absl::Status Strings(const YAML::Node& node, absl::string_view path, StringMap* out) const {
     return ForEachKey(node, path, {},
@@ -242,6 +293,53 @@ class JobFileParser {
                         if (name.empty()) return Error(key, path, "empty key");
                         return String(value, Entry(path, name), &(*out)[name]);
                       });
+  }
+
+  // Calls `fn` with each item of the list `node` and its path (`queues[2]`).
+  absl::Status ForEachItem(
+      const YAML::Node& node, absl::string_view path,
+      const std::function<absl::Status(const YAML::Node&, const std::string&)>& fn) const {
+    if (!node.IsSequence()) return Expected(node, path, "a list");
+    for (size_t i = 0; i < node.size(); ++i) {
+      if (absl::Status s = fn(node[i], absl::StrCat(path, "[", i, "]")); !s.ok()) return s;
+    }
+    return absl::OkStatus();
+  }
+
+  // Quotas and limits: resource names as the head checks them (`GPU:A10G`
+  // included), amounts through Quantity::Parse.
+  absl::Status Amounts(const YAML::Node& node, absl::string_view path,
+                       google::protobuf::Map<std::string, double>* out) const {
+    return ForEachKey(
+        node, path, {},
+        [&](const std::string& name, const YAML::Node& value, const YAML::Node&) -> absl::Status {
+          if (!value.IsScalar()) return Expected(value, Entry(path, name), "a quantity");
+          absl::StatusOr<Quantity> amount = Quantity::Parse(value.Scalar(), Entry(path, name));
+          if (!amount.ok()) return At(value.Mark(), amount.status());
+          (*out)[name] = amount->ToDouble();
+          return absl::OkStatus();
+        });
+  }
+
+  absl::Status Queue(const YAML::Node& node, const std::string& path, v1::Queue* out) const {
+    return ForEachKey(
+        node, path,
+        {"name", "cohort", "team", "quota", "borrowing_limit", "lending_limit", "weight"},
+        [&](const std::string& key, const YAML::Node& value, const YAML::Node&) -> absl::Status {
+          const std::string at = Child(path, key);
+          if (key == "name") return String(value, at, out->mutable_name());
+          if (key == "cohort") return String(value, at, out->mutable_cohort());
+          if (key == "team") return String(value, at, out->mutable_team());
+          if (key == "quota") return Amounts(value, at, out->mutable_nominal_quota());
+          if (key == "borrowing_limit") return Amounts(value, at, out->mutable_borrowing_limit());
+          if (key == "lending_limit") return Amounts(value, at, out->mutable_lending_limit());
+          double weight = 0;
+          if (!IsPlainScalar(value) || !absl::SimpleAtod(value.Scalar(), &weight)) {
+            return Expected(value, at, "a number");
+          }
+          out->set_weight(weight);
+          return absl::OkStatus();
+        });
   }
 
   absl::Status Scaling(const YAML::Node& node, absl::string_view path,
@@ -414,7 +512,13 @@ class JobFileParser {
 
 }  // namespace
 
-absl::StatusOr<v1::TrainJobSpec> ParseJobFile(const std::string& text, const std::string& name) {
+namespace {
+
+// The one YAML document of `text` (file `name`), handed to `parse`.
+template <typename Result>
+absl::StatusOr<Result> ParseOneDocument(
+    const std::string& text, const std::string& name, absl::string_view what,
+    const std::function<absl::StatusOr<Result>(const JobFileParser&, const YAML::Node&)>& parse) {
   JobFileParser parser(name);
   // yaml-cpp reports syntax errors (and nothing else here) as exceptions.
   try {
@@ -432,17 +536,17 @@ absl::StatusOr<v1::TrainJobSpec> ParseJobFile(const std::string& text, const std
         return parser.At(second, absl::InvalidArgumentError(absl::StrCat(
                                      "YAML: unexpected '", absl::string_view(&c, 1), "'")));
       }
-      return parser.At(
-          docs.roots.size() > 1 ? docs.roots[1] : second,
-          absl::InvalidArgumentError("a job file holds one YAML document, not several"));
+      return parser.At(docs.roots.size() > 1 ? docs.roots[1] : second,
+                       absl::InvalidArgumentError(
+                           absl::StrCat("a ", what, " holds one YAML document, not several")));
     }
-    return parser.Parse(YAML::Load(text));
+    return parse(parser, YAML::Load(text));
   } catch (const YAML::Exception& e) {
     return parser.At(e.mark, absl::InvalidArgumentError(absl::StrCat("YAML: ", e.msg)));
   }
 }
 
-absl::StatusOr<v1::TrainJobSpec> LoadJobFile(const std::string& path) {
+absl::StatusOr<std::string> ReadTextFile(const std::string& path) {
   std::FILE* file = std::fopen(path.c_str(), "rb");
   if (file == nullptr) {
     const int error = errno;
@@ -458,7 +562,34 @@ absl::StatusOr<v1::TrainJobSpec> LoadJobFile(const std::string& path) {
   if (error != 0) {
     return absl::InvalidArgumentError(absl::StrCat(path, ": ", std::strerror(error)));
   }
-  absl::StatusOr<v1::TrainJobSpec> spec = ParseJobFile(text, path);
+  return text;
+}
+
+}  // namespace
+
+absl::StatusOr<v1::TrainJobSpec> ParseJobFile(const std::string& text, const std::string& name) {
+  return ParseOneDocument<v1::TrainJobSpec>(
+      text, name, "job file",
+      [](const JobFileParser& parser, const YAML::Node& root) { return parser.Parse(root); });
+}
+
+absl::StatusOr<v1::ApplyQueuesRequest> ParseQueueFile(const std::string& text,
+                                                      const std::string& name) {
+  return ParseOneDocument<v1::ApplyQueuesRequest>(
+      text, name, "queue file",
+      [](const JobFileParser& parser, const YAML::Node& root) { return parser.Queues(root); });
+}
+
+absl::StatusOr<v1::ApplyQueuesRequest> LoadQueueFile(const std::string& path) {
+  absl::StatusOr<std::string> text = ReadTextFile(path);
+  if (!text.ok()) return text.status();
+  return ParseQueueFile(*text, path);
+}
+
+absl::StatusOr<v1::TrainJobSpec> LoadJobFile(const std::string& path) {
+  absl::StatusOr<std::string> text = ReadTextFile(path);
+  if (!text.ok()) return text.status();
+  absl::StatusOr<v1::TrainJobSpec> spec = ParseJobFile(*text, path);
   // As a person reads the file: `~/` is their home (a venv's python in
   // ~/.venvs), and a relative working_dir is the job file's folder's
   // (`working_dir: .` beside train.py).

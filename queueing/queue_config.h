@@ -101,6 +101,12 @@ class QueueConfig {
   absl::StatusOr<int32_t> PriorityOf(absl::string_view priority_class, int32_t priority,
                                      absl::string_view field) const;
 
+  // Whether `team` may use `queue` (empty = `default`): a queue granted to
+  // no team is open to all; else PERMISSION_DENIED naming `field` and the
+  // queue. An unknown queue is not refused here (Resolve names it).
+  absl::Status MayUse(absl::string_view queue, absl::string_view team,
+                      absl::string_view field) const;
+
   const std::map<std::string, QueueSpec>& queues() const { return queues_; }
   const std::map<std::string, PriorityClass>& priority_classes() const { return classes_; }
   std::vector<std::string> cohorts() const { return {cohorts_.begin(), cohorts_.end()}; }

@@ -7,7 +7,7 @@
 namespace berth {
 
 ClusterServiceImpl::ClusterServiceImpl(HeadState* state)
-    : Admitted<v1::ClusterService::Service>(HeadAdmission(state->config(), /*node_methods=*/false)),
+    : Admitted<v1::ClusterService::Service>(HeadAdmission(*state, /*node_methods=*/false)),
       state_(state) {}
 
 grpc::Status ClusterServiceImpl::GetClusterStatus(grpc::ServerContext* context,

@@ -9,6 +9,7 @@
 #include "absl/strings/strip.h"
 #include "common/metrics_server.h"
 #include "placement/resource_set.h"
+#include "queueing/queue_config.h"
 
 namespace berth {
 namespace {
@@ -20,6 +21,13 @@ const prometheus::Histogram::BucketBoundaries& LatencyBuckets() {
   static const auto* buckets = new prometheus::Histogram::BucketBoundaries{
       0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
       0.1,    0.25,    0.5,    1,     2.5,    5,     10,   30,    60};
+  return *buckets;
+}
+
+// Queue wait buckets, seconds: 100 ms .. a day.
+const prometheus::Histogram::BucketBoundaries& WaitBuckets() {
+  static const auto* buckets = new prometheus::Histogram::BucketBoundaries{
+      0.1, 0.5, 1, 5, 10, 30, 60, 300, 600, 1800, 3600, 7200, 14400, 28800, 86400};
   return *buckets;
 }
 
@@ -196,6 +204,29 @@ std::vector<prometheus::MetricFamily> HeadStateFamilies(const HeadSnapshot& snap
   age.Add({}, since == 0 ? 0.0 : std::max<int64_t>(0, snapshot.now_ms - since) / 1000.0);
   out.push_back(age.Take());
 
+  GaugeFamily quota("berth_queue_quota", "Nominal quota of each queue, per resource.");
+  GaugeFamily usage("berth_queue_usage", "What each queue's admitted gangs are charged.");
+  GaugeFamily borrowed("berth_queue_borrowed",
+                       "Of berth_queue_usage, what is above the queue's nominal quota.");
+  GaugeFamily queue_pending("berth_queue_pending_gangs",
+                            "Gangs waiting in each queue (or claiming preempted room).");
+  GaugeFamily queue_running("berth_queue_running_gangs", "Admitted gangs of each queue.");
+  GaugeFamily share("berth_queue_fair_share",
+                    "Weighted dominant resource share of each queue (DRF: lowest goes next).");
+  for (const v1::QueueStatus& q : status.queues()) {
+    for (const auto& [resource, amount] : q.nominal_quota())
+      quota.Add({{"queue", q.name()}, {"resource", resource}}, amount);
+    for (const auto& [resource, amount] : q.usage())
+      usage.Add({{"queue", q.name()}, {"resource", resource}}, amount);
+    for (const auto& [resource, amount] : q.borrowed())
+      borrowed.Add({{"queue", q.name()}, {"resource", resource}}, amount);
+    queue_pending.Add({{"queue", q.name()}}, q.pending());
+    queue_running.Add({{"queue", q.name()}}, q.running());
+    share.Add({{"queue", q.name()}}, q.fair_share());
+  }
+  for (GaugeFamily* family : {&quota, &usage, &borrowed, &queue_pending, &queue_running, &share})
+    out.push_back(family->Take());
+
   out.push_back(StateCounts("berth_train_jobs", "Train jobs by state.", status.train_jobs(),
                             v1::TrainJobState_descriptor(), "TRAIN_JOB_STATE_"));
 
@@ -252,6 +283,31 @@ HeadMetrics::HeadMetrics() : registry_(std::make_shared<prometheus::Registry>())
                        .Help("Worker-group restarts of train jobs after a failure.")
                        .Register(*registry_)
                        .Add({});
+  admitted_ = &prometheus::BuildCounter()
+                   .Name("berth_queue_admitted_total")
+                   .Help("Gangs admitted (quota and placement) by each queue.")
+                   .Register(*registry_);
+  preempted_ = &prometheus::BuildCounter()
+                    .Name("berth_queue_preempted_total")
+                    .Help("Gangs of each queue chosen as preemption victims.")
+                    .Register(*registry_);
+  queue_wait_ = &prometheus::BuildHistogram()
+                     .Name("berth_queue_wait_seconds")
+                     .Help("From a gang's arrival (or its preemption) to its admission.")
+                     .Register(*registry_);
+  const std::string default_queue(kDefaultQueue);
+  admitted_->Add({{"queue", default_queue}});
+  preempted_->Add({{"queue", default_queue}});
+  queue_wait_->Add({{"queue", default_queue}}, WaitBuckets());
+}
+
+void HeadMetrics::OnAdmitted(const std::string& queue, int64_t waited_ms) {
+  admitted_->Add({{"queue", queue}}).Increment();
+  queue_wait_->Add({{"queue", queue}}, WaitBuckets()).Observe(waited_ms / 1000.0);
+}
+
+void HeadMetrics::OnPreempted(const std::string& queue) {
+  preempted_->Add({{"queue", queue}}).Increment();
 }
 
 void HeadMetrics::BeforeDecision() { decision_start_ = std::chrono::steady_clock::now(); }

@@ -53,6 +53,8 @@ class HeadMetrics final : public PlacementObserver {
   void BeforeDecision() override;
   void AfterDecision(const PlacementDecision& decision) override;
   void OnCreated(int64_t latency_ms) override;
+  void OnAdmitted(const std::string& queue, int64_t waited_ms) override;
+  void OnPreempted(const std::string& queue) override;
 
   // A two-phase commit failed; `prepared` tells whether every prepare had
   // succeeded (so the commit phase failed).
@@ -70,6 +72,10 @@ class HeadMetrics final : public PlacementObserver {
   std::map<absl::string_view, prometheus::Counter*> node_rejections_;
   prometheus::Counter* node_deaths_;
   prometheus::Counter* job_restarts_;
+  // By queue; a queue's series appear with its first event (`default`'s at once).
+  prometheus::Family<prometheus::Counter>* admitted_;
+  prometheus::Family<prometheus::Counter>* preempted_;
+  prometheus::Family<prometheus::Histogram>* queue_wait_;
   std::chrono::steady_clock::time_point decision_start_;
 };
 

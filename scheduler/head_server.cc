@@ -28,16 +28,17 @@ std::vector<grpc::Service*> HeadServer::services() {
 }
 
 absl::Status HeadServer::Restore() {
-  absl::StatusOr<std::vector<StateStore::Record>> nodes, groups, jobs, queues;
+  absl::StatusOr<std::vector<StateStore::Record>> nodes, groups, jobs, queues, credentials;
   std::string source;
   {
     nodes = state_.store().Scan(HeadState::kNodesTable);
     groups = state_.store().Scan(HeadState::kGroupsTable);
     jobs = state_.store().Scan(HeadState::kJobsTable);
     queues = state_.store().Scan(HeadState::kQueuesTable);
+    credentials = state_.store().Scan(HeadState::kCredentialsTable);
     source = state_.store().Describe();
   }
-  for (const auto* scanned : {&nodes, &groups, &jobs, &queues}) {
+  for (const auto* scanned : {&nodes, &groups, &jobs, &queues, &credentials}) {
     if (!scanned->ok()) return scanned->status();
   }
   std::optional<QueueConfig> queue_config;
@@ -50,6 +51,7 @@ absl::Status HeadServer::Restore() {
     if (!config.ok()) return config.status();
     queue_config = *std::move(config);
   }
+  for (const auto& [digest, team] : *credentials) state_.teams.Add(digest, team);
   for (const auto& [id, value] : *jobs) {
     if (!restored_jobs_.emplace_back().ParseFromString(value)) {
       return absl::DataLossError(absl::StrCat("state store: train job record ", id));

@@ -12,8 +12,16 @@ namespace berth {
 
 int64_t HeadNowMs() { return absl::ToUnixMillis(absl::Now()); }
 
-AdmissionPolicy HeadAdmission(const HeadConfig& config, bool node_methods) {
-  AdmissionPolicy policy{config.cluster_token, config.tls};
+AdmissionPolicy HeadAdmission(const HeadState& state, bool node_methods) {
+  AdmissionPolicy policy{state.config().cluster_token, state.config().tls};
+  policy.teams = &state.teams;
+  policy.team_methods = {
+      "CreatePlacementGroup",  "CreatePlacementGroups",   "GetPlacementGroup",
+      "ListPlacementGroups",   "WaitPlacementGroupReady", "WaitPlacementGroupsReady",
+      "RemovePlacementGroup",  "RemovePlacementGroups",   "SubmitTrainJob",
+      "GetTrainJob",           "ListTrainJobs",           "StopTrainJob",
+      "StreamTrainJobLogs",    "GetClusterStatus",        "ListNodes",
+      "GetQueue",              "ListQueues"};
   if (node_methods) {
     for (const char* method : {"RegisterNode", "Heartbeat", "ReportWorkerExit"}) {
       policy.role_of_method[method] = TlsRole::kNode;
@@ -63,6 +71,11 @@ absl::Status HeadState::Durable(uint64_t seq) {
   absl::Status s = writer_.WaitDurable(seq);
   if (!s.ok()) LogError(s.message());
   return s;
+}
+
+absl::Status HeadState::PersistCredential(const std::string& digest,
+                                          std::optional<std::string> team) {
+  return Durable(writer_.Stage(kCredentialsTable, digest, std::move(team)));
 }
 
 void HeadState::PersistJob(const v1::TrainJobRecord& record) {

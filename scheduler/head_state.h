@@ -52,10 +52,13 @@ struct HeadConfig {
 
 int64_t HeadNowMs();
 
-// Every call carries the cluster token; those only a raylet makes
-// (`node_methods`: RegisterNode, Heartbeat, ReportWorkerExit) need a node
-// certificate when the cluster speaks TLS.
-AdmissionPolicy HeadAdmission(const HeadConfig& config, bool node_methods);
+class HeadState;
+// Every call carries the cluster token, or a team's token for a user's
+// method (submit, list, watch and stop jobs and groups, read the cluster's
+// status and queues); those only a raylet makes (`node_methods`:
+// RegisterNode, Heartbeat, ReportWorkerExit) need a node certificate when
+// the cluster speaks TLS.
+AdmissionPolicy HeadAdmission(const HeadState& state, bool node_methods);
 
 class HeadState {
  private:
@@ -73,6 +76,7 @@ class HeadState {
   static constexpr char kJobsTable[] = "jobs";
   static constexpr char kQueuesTable[] = "queues";  // one record, key kQueuesKey
   static constexpr char kQueuesKey[] = "config";
+  static constexpr char kCredentialsTable[] = "credentials";  // digest -> team
 
   // `store` nullptr = in memory only.
   HeadState(HeadConfig config, std::unique_ptr<StateStore> store);
@@ -83,6 +87,8 @@ class HeadState {
   HeadMetrics& metrics() { return metrics_; }
   // Read by the head's Restore alone, before it serves.
   StateStore& store() { return *store_; }
+
+  TeamCredentials teams;  // thread-safe; not under mu
 
   absl::Mutex mu;
   NodeResourceTable table ABSL_GUARDED_BY(mu);
@@ -106,6 +112,8 @@ class HeadState {
   absl::Status Durable(uint64_t seq) ABSL_LOCKS_EXCLUDED(mu);
   // A train job's record, durable before it returns.
   void PersistJob(const v1::TrainJobRecord& record);
+  // A team token's digest (nullopt: revoked), durable before it returns.
+  absl::Status PersistCredential(const std::string& digest, std::optional<std::string> team);
 
   // The train job controller: nullptr until the head started it.
   TrainJobController* jobs() const { return jobs_.load(); }

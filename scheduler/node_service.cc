@@ -7,7 +7,7 @@
 namespace berth {
 
 NodeServiceImpl::NodeServiceImpl(HeadState* state, RayletClients* raylets)
-    : Admitted<v1::NodeService::Service>(HeadAdmission(state->config(), /*node_methods=*/true)),
+    : Admitted<v1::NodeService::Service>(HeadAdmission(*state, /*node_methods=*/true)),
       state_(state),
       raylets_(raylets) {}
 

@@ -164,6 +164,11 @@ absl::Status PlacementGroupManager::CheckNew(const PlacementGroupSpec& spec,
       !q.ok()) {
     return q.status();
   }
+  if (absl::StatusOr<int32_t> p = queues_.config().PriorityOf(meta.priority_class(),
+                                                              meta.priority(), "priority_class");
+      !p.ok()) {
+    return p.status();
+  }
   if (meta.time_limit_s() < 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("time_limit_s: ", meta.time_limit_s(), " is negative; 0 means no limit"));
@@ -198,7 +203,10 @@ std::string PlacementGroupManager::Insert(PlacementGroupSpec spec,
   g.request_id = meta.request_id();
   g.queue = meta.queue().empty() ? std::string(kDefaultQueue) : meta.queue();
   g.fingerprint = RequestFingerprint(meta);
-  g.priority = meta.priority();
+  // CheckNew resolved its class.
+  g.priority = queues_.config()
+                   .PriorityOf(meta.priority_class(), meta.priority(), "priority_class")
+                   .value_or(meta.priority());
   g.preemptible = !meta.has_preemptible() || meta.preemptible();
   g.time_limit_ms = meta.time_limit_s() * 1000;
   g.arrival = next_arrival_++;
@@ -237,6 +245,47 @@ absl::Status PlacementGroupManager::Reconfigure(QueueConfig config) {
 
 QueueView PlacementGroupManager::Queue(const std::string& name) const {
   return queues_.Queue(name, capacity_.Capacity());
+}
+
+std::vector<v1::QueueStatus> PlacementGroupManager::QueueStatuses() const {
+  constexpr size_t kPendingShown = 20;
+  // Each queue's waiting groups in the order it tries them.
+  std::map<std::string, std::vector<const Group*>> waiting;
+  for (const std::string& id : waiting_) {
+    const Group& g = groups_.at(id);
+    waiting[g.queue].push_back(&g);
+  }
+  const ResourceSet totals = capacity_.Capacity();
+  std::vector<v1::QueueStatus> out;
+  for (const auto& [name, spec] : queues_.config().queues()) {
+    v1::QueueStatus& status = out.emplace_back();
+    status.set_name(name);
+    for (const auto& [resource, amount] : spec.nominal)
+      (*status.mutable_nominal_quota())[resource] = amount.ToDouble();
+    const QueueView view = queues_.Queue(name, totals);
+    for (const auto& [resource, amount] : view.usage.entries())
+      (*status.mutable_usage())[resource] = amount.ToDouble();
+    for (const auto& [resource, amount] : view.borrowed.entries())
+      (*status.mutable_borrowed())[resource] = amount.ToDouble();
+    status.set_fair_share(view.share);
+    status.set_pending(static_cast<uint32_t>(view.pending));
+    status.set_running(static_cast<uint32_t>(view.running));
+    std::vector<const Group*>& mine = waiting[name];
+    const size_t shown = std::min(mine.size(), kPendingShown);
+    std::partial_sort(mine.begin(), mine.begin() + shown, mine.end(),
+                      [](const Group* a, const Group* b) {
+                        return std::make_pair(-int64_t{a->priority}, a->arrival) <
+                               std::make_pair(-int64_t{b->priority}, b->arrival);
+                      });
+    for (size_t i = 0; i < shown; ++i) {
+      v1::PendingGang* gang = status.add_pending_gangs();
+      gang->set_placement_group_id(mine[i]->id);
+      gang->set_job_id(mine[i]->job_id);
+      gang->set_reason(mine[i]->reason);
+      gang->set_waiting_since_unix_ms(mine[i]->waiting_since_ms);
+    }
+  }
+  return out;
 }
 
 std::vector<uint32_t> PlacementGroupManager::PlacedBundles(const Group& g) const {
@@ -393,6 +442,7 @@ void PlacementGroupManager::RunPass(int64_t now_ms, std::vector<CommitTask>* tas
   next_pass_ms_ = now_ms + config_.max_backoff_ms;
   for (const std::string& id : result.admitted) {
     Group& g = groups_.at(id);
+    if (observer_) observer_->OnAdmitted(g.queue, now_ms - g.waiting_since_ms);
     waiting_.erase(id);
     g.admitted = true;
     g.infeasible = false;
@@ -424,6 +474,7 @@ void PlacementGroupManager::StartPreemption(const Preemption& p, int64_t now_ms)
                    PreemptionRuleName(p.rule), ")");
   v.preempting = true;
   ++v.preemptions;
+  if (observer_) observer_->OnPreempted(v.queue);
   v.reason = absl::StrCat(v.preempted_by, "; stopping what runs in its bundles");
   changed_.insert(v.id);
   Dequeue(v);  // it no longer places lost bundles
@@ -661,6 +712,13 @@ void PlacementGroupManager::List(const v1::ListPlacementGroupsRequest& request,
   for (const Group* g : sorted) ToProto(*g, response->add_placement_groups());
 }
 
+absl::Status PlacementGroupManager::MayUse(const std::string& id, absl::string_view team,
+                                           absl::string_view field) const {
+  auto it = groups_.find(id);
+  if (it == groups_.end()) return absl::OkStatus();
+  return queues_.config().MayUse(it->second.queue, team, field);
+}
+
 std::optional<v1::PlacementGroupState> PlacementGroupManager::State(const std::string& id) const {
   auto it = groups_.find(id);
   if (it == groups_.end()) return std::nullopt;
@@ -754,6 +812,7 @@ void PlacementGroupManager::ClusterStatus(v1::GetClusterStatusResponse* response
     return demand.at(a).count() > demand.at(b).count();
   });
   for (const std::string& key : order) *response->add_pending_demand() = demand.at(key);
+  for (v1::QueueStatus& queue : QueueStatuses()) *response->add_queues() = std::move(queue);
 }
 
 }  // namespace berth

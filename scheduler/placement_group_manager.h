@@ -109,6 +109,9 @@ class PlacementObserver : public PlacerCapacity::DecisionObserver {
   // A group became CREATED `latency_ms` after it was created, or after it
   // lost bundles and went RESCHEDULING.
   virtual void OnCreated(int64_t latency_ms) {}
+  // A gang of `queue` was admitted after waiting `waited_ms`, or preempted.
+  virtual void OnAdmitted(const std::string& queue, int64_t waited_ms) {}
+  virtual void OnPreempted(const std::string& queue) {}
 };
 
 // What a pass's preemptions ask of the caller.
@@ -143,6 +146,8 @@ class PlacementGroupManager {
   absl::Status Reconfigure(QueueConfig config);
   // A queue's usage, borrowing, fair share and gangs.
   QueueView Queue(const std::string& name) const;
+  // Every queue's state, by name, with its first waiting gangs.
+  std::vector<v1::QueueStatus> QueueStatuses() const;
 
   // Validates and queues a group under `new_id`. Idempotent by request_id:
   // a retry returns the first call's id; the same request_id with other
@@ -175,6 +180,9 @@ class PlacementGroupManager {
   void List(const v1::ListPlacementGroupsRequest& request,
             v1::ListPlacementGroupsResponse* response) const;
   std::optional<v1::PlacementGroupState> State(const std::string& id) const;
+  // Whether `team` may use group `id` (its queue's grant, QueueConfig::MayUse);
+  // an unknown group is OK here (the call names it NOT_FOUND).
+  absl::Status MayUse(const std::string& id, absl::string_view team, absl::string_view field) const;
   // What places the groups, and what it has learned.
   const PlacementScorer& scorer() const { return scorer_; }
 

@@ -1,5 +1,8 @@
 #include "scheduler/placement_group_service.h"
 
+#include <algorithm>
+#include <optional>
+
 #include "absl/strings/str_cat.h"
 #include "common/log.h"
 #include "wire/proto_convert.h"
@@ -32,16 +35,22 @@ bool Settled(std::optional<v1::PlacementGroupState> state) {
 
 PlacementGroupServiceImpl::PlacementGroupServiceImpl(HeadState* state, Scheduler* scheduler)
     : Admitted<v1::PlacementGroupService::Service>(
-          HeadAdmission(state->config(), /*node_methods=*/false)),
+          HeadAdmission(*state, /*node_methods=*/false)),
       state_(state),
       scheduler_(scheduler) {}
 
 grpc::Status PlacementGroupServiceImpl::CreatePlacementGroup(
     grpc::ServerContext* context, const v1::CreatePlacementGroupRequest* request,
     v1::CreatePlacementGroupResponse* response) {
+  const std::optional<std::string> team = state_->teams.TeamOf(context);
   uint64_t seq = 0;
   {
     absl::MutexLock lock(&state_->mu);
+    if (team) {
+      if (absl::Status s = state_->groups.queue_config().MayUse(request->queue(), *team, "queue");
+          !s.ok())
+        return ToGrpcStatus(s);
+    }
     absl::StatusOr<std::string> id =
         state_->groups.Create(*request, HeadState::NewPlacementGroupId(), HeadNowMs());
     if (!id.ok()) return ToGrpcStatus(id.status());
@@ -55,11 +64,20 @@ grpc::Status PlacementGroupServiceImpl::CreatePlacementGroup(
 grpc::Status PlacementGroupServiceImpl::GetPlacementGroup(
     grpc::ServerContext* context, const v1::GetPlacementGroupRequest* request,
     v1::GetPlacementGroupResponse* response) {
+  const std::optional<std::string> team = state_->teams.TeamOf(context);
   uint64_t seq = 0;
   {
     absl::MutexLock lock(&state_->mu);
     if (absl::Status s = state_->groups.Get(*request, response->mutable_placement_group()); !s.ok())
       return ToGrpcStatus(s);
+    if (team) {
+      absl::Status s = state_->groups.queue_config().MayUse(
+          response->placement_group().queue(), *team, "placement_group_id");
+      if (!s.ok()) {
+        response->Clear();
+        return ToGrpcStatus(s);
+      }
+    }
     seq = state_->StagedLocked();
   }
   // Show only what a restarted head would show too.
@@ -69,10 +87,22 @@ grpc::Status PlacementGroupServiceImpl::GetPlacementGroup(
 grpc::Status PlacementGroupServiceImpl::ListPlacementGroups(
     grpc::ServerContext* context, const v1::ListPlacementGroupsRequest* request,
     v1::ListPlacementGroupsResponse* response) {
+  const std::optional<std::string> team = state_->teams.TeamOf(context);
   uint64_t seq = 0;
   {
     absl::MutexLock lock(&state_->mu);
     state_->groups.List(*request, response);
+    if (team) {  // a team sees the groups of the queues granted to it
+      auto* groups = response->mutable_placement_groups();
+      groups->erase(std::remove_if(groups->begin(), groups->end(),
+                                   [&](const v1::PlacementGroupInfo& g)
+                                       ABSL_EXCLUSIVE_LOCKS_REQUIRED(state_->mu) {
+                                         return !state_->groups.queue_config()
+                                                     .MayUse(g.queue(), *team, "")
+                                                     .ok();
+                                       }),
+                    groups->end());
+    }
     seq = state_->StagedLocked();
   }
   return ToGrpcStatus(state_->Durable(seq));
@@ -84,10 +114,15 @@ grpc::Status PlacementGroupServiceImpl::WaitPlacementGroupReady(
   absl::Time deadline = absl::Now() + absl::Milliseconds(request->timeout_ms());
   deadline = std::min(deadline, absl::FromChrono(context->deadline()));
   const std::string& id = request->placement_group_id();
+  const std::optional<std::string> team = state_->teams.TeamOf(context);
   absl::ReleasableMutexLock lock(&state_->mu);
   if (!state_->groups.State(id)) {
     return grpc::Status(grpc::StatusCode::NOT_FOUND,
                         absl::StrCat("placement_group_id: no placement group '", id, "'"));
+  }
+  if (team) {
+    if (absl::Status s = state_->groups.MayUse(id, *team, "placement_group_id"); !s.ok())
+      return ToGrpcStatus(s);
   }
   auto settled = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(state_->mu) {
     std::optional<v1::PlacementGroupState> s = state_->groups.State(id);
@@ -107,10 +142,16 @@ grpc::Status PlacementGroupServiceImpl::WaitPlacementGroupReady(
 grpc::Status PlacementGroupServiceImpl::RemovePlacementGroup(
     grpc::ServerContext* context, const v1::RemovePlacementGroupRequest* request,
     v1::RemovePlacementGroupResponse*) {
+  const std::optional<std::string> team = state_->teams.TeamOf(context);
   absl::StatusOr<std::vector<CancelTask>> cancels;
   uint64_t seq = 0;
   {
     absl::MutexLock lock(&state_->mu);
+    if (team) {
+      absl::Status s =
+          state_->groups.MayUse(request->placement_group_id(), *team, "placement_group_id");
+      if (!s.ok()) return ToGrpcStatus(s);
+    }
     cancels = state_->groups.Remove(request->placement_group_id());
     if (!cancels.ok()) return ToGrpcStatus(cancels.status());
     state_->kick = true;
@@ -124,12 +165,17 @@ grpc::Status PlacementGroupServiceImpl::RemovePlacementGroup(
 }
 
 grpc::Status PlacementGroupServiceImpl::AllKnownLocked(
-    const google::protobuf::RepeatedPtrField<std::string>& ids) {
+    const google::protobuf::RepeatedPtrField<std::string>& ids,
+    const std::optional<std::string>& team) {
   for (int i = 0; i < ids.size(); ++i) {
+    const std::string field = absl::StrCat("placement_group_ids[", i, "]");
     if (!state_->groups.State(ids[i])) {
-      return grpc::Status(
-          grpc::StatusCode::NOT_FOUND,
-          absl::StrCat("placement_group_ids[", i, "]: no placement group '", ids[i], "'"));
+      return grpc::Status(grpc::StatusCode::NOT_FOUND,
+                          absl::StrCat(field, ": no placement group '", ids[i], "'"));
+    }
+    if (team) {
+      if (absl::Status s = state_->groups.MayUse(ids[i], *team, field); !s.ok())
+        return ToGrpcStatus(s);
     }
   }
   return grpc::Status::OK;
@@ -143,9 +189,15 @@ grpc::Status PlacementGroupServiceImpl::CreatePlacementGroups(
   new_ids.reserve(request->requests_size());
   for (int i = 0; i < request->requests_size(); ++i)
     new_ids.push_back(HeadState::NewPlacementGroupId());
+  const std::optional<std::string> team = state_->teams.TeamOf(context);
   uint64_t seq = 0;
   {
     absl::MutexLock lock(&state_->mu);
+    for (int i = 0; team && i < request->requests_size(); ++i) {
+      absl::Status s = state_->groups.queue_config().MayUse(
+          request->requests(i).queue(), *team, absl::StrCat("requests[", i, "].queue"));
+      if (!s.ok()) return ToGrpcStatus(s);
+    }
     absl::StatusOr<std::vector<std::string>> ids =
         state_->groups.CreateBatch(request->requests(), new_ids, HeadNowMs());
     if (!ids.ok()) return ToGrpcStatus(ids.status());
@@ -163,8 +215,9 @@ grpc::Status PlacementGroupServiceImpl::WaitPlacementGroupsReady(
   if (grpc::Status s = CheckBatchSize(ids.size(), "placement_group_ids"); !s.ok()) return s;
   absl::Time deadline = absl::Now() + absl::Milliseconds(request->timeout_ms());
   deadline = std::min(deadline, absl::FromChrono(context->deadline()));
+  const std::optional<std::string> team = state_->teams.TeamOf(context);
   absl::ReleasableMutexLock lock(&state_->mu);
-  if (grpc::Status s = AllKnownLocked(ids); !s.ok()) return s;
+  if (grpc::Status s = AllKnownLocked(ids, team); !s.ok()) return s;
   // Groups settle roughly in order: each check resumes where the last one
   // stopped instead of looking at every group on every wake-up.
   int settled = 0;
@@ -194,11 +247,12 @@ grpc::Status PlacementGroupServiceImpl::RemovePlacementGroups(
   if (absl::Status s = ValidateString(request->request_id(), "request_id", 128, true); !s.ok()) {
     return ToGrpcStatus(s);
   }
+  const std::optional<std::string> team = state_->teams.TeamOf(context);
   std::vector<CancelTask> cancels;
   uint64_t seq = 0;
   {
     absl::MutexLock lock(&state_->mu);
-    if (grpc::Status s = AllKnownLocked(ids); !s.ok()) return s;
+    if (grpc::Status s = AllKnownLocked(ids, team); !s.ok()) return s;
     for (const std::string& id : ids) {
       absl::StatusOr<std::vector<CancelTask>> released = state_->groups.Remove(id);
       if (!released.ok()) continue;  // removed twice in this batch: the first removal answered

@@ -44,8 +44,10 @@ class PlacementGroupServiceImpl final : public Admitted<v1::PlacementGroupServic
                                      v1::RemovePlacementGroupsResponse* response) override;
 
  private:
-  // NOT_FOUND naming the first id (placement_group_ids[i]) no group has.
-  grpc::Status AllKnownLocked(const google::protobuf::RepeatedPtrField<std::string>& ids)
+  // NOT_FOUND naming the first id (placement_group_ids[i]) no group has;
+  // PERMISSION_DENIED naming the first a caller's `team` may not use.
+  grpc::Status AllKnownLocked(const google::protobuf::RepeatedPtrField<std::string>& ids,
+                              const std::optional<std::string>& team)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(state_->mu);
 
   HeadState* const state_;

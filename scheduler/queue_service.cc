@@ -1,6 +1,7 @@
 #include "scheduler/queue_service.h"
 
 #include "absl/strings/str_cat.h"
+#include "placement/label_selector.h"
 #include "wire/proto_convert.h"
 #include "wire/queue_convert.h"
 
@@ -17,7 +18,7 @@ absl::Status CheckCohort(const QueueConfig& config, const QueueSpec& queue) {
 }  // namespace
 
 QueueServiceImpl::QueueServiceImpl(HeadState* state)
-    : Admitted<v1::QueueService::Service>(HeadAdmission(state->config(), /*node_methods=*/false)),
+    : Admitted<v1::QueueService::Service>(HeadAdmission(*state, /*node_methods=*/false)),
       state_(state) {}
 
 grpc::Status QueueServiceImpl::Change(
@@ -82,16 +83,96 @@ grpc::Status QueueServiceImpl::GetQueue(grpc::ServerContext*, const v1::GetQueue
         absl::NotFoundError(absl::StrCat("name: no queue '", request->name(), "'")));
   }
   QueueToProto(*queue, response->mutable_queue());
+  for (v1::QueueStatus& status : state_->groups.QueueStatuses()) {
+    if (status.name() == queue->name) *response->mutable_queue()->mutable_status() = std::move(status);
+  }
   return grpc::Status::OK;
 }
 
 grpc::Status QueueServiceImpl::ListQueues(grpc::ServerContext*, const v1::ListQueuesRequest*,
                                           v1::ListQueuesResponse* response) {
   absl::MutexLock lock(&state_->mu);
+  ListLocked(response);
+  return grpc::Status::OK;
+}
+
+void QueueServiceImpl::ListLocked(v1::ListQueuesResponse* response) {
+  // Both by name: each queue beside its status.
+  std::vector<v1::QueueStatus> statuses = state_->groups.QueueStatuses();
+  size_t i = 0;
   for (const auto& [name, queue] : state_->groups.queue_config().queues()) {
-    QueueToProto(queue, response->add_queues());
+    v1::Queue* out = response->add_queues();
+    QueueToProto(queue, out);
+    *out->mutable_status() = std::move(statuses[i++]);
   }
-  for (const std::string& cohort : state_->groups.queue_config().cohorts()) response->add_cohorts(cohort);
+  for (const std::string& cohort : state_->groups.queue_config().cohorts())
+    response->add_cohorts(cohort);
+  for (const auto& [name, c] : state_->groups.queue_config().priority_classes()) {
+    v1::PriorityClass* out = response->add_priority_classes();
+    out->set_name(c.name);
+    out->set_value(c.value);
+  }
+}
+
+grpc::Status QueueServiceImpl::CreatePriorityClass(grpc::ServerContext*,
+                                                   const v1::CreatePriorityClassRequest* request,
+                                                   v1::CreatePriorityClassResponse*) {
+  return Change([&](const QueueConfig& config) -> absl::StatusOr<QueueConfig> {
+    absl::StatusOr<QueueConfig> next = config.WithPriorityClass(
+        {request->priority_class().name(), request->priority_class().value()});
+    if (!next.ok()) {
+      return absl::Status(next.status().code(),
+                          absl::StrCat("priority_class.", next.status().message()));
+    }
+    return next;
+  });
+}
+
+grpc::Status QueueServiceImpl::DeletePriorityClass(grpc::ServerContext*,
+                                                   const v1::DeletePriorityClassRequest* request,
+                                                   v1::DeletePriorityClassResponse*) {
+  return Change(
+      [&](const QueueConfig& config) { return config.WithoutPriorityClass(request->name()); });
+}
+
+grpc::Status QueueServiceImpl::ApplyQueues(grpc::ServerContext*,
+                                           const v1::ApplyQueuesRequest* request,
+                                           v1::ApplyQueuesResponse* response) {
+  grpc::Status s = Change([&](const QueueConfig& config) {
+    return QueueConfigWith(config, request->cohorts(), request->queues(),
+                           request->priority_classes());
+  });
+  if (!s.ok()) return s;
+  absl::MutexLock lock(&state_->mu);
+  ListLocked(response->mutable_config());
+  return grpc::Status::OK;
+}
+
+grpc::Status QueueServiceImpl::IssueTeamToken(grpc::ServerContext*,
+                                              const v1::IssueTeamTokenRequest* request,
+                                              v1::IssueTeamTokenResponse* response) {
+  if (request->team().empty()) {
+    return ToGrpcStatus(absl::InvalidArgumentError("team: name the team the token is for"));
+  }
+  if (absl::Status s = ValidateLabelValue(request->team(), "team"); !s.ok()) return ToGrpcStatus(s);
+  const TeamCredentials::Issued issued = TeamCredentials::Mint();
+  // Durable before it works and is shown: a head restarted later knows it.
+  if (absl::Status s = state_->PersistCredential(issued.digest, request->team()); !s.ok())
+    return ToGrpcStatus(s);
+  state_->teams.Add(issued.digest, request->team());
+  response->set_token(issued.token);
+  return grpc::Status::OK;
+}
+
+grpc::Status QueueServiceImpl::RevokeTeamTokens(grpc::ServerContext*,
+                                                const v1::RevokeTeamTokensRequest* request,
+                                                v1::RevokeTeamTokensResponse* response) {
+  const std::vector<std::string> revoked = state_->teams.Revoke(request->team());
+  for (const std::string& digest : revoked) {
+    if (absl::Status s = state_->PersistCredential(digest, std::nullopt); !s.ok())
+      return ToGrpcStatus(s);
+  }
+  response->set_revoked(static_cast<uint32_t>(revoked.size()));
   return grpc::Status::OK;
 }
 

@@ -32,11 +32,27 @@ class QueueServiceImpl final : public Admitted<v1::QueueService::Service> {
                             v1::CreateCohortResponse* response) override;
   grpc::Status DeleteCohort(grpc::ServerContext* context, const v1::DeleteCohortRequest* request,
                             v1::DeleteCohortResponse* response) override;
+  grpc::Status IssueTeamToken(grpc::ServerContext* context,
+                              const v1::IssueTeamTokenRequest* request,
+                              v1::IssueTeamTokenResponse* response) override;
+  grpc::Status RevokeTeamTokens(grpc::ServerContext* context,
+                                const v1::RevokeTeamTokensRequest* request,
+                                v1::RevokeTeamTokensResponse* response) override;
+  grpc::Status CreatePriorityClass(grpc::ServerContext* context,
+                                   const v1::CreatePriorityClassRequest* request,
+                                   v1::CreatePriorityClassResponse* response) override;
+  grpc::Status DeletePriorityClass(grpc::ServerContext* context,
+                                   const v1::DeletePriorityClassRequest* request,
+                                   v1::DeletePriorityClassResponse* response) override;
+  grpc::Status ApplyQueues(grpc::ServerContext* context, const v1::ApplyQueuesRequest* request,
+                           v1::ApplyQueuesResponse* response) override;
 
  private:
   // Applies `change` to the config under the head's lock; on success makes
   // the new config durable before returning.
   grpc::Status Change(const std::function<absl::StatusOr<QueueConfig>(const QueueConfig&)>& change);
+  // The configuration and every queue's status (ListQueues).
+  void ListLocked(v1::ListQueuesResponse* response) ABSL_EXCLUSIVE_LOCKS_REQUIRED(state_->mu);
 
   HeadState* const state_;
 };

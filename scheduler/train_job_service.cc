@@ -1,5 +1,8 @@
 #include "scheduler/train_job_service.h"
 
+#include <algorithm>
+#include <optional>
+
 #include "absl/strings/str_cat.h"
 #include "common/log.h"
 #include "wire/proto_convert.h"
@@ -16,7 +19,7 @@ grpc::Status NotStarted() {
 TrainJobServiceImpl::TrainJobServiceImpl(HeadState* state, Scheduler* scheduler,
                                          RayletClients* raylets)
     : Admitted<v1::TrainJobService::Service>(
-          HeadAdmission(state->config(), /*node_methods=*/false)),
+          HeadAdmission(*state, /*node_methods=*/false)),
       state_(state),
       scheduler_(scheduler),
       raylets_(raylets) {}
@@ -26,11 +29,21 @@ grpc::Status TrainJobServiceImpl::SubmitTrainJob(grpc::ServerContext* context,
                                                  v1::SubmitTrainJobResponse* response) {
   TrainJobController* jobs = state_->jobs();
   if (jobs == nullptr) return NotStarted();
+  const std::optional<std::string> team = state_->teams.TeamOf(context);
   {
     absl::MutexLock lock(&state_->mu);
-    absl::StatusOr<const QueueSpec*> q =
-        state_->groups.queue_config().Resolve(request->spec().queue(), "spec.queue");
+    const QueueConfig& queues = state_->groups.queue_config();
+    absl::StatusOr<const QueueSpec*> q = queues.Resolve(request->spec().queue(), "spec.queue");
     if (!q.ok()) return ToGrpcStatus(q.status());
+    if (absl::StatusOr<int32_t> p = queues.PriorityOf(request->spec().priority_class(), 0,
+                                                      "spec.priority_class");
+        !p.ok()) {
+      return ToGrpcStatus(p.status());
+    }
+    if (team) {
+      if (absl::Status s = queues.MayUse(request->spec().queue(), *team, "spec.queue"); !s.ok())
+        return ToGrpcStatus(s);
+    }
   }
   absl::StatusOr<std::string> id = jobs->Submit(*request);
   if (!id.ok()) return ToGrpcStatus(id.status());
@@ -38,11 +51,23 @@ grpc::Status TrainJobServiceImpl::SubmitTrainJob(grpc::ServerContext* context,
   return grpc::Status::OK;
 }
 
+grpc::Status TrainJobServiceImpl::MayUseJob(const grpc::ServerContext* context,
+                                            const std::string& job_id) {
+  const std::optional<std::string> team = state_->teams.TeamOf(context);
+  TrainJobController* jobs = state_->jobs();
+  if (!team || jobs == nullptr) return grpc::Status::OK;
+  v1::TrainJobInfo info;
+  if (!jobs->Get(job_id, &info).ok()) return grpc::Status::OK;
+  absl::MutexLock lock(&state_->mu);
+  return ToGrpcStatus(state_->groups.queue_config().MayUse(info.spec().queue(), *team, "job_id"));
+}
+
 grpc::Status TrainJobServiceImpl::GetTrainJob(grpc::ServerContext* context,
                                               const v1::GetTrainJobRequest* request,
                                               v1::GetTrainJobResponse* response) {
   TrainJobController* jobs = state_->jobs();
   if (jobs == nullptr) return NotStarted();
+  if (grpc::Status s = MayUseJob(context, request->job_id()); !s.ok()) return s;
   return ToGrpcStatus(jobs->Get(request->job_id(), response->mutable_job()));
 }
 
@@ -52,6 +77,17 @@ grpc::Status TrainJobServiceImpl::ListTrainJobs(grpc::ServerContext* context,
   TrainJobController* jobs = state_->jobs();
   if (jobs == nullptr) return NotStarted();
   jobs->List(*request, response);
+  if (const std::optional<std::string> team = state_->teams.TeamOf(context)) {
+    // A team sees the jobs of the queues granted to it.
+    absl::MutexLock lock(&state_->mu);
+    const QueueConfig& queues = state_->groups.queue_config();
+    auto* listed = response->mutable_jobs();
+    listed->erase(std::remove_if(listed->begin(), listed->end(),
+                                 [&](const v1::TrainJobInfo& job) {
+                                   return !queues.MayUse(job.spec().queue(), *team, "").ok();
+                                 }),
+                  listed->end());
+  }
   return grpc::Status::OK;
 }
 
@@ -60,6 +96,7 @@ grpc::Status TrainJobServiceImpl::StopTrainJob(grpc::ServerContext* context,
                                                v1::StopTrainJobResponse*) {
   TrainJobController* jobs = state_->jobs();
   if (jobs == nullptr) return NotStarted();
+  if (grpc::Status s = MayUseJob(context, request->job_id()); !s.ok()) return s;
   return ToGrpcStatus(jobs->Stop(request->job_id()));
 }
 
@@ -68,6 +105,7 @@ grpc::Status TrainJobServiceImpl::StreamTrainJobLogs(grpc::ServerContext* contex
                                                      grpc::ServerWriter<v1::LogChunk>* writer) {
   TrainJobController* jobs = state_->jobs();
   if (jobs == nullptr) return NotStarted();
+  if (grpc::Status s = MayUseJob(context, request->job_id()); !s.ok()) return s;
   std::optional<uint32_t> rank;
   if (request->has_rank()) rank = request->rank();
   // Read offsets per (worker, stream); a restart brings new worker ids.

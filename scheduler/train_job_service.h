@@ -36,6 +36,10 @@ class TrainJobServiceImpl final : public Admitted<v1::TrainJobService::Service> 
                                    v1::ReportTrainProgressResponse* response) override;
 
  private:
+  // OK for the admin; for a team, whether the queue of job `job_id` is
+  // granted to it (PERMISSION_DENIED naming job_id and the queue). An
+  // unknown job is OK here: the call itself says NOT_FOUND.
+  grpc::Status MayUseJob(const grpc::ServerContext* context, const std::string& job_id);
   HeadState* const state_;
   Scheduler* const scheduler_;
   RayletClients* const raylets_;

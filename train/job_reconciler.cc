@@ -176,6 +176,7 @@ JobStep JobReconciler::Step(absl::Time now, const JobWorld& world) {
           create.meta.set_job_id(info_.job_id());
           create.meta.set_queue(info_.spec().queue());
           create.meta.set_priority(info_.spec().priority());
+          create.meta.set_priority_class(info_.spec().priority_class());
           create.meta.set_time_limit_s(info_.spec().time_limit_s());
           // A group made again (the first is gone) has a request id of its
           // own, or the head would answer with the old one.

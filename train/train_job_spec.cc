@@ -80,6 +80,10 @@ absl::Status ValidateTrainJobRequest(const v1::SubmitTrainJobRequest& request,
       !s.ok()) {
     return s;
   }
+  if (request.spec().time_limit_s() < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "spec.time_limit_s: ", request.spec().time_limit_s(), " is negative; 0 means no limit"));
+  }
   if (request.spec().failure_config().max_failures() < -1) {
     return absl::InvalidArgumentError(
         "spec.failure_config.max_failures: -1 (unlimited), 0 or more");

@@ -265,4 +265,41 @@ absl::StatusOr<v1::DeleteCohortResponse> HeadClient::DeleteCohort(
   });
 }
 
+absl::StatusOr<v1::IssueTeamTokenResponse> HeadClient::IssueTeamToken(
+    const v1::IssueTeamTokenRequest& request) {
+  return Call<v1::IssueTeamTokenResponse>(options_.timeout, [&](auto* context, auto* response) {
+    return queues_->IssueTeamToken(context, request, response);
+  });
+}
+
+absl::StatusOr<v1::RevokeTeamTokensResponse> HeadClient::RevokeTeamTokens(
+    const v1::RevokeTeamTokensRequest& request) {
+  return Call<v1::RevokeTeamTokensResponse>(options_.timeout, [&](auto* context, auto* response) {
+    return queues_->RevokeTeamTokens(context, request, response);
+  });
+}
+
+absl::StatusOr<v1::CreatePriorityClassResponse> HeadClient::CreatePriorityClass(
+    const v1::CreatePriorityClassRequest& request) {
+  return Call<v1::CreatePriorityClassResponse>(
+      options_.timeout, [&](auto* context, auto* response) {
+        return queues_->CreatePriorityClass(context, request, response);
+      });
+}
+
+absl::StatusOr<v1::DeletePriorityClassResponse> HeadClient::DeletePriorityClass(
+    const v1::DeletePriorityClassRequest& request) {
+  return Call<v1::DeletePriorityClassResponse>(
+      options_.timeout, [&](auto* context, auto* response) {
+        return queues_->DeletePriorityClass(context, request, response);
+      });
+}
+
+absl::StatusOr<v1::ApplyQueuesResponse> HeadClient::ApplyQueues(
+    const v1::ApplyQueuesRequest& request) {
+  return Call<v1::ApplyQueuesResponse>(options_.timeout, [&](auto* context, auto* response) {
+    return queues_->ApplyQueues(context, request, response);
+  });
+}
+
 }  // namespace berth

@@ -89,6 +89,15 @@ class HeadClient {
   absl::StatusOr<v1::ListQueuesResponse> ListQueues(const v1::ListQueuesRequest& request = {});
   absl::StatusOr<v1::CreateCohortResponse> CreateCohort(const v1::CreateCohortRequest& request);
   absl::StatusOr<v1::DeleteCohortResponse> DeleteCohort(const v1::DeleteCohortRequest& request);
+  absl::StatusOr<v1::IssueTeamTokenResponse> IssueTeamToken(
+      const v1::IssueTeamTokenRequest& request);
+  absl::StatusOr<v1::RevokeTeamTokensResponse> RevokeTeamTokens(
+      const v1::RevokeTeamTokensRequest& request);
+  absl::StatusOr<v1::CreatePriorityClassResponse> CreatePriorityClass(
+      const v1::CreatePriorityClassRequest& request);
+  absl::StatusOr<v1::DeletePriorityClassResponse> DeletePriorityClass(
+      const v1::DeletePriorityClassRequest& request);
+  absl::StatusOr<v1::ApplyQueuesResponse> ApplyQueues(const v1::ApplyQueuesRequest& request);
 
  private:
   HeadClient(std::shared_ptr<grpc::Channel> channel, HeadClientOptions options);

@@ -44,24 +44,47 @@ v1::QueueConfigRecord QueueConfigToRecord(const QueueConfig& config) {
   v1::QueueConfigRecord record;
   for (const auto& [name, queue] : config.queues()) QueueToProto(queue, record.add_queues());
   for (const std::string& cohort : config.cohorts()) record.add_cohorts(cohort);
+  for (const auto& [name, c] : config.priority_classes()) {
+    v1::PriorityClass* out = record.add_priority_classes();
+    out->set_name(c.name);
+    out->set_value(c.value);
+  }
   return record;
 }
 
+absl::StatusOr<QueueConfig> QueueConfigWith(
+    const QueueConfig& base, const google::protobuf::RepeatedPtrField<std::string>& cohorts,
+    const google::protobuf::RepeatedPtrField<v1::Queue>& queues,
+    const google::protobuf::RepeatedPtrField<v1::PriorityClass>& priority_classes) {
+  auto in = [](absl::string_view list, int i, const absl::Status& s) {
+    return absl::Status(s.code(), absl::StrCat(list, "[", i, "].", s.message()));
+  };
+  QueueConfig config = base;
+  for (int i = 0; i < cohorts.size(); ++i) {
+    absl::StatusOr<QueueConfig> next = config.WithCohort(cohorts[i]);
+    if (!next.ok()) return in("cohorts", i, next.status());
+    config = *std::move(next);
+  }
+  for (int i = 0; i < priority_classes.size(); ++i) {
+    absl::StatusOr<QueueConfig> next = config.WithPriorityClass(
+        {priority_classes[i].name(), priority_classes[i].value()});
+    if (!next.ok()) return in("priority_classes", i, next.status());
+    config = *std::move(next);
+  }
+  for (int i = 0; i < queues.size(); ++i) {
+    // QueueFromProto names the field itself.
+    absl::StatusOr<QueueSpec> queue = QueueFromProto(queues[i], absl::StrCat("queues[", i, "]"));
+    if (!queue.ok()) return queue.status();
+    absl::StatusOr<QueueConfig> next = config.WithQueue(*std::move(queue));
+    if (!next.ok()) return in("queues", i, next.status());
+    config = *std::move(next);
+  }
+  return config;
+}
+
 absl::StatusOr<QueueConfig> QueueConfigFromRecord(const v1::QueueConfigRecord& record) {
-  absl::StatusOr<QueueConfig> config = QueueConfig();
-  for (const std::string& cohort : record.cohorts()) {
-    config = config->WithCohort(cohort);
-    if (!config.ok()) break;
-  }
-  for (int i = 0; config.ok() && i < record.queues_size(); ++i) {
-    absl::StatusOr<QueueSpec> queue =
-        QueueFromProto(record.queues(i), absl::StrCat("queues[", i, "]"));
-    if (!queue.ok()) {
-      config = queue.status();
-      break;
-    }
-    config = config->WithQueue(*std::move(queue));
-  }
+  absl::StatusOr<QueueConfig> config =
+      QueueConfigWith(QueueConfig(), record.cohorts(), record.queues(), record.priority_classes());
   if (!config.ok()) {
     return absl::DataLossError(
         absl::StrCat("state store: queue config: ", config.status().message()));

@@ -18,6 +18,13 @@ void QueueToProto(const QueueSpec& queue, v1::Queue* proto);
 v1::QueueConfigRecord QueueConfigToRecord(const QueueConfig& config);
 // DATA_LOSS if the record does not make a valid config.
 absl::StatusOr<QueueConfig> QueueConfigFromRecord(const v1::QueueConfigRecord& record);
+// `base` with the cohorts, priority classes and queues added or replaced,
+// in that order; an error names the entry (cohorts[i]..., queues[i]...,
+// priority_classes[i]...).
+absl::StatusOr<QueueConfig> QueueConfigWith(
+    const QueueConfig& base, const google::protobuf::RepeatedPtrField<std::string>& cohorts,
+    const google::protobuf::RepeatedPtrField<v1::Queue>& queues,
+    const google::protobuf::RepeatedPtrField<v1::PriorityClass>& priority_classes);
 
 }  // namespace berth
 

@@ -18,6 +18,7 @@
 #include "client/cmd/command.h"
 #include "client/format.h"
 #include "client/local_cluster.h"
+#include "common/files.h"
 
 namespace berth {
 namespace {
@@ -355,11 +356,51 @@ int RunStart(const Globals&, const StartFlags& flags) {
 struct CredentialsFlags {
   std::string dir;
   std::vector<std::string> hosts;
+  std::string team;
+  std::string out;
+  bool revoke = false;
 };
 
+// A team's token from the head (the cluster admin's token only), printed
+// or written to --out with mode 0600; or every token of the team revoked.
+int RunTeamCredentials(const Context& ctx, const CredentialsFlags& flags) {
+  if (flags.revoke) {
+    v1::RevokeTeamTokensRequest request;
+    request.set_team(flags.team);
+    return Print(ctx, ctx.client.RevokeTeamTokens(request),
+                 [&](const v1::RevokeTeamTokensResponse& r) {
+                   return absl::StrCat("revoked ", r.revoked(), " token(s) of team ", flags.team,
+                                       "\n");
+                 });
+  }
+  v1::IssueTeamTokenRequest request;
+  request.set_team(flags.team);
+  absl::StatusOr<v1::IssueTeamTokenResponse> issued = ctx.client.IssueTeamToken(request);
+  if (!issued.ok()) return HeadError(issued.status());
+  if (flags.out.empty()) {
+    if (ctx.json) return PrintJson(*issued);
+    std::cout << issued->token() << "\n";
+    return kExitOk;
+  }
+  if (absl::Status s = WriteSecretFile(flags.out, issued->token() + "\n"); !s.ok()) {
+    return UsageError(absl::InvalidArgumentError(absl::StrCat("--out: ", s.message())));
+  }
+  std::cout << "wrote team " << flags.team << "'s token to " << flags.out
+            << " (mode 0600); its users: berth --token-file " << flags.out << " ...\n";
+  return kExitOk;
+}
+
 // A cluster token and a CA with head, node and client certificates, for
-// clusters `berth up` does not start (Kubernetes, systemd).
-int RunCredentials(const Globals&, const CredentialsFlags& flags) {
+// clusters `berth up` does not start (Kubernetes, systemd); with --team, a
+// team's token from the running head.
+int RunCredentials(const Globals& globals, const CredentialsFlags& flags) {
+  if (!flags.team.empty()) {
+    return WithHead(globals, [&](const Context& ctx) { return RunTeamCredentials(ctx, flags); });
+  }
+  if (flags.dir.empty()) {
+    return UsageError(
+        absl::InvalidArgumentError("DIR: give a directory to write, or --team for a team token"));
+  }
   std::error_code error;
   std::filesystem::create_directories(flags.dir, error);
   if (error)
@@ -392,10 +433,17 @@ void AddLocalCommands(CLI::App& app, Action* action) {
   auto credentials = std::make_shared<CredentialsFlags>();
   CLI::App* credentials_cmd = app.add_subcommand(
       "credentials",
-      "Write a cluster token, a CA and head/node/client certificates into DIR (mode 0600)");
-  credentials_cmd->add_option("DIR", credentials->dir, "Directory to write")->required();
+      "Write a cluster token, a CA and head/node/client certificates into DIR (mode 0600); "
+      "with --team, get a team's token from the head");
+  credentials_cmd->add_option("DIR", credentials->dir, "Directory to write");
   credentials_cmd->add_option("--host", credentials->hosts,
                               "Another DNS name or IP address the certificates name (repeatable)");
+  credentials_cmd->add_option("--team", credentials->team,
+                              "A token for this team: it may use only its queues' jobs and groups");
+  credentials_cmd->add_option("--out", credentials->out,
+                              "With --team: write the token to this file (mode 0600)");
+  credentials_cmd->add_flag("--revoke", credentials->revoke,
+                            "With --team: revoke every token of the team");
   OnChosenLocal(credentials_cmd, action, credentials, RunCredentials);
 
   auto up = std::make_shared<UpFlags>();

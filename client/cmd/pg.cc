@@ -7,6 +7,7 @@
 #include "client/bundle_args.h"
 #include "client/cmd/command.h"
 #include "client/format.h"
+#include "client/job_args.h"
 
 namespace berth {
 namespace {
@@ -18,6 +19,9 @@ struct PgCreateFlags {
   std::vector<std::string> bundles;
   int replicas = 1;
   int priority = 0;
+  std::string priority_class;
+  std::string time_limit;
+  bool non_preemptible = false;
   double wait_seconds = 0;
   CLI::Option* wait = nullptr;  // count() > 0 when --wait was given
 };
@@ -33,6 +37,13 @@ int RunPgCreate(const Context& ctx, const PgCreateFlags& flags) {
   request.set_strategy(*strategy);
   request.set_priority(flags.priority);
   request.set_queue(flags.queue);
+  request.set_priority_class(flags.priority_class);
+  if (flags.non_preemptible) request.set_preemptible(false);
+  if (!flags.time_limit.empty()) {
+    absl::StatusOr<int64_t> limit = ParseTimeLimitSeconds(flags.time_limit, "--time-limit");
+    if (!limit.ok()) return UsageError(limit.status());
+    request.set_time_limit_s(*limit);
+  }
   for (v1::Bundle& bundle : *bundles) *request.add_bundles() = std::move(bundle);
   absl::StatusOr<v1::CreatePlacementGroupResponse> created =
       ctx.client.CreatePlacementGroup(std::move(request));
@@ -105,6 +116,12 @@ void AddPgCommands(CLI::App& app, Action* action) {
   CLI::App* create_cmd = pg->add_subcommand("create", "Create a placement group; prints its id");
   create_cmd->add_option("--name", create->name, "Unique name (optional)");
   create_cmd->add_option("--queue", create->queue, "Queue (default: the default queue)");
+  create_cmd->add_option("--priority-class", create->priority_class,
+                         "A priority class (berth queue priority-class) instead of --priority");
+  create_cmd->add_option("--time-limit", create->time_limit,
+                         "Like Slurm's --time, e.g. 2h: it may start past a reserved gang");
+  create_cmd->add_flag("--non-preemptible", create->non_preemptible,
+                       "Never preempted; then it runs only within its queue's nominal quota");
   create_cmd
       ->add_option("--strategy", create->strategy, "PACK, SPREAD, STRICT_PACK or STRICT_SPREAD")
       ->capture_default_str();

@@ -9,6 +9,8 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "client/cmd/command.h"
+#include "client/format.h"
+#include "client/job_file.h"
 #include "placement/resource_set.h"
 
 namespace berth {
@@ -68,6 +70,20 @@ std::string FormatQueues(const v1::ListQueuesResponse& r) {
   }
   absl::StrAppend(
       &out, "Cohorts: ", r.cohorts().empty() ? "(none)" : absl::StrJoin(r.cohorts(), ", "), "\n");
+  if (!r.priority_classes().empty()) {
+    absl::StrAppend(&out, "Priority classes: ",
+                    absl::StrJoin(r.priority_classes(), ", ",
+                                  [](std::string* s, const v1::PriorityClass& c) {
+                                    absl::StrAppend(s, c.name(), "=", c.value());
+                                  }),
+                    "\n");
+  }
+  google::protobuf::RepeatedPtrField<v1::QueueStatus> statuses;
+  for (const v1::Queue& q : r.queues()) {
+    if (q.has_status()) *statuses.Add() = q.status();
+  }
+  if (!statuses.empty())
+    absl::StrAppend(&out, "\n", FormatQueueStatuses(statuses, /*pending_gangs=*/true));
   return out;
 }
 
@@ -117,6 +133,41 @@ int RunQueueGet(const Context& ctx, const NameFlags& flags) {
 
 int RunQueueList(const Context& ctx, const NoFlags&) {
   return Print(ctx, ctx.client.ListQueues(), FormatQueues);
+}
+
+struct ApplyFlags {
+  std::string file;
+};
+
+int RunQueueApply(const Context& ctx, const ApplyFlags& flags) {
+  absl::StatusOr<v1::ApplyQueuesRequest> request = LoadQueueFile(flags.file);
+  if (!request.ok()) return UsageError(request.status());
+  return Print(ctx, ctx.client.ApplyQueues(*request),
+               [](const v1::ApplyQueuesResponse& r) { return FormatQueues(r.config()); });
+}
+
+struct PriorityClassFlags {
+  std::string name;
+  int32_t value = 0;
+};
+
+int RunPriorityClassCreate(const Context& ctx, const PriorityClassFlags& flags) {
+  v1::CreatePriorityClassRequest request;
+  request.mutable_priority_class()->set_name(flags.name);
+  request.mutable_priority_class()->set_value(flags.value);
+  return Print(ctx, ctx.client.CreatePriorityClass(request),
+               [&](const v1::CreatePriorityClassResponse&) {
+                 return absl::StrCat("priority class ", flags.name, " = ", flags.value, "\n");
+               });
+}
+
+int RunPriorityClassDelete(const Context& ctx, const NameFlags& flags) {
+  v1::DeletePriorityClassRequest request;
+  request.set_name(flags.name);
+  return Print(ctx, ctx.client.DeletePriorityClass(request),
+               [&](const v1::DeletePriorityClassResponse&) {
+                 return absl::StrCat("deleted priority class ", flags.name, "\n");
+               });
 }
 
 int RunCohortCreate(const Context& ctx, const NameFlags& flags) {
@@ -178,6 +229,25 @@ void AddQueueCommands(CLI::App& app, Action* action) {
   OnChosen(list_cmd, action, std::make_shared<NoFlags>(), RunQueueList);
   CLI::App* queues_cmd = app.add_subcommand("queues", "List the queues and cohorts");
   OnChosen(queues_cmd, action, std::make_shared<NoFlags>(), RunQueueList);
+
+  auto apply = std::make_shared<ApplyFlags>();
+  CLI::App* apply_cmd = queue->add_subcommand(
+      "apply", "Create or replace the cohorts, priority classes and queues of a YAML file, whole");
+  apply_cmd->add_option("-f,--file", apply->file, "Queue file (queues.yaml)")->required();
+  OnChosen(apply_cmd, action, apply, RunQueueApply);
+
+  CLI::App* classes =
+      queue->add_subcommand("priority-class", "Named priorities jobs and groups may use");
+  classes->require_subcommand(1);
+  auto class_create = std::make_shared<PriorityClassFlags>();
+  CLI::App* class_create_cmd = classes->add_subcommand("create", "Create or replace one");
+  class_create_cmd->add_option("NAME", class_create->name, "Priority class name")->required();
+  class_create_cmd->add_option("--value", class_create->value, "Higher goes first")->required();
+  OnChosen(class_create_cmd, action, class_create, RunPriorityClassCreate);
+  auto class_delete = std::make_shared<NameFlags>();
+  CLI::App* class_delete_cmd = classes->add_subcommand("delete", "Delete one");
+  class_delete_cmd->add_option("NAME", class_delete->name, "Priority class name")->required();
+  OnChosen(class_delete_cmd, action, class_delete, RunPriorityClassDelete);
 
   CLI::App* cohort = queue->add_subcommand("cohort", "Cohorts: queues that lend each other quota");
   cohort->require_subcommand(1);

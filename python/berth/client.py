@@ -229,20 +229,26 @@ class Client:
                launcher: Optional[str] = None, per_node: bool = False, storage_path: str = "",
                labels: Optional[Dict[str, str]] = None,
                builtin: Optional[Dict[str, Union[int, float, str]]] = None,
-               queue: str = "") -> Job:
+               queue: str = "", priority: int = 0, priority_class: str = "",
+               time_limit_s: int = 0) -> Job:
         """Submits a train job: ``entrypoint`` runs on every rank (a list
         of argv, or a string split like a shell would), or once per node
         with ``per_node`` / ``launcher`` ("torchrun", "accelerate");
         ``builtin`` runs berth's built-in trainer instead (e.g.
         ``{"steps": 200}``). ``queue`` names the queue (``berth queues``);
-        empty is the default queue."""
+        empty is the default queue. ``priority`` orders it within its queue
+        (higher first, and may preempt lower), or ``priority_class`` names
+        one (``berth queue priority-class``); ``time_limit_s`` (like
+        Slurm's ``--time``; 0 = none) lets it start past a reserved gang."""
         import shlex
 
         from berth.v1 import head_pb2, train_pb2
 
         scaling_config = scaling_config or ScalingConfig()
         spec = train_pb2.TrainJobSpec(name=name, scaling_config=scaling_config.to_proto(),
-                                      storage_path=storage_path, queue=queue)
+                                      storage_path=storage_path, queue=queue,
+                                      priority=priority, priority_class=priority_class,
+                                      time_limit_s=time_limit_s)
         if failure_config is not None:
             spec.failure_config.CopyFrom(failure_config.to_proto())
         for key, value in (labels or {}).items():

@@ -122,6 +122,51 @@ TEST_F(CliEndToEndTest, QueuesAreCheckedWholeAndListed) {
   EXPECT_EQ(json["queues"][1]["nominal_quota"]["GPU"], 8) << list.out;
 }
 
+TEST_F(CliEndToEndTest, AQueueFileATeamTokenAndTheQueuesTable) {
+  ASSERT_EQ(Berth("up --nodes 1 --gpus-per-node 2 --port 0").rc, 0);
+  const std::string file = home_ + "/queues.yaml";
+  {
+    std::ofstream out(file);
+    out << "cohorts: [org]\n"
+           "priority_classes:\n  - {name: high, value: 100}\n"
+           "queues:\n"
+           "  - {name: team-a, cohort: org, team: team-a, quota: {GPU: 1}}\n"
+           "  - {name: team-b, cohort: org, team: team-b, quota: {GPU: 1}}\n";
+  }
+  const Result applied = Berth("queue apply -f " + file);
+  ASSERT_EQ(applied.rc, 0) << applied.out;
+  EXPECT_NE(applied.out.find("Priority classes: high=100"), std::string::npos) << applied.out;
+
+  // The admin's token issues team A's; with it, team B's queue is refused.
+  const std::string token = home_ + "/team-a.token";
+  const Result issued = Berth("credentials --team team-a --out " + token);
+  ASSERT_EQ(issued.rc, 0) << issued.out;
+  EXPECT_EQ(std::filesystem::status(token).permissions(),
+            std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
+  const Result mine = Berth("--token-file " + token + " pg create --queue team-a --bundle GPU=2");
+  ASSERT_EQ(mine.rc, 0) << mine.out;
+  const Result theirs = Berth("--token-file " + token + " pg create --queue team-b --bundle GPU=1");
+  EXPECT_EQ(theirs.rc, 1) << theirs.out;
+  EXPECT_NE(theirs.out.find("PERMISSION_DENIED"), std::string::npos) << theirs.out;
+  EXPECT_NE(theirs.out.find("queue 'team-b'"), std::string::npos) << theirs.out;
+  const Result admin_only = Berth("--token-file " + token + " queue create team-c");
+  EXPECT_NE(admin_only.out.find("PERMISSION_DENIED"), std::string::npos) << admin_only.out;
+
+  // Team A borrows B's GPU once the group is admitted; the table says so.
+  nlohmann::json team_a;
+  for (int i = 0; i < 100 && team_a["status"]["borrowed"]["GPU"] != 1; ++i) {
+    absl::SleepFor(absl::Milliseconds(100));
+    const nlohmann::json json = nlohmann::json::parse(Berth("queues -o json").out);
+    for (const nlohmann::json& q : json["queues"]) {
+      if (q["name"] == "team-a") team_a = q;
+    }
+  }
+  EXPECT_EQ(team_a["status"]["usage"]["GPU"], 2) << team_a.dump();
+  EXPECT_EQ(team_a["status"]["borrowed"]["GPU"], 1) << team_a.dump();
+  const Result table = Berth("queues");
+  EXPECT_NE(table.out.find("GPU_BORROWED"), std::string::npos) << table.out;
+}
+
 TEST_F(CliEndToEndTest, UpSubmitLogsStopDown) {
   const Result up = Berth("up --nodes 2 --gpus-per-node 2 --port 0");
   ASSERT_EQ(up.rc, 0) << up.out;

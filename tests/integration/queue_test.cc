@@ -1,12 +1,15 @@
 // QueueService on a real berth-head (sqlite store): a queue with a bad quota,
 // an unknown cohort or a negative limit is refused naming the field and
-// nothing changes; queues and cohorts survive a head killed with SIGKILL.
+// nothing changes; a queue file is applied whole or not at all; queues,
+// cohorts, usage and the order of waiting groups survive a head killed with
+// SIGKILL.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 
 #include <string>
 
+#include "absl/strings/match.h"
 #include "tests/integration/local_cluster.h"
 
 namespace berth {
@@ -15,6 +18,7 @@ namespace {
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using testing::LocalCluster;
+using testing::WaitUntil;
 
 class QueueServiceTest : public ::testing::Test {
  protected:
@@ -47,6 +51,36 @@ class QueueServiceTest : public ::testing::Test {
 
   std::unique_ptr<LocalCluster> cluster_;
 };
+
+// Creates `group` (a request); its id, "" if refused.
+std::string CreateGroup(LocalCluster& cluster, const v1::CreatePlacementGroupRequest& group) {
+  v1::CreatePlacementGroupResponse created;
+  grpc::Status s = cluster.groups().CreatePlacementGroup(cluster.context().get(), group, &created);
+  EXPECT_TRUE(s.ok()) << s.error_message();
+  return created.placement_group_id();
+}
+
+// A group in `queue` of one bundle of `gpus` GPUs; its id.
+std::string CreateGroup(LocalCluster& cluster, const std::string& queue, double gpus,
+                        const std::string& request_id) {
+  v1::CreatePlacementGroupRequest group;
+  group.set_request_id(request_id);
+  group.set_queue(queue);
+  (*group.add_bundles()->mutable_resources()->mutable_amounts())["GPU"] = gpus;
+  return CreateGroup(cluster, group);
+}
+
+v1::PlacementGroupInfo GroupInfo(LocalCluster& cluster, const std::string& id) {
+  v1::GetPlacementGroupRequest get;
+  get.set_placement_group_id(id);
+  v1::GetPlacementGroupResponse got;
+  EXPECT_TRUE(cluster.groups().GetPlacementGroup(cluster.context().get(), get, &got).ok());
+  return got.placement_group();
+}
+
+v1::PlacementGroupState StateOf(LocalCluster& cluster, const std::string& id) {
+  return GroupInfo(cluster, id).state();
+}
 
 TEST_F(QueueServiceTest, ABadQueueIsRefusedNamingTheFieldAndChangesNothing) {
   v1::CreateCohortRequest cohort;
@@ -101,14 +135,8 @@ TEST_F(QueueServiceTest, GroupsAndJobsNameAKnownQueueOrAreRefused) {
   group.set_request_id("in-team-a");
   group.set_queue("team-a");
   (*group.add_bundles()->mutable_resources()->mutable_amounts())["CPU"] = 1;
+  EXPECT_EQ(GroupInfo(*cluster_, CreateGroup(*cluster_, group)).queue(), "team-a");
   v1::CreatePlacementGroupResponse created;
-  ASSERT_TRUE(
-      cluster_->groups().CreatePlacementGroup(cluster_->context().get(), group, &created).ok());
-  v1::GetPlacementGroupRequest get;
-  get.set_placement_group_id(created.placement_group_id());
-  v1::GetPlacementGroupResponse got;
-  ASSERT_TRUE(cluster_->groups().GetPlacementGroup(cluster_->context().get(), get, &got).ok());
-  EXPECT_EQ(got.placement_group().queue(), "team-a");
 
   group.set_request_id("in-no-queue");
   group.set_queue("team-z");
@@ -187,6 +215,104 @@ TEST_F(QueueServiceTest, AKilledHeadKeepsItsQueuesAndCohorts) {
   EXPECT_EQ(kept.borrowing_limit().at("GPU"), 4);
   EXPECT_EQ(kept.weight(), 2);
   EXPECT_EQ(kept.team(), "ml-research");
+}
+
+TEST_F(QueueServiceTest, AKilledHeadKeepsUsageAndPendingOrder) {
+  cluster_->AddRaylet({"n0", 2, "A10G", 8, "32Gi"});
+  ASSERT_TRUE(Create(Team("team-a", "", 2)).ok());
+  const std::string running = CreateGroup(*cluster_, "team-a", 2, "running");
+  ASSERT_TRUE(WaitUntil(
+      [&] { return StateOf(*cluster_, running) == v1::PLACEMENT_GROUP_STATE_CREATED; },
+      std::chrono::seconds(10)));
+  const std::string first = CreateGroup(*cluster_, "team-a", 2, "first");
+  const std::string second = CreateGroup(*cluster_, "team-a", 1, "second");
+  auto team_a = [&] {
+    const v1::ListQueuesResponse list = List();
+    for (const v1::Queue& q : list.queues()) {
+      if (q.name() == "team-a") return q.status();
+    }
+    return v1::QueueStatus();
+  };
+  auto check = [&](const v1::QueueStatus& status) {
+    EXPECT_EQ(status.usage().at("GPU"), 2);
+    EXPECT_EQ(status.running(), 1u);
+    EXPECT_EQ(status.pending(), 2u);
+    ASSERT_EQ(status.pending_gangs_size(), 2);
+    EXPECT_EQ(status.pending_gangs(0).placement_group_id(), first);
+    EXPECT_EQ(status.pending_gangs(1).placement_group_id(), second);
+    EXPECT_THAT(status.pending_gangs(1).reason(), HasSubstr("waiting for quota"));
+  };
+  // Once a pass has said why they wait.
+  auto settled = [&] {
+    return WaitUntil(
+        [&] {
+          const v1::QueueStatus status = team_a();
+          return status.pending_gangs_size() == 2 &&
+                 absl::StrContains(status.pending_gangs(1).reason(), "waiting for quota");
+        },
+        std::chrono::seconds(5));
+  };
+  ASSERT_TRUE(settled());
+  check(team_a());
+
+  cluster_->RestartHead(SIGKILL);
+  ASSERT_TRUE(settled());
+  check(team_a());
+  // The room goes to the first in line, though the second would fit the
+  // quota once the first is counted: it stays in line behind it.
+  v1::RemovePlacementGroupRequest remove;
+  remove.set_placement_group_id(running);
+  v1::RemovePlacementGroupResponse removed;
+  ASSERT_TRUE(
+      cluster_->groups().RemovePlacementGroup(cluster_->context().get(), remove, &removed).ok());
+  ASSERT_TRUE(WaitUntil(
+      [&] { return StateOf(*cluster_, first) == v1::PLACEMENT_GROUP_STATE_CREATED; },
+      std::chrono::seconds(10)));
+  EXPECT_EQ(StateOf(*cluster_, second), v1::PLACEMENT_GROUP_STATE_PENDING);
+}
+
+TEST_F(QueueServiceTest, AQueueFileIsAppliedWholeOrNotAtAll) {
+  v1::ApplyQueuesRequest apply;
+  apply.add_cohorts("org");
+  *apply.add_queues() = Team("team-a", "org", 4);
+  *apply.add_queues() = Team("team-b", "elsewhere", 4);  // an unknown cohort
+  v1::PriorityClass* high = apply.add_priority_classes();
+  high->set_name("high");
+  high->set_value(100);
+  v1::ApplyQueuesResponse applied;
+  grpc::Status refused =
+      cluster_->queues().ApplyQueues(cluster_->context().get(), apply, &applied);
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_THAT(refused.error_message(), HasSubstr("queues[1].cohort"));
+  EXPECT_THAT(Names(), ElementsAre("default"));
+  EXPECT_TRUE(List().cohorts().empty());
+  EXPECT_TRUE(List().priority_classes().empty());
+
+  apply.mutable_queues(1)->set_cohort("org");
+  ASSERT_TRUE(cluster_->queues().ApplyQueues(cluster_->context().get(), apply, &applied).ok());
+  EXPECT_THAT(Names(), ElementsAre("default", "team-a", "team-b"));
+  ASSERT_EQ(applied.config().priority_classes_size(), 1);
+  // A group naming the class takes its value; an unknown class is refused.
+  v1::CreatePlacementGroupRequest group;
+  group.set_request_id("high-one");
+  group.set_queue("team-a");
+  group.set_priority_class("high");
+  (*group.add_bundles()->mutable_resources()->mutable_amounts())["CPU"] = 1;
+  EXPECT_EQ(GroupInfo(*cluster_, CreateGroup(*cluster_, group)).priority(), 100);
+  v1::CreatePlacementGroupResponse created;
+  group.set_request_id("unknown-class");
+  group.set_priority_class("urgent");
+  refused = cluster_->groups().CreatePlacementGroup(cluster_->context().get(), group, &created);
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_THAT(refused.error_message(), HasSubstr("priority_class: no priority class 'urgent'"));
+  // Deleting a queue a live group names is refused; nothing changes.
+  v1::DeleteQueueRequest remove;
+  remove.set_name("team-a");
+  v1::DeleteQueueResponse removed;
+  refused = cluster_->queues().DeleteQueue(cluster_->context().get(), remove, &removed);
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_THAT(refused.error_message(), HasSubstr("team-a"));
+  EXPECT_THAT(Names(), ElementsAre("default", "team-a", "team-b"));
 }
 
 }  // namespace

@@ -153,6 +153,30 @@ TEST_F(AdmissionTest, CallsWithTheTokenReachTheHandlerWithTheirRequest) {
   EXPECT_EQ(logs_->calls, 1);
 }
 
+TEST_F(AdmissionTest, ATeamTokenReachesOnlyTheMethodsTeamsMayCall) {
+  TeamCredentials teams;
+  const TeamCredentials::Issued issued = TeamCredentials::Mint();
+  teams.Add(issued.digest, "ml-research");
+  EXPECT_NE(issued.digest, issued.token);  // only the digest is kept
+  AdmissionPolicy policy{kToken};
+  policy.teams = &teams;
+  policy.team_methods = {"StreamTrainJobLogs"};
+  Start(policy, grpc::InsecureServerCredentials());
+  auto [chunks, status] = StreamLogs(Plaintext(), issued.token);
+  EXPECT_TRUE(status.ok()) << status.error_message();
+  EXPECT_EQ(chunks, 1);
+  v1::ListNodesResponse response;
+  grpc::Status denied = ListNodes(Plaintext(), issued.token, &response);
+  EXPECT_EQ(denied.error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_THAT(denied.error_message(), HasSubstr("ListNodes: team 'ml-research'"));
+  EXPECT_EQ(nodes_->calls, 0);
+  // Revoked: no longer anyone's.
+  EXPECT_EQ(teams.Revoke("ml-research").size(), 1u);
+  EXPECT_EQ(StreamLogs(Plaintext(), issued.token).second.error_code(),
+            grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_EQ(logs_->calls, 1);
+}
+
 TEST_F(AdmissionTest, NoTokenMeansAuthenticationIsOff) {
   Start(AdmissionPolicy{}, grpc::InsecureServerCredentials());
   v1::ListNodesResponse response;

@@ -37,6 +37,55 @@ std::string ErrorOf(const std::string& text) {
   return std::string(spec.status().message());
 }
 
+TEST(QueueFileTest, CohortsClassesAndQueuesParseAndBadOnesNameTheLine) {
+  absl::StatusOr<v1::ApplyQueuesRequest> request = ParseQueueFile(R"(cohorts: [org]
+priority_classes:
+  - {name: high, value: 100}
+queues:
+  - name: team-a
+    cohort: org
+    team: team-a
+    quota: {GPU: 8, "GPU:A10G": 4, memory: 512Gi}
+    borrowing_limit: {GPU: 4}
+    weight: 2
+)",
+                                                                 "queues.yaml");
+  ASSERT_TRUE(request.ok()) << request.status();
+  ASSERT_EQ(request->cohorts_size(), 1);
+  EXPECT_EQ(request->cohorts(0), "org");
+  ASSERT_EQ(request->priority_classes_size(), 1);
+  EXPECT_EQ(request->priority_classes(0).value(), 100);
+  ASSERT_EQ(request->queues_size(), 1);
+  const v1::Queue& q = request->queues(0);
+  EXPECT_EQ(q.team(), "team-a");
+  EXPECT_EQ(q.nominal_quota().at("GPU:A10G"), 4);
+  EXPECT_EQ(q.nominal_quota().at("memory"), 512.0 * 1024 * 1024 * 1024);
+  EXPECT_EQ(q.borrowing_limit().at("GPU"), 4);
+  EXPECT_EQ(q.weight(), 2);
+
+  auto error = [](const std::string& text) {
+    absl::StatusOr<v1::ApplyQueuesRequest> r = ParseQueueFile(text, "queues.yaml");
+    return r.ok() ? std::string() : std::string(r.status().message());
+  };
+  EXPECT_THAT(error("queues:\n  - name: a\n    quotas: {GPU: 1}\n"),
+              StartsWith("queues.yaml:3: queues[0].quotas: unknown key"));
+  EXPECT_THAT(error("queues:\n  - name: a\n    weight: heavy\n"),
+              StartsWith("queues.yaml:3: queues[0].weight: expected a number"));
+  EXPECT_THAT(error("queues:\n  - name: a\n    quota: {GPU: lots}\n"),
+              HasSubstr("queues[0].quota[\"GPU\"]"));
+  EXPECT_THAT(error("cohorts: org\n"), StartsWith("queues.yaml:1: cohorts: expected a list"));
+}
+
+TEST(JobFileTest, APriorityClassAndATimeLimitAreRead) {
+  absl::StatusOr<v1::TrainJobSpec> spec = ParseJobFile(
+      "scaling: {num_workers: 1}\npriority_class: high\ntime_limit: 1h30m\n", "job.yaml");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->priority_class(), "high");
+  EXPECT_EQ(spec->time_limit_s(), 5400);
+  EXPECT_THAT(ErrorOf("scaling: {num_workers: 1}\ntime_limit: soon\n"),
+              StartsWith("job.yaml:2: time_limit: 'soon' is not a time limit"));
+}
+
 TEST(JobFileTest, EveryExampleParses) {
   const std::vector<fs::path> files = YamlFiles(kExamples);
   EXPECT_GE(files.size(), 6u);
@@ -158,8 +207,8 @@ TEST(JobFileTest, QuantitiesAsNumbersOrStrings) {
 
 TEST(JobFileTest, UnknownKeysNameTheKeyAndTheAllowedOnes) {
   EXPECT_EQ(ErrorOf("scaling:\n  num_workers: 1\nnmae: x\n"),
-            "job.yaml:3: nmae: unknown key (allowed: name, queue, scaling, entrypoint, failure, "
-            "checkpoint_dir, labels)");
+            "job.yaml:3: nmae: unknown key (allowed: name, queue, priority, priority_class, "
+            "time_limit, scaling, entrypoint, failure, checkpoint_dir, labels)");
   EXPECT_EQ(ErrorOf("name: x\nscaling:\n  num_workers: 2\n  use_gpus: true\n"),
             "job.yaml:4: scaling.use_gpus: unknown key (allowed: num_workers, use_gpu, "
             "resources_per_worker, trainer_resources, accelerator_type, placement_strategy)");

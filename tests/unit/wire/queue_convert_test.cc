@@ -54,5 +54,39 @@ TEST(QueueConvert, BadInputNamesTheFieldAndABadRecordIsDataLoss) {
   EXPECT_EQ(QueueConfigFromRecord(record).status().code(), absl::StatusCode::kDataLoss);
 }
 
+TEST(QueueConvert, ApplyingAddsOrReplacesEverythingNamedOrNothing) {
+  QueueConfig base = QueueConfig().WithCohort("org").value();
+  google::protobuf::RepeatedPtrField<std::string> cohorts;
+  cohorts.Add("research");
+  google::protobuf::RepeatedPtrField<v1::Queue> queues;
+  v1::Queue* a = queues.Add();
+  a->set_name("team-a");
+  a->set_cohort("research");
+  (*a->mutable_nominal_quota())["GPU"] = 4;
+  google::protobuf::RepeatedPtrField<v1::PriorityClass> classes;
+  v1::PriorityClass* high = classes.Add();
+  high->set_name("high");
+  high->set_value(100);
+  QueueConfig applied = QueueConfigWith(base, cohorts, queues, classes).value();
+  EXPECT_TRUE(applied.HasCohort("org"));  // what the file does not name stays
+  EXPECT_TRUE(applied.HasCohort("research"));
+  ASSERT_NE(applied.FindQueue("team-a"), nullptr);
+  EXPECT_EQ(applied.PriorityOf("high", 0, "priority_class").value(), 100);
+  // The classes survive the record too.
+  QueueConfig restored = QueueConfigFromRecord(QueueConfigToRecord(applied)).value();
+  EXPECT_EQ(restored.PriorityOf("high", 0, "priority_class").value(), 100);
+
+  // A bad second queue: the error names it, and nothing is returned.
+  v1::Queue* bad = queues.Add();
+  bad->set_name("team-b");
+  bad->set_cohort("nowhere");
+  absl::StatusOr<QueueConfig> refused = QueueConfigWith(base, cohorts, queues, classes);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(refused.status().message(), HasSubstr("queues[1].cohort"));
+  high->set_name("not a name");
+  EXPECT_THAT(QueueConfigWith(base, cohorts, {}, classes).status().message(),
+              HasSubstr("priority_classes[0].name"));
+}
+
 }  // namespace
 }  // namespace berth
