@@ -20,6 +20,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "bench/replay/queue_simulation.h"
+#include "bench/replay/report.h"
 
 namespace berth::replay {
 namespace {
@@ -36,14 +37,9 @@ struct Options {
 };
 
 double Quantile(std::vector<double> v, double q) {
-  if (v.empty()) return std::nan("");
-  std::sort(v.begin(), v.end());
-  return v[std::min(v.size() - 1, static_cast<size_t>(q * v.size()))];
+  return berth::Quantile(std::move(v), q, std::nan(""));
 }
-
-std::string Row(const std::vector<std::string>& cells) {
-  return absl::StrCat("| ", absl::StrJoin(cells, " | "), " |\n");
-}
+std::string Row(const std::vector<std::string>& cells) { return MarkdownRow(cells); }
 std::string Rule(size_t n) { return Row(std::vector<std::string>(n, "---")); }
 std::string F(double v, int digits = 1) {
   return std::isnan(v) ? "-" : absl::StrFormat("%.*f", digits, v);

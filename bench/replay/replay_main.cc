@@ -21,6 +21,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "bench/replay/report.h"
 #include "bench/replay/simulation.h"
 
 namespace berth::replay {
@@ -146,9 +147,7 @@ absl::StatusOr<MeanCurve> MeasureArrivals(const std::vector<TraceNode>& gpu_node
 // Index of the checkpoint at `percent` of arrived load (10, 20, ... 130).
 size_t At(int percent) { return percent / 10 - 1; }
 
-std::string Row(std::initializer_list<std::string> cells) {
-  return absl::StrCat("| ", absl::StrJoin(cells, " | "), " |\n");
-}
+std::string Row(std::initializer_list<std::string> cells) { return MarkdownRow(cells); }
 std::string Pct(double v) { return absl::StrFormat("%.2f", v); }
 
 struct TraceResults {
@@ -216,11 +215,7 @@ absl::Status WritePlotData(const Options& o, const TraceResults& r) {
   return WriteDat(absl::StrCat(o.plot_data_dir, "/util_", r.trace, ".dat"), util_columns, rows);
 }
 
-double Quantile(std::vector<double> v, double q) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  return v[std::min(v.size() - 1, static_cast<size_t>(q * v.size()))];
-}
+double Quantile(std::vector<double> v, double q) { return berth::Quantile(std::move(v), q, 0); }
 
 std::string Markdown(const Options& o, const std::vector<TraceResults>& all) {
   std::string md = absl::StrCat(
