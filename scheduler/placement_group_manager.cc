@@ -247,17 +247,19 @@ QueueView PlacementGroupManager::Queue(const std::string& name) const {
   return queues_.Queue(name, capacity_.Capacity());
 }
 
-std::vector<v1::QueueStatus> PlacementGroupManager::QueueStatuses() const {
+std::vector<v1::QueueStatus> PlacementGroupManager::QueueStatuses(
+    const std::optional<std::string>& only) const {
   constexpr size_t kPendingShown = 20;
   // Each queue's waiting groups in the order it tries them.
   std::map<std::string, std::vector<const Group*>> waiting;
   for (const std::string& id : waiting_) {
     const Group& g = groups_.at(id);
-    waiting[g.queue].push_back(&g);
+    if (!only || g.queue == *only) waiting[g.queue].push_back(&g);
   }
   const ResourceSet totals = capacity_.Capacity();
   std::vector<v1::QueueStatus> out;
   for (const auto& [name, spec] : queues_.config().queues()) {
+    if (only && name != *only) continue;
     v1::QueueStatus& status = out.emplace_back();
     status.set_name(name);
     for (const auto& [resource, amount] : spec.nominal)

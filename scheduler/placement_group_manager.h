@@ -146,8 +146,9 @@ class PlacementGroupManager {
   absl::Status Reconfigure(QueueConfig config);
   // A queue's usage, borrowing, fair share and gangs.
   QueueView Queue(const std::string& name) const;
-  // Every queue's state, by name, with its first waiting gangs.
-  std::vector<v1::QueueStatus> QueueStatuses() const;
+  // Every queue's state (or only `only`'s), by name, with its first waiting gangs.
+  std::vector<v1::QueueStatus> QueueStatuses(
+      const std::optional<std::string>& only = std::nullopt) const;
 
   // Validates and queues a group under `new_id`. Idempotent by request_id:
   // a retry returns the first call's id; the same request_id with other

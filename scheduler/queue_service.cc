@@ -83,9 +83,8 @@ grpc::Status QueueServiceImpl::GetQueue(grpc::ServerContext*, const v1::GetQueue
         absl::NotFoundError(absl::StrCat("name: no queue '", request->name(), "'")));
   }
   QueueToProto(*queue, response->mutable_queue());
-  for (v1::QueueStatus& status : state_->groups.QueueStatuses()) {
-    if (status.name() == queue->name) *response->mutable_queue()->mutable_status() = std::move(status);
-  }
+  for (v1::QueueStatus& status : state_->groups.QueueStatuses(queue->name))
+    *response->mutable_queue()->mutable_status() = std::move(status);
   return grpc::Status::OK;
 }
 
