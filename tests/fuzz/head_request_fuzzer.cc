@@ -178,13 +178,18 @@ class Head {
     const std::string id = absl::StrCat("pg-", next_id_++);
     absl::StatusOr<std::string> created = groups_.Create(request, id, now_);
     if (!created.ok()) {
-      FUZZ_CHECK_MSG(created.status().code() == absl::StatusCode::kInvalidArgument ||
-                         created.status().code() == absl::StatusCode::kAlreadyExists,
-                     created.status().ToString());
+      FUZZ_CHECK_MSG(IsRefusal(created.status()), created.status().ToString());
       return;
     }
     if (*created == id) created_.push_back(id);
     FUZZ_CHECK(groups_.State(*created).has_value());
+  }
+
+  // A create the head refuses: bad input, a duplicate, or a queue or
+  // priority class it does not know (NOT_FOUND naming the field).
+  static bool IsRefusal(const absl::Status& s) {
+    return s.code() == absl::StatusCode::kInvalidArgument ||
+           s.code() == absl::StatusCode::kAlreadyExists || s.code() == absl::StatusCode::kNotFound;
   }
 
   // As TrainJobController::Submit and the JobReconciler create a job's group.
@@ -199,9 +204,19 @@ class Head {
     meta.set_name(absl::StrCat(job, "-pg"));
     meta.set_job_id(job);
     meta.set_request_id(absl::StrCat(job, "/pg"));
+    meta.set_queue(request.spec().queue());
+    meta.set_priority(request.spec().priority());
+    meta.set_priority_class(request.spec().priority_class());
+    meta.set_time_limit_s(request.spec().time_limit_s());
     const std::string id = absl::StrCat("pg-", next_id_++);
     absl::StatusOr<std::string> created = groups_.CreateFromSpec(*std::move(spec), meta, id, now_);
-    FUZZ_CHECK_MSG(created.ok() && *created == id, created.status().ToString());
+    if (!created.ok()) {
+      // TrainJobService refuses these before a job exists; the group's
+      // checks must agree with it.
+      FUZZ_CHECK_MSG(IsRefusal(created.status()), created.status().ToString());
+      return;
+    }
+    FUZZ_CHECK(*created == id);
     created_.push_back(id);
   }
 
