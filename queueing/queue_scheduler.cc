@@ -201,6 +201,22 @@ struct QueueScheduler::PassState {
   std::map<std::string, std::string> closed;
   std::set<std::string> admitted;    // of result.admitted
   std::vector<const Gang*> running;  // when the pass began
+  // The gangs held on a place (CapacityModel::PlacesOf), indexed on first use.
+  const std::vector<std::string>& HoldersOf(uint64_t place) const {
+    if (!holders) {
+      holders.emplace();
+      for (const auto& [id, g] : *gangs) {
+        const GangState s = g.view.state;
+        if (s != GangState::kRunning && s != GangState::kPreempting) continue;
+        for (uint64_t p : capacity.PlacesOf(id)) (*holders)[p].push_back(id);
+      }
+    }
+    static const std::vector<std::string> kNone;
+    auto it = holders->find(place);
+    return it == holders->end() ? kNone : it->second;
+  }
+  const std::map<std::string, Gang>* gangs;
+  mutable std::optional<std::map<uint64_t, std::vector<std::string>>> holders;
   // (queue, priority, shape) of gangs for which no victims would do, this pass.
   std::set<std::tuple<std::string, int32_t, uint64_t>> no_victims;
   size_t searches = 0;
@@ -269,32 +285,58 @@ std::optional<std::vector<Preemption>> QueueScheduler::ChooseVictims(const Gang&
   std::stable_sort(by_cost.begin(), by_cost.end(), [](const Place* a, const Place* b) {
     return std::make_pair(a->priority, a->cost) < std::make_pair(b->priority, b->cost);
   });
-  std::vector<const Candidate*> ordered;
-  for (const Place* place : by_cost)
-    ordered.insert(ordered.end(), place->victims.begin(), place->victims.end());
+  // Places that preemption can empty: every gang held there is a candidate.
+  auto emptiable = [&]() {
+    std::set<std::string> ids;
+    for (const Candidate& c : candidates) ids.insert(c.gang->request.id);
+    std::set<const Place*> out;
+    for (auto& [key, place] : places) {
+      bool all = true;
+      for (const std::string& holder : pass.HoldersOf(key)) all = all && ids.count(holder) != 0;
+      if (all) out.insert(&place);
+    }
+    return out;
+  };
   // Reclaiming stops at a queue's own nominal quota: a reclaim candidate
   // counts only while its queue, without the candidates before it, still
-  // borrows a resource `g` asks for.
-  std::vector<const Candidate*> eligible;
-  std::map<std::string, ResourceSet> left;  // usage without the eligible ones so far
-  for (const Candidate* candidate : ordered) {
-    const Candidate& c = *candidate;
-    if (c.rule == PreemptionRule::kReclaim) {
-      const std::string& owner_name = c.gang->request.queue;
-      auto [usage, fresh] = left.try_emplace(owner_name, ledger_.Usage(owner_name));
-      const QueueSpec* owner = config_.FindQueue(owner_name);
-      bool borrowing = false;
-      for (const auto& [r, amount] : g.request.demand.entries()) {
-        auto n = owner->nominal.find(r);
-        borrowing = borrowing || (n != owner->nominal.end() && usage->second.Get(r) > n->second);
+  // borrows a resource `g` asks for. With `only` given, a place counts only
+  // if it is one of them and all of its victims count (a gang that needs
+  // empty places gains nothing from half-emptied ones).
+  auto eligible_of = [&](const std::set<const Place*>* only, size_t max_victims) {
+    std::vector<const Candidate*> eligible;
+    std::map<std::string, ResourceSet> left;  // usage without the eligible ones so far
+    for (const Place* place : by_cost) {
+      if (only != nullptr && only->count(place) == 0) continue;
+      std::map<std::string, ResourceSet> left_here = left;
+      std::vector<const Candidate*> here;
+      for (const Candidate* c : place->victims) {
+        if (c->rule == PreemptionRule::kReclaim) {
+          const std::string& owner_name = c->gang->request.queue;
+          auto [usage, fresh] = left_here.try_emplace(owner_name, ledger_.Usage(owner_name));
+          const QueueSpec* owner = config_.FindQueue(owner_name);
+          bool borrowing = false;
+          for (const auto& [r, amount] : g.request.demand.entries()) {
+            auto n = owner->nominal.find(r);
+            borrowing =
+                borrowing || (n != owner->nominal.end() && usage->second.Get(r) > n->second);
+          }
+          if (!borrowing) continue;
+        }
+        here.push_back(c);
+        if (auto it = left_here.find(c->gang->request.queue); it != left_here.end())
+          it->second.Subtract(c->gang->view.charge).IgnoreError();
+        if (only == nullptr && eligible.size() + here.size() == max_victims) break;
       }
-      if (!borrowing) continue;
+      if (only != nullptr &&
+          (here.size() != place->victims.size() || eligible.size() + here.size() > max_victims)) {
+        continue;
+      }
+      eligible.insert(eligible.end(), here.begin(), here.end());
+      left = std::move(left_here);
+      if (eligible.size() == max_victims) break;
     }
-    eligible.push_back(&c);
-    if (auto it = left.find(c.gang->request.queue); it != left.end())
-      it->second.Subtract(c.gang->view.charge).IgnoreError();
-    if (eligible.size() == options_.max_victims_considered) break;
-  }
+    return eligible;
+  };
   auto enough = [&](const std::vector<const Candidate*>& set) {
     std::vector<std::pair<std::string, ResourceSet>> released;
     std::vector<std::string> ids;
@@ -305,7 +347,14 @@ std::optional<std::vector<Preemption>> QueueScheduler::ChooseVictims(const Gang&
     return ledger_.Check(g.request.queue, g.request.demand, released).fits &&
            capacity.FitsWithout(g.request.id, ids);
   };
-  if (eligible.empty() || !enough(eligible)) return std::nullopt;
+  // The cheapest places first; failing that (a gang that needs empty
+  // places), the places that can be emptied, cheapest first.
+  std::vector<const Candidate*> eligible = eligible_of(nullptr, options_.max_victims_considered);
+  if (eligible.empty() || !enough(eligible)) {
+    const std::set<const Place*> whole = emptiable();
+    eligible = eligible_of(&whole, options_.max_victims_to_empty_places);
+    if (eligible.empty() || !enough(eligible)) return std::nullopt;
+  }
   // The shortest sufficient prefix (more victims only free more), then a
   // minimal set: drop, newest choice first, any victim not needed.
   size_t lo = 1, hi = eligible.size();
@@ -507,6 +556,10 @@ void QueueScheduler::TryGang(Gang& g, PassState& pass) {
     g.backfilled_past = std::move(past);
     pass.result.admitted.push_back(g.request.id);
     pass.admitted.insert(g.request.id);
+    if (pass.holders) {
+      for (uint64_t p : pass.capacity.PlacesOf(g.request.id))
+        (*pass.holders)[p].push_back(g.request.id);
+    }
     return;
   }
   // Fits its quota, not the nodes.
@@ -526,7 +579,7 @@ void QueueScheduler::TryGang(Gang& g, PassState& pass) {
 
 PassResult QueueScheduler::Pass(int64_t now_ms, CapacityModel& capacity) {
   ++passes_;
-  PassState pass{now_ms, capacity, {}, {}, {}, {}, {}, {}, {}, 0, {}, {}};
+  PassState pass{now_ms, capacity, {}, {}, {}, {}, {}, {}, &gangs_, {}, {}, 0, {}, {}};
   for (const auto& [id, g] : gangs_) {
     if (g.view.state == GangState::kRunning) pass.running.push_back(&g);
   }

@@ -14,8 +14,12 @@
 //   weights while queues have work.
 // - Preemption, of running preemptible gangs only, whole, to free the fewest
 //   GPU-hours (lowest priority first, then the youngest; then the set is
-//   pruned to a minimal one). Rules: kReclaim, a gang within its queue's
-//   nominal quota takes back what other queues of its cohort borrow; kPriority,
+//   pruned to a minimal one). Victims are taken a place (node) at a time;
+//   when the cheapest places do not make room (a gang of whole-node
+//   bundles gains nothing from half-emptied nodes), the places whose every
+//   gang may be preempted are emptied, cheapest first. Rules: kReclaim, a
+//   gang within its queue's nominal quota takes back what other queues of
+//   its cohort borrow; kPriority,
 //   within a queue a higher priority preempts lower; kBackfill, a gang with
 //   a reservation takes back the room of gangs that started past it as
 //   preemptible. The preemptor then holds its quota and its reservation
@@ -97,6 +101,9 @@ struct QueueSchedulerOptions {
   // soonest to end; a gang that fits only after more of them end reserves the places it would take
   // on an idle cluster).
   size_t max_victims_considered = 32;
+  // Victims considered when the cheapest do not make room and the gang
+  // needs places emptied whole (a multi-node gang of whole-node bundles).
+  size_t max_victims_to_empty_places = 256;
   size_t max_preemption_searches = 16;
   size_t max_reservation_horizon = 64;
 };

@@ -2,6 +2,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "queueing/queue_scheduler.h"
 #include "tests/unit/placement_test_util.h"
 
 namespace berth {
@@ -65,6 +66,66 @@ TEST_F(PlacerCapacityTest, FitsWithoutLeavesTheTableExactlyAsItWas) {
   capacity_.Remove("c");
   EXPECT_EQ(table_.node(0).available, table_.node(0).total);
   EXPECT_EQ(table_.node(1).available, table_.node(1).total);
+}
+
+QueueSpec GpuQueue(const std::string& name, double gpus) {
+  QueueInput in;
+  in.name = name;
+  in.cohort = "org";
+  in.nominal = {{"GPU", gpus}};
+  return QueueSpecFromInput(in, "queue").value();
+}
+
+// A gang of 4-GPU bundles, one per node, needs empty nodes: when the
+// cheapest victims sit on nodes shared with gangs that may not be
+// preempted, reclaim empties other nodes whole instead of giving up.
+TEST(PlacerCapacityPreemption, AGangOfWholeNodesReclaimsNodesThatCanBeEmptied) {
+  NodeResourceTable table;
+  for (int i = 0; i < 4; ++i)
+    ASSERT_TRUE(table.AddNode(MakeNode("n" + std::to_string(i), 16, 4, "A10G")).ok());
+  PlacerCapacity capacity(&table, nullptr);
+  QueueScheduler scheduler(QueueConfig()
+                               .WithCohort("org")
+                               .value()
+                               .WithQueue(GpuQueue("a", 12))
+                               .value()
+                               .WithQueue(GpuQueue("b", 4))
+                               .value(),
+                           {});
+  // One gang a pass, so that they fill n0..n3 in this order: b borrows 8
+  // GPUs; a's four sit on n2 and n3, beside b's youngest.
+  const std::vector<std::pair<std::string, std::string>> order = {
+      {"b0", "b"}, {"b1", "b"}, {"b2", "b"}, {"b3", "b"}, {"b4", "b"}, {"b5", "b"},
+      {"b6", "b"}, {"b7", "b"}, {"a0", "a"}, {"b8", "b"}, {"b9", "b"}, {"b10", "b"},
+      {"a1", "a"}, {"a2", "a"}, {"a3", "a"}, {"b11", "b"}};
+  int64_t now = 0;
+  for (const auto& [id, queue] : order) {
+    capacity.Add(id, Gang(1));
+    GangRequest r{id, queue, 0, ResourceSet::Of({{kGpu, 1}, {kCpu, 1}})};
+    ASSERT_TRUE(scheduler.Submit(r, now).ok());
+    ASSERT_THAT(scheduler.Pass(now++, capacity).admitted, ::testing::ElementsAre(id));
+  }
+  ASSERT_EQ(capacity.PlacesOf("a0"), std::vector<uint64_t>{2});
+  ASSERT_EQ(capacity.PlacesOf("b11"), std::vector<uint64_t>{3});
+
+  capacity.Add("big", MakeGroup(Repeat(MakeBundle(ResourceSet::Of({{kGpu, 4}, {kCpu, 1}})), 2),
+                                PlacementStrategy::kStrictSpread));
+  ASSERT_TRUE(scheduler.Submit({"big", "a", 0, ResourceSet::Of({{kGpu, 8}, {kCpu, 2}})}, now).ok());
+  PassResult r = scheduler.Pass(now++, capacity);
+  std::vector<std::string> victims;
+  for (const Preemption& p : r.preempted) {
+    EXPECT_EQ(p.rule, PreemptionRule::kReclaim);
+    victims.push_back(p.victim);
+  }
+  // n0 and n1, and nothing else: b's youngest share n2 and n3 with a.
+  EXPECT_THAT(victims,
+              ::testing::UnorderedElementsAre("b0", "b1", "b2", "b3", "b4", "b5", "b6", "b7"));
+  for (const std::string& v : victims) {
+    capacity.Release(v);
+    scheduler.Preempted(v, now);
+  }
+  EXPECT_THAT(scheduler.Pass(now++, capacity).admitted, ::testing::ElementsAre("big"));
+  EXPECT_EQ(capacity.PlacesOf("big"), (std::vector<uint64_t>{0, 1}));
 }
 
 }  // namespace
