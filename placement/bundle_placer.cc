@@ -264,6 +264,7 @@ absl::StatusOr<PlacementDecision> BundlePlacer::Place(
   for (auto it = made.rbegin(); it != made.rend(); ++it) {
     table_->Release(it->allocation).IgnoreError();
   }
+  if (!explain_) return decision;  // kRetryLater, no reason
   const absl::flat_hash_set<NodeIndex> none;
   return Explain(call, order,
                  spec.strategy() == PlacementStrategy::kStrictSpread ? placed_nodes : none, pinned);

@@ -70,6 +70,13 @@ class BundlePlacer {
   // group does not have, or a STRICT_PACK group's placed bundles disagree.
   absl::StatusOr<PlacementDecision> Place(const PlacementGroupSpec& spec,
                                           const std::vector<BundlePlacement>& already_placed = {});
+  // A trial placement wants only where the group would go: a group that does
+  // not fit is then kRetryLater with no reason (finding out why, and whether
+  // it could ever fit, is most of the cost of a failed decision).
+  BundlePlacer& WithoutExplanations() {
+    explain_ = false;
+    return *this;
+  }
 
  private:
   // Bundles that must land on one node together.
@@ -121,6 +128,7 @@ class BundlePlacer {
 
   NodeResourceTable* table_;
   NodeScorer* scorer_;
+  bool explain_ = true;
 };
 
 }  // namespace berth

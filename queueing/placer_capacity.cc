@@ -12,18 +12,21 @@ void PlacerCapacity::Add(const std::string& gang_id, PlacementGroupSpec spec) {
   Remove(gang_id);
   if (scorer_ != nullptr) scorer_->Observe(spec);
   std::string structure(PlacementStrategyName(spec.strategy()));
+  std::vector<int64_t> amounts;
   for (const Bundle& b : spec.bundles()) {
     absl::StrAppend(&structure, "|", b.selector.ToString(), ":");
-    for (const auto& [name, amount] : b.resources.entries()) absl::StrAppend(&structure, name, ",");
+    for (const auto& [name, amount] : b.resources.entries()) {
+      absl::StrAppend(&structure, name, ",");
+      amounts.push_back(amount.units());
+    }
   }
-  gangs_.emplace(gang_id, Gang{std::move(spec), std::move(structure), {}});
+  gangs_.emplace(gang_id, Gang{std::move(spec), std::move(structure), std::move(amounts), {}});
 }
 
-bool PlacerCapacity::AsksAtLeast(const PlacementGroupSpec& spec, const PlacementGroupSpec& unfit) {
-  for (size_t i = 0; i < spec.bundles().size(); ++i) {
-    for (const auto& [name, amount] : unfit.bundles()[i].resources.entries()) {
-      if (spec.bundles()[i].resources.Get(name) < amount) return false;
-    }
+bool PlacerCapacity::AsksAtLeast(const std::vector<int64_t>& amounts,
+                                 const std::vector<int64_t>& unfit) {
+  for (size_t i = 0; i < amounts.size(); ++i) {
+    if (amounts[i] < unfit[i]) return false;
   }
   return true;
 }
@@ -107,14 +110,14 @@ std::optional<ResourceSet> PlacerCapacity::Place(const std::string& gang_id, std
   if (!g.held.empty()) return ChargeOf(g.held);
   std::vector<Unfit>& alike = unfit_[g.structure];
   for (const Unfit& u : alike) {
-    if (AsksAtLeast(g.spec, *u.spec)) {
+    if (AsksAtLeast(g.amounts, *u.amounts)) {
       *reason = u.reason;
       g.infeasible = u.infeasible;
       return std::nullopt;
     }
   }
   auto remember = [&] {
-    if (alike.size() < kUnfitPerStructure) alike.push_back({&g.spec, *reason, g.infeasible});
+    if (alike.size() < kUnfitPerStructure) alike.push_back({&g.amounts, *reason, g.infeasible});
   };
   SyncFree();
   if (g.decided && !FreeCovers(g.spec.total(), ResourceSet(), reason)) {
@@ -207,7 +210,8 @@ std::optional<std::vector<uint64_t>> PlacerCapacity::PlacesWithout(
     }
   }
   ++decisions_;
-  absl::StatusOr<PlacementDecision> d = BundlePlacer(table_, ranking()).Place(it->second.spec);
+  absl::StatusOr<PlacementDecision> d =
+      BundlePlacer(table_, ranking()).WithoutExplanations().Place(it->second.spec);
   std::optional<std::vector<uint64_t>> places;
   if (d.ok() && d->outcome == PlacementOutcome::kPlaced) {
     places = NodesOf(d->placements);
@@ -230,7 +234,8 @@ std::optional<std::vector<uint64_t>> PlacerCapacity::PlacesWhenIdle(const std::s
     idle_version_ = table_->alive_version();
   }
   ++decisions_;
-  absl::StatusOr<PlacementDecision> d = BundlePlacer(&*idle_, nullptr).Place(it->second.spec);
+  absl::StatusOr<PlacementDecision> d =
+      BundlePlacer(&*idle_, nullptr).WithoutExplanations().Place(it->second.spec);
   if (!d.ok() || d->outcome != PlacementOutcome::kPlaced) return std::nullopt;
   for (const BundlePlacement& p : d->placements) idle_->Release(p.allocation).IgnoreError();
   return NodesOf(d->placements);

@@ -21,11 +21,12 @@
 #ifndef BERTH_QUEUEING_PLACER_CAPACITY_H_
 #define BERTH_QUEUEING_PLACER_CAPACITY_H_
 
-#include <map>
+#include <cstdint>
 #include <string>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/node_hash_map.h"
 #include "placement/bundle_placer.h"
 #include "placement/placement_scorer.h"
 #include "queueing/capacity_model.h"
@@ -87,19 +88,21 @@ class PlacerCapacity : public CapacityModel {
  private:
   struct Gang {
     PlacementGroupSpec spec;
-    std::string structure;  // strategy, and each bundle's selector and resource names
+    std::string structure;         // strategy, and each bundle's selector and resource names
+    std::vector<int64_t> amounts;  // each bundle's amounts, in the order `structure` names them
     std::vector<BundlePlacement> held;
     bool infeasible = false;  // of the last Place's decision
     bool decided = false;     // a decision of its own since the nodes last changed
   };
-  // A spec that did not fit, and why.
+  // A spec that did not fit (its Gang::amounts), and why.
   struct Unfit {
-    const PlacementGroupSpec* spec;
+    const std::vector<int64_t>* amounts;
     std::string reason;
     bool infeasible;
   };
-  // Whether `spec` asks at least what `unfit` asked, bundle by bundle.
-  static bool AsksAtLeast(const PlacementGroupSpec& spec, const PlacementGroupSpec& unfit);
+  // Whether a gang asks at least what `unfit` asked, amount by amount (both
+  // of one structure).
+  static bool AsksAtLeast(const std::vector<int64_t>& amounts, const std::vector<int64_t>& unfit);
   ResourceSet ChargeOf(const std::vector<BundlePlacement>& placements) const;
   static std::vector<uint64_t> NodesOf(const std::vector<BundlePlacement>& placements);
   // Sums the free CPU, GPU and memory again if the table changed since the
@@ -114,7 +117,8 @@ class PlacerCapacity : public CapacityModel {
   PlacementScorer* scorer_;
   DecisionObserver* observer_ = nullptr;
   NodeScorer* ranking() const { return scorer_ == nullptr ? nullptr : scorer_->current(); }
-  std::map<std::string, Gang> gangs_;
+  // Node-based: unfit_ points into it.
+  absl::node_hash_map<std::string, Gang> gangs_;
   // By structure, specs that did not fit since the last Release (a few per
   // structure: the check is linear).
   static constexpr size_t kUnfitPerStructure = 32;

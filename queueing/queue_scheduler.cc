@@ -1,8 +1,11 @@
 #include "queueing/queue_scheduler.h"
 
 #include <algorithm>
+#include <functional>
 #include <tuple>
 
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 
 namespace berth {
@@ -201,24 +204,38 @@ struct QueueScheduler::PassState {
   std::map<std::string, std::string> closed;
   std::set<std::string> admitted;    // of result.admitted
   std::vector<const Gang*> running;  // when the pass began
-  // The gangs held on a place (CapacityModel::PlacesOf), indexed on first use.
-  const std::vector<std::string>& HoldersOf(uint64_t place) const {
+  // Gangs that hold room: running or preempting when the pass began, and
+  // those admitted since (each may be preempting now).
+  std::vector<const Gang*> live;
+  // Where a held gang is (CapacityModel::PlacesOf), asked once a pass: a
+  // held gang does not move within a pass.
+  const std::vector<uint64_t>& PlacesOf(const Gang* g) const {
+    auto [it, fresh] = places_of.try_emplace(g);
+    if (fresh) it->second = capacity.PlacesOf(g->request.id);
+    return it->second;
+  }
+  // The gangs held on a place, indexed on first use.
+  const std::vector<const Gang*>& HoldersOf(uint64_t place) const {
     if (!holders) {
       holders.emplace();
-      for (const auto& [id, g] : *gangs) {
-        const GangState s = g.view.state;
-        if (s != GangState::kRunning && s != GangState::kPreempting) continue;
-        for (uint64_t p : capacity.PlacesOf(id)) (*holders)[p].push_back(id);
+      for (const Gang* g : live) {
+        for (uint64_t p : PlacesOf(g)) (*holders)[p].push_back(g);
       }
     }
-    static const std::vector<std::string> kNone;
+    static const std::vector<const Gang*> kNone;
     auto it = holders->find(place);
     return it == holders->end() ? kNone : it->second;
   }
-  const std::map<std::string, Gang>* gangs;
-  mutable std::optional<std::map<uint64_t, std::vector<std::string>>> holders;
+  // A gang admitted in this pass holds room now.
+  void Admitted(const Gang* g) {
+    live.push_back(g);
+    if (!holders) return;
+    for (uint64_t p : PlacesOf(g)) (*holders)[p].push_back(g);
+  }
+  mutable absl::flat_hash_map<const Gang*, std::vector<uint64_t>> places_of;
+  mutable std::optional<std::map<uint64_t, std::vector<const Gang*>>> holders;
   // (queue, priority, shape) of gangs for which no victims would do, this pass.
-  std::set<std::tuple<std::string, int32_t, uint64_t>> no_victims;
+  std::set<std::tuple<absl::string_view, int32_t, uint64_t>> no_victims;
   size_t searches = 0;
   // Quota counted for starving gangs until the pass ends, and their queues.
   std::vector<std::pair<std::string, ResourceSet>> quota_held;
@@ -230,29 +247,6 @@ std::optional<std::vector<Preemption>> QueueScheduler::ChooseVictims(const Gang&
   CapacityModel& capacity = pass.capacity;
   const QueueSpec* q = config_.FindQueue(g.request.queue);
   const bool within_nominal = ledger_.Check(g.request.queue, g.request.demand).within_nominal;
-  struct Candidate {
-    const Gang* gang;
-    PreemptionRule rule;
-  };
-  std::vector<Candidate> candidates;
-  for (const Gang* c : pass.running) {
-    const std::string& id = c->request.id;
-    if (c->view.state != GangState::kRunning || !c->request.preemptible ||
-        pass.reserved.count(id) || pass.admitted.count(id)) {
-      continue;
-    }
-    if (c->request.queue == g.request.queue && c->request.priority < g.request.priority) {
-      candidates.push_back({c, PreemptionRule::kPriority});
-    } else if (c->backfilled_past.count({g.request.id, g.wait_epoch}) != 0) {
-      candidates.push_back({c, PreemptionRule::kBackfill});
-    } else if (within_nominal && q != nullptr && !q->cohort.empty() &&
-               c->request.queue != g.request.queue &&
-               config_.FindQueue(c->request.queue)->cohort == q->cohort &&
-               ledger_.IsBorrowing(c->request.queue, g.request.demand)) {
-      candidates.push_back({c, PreemptionRule::kReclaim});
-    }
-  }
-  if (candidates.empty()) return std::nullopt;
   // Fewest GPU-hours lost: places (nodes) are freed whole, lowest priority
   // first, then the fewest GPU-hours run (the youngest, the smallest);
   // within a place the same order.
@@ -260,9 +254,42 @@ std::optional<std::vector<Preemption>> QueueScheduler::ChooseVictims(const Gang&
     return c->view.charge.Get(kGpu).ToDouble() *
            static_cast<double>(pass.now_ms - c->view.started_ms);
   };
+  struct Candidate {
+    const Gang* gang;
+    PreemptionRule rule;
+    double cost;
+  };
+  // Whether `g` may reclaim from a queue, by queue (asked once each).
+  absl::flat_hash_map<absl::string_view, bool> reclaimable;
+  auto may_reclaim_from = [&](const std::string& queue) {
+    auto [it, fresh] = reclaimable.try_emplace(queue, false);
+    if (fresh) {
+      it->second = within_nominal && q != nullptr && !q->cohort.empty() &&
+                   queue != g.request.queue && config_.FindQueue(queue)->cohort == q->cohort &&
+                   ledger_.IsBorrowing(queue, g.request.demand);
+    }
+    return it->second;
+  };
+  std::vector<Candidate> candidates;
+  for (const Gang* c : pass.running) {
+    if (c->view.state != GangState::kRunning || !c->request.preemptible) continue;
+    PreemptionRule rule;
+    if (c->request.queue == g.request.queue && c->request.priority < g.request.priority) {
+      rule = PreemptionRule::kPriority;
+    } else if (c->backfilled_past.count({g.request.id, g.wait_epoch}) != 0) {
+      rule = PreemptionRule::kBackfill;
+    } else if (may_reclaim_from(c->request.queue)) {
+      rule = PreemptionRule::kReclaim;
+    } else {
+      continue;
+    }
+    if (pass.reserved.count(c->request.id) || pass.admitted.count(c->request.id)) continue;
+    candidates.push_back({c, rule, cost(c)});
+  }
+  if (candidates.empty()) return std::nullopt;
   auto order = [&](const Candidate& a, const Candidate& b) {
-    return std::make_tuple(a.gang->request.priority, cost(a.gang), a.gang->request.id) <
-           std::make_tuple(b.gang->request.priority, cost(b.gang), b.gang->request.id);
+    return std::make_tuple(a.gang->request.priority, a.cost, std::cref(a.gang->request.id)) <
+           std::make_tuple(b.gang->request.priority, b.cost, std::cref(b.gang->request.id));
   };
   std::sort(candidates.begin(), candidates.end(), order);
   struct Place {
@@ -273,10 +300,10 @@ std::optional<std::vector<Preemption>> QueueScheduler::ChooseVictims(const Gang&
   std::map<uint64_t, Place> places;
   std::vector<Place> placeless;
   for (const Candidate& c : candidates) {
-    const std::vector<uint64_t> where = capacity.PlacesOf(c.gang->request.id);
+    const std::vector<uint64_t>& where = pass.PlacesOf(c.gang);
     Place* place = where.empty() ? &placeless.emplace_back() : &places[where.front()];
     place->priority = std::max(place->priority, c.gang->request.priority);
-    place->cost += cost(c.gang);
+    place->cost += c.cost;
     place->victims.push_back(&c);
   }
   std::vector<Place*> by_cost;
@@ -287,12 +314,12 @@ std::optional<std::vector<Preemption>> QueueScheduler::ChooseVictims(const Gang&
   });
   // Places that preemption can empty: every gang held there is a candidate.
   auto emptiable = [&]() {
-    std::set<std::string> ids;
-    for (const Candidate& c : candidates) ids.insert(c.gang->request.id);
+    absl::flat_hash_set<const Gang*> ids;
+    for (const Candidate& c : candidates) ids.insert(c.gang);
     std::set<const Place*> out;
     for (auto& [key, place] : places) {
       bool all = true;
-      for (const std::string& holder : pass.HoldersOf(key)) all = all && ids.count(holder) != 0;
+      for (const Gang* holder : pass.HoldersOf(key)) all = all && ids.contains(holder);
       if (all) out.insert(&place);
     }
     return out;
@@ -381,33 +408,36 @@ std::optional<std::vector<Preemption>> QueueScheduler::ChooseVictims(const Gang&
   return out;
 }
 
-QueueScheduler::Reservation QueueScheduler::Reserve(const Gang& g, int64_t now_ms, bool starving,
-                                                    CapacityModel& capacity) const {
-  // Running gangs by the time they end at the latest (preempting ones now).
-  std::vector<std::pair<int64_t, std::string>> ending;
-  std::vector<std::string> all;
-  for (const auto& [id, c] : gangs_) {
-    if (c.view.state == GangState::kPreempting) {
-      ending.emplace_back(now_ms, id);
-    } else if (c.view.state == GangState::kRunning && c.request.time_limit_ms) {
-      ending.emplace_back(c.view.started_ms + *c.request.time_limit_ms, id);
+QueueScheduler::Reservation QueueScheduler::Reserve(const Gang& g, bool starving,
+                                                    const PassState& pass) const {
+  const int64_t now_ms = pass.now_ms;
+  CapacityModel& capacity = pass.capacity;
+  // Running gangs by the time they end at the latest (preempting ones now),
+  // the soonest max_reservation_horizon of them.
+  std::vector<std::pair<int64_t, const std::string*>> ending;
+  for (const Gang* c : pass.live) {
+    if (c->view.state == GangState::kPreempting) {
+      ending.emplace_back(now_ms, &c->request.id);
+    } else if (c->view.state == GangState::kRunning && c->request.time_limit_ms) {
+      ending.emplace_back(c->view.started_ms + *c->request.time_limit_ms, &c->request.id);
     }
-    if (c.view.state == GangState::kPreempting || c.view.state == GangState::kRunning)
-      all.push_back(id);
   }
-  std::sort(ending.begin(), ending.end());
-  if (ending.size() > options_.max_reservation_horizon)
-    ending.resize(options_.max_reservation_horizon);
+  const size_t horizon = std::min(ending.size(), options_.max_reservation_horizon);
+  std::partial_sort(ending.begin(), ending.begin() + horizon, ending.end(),
+                    [](const auto& a, const auto& b) {
+                      return std::tie(a.first, *a.second) < std::tie(b.first, *b.second);
+                    });
+  ending.resize(horizon);
   auto prefix = [&](size_t k) {
     std::vector<std::string> ids;
-    for (size_t i = 0; i < k; ++i) ids.push_back(ending[i].second);
+    for (size_t i = 0; i < k; ++i) ids.push_back(*ending[i].second);
     return ids;
   };
   Reservation r{g.request.id, {}, kNever, starving, {}};
   if (ending.empty() || !capacity.FitsWithout(g.request.id, prefix(ending.size()))) {
     // No start in sight: it keeps the places it would take on an idle
     // cluster, which drain as their gangs end.
-    r.freed = std::move(all);
+    for (const Gang* c : pass.live) r.freed.push_back(c->request.id);
     r.places = capacity.PlacesWhenIdle(g.request.id);
     return r;
   }
@@ -508,7 +538,7 @@ void QueueScheduler::TryGang(Gang& g, PassState& pass) {
   // one that held a reservation: gangs may have started past it).
   auto preempt = [&]() {
     if (!options_.preemption) return false;
-    const auto key = std::make_tuple(queue, g.request.priority, g.request.shape);
+    const auto key = std::make_tuple(absl::string_view(queue), g.request.priority, g.request.shape);
     const bool memo = g.request.shape != 0 && !reserved_last_.count(g.request.id);
     if (memo && pass.no_victims.count(key)) return false;
     // A starving gang searches past the budget.
@@ -556,10 +586,7 @@ void QueueScheduler::TryGang(Gang& g, PassState& pass) {
     g.backfilled_past = std::move(past);
     pass.result.admitted.push_back(g.request.id);
     pass.admitted.insert(g.request.id);
-    if (pass.holders) {
-      for (uint64_t p : pass.capacity.PlacesOf(g.request.id))
-        (*pass.holders)[p].push_back(g.request.id);
-    }
+    pass.Admitted(&g);
     return;
   }
   // Fits its quota, not the nodes.
@@ -572,16 +599,18 @@ void QueueScheduler::TryGang(Gang& g, PassState& pass) {
     pass.quota_held.emplace_back(queue, g.request.demand);
   }
   if (options_.reservations && (starving || pass.held.size() < options_.max_reservations)) {
-    pass.held.push_back(Reserve(g, now_ms, starving, pass.capacity));
+    pass.held.push_back(Reserve(g, starving, pass));
     pass.reserved.insert(g.request.id);
   }
 }
 
 PassResult QueueScheduler::Pass(int64_t now_ms, CapacityModel& capacity) {
   ++passes_;
-  PassState pass{now_ms, capacity, {}, {}, {}, {}, {}, {}, &gangs_, {}, {}, 0, {}, {}};
+  PassState pass{now_ms, capacity, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, 0, {}, {}};
   for (const auto& [id, g] : gangs_) {
     if (g.view.state == GangState::kRunning) pass.running.push_back(&g);
+    if (g.view.state == GangState::kRunning || g.view.state == GangState::kPreempting)
+      pass.live.push_back(&g);
   }
   const ResourceSet totals = capacity.Capacity();
 
@@ -601,6 +630,7 @@ PassResult QueueScheduler::Pass(int64_t now_ms, CapacityModel& capacity) {
       Admit(g, *std::move(charge), now_ms, false);
       pass.result.admitted.push_back(id);
       pass.admitted.insert(id);
+      pass.Admitted(&g);
       continue;
     }
     if (g.awaiting.empty()) {  // its room went elsewhere: wait as before

@@ -208,7 +208,7 @@ class QueueScheduler {
   // The minimal set of running gangs whose end makes room for `g`, or none.
   // Gangs admitted in this pass or holding a reservation are not victims.
   std::optional<std::vector<Preemption>> ChooseVictims(const Gang& g, const PassState& pass) const;
-  Reservation Reserve(const Gang& g, int64_t now_ms, bool starving, CapacityModel& capacity) const;
+  Reservation Reserve(const Gang& g, bool starving, const PassState& pass) const;
   // Whether `g`, just placed, leaves each reservation its room; if not,
   // whether it may start anyway as preemptible (*past lists them).
   bool RespectsReservations(const Gang& g, int64_t now_ms, const std::vector<Reservation>& held,

@@ -34,6 +34,7 @@ struct Options {
   QueueRunOptions run;
   int pass_queues = 50;
   int pass_pending = 10000;
+  bool pass_only = false;  // only the pass-time measure, printed, no file
 };
 
 double Quantile(std::vector<double> v, double q) {
@@ -220,6 +221,7 @@ absl::Status Run(const Options& o) {
   QueueRunOptions run_options = o.run;
   run_options.measure_hours = o.workload.hours;
   for (QueuePolicy policy : {QueuePolicy::kFifo, QueuePolicy::kPriority, QueuePolicy::kQueues}) {
+    if (o.pass_only) break;
     absl::StatusOr<QueueRun> r = RunQueues(gpu_nodes, teams, *gangs, policy, run_options);
     if (!r.ok()) return r.status();
     std::cerr << absl::StrFormat("%s: %d passes, %d preemptions, ended at %.1f h\n",
@@ -243,6 +245,7 @@ absl::Status Run(const Options& o) {
       "then %.2f ms, with a gang ending before each %.2f ms\n",
       o.pass_pending, pass->first_ms, pass->first_decisions, pass->first_admitted,
       pass->first_preempted, pass->steady_ms, pass->churn_ms);
+  if (o.pass_only) return absl::OkStatus();
 
   std::filesystem::create_directories(o.results_dir);
   const std::string path = o.results_dir + "/queue_replay.md";
@@ -269,6 +272,8 @@ int main(int argc, char** argv) {
   app.add_option("--hours", o.workload.hours, "hours of arrivals")->check(CLI::Range(1, 24 * 60));
   app.add_option("--pass_pending", o.pass_pending, "pending gangs of the pass-time measure")
       ->check(CLI::Range(1, 1000000));
+  app.add_flag("--pass_only", o.pass_only,
+               "only the pass-time measure, printed to stderr (queue_replay.md is not written)");
   CLI11_PARSE(app, argc, argv);
   if (absl::Status s = berth::replay::Run(o); !s.ok()) {
     std::cerr << "berth-queue-replay: " << s << "\n";

@@ -299,6 +299,26 @@ TEST_F(BundlePlacerTest, FailedPlacementLeavesTheTableUntouched) {
   }
 }
 
+// A trial placement (the queueing core's "would it fit") skips the why: a
+// group that does not fit is kRetryLater without a reason, the table
+// untouched; one that fits is placed as it would be with the explanations.
+TEST_F(BundlePlacerTest, WithoutExplanationsAFailedPlacementSaysOnlyThatItDidNotFit) {
+  Add(MakeNode("a", 8, 2));
+  Add(MakeNode("b", 8, 2));
+  const PlacementGroupSpec five =
+      MakeGroup(Repeat(MakeBundle(kOneGpu), 5), PlacementStrategy::kPack);
+  PlacementDecision d = BundlePlacer(&table_).WithoutExplanations().Place(five).value();
+  EXPECT_EQ(d.outcome, PlacementOutcome::kRetryLater);
+  EXPECT_THAT(d.reason, ::testing::IsEmpty());
+  for (NodeIndex n = 0; n < table_.slot_count(); ++n)
+    EXPECT_EQ(table_.node(n).gpus.TotalFree(), Quantity::Whole(2));
+  const PlacementGroupSpec three =
+      MakeGroup(Repeat(MakeBundle(kOneGpu), 3), PlacementStrategy::kPack);
+  PlacementDecision placed = BundlePlacer(&table_).WithoutExplanations().Place(three).value();
+  ASSERT_EQ(placed.outcome, PlacementOutcome::kPlaced);
+  EXPECT_EQ(placed.placements.size(), 3u);
+}
+
 TEST_F(BundlePlacerTest, SameInputSamePlacement) {
   auto build = [](NodeResourceTable& t) {
     for (int i = 0; i < 20; ++i) {
