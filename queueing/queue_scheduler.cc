@@ -202,8 +202,7 @@ struct QueueScheduler::PassState {
   std::set<std::string> reserved;  // gangs of `held`
   // Queues that admit nothing more this pass, and the starving gang each waits behind.
   std::map<std::string, std::string> closed;
-  std::set<std::string> admitted;    // of result.admitted
-  std::vector<const Gang*> running;  // when the pass began
+  std::set<std::string> admitted;  // of result.admitted
   // Gangs that hold room: running or preempting when the pass began, and
   // those admitted since (each may be preempting now).
   std::vector<const Gang*> live;
@@ -271,7 +270,7 @@ std::optional<std::vector<Preemption>> QueueScheduler::ChooseVictims(const Gang&
     return it->second;
   };
   std::vector<Candidate> candidates;
-  for (const Gang* c : pass.running) {
+  for (const Gang* c : pass.live) {
     if (c->view.state != GangState::kRunning || !c->request.preemptible) continue;
     PreemptionRule rule;
     if (c->request.queue == g.request.queue && c->request.priority < g.request.priority) {
@@ -334,12 +333,11 @@ std::optional<std::vector<Preemption>> QueueScheduler::ChooseVictims(const Gang&
     std::map<std::string, ResourceSet> left;  // usage without the eligible ones so far
     for (const Place* place : by_cost) {
       if (only != nullptr && only->count(place) == 0) continue;
-      std::map<std::string, ResourceSet> left_here = left;
       std::vector<const Candidate*> here;
       for (const Candidate* c : place->victims) {
         if (c->rule == PreemptionRule::kReclaim) {
           const std::string& owner_name = c->gang->request.queue;
-          auto [usage, fresh] = left_here.try_emplace(owner_name, ledger_.Usage(owner_name));
+          auto [usage, fresh] = left.try_emplace(owner_name, ledger_.Usage(owner_name));
           const QueueSpec* owner = config_.FindQueue(owner_name);
           bool borrowing = false;
           for (const auto& [r, amount] : g.request.demand.entries()) {
@@ -350,16 +348,20 @@ std::optional<std::vector<Preemption>> QueueScheduler::ChooseVictims(const Gang&
           if (!borrowing) continue;
         }
         here.push_back(c);
-        if (auto it = left_here.find(c->gang->request.queue); it != left_here.end())
+        if (auto it = left.find(c->gang->request.queue); it != left.end())
           it->second.Subtract(c->gang->view.charge).IgnoreError();
         if (only == nullptr && eligible.size() + here.size() == max_victims) break;
       }
       if (only != nullptr &&
           (here.size() != place->victims.size() || eligible.size() + here.size() > max_victims)) {
+        // The place stays: its victims' usage counts again.
+        for (const Candidate* c : here) {
+          if (auto it = left.find(c->gang->request.queue); it != left.end())
+            it->second.Add(c->gang->view.charge).IgnoreError();
+        }
         continue;
       }
       eligible.insert(eligible.end(), here.begin(), here.end());
-      left = std::move(left_here);
       if (eligible.size() == max_victims) break;
     }
     return eligible;
@@ -608,9 +610,8 @@ void QueueScheduler::TryGang(Gang& g, PassState& pass) {
 
 PassResult QueueScheduler::Pass(int64_t now_ms, CapacityModel& capacity) {
   ++passes_;
-  PassState pass{now_ms, capacity, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, 0, {}, {}};
+  PassState pass{now_ms, capacity, {}, {}, {}, {}, {}, {}, {}, {}, {}, 0, {}, {}};
   for (const auto& [id, g] : gangs_) {
-    if (g.view.state == GangState::kRunning) pass.running.push_back(&g);
     if (g.view.state == GangState::kRunning || g.view.state == GangState::kPreempting)
       pass.live.push_back(&g);
   }
