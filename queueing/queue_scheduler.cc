@@ -545,9 +545,11 @@ void QueueScheduler::TryGang(Gang& g, PassState& pass) {
     const auto key = std::make_tuple(absl::string_view(queue), g.request.priority, g.request.shape);
     const bool memo = g.request.shape != 0 && !reserved_last_.count(g.request.id);
     if (memo && pass.no_victims.count(key)) return false;
-    // A starving gang searches past the budget.
-    if (!starving && pass.searches == options_.max_preemption_searches) return false;
-    ++pass.searches;
+    // A starving gang searches past the budget, and does not spend it.
+    if (!starving) {
+      if (pass.searches == options_.max_preemption_searches) return false;
+      ++pass.searches;
+    }
     std::optional<std::vector<Preemption>> victims = ChooseVictims(g, pass);
     if (!victims) {
       if (memo) pass.no_victims.insert(key);
@@ -561,12 +563,33 @@ void QueueScheduler::TryGang(Gang& g, PassState& pass) {
     pass.reserved.insert(g.request.id);
     return true;
   };
+  // The oldest starving gang of a queue within its nominal quota holds that
+  // quota for the rest of the pass, so that gangs behind it do not take it,
+  // and a reservation no gang may take.
+  auto hold = [&]() {
+    if (starving && quota.within_nominal && pass.holding.insert(queue).second) {
+      ledger_.Add(queue, g.request.demand);
+      pass.quota_held.emplace_back(queue, g.request.demand);
+    }
+    if (options_.reservations && quota.within_nominal &&
+        (starving || pass.held.size() < options_.max_reservations)) {
+      pass.held.push_back(Reserve(g, starving, pass));
+      pass.reserved.insert(g.request.id);
+    }
+  };
   if (!quota.fits) {
     if (!quota.never && preempt()) return;
     wait(quota.never ? absl::StrCat(quota.reason, "; it can never fit")
                      : absl::StrCat("waiting for quota: ", quota.reason));
-    // Past the bound, nothing behind it takes the quota it waits for.
-    if (starving && !quota.never) pass.closed.emplace(queue, g.request.id);
+    if (!starving || quota.never) return;
+    // Within its nominal quota it waits for other queues to give back what
+    // they borrow, which gangs behind it cannot take. Beyond it, it waits
+    // for its own queue's usage: nothing behind it is admitted until it fits.
+    if (quota.within_nominal) {
+      hold();
+    } else {
+      pass.closed.emplace(queue, g.request.id);
+    }
     return;
   }
   std::string why;
@@ -596,16 +619,7 @@ void QueueScheduler::TryGang(Gang& g, PassState& pass) {
   // Fits its quota, not the nodes.
   if (preempt()) return;
   wait(absl::StrCat("waiting for room: ", why));
-  // The oldest starving gang of a queue holds its nominal quota for the
-  // rest of the pass, so that gangs behind it do not take it.
-  if (starving && quota.within_nominal && pass.holding.insert(queue).second) {
-    ledger_.Add(queue, g.request.demand);
-    pass.quota_held.emplace_back(queue, g.request.demand);
-  }
-  if (options_.reservations && (starving || pass.held.size() < options_.max_reservations)) {
-    pass.held.push_back(Reserve(g, starving, pass));
-    pass.reserved.insert(g.request.id);
-  }
+  hold();
 }
 
 PassResult QueueScheduler::Pass(int64_t now_ms, CapacityModel& capacity) {

@@ -25,17 +25,21 @@
 //   a reservation takes back the room of gangs that started past it as
 //   preemptible. The preemptor then holds its quota and its reservation
 //   until the victims have stopped (Preempted) and it fits.
-// - Backfill. A gang that fits its quota but not the nodes gets a
-//   reservation: the earliest time it fits once running gangs end by their
-//   time limits, on the places (nodes) it would take then; with no such
-//   time in sight, the places it would take on an idle cluster, which then
-//   drain. A later gang may start only if it ends (by its limit) before
-//   that time or stays off those places; otherwise only as preemptible
-//   (kBackfill). A gang waiting longer than
-//   starvation_bound goes first in its queue, whatever the priorities, and
-//   gets a reservation no gang may take; the oldest of its queue holds its
-//   share of the nominal quota, and one that waits for quota stops its
-//   queue: nothing behind it is admitted until it fits.
+// - Backfill. A gang within its queue's nominal quota that does not fit
+//   the nodes gets a reservation: the earliest time it fits once running
+//   gangs end by their time limits, on the places (nodes) it would take
+//   then; with no such time in sight, the places it would take on an idle
+//   cluster, which then drain. A later gang may start only if it ends (by
+//   its limit) before that time or stays off those places; otherwise only
+//   as preemptible (kBackfill). A gang that would borrow gets none: room
+//   held for it would be taken from other queues' quota. A gang waiting
+//   longer than starvation_bound goes first in its queue, whatever the
+//   priorities; within its nominal quota it gets a reservation no gang may
+//   take and the oldest of its queue holds its quota for the rest of the
+//   pass (whether it waits for room or for quota its cohort lent out); one
+//   that waits for its own queue's quota stops its queue: nothing behind it
+//   is admitted until it fits. Its victim searches do not count against
+//   max_preemption_searches.
 // - A gang that may not be preempted (preemptible false) runs only within
 //   its queue's nominal quota.
 #ifndef BERTH_QUEUEING_QUEUE_SCHEDULER_H_
@@ -98,9 +102,9 @@ struct QueueSchedulerOptions {
   size_t max_reservations = 8;  // each costs every later admission a check
   // Bounds on the work of one pass (each unit is a trial placement):
   // victims considered for one gang (the cheapest first), preemption
-  // searches (a starving gang searches regardless), and running gangs a reservation looks at (the
-  // soonest to end; a gang that fits only after more of them end reserves the places it would take
-  // on an idle cluster).
+  // searches (a starving gang searches regardless, and is not counted), and running gangs a
+  // reservation looks at (the soonest to end; a gang that fits only after more of them end reserves
+  // the places it would take on an idle cluster).
   size_t max_victims_considered = 32;
   // Victims considered when the cheapest do not make room and the gang
   // needs places emptied whole (a multi-node gang of whole-node bundles).

@@ -43,6 +43,32 @@ double MillisSince(std::chrono::steady_clock::time_point start) {
       .count();
 }
 
+// Of each team's submitted gangs (those running first, then by arrival),
+// the GPUs it could hold at once with the cluster to itself, up to its
+// quota: each gang placed in turn on the idle cluster, one that does not fit
+// skipped. Demand beyond that no policy could serve (e.g. 32-GPU gangs whose
+// bundles fit only a few nodes), so it is not counted as entitlement.
+std::vector<double> UsableDemand(const NodeResourceTable& idle, const std::vector<double>& quota,
+                                 std::vector<std::pair<const TeamGang*, bool>> gangs) {
+  std::stable_sort(gangs.begin(), gangs.end(), [](const auto& a, const auto& b) {
+    return std::make_pair(!a.second, a.first->arrive_s) <
+           std::make_pair(!b.second, b.first->arrive_s);
+  });
+  std::vector<double> usable(quota.size(), 0);
+  for (size_t t = 0; t < quota.size(); ++t) {
+    NodeResourceTable table = idle;
+    PlacerCapacity capacity(&table, nullptr);
+    for (const auto& [g, running] : gangs) {
+      if (g->team != t || usable[t] >= quota[t]) continue;
+      capacity.Add(g->id, g->spec);
+      std::string why;
+      if (capacity.Place(g->id, &why)) usable[t] += g->gpus;
+    }
+    usable[t] = std::min(usable[t], quota[t]);
+  }
+  return usable;
+}
+
 }  // namespace
 
 absl::string_view QueuePolicyName(QueuePolicy policy) {
@@ -70,6 +96,7 @@ absl::StatusOr<QueueRun> RunQueues(const std::vector<TraceNode>& nodes,
                                    const QueueRunOptions& options) {
   absl::StatusOr<NodeResourceTable> table = BuildCluster(nodes);
   if (!table.ok()) return table.status();
+  const NodeResourceTable idle_table = *table;
   PlacementScorer scorer(ScorerKind::kFragmentation, {});
   PlacerCapacity capacity(&*table, &scorer);
   QueueRun run;
@@ -93,6 +120,10 @@ absl::StatusOr<QueueRun> RunQueues(const std::vector<TraceNode>& nodes,
   run.allocation_by_hour.assign(hours, 0);
   run.team_allocated.assign(teams.size(), std::vector<double>(hours, 0));
   std::vector<std::vector<double>> demand(teams.size(), std::vector<double>(hours, 0));
+  std::vector<double> quota(teams.size());
+  for (size_t t = 0; t < teams.size(); ++t) quota[t] = std::floor(teams[t].quota_share * run.gpus);
+  run.team_usable.assign(teams.size(), std::vector<double>(hours, 0));
+  std::vector<std::vector<int>> usable_samples(teams.size(), std::vector<int>(hours, 0));
   run.waits.resize(std::size(kSizeBuckets));
   run.gangs = static_cast<int64_t>(gangs.size());
 
@@ -170,6 +201,18 @@ absl::StatusOr<QueueRun> RunQueues(const std::vector<TraceNode>& nodes,
       ++run.preemptions;
     }
     const size_t hour = static_cast<size_t>(now / 3600);
+    if (hour < hours && now % options.usable_every_s == 0) {
+      std::vector<std::pair<const TeamGang*, bool>> submitted;
+      for (const auto& [id, l] : live) {
+        const GangView* view = scheduler.Find(id);
+        submitted.emplace_back(l.gang, view != nullptr && view->state == GangState::kRunning);
+      }
+      const std::vector<double> usable = UsableDemand(idle_table, quota, std::move(submitted));
+      for (size_t t = 0; t < teams.size(); ++t) {
+        run.team_usable[t][hour] += usable[t];
+        ++usable_samples[t][hour];
+      }
+    }
     double all = 0;
     for (size_t t = 0; t < teams.size(); ++t) {
       all += held[t];
@@ -188,10 +231,13 @@ absl::StatusOr<QueueRun> RunQueues(const std::vector<TraceNode>& nodes,
   }
   run.team_entitled.assign(teams.size(), std::vector<double>(hours, 0));
   for (size_t t = 0; t < teams.size(); ++t) {
-    const double quota = std::floor(teams[t].quota_share * run.gpus);
     for (size_t h = 0; h < hours; ++h) {
-      run.team_entitled[t][h] = demand[t][h] > 0 ? std::min(quota, demand[t][h])
-                                                 : std::numeric_limits<double>::quiet_NaN();
+      const bool wants = demand[t][h] > 0;
+      run.team_entitled[t][h] =
+          wants ? std::min(quota[t], demand[t][h]) : std::numeric_limits<double>::quiet_NaN();
+      run.team_usable[t][h] = wants && usable_samples[t][h] > 0
+                                  ? run.team_usable[t][h] / usable_samples[t][h]
+                                  : std::numeric_limits<double>::quiet_NaN();
     }
   }
   return run;

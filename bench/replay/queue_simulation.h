@@ -33,7 +33,8 @@ struct QueueRunOptions {
   int64_t grace_s = 60;
   int64_t checkpoint_every_s = 1800;
   int64_t starvation_bound_s = 4 * 3600;
-  int64_t measure_hours = 72;  // the arrivals; the run goes on until every gang ends
+  int64_t measure_hours = 72;    // the arrivals; the run goes on until every gang ends
+  int64_t usable_every_s = 600;  // how often each team's usable demand is sampled
 };
 
 struct QueueRun {
@@ -46,6 +47,11 @@ struct QueueRun {
   // running and waiting gangs; NaN for an hour the team has no demand.
   std::vector<std::vector<double>> team_allocated;
   std::vector<std::vector<double>> team_entitled;
+  // By team and hour: the mean of min(quota, usable demand), where usable
+  // demand is the GPUs of its running and waiting gangs it could hold at once
+  // on the idle cluster (gangs placed in turn, those that do not fit
+  // skipped); NaN for an hour without demand.
+  std::vector<std::vector<double>> team_usable;
   // First start - arrival, seconds, by gang size bucket (see SizeBucket).
   std::vector<std::vector<double>> waits;
   int64_t gangs = 0;

@@ -76,6 +76,17 @@ QueueSpec GpuQueue(const std::string& name, double gpus) {
   return QueueSpecFromInput(in, "queue").value();
 }
 
+// Queues a and b in the cohort "org".
+QueueConfig TwoQueues(double a_gpus, double b_gpus) {
+  return QueueConfig()
+      .WithCohort("org")
+      .value()
+      .WithQueue(GpuQueue("a", a_gpus))
+      .value()
+      .WithQueue(GpuQueue("b", b_gpus))
+      .value();
+}
+
 // A gang of 4-GPU bundles, one per node, needs empty nodes: when the
 // cheapest victims sit on nodes shared with gangs that may not be
 // preempted, reclaim empties other nodes whole instead of giving up.
@@ -84,14 +95,7 @@ TEST(PlacerCapacityPreemption, AGangOfWholeNodesReclaimsNodesThatCanBeEmptied) {
   for (int i = 0; i < 4; ++i)
     ASSERT_TRUE(table.AddNode(MakeNode("n" + std::to_string(i), 16, 4, "A10G")).ok());
   PlacerCapacity capacity(&table, nullptr);
-  QueueScheduler scheduler(QueueConfig()
-                               .WithCohort("org")
-                               .value()
-                               .WithQueue(GpuQueue("a", 12))
-                               .value()
-                               .WithQueue(GpuQueue("b", 4))
-                               .value(),
-                           {});
+  QueueScheduler scheduler(TwoQueues(12, 4), {});
   // One gang a pass, so that they fill n0..n3 in this order: b borrows 8
   // GPUs; a's four sit on n2 and n3, beside b's youngest.
   const std::vector<std::pair<std::string, std::string>> order = {
@@ -130,6 +134,48 @@ TEST(PlacerCapacityPreemption, AGangOfWholeNodesReclaimsNodesThatCanBeEmptied) {
   }
   EXPECT_THAT(scheduler.Pass(now++, capacity).admitted, ::testing::ElementsAre("big"));
   EXPECT_EQ(capacity.PlacesOf("big"), (std::vector<uint64_t>{0, 1}));
+}
+
+// A starving gang that waits for quota its cohort lent out, and that no
+// victims can make room for (every node holds a gang of its own queue),
+// holds that quota and a reservation but does not stop its queue: a small
+// gang behind it still reclaims what the other queue borrows.
+TEST(PlacerCapacityPreemption, AStarvingGangThatCannotReclaimDoesNotStopItsQueue) {
+  NodeResourceTable table;
+  for (int i = 0; i < 4; ++i)
+    ASSERT_TRUE(table.AddNode(MakeNode("n" + std::to_string(i), 16, 4, "A10G")).ok());
+  PlacerCapacity capacity(&table, nullptr);
+  QueueSchedulerOptions options;
+  options.starvation_bound_ms = 10;
+  QueueScheduler scheduler(TwoQueues(13, 3), options);
+  // Each node: one of a's gangs, three of b's (b borrows 9 GPUs).
+  int64_t now = 0;
+  for (int n = 0; n < 4; ++n) {
+    for (int k = 0; k < 4; ++k) {
+      const std::string queue = k == 0 ? "a" : "b";
+      const std::string id = queue + std::to_string(n * 4 + k);
+      capacity.Add(id, Gang(1));
+      ASSERT_TRUE(
+          scheduler.Submit({id, queue, 0, ResourceSet::Of({{kGpu, 1}, {kCpu, 1}})}, now).ok());
+      ASSERT_THAT(scheduler.Pass(now++, capacity).admitted, ::testing::ElementsAre(id));
+    }
+  }
+  capacity.Add("big", MakeGroup(Repeat(MakeBundle(ResourceSet::Of({{kGpu, 4}, {kCpu, 1}})), 2),
+                                PlacementStrategy::kStrictSpread));
+  ASSERT_TRUE(scheduler.Submit({"big", "a", 0, ResourceSet::Of({{kGpu, 8}, {kCpu, 2}})}, now).ok());
+  capacity.Add("small", Gang(1));
+  ASSERT_TRUE(
+      scheduler.Submit({"small", "a", 0, ResourceSet::Of({{kGpu, 1}, {kCpu, 1}})}, now + 95).ok());
+  PassResult r = scheduler.Pass(now + 100, capacity);  // big has starved, small has not
+  EXPECT_EQ(scheduler.Find("big")->state, GangState::kPending);
+  EXPECT_THAT(scheduler.Find("big")->reason, ::testing::HasSubstr("waiting for quota"));
+  EXPECT_EQ(scheduler.Find("small")->state, GangState::kClaimed);
+  ASSERT_FALSE(r.preempted.empty());
+  for (const Preemption& p : r.preempted) {
+    EXPECT_EQ(p.rule, PreemptionRule::kReclaim);
+    EXPECT_EQ(p.victim[0], 'b');
+    EXPECT_EQ(p.by, "small");
+  }
 }
 
 }  // namespace

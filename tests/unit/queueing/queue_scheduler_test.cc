@@ -176,6 +176,44 @@ TEST(QueueScheduler, BackfillStartsOnlyWhatCannotDelayTheReservedGang) {
   EXPECT_THAT(c.Pass(1002).admitted, ElementsAre("big"));
 }
 
+// A reservation holds room against other queues: only a gang within its
+// queue's nominal quota gets one. A borrowing gang does not, so another
+// queue's gang that starts on the room it waits for is not backfilled past
+// it, and is not preempted for it later.
+TEST(QueueScheduler, ABorrowingGangHoldsNoReservation) {
+  Cluster c(TwoTeams(2, 10), 6);
+  c.Submit("a0", "a", 3, 0, 0, /*limit=*/1000);
+  c.Submit("a1", "a", 2, 1);
+  ASSERT_EQ(c.Pass(2).admitted.size(), 2u);
+  c.Submit("a2", "a", 4, 3);  // would borrow; 1 GPU is free
+  EXPECT_THAT(c.Pass(4).admitted, IsEmpty());
+  c.Submit("b0", "b", 1, 5);
+  EXPECT_THAT(c.Pass(6).admitted, ElementsAre("b0"));
+  EXPECT_THAT(c.scheduler.Find("b0")->reason, IsEmpty());  // not "backfilled past a2"
+  c.End("a0");
+  PassResult r = c.Pass(1000);
+  EXPECT_THAT(r.preempted, IsEmpty());
+  EXPECT_THAT(r.admitted, IsEmpty());  // 3 GPUs free: a2 waits for b0 to end
+  EXPECT_EQ(c.State("b0"), GangState::kRunning);
+}
+
+// Starving gangs search for victims past the per-pass budget, and do not
+// spend it: a starving gang that finds none leaves the budget to others.
+TEST(QueueScheduler, AStarvingGangsSearchDoesNotSpendThePassBudget) {
+  QueueSchedulerOptions options;
+  options.starvation_bound_ms = 10;
+  options.max_preemption_searches = 1;
+  Cluster c(QueueConfig(), 8, options);
+  c.Submit("low", "", 4, 0);
+  c.Submit("kept", "", 4, 0, 0, std::nullopt, /*preemptible=*/false);
+  ASSERT_EQ(c.Pass(0).admitted.size(), 2u);
+  c.Submit("huge", "", 8, 1, /*priority=*/10);  // "kept" leaves it no victims
+  c.Submit("high", "", 4, 95, /*priority=*/10);
+  PassResult r = c.Pass(100);  // huge has starved, high has not
+  EXPECT_THAT(Victims(r), ElementsAre("low"));
+  EXPECT_EQ(c.State("high"), GangState::kClaimed);
+}
+
 TEST(QueueScheduler, WithoutReservationsSmallGangsPassABlockedOne) {
   QueueSchedulerOptions greedy;
   greedy.reservations = false;
