@@ -625,16 +625,29 @@ void QueueScheduler::TryGang(Gang& g, PassState& pass) {
 PassResult QueueScheduler::Pass(int64_t now_ms, CapacityModel& capacity) {
   ++passes_;
   PassState pass{now_ms, capacity, {}, {}, {}, {}, {}, {}, {}, {}, {}, 0, {}, {}};
-  for (const auto& [id, g] : gangs_) {
-    if (g.view.state == GangState::kRunning || g.view.state == GangState::kPreempting)
-      pass.live.push_back(&g);
+  // One walk of the gangs (thousands): those holding room, claimed, pending.
+  std::vector<Gang*> claimed, pending;
+  for (auto& [id, g] : gangs_) {
+    switch (g.view.state) {
+      case GangState::kRunning:
+      case GangState::kPreempting:
+        pass.live.push_back(&g);
+        break;
+      case GangState::kClaimed:
+        claimed.push_back(&g);
+        break;
+      case GangState::kPending:
+        pending.push_back(&g);
+        break;
+    }
   }
   const ResourceSet totals = capacity.Capacity();
 
   // Claimed gangs hold their quota: they start as soon as their victims'
   // room is free, and keep a reservation on it meanwhile.
-  for (auto& [id, g] : gangs_) {
-    if (g.view.state != GangState::kClaimed) continue;
+  for (Gang* claimer : claimed) {
+    Gang& g = *claimer;
+    const std::string& id = g.request.id;
     for (auto it = g.awaiting.begin(); it != g.awaiting.end();) {
       auto v = gangs_.find(*it);
       it = v != gangs_.end() && v->second.view.state == GangState::kPreempting
@@ -654,6 +667,7 @@ PassResult QueueScheduler::Pass(int64_t now_ms, CapacityModel& capacity) {
       ledger_.Remove(g.request.queue, g.view.charge);
       g.view.charge = ResourceSet();
       g.view.state = GangState::kPending;
+      pending.push_back(&g);
       continue;
     }
     std::vector<std::string> freed(g.awaiting.begin(), g.awaiting.end());
@@ -665,10 +679,8 @@ PassResult QueueScheduler::Pass(int64_t now_ms, CapacityModel& capacity) {
   // Gangs past the starvation bound first, oldest first, then last pass's
   // reservations: nothing ordered before them takes what they wait for.
   std::vector<Gang*> first;
-  for (auto& [id, g] : gangs_) {
-    if (g.view.state == GangState::kPending &&
-        now_ms - g.view.waiting_since_ms >= options_.starvation_bound_ms)
-      first.push_back(&g);
+  for (Gang* g : pending) {
+    if (now_ms - g->view.waiting_since_ms >= options_.starvation_bound_ms) first.push_back(g);
   }
   std::sort(first.begin(), first.end(),
             [](const Gang* a, const Gang* b) { return a->arrival < b->arrival; });
@@ -684,9 +696,9 @@ PassResult QueueScheduler::Pass(int64_t now_ms, CapacityModel& capacity) {
 
   // Pending gangs, by queue, in queue order.
   std::map<std::string, std::vector<Gang*>> by_queue;
-  for (auto& [id, g] : gangs_) {
-    if (g.view.state == GangState::kPending && g.tried_in_pass != passes_)
-      by_queue[g.request.queue].push_back(&g);
+  for (Gang* g : pending) {
+    if (g->view.state == GangState::kPending && g->tried_in_pass != passes_)
+      by_queue[g->request.queue].push_back(g);
   }
   // Priority, then arrival; but a gang past the starvation bound goes
   // before every priority (it ages, as in Slurm's multifactor priority).
@@ -704,13 +716,16 @@ PassResult QueueScheduler::Pass(int64_t now_ms, CapacityModel& capacity) {
   for (const auto& [name, list] : by_queue) order.emplace(ledger_.Share(name, totals), name);
 
   while (!order.empty()) {
-    const std::string name = order.begin()->second;
+    const auto [share, name] = *order.begin();
     order.erase(order.begin());
     std::vector<Gang*>& list = by_queue[name];
     size_t& i = cursor[name];
     Gang& g = *list[i++];
+    const uint64_t ledger_version = ledger_.version();
     TryGang(g, pass);
-    if (i < list.size()) order.emplace(ledger_.Share(name, totals), name);
+    if (i == list.size()) continue;
+    // Its share changes only when the ledger does (most gangs tried wait).
+    order.emplace(ledger_.version() == ledger_version ? share : ledger_.Share(name, totals), name);
   }
   for (const auto& [queue, demand] : pass.quota_held) ledger_.Remove(queue, demand);
   for (const Reservation& r : pass.held) {

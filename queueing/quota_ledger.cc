@@ -48,6 +48,7 @@ void QuotaLedger::CountPoolUse(const QueueSpec& q, int sign) {
 
 void QuotaLedger::Reconfigure(const QueueConfig* config) {
   config_ = config;
+  ++version_;
   pool_.clear();
   pool_used_.clear();
   for (const auto& [name, q] : config_->queues()) {
@@ -60,6 +61,7 @@ void QuotaLedger::Reconfigure(const QueueConfig* config) {
 }
 
 void QuotaLedger::Add(absl::string_view queue, const ResourceSet& charge) {
+  ++version_;
   const QueueSpec* q = config_->FindQueue(queue);
   if (q != nullptr) CountPoolUse(*q, -1);
   auto it = usage_.find(queue);
@@ -69,6 +71,7 @@ void QuotaLedger::Add(absl::string_view queue, const ResourceSet& charge) {
 }
 
 void QuotaLedger::Remove(absl::string_view queue, const ResourceSet& charge) {
+  ++version_;
   auto it = usage_.find(queue);
   if (it == usage_.end()) return;
   const QueueSpec* q = config_->FindQueue(queue);

@@ -49,6 +49,8 @@ class QuotaLedger {
   // `charge` must have been added to `queue`.
   void Remove(absl::string_view queue, const ResourceSet& charge);
 
+  // Changes whenever any usage changes (Add, Remove, Reconfigure).
+  uint64_t version() const { return version_; }
   // Zero for a queue with no usage.
   const ResourceSet& Usage(absl::string_view queue) const;
   // What the queue uses above its nominal quota, by resource.
@@ -67,6 +69,7 @@ class QuotaLedger {
   void CountPoolUse(const QueueSpec& q, int sign);
 
   const QueueConfig* config_ = nullptr;
+  uint64_t version_ = 0;
   std::map<std::string, ResourceSet, std::less<>> usage_;
   // By cohort and resource: the pool (what its members lend) and its use.
   std::map<std::pair<std::string, std::string>, Wide> pool_, pool_used_;
