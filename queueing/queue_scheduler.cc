@@ -563,9 +563,11 @@ void QueueScheduler::TryGang(Gang& g, PassState& pass) {
     pass.reserved.insert(g.request.id);
     return true;
   };
-  // The oldest starving gang of a queue within its nominal quota holds that
-  // quota for the rest of the pass, so that gangs behind it do not take it,
-  // and a reservation no gang may take.
+  // A waiting gang within its nominal quota keeps room: the oldest starving
+  // gang of a queue holds its quota for the rest of the pass (gangs behind
+  // it do not take it), and a reservation is made for a starving gang (no
+  // gang may take it) or, while there are fewer than max_reservations, for
+  // any other.
   auto hold = [&]() {
     if (starving && quota.within_nominal && pass.holding.insert(queue).second) {
       ledger_.Add(queue, g.request.demand);
@@ -581,14 +583,15 @@ void QueueScheduler::TryGang(Gang& g, PassState& pass) {
     if (!quota.never && preempt()) return;
     wait(quota.never ? absl::StrCat(quota.reason, "; it can never fit")
                      : absl::StrCat("waiting for quota: ", quota.reason));
-    if (!starving || quota.never) return;
-    // Within its nominal quota it waits for other queues to give back what
-    // they borrow, which gangs behind it cannot take. Beyond it, it waits
-    // for its own queue's usage: nothing behind it is admitted until it fits.
-    if (quota.within_nominal) {
-      hold();
-    } else {
-      pass.closed.emplace(queue, g.request.id);
+    // Past the bound, within its nominal quota it waits for other queues to
+    // give back what they borrow, which gangs behind it cannot take; beyond
+    // it, for its own queue's usage: nothing behind it is admitted until it fits.
+    if (starving && !quota.never) {
+      if (quota.within_nominal) {
+        hold();
+      } else {
+        pass.closed.emplace(queue, g.request.id);
+      }
     }
     return;
   }

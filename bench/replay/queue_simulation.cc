@@ -22,6 +22,9 @@ double ClusterGpus(const std::vector<TraceNode>& nodes) {
   return gpus;
 }
 
+// A team's nominal quota of a cluster's GPUs.
+double QuotaGpus(const Team& team, double gpus) { return std::floor(team.quota_share * gpus); }
+
 absl::StatusOr<QueueConfig> TeamQueues(const std::vector<Team>& teams, double gpus) {
   absl::StatusOr<QueueConfig> config = QueueConfig().WithCohort("cluster");
   for (const Team& t : teams) {
@@ -29,7 +32,7 @@ absl::StatusOr<QueueConfig> TeamQueues(const std::vector<Team>& teams, double gp
     QueueInput in;
     in.name = t.name;
     in.cohort = "cluster";
-    in.nominal = {{"GPU", std::floor(t.quota_share * gpus)}};
+    in.nominal = {{"GPU", QuotaGpus(t, gpus)}};
     in.weight = t.quota_share;
     absl::StatusOr<QueueSpec> q = QueueSpecFromInput(in, t.name);
     if (!q.ok()) return q.status();
@@ -121,7 +124,7 @@ absl::StatusOr<QueueRun> RunQueues(const std::vector<TraceNode>& nodes,
   run.team_allocated.assign(teams.size(), std::vector<double>(hours, 0));
   std::vector<std::vector<double>> demand(teams.size(), std::vector<double>(hours, 0));
   std::vector<double> quota(teams.size());
-  for (size_t t = 0; t < teams.size(); ++t) quota[t] = std::floor(teams[t].quota_share * run.gpus);
+  for (size_t t = 0; t < teams.size(); ++t) quota[t] = QuotaGpus(teams[t], run.gpus);
   run.team_usable.assign(teams.size(), std::vector<double>(hours, 0));
   std::vector<std::vector<int>> usable_samples(teams.size(), std::vector<int>(hours, 0));
   run.waits.resize(std::size(kSizeBuckets));
