@@ -425,6 +425,8 @@ std::string BundlePlacer::DescribeShortfall(Call& call, const Demand& d, Capacit
   }
   for (const auto& [name, amount] : d.sum.entries()) {
     if (absl::StartsWith(name, kAcceleratorResourcePrefix)) continue;
+    // Only a resource no node has enough of is named: the scan of the
+    // others stops at the first node that has it.
     Quantity best;
     for (NodeIndex n : candidates) {
       const NodeResourceTable::Node& node = table_->node(n);
@@ -432,6 +434,7 @@ std::string BundlePlacer::DescribeShortfall(Call& call, const Demand& d, Capacit
       // Free GPU shares scattered over instances do not add up to one request.
       if (!total && name == kGpu) have = node.gpus.LargestRequest();
       best = std::max(best, have);
+      if (!(best < amount)) break;
     }
     if (best < amount) {
       return absl::StrCat(text, "; the ", total ? "largest " : "most free ", scope, "node has ",

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <utility>
 
+#include "absl/hash/hash.h"
 #include "absl/strings/str_cat.h"
 #include "queueing/queue_config.h"
 
@@ -20,7 +21,9 @@ void PlacerCapacity::Add(const std::string& gang_id, PlacementGroupSpec spec) {
       amounts.push_back(amount.units());
     }
   }
-  gangs_.emplace(gang_id, Gang{std::move(spec), std::move(structure), std::move(amounts), {}});
+  const size_t hash = absl::HashOf(structure);
+  gangs_.emplace(gang_id,
+                 Gang{std::move(spec), std::move(structure), hash, std::move(amounts), {}});
 }
 
 bool PlacerCapacity::AsksAtLeast(const std::vector<int64_t>& amounts,
@@ -108,16 +111,20 @@ std::optional<ResourceSet> PlacerCapacity::Place(const std::string& gang_id, std
   }
   Gang& g = it->second;
   if (!g.held.empty()) return ChargeOf(g.held);
-  std::vector<Unfit>& alike = unfit_[g.structure];
-  for (const Unfit& u : alike) {
-    if (AsksAtLeast(g.amounts, *u.amounts)) {
-      *reason = u.reason;
-      g.infeasible = u.infeasible;
+  std::vector<Unfit>& alike = unfit_[g.structure_hash];
+  for (auto u = alike.begin(); u != alike.end(); ++u) {
+    if (u->amounts->size() == g.amounts.size() && AsksAtLeast(g.amounts, *u->amounts) &&
+        *u->structure == g.structure) {
+      *reason = u->reason;
+      g.infeasible = u->infeasible;
+      // To the front: the gangs that follow are often of the same spec.
+      std::rotate(alike.begin(), u, u + 1);
       return std::nullopt;
     }
   }
   auto remember = [&] {
-    if (alike.size() < kUnfitPerStructure) alike.push_back({&g.amounts, *reason, g.infeasible});
+    if (alike.size() < kUnfitPerStructure)
+      alike.push_back({&g.structure, &g.amounts, *reason, g.infeasible});
   };
   SyncFree();
   if (g.decided && !FreeCovers(g.spec.total(), ResourceSet(), reason)) {

@@ -89,13 +89,15 @@ class PlacerCapacity : public CapacityModel {
   struct Gang {
     PlacementGroupSpec spec;
     std::string structure;         // strategy, and each bundle's selector and resource names
+    size_t structure_hash = 0;     // of `structure`, the key of unfit_
     std::vector<int64_t> amounts;  // each bundle's amounts, in the order `structure` names them
     std::vector<BundlePlacement> held;
     bool infeasible = false;  // of the last Place's decision
     bool decided = false;     // a decision of its own since the nodes last changed
   };
-  // A spec that did not fit (its Gang::amounts), and why.
+  // A spec that did not fit (its Gang::structure and amounts), and why.
   struct Unfit {
+    const std::string* structure;
     const std::vector<int64_t>* amounts;
     std::string reason;
     bool infeasible;
@@ -119,10 +121,12 @@ class PlacerCapacity : public CapacityModel {
   NodeScorer* ranking() const { return scorer_ == nullptr ? nullptr : scorer_->current(); }
   // Node-based: unfit_ points into it.
   absl::node_hash_map<std::string, Gang> gangs_;
-  // By structure, specs that did not fit since the last Release (a few per
-  // structure: the check is linear).
+  // By the hash of their structure, specs that did not fit since the last
+  // Release (a few per structure: the check is linear). Keyed by the hash
+  // computed once at Add, not the string: Place is asked for thousands of
+  // waiting gangs a pass.
   static constexpr size_t kUnfitPerStructure = 32;
-  absl::flat_hash_map<std::string, std::vector<Unfit>> unfit_;
+  absl::flat_hash_map<size_t, std::vector<Unfit>> unfit_;
   int64_t decisions_ = 0;
   ResourceSet free_;                       // CPU, GPU, memory free over the ALIVE nodes
   std::optional<NodeResourceTable> idle_;  // the table with nothing held

@@ -6,7 +6,9 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
+#include "absl/container/node_hash_map.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
 
 namespace berth {
 namespace {
@@ -197,6 +199,7 @@ void QueueScheduler::Admit(Gang& g, ResourceSet charge, int64_t now_ms, bool bac
 struct QueueScheduler::PassState {
   int64_t now_ms;
   CapacityModel& capacity;
+  const QueueConfig* config;
   PassResult result;
   std::vector<Reservation> held;
   std::set<std::string> reserved;  // gangs of `held`
@@ -233,6 +236,53 @@ struct QueueScheduler::PassState {
   }
   mutable absl::flat_hash_map<const Gang*, std::vector<uint64_t>> places_of;
   mutable std::optional<std::map<uint64_t, std::vector<const Gang*>>> holders;
+  // The gangs running when the pass's first victim search began, but those
+  // admitted in this pass (never victims), in victim order: lowest priority,
+  // then the fewest GPU-hours run (the youngest, the smallest), then the id.
+  // Each search of the pass filters this one list: gangs admitted later are
+  // not on it, and those preempted since are skipped by their state.
+  struct Victim {
+    const Gang* gang;
+    const QueueSpec* queue;
+    double cost;  // GPU-hours run, in GPU-milliseconds
+  };
+  const std::vector<Victim>& VictimOrder() const {
+    if (victims) return *victims;
+    victims.emplace();
+    for (const Gang* c : live) {
+      if (c->view.state != GangState::kRunning || !c->request.preemptible ||
+          admitted.count(c->request.id))
+        continue;
+      victims->push_back({c, config->FindQueue(c->request.queue),
+                          c->view.charge.Get(kGpu).ToDouble() *
+                              static_cast<double>(now_ms - c->view.started_ms)});
+    }
+    std::sort(victims->begin(), victims->end(), [](const Victim& a, const Victim& b) {
+      return std::make_tuple(a.gang->request.priority, a.cost, std::cref(a.gang->request.id)) <
+             std::make_tuple(b.gang->request.priority, b.cost, std::cref(b.gang->request.id));
+    });
+    return *victims;
+  }
+  mutable std::optional<std::vector<Victim>> victims;
+  // The quota verdict of `g` now: one Check for the gangs of one shape in a
+  // queue while the ledger does not change (most gangs tried wait).
+  const QuotaVerdict& QuotaOf(const Gang& g, const QuotaLedger& ledger) {
+    const GangRequest& r = g.request;
+    if (r.shape == 0) return own_verdict = ledger.Check(r.queue, r.demand);
+    auto [it, fresh] = verdicts.try_emplace({r.queue, r.shape});
+    Verdict& v = it->second;
+    if (fresh || v.version != ledger.version() || *v.demand != r.demand) {
+      v = {ledger.version(), &r.demand, ledger.Check(r.queue, r.demand)};
+    }
+    return v.verdict;
+  }
+  struct Verdict {
+    uint64_t version = 0;
+    const ResourceSet* demand = nullptr;  // a gang's of that shape (gangs stay put in a pass)
+    QuotaVerdict verdict;
+  };
+  absl::node_hash_map<std::pair<absl::string_view, uint64_t>, Verdict> verdicts;
+  QuotaVerdict own_verdict;  // of a gang without a shape
   // (queue, priority, shape) of gangs for which no victims would do, this pass.
   std::set<std::tuple<absl::string_view, int32_t, uint64_t>> no_victims;
   size_t searches = 0;
@@ -246,79 +296,89 @@ std::optional<std::vector<Preemption>> QueueScheduler::ChooseVictims(const Gang&
   CapacityModel& capacity = pass.capacity;
   const QueueSpec* q = config_.FindQueue(g.request.queue);
   const bool within_nominal = ledger_.Check(g.request.queue, g.request.demand).within_nominal;
-  // Fewest GPU-hours lost: places (nodes) are freed whole, lowest priority
-  // first, then the fewest GPU-hours run (the youngest, the smallest);
-  // within a place the same order.
-  auto cost = [&](const Gang* c) {
-    return c->view.charge.Get(kGpu).ToDouble() *
-           static_cast<double>(pass.now_ms - c->view.started_ms);
-  };
   struct Candidate {
     const Gang* gang;
     PreemptionRule rule;
     double cost;
   };
   // Whether `g` may reclaim from a queue, by queue (asked once each).
-  absl::flat_hash_map<absl::string_view, bool> reclaimable;
-  auto may_reclaim_from = [&](const std::string& queue) {
-    auto [it, fresh] = reclaimable.try_emplace(queue, false);
+  absl::flat_hash_map<const QueueSpec*, bool> reclaimable;
+  auto may_reclaim_from = [&](const QueueSpec* owner) {
+    auto [it, fresh] = reclaimable.try_emplace(owner, false);
     if (fresh) {
-      it->second = within_nominal && q != nullptr && !q->cohort.empty() &&
-                   queue != g.request.queue && config_.FindQueue(queue)->cohort == q->cohort &&
-                   ledger_.IsBorrowing(queue, g.request.demand);
+      it->second = within_nominal && q != nullptr && !q->cohort.empty() && owner != nullptr &&
+                   owner != q && owner->cohort == q->cohort &&
+                   ledger_.IsBorrowing(owner->name, g.request.demand);
     }
     return it->second;
   };
+  // In victim order already (the pass's one list): lowest priority first,
+  // then the fewest GPU-hours run.
   std::vector<Candidate> candidates;
-  for (const Gang* c : pass.live) {
-    if (c->view.state != GangState::kRunning || !c->request.preemptible) continue;
+  for (const PassState::Victim& v : pass.VictimOrder()) {
+    const Gang* c = v.gang;
+    if (c->view.state != GangState::kRunning) continue;  // preempted earlier in the pass
     PreemptionRule rule;
-    if (c->request.queue == g.request.queue && c->request.priority < g.request.priority) {
+    if (c->request.priority < g.request.priority && c->request.queue == g.request.queue) {
       rule = PreemptionRule::kPriority;
-    } else if (c->backfilled_past.count({g.request.id, g.wait_epoch}) != 0) {
+    } else if (!c->backfilled_past.empty() &&
+               c->backfilled_past.count({g.request.id, g.wait_epoch}) != 0) {
       rule = PreemptionRule::kBackfill;
-    } else if (may_reclaim_from(c->request.queue)) {
+    } else if (may_reclaim_from(v.queue)) {
       rule = PreemptionRule::kReclaim;
     } else {
       continue;
     }
-    if (pass.reserved.count(c->request.id) || pass.admitted.count(c->request.id)) continue;
-    candidates.push_back({c, rule, cost(c)});
+    if (pass.reserved.count(c->request.id)) continue;
+    candidates.push_back({c, rule, v.cost});
   }
   if (candidates.empty()) return std::nullopt;
-  auto order = [&](const Candidate& a, const Candidate& b) {
-    return std::make_tuple(a.gang->request.priority, a.cost, std::cref(a.gang->request.id)) <
-           std::make_tuple(b.gang->request.priority, b.cost, std::cref(b.gang->request.id));
-  };
-  std::sort(candidates.begin(), candidates.end(), order);
+  // Places (nodes) are freed whole: the lowest priority among their victims
+  // first, then the fewest GPU-hours, then the node; a victim without places
+  // (a model that does not say) is a place of its own, after the nodes.
   struct Place {
     int32_t priority = std::numeric_limits<int32_t>::min();  // the highest among its victims
     double cost = 0;
+    std::optional<uint64_t> node;
     std::vector<const Candidate*> victims;
   };
-  std::map<uint64_t, Place> places;
-  std::vector<Place> placeless;
+  std::vector<Place> places;
+  places.reserve(candidates.size());  // Place* stay valid
+  absl::flat_hash_map<uint64_t, Place*> place_of_node;
   for (const Candidate& c : candidates) {
     const std::vector<uint64_t>& where = pass.PlacesOf(c.gang);
-    Place* place = where.empty() ? &placeless.emplace_back() : &places[where.front()];
+    Place* place;
+    if (where.empty()) {
+      place = &places.emplace_back();
+    } else if (auto [it, fresh] = place_of_node.try_emplace(where.front(), nullptr); fresh) {
+      place = it->second = &places.emplace_back();
+      place->node = where.front();
+    } else {
+      place = it->second;
+    }
     place->priority = std::max(place->priority, c.gang->request.priority);
     place->cost += c.cost;
     place->victims.push_back(&c);
   }
   std::vector<Place*> by_cost;
-  for (auto& [key, place] : places) by_cost.push_back(&place);
-  for (Place& place : placeless) by_cost.push_back(&place);
-  std::stable_sort(by_cost.begin(), by_cost.end(), [](const Place* a, const Place* b) {
-    return std::make_pair(a->priority, a->cost) < std::make_pair(b->priority, b->cost);
+  for (Place& place : places) by_cost.push_back(&place);
+  std::sort(by_cost.begin(), by_cost.end(), [](const Place* a, const Place* b) {
+    // Placeless ones keep candidate order (their index in `places`).
+    auto key = [](const Place* p) {
+      return std::make_tuple(p->priority, p->cost, !p->node.has_value(), p->node.value_or(0),
+                             p->node ? nullptr : p);
+    };
+    return key(a) < key(b);
   });
   // Places that preemption can empty: every gang held there is a candidate.
   auto emptiable = [&]() {
     absl::flat_hash_set<const Gang*> ids;
     for (const Candidate& c : candidates) ids.insert(c.gang);
     std::set<const Place*> out;
-    for (auto& [key, place] : places) {
+    for (const Place& place : places) {
+      if (!place.node) continue;
       bool all = true;
-      for (const Gang* holder : pass.HoldersOf(key)) all = all && ids.contains(holder);
+      for (const Gang* holder : pass.HoldersOf(*place.node)) all = all && ids.contains(holder);
       if (all) out.insert(&place);
     }
     return out;
@@ -520,11 +580,19 @@ void QueueScheduler::TryGang(Gang& g, PassState& pass) {
   const int64_t now_ms = pass.now_ms;
   const std::string& queue = g.request.queue;
   const bool starving = now_ms - g.view.waiting_since_ms >= options_.starvation_bound_ms;
-  const QuotaVerdict quota = ledger_.Check(queue, g.request.demand);
-  // A preempted gang keeps saying so while it waits.
-  auto wait = [&g](std::string why) {
-    g.view.reason =
-        g.view.preempted_by.empty() ? std::move(why) : absl::StrCat(g.view.preempted_by, "; ", why);
+  const QuotaVerdict& quota = pass.QuotaOf(g, ledger_);
+  // A preempted gang keeps saying so while it waits. Most waiting gangs
+  // give the same reason pass after pass: it is written only when it changed.
+  auto wait = [&g](absl::string_view what, absl::string_view detail = "") {
+    const std::string& by = g.view.preempted_by;
+    const absl::string_view sep = by.empty() ? "" : "; ";
+    absl::string_view now = g.view.reason;
+    if (now.size() == by.size() + sep.size() + what.size() + detail.size() &&
+        absl::ConsumePrefix(&now, by) && absl::ConsumePrefix(&now, sep) &&
+        absl::ConsumePrefix(&now, what) && now == detail) {
+      return;
+    }
+    g.view.reason = absl::StrCat(by, sep, what, detail);
   };
   if (auto closed = pass.closed.find(queue); closed != pass.closed.end()) {
     wait(absl::StrCat("waiting behind ", closed->second,
@@ -581,8 +649,11 @@ void QueueScheduler::TryGang(Gang& g, PassState& pass) {
   };
   if (!quota.fits) {
     if (!quota.never && preempt()) return;
-    wait(quota.never ? absl::StrCat(quota.reason, "; it can never fit")
-                     : absl::StrCat("waiting for quota: ", quota.reason));
+    if (quota.never) {
+      wait(quota.reason, "; it can never fit");
+    } else {
+      wait("waiting for quota: ", quota.reason);
+    }
     // Past the bound, within its nominal quota it waits for other queues to
     // give back what they borrow, which gangs behind it cannot take; beyond
     // it, for its own queue's usage: nothing behind it is admitted until it fits.
@@ -601,7 +672,7 @@ void QueueScheduler::TryGang(Gang& g, PassState& pass) {
       const QuotaVerdict placed = ledger_.Check(queue, *charge);
       if (!placed.fits) {
         pass.capacity.Release(g.request.id);
-        wait(absl::StrCat("waiting for quota where it fits: ", placed.reason));
+        wait("waiting for quota where it fits: ", placed.reason);
         return;
       }
     }
@@ -621,13 +692,13 @@ void QueueScheduler::TryGang(Gang& g, PassState& pass) {
   }
   // Fits its quota, not the nodes.
   if (preempt()) return;
-  wait(absl::StrCat("waiting for room: ", why));
+  wait("waiting for room: ", why);
   hold();
 }
 
 PassResult QueueScheduler::Pass(int64_t now_ms, CapacityModel& capacity) {
   ++passes_;
-  PassState pass{now_ms, capacity, {}, {}, {}, {}, {}, {}, {}, {}, {}, 0, {}, {}};
+  PassState pass{now_ms, capacity, &config_};
   // One walk of the gangs (thousands): those holding room, claimed, pending.
   std::vector<Gang*> claimed, pending;
   for (auto& [id, g] : gangs_) {
