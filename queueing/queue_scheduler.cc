@@ -244,16 +244,20 @@ struct QueueScheduler::PassState {
   struct Victim {
     const Gang* gang;
     const QueueSpec* queue;
-    double cost;  // GPU-hours run, in GPU-milliseconds
+    size_t queue_index;  // of `queue` in victim_queues
+    double cost;         // GPU-hours run, in GPU-milliseconds
   };
   const std::vector<Victim>& VictimOrder() const {
     if (victims) return *victims;
     victims.emplace();
+    absl::flat_hash_map<absl::string_view, size_t> index;
     for (const Gang* c : live) {
       if (c->view.state != GangState::kRunning || !c->request.preemptible ||
           admitted.count(c->request.id))
         continue;
-      victims->push_back({c, config->FindQueue(c->request.queue),
+      auto [it, fresh] = index.try_emplace(c->request.queue, victim_queues.size());
+      if (fresh) victim_queues.push_back(config->FindQueue(c->request.queue));
+      victims->push_back({c, victim_queues[it->second], it->second,
                           c->view.charge.Get(kGpu).ToDouble() *
                               static_cast<double>(now_ms - c->view.started_ms)});
     }
@@ -264,6 +268,7 @@ struct QueueScheduler::PassState {
     return *victims;
   }
   mutable std::optional<std::vector<Victim>> victims;
+  mutable std::vector<const QueueSpec*> victim_queues;  // the queues of `victims`, each once
   // The quota verdict of `g` now: one Check for the gangs of one shape in a
   // queue while the ledger does not change (most gangs tried wait).
   const QuotaVerdict& QuotaOf(const Gang& g, const QuotaLedger& ledger) {
@@ -291,31 +296,34 @@ struct QueueScheduler::PassState {
   std::set<std::string> holding;
 };
 
-std::optional<std::vector<Preemption>> QueueScheduler::ChooseVictims(const Gang& g,
+std::optional<QueueScheduler::Victims> QueueScheduler::ChooseVictims(const Gang& g,
                                                                      const PassState& pass) const {
   CapacityModel& capacity = pass.capacity;
   const QueueSpec* q = config_.FindQueue(g.request.queue);
   const bool within_nominal = ledger_.Check(g.request.queue, g.request.demand).within_nominal;
   struct Candidate {
-    const Gang* gang;
+    const PassState::Victim* victim;
+    const Gang* gang;  // victim->gang
     PreemptionRule rule;
-    double cost;
   };
+  const std::vector<PassState::Victim>& victims = pass.VictimOrder();
   // Whether `g` may reclaim from a queue, by queue (asked once each).
-  absl::flat_hash_map<const QueueSpec*, bool> reclaimable;
-  auto may_reclaim_from = [&](const QueueSpec* owner) {
-    auto [it, fresh] = reclaimable.try_emplace(owner, false);
-    if (fresh) {
-      it->second = within_nominal && q != nullptr && !q->cohort.empty() && owner != nullptr &&
-                   owner != q && owner->cohort == q->cohort &&
-                   ledger_.IsBorrowing(owner->name, g.request.demand);
+  std::vector<int8_t> reclaimable(pass.victim_queues.size(), -1);
+  auto may_reclaim_from = [&](const PassState::Victim& v) {
+    int8_t& known = reclaimable[v.queue_index];
+    if (known < 0) {
+      const QueueSpec* owner = v.queue;
+      known = within_nominal && q != nullptr && !q->cohort.empty() && owner != nullptr &&
+              owner != q && owner->cohort == q->cohort &&
+              ledger_.IsBorrowing(owner->name, g.request.demand);
     }
-    return it->second;
+    return known == 1;
   };
   // In victim order already (the pass's one list): lowest priority first,
-  // then the fewest GPU-hours run.
+  // then the fewest GPU-hours run. None holds a reservation: those are
+  // gangs that wait (pending or claimed).
   std::vector<Candidate> candidates;
-  for (const PassState::Victim& v : pass.VictimOrder()) {
+  for (const PassState::Victim& v : victims) {
     const Gang* c = v.gang;
     if (c->view.state != GangState::kRunning) continue;  // preempted earlier in the pass
     PreemptionRule rule;
@@ -324,13 +332,12 @@ std::optional<std::vector<Preemption>> QueueScheduler::ChooseVictims(const Gang&
     } else if (!c->backfilled_past.empty() &&
                c->backfilled_past.count({g.request.id, g.wait_epoch}) != 0) {
       rule = PreemptionRule::kBackfill;
-    } else if (may_reclaim_from(v.queue)) {
+    } else if (may_reclaim_from(v)) {
       rule = PreemptionRule::kReclaim;
     } else {
       continue;
     }
-    if (pass.reserved.count(c->request.id)) continue;
-    candidates.push_back({c, rule, v.cost});
+    candidates.push_back({&v, c, rule});
   }
   if (candidates.empty()) return std::nullopt;
   // Places (nodes) are freed whole: the lowest priority among their victims
@@ -357,7 +364,7 @@ std::optional<std::vector<Preemption>> QueueScheduler::ChooseVictims(const Gang&
       place = it->second;
     }
     place->priority = std::max(place->priority, c.gang->request.priority);
-    place->cost += c.cost;
+    place->cost += c.victim->cost;
     place->victims.push_back(&c);
   }
   std::vector<Place*> by_cost;
@@ -426,6 +433,9 @@ std::optional<std::vector<Preemption>> QueueScheduler::ChooseVictims(const Gang&
     }
     return eligible;
   };
+  // Where `g` goes without the last set that was enough: every set tried
+  // after it that is enough replaces it, so it is the chosen set's.
+  std::optional<std::vector<uint64_t>> fit_places;
   auto enough = [&](const std::vector<const Candidate*>& set) {
     std::vector<std::pair<std::string, ResourceSet>> released;
     std::vector<std::string> ids;
@@ -433,8 +443,11 @@ std::optional<std::vector<Preemption>> QueueScheduler::ChooseVictims(const Gang&
       released.emplace_back(c->gang->request.queue, c->gang->view.charge);
       ids.push_back(c->gang->request.id);
     }
-    return ledger_.Check(g.request.queue, g.request.demand, released).fits &&
-           capacity.FitsWithout(g.request.id, ids);
+    if (!ledger_.Check(g.request.queue, g.request.demand, released).fits) return false;
+    std::optional<std::vector<uint64_t>> places = capacity.PlacesWithout(g.request.id, ids);
+    if (!places) return false;
+    fit_places = std::move(places);
+    return true;
   };
   // The cheapest places first; failing that (a gang that needs empty
   // places), once it has waited empty_places_after_ms, the places that can
@@ -469,7 +482,7 @@ std::optional<std::vector<Preemption>> QueueScheduler::ChooseVictims(const Gang&
                    absl::StrCat("preempted by ", g.request.id, " of queue ", g.request.queue, " (",
                                 PreemptionRuleName(c->rule), ")")});
   }
-  return out;
+  return Victims{std::move(out), std::move(fit_places)};
 }
 
 QueueScheduler::Reservation QueueScheduler::Reserve(const Gang& g, bool starving,
@@ -498,7 +511,11 @@ QueueScheduler::Reservation QueueScheduler::Reserve(const Gang& g, bool starving
     return ids;
   };
   Reservation r{g.request.id, {}, kNever, starving, {}};
-  if (ending.empty() || !capacity.FitsWithout(g.request.id, prefix(ending.size()))) {
+  // Where it goes with the fewest gangs ended found so far (the last trial
+  // that fit: the answer's places, not asked again).
+  std::optional<std::vector<uint64_t>> at_hi;
+  if (!ending.empty()) at_hi = capacity.PlacesWithout(g.request.id, prefix(ending.size()));
+  if (!at_hi) {
     // No start in sight: it keeps the places it would take on an idle
     // cluster, which drain as their gangs end.
     for (const Gang* c : pass.live) r.freed.push_back(c->request.id);
@@ -509,15 +526,16 @@ QueueScheduler::Reservation QueueScheduler::Reserve(const Gang& g, bool starving
   size_t lo = 0, hi = ending.size();
   while (lo < hi) {
     const size_t mid = (lo + hi) / 2;
-    if (capacity.FitsWithout(g.request.id, prefix(mid))) {
+    if (std::optional<std::vector<uint64_t>> places = capacity.PlacesWithout(g.request.id, prefix(mid))) {
       hi = mid;
+      at_hi = std::move(places);
     } else {
       lo = mid + 1;
     }
   }
   r.freed = prefix(lo);
   r.start_ms = lo == 0 ? now_ms : std::max(now_ms, ending[lo - 1].first);
-  r.places = capacity.PlacesWithout(g.request.id, r.freed);
+  r.places = std::move(at_hi);
   return r;
 }
 
@@ -618,16 +636,15 @@ void QueueScheduler::TryGang(Gang& g, PassState& pass) {
       if (pass.searches == options_.max_preemption_searches) return false;
       ++pass.searches;
     }
-    std::optional<std::vector<Preemption>> victims = ChooseVictims(g, pass);
+    std::optional<Victims> victims = ChooseVictims(g, pass);
     if (!victims) {
       if (memo) pass.no_victims.insert(key);
       return false;
     }
     std::vector<std::string> freed;
-    for (const Preemption& p : *victims) freed.push_back(p.victim);
-    std::optional<std::vector<uint64_t>> places = pass.capacity.PlacesWithout(g.request.id, freed);
-    StartPreemptions(g, *std::move(victims), &pass.result);
-    pass.held.push_back({g.request.id, std::move(freed), now_ms, false, std::move(places)});
+    for (const Preemption& p : victims->preemptions) freed.push_back(p.victim);
+    StartPreemptions(g, std::move(victims->preemptions), &pass.result);
+    pass.held.push_back({g.request.id, std::move(freed), now_ms, false, std::move(victims->places)});
     pass.reserved.insert(g.request.id);
     return true;
   };

@@ -215,9 +215,13 @@ class QueueScheduler {
 
   void Insert(const GangRecord& record);
   void Admit(Gang& g, ResourceSet charge, int64_t now_ms, bool backfilled);
+  struct Victims {
+    std::vector<Preemption> preemptions;
+    std::optional<std::vector<uint64_t>> places;  // where `g` goes once they stop
+  };
   // The minimal set of running gangs whose end makes room for `g`, or none.
   // Gangs admitted in this pass or holding a reservation are not victims.
-  std::optional<std::vector<Preemption>> ChooseVictims(const Gang& g, const PassState& pass) const;
+  std::optional<Victims> ChooseVictims(const Gang& g, const PassState& pass) const;
   Reservation Reserve(const Gang& g, bool starving, const PassState& pass) const;
   // Whether `g`, just placed, leaves each reservation its room; if not,
   // whether it may start anyway as preemptible (*past lists them).
