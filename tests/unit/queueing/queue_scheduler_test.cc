@@ -70,6 +70,29 @@ QueueConfig TwoTeams(double a, double b) {
       .value();
 }
 
+// Gangs of one shape in one queue share a quota verdict within a pass only
+// while the ledger is unchanged: the first one admitted uses the quota the
+// next would have had.
+TEST(QueueScheduler, GangsOfOneShapeGetAFreshQuotaVerdictOnceOneIsAdmitted) {
+  QueueConfig config =
+      QueueConfig().WithQueue(Team("a", "", 4)).value();  // no cohort: 4 GPUs at most
+  Cluster c(std::move(config), 16);
+  for (const std::string id : {"s0", "s1", "s2"}) {
+    c.pool.Add(id, Gpus(3));
+    GangRequest r{id, "a", 0, Gpus(3)};
+    r.shape = 42;
+    ASSERT_TRUE(c.scheduler.Submit(r, 0).ok());
+  }
+  EXPECT_THAT(c.Pass(1).admitted, ElementsAre("s0"));
+  EXPECT_THAT(c.scheduler.Find("s1")->reason, HasSubstr("waiting for quota"));
+  EXPECT_THAT(c.scheduler.Find("s2")->reason, HasSubstr("waiting for quota"));
+  c.End("s0");
+  EXPECT_THAT(c.Pass(2).admitted, ElementsAre("s1"));
+  EXPECT_EQ(c.State("s1"), GangState::kRunning);
+  EXPECT_THAT(c.scheduler.Find("s2")->reason,
+              HasSubstr("GPU 3 in use + 3 asked would pass its quota of 4"));
+}
+
 TEST(QueueScheduler, AQueueBelowItsQuotaReclaimsWhatAnotherBorrowed) {
   Cluster c(TwoTeams(8, 8), 16);
   for (int i = 0; i < 4; ++i) {  // a borrows all of b's idle quota
