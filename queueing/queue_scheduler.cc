@@ -243,9 +243,8 @@ struct QueueScheduler::PassState {
   // not on it, and those preempted since are skipped by their state.
   struct Victim {
     const Gang* gang;
-    const QueueSpec* queue;
-    size_t queue_index;  // of `queue` in victim_queues
-    double cost;         // GPU-hours run, in GPU-milliseconds
+    size_t queue;  // its index in victim_queues
+    double cost;   // GPU-hours run, in GPU-milliseconds
   };
   const std::vector<Victim>& VictimOrder() const {
     if (victims) return *victims;
@@ -257,9 +256,9 @@ struct QueueScheduler::PassState {
         continue;
       auto [it, fresh] = index.try_emplace(c->request.queue, victim_queues.size());
       if (fresh) victim_queues.push_back(config->FindQueue(c->request.queue));
-      victims->push_back({c, victim_queues[it->second], it->second,
-                          c->view.charge.Get(kGpu).ToDouble() *
-                              static_cast<double>(now_ms - c->view.started_ms)});
+      victims->push_back(
+          {c, it->second,
+           c->view.charge.Get(kGpu).ToDouble() * static_cast<double>(now_ms - c->view.started_ms)});
     }
     std::sort(victims->begin(), victims->end(), [](const Victim& a, const Victim& b) {
       return std::make_tuple(a.gang->request.priority, a.cost, std::cref(a.gang->request.id)) <
@@ -302,17 +301,17 @@ std::optional<QueueScheduler::Victims> QueueScheduler::ChooseVictims(const Gang&
   const QueueSpec* q = config_.FindQueue(g.request.queue);
   const bool within_nominal = ledger_.Check(g.request.queue, g.request.demand).within_nominal;
   struct Candidate {
-    const PassState::Victim* victim;
-    const Gang* gang;  // victim->gang
+    const Gang* gang;
     PreemptionRule rule;
+    double cost;
   };
   const std::vector<PassState::Victim>& victims = pass.VictimOrder();
   // Whether `g` may reclaim from a queue, by queue (asked once each).
   std::vector<int8_t> reclaimable(pass.victim_queues.size(), -1);
   auto may_reclaim_from = [&](const PassState::Victim& v) {
-    int8_t& known = reclaimable[v.queue_index];
+    int8_t& known = reclaimable[v.queue];
     if (known < 0) {
-      const QueueSpec* owner = v.queue;
+      const QueueSpec* owner = pass.victim_queues[v.queue];
       known = within_nominal && q != nullptr && !q->cohort.empty() && owner != nullptr &&
               owner != q && owner->cohort == q->cohort &&
               ledger_.IsBorrowing(owner->name, g.request.demand);
@@ -329,15 +328,14 @@ std::optional<QueueScheduler::Victims> QueueScheduler::ChooseVictims(const Gang&
     PreemptionRule rule;
     if (c->request.priority < g.request.priority && c->request.queue == g.request.queue) {
       rule = PreemptionRule::kPriority;
-    } else if (!c->backfilled_past.empty() &&
-               c->backfilled_past.count({g.request.id, g.wait_epoch}) != 0) {
+    } else if (c->backfilled_past.count({g.request.id, g.wait_epoch}) != 0) {
       rule = PreemptionRule::kBackfill;
     } else if (may_reclaim_from(v)) {
       rule = PreemptionRule::kReclaim;
     } else {
       continue;
     }
-    candidates.push_back({&v, c, rule});
+    candidates.push_back({c, rule, v.cost});
   }
   if (candidates.empty()) return std::nullopt;
   // Places (nodes) are freed whole: the lowest priority among their victims
@@ -364,19 +362,19 @@ std::optional<QueueScheduler::Victims> QueueScheduler::ChooseVictims(const Gang&
       place = it->second;
     }
     place->priority = std::max(place->priority, c.gang->request.priority);
-    place->cost += c.victim->cost;
+    place->cost += c.cost;
     place->victims.push_back(&c);
   }
   std::vector<Place*> by_cost;
   for (Place& place : places) by_cost.push_back(&place);
-  std::sort(by_cost.begin(), by_cost.end(), [](const Place* a, const Place* b) {
-    // Placeless ones keep candidate order (their index in `places`).
-    auto key = [](const Place* p) {
-      return std::make_tuple(p->priority, p->cost, !p->node.has_value(), p->node.value_or(0),
-                             p->node ? nullptr : p);
-    };
-    return key(a) < key(b);
-  });
+  // Ties: nodes by index, then placeless ones in candidate order (their
+  // index in `places`).
+  auto key = [&](const Place* p) {
+    return std::make_tuple(p->priority, p->cost, !p->node.has_value(),
+                           p->node ? *p->node : static_cast<uint64_t>(p - places.data()));
+  };
+  std::sort(by_cost.begin(), by_cost.end(),
+            [&](const Place* a, const Place* b) { return key(a) < key(b); });
   // Places that preemption can empty: every gang held there is a candidate.
   auto emptiable = [&]() {
     absl::flat_hash_set<const Gang*> ids;
@@ -526,7 +524,8 @@ QueueScheduler::Reservation QueueScheduler::Reserve(const Gang& g, bool starving
   size_t lo = 0, hi = ending.size();
   while (lo < hi) {
     const size_t mid = (lo + hi) / 2;
-    if (std::optional<std::vector<uint64_t>> places = capacity.PlacesWithout(g.request.id, prefix(mid))) {
+    if (std::optional<std::vector<uint64_t>> places =
+            capacity.PlacesWithout(g.request.id, prefix(mid))) {
       hi = mid;
       at_hi = std::move(places);
     } else {
@@ -644,7 +643,8 @@ void QueueScheduler::TryGang(Gang& g, PassState& pass) {
     std::vector<std::string> freed;
     for (const Preemption& p : victims->preemptions) freed.push_back(p.victim);
     StartPreemptions(g, std::move(victims->preemptions), &pass.result);
-    pass.held.push_back({g.request.id, std::move(freed), now_ms, false, std::move(victims->places)});
+    pass.held.push_back(
+        {g.request.id, std::move(freed), now_ms, false, std::move(victims->places)});
     pass.reserved.insert(g.request.id);
     return true;
   };
