@@ -5,10 +5,14 @@
 #include <utility>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "absl/time/time.h"
 #include "client/bundle_args.h"
+#include "placement/label_selector.h"
 #include "placement/placement_group_spec.h"
+#include "wire/proto_convert.h"
 
 namespace berth {
 namespace {
@@ -100,11 +104,40 @@ absl::StatusOr<v1::TrainJobSpec> BuildTrainJobSpec(const JobSubmitArgs& args) {
   scaling->set_num_workers(static_cast<uint32_t>(args.num_workers));
   scaling->set_use_gpu(args.use_gpu);
   scaling->set_accelerator_type(args.accelerator_type);
-  if (args.resources_per_worker) {
-    absl::StatusOr<v1::ResourceSet> resources =
-        ParseResourcesArg(*args.resources_per_worker, "--resources-per-worker");
+  const size_t per_worker = args.resources_per_worker.size();
+  for (size_t i = 0; i < per_worker; ++i) {
+    absl::StatusOr<v1::ResourceSet> resources = ParseResourcesArg(
+        args.resources_per_worker[i],
+        per_worker == 1 ? "--resources-per-worker" : absl::StrCat("--resources-per-worker[", i, "]"));
     if (!resources.ok()) return resources.status();
-    *scaling->mutable_resources_per_worker() = *std::move(resources);
+    *(per_worker == 1 ? scaling->mutable_resources_per_worker()
+                      : scaling->add_resources_per_worker_list()) = *std::move(resources);
+  }
+  for (size_t i = 0; i < args.rank_resources.size(); ++i) {
+    const std::string field = absl::StrCat("--rank-resources[", i, "]");
+    const std::pair<absl::string_view, absl::string_view> parts =
+        absl::StrSplit(args.rank_resources[i], absl::MaxSplits(':', 1));
+    uint32_t rank = 0;
+    if (!absl::SimpleAtoi(parts.first, &rank) ||
+        args.rank_resources[i].find(':') == std::string::npos) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(field, ": '", args.rank_resources[i],
+                       "' is not RANK:NAME=QUANTITY,... (e.g. 0:memory=200Gi)"));
+    }
+    if (scaling->rank_resources().contains(rank)) {
+      return absl::InvalidArgumentError(absl::StrCat(field, ": rank ", rank, " given twice"));
+    }
+    absl::StatusOr<v1::ResourceSet> resources = ParseResourcesArg(parts.second, field);
+    if (!resources.ok()) return resources.status();
+    (*scaling->mutable_rank_resources())[rank] = *std::move(resources);
+  }
+  for (size_t i = 0; i < args.label_selector.size(); ++i) {
+    absl::StatusOr<LabelSelector> selector = LabelSelector::Parse(
+        args.label_selector[i], args.label_selector.size() == 1
+                                    ? "--label-selector"
+                                    : absl::StrCat("--label-selector[", i, "]"));
+    if (!selector.ok()) return selector.status();
+    LabelSelectorToProto(*selector, scaling->add_label_selector());
   }
   if (args.trainer_resources) {
     absl::StatusOr<v1::ResourceSet> resources =

@@ -35,8 +35,13 @@ struct JobSubmitArgs {
   std::string time_limit;      // empty: none
   int64_t num_workers = 1;
   bool use_gpu = false;
-  std::optional<std::string> resources_per_worker;
+  // Once: every worker's; once per worker: rank i's is the i-th.
+  std::vector<std::string> resources_per_worker;
   std::optional<std::string> trainer_resources;
+  // `RANK:NAME=QUANTITY,...`, merged into that rank's bundle.
+  std::vector<std::string> rank_resources;
+  // Selectors in LabelSelector::Parse's syntax; once or once per worker.
+  std::vector<std::string> label_selector;
   std::string accelerator_type;
   std::string strategy = "PACK";
   int64_t max_failures = 0;

@@ -25,6 +25,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
 #include "client/job_args.h"
+#include "placement/label_selector.h"
 #include "placement/placement_group_spec.h"
 #include "placement/quantity.h"
 #include "placement/resource_set.h"
@@ -348,8 +349,8 @@ class JobFileParser {
     out->set_placement_strategy(v1::PLACEMENT_STRATEGY_PACK);
     absl::Status status = ForEachKey(
         node, path,
-        {"num_workers", "use_gpu", "resources_per_worker", "trainer_resources", "accelerator_type",
-         "placement_strategy"},
+        {"num_workers", "use_gpu", "resources_per_worker", "trainer_resources", "rank_resources",
+         "label_selector", "accelerator_type", "placement_strategy"},
         [&](const std::string& key, const YAML::Node& value, const YAML::Node&) -> absl::Status {
           const std::string key_path = Child(path, key);
           if (key == "num_workers") {
@@ -362,7 +363,23 @@ class JobFileParser {
             return SetBool(value, key_path, [&](bool b) { out->set_use_gpu(b); });
           }
           if (key == "resources_per_worker") {
+            // A list gives each rank its own: rank i's is entry i.
+            if (value.IsSequence()) {
+              return ForEachItem(value, key_path,
+                                 [&](const YAML::Node& item, const std::string& item_path) {
+                                   return Resources(item, item_path,
+                                                    out->add_resources_per_worker_list());
+                                 });
+            }
             return Resources(value, key_path, out->mutable_resources_per_worker());
+          }
+          if (key == "rank_resources") return RankResources(value, key_path, out);
+          if (key == "label_selector") {
+            if (!value.IsSequence()) return Selector(value, key_path, out->add_label_selector());
+            return ForEachItem(value, key_path,
+                               [&](const YAML::Node& item, const std::string& item_path) {
+                                 return Selector(item, item_path, out->add_label_selector());
+                               });
           }
           if (key == "trainer_resources") {
             return Resources(value, key_path, out->mutable_trainer_resources());
@@ -379,6 +396,30 @@ class JobFileParser {
         });
     if (!status.ok()) return status;
     if (!has_num_workers) return Error(node, Child(path, "num_workers"), "required");
+    return absl::OkStatus();
+  }
+
+  // `rank_resources: {0: {memory: 200Gi}}`: ranks as integer keys.
+  absl::Status RankResources(const YAML::Node& node, absl::string_view path,
+                             v1::ScalingConfig* out) const {
+    return ForEachKey(
+        node, path, {},
+        [&](const std::string&, const YAML::Node& value, const YAML::Node& key) -> absl::Status {
+          absl::StatusOr<int64_t> rank =
+              Integer(key, absl::StrCat(path, " key"), 0, PlacementGroupSpec::kMaxBundles - 1);
+          if (!rank.ok()) return rank.status();
+          return Resources(value, absl::StrCat(path, "[", *rank, "]"),
+                           &(*out->mutable_rank_resources())[static_cast<uint32_t>(*rank)]);
+        });
+  }
+
+  // A selector in berth's set-based text: "zone in (a,b), !spot".
+  absl::Status Selector(const YAML::Node& node, const std::string& path,
+                        v1::LabelSelector* out) const {
+    if (!node.IsScalar()) return Expected(node, path, "a selector such as \"zone in (a,b)\"");
+    absl::StatusOr<LabelSelector> selector = LabelSelector::Parse(node.Scalar(), path);
+    if (!selector.ok()) return At(node.Mark(), selector.status());
+    LabelSelectorToProto(*selector, out);
     return absl::OkStatus();
   }
 

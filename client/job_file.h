@@ -7,7 +7,9 @@
 //     use_gpu: true
 //     accelerator_type: A10G
 //     trainer_resources: {CPU: 1, memory: 200Gi}
-//     resources_per_worker: {GPU: 1}
+//     resources_per_worker: {GPU: 1}   # or a list, one entry per rank
+//     rank_resources: {0: {memory: 200Gi}}   # merged into single ranks
+//     label_selector: "zone in (a,b)"  # or a list, one entry per rank
 //     placement_strategy: PACK
 //   entrypoint:                 # the built-in worker ...
 //     builtin: {model: mlp, steps: 200, learning_rate: 0.05, batch_size: 64,

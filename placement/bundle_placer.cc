@@ -4,6 +4,7 @@
 #include <functional>
 #include <tuple>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -32,6 +33,33 @@ std::vector<std::string> PinnedAcceleratorTypes(const ResourceSet& set) {
     }
   }
   return types;
+}
+
+// Bundles are placed largest first, so a node's whole GPUs were taken in
+// that order; `made` (in bundle order) gets the same instances back in
+// bundle order. Each instance is wholly this call's, so the table's state is
+// unchanged. Fractional shares keep their instance (it may be shared).
+void HandOutWholeGpusInBundleOrder(std::vector<BundlePlacement>* made) {
+  if (made->size() < 2) return;
+  auto whole = [](const Allocation& a) {
+    return !a.gpus.empty() && std::all_of(a.gpus.begin(), a.gpus.end(), [](const GpuShare& g) {
+      return g.amount == Quantity::Whole(1);
+    });
+  };
+  absl::flat_hash_map<NodeIndex, std::vector<Allocation*>> by_node;
+  for (BundlePlacement& p : *made) {
+    if (whole(p.allocation)) by_node[p.allocation.node].push_back(&p.allocation);
+  }
+  for (auto& [node, allocations] : by_node) {
+    if (allocations.size() < 2) continue;
+    std::vector<uint32_t> ids;
+    for (const Allocation* a : allocations)
+      for (const GpuShare& g : a->gpus) ids.push_back(g.index);
+    std::sort(ids.begin(), ids.end());
+    size_t next = 0;
+    for (Allocation* a : allocations)
+      for (GpuShare& g : a->gpus) g.index = ids[next++];
+  }
 }
 
 }  // namespace
@@ -256,6 +284,7 @@ absl::StatusOr<PlacementDecision> BundlePlacer::Place(
     std::sort(made.begin(), made.end(), [](const BundlePlacement& a, const BundlePlacement& b) {
       return a.bundle_index < b.bundle_index;
     });
+    HandOutWholeGpusInBundleOrder(&made);
     decision.outcome = PlacementOutcome::kPlaced;
     decision.placements = std::move(made);
     return decision;

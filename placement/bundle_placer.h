@@ -14,7 +14,10 @@
 // caller releases them with NodeResourceTable::Release. kRetryLater means
 // the group fits the ALIVE nodes' totals but not what is free now;
 // kInfeasible means no set of ALIVE nodes could ever hold it. Neither
-// changes the table. Both carry a reason a person can act on.
+// changes the table. Both carry a reason a person can act on. Whole GPUs a
+// call takes on one node go out in increasing bundle order (bundle i's ids
+// below bundle j's for i < j), whatever order the bundles were placed in, so
+// a train job's ranks on a node follow its GPU ids (train/rank_assignment.h).
 //
 // Ranking goes through one path, a NodeScorer (node_scorer.h): the optional
 // scorer given ranks the searches over free capacity (its best feasible

@@ -8,7 +8,8 @@
 
 namespace berth {
 
-absl::StatusOr<std::vector<RankedWorker>> AssignRanks(const std::vector<BundleSite>& sites) {
+absl::StatusOr<std::vector<RankedWorker>> AssignRanks(const std::vector<BundleSite>& sites,
+                                                      RankOrder rank_order) {
   if (sites.empty()) return absl::InvalidArgumentError("bundles: a job has at least one worker");
   std::map<std::string, uint32_t> node_order;  // node -> order of first appearance
   for (uint32_t b = 0; b < sites.size(); ++b) {
@@ -20,13 +21,14 @@ absl::StatusOr<std::vector<RankedWorker>> AssignRanks(const std::vector<BundleSi
   auto lowest_gpu = [&](uint32_t b) {
     return sites[b].gpu_ids.empty() ? UINT32_MAX : sites[b].gpu_ids.front();
   };
-  std::vector<uint32_t> order;
-  for (uint32_t b = 1; b < sites.size(); ++b) order.push_back(b);
-  std::sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) {
-    return std::make_tuple(node_order.at(sites[a].node_id), lowest_gpu(a), a) <
-           std::make_tuple(node_order.at(sites[b].node_id), lowest_gpu(b), b);
-  });
-  order.insert(order.begin(), 0);  // rank 0 is bundle 0's worker, always
+  std::vector<uint32_t> order;  // bundle of each rank; rank 0 is bundle 0's worker, always
+  for (uint32_t b = 0; b < sites.size(); ++b) order.push_back(b);
+  if (rank_order == RankOrder::kByPlacement) {
+    std::sort(order.begin() + 1, order.end(), [&](uint32_t a, uint32_t b) {
+      return std::make_tuple(node_order.at(sites[a].node_id), lowest_gpu(a), a) <
+             std::make_tuple(node_order.at(sites[b].node_id), lowest_gpu(b), b);
+    });
+  }
 
   std::vector<RankedWorker> workers(order.size());
   std::map<std::string, std::vector<uint32_t>> ranks_on_node;

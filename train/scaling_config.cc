@@ -27,61 +27,139 @@ absl::StatusOr<ResourceSet> UserResources(const std::map<std::string, double>& a
   return ResourceSet::FromDoubles(amounts, field);
 }
 
-}  // namespace
-
-absl::StatusOr<PlacementGroupSpec> BuildTrainPlacementGroup(const ScalingConfig& config) {
-  if (config.num_workers < 1 || config.num_workers > kMaxWorkers) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "scaling_config.num_workers: ", config.num_workers, " is not in 1..", kMaxWorkers));
-  }
-  absl::StatusOr<PlacementStrategy> strategy =
-      ParsePlacementStrategy(config.placement_strategy, "scaling_config.placement_strategy");
-  if (!strategy.ok()) return strategy.status();
-
+// One worker's bundle before any merge: `amounts` as resources_per_worker
+// reads them (unset: Ray's default), with the GPU and accelerator rules.
+absl::StatusOr<ResourceSet> WorkerResources(const ScalingConfig& config,
+                                            const ResourceAmounts* amounts,
+                                            const std::string& field) {
   ResourceSet worker = config.use_gpu ? ResourceSet::Of({{kGpu, 1}}) : ResourceSet::Of({{kCpu, 1}});
-  if (config.resources_per_worker) {
-    absl::StatusOr<ResourceSet> r =
-        UserResources(*config.resources_per_worker, "scaling_config.resources_per_worker");
+  if (amounts != nullptr) {
+    absl::StatusOr<ResourceSet> r = UserResources(*amounts, field);
     if (!r.ok()) return r.status();
     worker = *std::move(r);
   }
   if (config.use_gpu && worker.Get(kGpu).IsZero()) worker.Set(kGpu, Quantity::Whole(1));
   if (!config.use_gpu && !worker.Get(kGpu).IsZero()) {
-    return absl::InvalidArgumentError(
-        "scaling_config.resources_per_worker[\"GPU\"]: GPUs requested with use_gpu false; "
-        "set scaling_config.use_gpu: true");
+    return absl::InvalidArgumentError(absl::StrCat(
+        field, "[\"GPU\"]: GPUs requested with use_gpu false; set scaling_config.use_gpu: true"));
   }
-  if (absl::Status s =
-          ValidateGpuRequest(worker.Get(kGpu), "scaling_config.resources_per_worker[\"GPU\"]");
+  if (absl::Status s = ValidateGpuRequest(worker.Get(kGpu), absl::StrCat(field, "[\"GPU\"]"));
       !s.ok()) {
     return s;
   }
   if (worker.empty()) {
     return absl::InvalidArgumentError(
-        "scaling_config.resources_per_worker: every amount is zero; a worker must request "
-        "some resource");
+        absl::StrCat(field, ": every amount is zero; a worker must request some resource"));
   }
   if (!config.accelerator_type.empty()) {
-    if (absl::Status s =
-            ValidateLabelValue(config.accelerator_type, "scaling_config.accelerator_type");
-        !s.ok() || config.accelerator_type.find(':') != std::string::npos) {
-      return absl::InvalidArgumentError(absl::StrCat("scaling_config.accelerator_type: '",
-                                                     config.accelerator_type,
-                                                     "' may use only letters, digits and _ . / -"));
-    }
-    // The bundles carry `accelerator_type:<T>`, which must stay a valid
-    // resource name: the head reports and reads bundles back through it.
-    if (!ValidateResourceName(AcceleratorResourceName(config.accelerator_type), "").ok()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("scaling_config.accelerator_type: longer than ",
-                       128 - kAcceleratorResourcePrefix.size(), " characters"));
-    }
     if (worker.Get(kGpu).IsZero()) {
       return absl::InvalidArgumentError(
           absl::StrCat("scaling_config.accelerator_type: '", config.accelerator_type,
                        "' given but workers request no GPU; set scaling_config.use_gpu: true"));
     }
     worker.Set(AcceleratorResourceName(config.accelerator_type), kAcceleratorRequest);
+  }
+  return worker;
+}
+
+// Adds `extra` (trainer_resources or a rank's rank_resources) to a bundle;
+// the sum must still be a valid GPU request.
+absl::Status Merge(const ResourceSet& extra, const std::string& field, ResourceSet* bundle) {
+  if (absl::Status s = bundle->Add(extra); !s.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(field, ": ", s.message()));
+  }
+  return ValidateGpuRequest(bundle->Get(kGpu), absl::StrCat(field, "[\"GPU\"]"));
+}
+
+absl::Status ValidateAcceleratorType(const std::string& type) {
+  if (absl::Status s = ValidateLabelValue(type, "scaling_config.accelerator_type");
+      !s.ok() || type.find(':') != std::string::npos) {
+    return absl::InvalidArgumentError(absl::StrCat("scaling_config.accelerator_type: '", type,
+                                                   "' may use only letters, digits and _ . / -"));
+  }
+  // The bundles carry `accelerator_type:<T>`, which must stay a valid
+  // resource name: the head reports and reads bundles back through it.
+  if (!ValidateResourceName(AcceleratorResourceName(type), "").ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("scaling_config.accelerator_type: longer than ",
+                     128 - kAcceleratorResourcePrefix.size(), " characters"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<PlacementGroupSpec> BuildTrainPlacementGroup(const ScalingConfig& config) {
+  const int64_t n = config.num_workers;
+  if (n < 1 || n > kMaxWorkers) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("scaling_config.num_workers: ", n, " is not in 1..", kMaxWorkers));
+  }
+  absl::StatusOr<PlacementStrategy> strategy =
+      ParsePlacementStrategy(config.placement_strategy, "scaling_config.placement_strategy");
+  if (!strategy.ok()) return strategy.status();
+  if (!config.accelerator_type.empty()) {
+    if (absl::Status s = ValidateAcceleratorType(config.accelerator_type); !s.ok()) return s;
+  }
+  if (config.resources_per_worker_list) {
+    if (config.resources_per_worker) {
+      return absl::InvalidArgumentError(
+          "scaling_config.resources_per_worker_list: give either resources_per_worker (every "
+          "worker alike) or resources_per_worker_list (one entry per worker), not both");
+    }
+    if (static_cast<int64_t>(config.resources_per_worker_list->size()) != n) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "scaling_config.resources_per_worker_list: ", config.resources_per_worker_list->size(),
+          " entries for num_workers ", n, "; give one per worker"));
+    }
+  }
+  const size_t selectors = config.label_selector.size();
+  if (selectors > 1 && static_cast<int64_t>(selectors) != n) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("scaling_config.label_selector: ", selectors, " entries for num_workers ", n,
+                     "; give one for every worker or one per worker"));
+  }
+  for (const auto& [rank, amounts] : config.rank_resources) {
+    if (rank < 0 || rank >= n) {
+      return absl::InvalidArgumentError(absl::StrCat("scaling_config.rank_resources[", rank,
+                                                     "]: no such rank; ranks are 0..", n - 1));
+    }
+  }
+
+  // Ranks without an entry of their own share one worker bundle.
+  std::optional<ResourceSet> alike;
+  if (!config.resources_per_worker_list) {
+    absl::StatusOr<ResourceSet> r = WorkerResources(
+        config, config.resources_per_worker ? &*config.resources_per_worker : nullptr,
+        "scaling_config.resources_per_worker");
+    if (!r.ok()) return r.status();
+    alike = *std::move(r);
+  }
+  std::vector<Bundle> bundles;
+  bundles.reserve(n);
+  for (int64_t i = 0; i < n; ++i) {
+    Bundle bundle;
+    if (alike) {
+      bundle.resources = *alike;
+    } else {
+      absl::StatusOr<ResourceSet> r =
+          WorkerResources(config, &(*config.resources_per_worker_list)[i],
+                          absl::StrCat("scaling_config.resources_per_worker_list[", i, "]"));
+      if (!r.ok()) return r.status();
+      bundle.resources = *std::move(r);
+    }
+    if (auto extra = config.rank_resources.find(i); extra != config.rank_resources.end()) {
+      const std::string field = absl::StrCat("scaling_config.rank_resources[", i, "]");
+      absl::StatusOr<ResourceSet> r = UserResources(extra->second, field);
+      if (!r.ok()) return r.status();
+      if (!config.use_gpu && !r->Get(kGpu).IsZero()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            field, "[\"GPU\"]: GPUs requested with use_gpu false; set scaling_config.use_gpu: true"));
+      }
+      if (absl::Status s = Merge(*r, field, &bundle.resources); !s.ok()) return s;
+    }
+    if (selectors > 0) bundle.selector = config.label_selector[selectors == 1 ? 0 : i];
+    bundles.push_back(std::move(bundle));
   }
 
   ResourceSet trainer = ResourceSet::Of({{kCpu, 1}});
@@ -91,22 +169,24 @@ absl::StatusOr<PlacementGroupSpec> BuildTrainPlacementGroup(const ScalingConfig&
     if (!r.ok()) return r.status();
     trainer = *std::move(r);
   }
-  ResourceSet rank0 = worker;
-  if (absl::Status s = rank0.Add(trainer); !s.ok()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("scaling_config.trainer_resources: ", s.message()));
+  if (absl::Status s = Merge(trainer, "scaling_config.trainer_resources", &bundles[0].resources);
+      !s.ok()) {
+    return s;
   }
-
-  std::vector<Bundle> bundles;
-  bundles.reserve(config.num_workers);
-  bundles.push_back({rank0, {}});
-  for (int64_t i = 1; i < config.num_workers; ++i) bundles.push_back({worker, {}});
   absl::StatusOr<PlacementGroupSpec> spec =
       PlacementGroupSpec::Create(std::move(bundles), *strategy);
   if (!spec.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("scaling_config: ", spec.status().message()));
   }
   return spec;
+}
+
+bool WorkerBundlesAlike(const PlacementGroupSpec& group) {
+  const std::vector<Bundle>& bundles = group.bundles();
+  for (size_t i = 2; i < bundles.size(); ++i) {
+    if (!(bundles[i] == bundles[1])) return false;
+  }
+  return true;
 }
 
 }  // namespace berth

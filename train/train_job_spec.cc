@@ -105,6 +105,20 @@ absl::StatusOr<PlacementGroupSpec> PlacementGroupForJob(const v1::TrainJobSpec& 
     config.trainer_resources.emplace(s.trainer_resources().amounts().begin(),
                                      s.trainer_resources().amounts().end());
   }
+  for (int i = 0; i < s.resources_per_worker_list_size(); ++i) {
+    if (!config.resources_per_worker_list) config.resources_per_worker_list.emplace();
+    const auto& amounts = s.resources_per_worker_list(i).amounts();
+    config.resources_per_worker_list->emplace_back(amounts.begin(), amounts.end());
+  }
+  for (const auto& [rank, resources] : s.rank_resources()) {
+    config.rank_resources[rank] = {resources.amounts().begin(), resources.amounts().end()};
+  }
+  for (int i = 0; i < s.label_selector_size(); ++i) {
+    absl::StatusOr<LabelSelector> selector = LabelSelectorFromProto(
+        s.label_selector(i), absl::StrCat("spec.scaling_config.label_selector[", i, "]"));
+    if (!selector.ok()) return selector.status();
+    config.label_selector.push_back(*std::move(selector));
+  }
   config.accelerator_type = s.accelerator_type();
   switch (s.placement_strategy()) {
     case v1::PLACEMENT_STRATEGY_UNSPECIFIED:
@@ -126,6 +140,16 @@ absl::StatusOr<PlacementGroupSpec> PlacementGroupForJob(const v1::TrainJobSpec& 
   absl::StatusOr<PlacementGroupSpec> group = BuildTrainPlacementGroup(config);
   if (!group.ok()) {
     return absl::Status(group.status().code(), absl::StrCat("spec.", group.status().message()));
+  }
+  // A launcher numbers its node's ranks itself (node rank 0's first process
+  // is rank 0, the rest follow the node order), so only rank 0's bundle,
+  // the launcher's node rank 0 / local rank 0, can be told apart.
+  if (IsPerNode(spec) && !WorkerBundlesAlike(*group)) {
+    return absl::InvalidArgumentError(
+        "spec.scaling_config: ranks 1 and above differ (rank_resources, "
+        "resources_per_worker_list or label_selector), but a command run per node "
+        "(spec.entrypoint.command.launcher or per_node) numbers the node's ranks itself; only "
+        "rank 0 may differ there, or run one process per rank");
   }
   return group;
 }

@@ -306,7 +306,14 @@ void AddJobCommands(CLI::App& app, Action* action) {
       ->required();
   submit_cmd->add_flag("--use-gpu", args.use_gpu, "Workers use GPUs (GPU=1 each by default)");
   submit_cmd->add_option("--resources-per-worker", args.resources_per_worker,
-                         "Resources of each worker, e.g. \"GPU=1,CPU=2\"");
+                         "Resources of each worker, e.g. \"GPU=1,CPU=2\"; given once per "
+                         "worker, the i-th is rank i's");
+  submit_cmd->add_option("--rank-resources", args.rank_resources,
+                         "Extra resources of one rank, merged into its bundle, e.g. "
+                         "\"0:memory=200Gi\" (repeatable)");
+  submit_cmd->add_option("--label-selector", args.label_selector,
+                         "Nodes the workers may use, e.g. \"zone in (a,b), !spot\"; given once "
+                         "per worker, the i-th is rank i's");
   submit_cmd->add_option("--trainer-resources", args.trainer_resources,
                          "Resources of the trainer, shared with rank 0's bundle, e.g. "
                          "\"CPU=1,memory=200Gi\" (default CPU=1)");

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Dict, Optional, Union
+from typing import Dict, List, Optional, Union
 
 from berth.errors import InvalidArgumentError
 
@@ -32,6 +32,47 @@ def _check_resources(name: str, resources: Optional[Dict[str, Number]]) -> None:
             raise InvalidArgumentError(f"{name}[{key!r}]: must be finite and >= 0, not {amount!r}")
 
 
+def _check_resources_list(name: str, resources, num_workers: int) -> None:
+    """resources_per_worker as a dict (every worker) or a list (one per rank)."""
+    if not isinstance(resources, list):
+        _check_resources(name, resources)
+        return
+    if len(resources) != num_workers:
+        raise InvalidArgumentError(f"{name}: {len(resources)} entries for num_workers {num_workers}; "
+                                   "give one per worker")
+    for i, entry in enumerate(resources):
+        if entry is None:
+            raise InvalidArgumentError(f"{name}[{i}]: a dict of resource name -> amount, not None")
+        _check_resources(f"{name}[{i}]", entry)
+
+
+def _selector_requirements(name: str, selector) -> list:
+    """Ray's label_selector dict ({"zone": "us-east1", "tier": "!spot",
+    "gpu": "in(A100,H100)", "pool": "!in(a,b)"}) as berth's requirements."""
+    from berth.v1 import common_pb2
+
+    if not isinstance(selector, dict):
+        raise InvalidArgumentError(f"{name}: a dict of label -> value, such as {{'zone': 'us-east1'}}, "
+                                   f"not {type(selector).__name__}")
+    requirements = []
+    for key, value in selector.items():
+        if not isinstance(key, str) or not key or not isinstance(value, str) or not value:
+            raise InvalidArgumentError(f"{name}[{key!r}]: label keys and values are non-empty strings")
+        negated = value.startswith("!")
+        text = value[1:] if negated else value
+        if text.startswith("in(") and text.endswith(")"):
+            values = [v.strip() for v in text[3:-1].split(",")]
+            if not all(values):
+                raise InvalidArgumentError(f"{name}[{key!r}]: {value!r} has an empty value")
+        elif "(" in text or ")" in text or "," in text or not text:
+            raise InvalidArgumentError(f"{name}[{key!r}]: {value!r} is not 'v', '!v', 'in(a,b)' or '!in(a,b)'")
+        else:
+            values = [text]
+        op = common_pb2.LABEL_OPERATOR_NOT_IN if negated else common_pb2.LABEL_OPERATOR_IN
+        requirements.append(common_pb2.LabelSelectorRequirement(key=key, op=op, values=values))
+    return requirements
+
+
 @dataclass
 class ScalingConfig:
     """How many workers a job runs and what each one needs (Ray Train's).
@@ -44,19 +85,27 @@ class ScalingConfig:
         num_workers: the world size.
         use_gpu: one GPU per worker unless resources_per_worker says.
         resources_per_worker: None = {"GPU": 1} with use_gpu, else {"CPU": 1}.
+            A list gives each rank its own: rank i's is entry i.
         placement_strategy: PACK, SPREAD, STRICT_PACK or STRICT_SPREAD.
         accelerator_type: a GPU model such as "A10G"; only nodes with it.
+        label_selector: Ray Train V2's: a dict of node label -> value
+            ("v", "!v", "in(a,b)", "!in(a,b)") for every worker, or a list
+            with one dict per rank.
+        rank_resources: berth's: rank -> extra resources merged into that
+            rank's bundle, e.g. {0: {"memory": 200 * 2**30}}.
         use_tpu, topology: Ray's TPU fields; berth has no TPUs.
     """
 
     trainer_resources: Optional[Dict[str, Number]] = None
     num_workers: int = 1
     use_gpu: bool = False
-    resources_per_worker: Optional[Dict[str, Number]] = None
+    resources_per_worker: Optional[Union[Dict[str, Number], List[Dict[str, Number]]]] = None
     placement_strategy: str = "PACK"
     accelerator_type: Optional[str] = None
     use_tpu: bool = False
     topology: Optional[str] = None
+    label_selector: Optional[Union[Dict[str, str], List[Dict[str, str]]]] = None
+    rank_resources: Optional[Dict[int, Dict[str, Number]]] = None
 
     def __post_init__(self) -> None:
         if isinstance(self.num_workers, bool) or not isinstance(self.num_workers, int) or self.num_workers < 1:
@@ -64,7 +113,24 @@ class ScalingConfig:
         if not isinstance(self.use_gpu, bool):
             raise InvalidArgumentError(f"use_gpu: True or False, not {self.use_gpu!r}")
         _check_resources("trainer_resources", self.trainer_resources)
-        _check_resources("resources_per_worker", self.resources_per_worker)
+        _check_resources_list("resources_per_worker", self.resources_per_worker, self.num_workers)
+        if self.rank_resources is not None:
+            if not isinstance(self.rank_resources, dict):
+                raise InvalidArgumentError("rank_resources: a dict of rank -> resources")
+            for rank, resources in self.rank_resources.items():
+                if isinstance(rank, bool) or not isinstance(rank, int) or not 0 <= rank < self.num_workers:
+                    raise InvalidArgumentError(
+                        f"rank_resources[{rank!r}]: no such rank; ranks are 0..{self.num_workers - 1}")
+                _check_resources(f"rank_resources[{rank}]", resources)
+        if isinstance(self.label_selector, list):
+            if len(self.label_selector) != self.num_workers:
+                raise InvalidArgumentError(
+                    f"label_selector: {len(self.label_selector)} entries for num_workers {self.num_workers}; "
+                    "give a dict for every worker or a list with one per worker")
+            for i, selector in enumerate(self.label_selector):
+                _selector_requirements(f"label_selector[{i}]", selector)
+        elif self.label_selector is not None:
+            _selector_requirements("label_selector", self.label_selector)
         if self.placement_strategy not in PLACEMENT_STRATEGIES:
             raise InvalidArgumentError(
                 f"placement_strategy: one of {', '.join(PLACEMENT_STRATEGIES)}, not {self.placement_strategy!r}")
@@ -85,8 +151,19 @@ class ScalingConfig:
 
         proto = train_pb2.ScalingConfig(num_workers=self.num_workers, use_gpu=self.use_gpu,
                                         accelerator_type=self.accelerator_type or "")
-        for key, amount in (self.resources_per_worker or {}).items():
-            proto.resources_per_worker.amounts[key] = float(amount)
+        if isinstance(self.resources_per_worker, list):
+            for entry in self.resources_per_worker:
+                proto.resources_per_worker_list.add().amounts.update(
+                    {key: float(amount) for key, amount in entry.items()})
+        else:
+            for key, amount in (self.resources_per_worker or {}).items():
+                proto.resources_per_worker.amounts[key] = float(amount)
+        for rank, resources in (self.rank_resources or {}).items():
+            proto.rank_resources[rank].amounts.update({key: float(amount) for key, amount in resources.items()})
+        selectors = self.label_selector if isinstance(self.label_selector, list) else (
+            [self.label_selector] if self.label_selector is not None else [])
+        for i, selector in enumerate(selectors):
+            proto.label_selector.add().requirements.extend(_selector_requirements(f"label_selector[{i}]", selector))
         for key, amount in (self.trainer_resources or {}).items():
             proto.trainer_resources.amounts[key] = float(amount)
         if self.trainer_resources is not None and not self.trainer_resources:

@@ -32,7 +32,35 @@ def test_to_proto():
     assert dict(berth.ScalingConfig(trainer_resources={}).to_proto().trainer_resources.amounts) == {"CPU": 0.0}
 
 
+def test_per_rank_fields_to_proto():
+    proto = berth.ScalingConfig(num_workers=3, use_gpu=True,
+                                resources_per_worker=[{"GPU": 2}, {"GPU": 1}, {"GPU": 1, "CPU": 4}],
+                                rank_resources={0: {"memory": 200 * 2**30}},
+                                label_selector={"zone": "in(a, b)", "tier": "!spot", "pool": "gpu"}).to_proto()
+    assert not proto.resources_per_worker.amounts
+    assert [dict(r.amounts) for r in proto.resources_per_worker_list] == [
+        {"GPU": 2.0}, {"GPU": 1.0}, {"GPU": 1.0, "CPU": 4.0}]
+    assert dict(proto.rank_resources[0].amounts) == {"memory": float(200 * 2**30)}
+    assert len(proto.label_selector) == 1
+    reqs = {r.key: (r.op, list(r.values)) for r in proto.label_selector[0].requirements}
+    assert reqs == {"zone": (common_pb2.LABEL_OPERATOR_IN, ["a", "b"]),
+                    "tier": (common_pb2.LABEL_OPERATOR_NOT_IN, ["spot"]),
+                    "pool": (common_pb2.LABEL_OPERATOR_IN, ["gpu"])}
+    # One selector per rank.
+    per_rank = berth.ScalingConfig(num_workers=2, label_selector=[{"disk": "nvme"}, {"disk": "!in(hdd)"}]).to_proto()
+    assert [r.requirements[0].op for r in per_rank.label_selector] == [
+        common_pb2.LABEL_OPERATOR_IN, common_pb2.LABEL_OPERATOR_NOT_IN]
+
+
 @pytest.mark.parametrize("kwargs, field", [
+    ({"num_workers": 2, "resources_per_worker": [{"GPU": 1}]}, "resources_per_worker"),
+    ({"num_workers": 2, "resources_per_worker": [{"CPU": 1}, {"CPU": -1}]}, "resources_per_worker[1]['CPU']"),
+    ({"num_workers": 2, "rank_resources": {2: {"CPU": 1}}}, "rank_resources[2]"),
+    ({"num_workers": 2, "rank_resources": {0: {"CPU": "x"}}}, "rank_resources[0]['CPU']"),
+    ({"num_workers": 2, "label_selector": [{"a": "b"}]}, "label_selector"),
+    ({"num_workers": 2, "label_selector": "zone=a"}, "label_selector"),
+    ({"num_workers": 2, "label_selector": {"zone": "in(a,)"}}, "label_selector['zone']"),
+    ({"num_workers": 2, "label_selector": [{"a": "b"}, {"zone": "(x"}]}, "label_selector[1]['zone']"),
     ({"num_workers": 0}, "num_workers"),
     ({"num_workers": 2.5}, "num_workers"),
     ({"use_gpu": "yes"}, "use_gpu"),

@@ -16,6 +16,7 @@
 #include "placement/bundle_placer.h"
 #include "placement/node_resource_table.h"
 #include "tests/fuzz/fuzz_check.h"
+#include "train/scaling_config.h"
 #include "train/train_job_spec.h"
 #include "wire/proto_convert.h"
 
@@ -61,13 +62,29 @@ void CheckGroup(const v1::TrainJobSpec& job, const PlacementGroupSpec& group) {
   const size_t n = group.bundles().size();
   FUZZ_CHECK(n == s.num_workers());
   const std::string accelerator = AcceleratorResourceName(s.accelerator_type());
+  // Without per-rank fields every worker bundle is the same, and bundle 0
+  // adds the trainer to it.
+  const bool alike = s.rank_resources().empty() && s.resources_per_worker_list().empty() &&
+                     s.label_selector_size() <= 1;
+  FUZZ_CHECK(!alike || WorkerBundlesAlike(group));
+  FUZZ_CHECK(s.resources_per_worker_list().empty() ||
+             s.resources_per_worker_list_size() == static_cast<int>(n));
   for (size_t i = 0; i < n; ++i) {
     const Bundle& b = group.bundles()[i];
-    FUZZ_CHECK(!b.resources.empty() && b.selector.empty());
+    FUZZ_CHECK(!b.resources.empty());
+    FUZZ_CHECK(b.selector.empty() == (s.label_selector_size() == 0 ||
+                                       s.label_selector(s.label_selector_size() == 1 ? 0 : i)
+                                               .requirements_size() == 0));
     FUZZ_CHECK(ValidateGpuRequest(b.resources.Get(kGpu), "gpu").ok());
-    // Every worker bundle is the same; bundle 0 adds the trainer to it.
-    if (i > 0) FUZZ_CHECK(b.resources == group.bundles()[1].resources);
-    if (n > 1) FUZZ_CHECK(group.bundles()[0].resources.Contains(group.bundles()[1].resources));
+    if (alike && i > 0) FUZZ_CHECK(b.resources == group.bundles()[1].resources);
+    if (alike && n > 1)
+      FUZZ_CHECK(group.bundles()[0].resources.Contains(group.bundles()[1].resources));
+    // A rank's own entry is in its bundle.
+    if (auto extra = s.rank_resources().find(static_cast<uint32_t>(i));
+        extra != s.rank_resources().end()) {
+      for (const auto& [name, amount] : extra->second.amounts())
+        FUZZ_CHECK(amount == 0 || !b.resources.Get(name).IsZero());
+    }
     if (s.use_gpu()) FUZZ_CHECK(!b.resources.Get(kGpu).IsZero());
     if (s.accelerator_type().empty()) {
       for (const auto& [name, amount] : b.resources.entries()) {

@@ -85,7 +85,7 @@ TEST(JobArgsTest, ACommandRunsOnEveryRankWithItsEnv) {
 
 TEST(JobArgsTest, ResourcesParseLikeBundlesWithQuantities) {
   JobSubmitArgs args = FourGpuWorkers();
-  args.resources_per_worker = "GPU=1, CPU=2";
+  args.resources_per_worker = {"GPU=1, CPU=2"};
   args.trainer_resources = "CPU=0,memory=200Gi";
   args.accelerator_type = "A10G";
   args.strategy = "strict_spread";
@@ -99,6 +99,43 @@ TEST(JobArgsTest, ResourcesParseLikeBundlesWithQuantities) {
               UnorderedElementsAre(Pair("CPU", 0), Pair("memory", 200 * kGi)));
   EXPECT_EQ(scaling.accelerator_type(), "A10G");
   EXPECT_EQ(scaling.placement_strategy(), v1::PLACEMENT_STRATEGY_STRICT_SPREAD);
+}
+
+TEST(JobArgsTest, PerRankResourcesAndSelectors) {
+  JobSubmitArgs args = FourGpuWorkers();
+  args.resources_per_worker = {"GPU=2", "GPU=1", "GPU=1", "GPU=1"};
+  args.rank_resources = {"0:memory=200Gi", "3:CPU=8"};
+  args.label_selector = {"zone in (a,b), !spot"};
+  absl::StatusOr<v1::TrainJobSpec> spec = BuildTrainJobSpec(args);
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  const v1::ScalingConfig& scaling = spec->scaling_config();
+  EXPECT_FALSE(scaling.has_resources_per_worker());
+  ASSERT_EQ(scaling.resources_per_worker_list_size(), 4);
+  EXPECT_THAT(scaling.resources_per_worker_list(0).amounts(), UnorderedElementsAre(Pair("GPU", 2)));
+  EXPECT_THAT(scaling.rank_resources().at(0).amounts(),
+              UnorderedElementsAre(Pair("memory", 200 * kGi)));
+  EXPECT_THAT(scaling.rank_resources().at(3).amounts(), UnorderedElementsAre(Pair("CPU", 8)));
+  ASSERT_EQ(scaling.label_selector_size(), 1);
+  EXPECT_EQ(scaling.label_selector(0).requirements_size(), 2);
+
+  struct Case {
+    std::vector<std::string> rank_resources, selectors;
+    const char* message;
+  };
+  const Case cases[] = {
+      {{"memory=200Gi"}, {}, "--rank-resources[0]: 'memory=200Gi' is not RANK:NAME=QUANTITY"},
+      {{"x:CPU=1"}, {}, "--rank-resources[0]: 'x:CPU=1' is not RANK:NAME=QUANTITY"},
+      {{"1:CPU=1", "1:CPU=2"}, {}, "--rank-resources[1]: rank 1 given twice"},
+      {{"1:CPU=lots"}, {}, "--rank-resources[0][\"CPU\"]: 'lots' is not a quantity"},
+      {{}, {"zone in ()"}, "--label-selector: "},
+      {{}, {"a", "b in ("}, "--label-selector[1]: "},
+  };
+  for (const Case& c : cases) {
+    JobSubmitArgs bad = FourGpuWorkers();
+    bad.rank_resources = c.rank_resources;
+    bad.label_selector = c.selectors;
+    EXPECT_THAT(Error(bad), StartsWith(c.message)) << c.message;
+  }
 }
 
 TEST(JobArgsTest, BadResourcesNameTheFlag) {
@@ -119,7 +156,7 @@ TEST(JobArgsTest, BadResourcesNameTheFlag) {
   };
   for (const Case& c : cases) {
     JobSubmitArgs args = FourGpuWorkers();
-    args.resources_per_worker = c.per_worker;
+    args.resources_per_worker = {c.per_worker};
     args.trainer_resources = c.trainer;
     EXPECT_THAT(Error(args), StartsWith(c.message)) << c.per_worker << " / " << c.trainer;
   }

@@ -137,6 +137,44 @@ TEST(JobFileTest, SeedBigmemRank0) {
   EXPECT_EQ(spec->labels().at("seed"), "2");
 }
 
+TEST(JobFileTest, PerRankResourcesAndSelectors) {
+  absl::StatusOr<v1::TrainJobSpec> spec = LoadJobFile((kExamples / "rank-resources.yaml").string());
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  const v1::ScalingConfig& scaling = spec->scaling_config();
+  ASSERT_EQ(scaling.rank_resources_size(), 1);
+  EXPECT_EQ(scaling.rank_resources().at(0).amounts().at("memory"), 200.0 * (int64_t{1} << 30));
+  ASSERT_EQ(scaling.label_selector_size(), 4);
+  ASSERT_EQ(scaling.label_selector(1).requirements_size(), 2);
+  EXPECT_EQ(scaling.label_selector(1).requirements(1).key(), "disk");
+  EXPECT_EQ(scaling.label_selector(1).requirements(1).op(), v1::LABEL_OPERATOR_IN);
+  EXPECT_EQ(scaling.label_selector(0).requirements(0).op(), v1::LABEL_OPERATOR_DOES_NOT_EXIST);
+
+  absl::StatusOr<v1::TrainJobSpec> list = ParseJobFile(
+      "scaling:\n  num_workers: 2\n  use_gpu: true\n  label_selector: \"zone=a\"\n"
+      "  resources_per_worker: [{GPU: 2}, {GPU: 1, CPU: 4}]\n",
+      "job.yaml");
+  ASSERT_TRUE(list.ok()) << list.status();
+  EXPECT_EQ(list->scaling_config().label_selector_size(), 1);
+  EXPECT_TRUE(list->scaling_config().resources_per_worker().amounts().empty());
+  ASSERT_EQ(list->scaling_config().resources_per_worker_list_size(), 2);
+  EXPECT_EQ(list->scaling_config().resources_per_worker_list(1).amounts().at("CPU"), 4);
+
+  EXPECT_EQ(ErrorOf("scaling:\n  num_workers: 2\n  rank_resources:\n    first: {CPU: 1}\n"),
+            "job.yaml:4: scaling.rank_resources key: expected an integer, got 'first'");
+  EXPECT_EQ(ErrorOf("scaling:\n  num_workers: 2\n  rank_resources: {-1: {CPU: 1}}\n"),
+            "job.yaml:3: scaling.rank_resources key: -1 is not in 0..4095");
+  EXPECT_EQ(ErrorOf("scaling:\n  num_workers: 2\n  rank_resources: {1: {CPU: lots}}\n"),
+            "job.yaml:3: scaling.rank_resources[1][\"CPU\"]: 'lots' is not a quantity "
+            "(want e.g. 0.5, 8, 200Gi, 1.5G)");
+  EXPECT_THAT(ErrorOf("scaling:\n  num_workers: 2\n  label_selector: [\"a\", \"zone in ()\"]\n"),
+              StartsWith("job.yaml:3: scaling.label_selector[1]: "));
+  EXPECT_EQ(ErrorOf("scaling:\n  num_workers: 2\n  label_selector: {zone: a}\n"),
+            "job.yaml:3: scaling.label_selector: expected a selector such as \"zone in (a,b)\", "
+            "got a map");
+  EXPECT_EQ(ErrorOf("scaling:\n  num_workers: 2\n  resources_per_worker: [{GPU: 1}, 3]\n"),
+            "job.yaml:3: scaling.resources_per_worker[1]: expected a map, got '3'");
+}
+
 TEST(JobFileTest, SeedA10gDoesNotCountALostNode) {
   absl::StatusOr<v1::TrainJobSpec> spec = LoadJobFile((kExamples / "seed-a10g.yaml").string());
   ASSERT_TRUE(spec.ok()) << spec.status();
@@ -211,7 +249,8 @@ TEST(JobFileTest, UnknownKeysNameTheKeyAndTheAllowedOnes) {
             "time_limit, scaling, entrypoint, failure, checkpoint_dir, labels)");
   EXPECT_EQ(ErrorOf("name: x\nscaling:\n  num_workers: 2\n  use_gpus: true\n"),
             "job.yaml:4: scaling.use_gpus: unknown key (allowed: num_workers, use_gpu, "
-            "resources_per_worker, trainer_resources, accelerator_type, placement_strategy)");
+            "resources_per_worker, trainer_resources, rank_resources, label_selector, "
+            "accelerator_type, placement_strategy)");
   EXPECT_EQ(ErrorOf("scaling: {num_workers: 1}\nentrypoint:\n  builtin:\n    lr: 0.1\n"),
             "job.yaml:4: entrypoint.builtin.lr: unknown key (allowed: model, steps, "
             "learning_rate, batch_size, checkpoint_every)");

@@ -252,6 +252,34 @@ TEST_F(BundlePlacerTest, CpuBundlesAvoidGpuNodesWhileCpuNodesHaveRoom) {
   EXPECT_EQ(NodeOf(spill.placements[0]), "gpu");
 }
 
+// Bundles are placed largest first, yet a node's whole GPUs go out in
+// bundle order: rank i of a train job whose ranks differ is bundle i, and
+// its GPU ids must come below rank i+1's on a node (rank_assignment.h).
+TEST_F(BundlePlacerTest, WholeGpusOfANodeGoOutInBundleOrderWhateverTheBundleSizes) {
+  Add(MakeNode("n", 32, 8));
+  auto d = Place(MakeGroup({MakeBundle(ResourceSet::Of({{kGpu, 1}})),
+                            MakeBundle(ResourceSet::Of({{kGpu, 2}})),
+                            MakeBundle(ResourceSet::Of({{kGpu, 0.5}})),
+                            MakeBundle(ResourceSet::Of({{kGpu, 4}}))},
+                           PlacementStrategy::kPack));
+  ASSERT_EQ(d.outcome, PlacementOutcome::kPlaced);
+  auto ids = [&](uint32_t b) {
+    std::vector<uint32_t> out;
+    for (const GpuShare& g : d.placements[b].allocation.gpus) out.push_back(g.index);
+    return out;
+  };
+  // Largest first took 0-3 for bundle 3, 4-5 for bundle 1, 6 for bundle 0.
+  EXPECT_EQ(ids(0), (std::vector<uint32_t>{0}));
+  EXPECT_EQ(ids(1), (std::vector<uint32_t>{1, 2}));
+  EXPECT_EQ(ids(3), (std::vector<uint32_t>{3, 4, 5, 6}));
+  EXPECT_EQ(ids(2), (std::vector<uint32_t>{7}));  // a share keeps the instance it fit on
+  // The table holds exactly what the placements say: releasing them all
+  // frees every instance.
+  for (const BundlePlacement& p : d.placements) ASSERT_TRUE(table_.Release(p.allocation).ok());
+  EXPECT_EQ(table_.node(0).gpus.TotalFree(), Quantity::Whole(8));
+  EXPECT_EQ(table_.node(0).gpus.LargestRequest(), Quantity::Whole(8));
+}
+
 TEST_F(BundlePlacerTest, FractionalGpusShareInstances) {
   Add(MakeNode("n", 8, 2));
   auto quarters = Place(

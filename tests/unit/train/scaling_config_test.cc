@@ -6,6 +6,7 @@
 #include "gtest/gtest.h"
 #include "placement/bundle_placer.h"
 #include "tests/unit/placement_test_util.h"
+#include "train/train_job_spec.h"
 #include "wire/proto_convert.h"
 
 namespace berth {
@@ -97,6 +98,124 @@ TEST(ScalingConfigTest, AcceleratorTypeKeepsResourceNamesValid) {
   EXPECT_EQ(r.status().message(), "scaling_config.accelerator_type: longer than 111 characters");
 }
 
+LabelSelector Selector(const std::string& text) { return LabelSelector::Parse(text, "t").value(); }
+
+// Rank i is bundle i: rank_resources merge into their rank's bundle, a list
+// gives each rank its own, selectors go to every bundle or to their rank's.
+TEST(ScalingConfigTest, PerRankResourcesAndSelectorsLandInThatRanksBundle) {
+  ScalingConfig c;
+  c.num_workers = 3;
+  c.use_gpu = true;
+  c.accelerator_type = "A10G";
+  c.trainer_resources = ResourceAmounts{};  // no trainer: rank 0's bundle is its own
+  c.rank_resources = {{0, {{"memory", 200 * kGi}}}, {2, {{"CPU", 8}}}};
+  c.label_selector = {Selector("zone=a")};
+  auto spec = BuildTrainPlacementGroup(c).value();
+  const ResourceSet gpu = ResourceSet::Of({{kGpu, 1}, {"accelerator_type:A10G", 0.001}});
+  ResourceSet rank0 = gpu;
+  rank0.Set(kMemory, Quantity::FromDouble(200 * kGi, "m").value());
+  ResourceSet rank2 = gpu;
+  rank2.Set(kCpu, Quantity::Whole(8));
+  EXPECT_EQ(spec.bundles()[0].resources, rank0);
+  EXPECT_EQ(spec.bundles()[1].resources, gpu);
+  EXPECT_EQ(spec.bundles()[2].resources, rank2);
+  for (const Bundle& b : spec.bundles()) EXPECT_EQ(b.selector, Selector("zone=a"));
+  EXPECT_FALSE(WorkerBundlesAlike(spec));
+  c.rank_resources = {{0, {{"memory", 200 * kGi}}}};
+  EXPECT_TRUE(WorkerBundlesAlike(BuildTrainPlacementGroup(c).value()));  // only rank 0 differs
+
+  ScalingConfig list;
+  list.num_workers = 2;
+  list.use_gpu = true;
+  list.resources_per_worker_list = {{{"GPU", 2}, {"CPU", 4}}, {{"CPU", 2}}};
+  list.label_selector = {Selector("nvlink"), Selector("!spot")};
+  auto l = BuildTrainPlacementGroup(list).value();
+  EXPECT_EQ(l.bundles()[0].resources, ResourceSet::Of({{kGpu, 2}, {kCpu, 5}}));  // + trainer
+  EXPECT_EQ(l.bundles()[1].resources, ResourceSet::Of({{kGpu, 1}, {kCpu, 2}}));  // GPU defaulted
+  EXPECT_EQ(l.bundles()[0].selector, Selector("nvlink"));
+  EXPECT_EQ(l.bundles()[1].selector, Selector("!spot"));
+}
+
+TEST(ScalingConfigTest, BadPerRankConfigsNameTheField) {
+  auto expect_error = [](const ScalingConfig& c, const std::string& field) {
+    auto r = BuildTrainPlacementGroup(c);
+    ASSERT_FALSE(r.ok()) << field;
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(std::string(r.status().message()), HasSubstr(field));
+  };
+  ScalingConfig c;
+  c.num_workers = 4;
+  c.use_gpu = true;
+  ScalingConfig rank = c;
+  rank.rank_resources = {{4, {{"memory", kGi}}}};
+  expect_error(rank, "scaling_config.rank_resources[4]: no such rank; ranks are 0..3");
+  ScalingConfig negative = c;
+  negative.rank_resources = {{-1, {{"memory", kGi}}}};
+  expect_error(negative, "scaling_config.rank_resources[-1]");
+  ScalingConfig frac = c;
+  frac.rank_resources = {{1, {{"GPU", 0.5}}}};  // 1 + 0.5 GPUs is not a valid request
+  expect_error(frac, "scaling_config.rank_resources[1][\"GPU\"]");
+  ScalingConfig internal = c;
+  internal.rank_resources = {{1, {{"accelerator_type:A10G", 1}}}};
+  expect_error(internal, "scaling_config.rank_resources[1][\"accelerator_type:A10G\"]");
+  ScalingConfig cpu_gpu;
+  cpu_gpu.num_workers = 2;
+  cpu_gpu.rank_resources = {{1, {{"GPU", 1}}}};
+  expect_error(cpu_gpu, "scaling_config.rank_resources[1][\"GPU\"]: GPUs requested with use_gpu false");
+  ScalingConfig short_list = c;
+  short_list.resources_per_worker_list = {{{"GPU", 1}}, {{"GPU", 1}}, {{"GPU", 1}}};
+  expect_error(short_list, "scaling_config.resources_per_worker_list: 3 entries for num_workers 4");
+  ScalingConfig both = c;
+  both.resources_per_worker = {{{"GPU", 1}}};
+  both.resources_per_worker_list = {{{"GPU", 1}}, {{"GPU", 1}}, {{"GPU", 1}}, {{"GPU", 1}}};
+  expect_error(both, "scaling_config.resources_per_worker_list: give either");
+  ScalingConfig bad_entry = c;
+  bad_entry.resources_per_worker_list = {{{"GPU", 1}}, {{"GPU", 1}}, {{"GPU", 1.5}}, {{"GPU", 1}}};
+  expect_error(bad_entry, "scaling_config.resources_per_worker_list[2][\"GPU\"]");
+  ScalingConfig zero_entry = c;
+  zero_entry.use_gpu = false;
+  zero_entry.resources_per_worker_list = {{{"CPU", 1}}, {{"CPU", 0}}, {{"CPU", 1}}, {{"CPU", 1}}};
+  expect_error(zero_entry, "scaling_config.resources_per_worker_list[1]: every amount is zero");
+  ScalingConfig selectors = c;
+  selectors.label_selector = {Selector("a"), Selector("b")};
+  expect_error(selectors, "scaling_config.label_selector: 2 entries for num_workers 4");
+}
+
+// The wire form: per-rank fields arrive as the head reads them, and a
+// launcher, which numbers a node's ranks itself, may tell only rank 0 apart.
+TEST(ScalingConfigTest, TheWireFormAndLaunchers) {
+  v1::TrainJobSpec spec;
+  v1::ScalingConfig* s = spec.mutable_scaling_config();
+  s->set_num_workers(3);
+  s->set_use_gpu(true);
+  (*(*s->mutable_rank_resources())[1].mutable_amounts())["CPU"] = 4;
+  v1::LabelSelectorRequirement* r = s->add_label_selector()->add_requirements();
+  r->set_key("zone");
+  r->set_op(v1::LABEL_OPERATOR_IN);
+  r->add_values("a");
+  auto group = PlacementGroupForJob(spec);
+  ASSERT_TRUE(group.ok()) << group.status();
+  EXPECT_EQ(group->bundles()[1].resources, ResourceSet::Of({{kGpu, 1}, {kCpu, 4}}));
+  EXPECT_EQ(group->bundles()[1].selector, Selector("zone in (a)"));
+
+  v1::Entrypoint::Command* command = spec.mutable_entrypoint()->mutable_command();
+  command->add_argv("torchrun");
+  command->set_launcher(v1::Entrypoint::LAUNCHER_TORCHRUN);
+  auto refused = PlacementGroupForJob(spec);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_THAT(std::string(refused.status().message()),
+              HasSubstr("spec.scaling_config: ranks 1 and above differ"));
+  s->mutable_rank_resources()->clear();
+  (*(*s->mutable_rank_resources())[0].mutable_amounts())["memory"] = 200 * kGi;
+  EXPECT_TRUE(PlacementGroupForJob(spec).ok());  // rank 0 is node rank 0's first
+
+  r->set_op(v1::LABEL_OPERATOR_UNSPECIFIED);
+  auto op = PlacementGroupForJob(spec);
+  ASSERT_FALSE(op.ok());
+  EXPECT_THAT(std::string(op.status().message()),
+              HasSubstr("spec.scaling_config.label_selector[0].requirements[0].op"));
+}
+
 class SeedExamplesTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -152,6 +271,22 @@ TEST_F(SeedExamplesTest, TrainerResourcesPutRankZeroOnTheBigMemoryNode) {
   auto never = BundlePlacer(&table_).Place(BuildTrainPlacementGroup(c).value()).value();
   EXPECT_EQ(never.outcome, PlacementOutcome::kInfeasible);
   EXPECT_THAT(never.reason, HasSubstr("the largest A10G node has memory: 256Gi"));
+}
+
+// The same without any trainer_resources: rank_resources says it of rank 0.
+TEST_F(SeedExamplesTest, RankResourcesPutRankZeroOnTheBigMemoryNodeWithoutATrainer) {
+  ScalingConfig c;
+  c.num_workers = 16;
+  c.use_gpu = true;
+  c.accelerator_type = "A10G";
+  c.trainer_resources = ResourceAmounts{};
+  c.rank_resources = {{0, {{"memory", 200 * kGi}}}};
+  auto d = BundlePlacer(&table_).Place(BuildTrainPlacementGroup(c).value()).value();
+  ASSERT_EQ(d.outcome, PlacementOutcome::kPlaced) << d.reason;
+  EXPECT_EQ(table_.node(d.placements[0].allocation.node).id, "a10g-bigmem");
+  for (const auto& p : d.placements) {
+    EXPECT_EQ(table_.node(p.allocation.node).accelerator_type, "A10G");
+  }
 }
 
 }  // namespace
