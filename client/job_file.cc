@@ -382,6 +382,12 @@ class JobFileParser {
                                });
           }
           if (key == "trainer_resources") {
+            // Ray's trainer_resources={} is "none"; an empty map on the wire
+            // is "unset" (CPU: 1), so none is {CPU: 0} there.
+            if (value.IsMap() && value.size() == 0) {
+              (*out->mutable_trainer_resources()->mutable_amounts())[std::string(kCpu)] = 0;
+              return absl::OkStatus();
+            }
             return Resources(value, key_path, out->mutable_trainer_resources());
           }
           if (key == "accelerator_type") {

@@ -175,6 +175,10 @@ bool BundlePlacer::PlacePack(Call& call, const std::vector<uint32_t>& order,
     std::optional<NodeIndex> n = FindNode(call, MakeDemand(call, {remaining[0]}),
                                           Preference::kMostFree, Capacity::kFree, {});
     if (!n) return false;
+    // Bundles with a selector fill it first: the others can go elsewhere,
+    // they may not (rank i's selector in a train job).
+    std::stable_partition(remaining.begin(), remaining.end(),
+                          [&](uint32_t b) { return !call.spec.bundles()[b].selector.empty(); });
     std::vector<uint32_t> left;
     for (uint32_t b : remaining) {
       Demand one = MakeDemand(call, {b});

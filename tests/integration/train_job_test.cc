@@ -1,6 +1,7 @@
 // Train jobs across real processes (train_job_fixture.h): placement, the env
 // contract, user scripts, waiting, stop, logs, bad specs, a head restart,
 // limits.
+#include "absl/strings/str_cat.h"
 #include "tests/integration/train_job_fixture.h"
 
 namespace berth::testing {
@@ -151,6 +152,51 @@ TEST_F(TrainJobTest, AUserScriptThatRaisesRestartsFromTheCheckpointItReported) {
   }
   const std::string hash = ParamsHash(RankLog(info, 0));
   ASSERT_FALSE(hash.empty());
+  for (int r = 1; r < 4; ++r) EXPECT_EQ(ParamsHash(RankLog(info, r)), hash) << "rank " << r;
+}
+
+// Ranks that differ, on a user's PyTorch DDP script (Debian's torch, Gloo):
+// rank_resources gives rank 0 200Gi without any trainer_resources, and a
+// per-rank selector sends rank 2 to the nvme node; rank i is bundle i, so
+// both land on the big node (ranks 0 and 2 there, 1 and 3 elsewhere), and
+// the script's own RANK and device order agree with what berth reports.
+TEST_F(TrainJobTest, RanksThatDifferGetTheirOwnBundlesAndTrainTogether) {
+  cluster_->AddRaylet({"bigmem", 2, "A10G", 16, "256Gi", "disk=nvme"});
+  v1::TrainJobSpec spec = GpuJob(4);
+  v1::ScalingConfig* scaling = spec.mutable_scaling_config();
+  (*scaling->mutable_trainer_resources()->mutable_amounts())["CPU"] = 0;  // no trainer resources
+  (*(*scaling->mutable_rank_resources())[0].mutable_amounts())["memory"] = 200 * kGi;
+  for (int r = 0; r < 4; ++r) {
+    v1::LabelSelector* selector = scaling->add_label_selector();
+    if (r != 2) continue;
+    v1::LabelSelectorRequirement* nvme = selector->add_requirements();
+    nvme->set_key("disk");
+    nvme->set_op(v1::LABEL_OPERATOR_IN);
+    nvme->add_values("nvme");
+  }
+  SetCommand(&spec, {"/usr/bin/python3", BERTH_SOURCE_DIR "/examples/pytorch-ddp/train.py",
+                     "--steps", "20"});
+  const std::string id = Submit(spec);
+  v1::TrainJobInfo info = WaitDone(id, seconds(180));
+  ASSERT_EQ(info.state(), v1::TRAIN_JOB_STATE_SUCCEEDED) << info.DebugString();
+  ASSERT_EQ(info.workers_size(), 4);
+  for (int r = 0; r < 4; ++r) {
+    const v1::WorkerRank& w = info.workers(r);
+    SCOPED_TRACE("rank " + std::to_string(r));
+    EXPECT_EQ(w.world_rank(), static_cast<uint32_t>(r));
+    EXPECT_EQ(w.bundle_index(), static_cast<uint32_t>(r));
+    EXPECT_EQ(w.node_id() == "bigmem", r == 0 || r == 2);
+    // The script's own view: torch's rank, and its LOCAL_RANK.
+    EXPECT_THAT(RankLog(info, r), HasSubstr(absl::StrCat("rank ", r, "/4 local_rank ",
+                                                         w.local_rank(), " backend gloo")));
+  }
+  // On the big node rank 0 is local rank 0 on the lower GPU, rank 2 local 1.
+  EXPECT_EQ(info.workers(0).node_rank(), 0u);
+  EXPECT_EQ(info.workers(0).local_rank(), 0u);
+  EXPECT_EQ(info.workers(2).local_rank(), 1u);
+  EXPECT_LT(info.workers(0).gpu_indices(0), info.workers(2).gpu_indices(0));
+  const std::string hash = ParamsHash(RankLog(info, 0));
+  ASSERT_FALSE(hash.empty()) << RankLog(info, 0) << RankLog(info, 0, ".err");
   for (int r = 1; r < 4; ++r) EXPECT_EQ(ParamsHash(RankLog(info, r)), hash) << "rank " << r;
 }
 

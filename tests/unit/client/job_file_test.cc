@@ -148,6 +148,8 @@ TEST(JobFileTest, PerRankResourcesAndSelectors) {
   EXPECT_EQ(scaling.label_selector(1).requirements(1).key(), "disk");
   EXPECT_EQ(scaling.label_selector(1).requirements(1).op(), v1::LABEL_OPERATOR_IN);
   EXPECT_EQ(scaling.label_selector(0).requirements(0).op(), v1::LABEL_OPERATOR_DOES_NOT_EXIST);
+  // trainer_resources: {} is Ray's "none".
+  EXPECT_EQ(scaling.trainer_resources().amounts().at("CPU"), 0);
 
   absl::StatusOr<v1::TrainJobSpec> list = ParseJobFile(
       "scaling:\n  num_workers: 2\n  use_gpu: true\n  label_selector: \"zone=a\"\n"

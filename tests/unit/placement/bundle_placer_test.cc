@@ -280,6 +280,23 @@ TEST_F(BundlePlacerTest, WholeGpusOfANodeGoOutInBundleOrderWhateverTheBundleSize
   EXPECT_EQ(table_.node(0).gpus.LargestRequest(), Quantity::Whole(8));
 }
 
+// PACK fills the node it opens with the bundles that may only go there
+// first: here bundle 2 may only use "nvme", which bundle 1 would otherwise
+// have filled.
+TEST_F(BundlePlacerTest, PackFillsANodeWithSelectedBundlesFirst) {
+  NodeSpec nvme = MakeNode("nvme", 8, 2);
+  nvme.labels = {{"disk", "nvme"}};
+  Add(nvme);
+  Add(MakeNode("plain", 8, 2));
+  auto d = Place(MakeGroup({MakeBundle(ResourceSet::Of({{kGpu, 1}, {kCpu, 4}}), "disk=nvme"),
+                            MakeBundle(kOneGpu), MakeBundle(kOneGpu, "disk=nvme")},
+                           PlacementStrategy::kPack));
+  ASSERT_EQ(d.outcome, PlacementOutcome::kPlaced) << d.reason;
+  EXPECT_EQ(NodeOf(d.placements[0]), "nvme");
+  EXPECT_EQ(NodeOf(d.placements[1]), "plain");
+  EXPECT_EQ(NodeOf(d.placements[2]), "nvme");
+}
+
 TEST_F(BundlePlacerTest, FractionalGpusShareInstances) {
   Add(MakeNode("n", 8, 2));
   auto quarters = Place(
