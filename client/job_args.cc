@@ -106,9 +106,10 @@ absl::StatusOr<v1::TrainJobSpec> BuildTrainJobSpec(const JobSubmitArgs& args) {
   scaling->set_accelerator_type(args.accelerator_type);
   const size_t per_worker = args.resources_per_worker.size();
   for (size_t i = 0; i < per_worker; ++i) {
-    absl::StatusOr<v1::ResourceSet> resources = ParseResourcesArg(
-        args.resources_per_worker[i],
-        per_worker == 1 ? "--resources-per-worker" : absl::StrCat("--resources-per-worker[", i, "]"));
+    absl::StatusOr<v1::ResourceSet> resources =
+        ParseResourcesArg(args.resources_per_worker[i],
+                          per_worker == 1 ? "--resources-per-worker"
+                                          : absl::StrCat("--resources-per-worker[", i, "]"));
     if (!resources.ok()) return resources.status();
     *(per_worker == 1 ? scaling->mutable_resources_per_worker()
                       : scaling->add_resources_per_worker_list()) = *std::move(resources);

@@ -269,7 +269,8 @@ class JobFileParser {
               v1::PriorityClass* c = request.add_priority_classes();
               return ForEachKey(item, path, {"name", "value"},
                                 [&](const std::string& k, const YAML::Node& v, const YAML::Node&) {
-                                  if (k == "name") return String(v, Child(path, k), c->mutable_name());
+                                  if (k == "name")
+                                    return String(v, Child(path, k), c->mutable_name());
                                   return SetInteger(v, Child(path, k),
                                                     std::numeric_limits<int32_t>::min(),
                                                     std::numeric_limits<int32_t>::max(),
@@ -286,7 +287,6 @@ class JobFileParser {
   }
 
  private:
-
   // env and labels: string keys to any scalar, written as text.
   absl::Status Strings(const YAML::Node& node, absl::string_view path, StringMap* out) const {
     return ForEachKey(node, path, {},
@@ -365,11 +365,10 @@ class JobFileParser {
           if (key == "resources_per_worker") {
             // A list gives each rank its own: rank i's is entry i.
             if (value.IsSequence()) {
-              return ForEachItem(value, key_path,
-                                 [&](const YAML::Node& item, const std::string& item_path) {
-                                   return Resources(item, item_path,
-                                                    out->add_resources_per_worker_list());
-                                 });
+              return ForEachItem(
+                  value, key_path, [&](const YAML::Node& item, const std::string& item_path) {
+                    return Resources(item, item_path, out->add_resources_per_worker_list());
+                  });
             }
             return Resources(value, key_path, out->mutable_resources_per_worker());
           }

@@ -233,9 +233,9 @@ JobStep JobReconciler::Step(absl::Time now, const JobWorld& world) {
           SetState(now,
                    attempt_ == 0 ? v1::TRAIN_JOB_STATE_STARTING : v1::TRAIN_JOB_STATE_RESTARTING,
                    "starting the trainer and workers");
-          absl::StatusOr<std::vector<RankedWorker>> ranks = AssignRanks(
-              SitesOf(*world.group),
-              WorkerBundlesAlike(spec_) ? RankOrder::kByPlacement : RankOrder::kByBundle);
+          absl::StatusOr<std::vector<RankedWorker>> ranks =
+              AssignRanks(SitesOf(*world.group), WorkerBundlesAlike(spec_) ? RankOrder::kByPlacement
+                                                                           : RankOrder::kByBundle);
           if (!ranks.ok()) {
             LaunchFailed(std::string(ranks.status().message()));
             continue;

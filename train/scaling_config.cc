@@ -80,9 +80,9 @@ absl::Status ValidateAcceleratorType(const std::string& type) {
   // The bundles carry `accelerator_type:<T>`, which must stay a valid
   // resource name: the head reports and reads bundles back through it.
   if (!ValidateResourceName(AcceleratorResourceName(type), "").ok()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("scaling_config.accelerator_type: longer than ",
-                     128 - kAcceleratorResourcePrefix.size(), " characters"));
+    return absl::InvalidArgumentError(absl::StrCat("scaling_config.accelerator_type: longer than ",
+                                                   128 - kAcceleratorResourcePrefix.size(),
+                                                   " characters"));
   }
   return absl::OkStatus();
 }
@@ -154,7 +154,8 @@ absl::StatusOr<PlacementGroupSpec> BuildTrainPlacementGroup(const ScalingConfig&
       if (!r.ok()) return r.status();
       if (!config.use_gpu && !r->Get(kGpu).IsZero()) {
         return absl::InvalidArgumentError(absl::StrCat(
-            field, "[\"GPU\"]: GPUs requested with use_gpu false; set scaling_config.use_gpu: true"));
+            field,
+            "[\"GPU\"]: GPUs requested with use_gpu false; set scaling_config.use_gpu: true"));
       }
       if (absl::Status s = Merge(*r, field, &bundle.resources); !s.ok()) return s;
     }

@@ -327,8 +327,9 @@ void AddJobCommands(CLI::App& app, Action* action) {
       ->capture_default_str();
   submit_cmd->add_option("--name", args.name, "Name (need not be unique)");
   submit_cmd->add_option("--queue", args.queue, "Queue to submit to (default: the default queue)");
-  submit_cmd->add_option("--priority", args.priority,
-                         "Order within its queue (higher first); may preempt lower ones")
+  submit_cmd
+      ->add_option("--priority", args.priority,
+                   "Order within its queue (higher first); may preempt lower ones")
       ->capture_default_str();
   submit_cmd->add_option("--priority-class", args.priority_class,
                          "A priority class (berth queue priority-class) instead of --priority");

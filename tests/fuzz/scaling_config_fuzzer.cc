@@ -72,9 +72,9 @@ void CheckGroup(const v1::TrainJobSpec& job, const PlacementGroupSpec& group) {
   for (size_t i = 0; i < n; ++i) {
     const Bundle& b = group.bundles()[i];
     FUZZ_CHECK(!b.resources.empty());
-    FUZZ_CHECK(b.selector.empty() == (s.label_selector_size() == 0 ||
-                                       s.label_selector(s.label_selector_size() == 1 ? 0 : i)
-                                               .requirements_size() == 0));
+    FUZZ_CHECK(b.selector.empty() ==
+               (s.label_selector_size() == 0 ||
+                s.label_selector(s.label_selector_size() == 1 ? 0 : i).requirements_size() == 0));
     FUZZ_CHECK(ValidateGpuRequest(b.resources.Get(kGpu), "gpu").ok());
     if (alike && i > 0) FUZZ_CHECK(b.resources == group.bundles()[1].resources);
     if (alike && n > 1)

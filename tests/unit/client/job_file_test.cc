@@ -49,7 +49,7 @@ queues:
     borrowing_limit: {GPU: 4}
     weight: 2
 )",
-                                                                 "queues.yaml");
+                                                                  "queues.yaml");
   ASSERT_TRUE(request.ok()) << request.status();
   ASSERT_EQ(request->cohorts_size(), 1);
   EXPECT_EQ(request->cohorts(0), "org");

@@ -257,11 +257,10 @@ TEST_F(BundlePlacerTest, CpuBundlesAvoidGpuNodesWhileCpuNodesHaveRoom) {
 // its GPU ids must come below rank i+1's on a node (rank_assignment.h).
 TEST_F(BundlePlacerTest, WholeGpusOfANodeGoOutInBundleOrderWhateverTheBundleSizes) {
   Add(MakeNode("n", 32, 8));
-  auto d = Place(MakeGroup({MakeBundle(ResourceSet::Of({{kGpu, 1}})),
-                            MakeBundle(ResourceSet::Of({{kGpu, 2}})),
-                            MakeBundle(ResourceSet::Of({{kGpu, 0.5}})),
-                            MakeBundle(ResourceSet::Of({{kGpu, 4}}))},
-                           PlacementStrategy::kPack));
+  auto d = Place(MakeGroup(
+      {MakeBundle(ResourceSet::Of({{kGpu, 1}})), MakeBundle(ResourceSet::Of({{kGpu, 2}})),
+       MakeBundle(ResourceSet::Of({{kGpu, 0.5}})), MakeBundle(ResourceSet::Of({{kGpu, 4}}))},
+      PlacementStrategy::kPack));
   ASSERT_EQ(d.outcome, PlacementOutcome::kPlaced);
   auto ids = [&](uint32_t b) {
     std::vector<uint32_t> out;

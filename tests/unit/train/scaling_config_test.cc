@@ -161,7 +161,8 @@ TEST(ScalingConfigTest, BadPerRankConfigsNameTheField) {
   ScalingConfig cpu_gpu;
   cpu_gpu.num_workers = 2;
   cpu_gpu.rank_resources = {{1, {{"GPU", 1}}}};
-  expect_error(cpu_gpu, "scaling_config.rank_resources[1][\"GPU\"]: GPUs requested with use_gpu false");
+  expect_error(cpu_gpu,
+               "scaling_config.rank_resources[1][\"GPU\"]: GPUs requested with use_gpu false");
   ScalingConfig short_list = c;
   short_list.resources_per_worker_list = {{{"GPU", 1}}, {{"GPU", 1}}, {{"GPU", 1}}};
   expect_error(short_list, "scaling_config.resources_per_worker_list: 3 entries for num_workers 4");
