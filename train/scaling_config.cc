@@ -27,6 +27,14 @@ absl::StatusOr<ResourceSet> UserResources(const std::map<std::string, double>& a
   return ResourceSet::FromDoubles(amounts, field);
 }
 
+// A worker's GPUs come only with use_gpu, as in Ray.
+absl::Status GpusNeedUseGpu(const ScalingConfig& config, const ResourceSet& resources,
+                            const std::string& field) {
+  if (config.use_gpu || resources.Get(kGpu).IsZero()) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(
+      field, "[\"GPU\"]: GPUs requested with use_gpu false; set scaling_config.use_gpu: true"));
+}
+
 // One worker's bundle before any merge: `amounts` as resources_per_worker
 // reads them (unset: Ray's default), with the GPU and accelerator rules.
 absl::StatusOr<ResourceSet> WorkerResources(const ScalingConfig& config,
@@ -39,10 +47,7 @@ absl::StatusOr<ResourceSet> WorkerResources(const ScalingConfig& config,
     worker = *std::move(r);
   }
   if (config.use_gpu && worker.Get(kGpu).IsZero()) worker.Set(kGpu, Quantity::Whole(1));
-  if (!config.use_gpu && !worker.Get(kGpu).IsZero()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        field, "[\"GPU\"]: GPUs requested with use_gpu false; set scaling_config.use_gpu: true"));
-  }
+  if (absl::Status s = GpusNeedUseGpu(config, worker, field); !s.ok()) return s;
   if (absl::Status s = ValidateGpuRequest(worker.Get(kGpu), absl::StrCat(field, "[\"GPU\"]"));
       !s.ok()) {
     return s;
@@ -152,11 +157,7 @@ absl::StatusOr<PlacementGroupSpec> BuildTrainPlacementGroup(const ScalingConfig&
       const std::string field = absl::StrCat("scaling_config.rank_resources[", i, "]");
       absl::StatusOr<ResourceSet> r = UserResources(extra->second, field);
       if (!r.ok()) return r.status();
-      if (!config.use_gpu && !r->Get(kGpu).IsZero()) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            field,
-            "[\"GPU\"]: GPUs requested with use_gpu false; set scaling_config.use_gpu: true"));
-      }
+      if (absl::Status s = GpusNeedUseGpu(config, *r, field); !s.ok()) return s;
       if (absl::Status s = Merge(*r, field, &bundle.resources); !s.ok()) return s;
     }
     if (selectors > 0) bundle.selector = config.label_selector[selectors == 1 ? 0 : i];
