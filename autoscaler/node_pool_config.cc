@@ -195,8 +195,9 @@ class ConfigParser {
           return Error(entry.first, field, s.message());
         if (auto s = ValidateLabelValue(value, field); !s.ok())
           return Error(entry.second, field, s.message());
-        if (key.rfind("berth.io/", 0) == 0)
-          return Error(entry.first, field, "berth.io/ labels are set by berth");
+        if (!NodeMaySetLabel(key) || key == kNodePoolLabel)
+          return Error(entry.first, field,
+                       "berth.io/ labels are set by berth (the topology keys excepted)");
         pool.labels[key] = value;
       }
     }

@@ -50,6 +50,9 @@ std::unique_ptr<NodeResourceTable> BuildCluster(int nodes) {
         {{kCpu, s.cpus}, {kGpu, s.gpus}, {kMemory, s.memory_gi * 1024 * 1024 * 1024}});
     spec.accelerator_type = s.accelerator;
     spec.labels["zone"] = absl::StrCat("zone-", i % 4);
+    // Topology: racks of 8 consecutive nodes, blocks of 64 (8 racks).
+    spec.labels["berth.io/topology-rack"] = absl::StrCat("rack-", i / 8);
+    spec.labels["berth.io/topology-block"] = absl::StrCat("block-", i / 64);
     const NodeIndex n = table->AddNode(spec).value();
     // Background load on half the nodes.
     if (rng() % 2 == 0) {
@@ -68,9 +71,10 @@ NodeResourceTable& Cluster(int nodes) {
   return *c;
 }
 
-PlacementGroupSpec Group(int bundles, ResourceSet bundle, PlacementStrategy strategy) {
+PlacementGroupSpec Group(int bundles, ResourceSet bundle, PlacementStrategy strategy,
+                         Topology topology = {}) {
   return PlacementGroupSpec::Create(std::vector<Bundle>(bundles, Bundle{std::move(bundle), {}}),
-                                    strategy)
+                                    strategy, std::move(topology))
       .value();
 }
 
@@ -232,6 +236,32 @@ void BM_StrictPack8GpuA100(benchmark::State& state) {
                             PlacementStrategy::kStrictPack));
 }
 
+// Topology gangs (placed last: once a key's domains are indexed, every
+// allocation keeps them up to date). The first decision indexes the key.
+void TopologyPlaceRelease(benchmark::State& state, int bundles, Topology topology,
+                          bool fragmentation) {
+  NodeResourceTable& table = Cluster(static_cast<int>(state.range(0)));
+  std::unique_ptr<NodeScorer> scorer = fragmentation ? MakeSearch(false) : nullptr;
+  const PlacementGroupSpec spec = Group(bundles, ResourceSet::Of({{kGpu, 1}, {kCpu, 1}}),
+                                        PlacementStrategy::kPack, std::move(topology));
+  const PlacementDecision first = BundlePlacer(&table, scorer.get()).Place(spec).value();
+  for (const BundlePlacement& p : first.placements) table.Release(p.allocation).IgnoreError();
+  PlaceRelease(state, spec, scorer.get());
+}
+void BM_Pack64GpuRequiredBlock(benchmark::State& state) {
+  TopologyPlaceRelease(state, 64, {"berth.io/topology-block", {}}, false);
+}
+void BM_Pack64GpuRequiredBlockFragmentation(benchmark::State& state) {
+  TopologyPlaceRelease(state, 64, {"berth.io/topology-block", {}}, true);
+}
+void BM_Pack8GpuRequiredRack(benchmark::State& state) {
+  TopologyPlaceRelease(state, 8, {"berth.io/topology-rack", {}}, false);
+}
+void BM_Pack16GpuPreferredRackThenBlock(benchmark::State& state) {
+  TopologyPlaceRelease(state, 16, {"", {"berth.io/topology-rack", "berth.io/topology-block"}},
+                       false);
+}
+
 #define BERTH_SIZES Arg(1000)->Arg(10000)->Arg(100000)->Unit(benchmark::kMicrosecond)
 BENCHMARK(BM_Pack1Gpu)->BERTH_SIZES;
 BENCHMARK(BM_Pack1GpuA10G)->BERTH_SIZES;
@@ -245,6 +275,10 @@ BENCHMARK(BM_FragmentationChurn)->BERTH_SIZES;
 // Node by node is O(nodes) per decision: 100k nodes would take minutes.
 BENCHMARK(BM_FragmentationPack1GpuPerNode)->Arg(1000)->Arg(10000)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_FragmentationChurnPerNode)->Arg(1000)->Arg(10000)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_Pack64GpuRequiredBlock)->BERTH_SIZES;
+BENCHMARK(BM_Pack64GpuRequiredBlockFragmentation)->BERTH_SIZES;
+BENCHMARK(BM_Pack8GpuRequiredRack)->BERTH_SIZES;
+BENCHMARK(BM_Pack16GpuPreferredRackThenBlock)->BERTH_SIZES;
 
 }  // namespace
 }  // namespace berth

@@ -376,10 +376,10 @@ std::string FormatQueueStatuses(const google::protobuf::RepeatedPtrField<v1::Que
                   absl::StrCat(q.pending()), absl::StrCat(q.running()),
                   absl::StrFormat("%.3f", q.fair_share())});
     for (const v1::PendingGang& gang : q.pending_gangs()) {
-      absl::StrAppend(&waiting, "  ", q.name(), "  ",
-                      gang.job_id().empty() ? gang.placement_group_id()
-                                            : absl::StrCat("job ", gang.job_id()),
-                      ": ", gang.reason(), "\n");
+      absl::StrAppend(
+          &waiting, "  ", q.name(), "  ",
+          gang.job_id().empty() ? gang.placement_group_id() : absl::StrCat("job ", gang.job_id()),
+          ": ", gang.reason(), "\n");
     }
   }
   std::string out = table.ToString();

@@ -104,6 +104,10 @@ absl::StatusOr<v1::TrainJobSpec> BuildTrainJobSpec(const JobSubmitArgs& args) {
   scaling->set_num_workers(static_cast<uint32_t>(args.num_workers));
   scaling->set_use_gpu(args.use_gpu);
   scaling->set_accelerator_type(args.accelerator_type);
+  scaling->mutable_topology()->set_required(args.topology_required);
+  for (const std::string& key : args.topology_preferred) {
+    scaling->mutable_topology()->add_preferred(key);
+  }
   const size_t per_worker = args.resources_per_worker.size();
   for (size_t i = 0; i < per_worker; ++i) {
     absl::StatusOr<v1::ResourceSet> resources =

@@ -44,6 +44,9 @@ struct JobSubmitArgs {
   std::vector<std::string> label_selector;
   std::string accelerator_type;
   std::string strategy = "PACK";
+  // A label key all ranks share a value of, or keys to prefer (innermost first).
+  std::string topology_required;
+  std::vector<std::string> topology_preferred;
   int64_t max_failures = 0;
   std::string storage_path;
   // Built-in trainer only.

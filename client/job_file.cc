@@ -350,7 +350,7 @@ class JobFileParser {
     absl::Status status = ForEachKey(
         node, path,
         {"num_workers", "use_gpu", "resources_per_worker", "trainer_resources", "rank_resources",
-         "label_selector", "accelerator_type", "placement_strategy"},
+         "label_selector", "accelerator_type", "placement_strategy", "topology"},
         [&](const std::string& key, const YAML::Node& value, const YAML::Node&) -> absl::Status {
           const std::string key_path = Child(path, key);
           if (key == "num_workers") {
@@ -392,6 +392,7 @@ class JobFileParser {
           if (key == "accelerator_type") {
             return String(value, key_path, out->mutable_accelerator_type());
           }
+          if (key == "topology") return TopologyOf(value, key_path, out->mutable_topology());
           if (!value.IsScalar()) return Expected(value, key_path, "a strategy name");
           absl::StatusOr<PlacementStrategy> strategy =
               ParsePlacementStrategy(value.Scalar(), key_path);
@@ -402,6 +403,22 @@ class JobFileParser {
     if (!status.ok()) return status;
     if (!has_num_workers) return Error(node, Child(path, "num_workers"), "required");
     return absl::OkStatus();
+  }
+
+  // `topology: {required: berth.io/topology-rack}` or `{preferred: [a, b]}`
+  // (or one key for preferred). The keys are checked where they are used.
+  absl::Status TopologyOf(const YAML::Node& node, absl::string_view path, v1::Topology* out) const {
+    return ForEachKey(
+        node, path, {"required", "preferred"},
+        [&](const std::string& key, const YAML::Node& value, const YAML::Node&) -> absl::Status {
+          const std::string key_path = Child(path, key);
+          if (key == "required") return String(value, key_path, out->mutable_required());
+          if (!value.IsSequence()) return String(value, key_path, out->add_preferred());
+          return ForEachItem(value, key_path,
+                             [&](const YAML::Node& item, const std::string& item_path) {
+                               return String(item, item_path, out->add_preferred());
+                             });
+        });
   }
 
   // `rank_resources: {0: {memory: 200Gi}}`: ranks as integer keys.

@@ -64,6 +64,12 @@ void HandOutWholeGpusInBundleOrder(std::vector<BundlePlacement>* made) {
 
 }  // namespace
 
+// Heap order of the domains to try: the least left over first, then the
+// order they were first seen.
+bool BundlePlacer::WorseDomain(const DomainChoice& a, const DomainChoice& b) {
+  return std::tie(a.left_over, a.seen) > std::tie(b.left_over, b.seen);
+}
+
 absl::string_view PlacementOutcomeName(PlacementOutcome outcome) {
   switch (outcome) {
     case PlacementOutcome::kPlaced:
@@ -146,7 +152,20 @@ std::optional<NodeIndex> BundlePlacer::FindNode(Call& call, const Demand& d, Pre
            Fits(call, n, d, capacity);
   };
   for (const auto& tier : CandidatePools(call, d)) {
-    if (std::optional<NodeIndex> best = ranking.Best(*table_, tier, demand, fits)) return best;
+    if (call.within == nullptr) {
+      if (std::optional<NodeIndex> best = ranking.Best(*table_, tier, demand, fits)) return best;
+      continue;
+    }
+    // A topology domain: its few nodes are scored one by one (ties to the
+    // lowest index, as Best breaks them).
+    std::optional<std::pair<double, NodeIndex>> best;
+    for (NodeIndex n : *call.within) {
+      const NodeResourceTable::Pool* pool = &table_->pools()[table_->node(n).pool];
+      if (std::find(tier.begin(), tier.end(), pool) == tier.end() || !fits(n)) continue;
+      const double score = ranking.Score(*table_, n, demand);
+      if (!best || score > best->first) best = {score, n};
+    }
+    if (best) return best->second;
   }
   return std::nullopt;
 }
@@ -266,22 +285,20 @@ absl::StatusOr<PlacementDecision> BundlePlacer::Place(
   }
   std::vector<BundlePlacement> made;
   bool ok = false;
-  switch (spec.strategy()) {
-    case PlacementStrategy::kPack:
-      ok = PlacePack(call, order, &made);
-      break;
-    case PlacementStrategy::kSpread:
-      ok = PlaceSpread(call, order, /*strict=*/false, placed_nodes, &made);
-      break;
-    case PlacementStrategy::kStrictSpread:
-      ok = PlaceSpread(call, order, /*strict=*/true, placed_nodes, &made);
-      break;
-    case PlacementStrategy::kStrictPack: {
-      Demand all = MakeDemand(call, order);
-      std::optional<NodeIndex> n =
-          FindNode(call, all, Preference::kBestFit, Capacity::kFree, {nullptr, pinned});
-      ok = n && PlaceOnNode(call, *n, all, &made).ok();
-      break;
+  if (spec.topology().empty()) {
+    ok = PlaceByStrategy(call, order, placed_nodes, pinned, &made);
+  } else {
+    for (const std::string& key : spec.topology().keys()) {
+      if (std::optional<std::string> value =
+              PlaceInDomain(call, key, order, already_placed, placed_nodes, pinned, &made)) {
+        decision.topology_domain = absl::StrCat(key, "=", *value);
+        ok = true;
+        break;
+      }
+    }
+    // A preferred topology settles for the whole cluster.
+    if (!ok && spec.topology().required.empty()) {
+      ok = PlaceByStrategy(call, order, placed_nodes, pinned, &made);
     }
   }
   if (ok) {
@@ -299,8 +316,162 @@ absl::StatusOr<PlacementDecision> BundlePlacer::Place(
   }
   if (!explain_) return decision;  // kRetryLater, no reason
   const absl::flat_hash_set<NodeIndex> none;
-  return Explain(call, order,
-                 spec.strategy() == PlacementStrategy::kStrictSpread ? placed_nodes : none, pinned);
+  PlacementDecision why =
+      Explain(call, order,
+              spec.strategy() == PlacementStrategy::kStrictSpread ? placed_nodes : none, pinned);
+  // A group the whole cluster could not take is not helped by a domain.
+  if (spec.topology().required.empty() || why.outcome == PlacementOutcome::kInfeasible) return why;
+  return ExplainTopology(call, order, already_placed);
+}
+
+bool BundlePlacer::PlaceByStrategy(Call& call, const std::vector<uint32_t>& order,
+                                   const absl::flat_hash_set<NodeIndex>& placed_nodes,
+                                   std::optional<NodeIndex> pinned,
+                                   std::vector<BundlePlacement>* out) {
+  switch (call.spec.strategy()) {
+    case PlacementStrategy::kPack:
+      return PlacePack(call, order, out);
+    case PlacementStrategy::kSpread:
+      return PlaceSpread(call, order, /*strict=*/false, placed_nodes, out);
+    case PlacementStrategy::kStrictSpread:
+      return PlaceSpread(call, order, /*strict=*/true, placed_nodes, out);
+    case PlacementStrategy::kStrictPack: {
+      Demand all = MakeDemand(call, order);
+      std::optional<NodeIndex> n =
+          FindNode(call, all, Preference::kBestFit, Capacity::kFree, {nullptr, pinned});
+      return n && PlaceOnNode(call, *n, all, out).ok();
+    }
+  }
+  return false;
+}
+
+std::vector<BundlePlacer::DomainChoice> BundlePlacer::CandidateDomains(
+    const NodeResourceTable::DomainIndex& index, const std::string& key, const Demand& need,
+    const std::vector<BundlePlacement>& already_placed) {
+  std::vector<DomainChoice> choices;
+  if (!already_placed.empty()) {
+    // Rescheduled bundles join the others' domain, or none of this key.
+    const Labels& first = table_->node(already_placed[0].allocation.node).labels;
+    auto value = first.find(key);
+    if (value == first.end()) return choices;
+    for (const BundlePlacement& p : already_placed) {
+      const Labels& labels = table_->node(p.allocation.node).labels;
+      auto v = labels.find(key);
+      if (v == labels.end() || v->second != value->second) return choices;
+    }
+    auto d = index.by_value.find(value->second);
+    if (d != index.by_value.end()) choices.push_back({&index.domains[d->second], 0, d->second});
+    return choices;
+  }
+  const IndexedResource primary = PrimaryResource(need.sum);
+  for (size_t i = 0; i < index.domains.size(); ++i) {
+    const NodeResourceTable::Domain& d = index.domains[i];
+    bool covers = !d.nodes.empty();
+    for (int r = 0; r < kNumIndexedResources && covers; ++r) {
+      covers = d.free[r] >= NodeResourceTable::IndexKey(need.sum, static_cast<IndexedResource>(r));
+    }
+    if (!covers) continue;
+    const int p = static_cast<int>(primary);
+    choices.push_back({&d, d.free[p] - NodeResourceTable::IndexKey(need.sum, primary), i});
+  }
+  // A heap, best on top: a decision usually takes the first domain it
+  // tries, so sorting thousands of racks would be most of its cost.
+  std::make_heap(choices.begin(), choices.end(), WorseDomain);
+  return choices;
+}
+
+std::optional<std::string> BundlePlacer::PlaceInDomain(
+    Call& call, const std::string& key, const std::vector<uint32_t>& order,
+    const std::vector<BundlePlacement>& already_placed,
+    const absl::flat_hash_set<NodeIndex>& placed_nodes, std::optional<NodeIndex> pinned,
+    std::vector<BundlePlacement>* out) {
+  const NodeResourceTable::DomainIndex& index = table_->Domains(key);
+  std::vector<DomainChoice> heap =
+      CandidateDomains(index, key, MakeDemand(call, order), already_placed);
+  while (!heap.empty()) {
+    std::pop_heap(heap.begin(), heap.end(), WorseDomain);
+    const DomainChoice choice = heap.back();
+    heap.pop_back();
+    call.within = &choice.domain->nodes;
+    std::vector<BundlePlacement> made;
+    const bool ok = PlaceByStrategy(call, order, placed_nodes, pinned, &made);
+    call.within = nullptr;
+    if (ok) {
+      out->insert(out->end(), made.begin(), made.end());
+      return choice.domain->value;
+    }
+    for (auto it = made.rbegin(); it != made.rend(); ++it) {
+      table_->Release(it->allocation).IgnoreError();
+    }
+  }
+  return std::nullopt;
+}
+
+PlacementDecision BundlePlacer::ExplainTopology(
+    Call& call, const std::vector<uint32_t>& order,
+    const std::vector<BundlePlacement>& already_placed) {
+  const std::string& key = call.spec.topology().required;
+  const NodeResourceTable::DomainIndex& index = table_->Domains(key);
+  const Demand all = MakeDemand(call, order);
+  PlacementDecision d;
+  d.outcome = PlacementOutcome::kInfeasible;
+  const std::string what = absl::StrCat("topology.required ", key, ": ");
+  // What a domain has of the group's indexed resources, in `amounts`.
+  auto lack = [&](const NodeResourceTable::Domain& domain,
+                  const std::array<int64_t, kNumIndexedResources>& amounts, bool free) {
+    for (int r = 0; r < kNumIndexedResources; ++r) {
+      const auto res = static_cast<IndexedResource>(r);
+      const Quantity need = all.sum.Get(IndexedResourceName(res));
+      if (amounts[r] < need.units()) {
+        return absl::StrCat(" (", FormatAmount(IndexedResourceName(res), need), " needed; ", key,
+                            "=", domain.value, " has ",
+                            FormatAmount(IndexedResourceName(res), Quantity::FromUnits(amounts[r])),
+                            free ? " free)" : " in all)");
+      }
+    }
+    return std::string(free ? " (enough in all, but not on nodes that each take their bundles)"
+                            : "");
+  };
+  if (!already_placed.empty()) {
+    std::vector<DomainChoice> own = CandidateDomains(index, key, all, already_placed);
+    d.outcome = PlacementOutcome::kRetryLater;
+    d.reason = own.empty() ? absl::StrCat("waiting for resources: ", what,
+                                          "the group's placed bundles no longer share one domain")
+                           : absl::StrCat("waiting for resources: ", what, order.size(),
+                                          " lost bundles wait for room in the group's domain",
+                                          lack(*own[0].domain, own[0].domain->free, true));
+    return d;
+  }
+  // Most of the group's primary resource, in totals and free, decides
+  // which domain is named.
+  const int p = static_cast<int>(PrimaryResource(all.sum));
+  const NodeResourceTable::Domain* largest = nullptr;
+  const NodeResourceTable::Domain* freest = nullptr;
+  bool could_hold = false;
+  for (const NodeResourceTable::Domain& domain : index.domains) {
+    if (domain.nodes.empty()) continue;
+    if (largest == nullptr || domain.total[p] > largest->total[p]) largest = &domain;
+    if (freest == nullptr || domain.free[p] > freest->free[p]) freest = &domain;
+    bool covers = true;
+    for (int r = 0; r < kNumIndexedResources; ++r) {
+      covers = covers && domain.total[r] >=
+                             NodeResourceTable::IndexKey(all.sum, static_cast<IndexedResource>(r));
+    }
+    could_hold = could_hold || covers;
+  }
+  if (largest == nullptr) {
+    d.reason = absl::StrCat(what, "no ALIVE node carries the label");
+    return d;
+  }
+  if (!could_hold) {
+    d.reason = absl::StrCat(what, "no domain can ever hold the group's ", order.size(), " bundles",
+                            lack(*largest, largest->total, false));
+    return d;
+  }
+  d.outcome = PlacementOutcome::kRetryLater;
+  d.reason = absl::StrCat("waiting for resources: ", what, "no domain has room for the group's ",
+                          order.size(), " bundles now", lack(*freest, freest->free, true));
+  return d;
 }
 
 size_t BundlePlacer::DistinctNodeMatching(Call& call, const std::vector<uint32_t>& order,

@@ -19,6 +19,16 @@
 // below bundle j's for i < j), whatever order the bundles were placed in, so
 // a train job's ranks on a node follow its GPU ids (train/rank_assignment.h).
 //
+// Topology (PlacementGroupSpec::topology): the bundles go into one domain
+// of a key (the nodes that share its value, NodeResourceTable::Domains).
+// The domains whose free capacity covers the group are tried tightest
+// first (least of the group's primary resource left over, so big domains
+// stay whole for big gangs; then the order domains were first seen); within
+// one, the strategy places as usual over its nodes alone. A group with
+// bundles placed already stays in their domain. `required` waits (or is
+// infeasible) with the domain's shortfall as its reason; `preferred` tries
+// each key in turn, then the whole cluster.
+//
 // Ranking goes through one path, a NodeScorer (node_scorer.h): the optional
 // scorer given ranks the searches over free capacity (its best feasible
 // candidate of the first tier that has one is taken); the placer's own
@@ -32,6 +42,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/container/btree_set.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/statusor.h"
 #include "placement/node_filters.h"
@@ -53,6 +64,9 @@ struct PlacementDecision {
   PlacementOutcome outcome = PlacementOutcome::kRetryLater;
   // kPlaced: the bundles placed by this call, in bundle order.
   std::vector<BundlePlacement> placements;
+  // kPlaced with a topology: the domain they went into, `key=value`; empty
+  // when a preferred topology fell back to the whole cluster.
+  std::string topology_domain;
   // Why the group is not placed; empty when it is.
   std::string reason;
   // How many nodes each filter (node_filters.h) ruled out while deciding,
@@ -98,6 +112,14 @@ class BundlePlacer {
   struct Call {
     const PlacementGroupSpec& spec;
     std::vector<uint64_t> rejected;
+    // The nodes of the topology domain being tried; nullptr: every node.
+    const absl::btree_set<NodeIndex>* within = nullptr;
+  };
+  // A domain a topology group may go into, with how well it fits.
+  struct DomainChoice {
+    const NodeResourceTable::Domain* domain;
+    int64_t left_over;  // of the group's primary resource, once it is in
+    size_t seen;        // NodeResourceTable::DomainIndex order
   };
 
   absl::StatusOr<PlacementDecision> Place(Call& call,
@@ -113,6 +135,27 @@ class BundlePlacer {
 
   absl::Status PlaceOnNode(Call& call, NodeIndex node, const Demand& d,
                            std::vector<BundlePlacement>* out);
+  // Places `order` by the group's strategy (over call.within, if set).
+  bool PlaceByStrategy(Call& call, const std::vector<uint32_t>& order,
+                       const absl::flat_hash_set<NodeIndex>& placed_nodes,
+                       std::optional<NodeIndex> pinned, std::vector<BundlePlacement>* out);
+  // Places `order` in one domain of a topology key, trying them best first;
+  // returns the domain's value, or nullopt (nothing placed) if none took it.
+  std::optional<std::string> PlaceInDomain(Call& call, const std::string& key,
+                                           const std::vector<uint32_t>& order,
+                                           const std::vector<BundlePlacement>& already_placed,
+                                           const absl::flat_hash_set<NodeIndex>& placed_nodes,
+                                           std::optional<NodeIndex> pinned,
+                                           std::vector<BundlePlacement>* out);
+  static bool WorseDomain(const DomainChoice& a, const DomainChoice& b);
+  // The domains of `key` that may take `need` (the already placed bundles'
+  // domain only, if they share one), as a heap (std::make_heap) by WorseDomain.
+  std::vector<DomainChoice> CandidateDomains(const NodeResourceTable::DomainIndex& index,
+                                             const std::string& key, const Demand& need,
+                                             const std::vector<BundlePlacement>& already_placed);
+  // Why a required topology group is not placed.
+  PlacementDecision ExplainTopology(Call& call, const std::vector<uint32_t>& order,
+                                    const std::vector<BundlePlacement>& already_placed);
   bool PlacePack(Call& call, const std::vector<uint32_t>& order, std::vector<BundlePlacement>* out);
   bool PlaceSpread(Call& call, const std::vector<uint32_t>& order, bool strict,
                    const absl::flat_hash_set<NodeIndex>& excluded,

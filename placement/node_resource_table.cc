@@ -113,6 +113,7 @@ absl::StatusOr<NodeIndex> NodeResourceTable::AddNode(NodeSpec spec, absl::string
   node.accelerator_type = std::move(spec.accelerator_type);
   node.gpus = GpuInstances(static_cast<uint32_t>(gpus.units() / Quantity::kUnitsPerWhole));
   node.pool = pool_it->second;
+  for (const auto& [key, value] : node.labels) ++label_keys_[key];
   nodes_.push_back(std::move(node));
   by_id_[spec.node_id] = index;
   Index(index);
@@ -140,6 +141,7 @@ void NodeResourceTable::Index(NodeIndex index) {
     pool.by_total[r].insert({IndexKey(node.total, res), index});
   }
   for (const auto& [name, amount] : node.total.entries()) alive_total_[name] += amount.units();
+  CountInDomains(index, node.available, 1, true);
   ++alive_count_;
   ++alive_version_;
   Touch(index);
@@ -158,6 +160,7 @@ void NodeResourceTable::Unindex(NodeIndex index) {
     it->second -= amount.units();
     if (it->second == 0) alive_total_.erase(it);
   }
+  CountInDomains(index, node.available, -1, true);
   --alive_count_;
   ++alive_version_;
   Touch(index);
@@ -175,7 +178,50 @@ void NodeResourceTable::Reindex(NodeIndex index, const ResourceSet& before) {
     pool.by_free[r].erase({old_key, index});
     pool.by_free[r].insert({new_key, index});
   }
+  CountInDomains(index, before, -1, false);
+  CountInDomains(index, node.available, 1, false);
   Touch(index);
+}
+
+void NodeResourceTable::CountInDomains(NodeIndex index, const ResourceSet& free, int sign,
+                                       bool with_totals) {
+  for (auto& [key, domains] : domains_)
+    CountInDomain(key, index, free, sign, with_totals, &domains);
+}
+
+void NodeResourceTable::CountInDomain(const std::string& key, NodeIndex index,
+                                      const ResourceSet& free, int sign, bool with_totals,
+                                      DomainIndex* domains) {
+  const Node& node = nodes_[index];
+  auto label = node.labels.find(key);
+  if (label == node.labels.end()) return;
+  auto [it, added] =
+      domains->by_value.try_emplace(label->second, static_cast<uint32_t>(domains->domains.size()));
+  if (added) domains->domains.push_back(Domain{label->second, {}, {}, {}});
+  Domain& d = domains->domains[it->second];
+  for (int r = 0; r < kNumIndexedResources; ++r) {
+    const auto res = static_cast<IndexedResource>(r);
+    d.free[r] += sign * IndexKey(free, res);
+    if (with_totals) d.total[r] += sign * IndexKey(node.total, res);
+  }
+  if (!with_totals) return;
+  if (sign > 0) {
+    d.nodes.insert(index);
+  } else {
+    d.nodes.erase(index);
+  }
+}
+
+const NodeResourceTable::DomainIndex& NodeResourceTable::Domains(const std::string& key) {
+  auto [it, added] = domains_.try_emplace(key);
+  if (added) {
+    for (NodeIndex n = 0; n < nodes_.size(); ++n) {
+      const Node& node = nodes_[n];
+      if (node.removed || node.state != NodeState::kAlive) continue;
+      CountInDomain(key, n, node.available, 1, true, &it->second);
+    }
+  }
+  return it->second;
 }
 
 void NodeResourceTable::Touch(NodeIndex index) {
@@ -205,6 +251,10 @@ absl::Status NodeResourceTable::RemoveNode(absl::string_view node_id) {
   if (!index) return absl::NotFoundError(absl::StrCat("node '", node_id, "' is not registered"));
   Node& node = nodes_[*index];
   if (node.state == NodeState::kAlive) Unindex(*index);
+  for (const auto& [key, value] : node.labels) {
+    auto it = label_keys_.find(key);
+    if (--it->second == 0) label_keys_.erase(it);
+  }
   node.removed = true;
   node.state = NodeState::kDead;
   by_id_.erase(node.id);

@@ -23,6 +23,7 @@
 
 #include "absl/container/btree_set.h"
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/node_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -77,6 +78,20 @@ class NodeResourceTable {
     uint32_t pool = 0;
   };
 
+  // The ALIVE nodes that share one value of a label key (a rack, an NVLink
+  // domain), with their summed free and total indexed resources, kept up
+  // to date like the pools' indices.
+  struct Domain {
+    std::string value;
+    absl::btree_set<NodeIndex> nodes;  // ALIVE members
+    std::array<int64_t, kNumIndexedResources> free{};
+    std::array<int64_t, kNumIndexedResources> total{};
+  };
+  struct DomainIndex {
+    std::vector<Domain> domains;  // in the order values were first seen
+    absl::flat_hash_map<std::string, uint32_t> by_value;
+  };
+
   struct Pool {
     std::string accelerator_type;  // "" for nodes without an accelerator type
     bool has_gpus = false;         // some node of the pool has GPU instances
@@ -102,6 +117,11 @@ class NodeResourceTable {
   // The pool of GPU nodes of `accelerator_type` ("": GPU nodes of no stated
   // type), or with has_gpus false, of the nodes without GPUs.
   const Pool* FindPool(absl::string_view accelerator_type, bool has_gpus = true) const;
+  // The domains of label key `key`. The first call for a key builds its
+  // index (O(nodes)); afterwards it is kept up to date at O(1) per change.
+  const DomainIndex& Domains(const std::string& key);
+  // Whether some registered node (in any state) carries label `key`.
+  bool HasLabelKey(const std::string& key) const { return label_keys_.contains(key); }
   // Whether the summed totals of ALIVE nodes cover `demand`, resource by
   // resource (a necessary condition for any placement of it).
   bool AliveTotalCovers(const ResourceSet& demand) const;
@@ -142,6 +162,11 @@ class NodeResourceTable {
   void Reindex(NodeIndex index, const ResourceSet& before);
   // Records a change to the node (see change_count()).
   void Touch(NodeIndex index);
+  // Adds (sign 1) or takes away (-1) an ALIVE node's share of the domain
+  // indices: membership and totals with `with_totals`, free capacity `free`.
+  void CountInDomains(NodeIndex index, const ResourceSet& free, int sign, bool with_totals);
+  void CountInDomain(const std::string& key, NodeIndex index, const ResourceSet& free, int sign,
+                     bool with_totals, DomainIndex* domains);
 
   std::vector<Node> nodes_;
   absl::flat_hash_map<std::string, NodeIndex> by_id_;
@@ -149,6 +174,10 @@ class NodeResourceTable {
   absl::flat_hash_map<std::pair<std::string, bool>, uint32_t> pool_by_key_;
   // Cluster-wide sums may exceed int64 (100k nodes x 1 TiB in 1/10000 bytes).
   absl::flat_hash_map<std::string, __int128> alive_total_;
+  // Label keys of registered nodes, with how many carry each.
+  absl::flat_hash_map<std::string, size_t> label_keys_;
+  // By label key; node-based so a reference stays valid as keys are added.
+  absl::node_hash_map<std::string, DomainIndex> domains_;
   size_t alive_count_ = 0;
   uint64_t alive_version_ = 0;
   // (change count at the node's last change, node): one entry per node.

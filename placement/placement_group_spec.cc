@@ -36,8 +36,37 @@ absl::StatusOr<PlacementStrategy> ParsePlacementStrategy(absl::string_view text,
       field, ": unknown strategy '", text, "' (want PACK, SPREAD, STRICT_PACK or STRICT_SPREAD)"));
 }
 
+namespace {
+
+absl::Status ValidateTopology(const Topology& topology) {
+  if (!topology.required.empty() && !topology.preferred.empty()) {
+    return absl::InvalidArgumentError(
+        "topology: give required (one domain, or wait) or preferred (fewest domains), not both");
+  }
+  if (!topology.required.empty()) return ValidateLabelKey(topology.required, "topology.required");
+  if (topology.preferred.size() > Topology::kMaxPreferred) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("topology.preferred: ", topology.preferred.size(), " keys; at most ",
+                     Topology::kMaxPreferred));
+  }
+  for (size_t i = 0; i < topology.preferred.size(); ++i) {
+    const std::string field = absl::StrCat("topology.preferred[", i, "]");
+    if (absl::Status s = ValidateLabelKey(topology.preferred[i], field); !s.ok()) return s;
+    for (size_t j = 0; j < i; ++j) {
+      if (topology.preferred[j] == topology.preferred[i]) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(field, ": '", topology.preferred[i], "' is listed twice"));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::StatusOr<PlacementGroupSpec> PlacementGroupSpec::Create(std::vector<Bundle> bundles,
-                                                              PlacementStrategy strategy) {
+                                                              PlacementStrategy strategy,
+                                                              Topology topology) {
   if (bundles.empty()) {
     return absl::InvalidArgumentError("bundles: a placement group needs at least one bundle");
   }
@@ -68,8 +97,10 @@ absl::StatusOr<PlacementGroupSpec> PlacementGroupSpec::Create(std::vector<Bundle
           absl::StrCat("bundles: the group's total demand overflows (", s.message(), ")"));
     }
   }
+  if (absl::Status s = ValidateTopology(topology); !s.ok()) return s;
   spec.bundles_ = std::move(bundles);
   spec.strategy_ = strategy;
+  spec.topology_ = std::move(topology);
   return spec;
 }
 

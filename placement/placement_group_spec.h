@@ -36,6 +36,25 @@ struct Bundle {
   }
 };
 
+// Where the bundles may go by the nodes' topology labels: nodes sharing a
+// value of a label key form a domain (a rack, a block, an NVLink domain).
+// required: all bundles in one domain of the key. preferred: in one domain
+// of the first key that has one with room, else of the next, else
+// anywhere (innermost key first). At most one of the two.
+struct Topology {
+  static constexpr size_t kMaxPreferred = 8;
+  std::string required;
+  std::vector<std::string> preferred;
+  bool empty() const { return required.empty() && preferred.empty(); }
+  // The keys to try, innermost first.
+  std::vector<std::string> keys() const {
+    return required.empty() ? preferred : std::vector<std::string>{required};
+  }
+  friend bool operator==(const Topology& a, const Topology& b) {
+    return a.required == b.required && a.preferred == b.preferred;
+  }
+};
+
 // Untrusted input, as it arrives from the API, a job file or a test.
 struct BundleInput {
   std::map<std::string, double> resources;
@@ -50,19 +69,23 @@ class PlacementGroupSpec {
  public:
   static constexpr size_t kMaxBundles = 4096;
 
+  // Errors name the field: `bundles[i]...`, `topology.required`,
+  // `topology.preferred[i]`.
   static absl::StatusOr<PlacementGroupSpec> Create(std::vector<Bundle> bundles,
-                                                   PlacementStrategy strategy);
+                                                   PlacementStrategy strategy,
+                                                   Topology topology = {});
   static absl::StatusOr<PlacementGroupSpec> FromInput(const PlacementGroupInput& input);
 
   const std::vector<Bundle>& bundles() const { return bundles_; }
   PlacementStrategy strategy() const { return strategy_; }
+  const Topology& topology() const { return topology_; }
   // Sum of all bundles (cannot overflow: Create checks it).
   const ResourceSet& total() const { return total_; }
 
-  // Same bundles (resources and selectors, in order) and strategy: the
+  // Same bundles (resources and selectors, in order), strategy and topology: the
   // same placement problem.
   friend bool operator==(const PlacementGroupSpec& a, const PlacementGroupSpec& b) {
-    return a.strategy_ == b.strategy_ && a.bundles_ == b.bundles_;
+    return a.strategy_ == b.strategy_ && a.bundles_ == b.bundles_ && a.topology_ == b.topology_;
   }
   // Hashes what == compares but the selectors (rarely what tells groups apart).
   template <typename H>
@@ -75,6 +98,7 @@ class PlacementGroupSpec {
   PlacementGroupSpec() = default;
   std::vector<Bundle> bundles_;
   PlacementStrategy strategy_ = PlacementStrategy::kPack;
+  Topology topology_;
   ResourceSet total_;
 };
 

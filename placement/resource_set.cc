@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -10,6 +11,12 @@
 #include "absl/strings/strip.h"
 
 namespace berth {
+
+bool NodeMaySetLabel(absl::string_view key) {
+  if (!absl::StartsWith(key, "berth.io/") || key == kNodePoolLabel) return true;
+  return std::find(std::begin(kTopologyLabels), std::end(kTopologyLabels), key) !=
+         std::end(kTopologyLabels);
+}
 
 std::string AcceleratorResourceName(absl::string_view accelerator_type) {
   return absl::StrCat(kAcceleratorResourcePrefix, accelerator_type);

@@ -128,9 +128,10 @@ absl::StatusOr<Labels> NodeLabels(absl::string_view text) {
     const std::string field = absl::StrCat("--labels[\"", key, "\"]");
     if (absl::Status s = ValidateLabelKey(key, field); !s.ok()) return s;
     if (absl::Status s = ValidateLabelValue(value, field); !s.ok()) return s;
-    if (absl::StartsWith(key, "berth.io/")) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(field, ": the berth.io/ prefix is reserved (set by the head)"));
+    if (!NodeMaySetLabel(key) || key == kNodePoolLabel) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          field, ": the berth.io/ prefix is reserved (set by the head; --node-pool sets ",
+          kNodePoolLabel, "), the topology keys excepted"));
     }
     labels[key] = value;
   }

@@ -15,13 +15,23 @@ int64_t HeadNowMs() { return absl::ToUnixMillis(absl::Now()); }
 AdmissionPolicy HeadAdmission(const HeadState& state, bool node_methods) {
   AdmissionPolicy policy{state.config().cluster_token, state.config().tls};
   policy.teams = &state.teams;
-  policy.team_methods = {
-      "CreatePlacementGroup",  "CreatePlacementGroups",   "GetPlacementGroup",
-      "ListPlacementGroups",   "WaitPlacementGroupReady", "WaitPlacementGroupsReady",
-      "RemovePlacementGroup",  "RemovePlacementGroups",   "SubmitTrainJob",
-      "GetTrainJob",           "ListTrainJobs",           "StopTrainJob",
-      "StreamTrainJobLogs",    "GetClusterStatus",        "ListNodes",
-      "GetQueue",              "ListQueues"};
+  policy.team_methods = {"CreatePlacementGroup",
+                         "CreatePlacementGroups",
+                         "GetPlacementGroup",
+                         "ListPlacementGroups",
+                         "WaitPlacementGroupReady",
+                         "WaitPlacementGroupsReady",
+                         "RemovePlacementGroup",
+                         "RemovePlacementGroups",
+                         "SubmitTrainJob",
+                         "GetTrainJob",
+                         "ListTrainJobs",
+                         "StopTrainJob",
+                         "StreamTrainJobLogs",
+                         "GetClusterStatus",
+                         "ListNodes",
+                         "GetQueue",
+                         "ListQueues"};
   if (node_methods) {
     for (const char* method : {"RegisterNode", "Heartbeat", "ReportWorkerExit"}) {
       policy.role_of_method[method] = TlsRole::kNode;
@@ -64,7 +74,8 @@ uint64_t HeadState::PersistNodeLocked(const std::string& node_id) {
 }
 
 uint64_t HeadState::PersistQueuesLocked() {
-  return writer_.Stage(kQueuesTable, kQueuesKey, QueueConfigToRecord(groups.queue_config()).SerializeAsString());
+  return writer_.Stage(kQueuesTable, kQueuesKey,
+                       QueueConfigToRecord(groups.queue_config()).SerializeAsString());
 }
 
 absl::Status HeadState::Durable(uint64_t seq) {

@@ -46,10 +46,10 @@ absl::StatusOr<NodeManager::Registration> NodeManager::Register(
   if (!total.ok()) return total.status();
   spec.resources = *std::move(total);
   for (const auto& [key, value] : request.labels()) {
-    if (absl::StartsWith(key, "berth.io/") && key != kNodePoolLabel) {
+    if (!NodeMaySetLabel(key)) {
       return absl::InvalidArgumentError(
           absl::StrCat("labels[\"", key, "\"]: keys starting with berth.io/ are set by berth (",
-                       kNodePoolLabel, " excepted)"));
+                       kNodePoolLabel, " and the topology keys excepted)"));
     }
     spec.labels[key] = value;
   }

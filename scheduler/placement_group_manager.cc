@@ -6,6 +6,7 @@
 
 #include "absl/hash/hash.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "google/protobuf/io/coded_stream.h"
 #include "google/protobuf/io/zero_copy_stream_impl_lite.h"
 #include "queueing/queue_config.h"
@@ -78,7 +79,7 @@ absl::StatusOr<std::string> PlacementGroupManager::Create(
     return *id;
   }
   absl::StatusOr<PlacementGroupSpec> spec =
-      PlacementGroupSpecFromProto(request.bundles(), request.strategy());
+      PlacementGroupSpecFromProto(request.bundles(), request.strategy(), false, request.topology());
   if (!spec.ok()) return spec.status();
   return CreateFromSpec(*std::move(spec), request, new_id, now_ms);
 }
@@ -109,8 +110,8 @@ absl::StatusOr<std::vector<std::string>> PlacementGroupManager::CreateBatch(
       ids[i] = *id;
       continue;
     }
-    absl::StatusOr<PlacementGroupSpec> spec =
-        PlacementGroupSpecFromProto(request.bundles(), request.strategy());
+    absl::StatusOr<PlacementGroupSpec> spec = PlacementGroupSpecFromProto(
+        request.bundles(), request.strategy(), false, request.topology());
     if (!spec.ok()) return in_request(spec.status());
     if (absl::Status s = CheckNew(*spec, request, new_groups); !s.ok()) return in_request(s);
     if (groups_.count(new_ids.at(i)) != 0) {
@@ -164,8 +165,8 @@ absl::Status PlacementGroupManager::CheckNew(const PlacementGroupSpec& spec,
       !q.ok()) {
     return q.status();
   }
-  if (absl::StatusOr<int32_t> p = queues_.config().PriorityOf(meta.priority_class(),
-                                                              meta.priority(), "priority_class");
+  if (absl::StatusOr<int32_t> p =
+          queues_.config().PriorityOf(meta.priority_class(), meta.priority(), "priority_class");
       !p.ok()) {
     return p.status();
   }
@@ -182,6 +183,7 @@ absl::Status PlacementGroupManager::CheckNew(const PlacementGroupSpec& spec,
                      config_.max_pending_groups, "); remove some or retry later"));
   }
   if (absl::Status s = ValidateString(meta.job_id(), "job_id", 128, false); !s.ok()) return s;
+  if (absl::Status s = CheckTopologyKeys(spec.topology(), "topology"); !s.ok()) return s;
   if (by_request_id_.contains(meta.request_id())) {
     return absl::AlreadyExistsError(
         absl::StrCat("request_id: '", meta.request_id(), "' was already used"));
@@ -189,6 +191,26 @@ absl::Status PlacementGroupManager::CheckNew(const PlacementGroupSpec& spec,
   if (!meta.name().empty() && by_name_.contains(meta.name())) {
     return absl::AlreadyExistsError(absl::StrCat("name: a placement group named '", meta.name(),
                                                  "' exists (", by_name_.at(meta.name()), ")"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status PlacementGroupManager::CheckTopologyKeys(const Topology& topology,
+                                                      absl::string_view field) const {
+  // A key no node has carried is most likely a typo; the well-known ones
+  // may name nodes an autoscaler has yet to start.
+  auto known = [&](const std::string& key) {
+    return table_->HasLabelKey(key) ||
+           std::find(std::begin(kTopologyLabels), std::end(kTopologyLabels), key) !=
+               std::end(kTopologyLabels);
+  };
+  const std::vector<std::string> keys = topology.keys();
+  for (size_t i = 0; i < keys.size(); ++i) {
+    if (known(keys[i])) continue;
+    return absl::InvalidArgumentError(absl::StrCat(
+        field, topology.required.empty() ? absl::StrCat(".preferred[", i, "]") : ".required",
+        ": no node carries label '", keys[i], "'; label nodes with berth start --labels ", keys[i],
+        "=<domain>, or use one of ", absl::StrJoin(kTopologyLabels, ", ")));
   }
   return absl::OkStatus();
 }
@@ -299,8 +321,8 @@ std::vector<uint32_t> PlacementGroupManager::PlacedBundles(const Group& g) const
 }
 
 std::vector<CancelTask> PlacementGroupManager::CancelsFor(const Group& g,
-                                                         const std::vector<uint32_t>& bundles,
-                                                         absl::string_view why) const {
+                                                          const std::vector<uint32_t>& bundles,
+                                                          absl::string_view why) const {
   std::map<NodeIndex, std::vector<uint32_t>> by_node;
   for (uint32_t b : bundles) {
     if (g.placed[b]) by_node[g.placed[b]->allocation.node].push_back(b);
@@ -310,8 +332,8 @@ std::vector<CancelTask> PlacementGroupManager::CancelsFor(const Group& g,
     const std::string address = nodes_->Address(node);
     if (address.empty()) continue;  // a DEAD node holds nothing any more
     // A group is removed once, and preempted once per count: the id is unique.
-    cancels.push_back(
-        {g.id, address, std::move(indices), absl::StrCat(g.id, "/", why, "/", table_->node(node).id)});
+    cancels.push_back({g.id, address, std::move(indices),
+                       absl::StrCat(g.id, "/", why, "/", table_->node(node).id)});
   }
   return cancels;
 }
@@ -466,14 +488,12 @@ void PlacementGroupManager::StartPreemption(const Preemption& p, int64_t now_ms)
   if (it == groups_.end()) return;
   Group& v = it->second;
   auto by = groups_.find(p.by);
-  const std::string who =
-      by != groups_.end() && !by->second.job_id.empty()
-          ? absl::StrCat("job ", by->second.job_id)
-          : absl::StrCat("placement group ", p.by);
-  v.preempted_by =
-      absl::StrCat("preempted by ", who, " of queue ",
-                   by != groups_.end() ? by->second.queue : std::string(kDefaultQueue), " (",
-                   PreemptionRuleName(p.rule), ")");
+  const std::string who = by != groups_.end() && !by->second.job_id.empty()
+                              ? absl::StrCat("job ", by->second.job_id)
+                              : absl::StrCat("placement group ", p.by);
+  v.preempted_by = absl::StrCat("preempted by ", who, " of queue ",
+                                by != groups_.end() ? by->second.queue : std::string(kDefaultQueue),
+                                " (", PreemptionRuleName(p.rule), ")");
   v.preempting = true;
   ++v.preemptions;
   if (observer_) observer_->OnPreempted(v.queue);
@@ -484,8 +504,7 @@ void PlacementGroupManager::StartPreemption(const Preemption& p, int64_t now_ms)
     preemption_work_.job_groups.push_back(v.id);
   } else if (!v.in_flight) {
     std::vector<CancelTask> cancels = FinishPreemption(v, now_ms);
-    preemption_work_.cancels.insert(preemption_work_.cancels.end(), cancels.begin(),
-                                    cancels.end());
+    preemption_work_.cancels.insert(preemption_work_.cancels.end(), cancels.begin(), cancels.end());
   }
 }
 
@@ -508,7 +527,9 @@ std::vector<CancelTask> PlacementGroupManager::FinishPreemption(Group& g, int64_
   return cancels;
 }
 
-PreemptionWork PlacementGroupManager::TakePreemptions() { return std::exchange(preemption_work_, {}); }
+PreemptionWork PlacementGroupManager::TakePreemptions() {
+  return std::exchange(preemption_work_, {});
+}
 
 absl::StatusOr<std::vector<CancelTask>> PlacementGroupManager::ReleasePreempted(
     const std::string& id, int64_t now_ms) {
@@ -675,6 +696,26 @@ void PlacementGroupManager::ToProto(const Group& g, v1::PlacementGroupInfo* info
   info->set_preemptible(g.preemptible);
   info->set_time_limit_s(g.time_limit_ms / 1000);
   info->set_preemptions(g.preemptions);
+  TopologyToProto(g.spec.topology(), info->mutable_topology());
+  // The innermost key whose one value every placed bundle shares.
+  for (const std::string& key : g.spec.topology().keys()) {
+    std::optional<std::string> shared;
+    bool one = true;
+    for (const std::optional<BundlePlacement>& p : g.placed) {
+      if (!p) continue;
+      const Labels& labels = table_->node(p->allocation.node).labels;
+      auto value = labels.find(key);
+      if (value == labels.end() || (shared && *shared != value->second)) {
+        one = false;
+        break;
+      }
+      shared = value->second;
+    }
+    if (one && shared) {
+      info->set_topology_domain(absl::StrCat(key, "=", *shared));
+      break;
+    }
+  }
 }
 
 absl::Status PlacementGroupManager::Get(const v1::GetPlacementGroupRequest& request,

@@ -184,6 +184,9 @@ class PlacementGroupManager {
   // Whether `team` may use group `id` (its queue's grant, QueueConfig::MayUse);
   // an unknown group is OK here (the call names it NOT_FOUND).
   absl::Status MayUse(const std::string& id, absl::string_view team, absl::string_view field) const;
+  // Whether the keys of `topology` are known: some node carries each, or it
+  // is one of kTopologyLabels. INVALID_ARGUMENT names the key under `field`.
+  absl::Status CheckTopologyKeys(const Topology& topology, absl::string_view field) const;
   // What places the groups, and what it has learned.
   const PlacementScorer& scorer() const { return scorer_; }
 
@@ -308,11 +311,11 @@ class PlacementGroupManager {
   // Keys view Group::request_id (groups_ is node-based: stable addresses).
   absl::flat_hash_map<absl::string_view, std::string> by_request_id_;
   absl::flat_hash_map<std::string, std::string> by_name_;  // live groups only
-  std::map<QueueKey, std::string> queue_;  // admitted groups waiting for bundles
-  std::set<std::string> infeasible_;       // of those, the ones waiting for a node change
-  std::set<std::string> waiting_;          // groups the queue scheduler has not admitted
-  bool pass_due_ = true;                   // something changed since the last pass
-  size_t waiting_feasible_ = 0;            // of waiting_, those not infeasible at the last pass
+  std::map<QueueKey, std::string> queue_;                  // admitted groups waiting for bundles
+  std::set<std::string> infeasible_;  // of those, the ones waiting for a node change
+  std::set<std::string> waiting_;     // groups the queue scheduler has not admitted
+  bool pass_due_ = true;              // something changed since the last pass
+  size_t waiting_feasible_ = 0;       // of waiting_, those not infeasible at the last pass
   int64_t next_pass_ms_ = 0;
   PreemptionWork preemption_work_;
   std::deque<std::string> removed_order_;

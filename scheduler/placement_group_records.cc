@@ -29,6 +29,7 @@ std::optional<v1::PlacementGroupRecord> PlacementGroupManager::Export(const std:
   r.set_fingerprint(g.fingerprint);
   for (const Bundle& b : g.spec.bundles()) BundleToProto(b, r.add_bundles());
   r.set_strategy(StrategyToProto(g.spec.strategy()));
+  TopologyToProto(g.spec.topology(), r.mutable_topology());
   r.set_priority(g.priority);
   r.set_queue(g.queue);
   // A commit in flight has an unknown outcome: written as not yet placed.
@@ -63,11 +64,11 @@ absl::Status PlacementGroupManager::Restore(const v1::PlacementGroupRecord& r, i
   }
   const std::string queue = r.queue().empty() ? std::string(kDefaultQueue) : r.queue();
   if (queues_.config().FindQueue(queue) == nullptr) {
-    return absl::FailedPreconditionError(absl::StrCat("placement group record '", id,
-                                                      "': queue '", queue, "' is not configured"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("placement group record '", id, "': queue '", queue, "' is not configured"));
   }
   absl::StatusOr<PlacementGroupSpec> spec =
-      PlacementGroupSpecFromProto(r.bundles(), r.strategy(), true);
+      PlacementGroupSpecFromProto(r.bundles(), r.strategy(), true, r.topology());
   if (!spec.ok()) return spec.status();
   Group g(id, *std::move(spec), config_.backoff());
   g.name = r.name();
@@ -148,8 +149,7 @@ absl::Status PlacementGroupManager::Restore(const v1::PlacementGroupRecord& r, i
   // One created directly lets go now; a job's group, once its job stopped.
   if (restored.preempting && restored.job_id.empty()) {
     std::vector<CancelTask> cancels = FinishPreemption(restored, now_ms);
-    preemption_work_.cancels.insert(preemption_work_.cancels.end(), cancels.begin(),
-                                    cancels.end());
+    preemption_work_.cancels.insert(preemption_work_.cancels.end(), cancels.begin(), cancels.end());
   }
   pass_due_ = true;
   if (lost > 0) changed_.insert(id);

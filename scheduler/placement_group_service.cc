@@ -34,8 +34,7 @@ bool Settled(std::optional<v1::PlacementGroupState> state) {
 }  // namespace
 
 PlacementGroupServiceImpl::PlacementGroupServiceImpl(HeadState* state, Scheduler* scheduler)
-    : Admitted<v1::PlacementGroupService::Service>(
-          HeadAdmission(*state, /*node_methods=*/false)),
+    : Admitted<v1::PlacementGroupService::Service>(HeadAdmission(*state, /*node_methods=*/false)),
       state_(state),
       scheduler_(scheduler) {}
 
@@ -71,8 +70,8 @@ grpc::Status PlacementGroupServiceImpl::GetPlacementGroup(
     if (absl::Status s = state_->groups.Get(*request, response->mutable_placement_group()); !s.ok())
       return ToGrpcStatus(s);
     if (team) {
-      absl::Status s = state_->groups.queue_config().MayUse(
-          response->placement_group().queue(), *team, "placement_group_id");
+      absl::Status s = state_->groups.queue_config().MayUse(response->placement_group().queue(),
+                                                            *team, "placement_group_id");
       if (!s.ok()) {
         response->Clear();
         return ToGrpcStatus(s);
@@ -94,14 +93,13 @@ grpc::Status PlacementGroupServiceImpl::ListPlacementGroups(
     state_->groups.List(*request, response);
     if (team) {  // a team sees the groups of the queues granted to it
       auto* groups = response->mutable_placement_groups();
-      groups->erase(std::remove_if(groups->begin(), groups->end(),
-                                   [&](const v1::PlacementGroupInfo& g)
-                                       ABSL_EXCLUSIVE_LOCKS_REQUIRED(state_->mu) {
-                                         return !state_->groups.queue_config()
-                                                     .MayUse(g.queue(), *team, "")
-                                                     .ok();
-                                       }),
-                    groups->end());
+      groups->erase(
+          std::remove_if(
+              groups->begin(), groups->end(),
+              [&](const v1::PlacementGroupInfo& g) ABSL_EXCLUSIVE_LOCKS_REQUIRED(state_->mu) {
+                return !state_->groups.queue_config().MayUse(g.queue(), *team, "").ok();
+              }),
+          groups->end());
     }
     seq = state_->StagedLocked();
   }

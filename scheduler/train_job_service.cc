@@ -18,8 +18,7 @@ grpc::Status NotStarted() {
 
 TrainJobServiceImpl::TrainJobServiceImpl(HeadState* state, Scheduler* scheduler,
                                          RayletClients* raylets)
-    : Admitted<v1::TrainJobService::Service>(
-          HeadAdmission(*state, /*node_methods=*/false)),
+    : Admitted<v1::TrainJobService::Service>(HeadAdmission(*state, /*node_methods=*/false)),
       state_(state),
       scheduler_(scheduler),
       raylets_(raylets) {}
@@ -35,14 +34,20 @@ grpc::Status TrainJobServiceImpl::SubmitTrainJob(grpc::ServerContext* context,
     const QueueConfig& queues = state_->groups.queue_config();
     absl::StatusOr<const QueueSpec*> q = queues.Resolve(request->spec().queue(), "spec.queue");
     if (!q.ok()) return ToGrpcStatus(q.status());
-    if (absl::StatusOr<int32_t> p = queues.PriorityOf(request->spec().priority_class(), 0,
-                                                      "spec.priority_class");
+    if (absl::StatusOr<int32_t> p =
+            queues.PriorityOf(request->spec().priority_class(), 0, "spec.priority_class");
         !p.ok()) {
       return ToGrpcStatus(p.status());
     }
     if (team) {
       if (absl::Status s = queues.MayUse(request->spec().queue(), *team, "spec.queue"); !s.ok())
         return ToGrpcStatus(s);
+    }
+    if (absl::Status s = state_->groups.CheckTopologyKeys(
+            TopologyFromProto(request->spec().scaling_config().topology()),
+            "spec.scaling_config.topology");
+        !s.ok()) {
+      return ToGrpcStatus(s);
     }
   }
   absl::StatusOr<std::string> id = jobs->Submit(*request);

@@ -176,7 +176,7 @@ absl::StatusOr<PlacementGroupSpec> BuildTrainPlacementGroup(const ScalingConfig&
     return s;
   }
   absl::StatusOr<PlacementGroupSpec> spec =
-      PlacementGroupSpec::Create(std::move(bundles), *strategy);
+      PlacementGroupSpec::Create(std::move(bundles), *strategy, config.topology);
   if (!spec.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("scaling_config: ", spec.status().message()));
   }

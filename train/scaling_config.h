@@ -41,6 +41,8 @@ struct ScalingConfig {
   std::optional<ResourceAmounts> trainer_resources;
   std::string accelerator_type;  // e.g. "A10G"; empty: any
   std::string placement_strategy = "PACK";
+  // The group's topology (PlacementGroupSpec): all ranks in one rack, say.
+  Topology topology;
 };
 
 // Validates `config` (errors name the field under `scaling_config.`) and

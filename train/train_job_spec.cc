@@ -120,6 +120,7 @@ absl::StatusOr<PlacementGroupSpec> PlacementGroupForJob(const v1::TrainJobSpec& 
     config.label_selector.push_back(*std::move(selector));
   }
   config.accelerator_type = s.accelerator_type();
+  config.topology = TopologyFromProto(s.topology());
   switch (s.placement_strategy()) {
     case v1::PLACEMENT_STRATEGY_UNSPECIFIED:
     case v1::PLACEMENT_STRATEGY_PACK:

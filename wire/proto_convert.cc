@@ -104,7 +104,7 @@ void GpuSharesToProto(const std::vector<GpuShare>& shares,
 
 absl::StatusOr<PlacementGroupSpec> PlacementGroupSpecFromProto(
     const google::protobuf::RepeatedPtrField<v1::Bundle>& bundles, v1::PlacementStrategy strategy,
-    bool allow_internal) {
+    bool allow_internal, const v1::Topology& topology) {
   PlacementStrategy s;
   switch (strategy) {
     case v1::PLACEMENT_STRATEGY_UNSPECIFIED:
@@ -149,7 +149,16 @@ absl::StatusOr<PlacementGroupSpec> PlacementGroupSpecFromProto(
     if (!selector.ok()) return selector.status();
     out.push_back({*std::move(resources), *std::move(selector)});
   }
-  return PlacementGroupSpec::Create(std::move(out), s);
+  return PlacementGroupSpec::Create(std::move(out), s, TopologyFromProto(topology));
+}
+
+Topology TopologyFromProto(const v1::Topology& proto) {
+  return {proto.required(), {proto.preferred().begin(), proto.preferred().end()}};
+}
+
+void TopologyToProto(const Topology& topology, v1::Topology* proto) {
+  proto->set_required(topology.required);
+  proto->mutable_preferred()->Assign(topology.preferred.begin(), topology.preferred.end());
 }
 
 void BundleToProto(const Bundle& bundle, v1::Bundle* proto) {

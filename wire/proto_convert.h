@@ -43,8 +43,10 @@ void GpuSharesToProto(const std::vector<GpuShare>& shares,
 // group's, as the head reports them in pending demand).
 absl::StatusOr<PlacementGroupSpec> PlacementGroupSpecFromProto(
     const google::protobuf::RepeatedPtrField<v1::Bundle>& bundles, v1::PlacementStrategy strategy,
-    bool allow_internal = false);
+    bool allow_internal = false, const v1::Topology& topology = v1::Topology::default_instance());
 void BundleToProto(const Bundle& bundle, v1::Bundle* proto);
+Topology TopologyFromProto(const v1::Topology& proto);
+void TopologyToProto(const Topology& topology, v1::Topology* proto);
 
 v1::PlacementStrategy StrategyToProto(PlacementStrategy strategy);
 v1::NodeState NodeStateToProto(NodeState state);

@@ -319,6 +319,12 @@ void AddJobCommands(CLI::App& app, Action* action) {
                          "\"CPU=1,memory=200Gi\" (default CPU=1)");
   submit_cmd->add_option("--accelerator-type", args.accelerator_type,
                          "GPU model the workers need, e.g. A10G");
+  submit_cmd->add_option("--topology-required", args.topology_required,
+                         "A node label key whose one value every rank shares, e.g. "
+                         "berth.io/topology-rack; the job waits until one domain has room");
+  submit_cmd->add_option("--topology-preferred", args.topology_preferred,
+                         "Label keys to keep the ranks within, innermost first (repeatable), "
+                         "e.g. berth.io/nvlink-domain then berth.io/topology-rack");
   submit_cmd->add_option("--strategy", args.strategy, "PACK, SPREAD, STRICT_PACK or STRICT_SPREAD")
       ->capture_default_str();
   submit_cmd

@@ -367,11 +367,10 @@ int RunTeamCredentials(const Context& ctx, const CredentialsFlags& flags) {
   if (flags.revoke) {
     v1::RevokeTeamTokensRequest request;
     request.set_team(flags.team);
-    return Print(ctx, ctx.client.RevokeTeamTokens(request),
-                 [&](const v1::RevokeTeamTokensResponse& r) {
-                   return absl::StrCat("revoked ", r.revoked(), " token(s) of team ", flags.team,
-                                       "\n");
-                 });
+    return Print(
+        ctx, ctx.client.RevokeTeamTokens(request), [&](const v1::RevokeTeamTokensResponse& r) {
+          return absl::StrCat("revoked ", r.revoked(), " token(s) of team ", flags.team, "\n");
+        });
   }
   v1::IssueTeamTokenRequest request;
   request.set_team(flags.team);

@@ -73,6 +73,25 @@ def _selector_requirements(name: str, selector) -> list:
     return requirements
 
 
+def _topology_keys(topology) -> tuple:
+    """(required, preferred) of a topology dict; errors name the field."""
+    if not isinstance(topology, dict) or not topology or set(topology) - {"required", "preferred"}:
+        raise InvalidArgumentError(
+            "topology: {'required': label_key} or {'preferred': [label_key, ...]}, "
+            f"not {topology!r}")
+    if len(topology) == 2:
+        raise InvalidArgumentError("topology: give required or preferred, not both")
+    required = topology.get("required", "")
+    if "required" in topology and (not isinstance(required, str) or not required):
+        raise InvalidArgumentError(f"topology.required: a node label key, not {required!r}")
+    preferred = topology.get("preferred", [])
+    if isinstance(preferred, str):
+        preferred = [preferred]
+    if not isinstance(preferred, list) or any(not isinstance(k, str) or not k for k in preferred):
+        raise InvalidArgumentError(f"topology.preferred: a list of node label keys, not {preferred!r}")
+    return required, preferred
+
+
 @dataclass
 class ScalingConfig:
     """How many workers a job runs and what each one needs (Ray Train's).
@@ -93,7 +112,11 @@ class ScalingConfig:
             with one dict per rank.
         rank_resources: berth's: rank -> extra resources merged into that
             rank's bundle, e.g. {0: {"memory": 200 * 2**30}}.
-        use_tpu, topology: Ray's TPU fields; berth has no TPUs.
+        topology: berth's topology domains, {"required": key} (every rank
+            in one value of a node label key, e.g. "berth.io/topology-rack")
+            or {"preferred": [key, ...]} (fewest domains, innermost first).
+            A string is Ray's TPU topology, refused: berth has no TPUs.
+        use_tpu: Ray's; berth has no TPUs.
     """
 
     trainer_resources: Optional[Dict[str, Number]] = None
@@ -103,7 +126,7 @@ class ScalingConfig:
     placement_strategy: str = "PACK"
     accelerator_type: Optional[str] = None
     use_tpu: bool = False
-    topology: Optional[str] = None
+    topology: Optional[Union[str, Dict[str, Union[str, List[str]]]]] = None
     label_selector: Optional[Union[Dict[str, str], List[Dict[str, str]]]] = None
     rank_resources: Optional[Dict[int, Dict[str, Number]]] = None
 
@@ -137,8 +160,10 @@ class ScalingConfig:
         if self.accelerator_type is not None and (not isinstance(self.accelerator_type, str)
                                                   or not self.accelerator_type):
             raise InvalidArgumentError(f"accelerator_type: a GPU model name such as 'A10G', not {self.accelerator_type!r}")
-        if self.use_tpu or self.topology:
+        if self.use_tpu or isinstance(self.topology, str):
             raise InvalidArgumentError("use_tpu: berth schedules GPUs and CPUs, not TPUs")
+        if self.topology is not None:
+            _topology_keys(self.topology)
 
     @property
     def total_workers(self) -> int:
@@ -169,6 +194,10 @@ class ScalingConfig:
         if self.trainer_resources is not None and not self.trainer_resources:
             proto.trainer_resources.amounts["CPU"] = 0.0  # {} = no trainer resources, as in Ray
         proto.placement_strategy = common_pb2.PlacementStrategy.Value(f"PLACEMENT_STRATEGY_{self.placement_strategy}")
+        if self.topology is not None:
+            required, preferred = _topology_keys(self.topology)
+            proto.topology.required = required
+            proto.topology.preferred.extend(preferred)
         return proto
 
 

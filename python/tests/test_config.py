@@ -70,12 +70,26 @@ def test_per_rank_fields_to_proto():
     ({"placement_strategy": "PACKED"}, "placement_strategy"),
     ({"accelerator_type": ""}, "accelerator_type"),
     ({"use_tpu": True}, "use_tpu"),
+    ({"topology": "4x4"}, "use_tpu"),
+    ({"topology": {"required": "a", "preferred": ["b"]}}, "topology"),
+    ({"topology": {"rack": "a"}}, "topology"),
+    ({"topology": {"required": ""}}, "topology.required"),
+    ({"topology": {"preferred": ["a", 3]}}, "topology.preferred"),
 ])
 def test_bad_values_name_the_field(kwargs, field):
     with pytest.raises(berth.InvalidArgumentError) as error:
         berth.ScalingConfig(**kwargs)
     assert str(error.value).startswith(field + ":")
     assert isinstance(error.value, ValueError)
+
+
+def test_topology_goes_on_the_wire():
+    required = berth.ScalingConfig(num_workers=2, topology={"required": "berth.io/topology-rack"})
+    assert required.to_proto().topology.required == "berth.io/topology-rack"
+    preferred = berth.ScalingConfig(num_workers=2, topology={"preferred": ["berth.io/nvlink-domain",
+                                                                          "berth.io/topology-rack"]})
+    assert list(preferred.to_proto().topology.preferred) == ["berth.io/nvlink-domain", "berth.io/topology-rack"]
+    assert not berth.ScalingConfig().to_proto().HasField("topology")
 
 
 def test_failure_config_checks():

@@ -200,6 +200,71 @@ TEST_F(TrainJobTest, RanksThatDifferGetTheirOwnBundlesAndTrainTogether) {
   for (int r = 1; r < 4; ++r) EXPECT_EQ(ParamsHash(RankLog(info, r)), hash) << "rank " << r;
 }
 
+// Racks a (2 GPUs) and b (4 GPUs) beside the fixture's unlabelled n0, n1.
+TEST_F(TrainJobTest, ARackGangNeverSpansRacksAndWaitsWithAReasonWhenNoRackFits) {
+  const std::string rack = "berth.io/topology-rack";
+  cluster_->AddRaylet({"a0", 2, "A10G", 8, "32Gi", rack + "=a"});
+  cluster_->AddRaylet({"b0", 2, "A10G", 8, "32Gi", rack + "=b"});
+  cluster_->AddRaylet({"b1", 2, "A10G", 8, "32Gi", rack + "=b"});
+  auto racked = [&](int workers) {
+    v1::TrainJobSpec spec = GpuJob(workers);
+    spec.mutable_scaling_config()->mutable_topology()->set_required(rack);
+    return spec;
+  };
+  // Only rack b holds 4 GPUs: a real DDP script trains there.
+  v1::TrainJobSpec ddp = racked(4);
+  SetCommand(&ddp, {"/usr/bin/python3", BERTH_SOURCE_DIR "/examples/pytorch-ddp/train.py",
+                    "--steps", "40"});
+  const std::string big = Submit(ddp);
+  ASSERT_TRUE(
+      WaitUntil([&] { return Get(big).state() == v1::TRAIN_JOB_STATE_RUNNING; }, seconds(60)))
+      << Get(big).DebugString();
+  // 3 GPUs are free on n0 and n1 (4) but in no rack: the gang waits, saying so.
+  v1::TrainJobSpec three = racked(3);
+  SetCommand(&three, {"/bin/sh", "-c", "exit 0"});
+  const std::string waiting = Submit(three);
+  ASSERT_TRUE(WaitUntil([&] { return Get(waiting).message().find(rack) != std::string::npos; },
+                        seconds(10)))
+      << Get(waiting).DebugString();
+  EXPECT_EQ(Get(waiting).state(), v1::TRAIN_JOB_STATE_PENDING);
+  EXPECT_THAT(Get(waiting).message(), HasSubstr("topology.required " + rack));
+  EXPECT_THAT(Get(waiting).message(), HasSubstr(rack + "=a has GPU: 2 free"));
+  v1::GetPlacementGroupRequest get;
+  get.set_placement_group_id(Get(big).placement_group_id());
+  v1::GetPlacementGroupResponse pg;
+  ASSERT_TRUE(cluster_->groups().GetPlacementGroup(Context().get(), get, &pg).ok());
+  EXPECT_EQ(pg.placement_group().topology_domain(), rack + "=b");
+
+  v1::TrainJobInfo trained = WaitDone(big, seconds(180));
+  ASSERT_EQ(trained.state(), v1::TRAIN_JOB_STATE_SUCCEEDED) << trained.DebugString();
+  for (const v1::WorkerRank& w : trained.workers()) {
+    EXPECT_TRUE(w.node_id() == "b0" || w.node_id() == "b1") << w.node_id();
+  }
+  const std::string hash = ParamsHash(RankLog(trained, 0));
+  ASSERT_FALSE(hash.empty()) << RankLog(trained, 0) << RankLog(trained, 0, ".err");
+  for (int r = 1; r < 4; ++r) EXPECT_EQ(ParamsHash(RankLog(trained, r)), hash) << "rank " << r;
+  // Rack b is free again: the waiting gang goes there, whole.
+  v1::TrainJobInfo after = WaitDone(waiting, seconds(60));
+  ASSERT_EQ(after.state(), v1::TRAIN_JOB_STATE_SUCCEEDED) << after.DebugString();
+  for (const v1::WorkerRank& w : after.workers()) {
+    EXPECT_TRUE(w.node_id() == "b0" || w.node_id() == "b1") << w.node_id();
+  }
+  // A key no node carries is refused, and no job is made.
+  v1::TrainJobSpec typo = GpuJob(2);
+  typo.mutable_scaling_config()->mutable_topology()->set_required("rack");
+  v1::SubmitTrainJobRequest request;
+  *request.mutable_spec() = typo;
+  request.set_request_id("typo");
+  v1::SubmitTrainJobResponse response;
+  grpc::Status refused = cluster_->jobs().SubmitTrainJob(Context().get(), request, &response);
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(refused.error_message(),
+              HasSubstr("spec.scaling_config.topology.required: no node carries label 'rack'"));
+  v1::ListTrainJobsResponse jobs;
+  ASSERT_TRUE(cluster_->jobs().ListTrainJobs(Context().get(), {}, &jobs).ok());
+  EXPECT_EQ(jobs.jobs_size(), 2);
+}
+
 TEST_F(TrainJobTest, AJobTooLargeWaitsWithAReasonAndStartsWhenANodeJoins) {
   v1::TrainJobSpec spec = GpuJob(6);
   SetCommand(&spec, {"/bin/sh", "-c", "exit 0"});

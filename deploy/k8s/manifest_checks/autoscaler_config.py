@@ -5,6 +5,8 @@ import re
 from manifest_checks.report import error
 from manifest_checks.objects import quantity
 
+# placement/resource_set.h kTopologyLabels: the berth.io/ labels a node may carry.
+TOPOLOGY_LABELS = {"berth.io/topology-block", "berth.io/topology-rack", "berth.io/nvlink-domain"}
 
 POOL_KEYS = {"name", "accelerator_type", "gpus", "cpus", "memory", "labels", "min_nodes", "max_nodes",
              "idle_timeout_s", "deployment"}
@@ -77,8 +79,9 @@ def check_autoscaler_config(where, config, namespace=None):
         labels = pool.get("labels", {})
         if not isinstance(labels, dict) or not all(isinstance(v, str) for v in labels.values()):
             error(where, f"{at}.labels: a map of strings is required")
-        elif any(str(k).startswith("berth.io/") for k in labels):
-            error(where, f"{at}.labels: the berth.io/ prefix is reserved (the raylet refuses it)")
+        elif any(str(k).startswith("berth.io/") and k not in TOPOLOGY_LABELS for k in labels):
+            error(where, f"{at}.labels: the berth.io/ prefix is reserved (the raylet refuses it), "
+                  "the topology keys excepted")
         if ptype == "kubernetes" and not pool.get("deployment"):
             error(where, f"{at}.deployment: required with the kubernetes provider")
         good.append(pool)

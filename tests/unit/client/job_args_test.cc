@@ -101,6 +101,20 @@ TEST(JobArgsTest, ResourcesParseLikeBundlesWithQuantities) {
   EXPECT_EQ(scaling.placement_strategy(), v1::PLACEMENT_STRATEGY_STRICT_SPREAD);
 }
 
+TEST(JobArgsTest, TopologyFlags) {
+  JobSubmitArgs args = FourGpuWorkers();
+  args.topology_required = "berth.io/topology-rack";
+  absl::StatusOr<v1::TrainJobSpec> spec = BuildTrainJobSpec(args);
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->scaling_config().topology().required(), "berth.io/topology-rack");
+  args = FourGpuWorkers();
+  args.topology_preferred = {"berth.io/nvlink-domain", "berth.io/topology-rack"};
+  spec = BuildTrainJobSpec(args);
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_THAT(spec->scaling_config().topology().preferred(),
+              ElementsAre("berth.io/nvlink-domain", "berth.io/topology-rack"));
+}
+
 TEST(JobArgsTest, PerRankResourcesAndSelectors) {
   JobSubmitArgs args = FourGpuWorkers();
   args.resources_per_worker = {"GPU=2", "GPU=1", "GPU=1", "GPU=1"};

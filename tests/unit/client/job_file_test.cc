@@ -177,6 +177,26 @@ TEST(JobFileTest, PerRankResourcesAndSelectors) {
             "job.yaml:3: scaling.resources_per_worker[1]: expected a map, got '3'");
 }
 
+TEST(JobFileTest, Topology) {
+  absl::StatusOr<v1::TrainJobSpec> spec = LoadJobFile((kExamples / "rack-gang.yaml").string());
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->scaling_config().topology().required(), "berth.io/topology-rack");
+  absl::StatusOr<v1::TrainJobSpec> preferred = ParseJobFile(
+      "scaling:\n  num_workers: 2\n  topology: {preferred: [berth.io/nvlink-domain, "
+      "berth.io/topology-rack]}\n",
+      "job.yaml");
+  ASSERT_TRUE(preferred.ok()) << preferred.status();
+  EXPECT_EQ(preferred->scaling_config().topology().preferred_size(), 2);
+  absl::StatusOr<v1::TrainJobSpec> one =
+      ParseJobFile("scaling:\n  num_workers: 2\n  topology: {preferred: rack}\n", "job.yaml");
+  ASSERT_TRUE(one.ok()) << one.status();
+  EXPECT_EQ(one->scaling_config().topology().preferred(0), "rack");
+  EXPECT_EQ(ErrorOf("scaling:\n  num_workers: 2\n  topology: {rack: a}\n"),
+            "job.yaml:3: scaling.topology.rack: unknown key (allowed: required, preferred)");
+  EXPECT_EQ(ErrorOf("scaling:\n  num_workers: 2\n  topology: {required: [a]}\n"),
+            "job.yaml:3: scaling.topology.required: expected a string, got a list");
+}
+
 TEST(JobFileTest, SeedA10gDoesNotCountALostNode) {
   absl::StatusOr<v1::TrainJobSpec> spec = LoadJobFile((kExamples / "seed-a10g.yaml").string());
   ASSERT_TRUE(spec.ok()) << spec.status();
@@ -252,7 +272,7 @@ TEST(JobFileTest, UnknownKeysNameTheKeyAndTheAllowedOnes) {
   EXPECT_EQ(ErrorOf("name: x\nscaling:\n  num_workers: 2\n  use_gpus: true\n"),
             "job.yaml:4: scaling.use_gpus: unknown key (allowed: num_workers, use_gpu, "
             "resources_per_worker, trainer_resources, rank_resources, label_selector, "
-            "accelerator_type, placement_strategy)");
+            "accelerator_type, placement_strategy, topology)");
   EXPECT_EQ(ErrorOf("scaling: {num_workers: 1}\nentrypoint:\n  builtin:\n    lr: 0.1\n"),
             "job.yaml:4: entrypoint.builtin.lr: unknown key (allowed: model, steps, "
             "learning_rate, batch_size, checkpoint_every)");

@@ -2,6 +2,7 @@
 
 #include <set>
 
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/unit/placement_test_util.h"
@@ -416,6 +417,152 @@ TEST(PlacementGroupSpecTest, MalformedInputNamesTheField) {
   auto good = PlacementGroupSpec::FromInput(one({{"GPU", 2}, {"CPU", 0.5}}, "strict_spread"));
   ASSERT_TRUE(good.ok()) << good.status();
   EXPECT_EQ(good->strategy(), PlacementStrategy::kStrictSpread);
+}
+
+constexpr char kRack[] = "berth.io/topology-rack";
+
+PlacementGroupSpec RackGang(int bundles, Topology topology,
+                            PlacementStrategy strategy = PlacementStrategy::kPack) {
+  return PlacementGroupSpec::Create(Repeat(MakeBundle(kOneGpu), bundles), strategy,
+                                    std::move(topology))
+      .value();
+}
+
+TEST(TopologySpecTest, BadTopologiesNameTheField) {
+  auto make = [](Topology t) {
+    return PlacementGroupSpec::Create({MakeBundle(kOneGpu)}, PlacementStrategy::kPack, t).status();
+  };
+  EXPECT_THAT(make({"bad key!", {}}).message(), HasSubstr("topology.required"));
+  EXPECT_THAT(make({kRack, {kRack}}).message(), HasSubstr("not both"));
+  EXPECT_THAT(make({"", {kRack, kRack}}).message(), HasSubstr("topology.preferred[1]"));
+  EXPECT_THAT(make({"", {kRack, ""}}).message(), HasSubstr("topology.preferred[1]"));
+  EXPECT_TRUE(make({"", {"berth.io/nvlink-domain", kRack}}).ok());
+  // The topology is part of the placement problem.
+  EXPECT_FALSE(RackGang(2, {kRack, {}}) == RackGang(2, {}));
+}
+
+class TopologyPlacerTest : public BundlePlacerTest {
+ protected:
+  // Racks r1..r<racks> of `per_rack` nodes with `gpus` GPUs each.
+  void AddRacks(int racks, int per_rack, double gpus) {
+    for (int r = 1; r <= racks; ++r) {
+      for (int n = 0; n < per_rack; ++n) {
+        Add(MakeNode(absl::StrCat("r", r, "n", n), 32, gpus, "", {{kRack, absl::StrCat("r", r)}}));
+      }
+    }
+  }
+  std::set<std::string> Racks(const PlacementDecision& d) {
+    std::set<std::string> racks;
+    for (const auto& p : d.placements)
+      racks.insert(table_.node(p.allocation.node).labels.at(kRack));
+    return racks;
+  }
+};
+
+TEST_F(TopologyPlacerTest, RequiredGangStaysInOneRackAndTakesTheTightestThatHoldsIt) {
+  AddRacks(3, 2, 4);  // 8 GPUs a rack
+  // Fill most of r1 and some of r3: r3 is then the tightest rack for 5 GPUs.
+  ASSERT_EQ(Place(RackGang(6, {kRack, {}})).topology_domain, absl::StrCat(kRack, "=r1"));
+  ASSERT_EQ(Place(RackGang(3, {kRack, {}})).topology_domain, absl::StrCat(kRack, "=r2"));
+  // r1 has 2 free, r2 5, r3 8: a 5-GPU gang fits r2 exactly.
+  PlacementDecision d = Place(RackGang(5, {kRack, {}}));
+  ASSERT_EQ(d.outcome, PlacementOutcome::kPlaced);
+  EXPECT_EQ(Racks(d), std::set<std::string>{"r2"});
+  // Without a topology PACK would have spread 5 bundles over r1 and r2's leftovers.
+  PlacementDecision spread = Place(RackGang(8, {kRack, {}}, PlacementStrategy::kSpread));
+  ASSERT_EQ(spread.outcome, PlacementOutcome::kPlaced);
+  EXPECT_EQ(Racks(spread), std::set<std::string>{"r3"});
+  EXPECT_EQ(Nodes(spread).size(), 2u);
+}
+
+TEST_F(TopologyPlacerTest, RequiredGangThatNoRackFitsWaitsNamingTheRack) {
+  AddRacks(2, 2, 4);
+  // 5 GPUs free in each rack, 10 in all.
+  for (const char* node : {"r1n0", "r2n0"}) {
+    ASSERT_TRUE(table_.Allocate(*table_.FindNode(node), ResourceSet::Of({{kGpu, 3}})).ok());
+  }
+  PlacementDecision d = Place(RackGang(6, {kRack, {}}));
+  EXPECT_EQ(d.outcome, PlacementOutcome::kRetryLater);
+  EXPECT_TRUE(d.placements.empty());
+  EXPECT_THAT(d.reason, HasSubstr("topology.required berth.io/topology-rack"));
+  EXPECT_THAT(d.reason, HasSubstr("berth.io/topology-rack=r1 has GPU: 5 free"));
+  // The same gang without a topology fits across the racks.
+  EXPECT_EQ(Place(RackGang(6, {})).outcome, PlacementOutcome::kPlaced);
+  // Larger than any rack: infeasible, naming the largest.
+  PlacementDecision never = Place(RackGang(9, {kRack, {}}));
+  EXPECT_EQ(never.outcome, PlacementOutcome::kInfeasible);
+  EXPECT_THAT(never.reason, HasSubstr("no domain can ever hold"));
+  EXPECT_THAT(never.reason, HasSubstr("has GPU: 8 in all"));
+  // A key no node carries.
+  PlacementDecision unlabelled = Place(RackGang(1, {"berth.io/topology-block", {}}));
+  EXPECT_EQ(unlabelled.outcome, PlacementOutcome::kInfeasible);
+  EXPECT_THAT(unlabelled.reason, HasSubstr("no ALIVE node carries the label"));
+}
+
+TEST_F(TopologyPlacerTest, LostBundlesComeBackInTheGroupsRack) {
+  AddRacks(2, 3, 4);
+  const PlacementGroupSpec gang = RackGang(6, {kRack, {}});
+  PlacementDecision first = Place(gang);
+  ASSERT_EQ(first.outcome, PlacementOutcome::kPlaced);
+  ASSERT_EQ(Nodes(first).size(), 2u);
+  const std::string rack = *Racks(first).begin();
+  // Lose the bundles of one node; the rest stay.
+  const NodeIndex lost = first.placements[0].allocation.node;
+  std::vector<BundlePlacement> kept;
+  for (const BundlePlacement& p : first.placements) {
+    if (p.allocation.node != lost) {
+      kept.push_back(p);
+    } else {
+      ASSERT_TRUE(table_.Release(p.allocation).ok());
+    }
+  }
+  ASSERT_TRUE(table_.SetNodeState(table_.node(lost).id, NodeState::kDead).ok());
+  PlacementDecision again = Place(gang, kept);
+  ASSERT_EQ(again.outcome, PlacementOutcome::kPlaced);
+  EXPECT_EQ(Racks(again), std::set<std::string>{rack});
+  // With its rack full the lost bundles wait there, though the other rack is empty.
+  for (const BundlePlacement& p : again.placements) ASSERT_TRUE(table_.Release(p.allocation).ok());
+  for (const auto& [value, index] : table_.Domains(kRack).by_value) {
+    if (value != rack) continue;
+    for (NodeIndex n : table_.Domains(kRack).domains[index].nodes) {
+      if (table_.node(n).available.Get(kGpu).IsZero()) continue;
+      ASSERT_TRUE(
+          table_
+              .Allocate(n, ResourceSet::Of({{kGpu, table_.node(n).available.Get(kGpu).ToDouble()}}))
+              .ok());
+    }
+  }
+  PlacementDecision wait = Place(gang, kept);
+  EXPECT_EQ(wait.outcome, PlacementOutcome::kRetryLater);
+  EXPECT_THAT(wait.reason, HasSubstr("wait for room in the group's domain"));
+}
+
+TEST_F(TopologyPlacerTest, PreferredTriesTheInnermostKeyThenTheNextThenAnywhere) {
+  const std::string nvl = "berth.io/nvlink-domain";
+  // Two racks, each of two NVLink domains of one 4-GPU node.
+  for (int r = 1; r <= 2; ++r) {
+    for (int n = 0; n < 2; ++n) {
+      Add(MakeNode(absl::StrCat("r", r, "n", n), 32, 4, "",
+                   {{kRack, absl::StrCat("r", r)}, {nvl, absl::StrCat("r", r, "-nvl", n)}}));
+    }
+  }
+  const Topology preferred{"", {nvl, kRack}};
+  PlacementDecision inner = Place(RackGang(4, preferred, PlacementStrategy::kSpread));
+  ASSERT_EQ(inner.outcome, PlacementOutcome::kPlaced);
+  EXPECT_EQ(inner.topology_domain, nvl + "=r1-nvl0");  // SPREAD, but within one NVLink domain
+  PlacementDecision rack = Place(RackGang(8, preferred));
+  ASSERT_EQ(rack.outcome, PlacementOutcome::kPlaced);
+  EXPECT_EQ(rack.topology_domain, absl::StrCat(kRack, "=r2"));
+  EXPECT_EQ(Place(RackGang(4, preferred)).topology_domain, nvl + "=r1-nvl1");
+  EXPECT_EQ(Place(RackGang(1, preferred)).outcome, PlacementOutcome::kRetryLater);  // full
+}
+
+TEST_F(TopologyPlacerTest, PreferredFallsBackToTheWholeClusterWhenNoDomainHasRoom) {
+  AddRacks(2, 1, 4);
+  PlacementDecision d = Place(RackGang(6, {"", {kRack}}));
+  ASSERT_EQ(d.outcome, PlacementOutcome::kPlaced);
+  EXPECT_EQ(Racks(d).size(), 2u);
+  EXPECT_EQ(d.topology_domain, "");
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 #include "placement/node_resource_table.h"
 
 #include "gtest/gtest.h"
+#include "tests/unit/placement_test_util.h"
 
 namespace berth {
 namespace {
@@ -117,6 +118,42 @@ TEST(NodeResourceTableTest, AliveTotalsDoNotOverflowAtScale) {
   }
   EXPECT_TRUE(table.AliveTotalCovers(ResourceSet::Of({{kMemory, 1e13}})));
   EXPECT_EQ(table.AliveTotal(kMemory).units(), INT64_MAX);  // saturates when shown
+}
+
+using ::berth::testing::MakeNode;
+
+TEST(NodeResourceTableTest, DomainsSumTheirAliveNodesAndFollowEveryChange) {
+  NodeResourceTable table;
+  const std::string rack = "berth.io/topology-rack";
+  ASSERT_TRUE(table.AddNode(MakeNode("a", 8, 4, "", {{rack, "r1"}})).ok());
+  ASSERT_TRUE(table.AddNode(MakeNode("b", 8, 4, "", {{rack, "r1"}})).ok());
+  ASSERT_TRUE(table.AddNode(MakeNode("c", 8, 8, "", {{rack, "r2"}})).ok());
+  ASSERT_TRUE(table.AddNode(MakeNode("loose", 8, 8)).ok());
+  EXPECT_TRUE(table.HasLabelKey(rack));
+  EXPECT_FALSE(table.HasLabelKey("berth.io/topology-block"));
+  const int gpu = static_cast<int>(IndexedResource::kGpu);
+  auto gpus_of = [&](const std::string& value, bool free) {
+    const NodeResourceTable::DomainIndex& index = table.Domains(rack);
+    const NodeResourceTable::Domain& d = index.domains[index.by_value.at(value)];
+    return Quantity::FromUnits(free ? d.free[gpu] : d.total[gpu]);
+  };
+  EXPECT_EQ(table.Domains(rack).domains.size(), 2u);  // the unlabelled node is in none
+  EXPECT_EQ(gpus_of("r1", false), Quantity::Whole(8));
+  // Built once, then kept up to date: an allocation, a node leaving, one joining.
+  absl::StatusOr<Allocation> a = table.Allocate(0, ResourceSet::Of({{kGpu, 3}}));
+  ASSERT_TRUE(a.ok());
+  EXPECT_EQ(gpus_of("r1", true), Quantity::Whole(5));
+  ASSERT_TRUE(table.SetNodeState("b", NodeState::kDead).ok());
+  EXPECT_EQ(gpus_of("r1", true), Quantity::Whole(1));
+  EXPECT_EQ(gpus_of("r1", false), Quantity::Whole(4));
+  EXPECT_EQ(table.Domains(rack).domains[0].nodes.size(), 1u);
+  ASSERT_TRUE(table.Release(*a).ok());
+  EXPECT_EQ(gpus_of("r1", true), Quantity::Whole(4));
+  ASSERT_TRUE(table.AddNode(MakeNode("d", 8, 2, "", {{rack, "r3"}})).ok());
+  EXPECT_EQ(gpus_of("r3", true), Quantity::Whole(2));
+  ASSERT_TRUE(table.RemoveNode("c").ok());
+  EXPECT_TRUE(table.Domains(rack).domains[1].nodes.empty());
+  EXPECT_EQ(gpus_of("r2", false), Quantity());
 }
 
 }  // namespace

@@ -2,10 +2,13 @@
 // clusters and groups. Each run is seeded, so a failure names its seed and
 // reproduces exactly.
 #include <algorithm>
+#include <array>
 #include <map>
+#include <optional>
 #include <random>
 #include <set>
 
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "placement/bundle_placer.h"
 #include "tests/unit/placement_test_util.h"
@@ -109,10 +112,17 @@ bool FitsIdle(const NodeResourceTable& t, NodeIndex n, const PlacementGroupSpec&
 
 // Brute force: could some assignment of the bundles to ALIVE nodes hold the
 // group on an idle cluster, under its strategy's hard constraints?
-bool OracleFeasible(const NodeResourceTable& t, const PlacementGroupSpec& spec) {
+// `domain` (key, value), if given, keeps to the nodes of that label value.
+bool OracleFeasible(const NodeResourceTable& t, const PlacementGroupSpec& spec,
+                    std::optional<std::pair<std::string, std::string>> domain = std::nullopt) {
   std::vector<NodeIndex> alive;
   for (NodeIndex n = 0; n < t.slot_count(); ++n) {
-    if (t.node(n).state == NodeState::kAlive) alive.push_back(n);
+    if (t.node(n).state != NodeState::kAlive) continue;
+    if (domain) {
+      auto label = t.node(n).labels.find(domain->first);
+      if (label == t.node(n).labels.end() || label->second != domain->second) continue;
+    }
+    alive.push_back(n);
   }
   const size_t b = spec.bundles().size();
   if (alive.empty()) return false;
@@ -221,6 +231,106 @@ TEST(PlacementPropertyTest, RandomClustersAndGroups) {
   EXPECT_GT(retry, 100);
   EXPECT_GT(infeasible, 100);
   std::printf("placed %d, retry %d, infeasible %d\n", placed, retry, infeasible);
+}
+
+// The domain indices agree with their nodes, recomputed.
+void CheckDomains(NodeResourceTable& t, const std::string& key) {
+  const NodeResourceTable::DomainIndex& index = t.Domains(key);
+  for (const NodeResourceTable::Domain& d : index.domains) {
+    std::set<NodeIndex> nodes;
+    std::array<int64_t, kNumIndexedResources> free{}, total{};
+    for (NodeIndex n = 0; n < t.slot_count(); ++n) {
+      const auto& node = t.node(n);
+      auto label = node.labels.find(key);
+      if (node.state != NodeState::kAlive || node.removed || label == node.labels.end() ||
+          label->second != d.value) {
+        continue;
+      }
+      nodes.insert(n);
+      for (int r = 0; r < kNumIndexedResources; ++r) {
+        free[r] += NodeResourceTable::IndexKey(node.available, IndexedResource(r));
+        total[r] += NodeResourceTable::IndexKey(node.total, IndexedResource(r));
+      }
+    }
+    ASSERT_EQ(std::set<NodeIndex>(d.nodes.begin(), d.nodes.end()), nodes) << d.value;
+    ASSERT_EQ(d.free, free) << d.value;
+    ASSERT_EQ(d.total, total) << d.value;
+  }
+}
+
+// A required topology never spans domains and waits only when no domain
+// could hold the group; a preferred one is kept whenever a domain could.
+TEST(PlacementPropertyTest, TopologyGangsStayInOneDomain) {
+  const std::string rack = "rack";
+  int in_one = 0, waited = 0, never = 0;
+  for (uint32_t seed = 1; seed <= 2000; ++seed) {
+    SCOPED_TRACE(::testing::Message() << "seed " << seed);
+    RandomCluster rc(seed);
+    NodeResourceTable table;
+    rc.Build(table, rc.Int(2, 7));
+    // Racks are set up after the nodes: relabel by rebuilding with labels.
+    NodeResourceTable racked;
+    for (NodeIndex n = 0; n < table.slot_count(); ++n) {
+      const auto& node = table.node(n);
+      NodeSpec spec;
+      spec.node_id = node.id;
+      spec.resources = node.total;
+      spec.resources.Set(AcceleratorResourceName(node.accelerator_type), Quantity());
+      spec.accelerator_type = node.accelerator_type;
+      spec.labels = node.labels;
+      spec.labels.erase(std::string(kAcceleratorTypeLabel));
+      if (rc.Int(0, 5) != 0) spec.labels[rack] = absl::StrCat("r", rc.Int(0, 2));
+      racked.AddNode(spec).value();
+      if (node.state != NodeState::kAlive) racked.SetNodeState(node.id, node.state).IgnoreError();
+    }
+    if (seed % 2 == 0) racked.Domains(rack);  // built before the placements, or during them
+    std::vector<std::vector<BundlePlacement>> live;
+    for (int g = 0; g < 5; ++g) {
+      const PlacementGroupSpec drawn = rc.Group();
+      const bool required = rc.Int(0, 2) != 0;
+      const PlacementGroupSpec spec =
+          PlacementGroupSpec::Create(drawn.bundles(), drawn.strategy(),
+                                     required ? Topology{rack, {}} : Topology{"", {rack}})
+              .value();
+      const Snapshot before = Take(racked);
+      PlacementDecision d = BundlePlacer(&racked).Place(spec).value();
+      CheckDomains(racked, rack);
+      if (HasFailure()) return;
+      std::set<std::string> racks;
+      for (const BundlePlacement& p : d.placements) {
+        auto label = racked.node(p.allocation.node).labels.find(rack);
+        racks.insert(label == racked.node(p.allocation.node).labels.end() ? "" : label->second);
+      }
+      if (d.outcome == PlacementOutcome::kPlaced) {
+        if (required || !d.topology_domain.empty()) {
+          ASSERT_EQ(racks.size(), 1u);
+          ASSERT_NE(*racks.begin(), "");
+          EXPECT_EQ(d.topology_domain, absl::StrCat(rack, "=", *racks.begin()));
+          ++in_one;
+        }
+        live.push_back(d.placements);
+      } else {
+        EXPECT_FALSE(d.reason.empty());
+        EXPECT_TRUE(Take(racked) == before) << "a failed placement changed the table";
+        ++(d.outcome == PlacementOutcome::kInfeasible ? never : waited);
+        if (d.outcome == PlacementOutcome::kInfeasible && required) {
+          for (const char* r : {"r0", "r1", "r2"}) {
+            EXPECT_FALSE(OracleFeasible(racked, spec, std::make_pair(rack, std::string(r))))
+                << "called infeasible but rack " << r << " could hold it: " << d.reason;
+          }
+        }
+      }
+      if (!live.empty() && rc.Int(0, 2) == 0) {
+        for (const auto& p : live.back()) ASSERT_TRUE(racked.Release(p.allocation).ok());
+        live.pop_back();
+        CheckDomains(racked, rack);
+      }
+    }
+  }
+  EXPECT_GT(in_one, 1000);
+  EXPECT_GT(waited, 100);
+  EXPECT_GT(never, 100);
+  std::printf("in one rack %d, waited %d, infeasible %d\n", in_one, waited, never);
 }
 
 // At scale the placer must still place exactly, and its decisions agree with

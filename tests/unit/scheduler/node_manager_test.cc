@@ -31,6 +31,16 @@ class NodeManagerTest : public ::testing::Test {
   NodeManager nodes_{&table_, LivenessConfig{1000, 5}};
 };
 
+TEST_F(NodeManagerTest, NodesSayTheirTopologyWithBerthLabels) {
+  v1::RegisterNodeRequest r = Registration("n1", 4, "A10G");
+  (*r.mutable_labels())["berth.io/topology-rack"] = "r7";
+  (*r.mutable_labels())["nvidia.com/gpu.clique"] = "c1.0";
+  auto reg = nodes_.Register(r, 0);
+  ASSERT_TRUE(reg.ok()) << reg.status();
+  EXPECT_EQ(table_.node(reg->index).labels.at("berth.io/topology-rack"), "r7");
+  EXPECT_TRUE(table_.HasLabelKey("nvidia.com/gpu.clique"));
+}
+
 TEST_F(NodeManagerTest, RegisterSetsAcceleratorResourceAndLabel) {
   auto reg = nodes_.Register(Registration("n1", 4, "A10G"), 0);
   ASSERT_TRUE(reg.ok()) << reg.status();

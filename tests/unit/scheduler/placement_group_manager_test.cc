@@ -1,5 +1,6 @@
 #include "scheduler/placement_group_manager.h"
 
+#include <map>
 #include <set>
 
 #include "absl/strings/str_cat.h"
@@ -13,8 +14,10 @@ using ::testing::HasSubstr;
 
 class PlacementGroupManagerTest : public ::testing::Test {
  protected:
-  void AddNode(const std::string& id, int gpus, const std::string& type = "T4") {
+  void AddNode(const std::string& id, int gpus, const std::string& type = "T4",
+               const std::map<std::string, std::string>& labels = {}) {
     v1::RegisterNodeRequest r;
+    r.mutable_labels()->insert(labels.begin(), labels.end());
     r.set_node_id(id);
     r.set_address(id + ":1");
     r.set_request_id("reg-" + id + std::to_string(now_));
@@ -387,6 +390,50 @@ TEST_F(PlacementGroupManagerTest, NodeDeathReschedulesOnlyLostBundles) {
   v1::PlacementGroupInfo after = Info(id);
   EXPECT_EQ(after.state(), v1::PLACEMENT_GROUP_STATE_CREATED);
   EXPECT_EQ(after.locations(0).node_id(), kept_node);
+}
+
+TEST_F(PlacementGroupManagerTest,
+       ATopologyGroupSaysItsDomainKeepsItThroughARestartAndRefusesTypos) {
+  const std::string rack = "berth.io/topology-rack";
+  AddNode("a", 2, "T4", {{rack, "r1"}});
+  AddNode("b", 2, "T4", {{rack, "r2"}});
+  AddNode("c", 2, "T4", {{rack, "r2"}});
+  v1::CreatePlacementGroupRequest r = Request(3, v1::PLACEMENT_STRATEGY_SPREAD);
+  r.mutable_topology()->set_required(rack);
+  const std::string id = Create(r);
+  ScheduleAndCommit();
+  v1::PlacementGroupInfo info = Info(id);
+  ASSERT_EQ(info.state(), v1::PLACEMENT_GROUP_STATE_CREATED);
+  EXPECT_EQ(info.topology().required(), rack);
+  EXPECT_EQ(info.topology_domain(), rack + "=r2");
+  for (const v1::BundleLocation& l : info.locations()) EXPECT_NE(l.node_id(), "a");
+
+  std::optional<v1::PlacementGroupRecord> record = pgs_.Export(id);
+  ASSERT_TRUE(record.has_value());
+  PlacementGroupManager restored(&table_, &nodes_, SchedulerConfig{});
+  // The first manager lets go of the table, which the restored one reserves again.
+  ASSERT_TRUE(pgs_.Remove(id).ok());
+  v1::GetPlacementGroupRequest get;
+  get.set_placement_group_id(id);
+  ASSERT_TRUE(restored.Restore(*record, now_).ok());
+  v1::PlacementGroupInfo back;
+  ASSERT_TRUE(restored.Get(get, &back).ok());
+  EXPECT_EQ(back.topology().required(), rack);
+  EXPECT_EQ(back.topology_domain(), rack + "=r2");
+
+  // A key no node carries is a typo; a well-known one may wait for its nodes.
+  v1::CreatePlacementGroupRequest typo = Request(1, v1::PLACEMENT_STRATEGY_PACK);
+  typo.mutable_topology()->add_preferred(rack);
+  typo.mutable_topology()->add_preferred("rackk");
+  absl::StatusOr<std::string> refused = pgs_.Create(typo, "pg-typo", now_);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(refused.status().message(),
+              HasSubstr("topology.preferred[1]: no node carries label 'rackk'"));
+  v1::CreatePlacementGroupRequest block = Request(1, v1::PLACEMENT_STRATEGY_PACK);
+  block.mutable_topology()->set_required("berth.io/topology-block");
+  const std::string waits = Create(block);
+  ScheduleAndCommit();
+  EXPECT_THAT(Info(waits).pending_reason(), HasSubstr("no ALIVE node carries the label"));
 }
 
 // A node holding one of the group's kept bundles dies while the group's
