@@ -250,6 +250,13 @@ std::string FormatPlacementGroup(const v1::PlacementGroupInfo& group) {
   if (group.created_unix_ms() != 0) fields.AddRow({"created:", Timestamp(group.created_unix_ms())});
   if (group.placed_unix_ms() != 0) fields.AddRow({"placed:", Timestamp(group.placed_unix_ms())});
   fields.AddRow({"attempts:", absl::StrCat(group.scheduling_attempts())});
+  if (!group.topology().required().empty()) {
+    fields.AddRow({"topology:", absl::StrCat("required ", group.topology().required())});
+  } else if (group.topology().preferred_size() > 0) {
+    fields.AddRow({"topology:",
+                   absl::StrCat("preferred ", absl::StrJoin(group.topology().preferred(), ", "))});
+  }
+  if (!group.topology_domain().empty()) fields.AddRow({"domain:", group.topology_domain()});
   if (IsWaiting(group)) fields.AddRow({"reason:", group.pending_reason()});
 
   std::map<uint32_t, const v1::BundleLocation*> locations;
