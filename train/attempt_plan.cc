@@ -88,6 +88,30 @@ std::vector<BundleSite> SitesOf(const v1::PlacementGroupInfo& group) {
   return sites;
 }
 
+namespace {
+
+// The CPUs rank `rank` asked for itself (its resources_per_worker entry and
+// rank_resources; the trainer's are the trainer's): its OMP_NUM_THREADS.
+double WorkerCpus(const v1::ScalingConfig& scaling, uint32_t rank) {
+  auto cpus = [](const v1::ResourceSet& r) {
+    return r.amounts().contains("CPU") ? r.amounts().at("CPU") : 0.0;
+  };
+  double own = static_cast<int>(rank) < scaling.resources_per_worker_list_size()
+                   ? cpus(scaling.resources_per_worker_list(rank))
+                   : cpus(scaling.resources_per_worker());
+  // Unset resources_per_worker: Ray's CPU 1 for CPU workers, none beside a GPU.
+  if (scaling.resources_per_worker_list_size() == 0 &&
+      scaling.resources_per_worker().amounts_size() == 0) {
+    own = 1;
+  }
+  if (auto extra = scaling.rank_resources().find(rank); extra != scaling.rank_resources().end()) {
+    own += cpus(extra->second);
+  }
+  return own;
+}
+
+}  // namespace
+
 absl::StatusOr<AttemptPlan> PlanAttempt(const AttemptInputs& in) {
   const std::vector<RankedWorker>& ranks = in.ranks;
   const v1::TrainJobSpec& spec = in.spec;
@@ -115,8 +139,10 @@ absl::StatusOr<AttemptPlan> PlanAttempt(const AttemptInputs& in) {
     attempt_env.report_file = absl::StrCat(in.job_dir, "/reports/attempt-", in.attempt, ".jsonl");
   }
   attempt_env.latest_checkpoint = in.latest_checkpoint;
-  const auto& per_worker = spec.scaling_config().resources_per_worker().amounts();
-  attempt_env.cpus_per_worker = per_worker.contains("CPU") ? per_worker.at("CPU") : 1.0;
+  attempt_env.cpus_per_worker = WorkerCpus(spec.scaling_config(), ranks.size() > 1 ? 1 : 0);
+  for (uint32_t r = 0; r < ranks.size(); ++r) {
+    attempt_env.rank_cpus.push_back(WorkerCpus(spec.scaling_config(), r));
+  }
 
   AttemptPlan plan;
   auto add = [&](v1::WorkerSpec worker, const std::string& node_id) {

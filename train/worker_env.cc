@@ -14,6 +14,9 @@ namespace {
 
 constexpr const char* kDefaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 
+// torchrun's rule: a process's CPUs, whole, at least 1.
+std::string OmpThreads(double cpus) { return absl::StrCat(std::max(1.0, std::floor(cpus))); }
+
 // What a rank and a per-node launcher share.
 std::map<std::string, std::string> CommonEnv(const AttemptEnv& a, const std::string& node_id,
                                              uint32_t node_rank, uint32_t local_world_size,
@@ -35,7 +38,7 @@ std::map<std::string, std::string> CommonEnv(const AttemptEnv& a, const std::str
   env["TORCHELASTIC_USE_AGENT_STORE"] = a.agent_store ? "True" : "False";
   // torchrun's defaults, which a job's env may override.
   env["TORCH_NCCL_ASYNC_ERROR_HANDLING"] = "1";
-  env["OMP_NUM_THREADS"] = absl::StrCat(std::max(1.0, std::floor(a.cpus_per_worker)));
+  env["OMP_NUM_THREADS"] = OmpThreads(a.cpus_per_worker);
   // Lines reach `berth logs` as they are printed.
   env["PYTHONUNBUFFERED"] = "1";
   env["BERTH_JOB_ID"] = a.job_id;
@@ -134,6 +137,8 @@ std::map<std::string, std::string> RankEnv(const AttemptEnv& a, const RankedWork
       CommonEnv(a, r.node_id, r.node_rank, r.local_world_size, r.bundle_index);
   env["RANK"] = absl::StrCat(r.world_rank);
   env["LOCAL_RANK"] = absl::StrCat(r.local_rank);
+  if (r.world_rank < a.rank_cpus.size())
+    env["OMP_NUM_THREADS"] = OmpThreads(a.rank_cpus[r.world_rank]);
   env["ROLE_RANK"] = absl::StrCat(r.world_rank);
   // Accelerate's PartialState takes a CPU rank for a single process unless
   // told (what `accelerate launch --cpu` tells it).

@@ -48,6 +48,7 @@ struct AttemptEnv {
   std::string report_file;        // where berth.train.report() writes (rank 0's node)
   std::string latest_checkpoint;  // berth.train.get_checkpoint(); "" = none
   double cpus_per_worker = 0;     // OMP_NUM_THREADS, floor, at least 1
+  std::vector<double> rank_cpus;  // by world rank: a rank's own OMP_NUM_THREADS
 };
 
 // One rank's environment.

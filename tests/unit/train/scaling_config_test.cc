@@ -6,6 +6,7 @@
 #include "gtest/gtest.h"
 #include "placement/bundle_placer.h"
 #include "tests/unit/placement_test_util.h"
+#include "train/attempt_plan.h"
 #include "train/train_job_spec.h"
 #include "wire/proto_convert.h"
 
@@ -288,6 +289,37 @@ TEST_F(SeedExamplesTest, RankResourcesPutRankZeroOnTheBigMemoryNodeWithoutATrain
   for (const auto& p : d.placements) {
     EXPECT_EQ(table_.node(p.allocation.node).accelerator_type, "A10G");
   }
+}
+
+// OMP_NUM_THREADS follows each rank's own CPUs: its resources_per_worker
+// (entry) and rank_resources, not the trainer's share of bundle 0.
+TEST(ScalingConfigTest, EachRankGetsTheThreadsOfItsOwnCpus) {
+  AttemptInputs in;
+  in.job_id = "job-1";
+  in.spec.mutable_entrypoint()->mutable_command()->add_argv("/bin/true");
+  v1::ScalingConfig* scaling = in.spec.mutable_scaling_config();
+  scaling->set_num_workers(3);
+  (*scaling->mutable_resources_per_worker()->mutable_amounts())["CPU"] = 2;
+  (*scaling->mutable_trainer_resources()->mutable_amounts())["CPU"] = 4;
+  (*(*scaling->mutable_rank_resources())[0].mutable_amounts())["CPU"] = 6;
+  (*(*scaling->mutable_rank_resources())[2].mutable_amounts())["CPU"] = 1.5;
+  absl::StatusOr<std::vector<RankedWorker>> ranks =
+      AssignRanks({{"n0", {}}, {"n0", {}}, {"n1", {}}}, RankOrder::kByBundle);
+  ASSERT_TRUE(ranks.ok());
+  in.ranks = *ranks;
+  in.master_addr = "127.0.0.1";
+  in.master_port = 29500;
+  absl::StatusOr<AttemptPlan> plan = PlanAttempt(in);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  std::map<std::string, std::string> threads;  // worker id suffix -> OMP_NUM_THREADS
+  for (const auto& [node, workers] : plan->by_node) {
+    for (const v1::WorkerSpec& w : workers) {
+      threads[w.worker_id().substr(w.worker_id().rfind('-') + 1)] = w.env().at("OMP_NUM_THREADS");
+    }
+  }
+  EXPECT_EQ(threads.at("r0"), "8");  // 2 + 6, without the trainer's 4
+  EXPECT_EQ(threads.at("r1"), "2");
+  EXPECT_EQ(threads.at("r2"), "3");  // 2 + 1.5, whole
 }
 
 }  // namespace
