@@ -456,6 +456,18 @@ std::string FormatTrainJob(const v1::TrainJobInfo& job) {
     fields.AddRow({absl::StrCat("failure ", i + 1, ":"), job.failure_causes(i)});
   }
   if (job.preemptions() > 0) fields.AddRow({"preemptions:", absl::StrCat(job.preemptions())});
+  if (const v1::ScalingConfig& scaling = job.spec().scaling_config();
+      scaling.min_workers() > 0 && scaling.min_workers() < scaling.num_workers()) {
+    fields.AddRow(
+        {"workers:", absl::StrCat(job.workers_size(), " (elastic, ", scaling.min_workers(), " to ",
+                                  scaling.num_workers(), ")")});
+  }
+  for (int i = 0; i < job.resizes_size(); ++i) {
+    const v1::ResizeEvent& r = job.resizes(i);
+    fields.AddRow({absl::StrCat("resize ", i + 1, ":"),
+                   absl::StrCat(r.from(), " -> ", r.to(), " workers at attempt ", r.attempt(), ", ",
+                                Timestamp(r.unix_ms()), ": ", r.reason())});
+  }
   if (job.spec().priority() != 0) fields.AddRow({"priority:", absl::StrCat(job.spec().priority())});
   if (job.spec().time_limit_s() > 0) {
     fields.AddRow({"time limit:", absl::FormatDuration(absl::Seconds(job.spec().time_limit_s()))});

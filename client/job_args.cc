@@ -102,6 +102,12 @@ absl::StatusOr<v1::TrainJobSpec> BuildTrainJobSpec(const JobSubmitArgs& args) {
   }
   v1::ScalingConfig* scaling = spec.mutable_scaling_config();
   scaling->set_num_workers(static_cast<uint32_t>(args.num_workers));
+  if (args.min_workers < 0 || args.min_workers > args.num_workers) {
+    return absl::InvalidArgumentError(absl::StrCat("--min-workers: ", args.min_workers,
+                                                   " is not in 1..--num-workers (",
+                                                   args.num_workers, ")"));
+  }
+  scaling->set_min_workers(static_cast<uint32_t>(args.min_workers));
   scaling->set_use_gpu(args.use_gpu);
   scaling->set_accelerator_type(args.accelerator_type);
   scaling->mutable_topology()->set_required(args.topology_required);

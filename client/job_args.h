@@ -34,6 +34,7 @@ struct JobSubmitArgs {
   std::string priority_class;  // empty: `priority` as given
   std::string time_limit;      // empty: none
   int64_t num_workers = 1;
+  int64_t min_workers = 0;  // elastic: at least this many, at most num_workers; 0 = not
   bool use_gpu = false;
   // Once: every worker's; once per worker: rank i's is the i-th.
   std::vector<std::string> resources_per_worker;

@@ -355,6 +355,8 @@ class JobFileParser {
           const std::string key_path = Child(path, key);
           if (key == "num_workers") {
             has_num_workers = true;
+            // {min: M, max: N}: elastic (Ray Train V2's num_workers=(M, N)).
+            if (value.IsMap()) return ElasticWorkers(value, key_path, out);
             // One bundle per worker, so the placement group's limit is the job's.
             return SetInteger(value, key_path, 1, PlacementGroupSpec::kMaxBundles,
                               [&](int64_t n) { out->set_num_workers(n); });
@@ -402,6 +404,34 @@ class JobFileParser {
         });
     if (!status.ok()) return status;
     if (!has_num_workers) return Error(node, Child(path, "num_workers"), "required");
+    return absl::OkStatus();
+  }
+
+  absl::Status ElasticWorkers(const YAML::Node& node, absl::string_view path,
+                              v1::ScalingConfig* out) const {
+    bool has_min = false, has_max = false;
+    absl::Status status = ForEachKey(
+        node, path, {"min", "max"},
+        [&](const std::string& key, const YAML::Node& value, const YAML::Node&) -> absl::Status {
+          (key == "min" ? has_min : has_max) = true;
+          return SetInteger(value, Child(path, key), 1, PlacementGroupSpec::kMaxBundles,
+                            [&](int64_t n) {
+                              if (key == "min") {
+                                out->set_min_workers(n);
+                              } else {
+                                out->set_num_workers(n);
+                              }
+                            });
+        });
+    if (!status.ok()) return status;
+    if (!has_min || !has_max) {
+      return Error(node, Child(path, has_min ? "max" : "min"), "required with the other");
+    }
+    if (out->min_workers() > out->num_workers()) {
+      return Error(
+          node, path,
+          absl::StrCat("min ", out->min_workers(), " is more than max ", out->num_workers()));
+    }
     return absl::OkStatus();
   }
 

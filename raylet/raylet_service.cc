@@ -345,11 +345,17 @@ absl::Status RayletService::StartWorkerLocked(const v1::WorkerSpec& spec,
   if (spec.visible_gpu_indices().empty()) {
     for (const GpuShare& share : bundle->gpus) launch.visible_gpu_indices.push_back(share.index);
   } else {
-    // Any GPU of the same group on this node, so that a worker may see its
-    // node-mates' GPUs (NCCL peer access), as the head decides.
+    // Any GPU of the same group (or its job's peer groups) on this node, so
+    // that a worker may see its node-mates' GPUs (NCCL peer access), as the
+    // head decides.
+    std::set<std::string> groups(spec.peer_placement_group_ids().begin(),
+                                 spec.peer_placement_group_ids().end());
+    groups.insert(pg);
     std::set<uint32_t> held;
     for (const ReservedBundle& b : reservations_.List()) {
-      if (b.key.placement_group_id != pg || b.state != BundleState::kCommitted) continue;
+      if (groups.count(b.key.placement_group_id) == 0 || b.state != BundleState::kCommitted) {
+        continue;
+      }
       for (const GpuShare& share : b.gpus) held.insert(share.index);
     }
     std::set<uint32_t> seen;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <iterator>
 #include <map>
+#include <set>
 
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
@@ -24,6 +25,7 @@ v1::WorkerRank RankProto(const RankedWorker& r, const std::string& worker_id) {
   rank.set_node_id(r.node_id);
   for (uint32_t gpu : r.gpu_ids) rank.add_gpu_indices(gpu);
   rank.set_worker_id(worker_id);
+  rank.set_placement_group_id(r.placement_group_id);
   return rank;
 }
 
@@ -113,7 +115,11 @@ double WorkerCpus(const v1::ScalingConfig& scaling, uint32_t rank) {
 }  // namespace
 
 absl::StatusOr<AttemptPlan> PlanAttempt(const AttemptInputs& in) {
-  const std::vector<RankedWorker>& ranks = in.ranks;
+  // Each rank says its group: the job's, or (elastic) one of its own.
+  std::vector<RankedWorker> ranks = in.ranks;
+  for (RankedWorker& r : ranks) {
+    if (r.placement_group_id.empty()) r.placement_group_id = in.placement_group_id;
+  }
   const v1::TrainJobSpec& spec = in.spec;
   const bool command = spec.entrypoint().has_command();
   const v1::Entrypoint::Command& user = spec.entrypoint().command();
@@ -154,12 +160,12 @@ absl::StatusOr<AttemptPlan> PlanAttempt(const AttemptInputs& in) {
     }
     it->second.push_back(std::move(worker));
   };
-  auto new_worker = [&](const std::string& suffix, uint32_t bundle) {
+  auto new_worker = [&](const std::string& suffix, const RankedWorker& in_bundle_of) {
     v1::WorkerSpec w;
     w.set_worker_id(absl::StrCat(in.job_id, "-a", in.attempt, "-", suffix));
     w.set_job_id(in.job_id);
-    w.set_placement_group_id(in.placement_group_id);
-    w.set_bundle_index(bundle);
+    w.set_placement_group_id(in_bundle_of.placement_group_id);
+    w.set_bundle_index(in_bundle_of.bundle_index);
     return w;
   };
   auto add_user_command = [&](v1::WorkerSpec& w, const std::vector<std::string>& argv) {
@@ -170,7 +176,7 @@ absl::StatusOr<AttemptPlan> PlanAttempt(const AttemptInputs& in) {
 
   // The trainer: the job's driver. It hosts the built-in ranks' store; for a
   // user command it relays berth.train.report() from rank 0's node.
-  v1::WorkerSpec trainer = new_worker("trainer", 0);
+  v1::WorkerSpec trainer = new_worker("trainer", ranks[0]);
   trainer.add_argv(in.worker_binary);
   std::vector<std::string> trainer_args = {"trainer",
                                            "--world-size",
@@ -196,7 +202,7 @@ absl::StatusOr<AttemptPlan> PlanAttempt(const AttemptInputs& in) {
   add(std::move(trainer), ranks[0].node_id);
 
   if (store_host) {
-    v1::WorkerSpec store = new_worker("store", 0);
+    v1::WorkerSpec store = new_worker("store", ranks[0]);
     SetEnv(store, NodeEnv(attempt_env, ranks[0].node_id, 0, ranks[0].local_world_size, 0, true));
     add_user_command(store,
                      StoreHostArgv(user.argv(0), attempt_env.master_port, attempt_env.world_size));
@@ -230,7 +236,7 @@ absl::StatusOr<AttemptPlan> PlanAttempt(const AttemptInputs& in) {
       absl::StatusOr<std::vector<std::string>> full_argv =
           LauncherArgv(LauncherOf(user), argv, launch);
       if (!full_argv.ok()) return full_argv.status();
-      v1::WorkerSpec w = new_worker(absl::StrCat("n", node_rank), first.bundle_index);
+      v1::WorkerSpec w = new_worker(absl::StrCat("n", node_rank), first);
       for (uint32_t gpu : first.visible_gpu_ids) w.add_visible_gpu_indices(gpu);
       *w.mutable_rank() = RankProto(first, w.worker_id());
       const bool has_gpus = std::any_of(local.begin(), local.end(),
@@ -244,8 +250,16 @@ absl::StatusOr<AttemptPlan> PlanAttempt(const AttemptInputs& in) {
     return plan;
   }
   for (const RankedWorker& r : ranks) {
-    v1::WorkerSpec w = new_worker(absl::StrCat("r", r.world_rank), r.bundle_index);
+    v1::WorkerSpec w = new_worker(absl::StrCat("r", r.world_rank), r);
     for (uint32_t gpu : r.visible_gpu_ids) w.add_visible_gpu_indices(gpu);
+    // Its node-mates' GPUs may be in other groups of the job (elastic ones).
+    std::set<std::string> peers;
+    for (const RankedWorker& mate : ranks) {
+      if (mate.node_id == r.node_id && mate.placement_group_id != r.placement_group_id) {
+        peers.insert(mate.placement_group_id);
+      }
+    }
+    for (const std::string& peer : peers) w.add_peer_placement_group_ids(peer);
     *w.mutable_rank() = RankProto(r, w.worker_id());
     SetEnv(w, RankEnv(attempt_env, r));
     if (command) {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <csignal>
+#include <tuple>
 
 #include "absl/status/status.h"
 #include "absl/strings/match.h"
@@ -68,7 +69,16 @@ JobReconciler::JobReconciler(v1::TrainJobInfo info, PlacementGroupSpec spec, Job
       phase_(phase),
       placement_wait_(kPlacementWait),
       launch_retry_(kLaunchRetry),
-      release_retry_(kPlacementWait) {}
+      release_retry_(kPlacementWait) {
+  const uint32_t min = info_.spec().scaling_config().min_workers();
+  if (min > 0 && min < spec_.bundles().size()) {
+    // Validated with the job (BuildTrainPlacementGroup), so the split holds.
+    if (absl::StatusOr<ElasticGroups> groups = SplitElastic(spec_, min); groups.ok()) {
+      spec_ = std::move(groups->core);
+      elastic_spec_ = std::move(groups->extra);
+    }
+  }
+}
 
 JobReconciler JobReconciler::Restored(v1::TrainJobInfo info, PlacementGroupSpec spec,
                                       bool stop_requested, JobOptions options) {
@@ -186,6 +196,18 @@ JobStep JobReconciler::Step(absl::Time now, const JobWorld& world) {
                                          : absl::StrCat(info_.job_id(), "/pg/a", attempt_));
           return Act(std::move(create));
         }
+        case Phase::kCreateElastic: {
+          const int j = info_.elastic_group_ids_size();
+          CreateGroup create{*elastic_spec_, {}};
+          create.meta.set_name(absl::StrCat(info_.job_id(), "-pg-e", j));
+          create.meta.set_job_id(info_.job_id());
+          create.meta.set_queue(info_.spec().queue());
+          create.meta.set_priority(info_.spec().priority());
+          create.meta.set_priority_class(info_.spec().priority_class());
+          create.meta.set_time_limit_s(info_.spec().time_limit_s());
+          create.meta.set_request_id(absl::StrCat(info_.job_id(), "/pg/e", j));
+          return Act(std::move(create));
+        }
         case Phase::kResumeScan: {
           std::set<std::string> nodes = NodesOf(processes_);
           if (world.group.ok()) {
@@ -211,6 +233,16 @@ JobStep JobReconciler::Step(absl::Time now, const JobWorld& world) {
             phase_ = Phase::kCreateGroup;
             continue;
           }
+          if (elastic() && info_.elastic_group_ids_size() <
+                               static_cast<int>(info_.spec().scaling_config().num_workers() -
+                                                spec_.bundles().size())) {
+            phase_ = Phase::kCreateElastic;  // a head restarted while making them
+            continue;
+          }
+          if (std::string id = ElasticToRelease(world); !id.empty()) {
+            releasing_ = id;
+            return Act(ReleaseGroup{std::move(id)});
+          }
           if (OnPreempting(now, world)) continue;
           if (!world.group.ok() || world.group->state() != v1::PLACEMENT_GROUP_STATE_CREATED) {
             if (world.group.ok()) {
@@ -233,13 +265,43 @@ JobStep JobReconciler::Step(absl::Time now, const JobWorld& world) {
           SetState(now,
                    attempt_ == 0 ? v1::TRAIN_JOB_STATE_STARTING : v1::TRAIN_JOB_STATE_RESTARTING,
                    "starting the trainer and workers");
-          absl::StatusOr<std::vector<RankedWorker>> ranks =
-              AssignRanks(SitesOf(*world.group), WorkerBundlesAlike(spec_) ? RankOrder::kByPlacement
-                                                                           : RankOrder::kByBundle);
+          // The job's bundles, then each elastic group placed by now.
+          std::vector<BundleSite> sites = SitesOf(*world.group);
+          std::vector<std::pair<std::string, uint32_t>> site_bundles;
+          for (uint32_t b = 0; b < sites.size(); ++b) site_bundles.emplace_back("", b);
+          for (const std::string& id : info_.elastic_group_ids()) {
+            auto g = world.elastic.find(id);
+            if (g == world.elastic.end() || !g->second.ok() ||
+                g->second->state() != v1::PLACEMENT_GROUP_STATE_CREATED ||
+                g->second->preempting()) {
+              continue;
+            }
+            sites.push_back(SitesOf(*g->second)[0]);
+            site_bundles.emplace_back(id, 0);
+          }
+          absl::StatusOr<std::vector<RankedWorker>> ranks = AssignRanks(
+              sites, WorkerBundlesAlike(spec_) ? RankOrder::kByPlacement : RankOrder::kByBundle);
           if (!ranks.ok()) {
             LaunchFailed(std::string(ranks.status().message()));
             continue;
           }
+          for (RankedWorker& r : *ranks) {
+            std::tie(r.placement_group_id, r.bundle_index) = site_bundles[r.bundle_index];
+          }
+          const uint32_t world_size = static_cast<uint32_t>(ranks->size());
+          if (elastic() && info_.workers_size() > 0 &&
+              (!resize_reason_.empty() ||
+               static_cast<uint32_t>(info_.workers_size()) != world_size)) {
+            v1::ResizeEvent* resize = info_.add_resizes();
+            resize->set_unix_ms(absl::ToUnixMillis(now));
+            resize->set_attempt(attempt_);
+            resize->set_from(info_.workers_size());
+            resize->set_to(world_size);
+            resize->set_reason(resize_reason_.empty() ? "restarted with the workers placed"
+                                                      : resize_reason_);
+          }
+          resize_reason_.clear();
+          grow_after_checkpoint_ = -1;
           ranks_ = *std::move(ranks);
           phase_ = Phase::kAllocatePort;
           return Act(AllocatePort{ranks_[0].node_id});
@@ -314,7 +376,7 @@ JobStep JobReconciler::Step(absl::Time now, const JobWorld& world) {
           }
           return Act(ReleaseGroup{info_.placement_group_id()});
         case Phase::kRemoveGroup:
-          return Act(RemoveGroup{info_.placement_group_id()});
+          return Act(RemoveGroup{to_remove_.back()});
         case Phase::kAllocatePort:  // awaiting the result
         case Phase::kDone:
           return {};
@@ -342,6 +404,15 @@ std::optional<JobStep> JobReconciler::Watch(absl::Time now, const JobWorld& worl
     return std::nullopt;
   }
   if (OnPreempting(now, world)) return std::nullopt;
+  if (std::string id = ElasticToRelease(world); !id.empty()) {
+    releasing_ = id;
+    return Act(ReleaseGroup{std::move(id)});
+  }
+  if (std::string loss = ElasticLoss(world); !loss.empty()) {
+    resize_reason_ = std::move(loss);
+    Stop(processes_, AfterStop::kResize);
+    return std::nullopt;
+  }
   if (std::string change = PlacementChange(world); !change.empty()) {
     cause_ = std::move(change);
     node_failure_ = true;
@@ -371,6 +442,20 @@ std::optional<JobStep> JobReconciler::Watch(absl::Time now, const JobWorld& worl
     phase_ = Phase::kFinishing;
     deadline_ = now + (info_.spec().entrypoint().has_command() ? kRelayStartup : kTrainerFinish);
     return std::nullopt;
+  }
+  if (!any_failed && elastic()) {
+    // More workers placed: grow at the next checkpoint, so no step is lost.
+    if (const size_t ready = ElasticReady(world); ready == 0) {
+      grow_after_checkpoint_ = -1;
+    } else if (grow_after_checkpoint_ < 0) {
+      grow_after_checkpoint_ = static_cast<int64_t>(info_.latest_checkpoint_step());
+    } else if (static_cast<int64_t>(info_.latest_checkpoint_step()) > grow_after_checkpoint_) {
+      resize_reason_ =
+          absl::StrCat(ready, " more worker(s) placed; grown at the checkpoint of step ",
+                       info_.latest_checkpoint_step());
+      Stop(processes_, AfterStop::kResize);
+      return std::nullopt;
+    }
   }
   if (!any_failed) {
     JobStep wait;
@@ -422,6 +507,7 @@ std::optional<JobStep> JobReconciler::AwaitingNodeDeath(absl::Time now, const Jo
     if (world.alive.count(node) == 0) {
       cause_ = absl::StrCat("node ", node, " died (missed heartbeats)");
       node_failure_ = true;
+      dead_node_ = node;
       deadline_ = now;
       break;
     }
@@ -464,7 +550,8 @@ std::string JobReconciler::PlacementChange(const JobWorld& world) const {
   std::set<std::string> placed_on;
   for (const v1::BundleLocation& l : world.group->locations()) placed_on.insert(l.node_id());
   for (const std::string& node : nodes) {
-    if (placed_on.count(node) == 0) {
+    // A node of only elastic workers holds none of the job's group (ElasticLoss watches it).
+    if (placed_on.count(node) == 0 && (!elastic() || CoreRunsOn(node))) {
       return absl::StrCat("the placement group's bundles moved off node ", node);
     }
   }
@@ -516,7 +603,84 @@ void JobReconciler::AfterStopped(absl::Time now) {
       phase_ = Phase::kReleaseGroup;
       deadline_ = now;
       return;
+    case AfterStop::kResize:
+      Resize(now);
+      return;
   }
+}
+
+void JobReconciler::Resize(absl::Time now) {
+  restart_pending_ = true;
+  restart_at_ = now;
+  info_.mutable_startup()->set_restarted_unix_us(absl::ToUnixMicros(now));
+  SetState(now, v1::TRAIN_JOB_STATE_RESTARTING, absl::StrCat("resizing: ", resize_reason_));
+  ++attempt_;
+  phase_ = Phase::kAwaitPlacement;
+}
+
+bool JobReconciler::CoreRunsOn(const std::string& node) const {
+  for (const v1::WorkerRank& w : info_.workers()) {
+    if (w.node_id() == node &&
+        (w.placement_group_id().empty() || w.placement_group_id() == info_.placement_group_id())) {
+      return true;
+    }
+  }
+  return false;
+}
+
+std::set<std::string> JobReconciler::ElasticInUse() const {
+  std::set<std::string> ids;
+  for (const v1::WorkerRank& w : info_.workers()) {
+    if (!w.placement_group_id().empty() && w.placement_group_id() != info_.placement_group_id()) {
+      ids.insert(w.placement_group_id());
+    }
+  }
+  return ids;
+}
+
+std::string JobReconciler::ElasticLoss(const JobWorld& world) const {
+  if (!elastic()) return "";
+  for (const v1::WorkerRank& w : info_.workers()) {
+    if (w.placement_group_id().empty() || w.placement_group_id() == info_.placement_group_id()) {
+      continue;
+    }
+    // A node that also holds the job's own bundles ends the attempt as a failure.
+    if (world.alive.count(w.node_id()) == 0) {
+      if (CoreRunsOn(w.node_id())) return "";
+      return absl::StrCat("node ", w.node_id(), " died (missed heartbeats)");
+    }
+    auto g = world.elastic.find(w.placement_group_id());
+    if (g == world.elastic.end() || !g->second.ok()) continue;  // the head's error: ask again
+    if (g->second->state() != v1::PLACEMENT_GROUP_STATE_CREATED) {
+      return absl::StrCat("elastic group ", w.placement_group_id(), " lost its bundle");
+    }
+    if (g->second->preempting()) {
+      return absl::StrCat("elastic group ", w.placement_group_id(),
+                          " is preempted: ", g->second->preempted_by());
+    }
+  }
+  return "";
+}
+
+size_t JobReconciler::ElasticReady(const JobWorld& world) const {
+  const std::set<std::string> in_use = ElasticInUse();
+  size_t ready = 0;
+  for (const auto& [id, group] : world.elastic) {
+    if (in_use.count(id) == 0 && group.ok() &&
+        group->state() == v1::PLACEMENT_GROUP_STATE_CREATED && !group->preempting()) {
+      ++ready;
+    }
+  }
+  return ready;
+}
+
+std::string JobReconciler::ElasticToRelease(const JobWorld& world) const {
+  const std::set<std::string> in_use =
+      phase_ == Phase::kWatch ? ElasticInUse() : std::set<std::string>{};
+  for (const auto& [id, group] : world.elastic) {
+    if (in_use.count(id) == 0 && group.ok() && group->preempting()) return id;
+  }
+  return "";
 }
 
 bool JobReconciler::OnPreempting(absl::Time now, const JobWorld& world) {
@@ -542,6 +706,14 @@ void JobReconciler::LaunchFailed(const std::string& cause) {
 }
 
 void JobReconciler::CountFailure(absl::Time now) {
+  if (elastic() && node_failure_ && !dead_node_.empty() && !CoreRunsOn(dead_node_)) {
+    // It held only elastic workers: the job shrinks rather than fails.
+    resize_reason_ = cause_;
+    dead_node_.clear();
+    Resize(now);
+    return;
+  }
+  dead_node_.clear();
   const v1::FailureConfig& failure = info_.spec().failure_config();
   const bool count_node_failures =
       !failure.has_count_node_failures() || failure.count_node_failures();
@@ -567,11 +739,25 @@ void JobReconciler::CountFailure(absl::Time now) {
 void JobReconciler::End(v1::TrainJobState state, std::string message) {
   final_state_ = state;
   final_message_ = std::move(message);
+  to_remove_ = {info_.placement_group_id()};
+  for (auto it = info_.elastic_group_ids().rbegin(); it != info_.elastic_group_ids().rend(); ++it) {
+    to_remove_.push_back(*it);
+  }
   phase_ = Phase::kRemoveGroup;
 }
 
 void JobReconciler::OnResult(absl::Time now, JobActionResult result) {
-  if (auto* created = std::get_if<GroupCreated>(&result)) {
+  if (auto* created = std::get_if<GroupCreated>(&result);
+      created && phase_ == Phase::kCreateElastic) {
+    if (!created->placement_group_id.ok()) {
+      End(v1::TRAIN_JOB_STATE_FAILED, absl::StrCat("creating an elastic group: ",
+                                                   created->placement_group_id.status().message()));
+      return;
+    }
+    info_.add_elastic_group_ids(*created->placement_group_id);
+    persist_ = true;
+    phase_ = Phase::kAwaitPlacement;  // which makes the next one, if any
+  } else if (created) {
     if (!created->placement_group_id.ok()) {
       SetState(now, v1::TRAIN_JOB_STATE_FAILED,
                absl::StrCat("creating the placement group: ",
@@ -605,7 +791,10 @@ void JobReconciler::OnResult(absl::Time now, JobActionResult result) {
     awaited_ = std::move(sent->awaited);
     deadline_ = now + options_.stop_grace + absl::Seconds(3);
     phase_ = Phase::kAwaitStopped;
-  } else if (auto* released = std::get_if<GroupReleased>(&result)) {
+  } else if (auto* released = std::get_if<GroupReleased>(&result);
+             released && !releasing_.empty()) {
+    releasing_.clear();  // an elastic group: it waits again; asked again if that failed
+  } else if (released) {
     if (released->status.ok() || absl::IsNotFound(released->status)) {
       // The next attempt starts when the group is placed again, from the
       // latest checkpoint; nothing of this one is left.
@@ -617,6 +806,8 @@ void JobReconciler::OnResult(absl::Time now, JobActionResult result) {
       deadline_ = now + release_retry_.Next();  // in two-phase commit: ask again
     }
   } else if (std::holds_alternative<GroupRemoved>(result)) {
+    to_remove_.pop_back();
+    if (!to_remove_.empty()) return;
     SetState(now, final_state_, final_message_);
     phase_ = Phase::kDone;
   }

@@ -20,6 +20,16 @@
 // restarts from its latest checkpoint, up to max_failures (FAILED after).
 // Every end removes the group.
 //
+// Elastic jobs (scaling_config.min_workers, Ray Train V2's num_workers=
+// (min, max)): the job's group holds the first min_workers bundles, and each
+// further worker has a one-bundle group of its own, placed whenever it fits
+// (the others wait as pending demand). An attempt starts once the job's
+// group is CREATED, with every elastic group placed by then; a running job
+// grows (restarts from its checkpoint with the larger world) at the first
+// checkpoint reported after more elastic groups were placed, and shrinks
+// instead of counting a failure when a node holding only elastic workers is
+// lost. Each resize is recorded (TrainJobInfo.resizes).
+//
 // Preemption (the head's queues chose the group as a victim; it says
 // `preempting`): the processes are stopped with the grace period (SIGTERM
 // first, so the script can checkpoint), the job goes PENDING with the
@@ -63,6 +73,8 @@ struct RankLog {
 struct JobWorld {
   // The job's group (read when placement_group_id() is set).
   absl::StatusOr<v1::PlacementGroupInfo> group = absl::NotFoundError("no placement group");
+  // The job's elastic groups (elastic_group_ids()), by id.
+  std::map<std::string, absl::StatusOr<v1::PlacementGroupInfo>> elastic;
   // Those of WatchedNodes() that are ALIVE or DRAINING (have a raylet).
   // WatchedNodes() covers every node any phase reached in one Step asks
   // about, so a Step that moves on may still use it.
@@ -164,6 +176,9 @@ class JobReconciler {
 
   // What to read into the JobWorld of the next Step.
   const std::string& placement_group_id() const { return info_.placement_group_id(); }
+  const google::protobuf::RepeatedPtrField<std::string>& elastic_group_ids() const {
+    return info_.elastic_group_ids();
+  }
   std::set<std::string> WatchedNodes() const;
 
   JobStep Step(absl::Time now, const JobWorld& world);
@@ -173,6 +188,7 @@ class JobReconciler {
  private:
   enum class Phase {
     kCreateGroup,
+    kCreateElastic,   // an elastic job's one-bundle groups, one per Step
     kResumeScan,      // a restored, half-started attempt: list what runs
     kAwaitPlacement,  // until the group is CREATED
     kAllocatePort,
@@ -195,7 +211,8 @@ class JobReconciler {
     kCountFailure,
     kLaunchFailed,
     kAwaitPlacement,
-    kPreempted
+    kPreempted,
+    kResize,
   };
   // Why raylets are asked for the job's workers.
   enum class Listing { kRecordExits, kUnreachable, kLaunchFailed, kResumeScan };
@@ -211,6 +228,19 @@ class JobReconciler {
   // runs, then lets go of the group).
   bool OnPreempting(absl::Time now, const JobWorld& world);
   void End(v1::TrainJobState state, std::string message);
+  // An elastic job restarts with the workers placed now (resize_reason_ says why).
+  void Resize(absl::Time now);
+  bool elastic() const { return elastic_spec_.has_value(); }
+  // Whether a process of the job's own group (not an elastic one) runs on `node`.
+  bool CoreRunsOn(const std::string& node) const;
+  // The elastic groups the attempt's ranks run in.
+  std::set<std::string> ElasticInUse() const;
+  // Why the attempt must shrink (an elastic group it uses is lost), or "".
+  std::string ElasticLoss(const JobWorld& world) const;
+  // Elastic groups placed (and not being preempted) that the attempt does not use.
+  size_t ElasticReady(const JobWorld& world) const;
+  // The next elastic group to let go of (being preempted, unused), or "".
+  std::string ElasticToRelease(const JobWorld& world) const;
   void AwaitNodeDeath(absl::Time now);
   // A phase's decision: an action or a wait, or nullopt once it moved to
   // another phase.
@@ -263,6 +293,13 @@ class JobReconciler {
   std::vector<std::string> awaited_;
   AfterStop after_stop_ = AfterStop::kEndStopped;
   bool stop_after_node_wait_ = true;  // the processes still run (not a failed launch)
+  // Elastic: the bundle of every elastic group, and what the attempt uses.
+  std::optional<PlacementGroupSpec> elastic_spec_;
+  std::string resize_reason_;           // of the restart under way
+  int64_t grow_after_checkpoint_ = -1;  // elastic groups wait for a checkpoint after this step
+  std::string dead_node_;               // the node whose death ended the attempt
+  std::string releasing_;               // an elastic group being let go of
+  std::vector<std::string> to_remove_;  // groups End() removes, the last first
   v1::TrainJobState final_state_ = v1::TRAIN_JOB_STATE_FAILED;
   std::string final_message_;
 };

@@ -36,7 +36,8 @@ struct RankedWorker {
   uint32_t local_rank = 0;
   uint32_t node_rank = 0;
   uint32_t local_world_size = 0;
-  uint32_t bundle_index = 0;
+  uint32_t bundle_index = 0;       // in its group
+  std::string placement_group_id;  // "": the job's group (else an elastic one)
   std::string node_id;
   std::vector<uint32_t> gpu_ids;          // this worker's own GPUs
   std::vector<uint32_t> visible_gpu_ids;  // CUDA_VISIBLE_DEVICES for it

@@ -92,7 +92,55 @@ absl::Status ValidateAcceleratorType(const std::string& type) {
   return absl::OkStatus();
 }
 
+// An elastic job's ranks from min_workers on come and go, so they must be
+// alike: what differs per rank is for the ranks it always has.
+absl::Status ValidateElastic(const ScalingConfig& config) {
+  if (config.min_workers == 0) return absl::OkStatus();
+  const int64_t n = config.num_workers;
+  if (config.min_workers < 1 || config.min_workers > n) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("scaling_config.min_workers: ", config.min_workers,
+                     " is not in 1..num_workers (", n, ", the most)"));
+  }
+  if (config.resources_per_worker_list || config.label_selector.size() > 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("scaling_config.min_workers: an elastic job's workers are alike; give ",
+                     config.resources_per_worker_list ? "resources_per_worker" : "label_selector",
+                     " once, not per rank"));
+  }
+  for (const auto& [rank, amounts] : config.rank_resources) {
+    if (rank >= config.min_workers) {
+      return absl::InvalidArgumentError(absl::StrCat("scaling_config.rank_resources[", rank,
+                                                     "]: an elastic job shapes only "
+                                                     "the ranks it always has, 0..",
+                                                     config.min_workers - 1, " (min_workers ",
+                                                     config.min_workers, ")"));
+    }
+  }
+  if (!config.topology.empty()) {
+    return absl::InvalidArgumentError(
+        "scaling_config.topology: not yet for elastic jobs (min_workers); give one or the other");
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
+
+absl::StatusOr<ElasticGroups> SplitElastic(const PlacementGroupSpec& group, size_t min_workers) {
+  const std::vector<Bundle>& bundles = group.bundles();
+  if (min_workers < 1 || min_workers >= bundles.size()) {
+    return absl::InvalidArgumentError(absl::StrCat("min_workers: ", min_workers, " of ",
+                                                   bundles.size(), " leaves nothing elastic"));
+  }
+  absl::StatusOr<PlacementGroupSpec> core = PlacementGroupSpec::Create(
+      std::vector<Bundle>(bundles.begin(), bundles.begin() + min_workers), group.strategy(),
+      group.topology());
+  if (!core.ok()) return core.status();
+  absl::StatusOr<PlacementGroupSpec> extra =
+      PlacementGroupSpec::Create({bundles[min_workers]}, PlacementStrategy::kPack);
+  if (!extra.ok()) return extra.status();
+  return ElasticGroups{*std::move(core), *std::move(extra)};
+}
 
 absl::StatusOr<PlacementGroupSpec> BuildTrainPlacementGroup(const ScalingConfig& config) {
   const int64_t n = config.num_workers;
@@ -130,6 +178,7 @@ absl::StatusOr<PlacementGroupSpec> BuildTrainPlacementGroup(const ScalingConfig&
                                                      "]: no such rank; ranks are 0..", n - 1));
     }
   }
+  if (absl::Status s = ValidateElastic(config); !s.ok()) return s;
 
   // Ranks without an entry of their own share one worker bundle.
   std::optional<ResourceSet> alike;

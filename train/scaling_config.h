@@ -43,12 +43,23 @@ struct ScalingConfig {
   std::string placement_strategy = "PACK";
   // The group's topology (PlacementGroupSpec): all ranks in one rack, say.
   Topology topology;
+  // Elastic: at least this many workers, at most num_workers. 0: not elastic.
+  int64_t min_workers = 0;
 };
 
 // Validates `config` (errors name the field under `scaling_config.`) and
 // returns the job's placement group: bundle i = rank i's worker, bundle 0
 // with the trainer merged in.
 absl::StatusOr<PlacementGroupSpec> BuildTrainPlacementGroup(const ScalingConfig& config);
+
+// An elastic job's groups: its first `min_workers` bundles placed as one
+// gang (the trainer's and the first ranks'), and the bundle of each further
+// worker, which gets a one-bundle group of its own (they are all alike).
+struct ElasticGroups {
+  PlacementGroupSpec core;
+  PlacementGroupSpec extra;
+};
+absl::StatusOr<ElasticGroups> SplitElastic(const PlacementGroupSpec& group, size_t min_workers);
 
 // Whether the workers' bundles (all but bundle 0, which holds the trainer)
 // are alike, so which of them a rank gets is free (rank_assignment.h).

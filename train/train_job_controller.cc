@@ -56,6 +56,7 @@ void TrainJobController::AddLocked(const std::string& id, std::unique_ptr<Job> j
   if (!added.reconciler.placement_group_id().empty()) {
     by_group_[added.reconciler.placement_group_id()] = id;
   }
+  for (const std::string& group : added.reconciler.elastic_group_ids()) by_group_[group] = id;
   by_request_id_[added.request_id] = id;
   jobs_[id] = std::move(job);
   if (added.reconciler.done()) return;
@@ -275,6 +276,7 @@ void TrainJobController::PoolLoop() {
 void TrainJobController::Drive(const std::string& job_id) {
   while (true) {
     std::string group_id;
+    std::vector<std::string> elastic_ids;
     std::set<std::string> nodes;
     {
       absl::MutexLock lock(&mu_);
@@ -282,16 +284,21 @@ void TrainJobController::Drive(const std::string& job_id) {
       if (job.reconciler.done()) {
         if (!std::exchange(job.finished, true)) {
           by_group_.erase(job.reconciler.placement_group_id());
+          for (const std::string& group : job.reconciler.elastic_group_ids()) {
+            by_group_.erase(group);
+          }
           --active_;
         }
         return;
       }
       group_id = job.reconciler.placement_group_id();
+      elastic_ids.assign(job.reconciler.elastic_group_ids().begin(),
+                         job.reconciler.elastic_group_ids().end());
       nodes = job.reconciler.WatchedNodes();
       job.again = false;  // an event from here on makes it read the head again
     }
     // The head is called without mu_ (it calls this controller with its own).
-    const JobWorld world = ReadWorld(group_id, nodes);
+    const JobWorld world = ReadWorld(group_id, elastic_ids, nodes);
     JobStep step;
     {
       absl::MutexLock lock(&mu_);
@@ -330,13 +337,16 @@ void TrainJobController::Drive(const std::string& job_id) {
     if (!job.reconciler.placement_group_id().empty()) {
       by_group_[job.reconciler.placement_group_id()] = job_id;
     }
+    for (const std::string& group : job.reconciler.elastic_group_ids()) by_group_[group] = job_id;
   }
 }
 
 JobWorld TrainJobController::ReadWorld(const std::string& placement_group_id,
+                                       const std::vector<std::string>& elastic_ids,
                                        const std::set<std::string>& nodes) {
   JobWorld world;
   if (!placement_group_id.empty()) world.group = groups_->GetGroup(placement_group_id);
+  for (const std::string& id : elastic_ids) world.elastic.emplace(id, groups_->GetGroup(id));
   for (const std::string& node : nodes) {
     if (!groups_->RayletAddress(node).empty()) world.alive.insert(node);
   }

@@ -123,7 +123,9 @@ class TrainJobController {
   void PoolLoop();
   // Steps the job until it waits, carrying out its actions.
   void Drive(const std::string& job_id);
-  JobWorld ReadWorld(const std::string& placement_group_id, const std::set<std::string>& nodes);
+  JobWorld ReadWorld(const std::string& placement_group_id,
+                     const std::vector<std::string>& elastic_ids,
+                     const std::set<std::string>& nodes);
   JobActionResult Execute(const std::string& job_id, JobAction action);
   ProcessesStarted Start(StartProcesses action);
   WorkersListed ListOn(const std::string& job_id, const std::set<std::string>& nodes);

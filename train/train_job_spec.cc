@@ -121,6 +121,7 @@ absl::StatusOr<PlacementGroupSpec> PlacementGroupForJob(const v1::TrainJobSpec& 
   }
   config.accelerator_type = s.accelerator_type();
   config.topology = TopologyFromProto(s.topology());
+  config.min_workers = s.min_workers();
   switch (s.placement_strategy()) {
     case v1::PLACEMENT_STRATEGY_UNSPECIFIED:
     case v1::PLACEMENT_STRATEGY_PACK:
@@ -145,6 +146,11 @@ absl::StatusOr<PlacementGroupSpec> PlacementGroupForJob(const v1::TrainJobSpec& 
   // A launcher numbers its node's ranks itself (node rank 0's first process
   // is rank 0, the rest follow the node order), so only rank 0's bundle,
   // the launcher's node rank 0 / local rank 0, can be told apart.
+  if (IsPerNode(spec) && config.min_workers != 0) {
+    return absl::InvalidArgumentError(
+        "spec.scaling_config.min_workers: not yet with a command run per node "
+        "(spec.entrypoint.command.launcher or per_node); run one process per rank");
+  }
   if (IsPerNode(spec) && !WorkerBundlesAlike(*group)) {
     return absl::InvalidArgumentError(
         "spec.scaling_config: ranks 1 and above differ (rank_resources, "

@@ -135,6 +135,7 @@ absl::StatusOr<std::vector<std::string>> LauncherArgv(Launcher launcher,
 std::map<std::string, std::string> RankEnv(const AttemptEnv& a, const RankedWorker& r) {
   std::map<std::string, std::string> env =
       CommonEnv(a, r.node_id, r.node_rank, r.local_world_size, r.bundle_index);
+  if (!r.placement_group_id.empty()) env["BERTH_PLACEMENT_GROUP_ID"] = r.placement_group_id;
   env["RANK"] = absl::StrCat(r.world_rank);
   env["LOCAL_RANK"] = absl::StrCat(r.local_rank);
   if (r.world_rank < a.rank_cpus.size())

@@ -304,6 +304,9 @@ void AddJobCommands(CLI::App& app, Action* action) {
       "trainer");
   submit_cmd->add_option("--num-workers", args.num_workers, "Number of workers (world size)")
       ->required();
+  submit_cmd->add_option("--min-workers", args.min_workers,
+                         "Elastic: start once this many workers fit, grow toward --num-workers "
+                         "at checkpoints, shrink to no fewer when a node is lost");
   submit_cmd->add_flag("--use-gpu", args.use_gpu, "Workers use GPUs (GPU=1 each by default)");
   submit_cmd->add_option("--resources-per-worker", args.resources_per_worker,
                          "Resources of each worker, e.g. \"GPU=1,CPU=2\"; given once per "

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional, Union
+from typing import Tuple, Dict, List, Optional, Union
 
 from berth.errors import InvalidArgumentError
 
@@ -101,7 +101,8 @@ class ScalingConfig:
 
     Attributes:
         trainer_resources: resources of the job's driver; None = {"CPU": 1}.
-        num_workers: the world size.
+        num_workers: the world size, or Ray Train V2's (min, max) for an
+            elastic job: it starts once min fit and grows toward max.
         use_gpu: one GPU per worker unless resources_per_worker says.
         resources_per_worker: None = {"GPU": 1} with use_gpu, else {"CPU": 1}.
             A list gives each rank its own: rank i's is entry i.
@@ -120,7 +121,7 @@ class ScalingConfig:
     """
 
     trainer_resources: Optional[Dict[str, Number]] = None
-    num_workers: int = 1
+    num_workers: Union[int, Tuple[int, int]] = 1
     use_gpu: bool = False
     resources_per_worker: Optional[Union[Dict[str, Number], List[Dict[str, Number]]]] = None
     placement_strategy: str = "PACK"
@@ -131,24 +132,31 @@ class ScalingConfig:
     rank_resources: Optional[Dict[int, Dict[str, Number]]] = None
 
     def __post_init__(self) -> None:
-        if isinstance(self.num_workers, bool) or not isinstance(self.num_workers, int) or self.num_workers < 1:
+        if isinstance(self.num_workers, tuple):
+            if (len(self.num_workers) != 2 or
+                    any(isinstance(n, bool) or not isinstance(n, int) or n < 1 for n in self.num_workers)):
+                raise InvalidArgumentError(f"num_workers: (min, max), integers >= 1, not {self.num_workers!r}")
+            if self.num_workers[0] > self.num_workers[1]:
+                raise InvalidArgumentError(
+                    f"num_workers: min {self.num_workers[0]} is more than max {self.num_workers[1]}")
+        elif isinstance(self.num_workers, bool) or not isinstance(self.num_workers, int) or self.num_workers < 1:
             raise InvalidArgumentError(f"num_workers: an integer >= 1, not {self.num_workers!r}")
         if not isinstance(self.use_gpu, bool):
             raise InvalidArgumentError(f"use_gpu: True or False, not {self.use_gpu!r}")
         _check_resources("trainer_resources", self.trainer_resources)
-        _check_resources_list("resources_per_worker", self.resources_per_worker, self.num_workers)
+        _check_resources_list("resources_per_worker", self.resources_per_worker, self.total_workers)
         if self.rank_resources is not None:
             if not isinstance(self.rank_resources, dict):
                 raise InvalidArgumentError("rank_resources: a dict of rank -> resources")
             for rank, resources in self.rank_resources.items():
-                if isinstance(rank, bool) or not isinstance(rank, int) or not 0 <= rank < self.num_workers:
+                if isinstance(rank, bool) or not isinstance(rank, int) or not 0 <= rank < self.total_workers:
                     raise InvalidArgumentError(
-                        f"rank_resources[{rank!r}]: no such rank; ranks are 0..{self.num_workers - 1}")
+                        f"rank_resources[{rank!r}]: no such rank; ranks are 0..{self.total_workers - 1}")
                 _check_resources(f"rank_resources[{rank}]", resources)
         if isinstance(self.label_selector, list):
-            if len(self.label_selector) != self.num_workers:
+            if len(self.label_selector) != self.total_workers:
                 raise InvalidArgumentError(
-                    f"label_selector: {len(self.label_selector)} entries for num_workers {self.num_workers}; "
+                    f"label_selector: {len(self.label_selector)} entries for num_workers {self.total_workers}; "
                     "give a dict for every worker or a list with one per worker")
             for i, selector in enumerate(self.label_selector):
                 _selector_requirements(f"label_selector[{i}]", selector)
@@ -167,15 +175,22 @@ class ScalingConfig:
 
     @property
     def total_workers(self) -> int:
-        """The world size (Ray's ScalingConfig.total_workers)."""
-        return self.num_workers
+        """The most workers (Ray's ScalingConfig.total_workers); the world size unless elastic."""
+        return self.num_workers[1] if isinstance(self.num_workers, tuple) else self.num_workers
+
+    @property
+    def min_workers(self) -> int:
+        """The fewest workers an elastic job runs with; total_workers if not elastic."""
+        return self.num_workers[0] if isinstance(self.num_workers, tuple) else self.num_workers
 
     def to_proto(self):
         """The wire ScalingConfig (berth.v1.ScalingConfig)."""
         from berth.v1 import common_pb2, train_pb2
 
-        proto = train_pb2.ScalingConfig(num_workers=self.num_workers, use_gpu=self.use_gpu,
+        proto = train_pb2.ScalingConfig(num_workers=self.total_workers, use_gpu=self.use_gpu,
                                         accelerator_type=self.accelerator_type or "")
+        if isinstance(self.num_workers, tuple):
+            proto.min_workers = self.num_workers[0]
         if isinstance(self.resources_per_worker, list):
             for entry in self.resources_per_worker:
                 proto.resources_per_worker_list.add().amounts.update(

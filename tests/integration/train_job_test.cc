@@ -200,6 +200,76 @@ TEST_F(TrainJobTest, RanksThatDifferGetTheirOwnBundlesAndTrainTogether) {
   for (int r = 1; r < 4; ++r) EXPECT_EQ(ParamsHash(RankLog(info, r)), hash) << "rank " << r;
 }
 
+// Ray Train V2's num_workers=(2, 4) on a real DDP script that checkpoints
+// (examples/ray-port): room for 2 workers of 2 GPUs (n0, n1), then a 4-GPU
+// raylet joins and the job grows at its next checkpoint, then that raylet is
+// killed and the job shrinks back instead of failing, and finishes.
+TEST_F(TrainJobTest, AnElasticJobGrowsWhenANodeJoinsShrinksWhenItDiesAndSucceeds) {
+  v1::TrainJobSpec spec = GpuJob(4);
+  spec.mutable_scaling_config()->set_min_workers(2);
+  (*spec.mutable_scaling_config()->mutable_resources_per_worker()->mutable_amounts())["GPU"] = 2;
+  SetCommand(&spec,
+             {"/usr/bin/python3", BERTH_SOURCE_DIR "/examples/ray-port/train.py", "--steps", "80",
+              "--checkpoint-every", "5", "--step-seconds", "0.25"},
+             {{"PYTHONPATH", BERTH_SOURCE_DIR "/python"}});
+  const std::string id = Submit(spec);
+  ASSERT_TRUE(
+      WaitUntil([&] { return Get(id).state() == v1::TRAIN_JOB_STATE_RUNNING; }, seconds(60)))
+      << Get(id).DebugString();
+  EXPECT_EQ(Get(id).workers_size(), 2);
+  ASSERT_EQ(Get(id).elastic_group_ids_size(), 2);
+  // The two waiting workers are pending demand an autoscaler sees.
+  v1::GetClusterStatusResponse status;
+  ASSERT_TRUE(cluster_->cluster().GetClusterStatus(Context().get(), {}, &status).ok());
+  ASSERT_EQ(status.pending_demand_size(), 1) << status.DebugString();
+  EXPECT_EQ(status.pending_demand(0).count(), 2u) << status.DebugString();
+
+  cluster_->AddRaylet({"n2", 4, "A10G", 8, "32Gi"});
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        const v1::TrainJobInfo info = Get(id);
+        return info.state() == v1::TRAIN_JOB_STATE_RUNNING && info.workers_size() == 4;
+      },
+      seconds(60)))
+      << Get(id).DebugString();
+  v1::TrainJobInfo grown = Get(id);
+  ASSERT_EQ(grown.resizes_size(), 1);
+  EXPECT_EQ(grown.resizes(0).from(), 2u);
+  EXPECT_EQ(grown.resizes(0).to(), 4u);
+  EXPECT_THAT(grown.resizes(0).reason(), HasSubstr("2 more worker(s) placed"));
+  EXPECT_EQ(grown.workers(3).node_id(), "n2");
+  // It resumed from the checkpoint it grew at, with the larger world.
+  ASSERT_TRUE(WaitUntil([&] { return RankLog(Get(id), 0).find("resuming") != std::string::npos; },
+                        seconds(30)))
+      << Get(id).DebugString() << RankLog(Get(id), 0) << RankLog(Get(id), 0, ".err");
+
+  cluster_->KillRaylet("n2", SIGKILL);
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        const v1::TrainJobInfo info = Get(id);
+        return info.state() == v1::TRAIN_JOB_STATE_RUNNING && info.workers_size() == 2 &&
+               info.resizes_size() == 2;
+      },
+      seconds(60)))
+      << Get(id).DebugString();
+  v1::TrainJobInfo done = WaitDone(id, seconds(120));
+  ASSERT_EQ(done.state(), v1::TRAIN_JOB_STATE_SUCCEEDED) << done.DebugString();
+  EXPECT_EQ(done.failures(), 0u);
+  ASSERT_EQ(done.resizes_size(), 2);
+  EXPECT_EQ(done.resizes(1).from(), 4u);
+  EXPECT_EQ(done.resizes(1).to(), 2u);
+  EXPECT_THAT(done.resizes(1).reason(), HasSubstr("node n2 died"));
+  EXPECT_THAT(RankLog(done, 0), HasSubstr("resuming from step"));
+  // Every group is gone with the job.
+  for (const std::string& group : done.elastic_group_ids()) {
+    v1::GetPlacementGroupRequest get;
+    get.set_placement_group_id(group);
+    v1::GetPlacementGroupResponse pg;
+    ASSERT_TRUE(cluster_->groups().GetPlacementGroup(Context().get(), get, &pg).ok());
+    EXPECT_EQ(pg.placement_group().state(), v1::PLACEMENT_GROUP_STATE_REMOVED);
+  }
+}
+
 // Racks a (2 GPUs) and b (4 GPUs) beside the fixture's unlabelled n0, n1.
 TEST_F(TrainJobTest, ARackGangNeverSpansRacksAndWaitsWithAReasonWhenNoRackFits) {
   const std::string rack = "berth.io/topology-rack";
