@@ -205,7 +205,8 @@ JobStep JobReconciler::Step(absl::Time now, const JobWorld& world) {
           create.meta.set_priority(info_.spec().priority());
           create.meta.set_priority_class(info_.spec().priority_class());
           create.meta.set_time_limit_s(info_.spec().time_limit_s());
-          create.meta.set_request_id(absl::StrCat(info_.job_id(), "/pg/e", j));
+          // Made again after they were dropped: a request id of the attempt's.
+          create.meta.set_request_id(absl::StrCat(info_.job_id(), "/pg/e", j, "/a", attempt_));
           return Act(std::move(create));
         }
         case Phase::kResumeScan: {
@@ -233,18 +234,19 @@ JobStep JobReconciler::Step(absl::Time now, const JobWorld& world) {
             phase_ = Phase::kCreateGroup;
             continue;
           }
-          if (elastic() && info_.elastic_group_ids_size() <
-                               static_cast<int>(info_.spec().scaling_config().num_workers() -
-                                                spec_.bundles().size())) {
-            phase_ = Phase::kCreateElastic;  // a head restarted while making them
-            continue;
-          }
           if (std::string id = ElasticToRelease(world); !id.empty()) {
             releasing_ = id;
             return Act(ReleaseGroup{std::move(id)});
           }
           if (OnPreempting(now, world)) continue;
           if (!world.group.ok() || world.group->state() != v1::PLACEMENT_GROUP_STATE_CREATED) {
+            // While the job's own group waits, its elastic groups would hold
+            // GPUs for nothing (or what it waits for): they go, and are made
+            // again once it is placed.
+            if (world.group.ok() && info_.elastic_group_ids_size() > 0) {
+              dropping_elastic_ = true;
+              return Act(RemoveGroup{*info_.elastic_group_ids().rbegin()});
+            }
             if (world.group.ok()) {
               info_.set_message(absl::StrCat("waiting for placement",
                                              world.group->infeasible() ? " (infeasible)" : "", ": ",
@@ -255,6 +257,14 @@ JobStep JobReconciler::Step(absl::Time now, const JobWorld& world) {
             return wait;
           }
           placement_wait_.Reset();
+          // The elastic groups are made once the job's own group holds its
+          // bundles, so they never take what it waits for.
+          if (elastic() && info_.elastic_group_ids_size() <
+                               static_cast<int>(info_.spec().scaling_config().num_workers() -
+                                                spec_.bundles().size())) {
+            phase_ = Phase::kCreateElastic;
+            continue;
+          }
           // A new attempt's start: the stages after placement begin again.
           v1::StartupTimeline& startup = *info_.mutable_startup();
           startup.set_placed_unix_us(absl::ToUnixMicros(now));
@@ -805,6 +815,10 @@ void JobReconciler::OnResult(absl::Time now, JobActionResult result) {
     } else {
       deadline_ = now + release_retry_.Next();  // in two-phase commit: ask again
     }
+  } else if (std::holds_alternative<GroupRemoved>(result) && dropping_elastic_) {
+    dropping_elastic_ = false;
+    info_.mutable_elastic_group_ids()->RemoveLast();
+    persist_ = true;
   } else if (std::holds_alternative<GroupRemoved>(result)) {
     to_remove_.pop_back();
     if (!to_remove_.empty()) return;

@@ -22,9 +22,11 @@
 //
 // Elastic jobs (scaling_config.min_workers, Ray Train V2's num_workers=
 // (min, max)): the job's group holds the first min_workers bundles, and each
-// further worker has a one-bundle group of its own, placed whenever it fits
-// (the others wait as pending demand). An attempt starts once the job's
-// group is CREATED, with every elastic group placed by then; a running job
+// further worker has a one-bundle group of its own, made once the job's group
+// is placed (and removed while it waits again, so they hold nothing for an
+// attempt that cannot run), placed whenever it fits (the others wait as
+// pending demand). An attempt starts once the job's group is CREATED, with
+// every elastic group placed by then; a running job
 // grows (restarts from its checkpoint with the larger world) at the first
 // checkpoint reported after more elastic groups were placed, and shrinks
 // instead of counting a failure when a node holding only elastic workers is
@@ -299,6 +301,7 @@ class JobReconciler {
   int64_t grow_after_checkpoint_ = -1;  // elastic groups wait for a checkpoint after this step
   std::string dead_node_;               // the node whose death ended the attempt
   std::string releasing_;               // an elastic group being let go of
+  bool dropping_elastic_ = false;       // the last elastic group is being removed
   std::vector<std::string> to_remove_;  // groups End() removes, the last first
   v1::TrainJobState final_state_ = v1::TRAIN_JOB_STATE_FAILED;
   std::string final_message_;

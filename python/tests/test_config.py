@@ -83,6 +83,18 @@ def test_bad_values_name_the_field(kwargs, field):
     assert isinstance(error.value, ValueError)
 
 
+def test_elastic_num_workers_is_rays_min_max_tuple():
+    config = berth.ScalingConfig(num_workers=(2, 4), use_gpu=True)
+    assert config.total_workers == 4 and config.min_workers == 2
+    proto = config.to_proto()
+    assert proto.num_workers == 4 and proto.min_workers == 2
+    assert berth.ScalingConfig(num_workers=3).to_proto().min_workers == 0
+    for bad in ((4, 2), (0, 2), (1, 2, 3), (1.5, 2)):
+        with pytest.raises(berth.InvalidArgumentError) as error:
+            berth.ScalingConfig(num_workers=bad)
+        assert str(error.value).startswith("num_workers:")
+
+
 def test_topology_goes_on_the_wire():
     required = berth.ScalingConfig(num_workers=2, topology={"required": "berth.io/topology-rack"})
     assert required.to_proto().topology.required == "berth.io/topology-rack"

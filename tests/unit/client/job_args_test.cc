@@ -101,6 +101,17 @@ TEST(JobArgsTest, ResourcesParseLikeBundlesWithQuantities) {
   EXPECT_EQ(scaling.placement_strategy(), v1::PLACEMENT_STRATEGY_STRICT_SPREAD);
 }
 
+TEST(JobArgsTest, MinWorkersMakesTheJobElastic) {
+  JobSubmitArgs args = FourGpuWorkers();
+  args.min_workers = 2;
+  absl::StatusOr<v1::TrainJobSpec> spec = BuildTrainJobSpec(args);
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->scaling_config().min_workers(), 2u);
+  args.min_workers = 5;
+  EXPECT_THAT(BuildTrainJobSpec(args).status().message(),
+              HasSubstr("--min-workers: 5 is not in 1..--num-workers (4)"));
+}
+
 TEST(JobArgsTest, TopologyFlags) {
   JobSubmitArgs args = FourGpuWorkers();
   args.topology_required = "berth.io/topology-rack";

@@ -177,6 +177,22 @@ TEST(JobFileTest, PerRankResourcesAndSelectors) {
             "job.yaml:3: scaling.resources_per_worker[1]: expected a map, got '3'");
 }
 
+TEST(JobFileTest, ElasticNumWorkers) {
+  absl::StatusOr<v1::TrainJobSpec> spec =
+      ParseJobFile("scaling:\n  num_workers: {min: 2, max: 4}\n  use_gpu: true\n", "job.yaml");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->scaling_config().num_workers(), 4u);
+  EXPECT_EQ(spec->scaling_config().min_workers(), 2u);
+  EXPECT_EQ(ErrorOf("scaling:\n  num_workers: {min: 5, max: 4}\n"),
+            "job.yaml:2: scaling.num_workers: min 5 is more than max 4");
+  EXPECT_EQ(ErrorOf("scaling:\n  num_workers: {min: 2}\n"),
+            "job.yaml:2: scaling.num_workers.max: required with the other");
+  EXPECT_EQ(ErrorOf("scaling:\n  num_workers: {min: 0, max: 4}\n"),
+            "job.yaml:2: scaling.num_workers.min: 0 is not in 1..4096");
+  EXPECT_EQ(ErrorOf("scaling:\n  num_workers: {least: 1, max: 4}\n"),
+            "job.yaml:2: scaling.num_workers.least: unknown key (allowed: min, max)");
+}
+
 TEST(JobFileTest, Topology) {
   absl::StatusOr<v1::TrainJobSpec> spec = LoadJobFile((kExamples / "rack-gang.yaml").string());
   ASSERT_TRUE(spec.ok()) << spec.status();

@@ -81,6 +81,7 @@ class JobReconcilerTest : public ::testing::Test {
   JobStep Step() {
     JobWorld world;
     world.group = group_;
+    world.elastic = elastic_;
     for (const std::string& node : job_->WatchedNodes()) {
       if (alive_.count(node) > 0) world.alive.insert(node);
     }
@@ -110,7 +111,12 @@ class JobReconcilerTest : public ::testing::Test {
     }
     group_ = Created(nodes, attempt + 1);
     for (const std::string& n : nodes) alive_.insert(n);
-    EXPECT_EQ(Expect<AllocatePort>(Step()).node_id, nodes[0]);
+    return Launch(nodes[0]);
+  }
+  // A placed attempt gets its port on `rank0_node` and starts: RUNNING.
+  // `seen`, if given, gets what it started.
+  JobProcesses Launch(const std::string& rank0_node, StartProcesses* seen = nullptr) {
+    EXPECT_EQ(Expect<AllocatePort>(Step()).node_id, rank0_node);
     Result(PortAllocated{std::make_pair(std::string("10.0.0.1"), uint16_t{29500})});
     StartProcesses start = Expect<StartProcesses>(Step());
     JobProcesses started;
@@ -119,6 +125,7 @@ class JobReconcilerTest : public ::testing::Test {
     }
     Result(ProcessesStarted{absl::OkStatus(), started});
     EXPECT_EQ(job_->info().state(), v1::TRAIN_JOB_STATE_RUNNING);
+    if (seen != nullptr) *seen = std::move(start);
     return started;
   }
   // The listing of every watched node: what runs there of `running`.
@@ -181,6 +188,7 @@ class JobReconcilerTest : public ::testing::Test {
   absl::Time now_ = absl::FromUnixSeconds(1'800'000'000);
   absl::StatusOr<v1::PlacementGroupInfo> group_ = absl::NotFoundError("none");
   std::set<std::string> alive_;
+  std::map<std::string, absl::StatusOr<v1::PlacementGroupInfo>> elastic_;  // by id
 };
 
 TEST_F(JobReconcilerTest, ANewJobCreatesItsGroupRunsAndSucceeds) {
@@ -391,6 +399,100 @@ TEST_F(JobReconcilerTest, AnUnreachableNodeThatComesBackLeavesTheProcessFailureA
   EXPECT_THAT(job_->info().failure_causes(0),
               HasSubstr("rank 0 (job-1-a0-r0 on n0) exited with code 7"));
   EXPECT_EQ(job_->info().failures(), 1u);
+}
+
+// min 2 / max 3: starts with 2, grows at the checkpoint after its elastic
+// group is placed, shrinks without a failure when that node dies.
+TEST_F(JobReconcilerTest, AnElasticJobGrowsAtACheckpointAndShrinksWhenItsNodeDies) {
+  v1::TrainJobSpec spec = BuiltinSpec(3);
+  spec.mutable_scaling_config()->set_min_workers(2);
+  spec.mutable_failure_config()->set_max_failures(-1);
+  New(spec);
+  CreateGroup core = Expect<CreateGroup>(Step());
+  EXPECT_EQ(core.spec.bundles().size(), 2u);
+  Result(GroupCreated{std::string(kGroup)});
+  v1::PlacementGroupInfo waiting;
+  waiting.set_placement_group_id(kGroup);
+  waiting.set_state(v1::PLACEMENT_GROUP_STATE_PENDING);
+  group_ = waiting;
+  Waits(Step());  // no elastic group while the job's own waits
+  // The job's group placed: its elastic group is made, and it starts with the 2 it has.
+  group_ = Created({"n0", "n1"});
+  alive_ = {"n0", "n1"};
+  CreateGroup extra = Expect<CreateGroup>(Step());
+  EXPECT_EQ(extra.spec.bundles().size(), 1u);
+  EXPECT_EQ(extra.meta.request_id(), "job-1/pg/e0/a0");
+  Result(GroupCreated{std::string("pg-e0")});
+  ASSERT_THAT(job_->info().elastic_group_ids(), ElementsAre("pg-e0"));
+  elastic_["pg-e0"] = absl::StatusOr<v1::PlacementGroupInfo>(v1::PlacementGroupInfo());  // PENDING
+  JobProcesses started = Launch("n0");
+  ASSERT_EQ(job_->info().workers_size(), 2);
+
+  // The third worker's group is placed on n2: it waits for a checkpoint.
+  v1::PlacementGroupInfo placed = Created({"n2"});
+  placed.set_placement_group_id("pg-e0");
+  elastic_["pg-e0"] = placed;
+  alive_.insert("n2");
+  Waits(Step());
+  ReportCheckpoint(10);
+  StopAndExit();
+  EXPECT_EQ(Waits(Step()), now_);  // the restart yields
+  EXPECT_EQ(job_->info().failures(), 0u);
+  EXPECT_THAT(job_->info().message(), HasSubstr("resizing: 1 more worker(s) placed"));
+  StartProcesses start;
+  started = Launch("n0", &start);
+  ASSERT_EQ(job_->info().workers_size(), 3);
+  const v1::WorkerRank& third = job_->info().workers(2);
+  EXPECT_EQ(third.node_id(), "n2");
+  EXPECT_EQ(third.placement_group_id(), "pg-e0");
+  ASSERT_EQ(job_->info().resizes_size(), 1);
+  EXPECT_EQ(job_->info().resizes(0).from(), 2u);
+  EXPECT_EQ(job_->info().resizes(0).to(), 3u);
+  for (const auto& [node, workers] : start.by_node) {
+    for (const v1::WorkerSpec& w : workers) {
+      if (w.worker_id() != Worker(1, "r2")) continue;
+      EXPECT_EQ(w.placement_group_id(), "pg-e0");
+      EXPECT_EQ(w.env().at("WORLD_SIZE"), "3");
+    }
+  }
+
+  // n2 dies: the job shrinks back to 2 instead of counting a failure.
+  alive_.erase("n2");
+  v1::PlacementGroupInfo lost;
+  lost.set_placement_group_id("pg-e0");
+  lost.set_state(v1::PLACEMENT_GROUP_STATE_RESCHEDULING);
+  elastic_["pg-e0"] = lost;
+  now_ += absl::Seconds(3);
+  ListWorkers look = Expect<ListWorkers>(Step());  // the periodic look first
+  Result(Listing(look.nodes, started));
+  StopAndExit();
+  EXPECT_EQ(Waits(Step()), now_);
+  Expect<AllocatePort>(Step());
+  EXPECT_EQ(job_->info().failures(), 0u);
+  ASSERT_EQ(job_->info().resizes_size(), 2);
+  EXPECT_EQ(job_->info().resizes(1).to(), 2u);
+  EXPECT_THAT(job_->info().resizes(1).reason(), HasSubstr("node n2 died"));
+
+  // The job's own group loses a bundle: its elastic group goes while it waits.
+  group_ = waiting;
+  group_->set_state(v1::PLACEMENT_GROUP_STATE_RESCHEDULING);
+  Result(PortAllocated{absl::UnavailableError("rank 0's node is gone")});
+  for (int i = 0; i < 8 && !job_->info().elastic_group_ids().empty(); ++i) {
+    JobStep step = Step();
+    if (!step.action) {
+      now_ = std::max(now_, step.wake_at);
+      continue;
+    }
+    if (std::holds_alternative<RemoveGroup>(*step.action)) {
+      EXPECT_EQ(std::get<RemoveGroup>(*step.action).placement_group_id, "pg-e0");
+      Result(GroupRemoved{});
+    } else if (std::holds_alternative<ListWorkers>(*step.action)) {
+      Result(Listing(std::get<ListWorkers>(*step.action).nodes, {}));
+    } else if (std::holds_alternative<StopProcesses>(*step.action)) {
+      Result(StopsSent{});
+    }
+  }
+  EXPECT_THAT(job_->info().elastic_group_ids(), IsEmpty());
 }
 
 TEST_F(JobReconcilerTest, ALostNodeOrAPlacementMadeAgainEndsTheAttempt) {

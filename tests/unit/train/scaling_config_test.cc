@@ -322,5 +322,48 @@ TEST(ScalingConfigTest, EachRankGetsTheThreadsOfItsOwnCpus) {
   EXPECT_EQ(threads.at("r2"), "3");  // 2 + 1.5, whole
 }
 
+TEST(ScalingConfigTest, ElasticJobsSplitIntoTheirGroupAndOneBundleGroups) {
+  ScalingConfig c;
+  c.num_workers = 4;
+  c.min_workers = 2;
+  c.use_gpu = true;
+  c.trainer_resources = {{"CPU", 2}};
+  c.rank_resources = {{1, {{"memory", kGi}}}};
+  absl::StatusOr<PlacementGroupSpec> group = BuildTrainPlacementGroup(c);
+  ASSERT_TRUE(group.ok()) << group.status();
+  ASSERT_EQ(group->bundles().size(), 4u);
+  absl::StatusOr<ElasticGroups> split = SplitElastic(*group, 2);
+  ASSERT_TRUE(split.ok()) << split.status();
+  ASSERT_EQ(split->core.bundles().size(), 2u);
+  EXPECT_EQ(split->core.bundles()[0].resources.Get(kCpu), Quantity::Whole(2));  // the trainer's
+  EXPECT_FALSE(split->core.bundles()[1].resources.Get(kMemory).IsZero());       // rank 1's extra
+  ASSERT_EQ(split->extra.bundles().size(), 1u);
+  EXPECT_EQ(split->extra.bundles()[0], group->bundles()[3]);
+  EXPECT_FALSE(SplitElastic(*group, 4).ok());  // nothing elastic
+  EXPECT_FALSE(SplitElastic(*group, 0).ok());
+
+  auto expect_error = [](const ScalingConfig& bad, const std::string& field) {
+    absl::StatusOr<PlacementGroupSpec> r = BuildTrainPlacementGroup(bad);
+    ASSERT_FALSE(r.ok()) << field;
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(std::string(r.status().message()), HasSubstr(field));
+  };
+  ScalingConfig more = c;
+  more.min_workers = 5;
+  expect_error(more, "scaling_config.min_workers: 5 is not in 1..num_workers (4, the most)");
+  ScalingConfig list = c;
+  list.rank_resources.clear();
+  list.resources_per_worker_list = {{{"GPU", 1}}, {{"GPU", 1}}, {{"GPU", 1}}, {{"GPU", 1}}};
+  expect_error(list, "scaling_config.min_workers: an elastic job's workers are alike");
+  ScalingConfig late = c;
+  late.rank_resources = {{3, {{"memory", kGi}}}};
+  expect_error(late,
+               "scaling_config.rank_resources[3]: an elastic job shapes only the ranks it "
+               "always has, 0..1");
+  ScalingConfig racked = c;
+  racked.topology.required = "berth.io/topology-rack";
+  expect_error(racked, "scaling_config.topology: not yet for elastic jobs");
+}
+
 }  // namespace
 }  // namespace berth
