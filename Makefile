@@ -44,7 +44,7 @@ bench: build
 REPLAY_DATA ?= ../shared/data/alibaba-gpu-v2023
 replay: build
 	$(BUILD_DIR)/bench/berth-replay --data_dir=$(REPLAY_DATA) --results_dir=bench/results \
-	    --plot_data_dir=$(BUILD_DIR)/replay-data
+	    --plot_data_dir=$(BUILD_DIR)/replay-data --topology
 	gnuplot -e "data='$(BUILD_DIR)/replay-data'; out='bench/results'" bench/replay/plot.gp
 
 # The chaos test longer than CI runs it (tests/chaos/chaos_test.cc; CI: the

@@ -51,6 +51,7 @@ struct Options {
   int seeds = 10;
   int gang_seeds = 3;
   bool gangs = true;
+  bool topology = false;  // also the gangs kept in one rack
   bool timeline = true;
   std::vector<double> speedups = {1, 100000};
 };
@@ -107,6 +108,7 @@ std::vector<ScorerChoice> Scorers(const std::vector<TaskShape>& shapes) {
 struct MeanCurve {
   std::vector<double> arrived, allocated, fragmented;  // percent
   double failed_per_run = 0;
+  int64_t gangs_placed = 0, gangs_in_one_rack = 0;  // over the seeds
   DecisionTime placed_time;
   DecisionTime failed_time;
 };
@@ -135,6 +137,8 @@ absl::StatusOr<MeanCurve> MeasureArrivals(const std::vector<TraceNode>& gpu_node
       mean.fragmented[k] += 100 * c->fragmented[k] / seeds;
     }
     mean.failed_per_run += static_cast<double>(c->failed) / seeds;
+    mean.gangs_placed += c->gangs_placed;
+    mean.gangs_in_one_rack += c->gangs_in_one_rack;
     for (auto [sum, run] : {std::pair(&mean.placed_time, &c->placed_time),
                             std::pair(&mean.failed_time, &c->failed_time)}) {
       sum->decisions += run->decisions;
@@ -269,6 +273,34 @@ std::string Markdown(const Options& o, const std::vector<TraceResults>& all) {
       }
     }
   }
+  if (o.topology) {
+    absl::StrAppend(&md, "\n## Topology: N-GPU tasks as N one-GPU ranks, nodes in racks of ",
+                    kRackSize,
+                    " (trace order)\n\nGPU allocation % at 100% / 130% arrived, and the share of "
+                    "the placed multi-GPU gangs whose ranks all share one rack.\n\n",
+                    Row({"trace", "gangs", "scorer", "alloc @100%", "alloc @130%",
+                         "gangs in one rack", "decision ns (placed)"}),
+                    Row({"---", "---", "---", "---", "---", "---", "---"}));
+    for (const TraceResults& r : all) {
+      for (const auto& [shaping, curves] : r.arrivals) {
+        if (shaping != TaskShaping::kGangPack && shaping != TaskShaping::kGangRackRequired &&
+            shaping != TaskShaping::kGangRackPreferred) {
+          continue;
+        }
+        for (const auto& [name, curve] : curves) {
+          absl::StrAppend(
+              &md, Row({r.trace, std::string(TaskShapingName(shaping)), name,
+                        Pct(curve.allocated[At(100)]), Pct(curve.allocated[At(130)]),
+                        absl::StrFormat("%.1f%% (%d of %d)",
+                                        curve.gangs_placed == 0
+                                            ? 0.0
+                                            : 100.0 * curve.gangs_in_one_rack / curve.gangs_placed,
+                                        curve.gangs_in_one_rack, curve.gangs_placed),
+                        absl::StrFormat("%.0f", curve.placed_time.NanosPerDecision())}));
+        }
+      }
+    }
+  }
   absl::StrAppend(&md,
                   "\n## Decision time (ns per BundlePlacer::Place over the one-bundle "
                   "runs, 1,213 nodes): groups placed / groups not placed\n\n");
@@ -354,6 +386,11 @@ absl::Status Run(const Options& o) {
       shapings.push_back(TaskShaping::kGangPack);
       shapings.push_back(TaskShaping::kGangStrictPack);
     }
+    if (o.topology) {
+      if (!o.gangs) shapings.push_back(TaskShaping::kGangPack);
+      shapings.push_back(TaskShaping::kGangRackRequired);
+      shapings.push_back(TaskShaping::kGangRackPreferred);
+    }
     for (TaskShaping shaping : shapings) {
       absl::StatusOr<Workload> workload = MakeWorkload(*tasks, shaping);
       if (!workload.ok()) return workload.status();
@@ -365,10 +402,10 @@ absl::Status Run(const Options& o) {
         if (!c.ok()) return c.status();
         std::cerr << absl::StrFormat(
             "%s %s %-14s alloc@100 %.2f @130 %.2f frag@100 %.2f  ns/decision placed %.0f "
-            "failed %.0f\n",
+            "failed %.0f  gangs in one rack %d/%d\n",
             trace, TaskShapingName(shaping), scorer.name, c->allocated[At(100)],
             c->allocated[At(130)], c->fragmented[At(100)], c->placed_time.NanosPerDecision(),
-            c->failed_time.NanosPerDecision());
+            c->failed_time.NanosPerDecision(), c->gangs_in_one_rack, c->gangs_placed);
         r.arrivals.back().second.push_back({scorer.name, *std::move(c)});
       }
     }
@@ -417,6 +454,8 @@ int main(int argc, char** argv) {
   app.add_option("--gang_seeds", o.gang_seeds, "seeds per gang curve of measure (a)")
       ->check(CLI::Range(1, 1000));
   app.add_flag("--gangs,!--no_gangs", o.gangs, "also replay N-GPU tasks as gangs");
+  app.add_flag("--topology", o.topology,
+               "also replay N-GPU tasks as gangs kept in one rack (required / preferred)");
   app.add_flag("--timeline,!--no_timeline", o.timeline, "run measure (b)");
   app.add_option("--speedups", o.speedups, "measure (b): arrival times are divided by each")
       ->delimiter(',')

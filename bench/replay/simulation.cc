@@ -7,6 +7,7 @@
 #include <numeric>
 #include <queue>
 #include <random>
+#include <set>
 
 #include "absl/strings/str_cat.h"
 
@@ -61,8 +62,10 @@ absl::StatusOr<Workload> MakeWorkload(std::vector<TraceTask> tasks, TaskShaping 
 
 absl::StatusOr<NodeResourceTable> BuildCluster(const std::vector<TraceNode>& nodes) {
   NodeResourceTable table;
-  for (const TraceNode& n : nodes) {
-    absl::StatusOr<NodeIndex> added = table.AddNode(ToNodeSpec(n), n.name);
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    NodeSpec spec = ToNodeSpec(nodes[i]);
+    spec.labels[kRackLabel] = absl::StrCat("rack-", i / kRackSize);
+    absl::StatusOr<NodeIndex> added = table.AddNode(std::move(spec), nodes[i].name);
     if (!added.ok()) return added.status();
   }
   return table;
@@ -108,6 +111,14 @@ absl::StatusOr<ArrivalCurve> RunArrivals(const std::vector<TraceNode>& nodes,
     if (!d.ok()) return d.status();
     if (d->outcome == PlacementOutcome::kPlaced) {
       allocated += gpu;
+      if (d->placements.size() > 1) {
+        ++curve.gangs_placed;
+        std::set<std::string> racks;
+        for (const BundlePlacement& p : d->placements) {
+          racks.insert(table->node(p.allocation.node).labels.at(kRackLabel));
+        }
+        if (racks.size() == 1) ++curve.gangs_in_one_rack;
+      }
     } else {
       ++curve.failed;
     }

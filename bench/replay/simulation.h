@@ -1,5 +1,8 @@
 // Trace replay on berth's placement core, in simulated time.
 //
+// The nodes are labelled into racks of kRackSize (trace.h), in trace
+// order, for the topology-aware gang shapings.
+//
 // RunArrivals is the measure of Weng et al. (FGD, USENIX ATC'23), as the
 // data README describes it: the GPU nodes only; the tasks shuffled, then
 // drawn with replacement until the arrived GPU request passes `max_load` of
@@ -54,6 +57,9 @@ struct ArrivalCurve {
   std::vector<double> fragmented;
   int64_t arrivals = 0;
   int64_t failed = 0;
+  // Groups of more than one bundle placed, and those all in one rack (kRackLabel).
+  int64_t gangs_placed = 0;
+  int64_t gangs_in_one_rack = 0;
   // Decisions that placed the group, and those that did not (which also
   // work out a reason, and so cost more).
   DecisionTime placed_time;

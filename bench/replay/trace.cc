@@ -202,6 +202,10 @@ absl::string_view TaskShapingName(TaskShaping shaping) {
       return "gang-PACK";
     case TaskShaping::kGangStrictPack:
       return "gang-STRICT_PACK";
+    case TaskShaping::kGangRackRequired:
+      return "gang-rack-required";
+    case TaskShaping::kGangRackPreferred:
+      return "gang-rack-preferred";
   }
   return "unknown";
 }
@@ -231,9 +235,14 @@ absl::StatusOr<PlacementGroupSpec> ToPlacementGroup(const TraceTask& task, TaskS
     if (gpu_units > 0) r.Set(kGpu, Quantity::FromUnits(gpu_units));
     bundles.push_back({std::move(r), selector});
   }
-  return PlacementGroupSpec::Create(std::move(bundles), shaping == TaskShaping::kGangStrictPack
-                                                            ? PlacementStrategy::kStrictPack
-                                                            : PlacementStrategy::kPack);
+  Topology topology;
+  if (gang && shaping == TaskShaping::kGangRackRequired) topology.required = kRackLabel;
+  if (gang && shaping == TaskShaping::kGangRackPreferred) topology.preferred = {kRackLabel};
+  return PlacementGroupSpec::Create(std::move(bundles),
+                                    shaping == TaskShaping::kGangStrictPack
+                                        ? PlacementStrategy::kStrictPack
+                                        : PlacementStrategy::kPack,
+                                    std::move(topology));
 }
 
 std::vector<TaskShape> GpuTaskShapes(const std::vector<TraceTask>& tasks) {

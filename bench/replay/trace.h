@@ -65,7 +65,13 @@ enum class TaskShaping {
   kOneBundle,       // one bundle with all of the task
   kGangPack,        // N-GPU tasks: N one-GPU bundles under PACK
   kGangStrictPack,  // N-GPU tasks: N one-GPU bundles under STRICT_PACK
+  // N-GPU tasks as N one-GPU ranks under PACK, in one rack (kRackLabel):
+  kGangRackRequired,   // topology required: waits for a rack with room
+  kGangRackPreferred,  // topology preferred: one rack if one has room
 };
+// The rack label of the replay's nodes: racks of kRackSize in trace order.
+inline constexpr char kRackLabel[] = "berth.io/topology-rack";
+inline constexpr int kRackSize = 8;
 absl::string_view TaskShapingName(TaskShaping shaping);
 
 absl::StatusOr<PlacementGroupSpec> ToPlacementGroup(const TraceTask& task, TaskShaping shaping);

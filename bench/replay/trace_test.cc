@@ -101,6 +101,13 @@ TEST(ToPlacementGroup, GangSplitsIntoOneGpuBundles) {
             PlacementStrategy::kPack);
   // A single-GPU task stays one bundle in a gang shaping.
   EXPECT_EQ(ToPlacementGroup(tasks[0], TaskShaping::kGangPack)->bundles().size(), 1u);
+  // The rack shapings keep a gang's ranks in one rack; a one-bundle task has no topology.
+  PlacementGroupSpec racked = ToPlacementGroup(tasks[1], TaskShaping::kGangRackRequired).value();
+  EXPECT_EQ(racked.bundles().size(), 8u);
+  EXPECT_EQ(racked.topology().required, kRackLabel);
+  EXPECT_EQ(ToPlacementGroup(tasks[1], TaskShaping::kGangRackPreferred)->topology().preferred,
+            std::vector<std::string>{kRackLabel});
+  EXPECT_TRUE(ToPlacementGroup(tasks[0], TaskShaping::kGangRackRequired)->topology().empty());
 }
 
 TEST(GpuTaskShapes, CountsDistinctGpuTasks) {
