@@ -434,12 +434,31 @@ PlacementDecision BundlePlacer::ExplainTopology(
   };
   if (!already_placed.empty()) {
     std::vector<DomainChoice> own = CandidateDomains(index, key, all, already_placed);
-    d.outcome = PlacementOutcome::kRetryLater;
-    d.reason = own.empty() ? absl::StrCat("waiting for resources: ", what,
-                                          "the group's placed bundles no longer share one domain")
-                           : absl::StrCat("waiting for resources: ", what, order.size(),
-                                          " lost bundles wait for room in the group's domain",
-                                          lack(*own[0].domain, own[0].domain->free, true));
+    if (own.empty()) {
+      d.outcome = PlacementOutcome::kRetryLater;
+      d.reason = absl::StrCat("waiting for resources: ", what,
+                              "the group's placed bundles no longer share one domain");
+      return d;
+    }
+    // What the domain could ever give besides what the group holds there:
+    // when that is too little (its nodes are gone), the lost bundles can
+    // never come back to it (infeasible here: the caller moves the group).
+    const NodeResourceTable::Domain& domain = *own[0].domain;
+    std::array<int64_t, kNumIndexedResources> spare = domain.total;
+    for (const BundlePlacement& placed : already_placed) {
+      for (int r = 0; r < kNumIndexedResources; ++r) {
+        spare[r] -= NodeResourceTable::IndexKey(placed.allocation.resources,
+                                                static_cast<IndexedResource>(r));
+      }
+    }
+    const std::string never = lack(domain, spare, false);
+    d.outcome = never.empty() ? PlacementOutcome::kRetryLater : PlacementOutcome::kInfeasible;
+    d.reason = never.empty()
+                   ? absl::StrCat("waiting for resources: ", what, order.size(),
+                                  " lost bundles wait for room in the group's domain",
+                                  lack(domain, domain.free, true))
+                   : absl::StrCat(what, "the group's domain can no longer hold its ", order.size(),
+                                  " lost bundles beside the ones it holds", never);
     return d;
   }
   // Most of the group's primary resource, in totals and free, decides

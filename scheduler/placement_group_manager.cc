@@ -417,6 +417,21 @@ void PlacementGroupManager::PlaceAdmitted(int64_t now_ms, std::vector<CommitTask
       ++it;
       continue;
     }
+    if (d->outcome == PlacementOutcome::kInfeasible && !kept.empty() &&
+        !g.spec.topology().required.empty()) {
+      // Its domain can never take its lost bundles back: the gang moves
+      // whole. What it kept is let go of (on the raylets too), and it is
+      // placed again, anywhere the topology allows.
+      const std::vector<uint32_t> bundles = PlacedBundles(g);
+      std::vector<CancelTask> cancels =
+          CancelsFor(g, bundles, absl::StrCat("move-", g.attempt, "-", g.attempts));
+      preemption_work_.cancels.insert(preemption_work_.cancels.end(), cancels.begin(),
+                                      cancels.end());
+      ReleaseBundles(g, bundles);
+      g.reason = d->reason;
+      changed_.insert(g.id);
+      continue;  // tried again at once, from nothing
+    }
     if (d->outcome == PlacementOutcome::kInfeasible) {
       g.infeasible = true;
       g.reason = d->reason;

@@ -116,7 +116,9 @@ class PlacementObserver : public PlacerCapacity::DecisionObserver {
 
 // What a pass's preemptions ask of the caller.
 struct PreemptionWork {
-  std::vector<CancelTask> cancels;  // of groups created directly, released at once
+  // Of groups created directly, released at once, and of a required-topology
+  // gang's kept bundles when it moves whole to another domain.
+  std::vector<CancelTask> cancels;
   // Train jobs' groups being preempted: their jobs stop, then ReleasePreempted.
   std::vector<std::string> job_groups;
 };

@@ -436,6 +436,38 @@ TEST_F(PlacementGroupManagerTest,
   EXPECT_THAT(Info(waits).pending_reason(), HasSubstr("no ALIVE node carries the label"));
 }
 
+TEST_F(PlacementGroupManagerTest, ARackGangWhoseRackCanNoLongerHoldItMovesWhole) {
+  const std::string rack = "berth.io/topology-rack";
+  AddNode("a", 2, "T4", {{rack, "r1"}});
+  AddNode("b", 2, "T4", {{rack, "r1"}});
+  AddNode("c", 2, "T4", {{rack, "r2"}});
+  AddNode("d", 2, "T4", {{rack, "r2"}});
+  v1::CreatePlacementGroupRequest r = Request(4, v1::PLACEMENT_STRATEGY_PACK);
+  r.mutable_topology()->set_required(rack);
+  const std::string id = Create(r);
+  ScheduleAndCommit();
+  ASSERT_EQ(Info(id).topology_domain(), rack + "=r1");
+  // b dies: r1 has 2 GPUs left, held by the gang itself; its 2 lost bundles
+  // can never come back there, so the gang lets go of a and moves to r2.
+  ASSERT_TRUE(table_.SetNodeState("b", NodeState::kDead).ok());
+  pgs_.OnNodeDead("b", now_);
+  std::vector<CommitTask> tasks = ScheduleAndCommit();
+  PreemptionWork work = pgs_.TakePreemptions();
+  ASSERT_EQ(work.cancels.size(), 1u);
+  EXPECT_EQ(work.cancels[0].address, "a:1");
+  EXPECT_EQ(work.cancels[0].bundle_indices.size(), 2u);
+  ASSERT_EQ(tasks.size(), 1u);
+  v1::PlacementGroupInfo moved = Info(id);
+  EXPECT_EQ(moved.state(), v1::PLACEMENT_GROUP_STATE_CREATED);
+  EXPECT_EQ(moved.topology_domain(), rack + "=r2");
+  ASSERT_EQ(moved.locations_size(), 4);
+  for (const v1::BundleLocation& l : moved.locations()) {
+    EXPECT_TRUE(l.node_id() == "c" || l.node_id() == "d") << l.node_id();
+  }
+  // Node a holds nothing of it any more.
+  EXPECT_EQ(table_.node(*table_.FindNode("a")).available.Get(kGpu), Quantity::Whole(2));
+}
+
 // A node holding one of the group's kept bundles dies while the group's
 // other bundles are in two-phase commit elsewhere: the kept bundle is lost
 // too, whether the commit succeeds or fails (found by the chaos test).
