@@ -62,6 +62,17 @@ void HandOutWholeGpusInBundleOrder(std::vector<BundlePlacement>* made) {
   }
 }
 
+// Whether a domain's summed `amounts` (free or total) cover `sum`, indexed
+// resource by resource: a necessary condition for it to hold the demand.
+bool Covers(const std::array<int64_t, kNumIndexedResources>& amounts, const ResourceSet& sum) {
+  for (int r = 0; r < kNumIndexedResources; ++r) {
+    if (amounts[r] < NodeResourceTable::IndexKey(sum, static_cast<IndexedResource>(r))) {
+      return false;
+    }
+  }
+  return true;
+}
+
 }  // namespace
 
 // Heap order of the domains to try: the least left over first, then the
@@ -366,11 +377,7 @@ std::vector<BundlePlacer::DomainChoice> BundlePlacer::CandidateDomains(
   const IndexedResource primary = PrimaryResource(need.sum);
   for (size_t i = 0; i < index.domains.size(); ++i) {
     const NodeResourceTable::Domain& d = index.domains[i];
-    bool covers = !d.nodes.empty();
-    for (int r = 0; r < kNumIndexedResources && covers; ++r) {
-      covers = d.free[r] >= NodeResourceTable::IndexKey(need.sum, static_cast<IndexedResource>(r));
-    }
-    if (!covers) continue;
+    if (d.nodes.empty() || !Covers(d.free, need.sum)) continue;
     const int p = static_cast<int>(primary);
     choices.push_back({&d, d.free[p] - NodeResourceTable::IndexKey(need.sum, primary), i});
   }
@@ -471,12 +478,7 @@ PlacementDecision BundlePlacer::ExplainTopology(
     if (domain.nodes.empty()) continue;
     if (largest == nullptr || domain.total[p] > largest->total[p]) largest = &domain;
     if (freest == nullptr || domain.free[p] > freest->free[p]) freest = &domain;
-    bool covers = true;
-    for (int r = 0; r < kNumIndexedResources; ++r) {
-      covers = covers && domain.total[r] >=
-                             NodeResourceTable::IndexKey(all.sum, static_cast<IndexedResource>(r));
-    }
-    could_hold = could_hold || covers;
+    could_hold = could_hold || Covers(domain.total, all.sum);
   }
   if (largest == nullptr) {
     d.reason = absl::StrCat(what, "no ALIVE node carries the label");

@@ -141,7 +141,7 @@ void NodeResourceTable::Index(NodeIndex index) {
     pool.by_total[r].insert({IndexKey(node.total, res), index});
   }
   for (const auto& [name, amount] : node.total.entries()) alive_total_[name] += amount.units();
-  CountInDomains(index, node.available, 1, true);
+  CountInDomains(index, 1);
   ++alive_count_;
   ++alive_version_;
   Touch(index);
@@ -160,7 +160,7 @@ void NodeResourceTable::Unindex(NodeIndex index) {
     it->second -= amount.units();
     if (it->second == 0) alive_total_.erase(it);
   }
-  CountInDomains(index, node.available, -1, true);
+  CountInDomains(index, -1);
   --alive_count_;
   ++alive_version_;
   Touch(index);
@@ -178,37 +178,46 @@ void NodeResourceTable::Reindex(NodeIndex index, const ResourceSet& before) {
     pool.by_free[r].erase({old_key, index});
     pool.by_free[r].insert({new_key, index});
   }
-  CountInDomains(index, before, -1, false);
-  CountInDomains(index, node.available, 1, false);
+  for (auto& [key, domains] : domains_) {
+    if (Domain* d = DomainOf(key, index, &domains)) {
+      for (int r = 0; r < kNumIndexedResources; ++r) {
+        const auto res = static_cast<IndexedResource>(r);
+        d->free[r] += IndexKey(node.available, res) - IndexKey(before, res);
+      }
+    }
+  }
   Touch(index);
 }
 
-void NodeResourceTable::CountInDomains(NodeIndex index, const ResourceSet& free, int sign,
-                                       bool with_totals) {
-  for (auto& [key, domains] : domains_)
-    CountInDomain(key, index, free, sign, with_totals, &domains);
+void NodeResourceTable::CountInDomains(NodeIndex index, int sign) {
+  for (auto& [key, domains] : domains_) CountInDomain(key, index, sign, &domains);
 }
 
-void NodeResourceTable::CountInDomain(const std::string& key, NodeIndex index,
-                                      const ResourceSet& free, int sign, bool with_totals,
-                                      DomainIndex* domains) {
+NodeResourceTable::Domain* NodeResourceTable::DomainOf(const std::string& key, NodeIndex index,
+                                                       DomainIndex* domains) {
   const Node& node = nodes_[index];
   auto label = node.labels.find(key);
-  if (label == node.labels.end()) return;
+  if (label == node.labels.end()) return nullptr;
   auto [it, added] =
       domains->by_value.try_emplace(label->second, static_cast<uint32_t>(domains->domains.size()));
   if (added) domains->domains.push_back(Domain{label->second, {}, {}, {}});
-  Domain& d = domains->domains[it->second];
+  return &domains->domains[it->second];
+}
+
+void NodeResourceTable::CountInDomain(const std::string& key, NodeIndex index, int sign,
+                                      DomainIndex* domains) {
+  Domain* d = DomainOf(key, index, domains);
+  if (d == nullptr) return;
+  const Node& node = nodes_[index];
   for (int r = 0; r < kNumIndexedResources; ++r) {
     const auto res = static_cast<IndexedResource>(r);
-    d.free[r] += sign * IndexKey(free, res);
-    if (with_totals) d.total[r] += sign * IndexKey(node.total, res);
+    d->free[r] += sign * IndexKey(node.available, res);
+    d->total[r] += sign * IndexKey(node.total, res);
   }
-  if (!with_totals) return;
   if (sign > 0) {
-    d.nodes.insert(index);
+    d->nodes.insert(index);
   } else {
-    d.nodes.erase(index);
+    d->nodes.erase(index);
   }
 }
 
@@ -218,7 +227,7 @@ const NodeResourceTable::DomainIndex& NodeResourceTable::Domains(const std::stri
     for (NodeIndex n = 0; n < nodes_.size(); ++n) {
       const Node& node = nodes_[n];
       if (node.removed || node.state != NodeState::kAlive) continue;
-      CountInDomain(key, n, node.available, 1, true, &it->second);
+      CountInDomain(key, n, 1, &it->second);
     }
   }
   return it->second;

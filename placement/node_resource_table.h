@@ -162,11 +162,13 @@ class NodeResourceTable {
   void Reindex(NodeIndex index, const ResourceSet& before);
   // Records a change to the node (see change_count()).
   void Touch(NodeIndex index);
-  // Adds (sign 1) or takes away (-1) an ALIVE node's share of the domain
-  // indices: membership and totals with `with_totals`, free capacity `free`.
-  void CountInDomains(NodeIndex index, const ResourceSet& free, int sign, bool with_totals);
-  void CountInDomain(const std::string& key, NodeIndex index, const ResourceSet& free, int sign,
-                     bool with_totals, DomainIndex* domains);
+  // Counts an ALIVE node into (sign 1) or out of (-1) the domain indices:
+  // membership, free and total (Reindex moves only the free share).
+  void CountInDomains(NodeIndex index, int sign);
+  void CountInDomain(const std::string& key, NodeIndex index, int sign, DomainIndex* domains);
+  // The node's domain of `key` (made on first sight of its value), or
+  // nullptr if the node does not carry the key.
+  Domain* DomainOf(const std::string& key, NodeIndex index, DomainIndex* domains);
 
   std::vector<Node> nodes_;
   absl::flat_hash_map<std::string, NodeIndex> by_id_;

@@ -628,12 +628,13 @@ void JobReconciler::Resize(absl::Time now) {
   phase_ = Phase::kAwaitPlacement;
 }
 
+bool JobReconciler::InElasticGroup(const v1::WorkerRank& w) const {
+  return !w.placement_group_id().empty() && w.placement_group_id() != info_.placement_group_id();
+}
+
 bool JobReconciler::CoreRunsOn(const std::string& node) const {
   for (const v1::WorkerRank& w : info_.workers()) {
-    if (w.node_id() == node &&
-        (w.placement_group_id().empty() || w.placement_group_id() == info_.placement_group_id())) {
-      return true;
-    }
+    if (w.node_id() == node && !InElasticGroup(w)) return true;
   }
   return false;
 }
@@ -641,9 +642,7 @@ bool JobReconciler::CoreRunsOn(const std::string& node) const {
 std::set<std::string> JobReconciler::ElasticInUse() const {
   std::set<std::string> ids;
   for (const v1::WorkerRank& w : info_.workers()) {
-    if (!w.placement_group_id().empty() && w.placement_group_id() != info_.placement_group_id()) {
-      ids.insert(w.placement_group_id());
-    }
+    if (InElasticGroup(w)) ids.insert(w.placement_group_id());
   }
   return ids;
 }
@@ -651,9 +650,7 @@ std::set<std::string> JobReconciler::ElasticInUse() const {
 std::string JobReconciler::ElasticLoss(const JobWorld& world) const {
   if (!elastic()) return "";
   for (const v1::WorkerRank& w : info_.workers()) {
-    if (w.placement_group_id().empty() || w.placement_group_id() == info_.placement_group_id()) {
-      continue;
-    }
+    if (!InElasticGroup(w)) continue;
     // A node that also holds the job's own bundles ends the attempt as a failure.
     if (world.alive.count(w.node_id()) == 0) {
       if (CoreRunsOn(w.node_id())) return "";

@@ -233,6 +233,8 @@ class JobReconciler {
   // An elastic job restarts with the workers placed now (resize_reason_ says why).
   void Resize(absl::Time now);
   bool elastic() const { return elastic_spec_.has_value(); }
+  // Whether rank `w` runs in one of the job's elastic groups (not its own).
+  bool InElasticGroup(const v1::WorkerRank& w) const;
   // Whether a process of the job's own group (not an elastic one) runs on `node`.
   bool CoreRunsOn(const std::string& node) const;
   // The elastic groups the attempt's ranks run in.
