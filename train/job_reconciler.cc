@@ -52,6 +52,11 @@ bool GroupGone(const JobWorld& world) {
   return world.group->state() == v1::PLACEMENT_GROUP_STATE_REMOVED;
 }
 
+// A group the attempt may run workers in: placed, and not being preempted.
+bool Usable(const absl::StatusOr<v1::PlacementGroupInfo>& group) {
+  return group.ok() && group->state() == v1::PLACEMENT_GROUP_STATE_CREATED && !group->preempting();
+}
+
 bool Runs(const v1::WorkerStatus& w) {
   return w.state() == v1::WORKER_STATE_RUNNING || w.state() == v1::WORKER_STATE_STARTING;
 }
@@ -239,7 +244,8 @@ JobStep JobReconciler::Step(absl::Time now, const JobWorld& world) {
             return Act(ReleaseGroup{std::move(id)});
           }
           if (OnPreempting(now, world)) continue;
-          if (!world.group.ok() || world.group->state() != v1::PLACEMENT_GROUP_STATE_CREATED) {
+          const std::vector<uint32_t> core = CoreBundlesToRun(world);
+          if (core.empty()) {
             // While the job's own group waits, its elastic groups would hold
             // GPUs for nothing (or what it waits for): they go, and are made
             // again once it is placed.
@@ -276,16 +282,16 @@ JobStep JobReconciler::Step(absl::Time now, const JobWorld& world) {
                    attempt_ == 0 ? v1::TRAIN_JOB_STATE_STARTING : v1::TRAIN_JOB_STATE_RESTARTING,
                    "starting the trainer and workers");
           // The job's bundles, then each elastic group placed by now.
-          std::vector<BundleSite> sites = SitesOf(*world.group);
+          const std::vector<BundleSite> group_sites = SitesOf(*world.group);
+          std::vector<BundleSite> sites;
           std::vector<std::pair<std::string, uint32_t>> site_bundles;
-          for (uint32_t b = 0; b < sites.size(); ++b) site_bundles.emplace_back("", b);
+          for (uint32_t b : core) {
+            sites.push_back(group_sites[b]);
+            site_bundles.emplace_back("", b);
+          }
           for (const std::string& id : info_.elastic_group_ids()) {
             auto g = world.elastic.find(id);
-            if (g == world.elastic.end() || !g->second.ok() ||
-                g->second->state() != v1::PLACEMENT_GROUP_STATE_CREATED ||
-                g->second->preempting()) {
-              continue;
-            }
+            if (g == world.elastic.end() || !Usable(g->second)) continue;
             sites.push_back(SitesOf(*g->second)[0]);
             site_bundles.emplace_back(id, 0);
           }
@@ -548,7 +554,8 @@ std::string JobReconciler::PlacementChange(const JobWorld& world) const {
       return absl::StrCat("node ", node, " died (missed heartbeats)");
   }
   if (GroupGone(world)) return "the placement group is gone";
-  if (!world.group.ok()) return "";  // the head's own error; asked again next Step
+  // An elastic job shrinks instead (ElasticLoss).
+  if (!world.group.ok() || elastic()) return "";  // the former: the head's error, asked again
   if (world.group->state() != v1::PLACEMENT_GROUP_STATE_CREATED) {
     return absl::StrCat("the placement group lost bundles: ", world.group->pending_reason());
   }
@@ -560,8 +567,7 @@ std::string JobReconciler::PlacementChange(const JobWorld& world) const {
   std::set<std::string> placed_on;
   for (const v1::BundleLocation& l : world.group->locations()) placed_on.insert(l.node_id());
   for (const std::string& node : nodes) {
-    // A node of only elastic workers holds none of the job's group (ElasticLoss watches it).
-    if (placed_on.count(node) == 0 && (!elastic() || CoreRunsOn(node))) {
+    if (placed_on.count(node) == 0) {
       return absl::StrCat("the placement group's bundles moved off node ", node);
     }
   }
@@ -632,13 +638,6 @@ bool JobReconciler::InElasticGroup(const v1::WorkerRank& w) const {
   return !w.placement_group_id().empty() && w.placement_group_id() != info_.placement_group_id();
 }
 
-bool JobReconciler::CoreRunsOn(const std::string& node) const {
-  for (const v1::WorkerRank& w : info_.workers()) {
-    if (w.node_id() == node && !InElasticGroup(w)) return true;
-  }
-  return false;
-}
-
 std::set<std::string> JobReconciler::ElasticInUse() const {
   std::set<std::string> ids;
   for (const v1::WorkerRank& w : info_.workers()) {
@@ -648,13 +647,23 @@ std::set<std::string> JobReconciler::ElasticInUse() const {
 }
 
 std::string JobReconciler::ElasticLoss(const JobWorld& world) const {
-  if (!elastic()) return "";
+  if (!elastic() || GroupGone(world)) return "";  // the latter: counted (PlacementChange)
+  for (const std::string& node : NodesOf(processes_)) {
+    if (world.alive.count(node) == 0)
+      return absl::StrCat("node ", node, " died (missed heartbeats)");
+  }
+  const std::vector<BundleSite> core_sites =
+      world.group.ok() ? SitesOf(*world.group) : std::vector<BundleSite>{};
+  size_t core_workers = 0;
   for (const v1::WorkerRank& w : info_.workers()) {
-    if (!InElasticGroup(w)) continue;
-    // A node that also holds the job's own bundles ends the attempt as a failure.
-    if (world.alive.count(w.node_id()) == 0) {
-      if (CoreRunsOn(w.node_id())) return "";
-      return absl::StrCat("node ", w.node_id(), " died (missed heartbeats)");
+    if (!InElasticGroup(w)) {
+      ++core_workers;
+      if (world.group.ok() && (w.bundle_index() >= core_sites.size() ||
+                               core_sites[w.bundle_index()].node_id != w.node_id())) {
+        return absl::StrCat("the job's group lost bundle ", w.bundle_index(), " (node ",
+                            w.node_id(), ")");
+      }
+      continue;
     }
     auto g = world.elastic.find(w.placement_group_id());
     if (g == world.elastic.end() || !g->second.ok()) continue;  // the head's error: ask again
@@ -666,17 +675,55 @@ std::string JobReconciler::ElasticLoss(const JobWorld& world) const {
                           " is preempted: ", g->second->preempted_by());
     }
   }
+  // An attempt on all of the group: placed again since it started, even if
+  // the node it lost came back under the same id and took its bundles back
+  // between two looks.
+  if (world.group.ok() && core_workers == spec_.bundles().size() && placed_unix_ms_ != 0 &&
+      world.group->state() == v1::PLACEMENT_GROUP_STATE_CREATED &&
+      world.group->placed_unix_ms() != placed_unix_ms_) {
+    return "the job's group was placed again (a node of the attempt was lost)";
+  }
   return "";
+}
+
+std::vector<uint32_t> JobReconciler::CoreBundlesToRun(const JobWorld& world) const {
+  if (!world.group.ok()) return {};
+  std::vector<uint32_t> bundles;
+  if (world.group->state() == v1::PLACEMENT_GROUP_STATE_CREATED) {
+    for (uint32_t b = 0; b < spec_.bundles().size(); ++b) bundles.push_back(b);
+    return bundles;
+  }
+  if (!elastic() || world.group->state() != v1::PLACEMENT_GROUP_STATE_RESCHEDULING) return {};
+  // Only bundles the last attempt ran on: those are committed on their
+  // raylets (one placed again may still be in two-phase commit).
+  const std::vector<BundleSite> sites = SitesOf(*world.group);
+  for (const v1::WorkerRank& w : info_.workers()) {
+    if (!InElasticGroup(w) && w.bundle_index() < sites.size() &&
+        sites[w.bundle_index()].node_id == w.node_id()) {
+      bundles.push_back(w.bundle_index());
+    }
+  }
+  std::sort(bundles.begin(), bundles.end());
+  size_t placed = bundles.size();
+  for (const auto& [id, group] : world.elastic) placed += Usable(group) ? 1 : 0;
+  // Rank 0's bundle holds the trainer.
+  if (bundles.empty() || bundles[0] != 0 || placed < info_.spec().scaling_config().min_workers()) {
+    return {};
+  }
+  return bundles;
 }
 
 size_t JobReconciler::ElasticReady(const JobWorld& world) const {
   const std::set<std::string> in_use = ElasticInUse();
   size_t ready = 0;
   for (const auto& [id, group] : world.elastic) {
-    if (in_use.count(id) == 0 && group.ok() &&
-        group->state() == v1::PLACEMENT_GROUP_STATE_CREATED && !group->preempting()) {
-      ++ready;
-    }
+    if (in_use.count(id) == 0 && Usable(group)) ++ready;
+  }
+  // The job's own bundles placed again (all committed once it is CREATED).
+  if (world.group.ok() && world.group->state() == v1::PLACEMENT_GROUP_STATE_CREATED) {
+    size_t core_workers = 0;
+    for (const v1::WorkerRank& w : info_.workers()) core_workers += InElasticGroup(w) ? 0 : 1;
+    ready += spec_.bundles().size() - std::min(core_workers, spec_.bundles().size());
   }
   return ready;
 }
@@ -713,8 +760,8 @@ void JobReconciler::LaunchFailed(const std::string& cause) {
 }
 
 void JobReconciler::CountFailure(absl::Time now) {
-  if (elastic() && node_failure_ && !dead_node_.empty() && !CoreRunsOn(dead_node_)) {
-    // It held only elastic workers: the job shrinks rather than fails.
+  if (elastic() && node_failure_ && !dead_node_.empty()) {
+    // A lost node: the job shrinks rather than fails.
     resize_reason_ = cause_;
     dead_node_.clear();
     Resize(now);

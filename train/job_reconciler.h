@@ -26,11 +26,14 @@
 // is placed (and removed while it waits again, so they hold nothing for an
 // attempt that cannot run), placed whenever it fits (the others wait as
 // pending demand). An attempt starts once the job's group is CREATED, with
-// every elastic group placed by then; a running job
-// grows (restarts from its checkpoint with the larger world) at the first
-// checkpoint reported after more elastic groups were placed, and shrinks
-// instead of counting a failure when a node holding only elastic workers is
-// lost. Each resize is recorded (TrainJobInfo.resizes).
+// every elastic group placed by then; a running job grows (restarts from
+// its checkpoint with the larger world) at the first checkpoint reported
+// after more workers were placed, and shrinks instead of counting a failure
+// when a node it runs on is lost: the next attempt runs on what is left,
+// the bundles of the job's group it kept (rank 0's among them) plus the
+// placed elastic groups, while they make min_workers; the lost bundles wait
+// as pending demand, and it grows again once they are placed. Each resize
+// is recorded (TrainJobInfo.resizes).
 //
 // Preemption (the head's queues chose the group as a victim; it says
 // `preempting`): the processes are stopped with the grace period (SIGTERM
@@ -235,13 +238,19 @@ class JobReconciler {
   bool elastic() const { return elastic_spec_.has_value(); }
   // Whether rank `w` runs in one of the job's elastic groups (not its own).
   bool InElasticGroup(const v1::WorkerRank& w) const;
-  // Whether a process of the job's own group (not an elastic one) runs on `node`.
-  bool CoreRunsOn(const std::string& node) const;
   // The elastic groups the attempt's ranks run in.
   std::set<std::string> ElasticInUse() const;
-  // Why the attempt must shrink (an elastic group it uses is lost), or "".
+  // Why an elastic attempt must restart with the workers placed now (a node
+  // it runs on died, a bundle it uses was lost, a group it uses is being
+  // preempted), or "".
   std::string ElasticLoss(const JobWorld& world) const;
-  // Elastic groups placed (and not being preempted) that the attempt does not use.
+  // The bundles of the job's group an attempt may start on: all of them once
+  // it is CREATED; for an elastic job that lost some, those the last attempt
+  // kept, rank 0's among them, while with the placed elastic groups they
+  // make min_workers. Empty: the job waits.
+  std::vector<uint32_t> CoreBundlesToRun(const JobWorld& world) const;
+  // Workers placed (and not being preempted) that the attempt does not use:
+  // elastic groups, and the job's own bundles placed again.
   size_t ElasticReady(const JobWorld& world) const;
   // The next elastic group to let go of (being preempted, unused), or "".
   std::string ElasticToRelease(const JobWorld& world) const;

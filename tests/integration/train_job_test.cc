@@ -270,6 +270,57 @@ TEST_F(TrainJobTest, AnElasticJobGrowsWhenANodeJoinsShrinksWhenItDiesAndSucceeds
   }
 }
 
+// num_workers (2, 4) of one GPU, SPREAD: the job's own two bundles on n0
+// and n1. n1 is killed: the job goes on with what n0 holds (rank 0's bundle
+// and an elastic worker) instead of waiting or failing (max_failures 0);
+// a new raylet takes the lost bundles and the job grows back; SUCCEEDED.
+TEST_F(TrainJobTest, AnElasticJobThatLosesANodeOfItsOwnGroupShrinksAndGrowsBack) {
+  v1::TrainJobSpec spec = GpuJob(4);
+  spec.mutable_scaling_config()->set_min_workers(2);
+  spec.mutable_scaling_config()->set_placement_strategy(v1::PLACEMENT_STRATEGY_SPREAD);
+  spec.mutable_failure_config()->set_max_failures(0);
+  SetCommand(&spec,
+             {"/usr/bin/python3", BERTH_SOURCE_DIR "/examples/ray-port/train.py", "--steps", "120",
+              "--checkpoint-every", "5", "--step-seconds", "0.25"},
+             {{"PYTHONPATH", BERTH_SOURCE_DIR "/python"}});
+  const std::string id = Submit(spec);
+  auto running = [&](int workers) {
+    return WaitUntil(
+        [&] {
+          const v1::TrainJobInfo info = Get(id);
+          return info.state() == v1::TRAIN_JOB_STATE_RUNNING && info.workers_size() == workers;
+        },
+        seconds(90));
+  };
+  ASSERT_TRUE(running(4)) << Get(id).DebugString();
+  const v1::TrainJobInfo full = Get(id);
+  EXPECT_EQ(full.workers(0).node_id(), "n0");
+  const int resizes = full.resizes_size();  // 2 -> 4 if it started before its elastic groups
+
+  cluster_->KillRaylet("n1", SIGKILL);
+  ASSERT_TRUE(running(2)) << Get(id).DebugString();
+  v1::TrainJobInfo shrunk = Get(id);
+  EXPECT_EQ(shrunk.failures(), 0u);
+  ASSERT_EQ(shrunk.resizes_size(), resizes + 1) << shrunk.DebugString();
+  EXPECT_EQ(shrunk.resizes(resizes).from(), 4u);
+  EXPECT_EQ(shrunk.resizes(resizes).to(), 2u);
+  EXPECT_THAT(shrunk.resizes(resizes).reason(), HasSubstr("node n1 died"));
+  for (const v1::WorkerRank& w : shrunk.workers()) EXPECT_EQ(w.node_id(), "n0");
+
+  cluster_->AddRaylet({"n2", 2, "A10G", 8, "32Gi"});
+  ASSERT_TRUE(running(4)) << Get(id).DebugString();
+  v1::TrainJobInfo done = WaitDone(id, seconds(180));
+  ASSERT_EQ(done.state(), v1::TRAIN_JOB_STATE_SUCCEEDED) << done.DebugString();
+  EXPECT_EQ(done.failures(), 0u);
+  ASSERT_EQ(done.resizes_size(), resizes + 2);
+  EXPECT_EQ(done.resizes(resizes + 1).to(), 4u);
+  EXPECT_THAT(done.resizes(resizes + 1).reason(), HasSubstr("more worker(s) placed"));
+  std::set<std::string> nodes;
+  for (const v1::WorkerRank& w : done.workers()) nodes.insert(w.node_id());
+  EXPECT_THAT(nodes, ::testing::ElementsAre("n0", "n2"));
+  EXPECT_THAT(RankLog(done, 0), HasSubstr("resuming from step"));
+}
+
 // Racks a (2 GPUs) and b (4 GPUs) beside the fixture's unlabelled n0, n1.
 TEST_F(TrainJobTest, ARackGangNeverSpansRacksAndWaitsWithAReasonWhenNoRackFits) {
   const std::string rack = "berth.io/topology-rack";

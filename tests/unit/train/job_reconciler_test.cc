@@ -174,6 +174,24 @@ class JobReconcilerTest : public ::testing::Test {
                 testing::Contains(checkpoint));
   }
   // Stops the processes asked for: all of them exit.
+  // min 2 / max 3, max_failures 0, RUNNING on n0, n1 (the job's group)
+  // and n2 (its elastic group pg-e0).
+  JobProcesses RunElasticOnThreeNodes() {
+    v1::TrainJobSpec spec = BuiltinSpec(3);
+    spec.mutable_scaling_config()->set_min_workers(2);
+    spec.mutable_failure_config()->set_max_failures(0);
+    New(spec);
+    Expect<CreateGroup>(Step());
+    Result(GroupCreated{std::string(kGroup)});
+    group_ = Created({"n0", "n1"});
+    alive_ = {"n0", "n1", "n2"};
+    Expect<CreateGroup>(Step());
+    Result(GroupCreated{std::string("pg-e0")});
+    v1::PlacementGroupInfo placed = Created({"n2"});
+    placed.set_placement_group_id("pg-e0");
+    elastic_["pg-e0"] = placed;
+    return Launch("n0");
+  }
   void StopAndExit() {
     StopProcesses stop = Expect<StopProcesses>(Step());
     std::vector<std::string> awaited;
@@ -493,6 +511,90 @@ TEST_F(JobReconcilerTest, AnElasticJobGrowsAtACheckpointAndShrinksWhenItsNodeDie
     }
   }
   EXPECT_THAT(job_->info().elastic_group_ids(), IsEmpty());
+}
+
+// min 2 / max 3 on n0, n1 (the job's group) and n2 (its elastic group): n1
+// dies, and the job goes on with rank 0's bundle and the elastic worker
+// instead of waiting or counting a failure; bundle 1 placed again on n3
+// grows it back at the next checkpoint.
+TEST_F(JobReconcilerTest, AnElasticJobThatLosesABundleOfItsOwnGroupShrinksToWhatIsLeft) {
+  JobProcesses started = RunElasticOnThreeNodes();
+  ASSERT_EQ(job_->info().workers_size(), 3);
+
+  // n1 dies: the head keeps bundle 0 on n0 and reschedules bundle 1.
+  alive_.erase("n1");
+  v1::PlacementGroupInfo rescheduling = Created({"n0", "n1"});
+  rescheduling.set_state(v1::PLACEMENT_GROUP_STATE_RESCHEDULING);
+  rescheduling.mutable_locations()->RemoveLast();
+  group_ = rescheduling;
+  now_ += absl::Seconds(3);
+  ListWorkers look = Expect<ListWorkers>(Step());
+  Result(Listing(look.nodes, started));
+  StopAndExit();
+  EXPECT_EQ(Waits(Step()), now_);  // the restart yields
+  StartProcesses start;
+  started = Launch("n0", &start);
+  EXPECT_EQ(job_->info().failures(), 0u);  // max_failures 0 would have ended it
+  ASSERT_EQ(job_->info().workers_size(), 2);
+  EXPECT_EQ(job_->info().workers(0).node_id(), "n0");
+  EXPECT_EQ(job_->info().workers(0).bundle_index(), 0u);
+  EXPECT_EQ(job_->info().workers(1).node_id(), "n2");
+  EXPECT_EQ(job_->info().workers(1).placement_group_id(), "pg-e0");
+  ASSERT_EQ(job_->info().resizes_size(), 1);
+  EXPECT_EQ(job_->info().resizes(0).from(), 3u);
+  EXPECT_EQ(job_->info().resizes(0).to(), 2u);
+  EXPECT_THAT(job_->info().resizes(0).reason(), HasSubstr("node n1 died"));
+  for (const auto& [node, workers] : start.by_node) {
+    for (const v1::WorkerSpec& w : workers) {
+      if (w.worker_id() == Worker(1, "r1")) {
+        EXPECT_EQ(w.env().at("WORLD_SIZE"), "2");
+      }
+    }
+  }
+  // Still RESCHEDULING: the attempt runs on.
+  now_ += absl::Seconds(3);
+  look = Expect<ListWorkers>(Step());
+  Result(Listing(look.nodes, started));
+  Waits(Step());
+  EXPECT_EQ(job_->info().state(), v1::TRAIN_JOB_STATE_RUNNING);
+
+  // Bundle 1 is placed again on n3: the job grows back at its next checkpoint.
+  group_ = Created({"n0", "n3"}, /*placed_ms=*/5);
+  alive_.insert("n3");
+  Waits(Step());
+  ReportCheckpoint(20);
+  StopAndExit();
+  EXPECT_EQ(Waits(Step()), now_);
+  Launch("n0");
+  ASSERT_EQ(job_->info().workers_size(), 3);
+  EXPECT_EQ(job_->info().failures(), 0u);
+  ASSERT_EQ(job_->info().resizes_size(), 2);
+  EXPECT_EQ(job_->info().resizes(1).to(), 3u);
+  EXPECT_THAT(job_->info().resizes(1).reason(), HasSubstr("1 more worker(s) placed"));
+}
+
+// Rank 0's node lost: the job waits for bundle 0 (its elastic groups go,
+// so they hold nothing meanwhile), without counting a failure.
+TEST_F(JobReconcilerTest, AnElasticJobThatLosesRankZerosNodeWaitsForItWithoutAFailure) {
+  JobProcesses started = RunElasticOnThreeNodes();
+
+  alive_.erase("n0");
+  v1::PlacementGroupInfo rescheduling = Created({"n0", "n1"});
+  rescheduling.set_state(v1::PLACEMENT_GROUP_STATE_RESCHEDULING);
+  rescheduling.mutable_locations()->erase(rescheduling.mutable_locations()->begin());
+  group_ = rescheduling;
+  now_ += absl::Seconds(3);
+  ListWorkers look = Expect<ListWorkers>(Step());
+  Result(Listing(look.nodes, started));
+  StopAndExit();
+  EXPECT_EQ(Waits(Step()), now_);
+  EXPECT_EQ(Expect<RemoveGroup>(Step()).placement_group_id, "pg-e0");
+  Result(GroupRemoved{});
+  elastic_.clear();
+  Waits(Step());
+  EXPECT_EQ(job_->info().state(), v1::TRAIN_JOB_STATE_RESTARTING);
+  EXPECT_EQ(job_->info().failures(), 0u);
+  EXPECT_THAT(job_->info().message(), HasSubstr("waiting for placement"));
 }
 
 TEST_F(JobReconcilerTest, ALostNodeOrAPlacementMadeAgainEndsTheAttempt) {
