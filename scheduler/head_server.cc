@@ -110,9 +110,22 @@ absl::Status HeadServer::Restore() {
     scheduler_.Submit([this, address, id = id, release] {
       absl::StatusOr<v1::ReleaseUnusedBundlesResponse> released =
           raylets_.ReleaseUnused(address, release);
-      if (released.ok() && released->released_size() > 0) {
-        LogInfo("node ", id, " released ", released->released_size(),
-                " bundle(s) the restored state does not hold");
+      if (!released.ok() || released->released_size() == 0) return;
+      LogInfo("node ", id, " released ", released->released_size(),
+              " bundle(s) the restored state does not hold");
+      // Bundles placed there since the snapshot may have gone with them.
+      std::vector<std::string> lost;
+      uint64_t seq = 0;
+      {
+        absl::MutexLock lock(&state_.mu);
+        lost = state_.groups.OnBundlesReleased(id, released->released(), HeadNowMs());
+        if (lost.empty()) return;
+        seq = state_.PersistLocked();
+        state_.kick = true;
+      }
+      state_.Durable(seq).IgnoreError();  // logged
+      if (TrainJobController* jobs = state_.jobs()) {
+        for (const std::string& group : lost) jobs->OnGroupChanged(group);
       }
     });
   }

@@ -21,29 +21,41 @@ grpc::Status NodeServiceImpl::RegisterNode(grpc::ServerContext* context,
     absl::MutexLock lock(&state_->mu);
     held = state_->groups.BundlesOn(request->node_id());
   }
+  absl::StatusOr<v1::ReleaseUnusedBundlesResponse> released =
+      absl::FailedPreconditionError("no release sent");
   if (!request->address().empty() && request->node_id().size() <= 128) {
     v1::ReleaseUnusedBundlesRequest release;
     release.set_request_id(absl::StrCat("register/", request->request_id()));
     for (const v1::HeldBundle& h : held) *release.add_in_use() = h.key();
-    absl::StatusOr<v1::ReleaseUnusedBundlesResponse> released =
-        raylets_->ReleaseUnused(request->address(), release);
+    released = raylets_->ReleaseUnused(request->address(), release);
     if (released.ok() && released->released_size() > 0) {
       LogInfo("node ", request->node_id(), " released ", released->released_size(),
               " stale bundle(s)");
     }
   }
   absl::ReleasableMutexLock lock(&state_->mu);
+  // A bundle placed on the node after the snapshot may have gone with them;
+  // the raylet restores what the books say now.
+  std::vector<std::string> lost;
+  if (released.ok()) {
+    lost = state_->groups.OnBundlesReleased(request->node_id(), released->released(), HeadNowMs());
+  }
+  held = state_->groups.BundlesOn(request->node_id());
   absl::StatusOr<NodeManager::Registration> reg = state_->nodes.Register(*request, HeadNowMs());
   if (!reg.ok()) return ToGrpcStatus(reg.status());
   LogInfo("node ", request->node_id(), " registered at ", request->address(), ": ",
           state_->table.node(reg->index).total.ToString());
-  const uint64_t seq = state_->PersistNodeLocked(request->node_id());
+  uint64_t seq = state_->PersistNodeLocked(request->node_id());
+  if (!lost.empty()) seq = state_->PersistLocked();  // the groups that lost bundles
   state_->groups.OnNodesChanged(HeadNowMs());
   state_->kick = true;
   response->set_accepted(true);
   response->set_heartbeat_interval_ms(static_cast<uint32_t>(state_->nodes.heartbeat_period_ms()));
   for (v1::HeldBundle& h : held) *response->add_held_bundles() = std::move(h);
   lock.Release();
+  if (TrainJobController* jobs = state_->jobs()) {
+    for (const std::string& id : lost) jobs->OnGroupChanged(id);
+  }
   return ToGrpcStatus(state_->Durable(seq));
 }
 

@@ -624,8 +624,12 @@ std::vector<CancelTask> PlacementGroupManager::OnCommitDone(const std::string& i
   // while it was in flight.
   std::vector<uint32_t> lost;
   for (uint32_t b : PlacedBundles(g)) {
-    if (table_->node(g.placed[b]->allocation.node).state == NodeState::kDead) lost.push_back(b);
+    if (table_->node(g.placed[b]->allocation.node).state == NodeState::kDead ||
+        g.released_in_flight.count(b) > 0) {
+      lost.push_back(b);
+    }
   }
+  g.released_in_flight.clear();
   ReleaseBundles(g, lost);
   if (!result.ok()) {
     ReleaseBundles(g, committing);
@@ -672,16 +676,50 @@ void PlacementGroupManager::OnNodeDead(const std::string& node_id, int64_t now_m
       if (g.placed[b] && g.placed[b]->allocation.node == *index) lost.push_back(b);
     }
     if (lost.empty()) continue;
-    changed_.insert(id);
-    Dequeue(g);
-    ReleaseBundles(g, lost);
-    g.state = v1::PLACEMENT_GROUP_STATE_RESCHEDULING;
-    g.waiting_since_ms = now_ms;
-    g.backoff.Reset();
-    if (g.preempting) continue;  // its job lets go of the rest
-    g.reason = absl::StrCat(lost.size(), " bundle(s) lost with node ", node_id, "; rescheduling");
-    Enqueue(g, now_ms);
+    LoseBundles(g, lost, absl::StrCat(lost.size(), " bundle(s) lost with node ", node_id), now_ms);
   }
+}
+
+std::vector<std::string> PlacementGroupManager::OnBundlesReleased(
+    const std::string& node_id, const google::protobuf::RepeatedPtrField<v1::BundleKey>& released,
+    int64_t now_ms) {
+  std::optional<NodeIndex> index = table_->FindNode(node_id);
+  if (!index) return {};
+  std::map<std::string, std::vector<uint32_t>> lost;  // by group
+  for (const v1::BundleKey& key : released) {
+    auto it = groups_.find(key.placement_group_id());
+    if (it == groups_.end() || it->second.state == v1::PLACEMENT_GROUP_STATE_REMOVED) continue;
+    Group& g = it->second;
+    const uint32_t b = key.bundle_index();
+    if (b >= g.placed.size() || !g.placed[b] || g.placed[b]->allocation.node != *index) continue;
+    if (g.in_flight) {
+      g.released_in_flight.insert(b);
+    } else {
+      lost[g.id].push_back(b);
+    }
+  }
+  std::vector<std::string> changed;
+  for (const auto& [id, bundles] : lost) {
+    LoseBundles(groups_.at(id), bundles,
+                absl::StrCat(bundles.size(), " bundle(s) released by node ", node_id,
+                             " when it synced with the head"),
+                now_ms);
+    changed.push_back(id);
+  }
+  return changed;
+}
+
+void PlacementGroupManager::LoseBundles(Group& g, const std::vector<uint32_t>& lost,
+                                        const std::string& why, int64_t now_ms) {
+  changed_.insert(g.id);
+  Dequeue(g);
+  ReleaseBundles(g, lost);
+  g.state = v1::PLACEMENT_GROUP_STATE_RESCHEDULING;
+  g.waiting_since_ms = now_ms;
+  g.backoff.Reset();
+  if (g.preempting) return;  // its job lets go of the rest
+  g.reason = absl::StrCat(why, "; rescheduling");
+  Enqueue(g, now_ms);
 }
 
 void PlacementGroupManager::ToProto(const Group& g, v1::PlacementGroupInfo* info) const {

@@ -208,6 +208,14 @@ class PlacementGroupManager {
   void OnNodesChanged(int64_t now_ms);
   // A node died: its bundles are lost and their groups go RESCHEDULING.
   void OnNodeDead(const std::string& node_id, int64_t now_ms);
+  // `node_id`'s raylet let go of `released` (a release of what it held
+  // beyond a snapshot of this head's books, sent while bundles placed after
+  // the snapshot could reach it): those the books say it holds are lost as
+  // with a dead node, those of a group in two-phase commit once it ends.
+  // Returns the groups that lost bundles.
+  std::vector<std::string> OnBundlesReleased(
+      const std::string& node_id, const google::protobuf::RepeatedPtrField<v1::BundleKey>& released,
+      int64_t now_ms);
   // What the last Schedule calls' preemptions ask of the caller.
   PreemptionWork TakePreemptions();
   // A preempted job's processes have stopped: its group lets go of its
@@ -265,6 +273,7 @@ class PlacementGroupManager {
     v1::PlacementGroupState state = v1::PLACEMENT_GROUP_STATE_PENDING;
     std::vector<std::optional<BundlePlacement>> placed;  // by bundle index
     std::vector<uint32_t> committing;                    // bundles of the commit in flight
+    std::set<uint32_t> released_in_flight;  // by their raylet during the commit: lost at its end
     uint64_t attempt = 0;
     bool in_flight = false;
     bool infeasible = false;
@@ -285,6 +294,10 @@ class PlacementGroupManager {
   void IndexRequestId(const Group& g);
   // Releases the table reservations of `bundles` and forgets them.
   void ReleaseBundles(Group& g, const std::vector<uint32_t>& bundles);
+  // `lost` (placed, not in two-phase commit) are gone: the group lets go of
+  // them and goes RESCHEDULING (`why`), unless it is being preempted.
+  void LoseBundles(Group& g, const std::vector<uint32_t>& lost, const std::string& why,
+                   int64_t now_ms);
   // `why` makes the raylets' dedupe key unique ("remove", "preempt-3").
   std::vector<CancelTask> CancelsFor(const Group& g, const std::vector<uint32_t>& bundles,
                                      absl::string_view why = "remove") const;

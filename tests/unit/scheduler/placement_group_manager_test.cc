@@ -10,7 +10,9 @@
 namespace berth {
 namespace {
 
+using ::testing::ElementsAre;
 using ::testing::HasSubstr;
+using ::testing::IsEmpty;
 
 class PlacementGroupManagerTest : public ::testing::Test {
  protected:
@@ -390,6 +392,55 @@ TEST_F(PlacementGroupManagerTest, NodeDeathReschedulesOnlyLostBundles) {
   v1::PlacementGroupInfo after = Info(id);
   EXPECT_EQ(after.state(), v1::PLACEMENT_GROUP_STATE_CREATED);
   EXPECT_EQ(after.locations(0).node_id(), kept_node);
+}
+
+// A raylet released more than the head's snapshot allowed for (a bundle
+// placed on it after the snapshot): the books lose what it let go of, and
+// the group is placed again; a group in two-phase commit loses it at the
+// commit's end. Keys the books do not put on that node change nothing.
+TEST_F(PlacementGroupManagerTest, BundlesANodeReleasedWhenItSyncedAreRescheduled) {
+  AddNode("a", 1);
+  AddNode("b", 1);
+  AddNode("c", 1);
+  const std::string id = Create(Request(2, v1::PLACEMENT_STRATEGY_STRICT_SPREAD));
+  ScheduleAndCommit();
+  const v1::PlacementGroupInfo before = Info(id);
+  ASSERT_EQ(before.state(), v1::PLACEMENT_GROUP_STATE_CREATED);
+  const std::string node = before.locations(1).node_id();
+  google::protobuf::RepeatedPtrField<v1::BundleKey> released;
+  auto key = [&](const std::string& group, uint32_t bundle) {
+    v1::BundleKey* k = released.Add();
+    k->set_placement_group_id(group);
+    k->set_bundle_index(bundle);
+  };
+  key("pg-unknown", 0);
+  key(id, 0);  // on another node
+  EXPECT_THAT(pgs_.OnBundlesReleased(node, released, now_), IsEmpty());
+  EXPECT_EQ(Info(id).state(), v1::PLACEMENT_GROUP_STATE_CREATED);
+  key(id, 1);
+  EXPECT_THAT(pgs_.OnBundlesReleased(node, released, now_), ElementsAre(id));
+  const v1::PlacementGroupInfo lost = Info(id);
+  EXPECT_EQ(lost.state(), v1::PLACEMENT_GROUP_STATE_RESCHEDULING);
+  EXPECT_THAT(lost.pending_reason(), HasSubstr("released by node " + node));
+  ASSERT_EQ(lost.locations_size(), 1);
+  EXPECT_EQ(lost.locations(0).bundle_index(), 0u);
+  std::vector<CommitTask> tasks = ScheduleAndCommit();
+  ASSERT_EQ(tasks.size(), 1u);
+  EXPECT_EQ(tasks[0].nodes[0].bundles[0].bundle_index, 1u);
+  ASSERT_EQ(Info(id).state(), v1::PLACEMENT_GROUP_STATE_CREATED);
+
+  // In two-phase commit: the released bundle is lost when the commit ends.
+  const std::string next = Create(Request(1, v1::PLACEMENT_STRATEGY_PACK));
+  tasks = pgs_.Schedule(now_);
+  ASSERT_EQ(tasks.size(), 1u);
+  const std::string next_node = tasks[0].nodes[0].node_id;
+  released.Clear();
+  key(next, 0);
+  EXPECT_THAT(pgs_.OnBundlesReleased(next_node, released, now_), IsEmpty());
+  pgs_.OnPrepared(next, tasks[0].attempt);
+  pgs_.OnCommitDone(next, tasks[0].attempt, absl::OkStatus(), now_);
+  EXPECT_NE(Info(next).state(), v1::PLACEMENT_GROUP_STATE_CREATED);
+  EXPECT_EQ(Info(next).locations_size(), 0);
 }
 
 TEST_F(PlacementGroupManagerTest,
