@@ -40,7 +40,8 @@ bench: build
 	BUILD_DIR=$(BUILD_DIR) bash bench/run_all.sh
 
 # The Alibaba GPU trace (openb, 2023) replayed on the placement core with every
-# scorer (bench/replay): tables and plots under bench/results/ (~15 min, 1 core).
+# scorer (bench/replay), every pod-list variant in REPLAY_DATA: tables and plots
+# under bench/results/ (~40 min, 1 core).
 REPLAY_DATA ?= ../shared/data/alibaba-gpu-v2023
 replay: build
 	$(BUILD_DIR)/bench/berth-replay --data_dir=$(REPLAY_DATA) --results_dir=bench/results \

@@ -12,7 +12,7 @@
 #   train_startup     time to train: submit -> every rank in its Gloo group
 #                     (the built-in job, and examples/pytorch-ddp on Debian's
 #                     torch 1.13 and, when scripts/torch2-venv.sh made it, torch 2.x)
-#   replay            the Alibaba GPU trace (~15 min of one core; `make replay`)
+#   replay            the Alibaba GPU trace, every variant (~40 min of one core; `make replay`)
 #   queue_replay      four teams sharing the cluster, three queueing policies (~4 min)
 #   ray               berth and Ray side by side (installs Ray from PyPI once)
 #

@@ -230,8 +230,9 @@ absl::Status Run(const Options& o) {
   absl::StatusOr<std::string> task_csv =
       ReadTextFile(absl::StrCat(openb, "/openb_pod_list_", o.trace, ".csv"));
   if (!task_csv.ok()) return task_csv.status();
-  absl::StatusOr<std::vector<TraceTask>> tasks = ParseTaskList(*task_csv);
-  if (!tasks.ok()) return tasks.status();
+  absl::StatusOr<TaskList> list = ParseTaskList(*task_csv);
+  if (!list.ok()) return list.status();
+  const std::vector<TraceTask>* tasks = &list->tasks;
   absl::StatusOr<std::string> runtime_csv =
       ReadTextFile(o.data_dir + "/philly-runtime/philly_runtime.csv");
   if (!runtime_csv.ok()) return runtime_csv.status();

@@ -18,9 +18,11 @@
 #include <vector>
 
 #include "CLI/CLI.hpp"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/strip.h"
 #include "bench/replay/report.h"
 #include "bench/replay/simulation.h"
 
@@ -42,11 +44,24 @@ constexpr Published kPublished[] = {
     {"FGD (the paper's)", {95.23, 87.84}, {95.39, 94.55}},
 };
 
+// FGD's GPU allocation % at 100% / 130% arrived on each variant: the
+// artifact's for default and gpuspec33 (above), issue 19's independent
+// re-implementation of the paper's artifact (10 seeds) for the others.
+struct VariantReference {
+  const char* trace;
+  double fgd[2];
+};
+constexpr VariantReference kVariantReferences[] = {
+    {"cpu037", {95.19, 95.37}},     {"default", {95.23, 95.39}},   {"gpushare40", {93.93, 94.11}},
+    {"gpushare80", {89.06, 89.28}}, {"gpuspec10", {94.54, 94.93}}, {"gpuspec33", {87.84, 94.55}},
+    {"multigpu20", {95.56, 95.68}},
+};
+
 struct Options {
   std::string data_dir = "../shared/data/alibaba-gpu-v2023";
   std::string results_dir = "bench/results";
   std::string plot_data_dir = "build-replay/replay-data";
-  std::vector<std::string> traces = {"default", "gpuspec33"};
+  std::vector<std::string> traces;   // empty: every openb_pod_list_*.csv in data_dir
   std::vector<std::string> scorers;  // empty: all
   int seeds = 10;
   int gang_seeds = 3;
@@ -154,8 +169,52 @@ size_t At(int percent) { return percent / 10 - 1; }
 std::string Row(std::initializer_list<std::string> cells) { return MarkdownRow(cells); }
 std::string Pct(double v) { return absl::StrFormat("%.2f", v); }
 
+// A pod list to replay, by the name its tables use.
+struct TraceFile {
+  std::string name;  // the variant: default, multigpu20, ...
+  std::string path;
+};
+
+constexpr absl::string_view kPodListPrefix = "openb_pod_list_";
+
+// --traces: a variant's name (openb_pod_list_<name>.csv in --data_dir) or a
+// CSV file's path; none: every variant in --data_dir.
+absl::StatusOr<std::vector<TraceFile>> TraceFiles(const Options& o) {
+  std::vector<TraceFile> files;
+  auto name_of = [](const std::filesystem::path& path) {
+    std::string stem = path.stem().string();
+    return std::string(absl::StripPrefix(stem, kPodListPrefix));
+  };
+  if (o.traces.empty()) {
+    std::error_code error;
+    for (const auto& entry : std::filesystem::directory_iterator(o.data_dir, error)) {
+      const std::string file = entry.path().filename().string();
+      if (absl::StartsWith(file, kPodListPrefix) && absl::EndsWith(file, ".csv")) {
+        files.push_back({name_of(entry.path()), entry.path().string()});
+      }
+    }
+    if (error) return absl::NotFoundError(absl::StrCat("--data_dir: ", error.message()));
+    if (files.empty()) {
+      return absl::NotFoundError(
+          absl::StrCat("--data_dir: no ", kPodListPrefix, "*.csv in '", o.data_dir, "'"));
+    }
+    std::sort(files.begin(), files.end(),
+              [](const TraceFile& a, const TraceFile& b) { return a.name < b.name; });
+    return files;
+  }
+  for (const std::string& trace : o.traces) {
+    if (absl::StrContains(trace, '/') || absl::EndsWith(trace, ".csv")) {
+      files.push_back({name_of(trace), trace});
+    } else {
+      files.push_back({trace, absl::StrCat(o.data_dir, "/", kPodListPrefix, trace, ".csv")});
+    }
+  }
+  return files;
+}
+
 struct TraceResults {
   std::string trace;
+  std::vector<std::string> absent;  // optional columns the pod list lacks
   // shaping -> scorer -> curve, in the order run
   std::vector<std::pair<TaskShaping, std::vector<std::pair<std::string, MeanCurve>>>> arrivals;
   struct TimelineRun {
@@ -255,6 +314,32 @@ std::string Markdown(const Options& o, const std::vector<TraceResults>& all) {
   for (const Published& p : kPublished) {
     absl::StrAppend(&md, Row({absl::StrCat("published ", p.policy), Pct(p.at_100[0]),
                               Pct(p.at_130[0]), Pct(p.at_100[1]), Pct(p.at_130[1])}));
+  }
+  // Every variant: each scorer beside FGD's reference figures.
+  absl::StrAppend(&md,
+                  "\n## (a) Every variant: GPU allocation % at 100% / 130% arrived, one bundle "
+                  "per task, beside FGD's (the artifact's for default and gpuspec33, issue 19's "
+                  "re-implementation for the others)\n\n");
+  std::vector<std::string> header = {"variant", "FGD (reference)"};
+  for (const std::string& s : scorer_order) header.push_back(s);
+  absl::StrAppend(&md, "| ", absl::StrJoin(header, " | "), " |\n|",
+                  absl::StrJoin(std::vector<std::string>(header.size(), "---"), "|"), "|\n");
+  for (const TraceResults& r : all) {
+    std::string reference = "-";
+    for (const VariantReference& v : kVariantReferences) {
+      if (r.trace == v.trace) reference = absl::StrCat(Pct(v.fgd[0]), " / ", Pct(v.fgd[1]));
+    }
+    std::vector<std::string> row = {r.trace, reference};
+    for (const std::string& s : scorer_order) {
+      row.push_back(absl::StrCat(cell(s, r.trace, 100), " / ", cell(s, r.trace, 130)));
+    }
+    absl::StrAppend(&md, "| ", absl::StrJoin(row, " | "), " |\n");
+  }
+  for (const TraceResults& r : all) {
+    if (r.absent.empty()) continue;
+    absl::StrAppend(&md, "\n", r.trace, " has no column ", absl::StrJoin(r.absent, ", "),
+                    ": its tasks take any GPU model where it lacks gpu_spec, and measure (b) "
+                    "is not run where it lacks the times.\n");
   }
   for (const TraceResults& r : all) {
     for (const auto& [shaping, curves] : r.arrivals) {
@@ -361,13 +446,24 @@ absl::Status Run(const Options& o) {
   std::copy_if(nodes->begin(), nodes->end(), std::back_inserter(gpu_nodes),
                [](const TraceNode& n) { return n.gpus > 0; });
 
+  absl::StatusOr<std::vector<TraceFile>> files = TraceFiles(o);
+  if (!files.ok()) return files.status();
   std::vector<TraceResults> all;
-  for (const std::string& trace : o.traces) {
-    absl::StatusOr<std::string> csv =
-        ReadTextFile(absl::StrCat(o.data_dir, "/openb_pod_list_", trace, ".csv"));
+  for (const TraceFile& file : *files) {
+    const std::string& trace = file.name;
+    absl::StatusOr<std::string> csv = ReadTextFile(file.path);
     if (!csv.ok()) return csv.status();
-    absl::StatusOr<std::vector<TraceTask>> tasks = ParseTaskList(*csv);
-    if (!tasks.ok()) return tasks.status();
+    absl::StatusOr<TaskList> list = ParseTaskList(*csv);
+    if (!list.ok()) {
+      return absl::Status(list.status().code(),
+                          absl::StrCat(file.path, ": ", list.status().message()));
+    }
+    const std::vector<TraceTask>* tasks = &list->tasks;
+    if (!list->absent.empty()) {
+      std::cerr << trace << ": no column " << absl::StrJoin(list->absent, ", ")
+                << (list->has_models ? "" : "; every task takes any GPU model")
+                << (list->has_times ? "" : "; measure (b) needs times and is skipped") << "\n";
+    }
     const std::vector<TaskShape> shapes = GpuTaskShapes(*tasks);
     std::vector<ScorerChoice> scorers = Scorers(shapes);
     if (!o.scorers.empty()) {
@@ -381,6 +477,7 @@ absl::Status Run(const Options& o) {
     }
     TraceResults r;
     r.trace = trace;
+    r.absent = list->absent;
     std::vector<TaskShaping> shapings = {TaskShaping::kOneBundle};
     if (o.gangs) {
       shapings.push_back(TaskShaping::kGangPack);
@@ -409,7 +506,7 @@ absl::Status Run(const Options& o) {
         r.arrivals.back().second.push_back({scorer.name, *std::move(c)});
       }
     }
-    if (o.timeline) {
+    if (o.timeline && list->has_times) {
       absl::StatusOr<Workload> workload = MakeWorkload(*tasks, TaskShaping::kOneBundle);
       if (!workload.ok()) return workload.status();
       for (double speedup : o.speedups) {
@@ -447,7 +544,10 @@ int main(int argc, char** argv) {
   app.add_option("--data_dir", o.data_dir, "folder with the trace's CSV files");
   app.add_option("--results_dir", o.results_dir, "where replay.md goes");
   app.add_option("--plot_data_dir", o.plot_data_dir, "where the gnuplot .dat files go");
-  app.add_option("--traces", o.traces, "pod lists to replay (default, gpuspec33)")->delimiter(',');
+  app.add_option("--traces", o.traces,
+                 "pod lists to replay: variant names (default, multigpu20, ...) or CSV paths "
+                 "(default: every openb_pod_list_*.csv in --data_dir)")
+      ->delimiter(',');
   app.add_option("--scorers", o.scorers, "scorers to compare (default: all)")->delimiter(',');
   app.add_option("--seeds", o.seeds, "seeds per one-bundle curve of measure (a)")
       ->check(CLI::Range(1, 1000));

@@ -121,12 +121,18 @@ absl::StatusOr<std::vector<TraceNode>> ParseNodeList(absl::string_view csv) {
   return nodes;
 }
 
-absl::StatusOr<std::vector<TraceTask>> ParseTaskList(absl::string_view csv) {
+absl::StatusOr<TaskList> ParseTaskList(absl::string_view csv) {
   absl::StatusOr<CsvTable> table =
-      CsvTable::Parse(csv, {"name", "cpu_milli", "memory_mib", "num_gpu", "gpu_milli", "gpu_spec",
-                            "creation_time", "deletion_time", "scheduled_time"});
+      CsvTable::Parse(csv, {"name", "cpu_milli", "memory_mib", "num_gpu", "gpu_milli"});
   if (!table.ok()) return table.status();
-  std::vector<TraceTask> tasks(table->size());
+  TaskList list;
+  for (const char* column : {"gpu_spec", "creation_time", "deletion_time"}) {
+    if (!table->Has(column)) list.absent.emplace_back(column);
+  }
+  list.has_models = table->Has("gpu_spec");
+  list.has_times = table->Has("creation_time") && table->Has("deletion_time");
+  std::vector<TraceTask>& tasks = list.tasks;
+  tasks.resize(table->size());
   for (size_t r = 0; r < table->size(); ++r) {
     TraceTask& t = tasks[r];
     t.name = table->Text(r, "name");
@@ -135,20 +141,29 @@ absl::StatusOr<std::vector<TraceTask>> ParseTaskList(absl::string_view csv) {
                                       {{"cpu_milli", &t.cpu_milli},
                                        {"memory_mib", &t.memory_mib},
                                        {"num_gpu", &t.num_gpu},
-                                       {"gpu_milli", &t.gpu_milli},
-                                       {"creation_time", &t.creation_time},
-                                       {"deletion_time", &t.deletion_time}});
+                                       {"gpu_milli", &t.gpu_milli}});
         !s.ok()) {
       return s;
     }
-    absl::StatusOr<std::optional<int64_t>> scheduled =
-        table->Integer(r, "scheduled_time", /*optional=*/true);
-    if (!scheduled.ok()) return scheduled.status();
-    t.scheduled_time = *scheduled;
+    if (list.has_times) {
+      if (absl::Status s = ReadIntegers(
+              *table, r,
+              {{"creation_time", &t.creation_time}, {"deletion_time", &t.deletion_time}});
+          !s.ok()) {
+        return s;
+      }
+    }
+    if (table->Has("scheduled_time")) {
+      absl::StatusOr<std::optional<int64_t>> scheduled =
+          table->Integer(r, "scheduled_time", /*optional=*/true);
+      if (!scheduled.ok()) return scheduled.status();
+      t.scheduled_time = *scheduled;
+    }
     if (t.num_gpu == 1 && (t.gpu_milli == 0 || t.gpu_milli > 1000)) {
       return absl::InvalidArgumentError(absl::StrCat("task '", t.name, "': gpu_milli ", t.gpu_milli,
                                                      " for one GPU must be in 1..1000"));
     }
+    if (!list.has_models) continue;
     for (absl::string_view model :
          absl::StrSplit(table->Text(r, "gpu_spec"), '|', absl::SkipEmpty())) {
       t.gpu_spec.emplace_back(model);
@@ -157,7 +172,7 @@ absl::StatusOr<std::vector<TraceTask>> ParseTaskList(absl::string_view csv) {
     std::sort(t.gpu_spec.begin(), t.gpu_spec.end());
     t.gpu_spec.erase(std::unique(t.gpu_spec.begin(), t.gpu_spec.end()), t.gpu_spec.end());
   }
-  return tasks;
+  return list;
 }
 
 absl::StatusOr<std::vector<double>> ParseRuntimes(absl::string_view csv) {

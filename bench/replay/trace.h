@@ -50,9 +50,18 @@ struct TraceTask {
 
 // `sn,cpu_milli,memory_mib,gpu,model`.
 absl::StatusOr<std::vector<TraceNode>> ParseNodeList(absl::string_view csv);
-// `name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,...,creation_time,
-// deletion_time,scheduled_time` (other columns are ignored).
-absl::StatusOr<std::vector<TraceTask>> ParseTaskList(absl::string_view csv);
+// A pod list as read, and which of the optional columns it lacks.
+struct TaskList {
+  std::vector<TraceTask> tasks;
+  bool has_models = true;           // gpu_spec; without it every task takes any model
+  bool has_times = true;            // creation_time and deletion_time
+  std::vector<std::string> absent;  // the optional columns missing, to say so once
+};
+// `name,cpu_milli,memory_mib,num_gpu,gpu_milli` and, where the variant has
+// them, `gpu_spec`, `qos`, `creation_time`, `deletion_time`,
+// `scheduled_time` (other columns are ignored). Every openb variant reads:
+// multigpu20 has the first five only.
+absl::StatusOr<TaskList> ParseTaskList(absl::string_view csv);
 // The Philly training-job run times (../shared/data/philly-runtime): one
 // column, `runtime`, in seconds.
 absl::StatusOr<std::vector<double>> ParseRuntimes(absl::string_view csv);

@@ -9,6 +9,7 @@ namespace {
 
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
+using ::testing::IsEmpty;
 
 constexpr char kNodes[] =
     "sn,cpu_milli,memory_mib,gpu,model\n"
@@ -48,8 +49,12 @@ TEST(ParseNodeList, NamesTheBadField) {
 }
 
 TEST(ParseTaskList, ReadsTasksAndNormalisesModels) {
-  absl::StatusOr<std::vector<TraceTask>> tasks = ParseTaskList(kTasks);
-  ASSERT_TRUE(tasks.ok()) << tasks.status();
+  absl::StatusOr<TaskList> list = ParseTaskList(kTasks);
+  ASSERT_TRUE(list.ok()) << list.status();
+  EXPECT_TRUE(list->has_models);
+  EXPECT_TRUE(list->has_times);
+  EXPECT_THAT(list->absent, IsEmpty());
+  const std::vector<TraceTask>* tasks = &list->tasks;
   ASSERT_EQ(tasks->size(), 3u);
   const TraceTask& shared = (*tasks)[0];
   EXPECT_EQ(shared.GpuMilli(), 460);
@@ -61,6 +66,26 @@ TEST(ParseTaskList, ReadsTasksAndNormalisesModels) {
   EXPECT_THAT(eight.gpu_spec, ElementsAre("G2", "V100M32"));
   EXPECT_FALSE(eight.scheduled_time.has_value());
   EXPECT_EQ((*tasks)[2].GpuMilli(), 0);
+}
+
+// multigpu20's five columns: any model, no times (measure (a) only).
+TEST(ParseTaskList, ReadsAVariantWithoutModelsOrTimes) {
+  absl::StatusOr<TaskList> list = ParseTaskList(
+      "name,cpu_milli,memory_mib,num_gpu,gpu_milli\n"
+      "openb-pod-0000,12000,16384,1,1000\n"
+      "openb-pod-0001,6000,12288,4,1000\n");
+  ASSERT_TRUE(list.ok()) << list.status();
+  EXPECT_FALSE(list->has_models);
+  EXPECT_FALSE(list->has_times);
+  EXPECT_THAT(list->absent, ElementsAre("gpu_spec", "creation_time", "deletion_time"));
+  ASSERT_EQ(list->tasks.size(), 2u);
+  EXPECT_EQ(list->tasks[1].GpuMilli(), 4000);
+  EXPECT_THAT(list->tasks[1].gpu_spec, IsEmpty());
+  EXPECT_TRUE(
+      ToPlacementGroup(list->tasks[1], TaskShaping::kOneBundle)->bundles()[0].selector.empty());
+  // The five are required still.
+  EXPECT_THAT(ParseTaskList("name,cpu_milli,memory_mib,num_gpu\n").status().message(),
+              HasSubstr("no column 'gpu_milli'"));
 }
 
 TEST(ParseTaskList, RejectsMalformedRows) {
@@ -76,7 +101,7 @@ TEST(ParseTaskList, RejectsMalformedRows) {
 }
 
 TEST(ToPlacementGroup, SharesOneGpuAndSelectsModels) {
-  std::vector<TraceTask> tasks = ParseTaskList(kTasks).value();
+  std::vector<TraceTask> tasks = ParseTaskList(kTasks).value().tasks;
   PlacementGroupSpec shared = ToPlacementGroup(tasks[0], TaskShaping::kOneBundle).value();
   ASSERT_EQ(shared.bundles().size(), 1u);
   EXPECT_EQ(shared.bundles()[0].resources.Get(kGpu), Quantity::FromUnits(4600));
@@ -91,7 +116,7 @@ TEST(ToPlacementGroup, SharesOneGpuAndSelectsModels) {
 }
 
 TEST(ToPlacementGroup, GangSplitsIntoOneGpuBundles) {
-  std::vector<TraceTask> tasks = ParseTaskList(kTasks).value();
+  std::vector<TraceTask> tasks = ParseTaskList(kTasks).value().tasks;
   PlacementGroupSpec gang = ToPlacementGroup(tasks[1], TaskShaping::kGangStrictPack).value();
   EXPECT_EQ(gang.strategy(), PlacementStrategy::kStrictPack);
   ASSERT_EQ(gang.bundles().size(), 8u);
@@ -111,7 +136,7 @@ TEST(ToPlacementGroup, GangSplitsIntoOneGpuBundles) {
 }
 
 TEST(GpuTaskShapes, CountsDistinctGpuTasks) {
-  std::vector<TraceTask> tasks = ParseTaskList(kTasks).value();
+  std::vector<TraceTask> tasks = ParseTaskList(kTasks).value().tasks;
   tasks.push_back(tasks[0]);
   std::vector<TaskShape> shapes = GpuTaskShapes(tasks);
   ASSERT_EQ(shapes.size(), 2u);  // the CPU-only task is left out
