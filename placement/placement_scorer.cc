@@ -59,7 +59,17 @@ void PlacementScorer::Observe(const PlacementGroupSpec& spec) {
   if (window_->size() < options_.min_tasks) return;
   if (current_ == nullptr) {
     Rebuild();
+    next_look_ = 2 * added;
     return;
+  }
+  // A young window's estimate sharpens fastest: it is looked at each time
+  // it has doubled (rebuilt if it moved at all), then on drift.
+  if (added == next_look_ && added <= options_.window.capacity) {
+    next_look_ *= 2;
+    if (window_->DistanceFrom(built_from_) > 0) {
+      Rebuild();
+      return;
+    }
   }
   if (added - checked_at_ < options_.check_every) return;
   checked_at_ = added;

@@ -75,6 +75,25 @@ TEST(PlacementScorerTest, FragmentationLearnsAfterMinTasksAndRebuildsOnDrift) {
   EXPECT_EQ(scorer.window()->shape_count(), 2u);
 }
 
+// While the window fills, each doubling looks again: a move below `drift`
+// still rebuilds, no move does not.
+TEST(PlacementScorerTest, AYoungWindowIsRebuiltEachTimeItDoubles) {
+  PlacementScorerOptions options;
+  options.min_tasks = 4;
+  options.check_every = 1000;
+  options.drift = 0.9;
+  PlacementScorer scorer(ScorerKind::kFragmentation, options);
+  for (int i = 0; i < 4; ++i) scorer.Observe(GpuTask(1));
+  EXPECT_EQ(scorer.builds(), 1u);
+  for (int i = 0; i < 4; ++i) scorer.Observe(GpuTask(1));
+  EXPECT_EQ(scorer.builds(), 1u);  // 8 tasks, the same distribution
+  for (int i = 0; i < 7; ++i) scorer.Observe(GpuTask(0.5));
+  EXPECT_EQ(scorer.builds(), 1u);
+  scorer.Observe(GpuTask(0.5));
+  EXPECT_EQ(scorer.builds(), 2u);  // 16: moved by 0.5, under drift
+  EXPECT_EQ(scorer.window()->shape_count(), 2u);
+}
+
 TEST(PlacementScorerTest, PlacesAsAFragmentationScorerOfTheLearnedShapes) {
   // Learned: tasks take a quarter GPU or a whole one. A quarter then goes
   // where it strands least, as a scorer given those shapes decides.
