@@ -1,5 +1,7 @@
 #include "placement/placement_scorer.h"
 
+#include <algorithm>
+#include <cmath>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -59,13 +61,13 @@ void PlacementScorer::Observe(const PlacementGroupSpec& spec) {
   if (window_->size() < options_.min_tasks) return;
   if (current_ == nullptr) {
     Rebuild();
-    next_look_ = 2 * added;
+    next_look_ = NextLook(added);
     return;
   }
   // A young window's estimate sharpens fastest: it is looked at each time
-  // it has doubled (rebuilt if it moved at all), then on drift.
+  // it has grown by young_growth (rebuilt if it moved at all), then on drift.
   if (added == next_look_ && added <= options_.window.capacity) {
-    next_look_ *= 2;
+    next_look_ = NextLook(added);
     if (window_->DistanceFrom(built_from_) > 0) {
       Rebuild();
       return;
@@ -76,9 +78,21 @@ void PlacementScorer::Observe(const PlacementGroupSpec& spec) {
   if (window_->DistanceFrom(built_from_) > options_.drift) Rebuild();
 }
 
+uint64_t PlacementScorer::NextLook(uint64_t added) const {
+  return std::max(added + 1, static_cast<uint64_t>(
+                                 std::ceil(static_cast<double>(added) * options_.young_growth)));
+}
+
 void PlacementScorer::Rebuild() {
+  FragmentationOptions fragmentation = options_.fragmentation;
+  const double seen = static_cast<double>(window_->size());
+  if (options_.uncertain_tasks > 0) {
+    fragmentation.scarcity_weight *=
+        1 + options_.uncertain_scarcity_boost *
+                std::max(0.0, 1 - seen / static_cast<double>(options_.uncertain_tasks));
+  }
   absl::StatusOr<std::unique_ptr<FragmentationScorer>> scorer =
-      FragmentationScorer::Create(window_->Shapes(), options_.fragmentation);
+      FragmentationScorer::Create(window_->Shapes(), fragmentation);
   // The window only holds valid shapes (GPU tasks, whole above one GPU) and
   // the options are fixed, so this fails only on a bug; keep the old scorer.
   if (!scorer.ok()) return;

@@ -9,11 +9,12 @@
 // built-in ranking places; then a scorer is built from the window (after a
 // handful: the replay measured that the first hundred placed by the
 // built-in ranking cost about half a point of GPU allocation for good). It
-// is rebuilt each time the window has doubled (2 min_tasks, 4 min_tasks,
-// ... while it is filling; the estimate sharpens fastest then) if it moved
-// at all, and whenever it has moved more than `drift` (total variation,
-// checked every `check_every` tasks) from the one it was built from. So a
-// cluster that runs no GPU tasks keeps the built-in ranking. "builtin" is
+// is rebuilt each time the window has grown by `young_growth` while it is
+// filling (the estimate sharpens fastest then) if it moved at all, and
+// whenever it has moved more than `drift` (total variation,
+// checked every `check_every` tasks) from the one it was built from; while
+// it has seen few tasks its scarcity term weighs more (uncertain_tasks). So
+// a cluster that runs no GPU tasks keeps the built-in ranking. "builtin" is
 // that ranking always; "first-fit", "best-fit", "worst-fit" and "random" are
 // the scorers of node_scorer.h, which need no distribution.
 //
@@ -49,6 +50,17 @@ absl::StatusOr<ScorerKind> ParseScorerKind(absl::string_view name, absl::string_
 struct PlacementScorerOptions {
   WorkloadWindowOptions window;
   size_t min_tasks = 5;
+  // While the window fills, it is looked at again each time it has grown by
+  // this factor (> 1).
+  double young_growth = 1.25;
+  // While fewer than `uncertain_tasks` GPU tasks have been seen, the
+  // scarcity weight is raised by up to `uncertain_scarcity_boost` times
+  // (fading linearly to none): a model-restricted task that finds its
+  // models taken fails, a task kept off them goes elsewhere, so while the
+  // restricted demand is known from few tasks the scorer errs toward
+  // keeping scarce models free. 0 tasks: off.
+  size_t uncertain_tasks = 3000;
+  double uncertain_scarcity_boost = 3;
   size_t check_every = 100;
   double drift = 0.1;
   // The weights the replay's sweep chose (docs/PERFORMANCE.md).
@@ -76,6 +88,8 @@ class PlacementScorer {
 
  private:
   void Rebuild();
+  // When a young window of `added` tasks is looked at next.
+  uint64_t NextLook(uint64_t added) const;
 
   std::string name_;
   PlacementScorerOptions options_;

@@ -52,6 +52,7 @@ TEST(PlacementScorerTest, FragmentationLearnsAfterMinTasksAndRebuildsOnDrift) {
   options.min_tasks = 10;
   options.check_every = 10;
   options.drift = 0.2;
+  options.young_growth = 100;  // drift alone here
   PlacementScorer scorer(ScorerKind::kFragmentation, options);
   // Groups without GPUs teach nothing.
   for (int i = 0; i < 50; ++i) {
@@ -75,11 +76,12 @@ TEST(PlacementScorerTest, FragmentationLearnsAfterMinTasksAndRebuildsOnDrift) {
   EXPECT_EQ(scorer.window()->shape_count(), 2u);
 }
 
-// While the window fills, each doubling looks again: a move below `drift`
-// still rebuilds, no move does not.
-TEST(PlacementScorerTest, AYoungWindowIsRebuiltEachTimeItDoubles) {
+// While the window fills, each doubling (young_growth 2) looks again: a
+// move below `drift` still rebuilds, no move does not.
+TEST(PlacementScorerTest, AYoungWindowIsRebuiltEachTimeItGrows) {
   PlacementScorerOptions options;
   options.min_tasks = 4;
+  options.young_growth = 2;
   options.check_every = 1000;
   options.drift = 0.9;
   PlacementScorer scorer(ScorerKind::kFragmentation, options);
@@ -92,6 +94,39 @@ TEST(PlacementScorerTest, AYoungWindowIsRebuiltEachTimeItDoubles) {
   scorer.Observe(GpuTask(0.5));
   EXPECT_EQ(scorer.builds(), 2u);  // 16: moved by 0.5, under drift
   EXPECT_EQ(scorer.window()->shape_count(), 2u);
+}
+
+// Learned from few tasks, half of them A100-only: taking an A100 costs more
+// than it will once many tasks are seen (the boost fades to none by
+// uncertain_tasks), and more than a T4, which no task insists on.
+TEST(PlacementScorerTest, ScarcityWeighsMoreWhileFewTasksAreKnown) {
+  NodeResourceTable table;
+  const NodeIndex a100 = table.AddNode(MakeNode("a", 8, 1, "A100")).value();
+  const NodeIndex t4 = table.AddNode(MakeNode("t", 8, 1, "T4")).value();
+  auto learn = [](size_t uncertain_tasks) {
+    PlacementScorerOptions options;
+    options.min_tasks = 4;
+    options.uncertain_tasks = uncertain_tasks;
+    auto scorer = std::make_unique<PlacementScorer>(ScorerKind::kFragmentation, options);
+    for (int i = 0; i < 2; ++i) {
+      scorer->Observe(GpuTask(1));
+      scorer->Observe(MakeGroup(
+          {MakeBundle(ResourceSet::Of({{kCpu, 1}, {kGpu, 1}}), "berth.io/accelerator-type=A100")},
+          PlacementStrategy::kPack));
+    }
+    return scorer;
+  };
+  std::unique_ptr<PlacementScorer> uncertain = learn(100);
+  std::unique_ptr<PlacementScorer> settled = learn(0);
+  ASSERT_NE(uncertain->current(), nullptr);
+  ASSERT_NE(settled->current(), nullptr);
+  ScoredDemand any{ResourceSet::Of({{kCpu, 1}, {kGpu, 1}}), {Quantity::Whole(1)}};
+  const double a100_cost =
+      settled->current()->Score(table, a100, any) - uncertain->current()->Score(table, a100, any);
+  const double t4_cost =
+      settled->current()->Score(table, t4, any) - uncertain->current()->Score(table, t4, any);
+  EXPECT_GT(a100_cost, 0);
+  EXPECT_GT(a100_cost, t4_cost);
 }
 
 TEST(PlacementScorerTest, PlacesAsAFragmentationScorerOfTheLearnedShapes) {
