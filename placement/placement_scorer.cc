@@ -78,6 +78,20 @@ void PlacementScorer::Observe(const PlacementGroupSpec& spec) {
   if (window_->DistanceFrom(built_from_) > options_.drift) Rebuild();
 }
 
+absl::Status PlacementScorer::Restore(const WorkloadWindow::Contents& contents) {
+  if (!window_) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("scorer '", name_, "' learns no distribution"));
+  }
+  if (absl::Status s = window_->Restore(contents); !s.ok()) return s;
+  current_.reset();
+  if (window_->size() >= options_.min_tasks) {
+    Rebuild();
+    next_look_ = NextLook(window_->added());
+  }
+  return absl::OkStatus();
+}
+
 uint64_t PlacementScorer::NextLook(uint64_t added) const {
   return std::max(added + 1, static_cast<uint64_t>(
                                  std::ceil(static_cast<double>(added) * options_.young_growth)));

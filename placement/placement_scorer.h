@@ -77,6 +77,11 @@ class PlacementScorer {
 
   // A group arrived: its tasks join the window (learning kinds only).
   void Observe(const PlacementGroupSpec& spec);
+  // What an earlier head's window held (WorkloadWindow::Export): the window
+  // takes it and the scorer is built from it, as if those tasks had been
+  // observed. FAILED_PRECONDITION for kinds that learn nothing; the
+  // window's errors otherwise, with no change.
+  absl::Status Restore(const WorkloadWindow::Contents& contents);
   // What to place the next decision with; null: BundlePlacer's built-in ranking.
   NodeScorer* current() const { return current_.get(); }
 

@@ -1,8 +1,11 @@
 #include "placement/workload_window.h"
 
+#include <algorithm>
 #include <cmath>
 #include <numeric>
 #include <utility>
+
+#include "absl/strings/str_cat.h"
 
 namespace berth {
 
@@ -44,6 +47,47 @@ void WorkloadWindow::AddTask(const ResourceSet& resources, const std::vector<std
     ring_.pop_front();
     if (--oldest->second == 0) by_key_.erase(oldest);
   }
+}
+
+WorkloadWindow::Contents WorkloadWindow::Export() const {
+  Contents contents;
+  std::map<const Key*, uint32_t> index;
+  for (const auto& [key, count] : by_key_) {
+    const auto& [cpu, memory, gpu, types] = key;
+    index.emplace(&key, static_cast<uint32_t>(contents.shapes.size()));
+    contents.shapes.push_back({cpu, memory, gpu, types});
+  }
+  contents.tasks.reserve(ring_.size());
+  for (const Key* key : ring_) contents.tasks.push_back(index.at(key));
+  contents.added = added_;
+  return contents;
+}
+
+absl::Status WorkloadWindow::Restore(const Contents& contents) {
+  for (size_t i = 0; i < contents.shapes.size(); ++i) {
+    if (contents.shapes[i].gpu <= 0) {
+      return absl::InvalidArgumentError(absl::StrCat("shapes[", i, "].gpu: a task takes a GPU"));
+    }
+  }
+  for (size_t i = 0; i < contents.tasks.size(); ++i) {
+    if (contents.tasks[i] >= contents.shapes.size()) {
+      return absl::InvalidArgumentError(absl::StrCat("tasks[", i, "]: shape ", contents.tasks[i],
+                                                     " of ", contents.shapes.size()));
+    }
+  }
+  WorkloadWindow restored(options_);
+  const size_t keep = std::min(contents.tasks.size(), options_.capacity);
+  for (size_t i = contents.tasks.size() - keep; i < contents.tasks.size(); ++i) {
+    const RecordedShape& s = contents.shapes[contents.tasks[i]];
+    ResourceSet resources;
+    resources.Set(kCpu, Quantity::FromUnits(s.cpu));
+    resources.Set(kMemory, Quantity::FromUnits(s.memory));
+    resources.Set(kGpu, Quantity::FromUnits(s.gpu));
+    restored.AddTask(resources, s.accelerator_types.empty() ? nullptr : &s.accelerator_types);
+  }
+  restored.added_ = std::max<uint64_t>(contents.added, restored.added_);
+  *this = std::move(restored);
+  return absl::OkStatus();
 }
 
 std::vector<TaskShape> WorkloadWindow::Shapes() const {

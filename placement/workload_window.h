@@ -30,6 +30,7 @@
 #include <tuple>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "placement/fragmentation_scorer.h"
 #include "placement/node_scorer.h"
 #include "placement/placement_group_spec.h"
@@ -43,6 +44,20 @@ struct WorkloadWindowOptions {
 
 class WorkloadWindow {
  public:
+  // One recorded task's shape (Quantity units; types sorted, empty: any).
+  struct RecordedShape {
+    int64_t cpu = 0;
+    int64_t memory = 0;
+    int64_t gpu = 0;
+    std::vector<std::string> accelerator_types;
+  };
+  // Everything the window holds, for a head to keep across a restart: its
+  // distinct shapes, and its tasks oldest first as indices into them.
+  struct Contents {
+    std::vector<RecordedShape> shapes;
+    std::vector<uint32_t> tasks;
+    uint64_t added = 0;
+  };
   // The fraction of the window's tasks of each shape, as Snapshot() took it.
   struct Snapshot {
     std::map<std::tuple<int64_t, int64_t, int64_t, std::vector<std::string>>, double> fractions;
@@ -58,6 +73,13 @@ class WorkloadWindow {
   uint64_t added() const { return added_; }
   // Distinct shapes in the window now.
   size_t shape_count() const { return by_key_.size(); }
+
+  Contents Export() const;
+  // Replaces what the window holds with `contents` (an Export of a window,
+  // perhaps of another capacity: the newest tasks that fit are kept).
+  // INVALID_ARGUMENT naming the entry, and no change, if a task's index is
+  // out of range or a shape takes no GPU.
+  absl::Status Restore(const Contents& contents);
 
   // Each shape in the window, weighted by its count, in a stable order.
   std::vector<TaskShape> Shapes() const;

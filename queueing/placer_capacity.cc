@@ -9,9 +9,9 @@
 
 namespace berth {
 
-void PlacerCapacity::Add(const std::string& gang_id, PlacementGroupSpec spec) {
+void PlacerCapacity::Add(const std::string& gang_id, PlacementGroupSpec spec, bool learn) {
   Remove(gang_id);
-  if (scorer_ != nullptr) scorer_->Observe(spec);
+  if (scorer_ != nullptr && learn) scorer_->Observe(spec);
   std::string structure(PlacementStrategyName(spec.strategy()));
   std::vector<int64_t> amounts;
   for (const Bundle& b : spec.bundles()) {

@@ -49,8 +49,9 @@ class PlacerCapacity : public CapacityModel {
   PlacerCapacity(NodeResourceTable* table, PlacementScorer* scorer)
       : table_(table), scorer_(scorer) {}
 
-  // The gang's bundles, before the scheduler sees its id.
-  void Add(const std::string& gang_id, PlacementGroupSpec spec);
+  // The gang's bundles, before the scheduler sees its id. `learn`: the
+  // scorer observes it (not for a gang it has already seen).
+  void Add(const std::string& gang_id, PlacementGroupSpec spec, bool learn = true);
   // Forgets the gang, releasing what it holds.
   void Remove(const std::string& gang_id);
   // What the gang holds; empty when nothing.

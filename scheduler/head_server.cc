@@ -28,7 +28,8 @@ std::vector<grpc::Service*> HeadServer::services() {
 }
 
 absl::Status HeadServer::Restore() {
-  absl::StatusOr<std::vector<StateStore::Record>> nodes, groups, jobs, queues, credentials;
+  absl::StatusOr<std::vector<StateStore::Record>> nodes, groups, jobs, queues, credentials,
+      workload;
   std::string source;
   {
     nodes = state_.store().Scan(HeadState::kNodesTable);
@@ -36,9 +37,10 @@ absl::Status HeadServer::Restore() {
     jobs = state_.store().Scan(HeadState::kJobsTable);
     queues = state_.store().Scan(HeadState::kQueuesTable);
     credentials = state_.store().Scan(HeadState::kCredentialsTable);
+    workload = state_.store().Scan(HeadState::kWorkloadTable);
     source = state_.store().Describe();
   }
-  for (const auto* scanned : {&nodes, &groups, &jobs, &queues, &credentials}) {
+  for (const auto* scanned : {&nodes, &groups, &jobs, &queues, &credentials, &workload}) {
     if (!scanned->ok()) return scanned->status();
   }
   std::optional<QueueConfig> queue_config;
@@ -58,6 +60,17 @@ absl::Status HeadServer::Restore() {
     }
   }
   absl::MutexLock lock(&state_.mu);
+  for (const auto& [key, value] : *workload) {
+    // What the scorer learned, before the groups it already counts.
+    v1::WorkloadWindowRecord record;
+    if (!record.ParseFromString(value)) {
+      return absl::DataLossError(absl::StrCat("state store: workload record ", key));
+    }
+    if (absl::Status s = state_.groups.RestoreWorkload(record); !s.ok()) {
+      // A scorer that learns nothing (--placement-scorer) has no use for it.
+      if (!absl::IsFailedPrecondition(s)) return s;
+    }
+  }
   if (queue_config) {
     // No group is known yet, so no queue is in use.
     if (absl::Status s = state_.groups.Reconfigure(*std::move(queue_config)); !s.ok()) return s;

@@ -57,6 +57,9 @@ uint64_t HeadState::PersistLocked() {
         kGroupsTable, id,
         record ? std::optional<std::string>(record->SerializeAsString()) : std::nullopt);
   }
+  if (std::optional<v1::WorkloadWindowRecord> workload = groups.TakeWorkloadChange()) {
+    seq = writer_.Stage(kWorkloadTable, kWorkloadKey, workload->SerializeAsString());
+  }
   return seq;
 }
 

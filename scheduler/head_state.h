@@ -77,6 +77,8 @@ class HeadState {
   static constexpr char kQueuesTable[] = "queues";  // one record, key kQueuesKey
   static constexpr char kQueuesKey[] = "config";
   static constexpr char kCredentialsTable[] = "credentials";  // digest -> team
+  static constexpr char kWorkloadTable[] = "workload";        // one record, key kWorkloadKey
+  static constexpr char kWorkloadKey[] = "window";
 
   // `store` nullptr = in memory only.
   HeadState(HeadConfig config, std::unique_ptr<StateStore> store);

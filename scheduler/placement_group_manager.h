@@ -238,6 +238,13 @@ class PlacementGroupManager {
   absl::Status Restore(const v1::PlacementGroupRecord& record, int64_t now_ms);
   // Bundles the head believes `node_id` holds (committed or in commit).
   std::vector<v1::HeldBundle> BundlesOn(const std::string& node_id) const;
+  // What the default scorer learned, when it was (re)built or its window
+  // grew by an eighth since the last call; nullopt otherwise.
+  std::optional<v1::WorkloadWindowRecord> TakeWorkloadChange();
+  // An earlier head's WorkloadWindowRecord, before any group is restored:
+  // the scorer places by it at once, and restored groups (already in it)
+  // are not learned again. INVALID_ARGUMENT naming the entry otherwise.
+  absl::Status RestoreWorkload(const v1::WorkloadWindowRecord& record);
 
  private:
   // The id of the group created earlier with request's request_id, if any;
@@ -319,8 +326,11 @@ class PlacementGroupManager {
   NodeResourceTable* table_;
   const NodeManager* nodes_;
   SchedulerConfig config_;
-  PlacementScorer scorer_;   // observes every group created or restored (through capacity_)
-  PlacerCapacity capacity_;  // holds every group's table reservations
+  PlacementScorer scorer_;  // observes every group created or restored (through capacity_)
+  uint64_t workload_written_builds_ = 0;  // scorer_.builds() when last exported
+  uint64_t workload_written_added_ = 0;   // the window's added() then
+  bool workload_restored_ = false;        // restored groups are in the window already
+  PlacerCapacity capacity_;               // holds every group's table reservations
   QueueScheduler queues_;
   std::map<std::string, Group> groups_;
   // Keys view Group::request_id (groups_ is node-based: stable addresses).

@@ -87,7 +87,7 @@ absl::Status PlacementGroupManager::Restore(const v1::PlacementGroupRecord& r, i
   g.placed_ms = r.placed_unix_ms();
   g.waiting_since_ms = now_ms;
   g.placed.resize(g.spec.bundles().size());
-  capacity_.Add(id, g.spec);  // the scorer observes it there
+  capacity_.Add(id, g.spec, /*learn=*/!workload_restored_);
   size_t lost = 0;
   for (const v1::BundleRecord& placed : r.placed()) {
     std::optional<NodeIndex> node = table_->FindNode(placed.node_id());
@@ -174,6 +174,53 @@ std::vector<v1::HeldBundle> PlacementGroupManager::BundlesOn(const std::string& 
     }
   }
   return held;
+}
+
+std::optional<v1::WorkloadWindowRecord> PlacementGroupManager::TakeWorkloadChange() {
+  const WorkloadWindow* window = scorer_.window();
+  if (window == nullptr) return std::nullopt;
+  // Written when the scorer was rebuilt, or the window grew by an eighth:
+  // a crash loses little of it, and a busy head writes it rarely.
+  const uint64_t grown = window->added() - workload_written_added_;
+  if (scorer_.builds() == workload_written_builds_ &&
+      grown < std::max<uint64_t>(1, window->size() / 8)) {
+    return std::nullopt;
+  }
+  workload_written_builds_ = scorer_.builds();
+  workload_written_added_ = window->added();
+  const WorkloadWindow::Contents contents = window->Export();
+  v1::WorkloadWindowRecord record;
+  for (const WorkloadWindow::RecordedShape& s : contents.shapes) {
+    v1::WorkloadWindowRecord::Shape* out = record.add_shapes();
+    out->set_cpu_units(s.cpu);
+    out->set_memory_units(s.memory);
+    out->set_gpu_units(s.gpu);
+    for (const std::string& t : s.accelerator_types) out->add_accelerator_types(t);
+  }
+  record.mutable_tasks()->Add(contents.tasks.begin(), contents.tasks.end());
+  record.set_added(contents.added);
+  return record;
+}
+
+absl::Status PlacementGroupManager::RestoreWorkload(const v1::WorkloadWindowRecord& record) {
+  WorkloadWindow::Contents contents;
+  for (const v1::WorkloadWindowRecord::Shape& s : record.shapes()) {
+    contents.shapes.push_back({s.cpu_units(),
+                               s.memory_units(),
+                               s.gpu_units(),
+                               {s.accelerator_types().begin(), s.accelerator_types().end()}});
+    std::sort(contents.shapes.back().accelerator_types.begin(),
+              contents.shapes.back().accelerator_types.end());
+  }
+  contents.tasks.assign(record.tasks().begin(), record.tasks().end());
+  contents.added = record.added();
+  if (absl::Status s = scorer_.Restore(contents); !s.ok()) {
+    return absl::Status(s.code(), absl::StrCat("workload record: ", s.message()));
+  }
+  workload_written_builds_ = scorer_.builds();
+  workload_written_added_ = contents.added;
+  workload_restored_ = true;
+  return absl::OkStatus();
 }
 
 }  // namespace berth

@@ -440,6 +440,43 @@ TEST_F(ControlPlaneTest, BadInputIsRejectedNamingTheField) {
 using Locations =
     std::map<std::pair<std::string, uint32_t>, std::pair<std::string, std::vector<uint32_t>>>;
 
+// The default scorer's learned distribution is kept with the head's state:
+// after a kill -9, the restarted head counts the 12 tasks it had seen (10 of
+// them long removed), not only the 2 groups it restores, and places by it.
+TEST_F(ControlPlaneTest, ARestartedHeadKeepsWhatItsScorerLearned) {
+  auto scorer = [&] {
+    v1::GetClusterStatusResponse status;
+    EXPECT_TRUE(cluster_->cluster().GetClusterStatus(Context().get(), {}, &status).ok());
+    return status.placement_scorer();
+  };
+  std::vector<std::string> kept;
+  for (int i = 0; i < 12; ++i) {
+    const std::string id =
+        CreateOk({GpuBundle(i % 2 == 0 ? 0.25 : 1)}, v1::PLACEMENT_STRATEGY_PACK);
+    ASSERT_EQ(WaitReady(id).state(), v1::PLACEMENT_GROUP_STATE_CREATED);
+    if (i < 10) {
+      Remove(id);
+    } else {
+      kept.push_back(id);
+    }
+  }
+  const v1::PlacementScorerStatus before = scorer();
+  ASSERT_EQ(before.window_tasks(), 12u);
+  ASSERT_EQ(before.active(), "fragmentation");
+
+  cluster_->RestartHead(SIGKILL);
+
+  const v1::PlacementScorerStatus after = scorer();
+  EXPECT_EQ(after.window_tasks(), 12u);  // not 2 (the restored groups) nor 14
+  EXPECT_EQ(after.window_shapes(), 2u);
+  EXPECT_EQ(after.active(), "fragmentation");
+  for (const std::string& id : kept) EXPECT_EQ(Get(id).state(), v1::PLACEMENT_GROUP_STATE_CREATED);
+  // It goes on learning from there.
+  const std::string more = CreateOk({GpuBundle(0.5)}, v1::PLACEMENT_STRATEGY_PACK);
+  ASSERT_EQ(WaitReady(more).state(), v1::PLACEMENT_GROUP_STATE_CREATED);
+  EXPECT_EQ(scorer().window_tasks(), 13u);
+}
+
 TEST_F(ControlPlaneTest, AKilledHeadRestartsWithItsNodesGroupsAndReservations) {
   const std::string spread =
       CreateOk({GpuBundle(2), GpuBundle(2)}, v1::PLACEMENT_STRATEGY_STRICT_SPREAD);

@@ -88,6 +88,42 @@ TEST(WorkloadWindowTest, KeepsTheMostRecentTasks) {
   EXPECT_EQ(window.shape_count(), 1u);
 }
 
+// What a head keeps across a restart: restored, the window is the same
+// (shapes, order of leaving, count ever seen); a smaller window keeps the
+// newest; a bad record changes nothing.
+TEST(WorkloadWindowTest, ExportsAndRestoresItsTasksInOrder) {
+  WorkloadWindow window;
+  for (double gpu : {0.5, 1.0, 0.5, 0.25}) window.Add(OneGpuTask(1, gpu));
+  window.Add(OneGpuTask(2, 1, "berth.io/accelerator-type in (T4,A10G)"));
+  const WorkloadWindow::Contents contents = window.Export();
+  ASSERT_EQ(contents.tasks.size(), 5u);
+  EXPECT_EQ(contents.added, 5u);
+
+  WorkloadWindow restored;
+  ASSERT_TRUE(restored.Restore(contents).ok());
+  EXPECT_EQ(restored.size(), 5u);
+  EXPECT_EQ(restored.added(), 5u);
+  EXPECT_EQ(restored.DistanceFrom(window.Take()), 0);
+  const std::vector<TaskShape> shapes = restored.Shapes();
+  ASSERT_EQ(shapes.size(), 4u);
+  EXPECT_THAT(shapes.back().accelerator_types, ElementsAre("A10G", "T4"));
+
+  WorkloadWindowOptions small;
+  small.capacity = 2;
+  WorkloadWindow newest(small);
+  ASSERT_TRUE(newest.Restore(contents).ok());
+  EXPECT_EQ(newest.size(), 2u);
+  EXPECT_EQ(newest.added(), 5u);
+  EXPECT_EQ(newest.shape_count(), 2u);  // the quarter and the T4/A10G task
+
+  WorkloadWindow::Contents bad = contents;
+  bad.tasks.push_back(9);
+  absl::Status s = restored.Restore(bad);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), ::testing::HasSubstr("tasks[5]"));
+  EXPECT_EQ(restored.size(), 5u);  // unchanged
+}
+
 TEST(WorkloadWindowTest, TracksAtMostMaxShapes) {
   WorkloadWindowOptions options;
   options.max_shapes = 2;
