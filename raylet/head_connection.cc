@@ -131,6 +131,9 @@ bool HeadConnection::Heartbeat() {
   ResourceSetToProto(available, request.mutable_available());
   request.set_running_worker_count(callbacks_.running_workers());
   request.set_sequence(++heartbeat_sequence_);
+  const std::vector<v1::BundleKey> unrestored =
+      callbacks_.unrestored ? callbacks_.unrestored() : std::vector<v1::BundleKey>{};
+  for (const v1::BundleKey& key : unrestored) *request.add_unrestored_bundles() = key;
   v1::HeartbeatResponse response;
   grpc::ClientContext context;
   AttachClusterToken(&context, options_.cluster_token);
@@ -151,6 +154,9 @@ bool HeadConnection::Heartbeat() {
   if (response.reregister_required()) {
     LogInfo("the head asks this node to register again");
     return false;
+  }
+  if (response.ack() && !unrestored.empty() && callbacks_.unrestored_acknowledged) {
+    callbacks_.unrestored_acknowledged(unrestored);
   }
   return true;
 }

@@ -17,6 +17,7 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
@@ -47,6 +48,11 @@ class HeadConnection {
     std::function<uint32_t()> running_workers;
     // After each accepted registration (held_bundles to restore).
     std::function<void(const v1::RegisterNodeResponse&)> on_registered;
+    // Held bundles the raylet could not restore, sent with heartbeats;
+    // `unrestored_acknowledged` gets those of a heartbeat the head took.
+    // Either may be empty.
+    std::function<std::vector<v1::BundleKey>()> unrestored;
+    std::function<void(const std::vector<v1::BundleKey>&)> unrestored_acknowledged;
   };
 
   HeadConnection(std::shared_ptr<grpc::Channel> channel, Options options);

@@ -326,8 +326,11 @@ int Run(const Flags& flags) {
       [&service] { return service.Available(); },
       [&workers] { return static_cast<uint32_t>(workers.RunningCount()); },
       [&service](const v1::RegisterNodeResponse& response) {
-        service.SyncHeldBundles(response.held_bundles()).IgnoreError();  // logged by the service
+        // Logged by the service; what it could not restore goes to the head.
+        service.SyncHeldBundles(response.held_bundles()).IgnoreError();
       },
+      [&service] { return service.Unrestored(); },
+      [&service](const std::vector<v1::BundleKey>& keys) { service.AcknowledgeUnrestored(keys); },
   });
 
   // SIGTERM / SIGINT were blocked in main() before any thread existed.

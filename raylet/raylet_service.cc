@@ -487,6 +487,7 @@ absl::Status RayletService::SyncHeldBundles(
   const std::vector<BundleKey> released = reservations_.ReleaseUnused(keep);
   StopWorkersOf(released);
   absl::Status first_error;
+  unrestored_.clear();
   for (int i = 0; i < held.size(); ++i) {
     const v1::HeldBundle& h = held[i];
     const std::string& pg = h.key().placement_group_id();
@@ -499,7 +500,9 @@ absl::Status RayletService::SyncHeldBundles(
       if (!outcome->prepared) return absl::ResourceExhaustedError(outcome->reason);
       return h.committed() ? reservations_.Commit(pg, {h.key().bundle_index()}) : absl::OkStatus();
     }();
-    if (!status.ok() && first_error.ok()) {
+    if (status.ok()) continue;
+    unrestored_.insert({pg, h.key().bundle_index()});
+    if (first_error.ok()) {
       first_error =
           absl::Status(status.code(), absl::StrCat("held_bundles[", i, "]: ", status.message()));
     }
@@ -507,6 +510,22 @@ absl::Status RayletService::SyncHeldBundles(
   LogInfo("synced bundles with the head: holding ", held.size(), ", released ", released.size(),
           first_error.ok() ? "" : absl::StrCat("; ", first_error.message()));
   return first_error;
+}
+
+std::vector<v1::BundleKey> RayletService::Unrestored() const {
+  absl::MutexLock lock(&mu_);
+  std::vector<v1::BundleKey> keys;
+  for (const BundleKey& k : unrestored_) {
+    v1::BundleKey& key = keys.emplace_back();
+    key.set_placement_group_id(k.placement_group_id);
+    key.set_bundle_index(k.bundle_index);
+  }
+  return keys;
+}
+
+void RayletService::AcknowledgeUnrestored(const std::vector<v1::BundleKey>& keys) {
+  absl::MutexLock lock(&mu_);
+  for (const v1::BundleKey& k : keys) unrestored_.erase({k.placement_group_id(), k.bundle_index()});
 }
 
 void RayletService::StopWorkersOf(const std::vector<BundleKey>& bundles) {

@@ -92,8 +92,12 @@ class RayletService final : public Admitted<v1::RayletService::Service> {
   // restoring missing ones (committed if the head says so), and those
   // prepared since BeginRegistration(); releases all others with their
   // workers. Returns the first bundle that could not be restored, if any;
-  // the others are still applied.
+  // the others are still applied, and those it could not are Unrestored().
   absl::Status SyncHeldBundles(const google::protobuf::RepeatedPtrField<v1::HeldBundle>& held);
+  // The bundles the last sync could not restore, for the head (heartbeats)
+  // until it acknowledges them.
+  std::vector<v1::BundleKey> Unrestored() const;
+  void AcknowledgeUnrestored(const std::vector<v1::BundleKey>& keys);
 
  private:
   struct CachedResult {
@@ -123,6 +127,7 @@ class RayletService final : public Admitted<v1::RayletService::Service> {
   mutable absl::Mutex mu_;
   BundleReservations reservations_ ABSL_GUARDED_BY(mu_);
   std::set<BundleKey> prepared_since_registration_ ABSL_GUARDED_BY(mu_);
+  std::set<BundleKey> unrestored_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<std::string, CachedResult> results_ ABSL_GUARDED_BY(mu_);
   std::deque<std::string> result_order_ ABSL_GUARDED_BY(mu_);  // oldest first, for eviction
 };

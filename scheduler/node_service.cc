@@ -65,16 +65,27 @@ grpc::Status NodeServiceImpl::Heartbeat(grpc::ServerContext* context,
   if (request->node_id().empty()) {
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "node_id: required");
   }
-  absl::MutexLock lock(&state_->mu);
+  absl::ReleasableMutexLock lock(&state_->mu);
   const bool known = state_->nodes.Heartbeat(*request, HeadNowMs());
   response->set_ack(known);
   response->set_reregister_required(!known);
-  if (known) {
-    std::optional<NodeIndex> index = state_->table.FindNode(request->node_id());
-    response->set_drain_requested(index &&
-                                  state_->table.node(*index).state == NodeState::kDraining);
+  if (!known) return grpc::Status::OK;
+  std::optional<NodeIndex> index = state_->table.FindNode(request->node_id());
+  response->set_drain_requested(index && state_->table.node(*index).state == NodeState::kDraining);
+  if (request->unrestored_bundles().empty()) return grpc::Status::OK;
+  // Bundles the raylet could not reserve again after registering: lost.
+  const std::vector<std::string> lost = state_->groups.OnBundlesReleased(
+      request->node_id(), request->unrestored_bundles(), HeadNowMs());
+  if (lost.empty()) return grpc::Status::OK;
+  LogWarning("node ", request->node_id(), " could not restore ", request->unrestored_bundles_size(),
+             " bundle(s); ", lost.size(), " group(s) place them again");
+  const uint64_t seq = state_->PersistLocked();
+  state_->kick = true;
+  lock.Release();
+  if (TrainJobController* jobs = state_->jobs()) {
+    for (const std::string& id : lost) jobs->OnGroupChanged(id);
   }
-  return grpc::Status::OK;
+  return ToGrpcStatus(state_->Durable(seq));
 }
 
 grpc::Status NodeServiceImpl::ListNodes(grpc::ServerContext* context,

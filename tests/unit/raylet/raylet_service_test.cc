@@ -434,6 +434,26 @@ TEST_F(RayletServiceTest, SyncHeldBundlesRestoresWhatTheHeadBelievesAndReleasesT
   EXPECT_EQ(service_->Available().Get("GPU"), Quantity::Whole(1));
 }
 
+// A held bundle that no longer fits (the head's books and the node
+// disagree) is reported for the head until it acknowledges it.
+TEST_F(RayletServiceTest, AHeldBundleThatCannotBeRestoredIsReportedUntilAcknowledged) {
+  google::protobuf::RepeatedPtrField<v1::HeldBundle> held;
+  v1::HeldBundle* bundle = held.Add();
+  bundle->mutable_key()->set_placement_group_id("pg");
+  bundle->mutable_key()->set_bundle_index(1);
+  (*bundle->mutable_resources()->mutable_amounts())["CPU"] = 64;  // more than the node has
+  bundle->set_committed(true);
+  service_->BeginRegistration();
+  EXPECT_FALSE(service_->SyncHeldBundles(held).ok());
+  std::vector<v1::BundleKey> unrestored = service_->Unrestored();
+  ASSERT_EQ(unrestored.size(), 1u);
+  EXPECT_EQ(unrestored[0].placement_group_id(), "pg");
+  EXPECT_EQ(unrestored[0].bundle_index(), 1u);
+  EXPECT_EQ(service_->Unrestored().size(), 1u);  // until acknowledged
+  service_->AcknowledgeUnrestored(unrestored);
+  EXPECT_TRUE(service_->Unrestored().empty());
+}
+
 // The head may place a bundle here between answering a registration and
 // the raylet reading the answer: what was prepared since the registration
 // began is kept, what is older and unlisted is released.
