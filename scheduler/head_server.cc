@@ -127,19 +127,14 @@ absl::Status HeadServer::Restore() {
       LogInfo("node ", id, " released ", released->released_size(),
               " bundle(s) the restored state does not hold");
       // Bundles placed there since the snapshot may have gone with them.
-      std::vector<std::string> lost;
-      uint64_t seq = 0;
+      HeadState::BundleLoss lost;
       {
         absl::MutexLock lock(&state_.mu);
-        lost = state_.groups.OnBundlesReleased(id, released->released(), HeadNowMs());
-        if (lost.empty()) return;
-        seq = state_.PersistLocked();
-        state_.kick = true;
+        lost = state_.LoseBundlesLocked(id, released->released());
       }
-      state_.Durable(seq).IgnoreError();  // logged
-      if (TrainJobController* jobs = state_.jobs()) {
-        for (const std::string& group : lost) jobs->OnGroupChanged(group);
-      }
+      if (lost.groups.empty()) return;
+      state_.Durable(lost.seq).IgnoreError();  // logged
+      state_.TellJobs(lost.groups);
     });
   }
   LogInfo("restored ", nodes->size(), " node(s), ", records.size(), " placement group(s), ",

@@ -63,6 +63,22 @@ uint64_t HeadState::PersistLocked() {
   return seq;
 }
 
+HeadState::BundleLoss HeadState::LoseBundlesLocked(
+    const std::string& node_id, const google::protobuf::RepeatedPtrField<v1::BundleKey>& released) {
+  BundleLoss loss;
+  loss.groups = groups.OnBundlesReleased(node_id, released, HeadNowMs());
+  if (loss.groups.empty()) return loss;
+  loss.seq = PersistLocked();
+  kick = true;
+  return loss;
+}
+
+void HeadState::TellJobs(const std::vector<std::string>& changed) {
+  if (TrainJobController* controller = jobs()) {
+    for (const std::string& id : changed) controller->OnGroupChanged(id);
+  }
+}
+
 uint64_t HeadState::PersistNodeLocked(const std::string& node_id) {
   std::optional<v1::RegisterNodeRequest> registration = nodes.RegistrationOf(node_id);
   std::optional<NodeIndex> index = table.FindNode(node_id);

@@ -15,6 +15,7 @@
 #include <deque>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
@@ -116,6 +117,20 @@ class HeadState {
   void PersistJob(const v1::TrainJobRecord& record);
   // A team token's digest (nullopt: revoked), durable before it returns.
   absl::Status PersistCredential(const std::string& digest, std::optional<std::string> team);
+
+  // `node_id` no longer holds `released` (its raylet let go of them, or
+  // could not reserve them again): the groups that held them place them
+  // again. Stages their records (the returned seq, 0 when none lost) and
+  // kicks the scheduling loop; pass `lost` to TellJobs once mu is released.
+  struct BundleLoss {
+    std::vector<std::string> groups;
+    uint64_t seq = 0;
+  };
+  BundleLoss LoseBundlesLocked(const std::string& node_id,
+                               const google::protobuf::RepeatedPtrField<v1::BundleKey>& released)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+  // Tells the train controller, if started, that these groups changed.
+  void TellJobs(const std::vector<std::string>& groups) ABSL_LOCKS_EXCLUDED(mu);
 
   // The train job controller: nullptr until the head started it.
   TrainJobController* jobs() const { return jobs_.load(); }

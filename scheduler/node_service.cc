@@ -1,5 +1,7 @@
 #include "scheduler/node_service.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "common/log.h"
 #include "wire/proto_convert.h"
@@ -36,26 +38,21 @@ grpc::Status NodeServiceImpl::RegisterNode(grpc::ServerContext* context,
   absl::ReleasableMutexLock lock(&state_->mu);
   // A bundle placed on the node after the snapshot may have gone with them;
   // the raylet restores what the books say now.
-  std::vector<std::string> lost;
-  if (released.ok()) {
-    lost = state_->groups.OnBundlesReleased(request->node_id(), released->released(), HeadNowMs());
-  }
+  HeadState::BundleLoss lost;
+  if (released.ok()) lost = state_->LoseBundlesLocked(request->node_id(), released->released());
   held = state_->groups.BundlesOn(request->node_id());
   absl::StatusOr<NodeManager::Registration> reg = state_->nodes.Register(*request, HeadNowMs());
   if (!reg.ok()) return ToGrpcStatus(reg.status());
   LogInfo("node ", request->node_id(), " registered at ", request->address(), ": ",
           state_->table.node(reg->index).total.ToString());
-  uint64_t seq = state_->PersistNodeLocked(request->node_id());
-  if (!lost.empty()) seq = state_->PersistLocked();  // the groups that lost bundles
+  const uint64_t seq = std::max(lost.seq, state_->PersistNodeLocked(request->node_id()));
   state_->groups.OnNodesChanged(HeadNowMs());
   state_->kick = true;
   response->set_accepted(true);
   response->set_heartbeat_interval_ms(static_cast<uint32_t>(state_->nodes.heartbeat_period_ms()));
   for (v1::HeldBundle& h : held) *response->add_held_bundles() = std::move(h);
   lock.Release();
-  if (TrainJobController* jobs = state_->jobs()) {
-    for (const std::string& id : lost) jobs->OnGroupChanged(id);
-  }
+  state_->TellJobs(lost.groups);
   return ToGrpcStatus(state_->Durable(seq));
 }
 
@@ -74,18 +71,14 @@ grpc::Status NodeServiceImpl::Heartbeat(grpc::ServerContext* context,
   response->set_drain_requested(index && state_->table.node(*index).state == NodeState::kDraining);
   if (request->unrestored_bundles().empty()) return grpc::Status::OK;
   // Bundles the raylet could not reserve again after registering: lost.
-  const std::vector<std::string> lost = state_->groups.OnBundlesReleased(
-      request->node_id(), request->unrestored_bundles(), HeadNowMs());
-  if (lost.empty()) return grpc::Status::OK;
+  const HeadState::BundleLoss lost =
+      state_->LoseBundlesLocked(request->node_id(), request->unrestored_bundles());
+  if (lost.groups.empty()) return grpc::Status::OK;
   LogWarning("node ", request->node_id(), " could not restore ", request->unrestored_bundles_size(),
-             " bundle(s); ", lost.size(), " group(s) place them again");
-  const uint64_t seq = state_->PersistLocked();
-  state_->kick = true;
+             " bundle(s); ", lost.groups.size(), " group(s) place them again");
   lock.Release();
-  if (TrainJobController* jobs = state_->jobs()) {
-    for (const std::string& id : lost) jobs->OnGroupChanged(id);
-  }
-  return ToGrpcStatus(state_->Durable(seq));
+  state_->TellJobs(lost.groups);
+  return ToGrpcStatus(state_->Durable(lost.seq));
 }
 
 grpc::Status NodeServiceImpl::ListNodes(grpc::ServerContext* context,

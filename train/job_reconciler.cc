@@ -646,6 +646,11 @@ std::set<std::string> JobReconciler::ElasticInUse() const {
   return ids;
 }
 
+size_t JobReconciler::CoreWorkers() const {
+  return std::count_if(info_.workers().begin(), info_.workers().end(),
+                       [&](const v1::WorkerRank& w) { return !InElasticGroup(w); });
+}
+
 std::string JobReconciler::ElasticLoss(const JobWorld& world) const {
   if (!elastic() || GroupGone(world)) return "";  // the latter: counted (PlacementChange)
   for (const std::string& node : NodesOf(processes_)) {
@@ -654,10 +659,8 @@ std::string JobReconciler::ElasticLoss(const JobWorld& world) const {
   }
   const std::vector<BundleSite> core_sites =
       world.group.ok() ? SitesOf(*world.group) : std::vector<BundleSite>{};
-  size_t core_workers = 0;
   for (const v1::WorkerRank& w : info_.workers()) {
     if (!InElasticGroup(w)) {
-      ++core_workers;
       if (world.group.ok() && (w.bundle_index() >= core_sites.size() ||
                                core_sites[w.bundle_index()].node_id != w.node_id())) {
         return absl::StrCat("the job's group lost bundle ", w.bundle_index(), " (node ",
@@ -678,7 +681,7 @@ std::string JobReconciler::ElasticLoss(const JobWorld& world) const {
   // An attempt on all of the group: placed again since it started, even if
   // the node it lost came back under the same id and took its bundles back
   // between two looks.
-  if (world.group.ok() && core_workers == spec_.bundles().size() && placed_unix_ms_ != 0 &&
+  if (world.group.ok() && CoreWorkers() == spec_.bundles().size() && placed_unix_ms_ != 0 &&
       world.group->state() == v1::PLACEMENT_GROUP_STATE_CREATED &&
       world.group->placed_unix_ms() != placed_unix_ms_) {
     return "the job's group was placed again (a node of the attempt was lost)";
@@ -721,9 +724,7 @@ size_t JobReconciler::ElasticReady(const JobWorld& world) const {
   }
   // The job's own bundles placed again (all committed once it is CREATED).
   if (world.group.ok() && world.group->state() == v1::PLACEMENT_GROUP_STATE_CREATED) {
-    size_t core_workers = 0;
-    for (const v1::WorkerRank& w : info_.workers()) core_workers += InElasticGroup(w) ? 0 : 1;
-    ready += spec_.bundles().size() - std::min(core_workers, spec_.bundles().size());
+    ready += spec_.bundles().size() - std::min(CoreWorkers(), spec_.bundles().size());
   }
   return ready;
 }

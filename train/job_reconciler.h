@@ -240,6 +240,8 @@ class JobReconciler {
   bool InElasticGroup(const v1::WorkerRank& w) const;
   // The elastic groups the attempt's ranks run in.
   std::set<std::string> ElasticInUse() const;
+  // How many of the attempt's ranks run in the job's own group.
+  size_t CoreWorkers() const;
   // Why an elastic attempt must restart with the workers placed now (a node
   // it runs on died, a bundle it uses was lost, a group it uses is being
   // preempted), or "".

@@ -312,7 +312,7 @@ TEST_F(TrainJobTest, AnElasticJobThatLosesANodeOfItsOwnGroupShrinksAndGrowsBack)
   v1::TrainJobInfo done = WaitDone(id, seconds(180));
   ASSERT_EQ(done.state(), v1::TRAIN_JOB_STATE_SUCCEEDED) << done.DebugString();
   EXPECT_EQ(done.failures(), 0u);
-  ASSERT_EQ(done.resizes_size(), resizes + 2);
+  ASSERT_EQ(done.resizes_size(), resizes + 2) << done.DebugString();
   EXPECT_EQ(done.resizes(resizes + 1).to(), 4u);
   EXPECT_THAT(done.resizes(resizes + 1).reason(), HasSubstr("more worker(s) placed"));
   std::set<std::string> nodes;
