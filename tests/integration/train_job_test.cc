@@ -312,9 +312,12 @@ TEST_F(TrainJobTest, AnElasticJobThatLosesANodeOfItsOwnGroupShrinksAndGrowsBack)
   v1::TrainJobInfo done = WaitDone(id, seconds(180));
   ASSERT_EQ(done.state(), v1::TRAIN_JOB_STATE_SUCCEEDED) << done.DebugString();
   EXPECT_EQ(done.failures(), 0u);
-  ASSERT_EQ(done.resizes_size(), resizes + 2) << done.DebugString();
-  EXPECT_EQ(done.resizes(resizes + 1).to(), 4u);
-  EXPECT_THAT(done.resizes(resizes + 1).reason(), HasSubstr("more worker(s) placed"));
+  // It grows back in one step, or two when one of n2's bundles is placed
+  // before the other; a loaded machine may add a node's missed heartbeats.
+  ASSERT_GE(done.resizes_size(), resizes + 2) << done.DebugString();
+  const v1::ResizeEvent& last = done.resizes(done.resizes_size() - 1);
+  EXPECT_EQ(last.to(), 4u) << done.DebugString();
+  EXPECT_THAT(last.reason(), HasSubstr("more worker(s) placed")) << done.DebugString();
   std::set<std::string> nodes;
   for (const v1::WorkerRank& w : done.workers()) nodes.insert(w.node_id());
   EXPECT_THAT(nodes, ::testing::ElementsAre("n0", "n2"));
