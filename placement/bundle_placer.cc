@@ -633,14 +633,19 @@ std::string BundlePlacer::DescribeShortfall(Call& call, const Demand& d, Capacit
   const std::string scope = types.size() == 1 ? absl::StrCat(types[0], " ") : "";
   std::string text = DescribeDemand(call, d);
   // Candidate nodes: ALIVE, in the right pools, matching the selectors.
+  std::vector<const NodeResourceTable::Pool*> pools;
+  for (const auto& tier : CandidatePools(call, d))
+    pools.insert(pools.end(), tier.begin(), tier.end());
   std::vector<NodeIndex> candidates;
-  for (const auto& tier : CandidatePools(call, d)) {
-    for (const NodeResourceTable::Pool* pool : tier) {
-      for (const auto& [key, n] : pool->by_total[0]) {
-        bool match = true;
-        for (uint32_t b : d.bundles)
-          match = match && call.spec.bundles()[b].selector.Matches(table_->node(n).labels);
-        if (match) candidates.push_back(n);
+  std::vector<bool> is_candidate(table_->slot_count(), false);
+  for (const NodeResourceTable::Pool* pool : pools) {
+    for (const auto& [key, n] : pool->by_total[0]) {
+      bool match = true;
+      for (uint32_t b : d.bundles)
+        match = match && call.spec.bundles()[b].selector.Matches(table_->node(n).labels);
+      if (match) {
+        candidates.push_back(n);
+        is_candidate[n] = true;
       }
     }
   }
@@ -650,16 +655,36 @@ std::string BundlePlacer::DescribeShortfall(Call& call, const Demand& d, Capacit
   }
   for (const auto& [name, amount] : d.sum.entries()) {
     if (absl::StartsWith(name, kAcceleratorResourcePrefix)) continue;
-    // Only a resource no node has enough of is named: the scan of the
-    // others stops at the first node that has it.
-    Quantity best;
-    for (NodeIndex n : candidates) {
+    // What one node has of it: free GPU shares scattered over instances do
+    // not add up to one request.
+    auto have = [&](NodeIndex n) {
       const NodeResourceTable::Node& node = table_->node(n);
-      Quantity have = total ? node.total.Get(name) : node.available.Get(name);
-      // Free GPU shares scattered over instances do not add up to one request.
-      if (!total && name == kGpu) have = node.gpus.LargestRequest();
-      best = std::max(best, have);
-      if (!(best < amount)) break;
+      if (total) return node.total.Get(name);
+      return name == kGpu ? node.gpus.LargestRequest() : node.available.Get(name);
+    };
+    // Only a resource no node has enough of is named: the scan of the
+    // others stops at the first node that has it. CPU, GPU and memory are
+    // scanned from the top of the pools' indices (a node's free GPU request
+    // is at most its free GPUs), which on a full cluster is most of them.
+    Quantity best;
+    std::optional<int> indexed;
+    for (int r = 0; r < kNumIndexedResources; ++r) {
+      if (IndexedResourceName(static_cast<IndexedResource>(r)) == name) indexed = r;
+    }
+    if (indexed) {
+      for (const NodeResourceTable::Pool* pool : pools) {
+        const NodeResourceTable::OrderedNodes& order =
+            total ? pool->by_total[*indexed] : pool->by_free[*indexed];
+        for (auto it = order.rbegin(); it != order.rend() && best < amount; ++it) {
+          if (!(best < Quantity::FromUnits(it->first))) break;
+          if (is_candidate[it->second]) best = std::max(best, have(it->second));
+        }
+      }
+    } else {
+      for (NodeIndex n : candidates) {
+        best = std::max(best, have(n));
+        if (!(best < amount)) break;
+      }
     }
     if (best < amount) {
       return absl::StrCat(text, "; the ", total ? "largest " : "most free ", scope, "node has ",
