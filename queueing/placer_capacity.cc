@@ -261,6 +261,7 @@ std::vector<uint64_t> PlacerCapacity::PlacesOf(const std::string& gang_id) const
 }
 
 ResourceSet PlacerCapacity::Capacity() const {
+  if (capacity_ && capacity_->first == table_->alive_version()) return capacity_->second;
   ResourceSet totals;
   for (NodeIndex i = 0; i < table_->slot_count(); ++i) {
     const NodeResourceTable::Node& n = table_->node(i);
@@ -271,6 +272,7 @@ ResourceSet PlacerCapacity::Capacity() const {
       node.Set(GpuOfTypeResource(n.accelerator_type), n.total.Get(kGpu));
     totals.Add(node).IgnoreError();
   }
+  capacity_.emplace(table_->alive_version(), totals);
   return totals;
 }
 

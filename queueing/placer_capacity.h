@@ -22,7 +22,9 @@
 #define BERTH_QUEUEING_PLACER_CAPACITY_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
@@ -132,6 +134,8 @@ class PlacerCapacity : public CapacityModel {
   ResourceSet free_;                       // CPU, GPU, memory free over the ALIVE nodes
   std::optional<NodeResourceTable> idle_;  // the table with nothing held
   uint64_t idle_version_ = 0;              // table_->alive_version() it was copied at
+  // Capacity() as of table_->alive_version() (totals change only with the nodes).
+  mutable std::optional<std::pair<uint64_t, ResourceSet>> capacity_;
   uint64_t free_synced_at_ = ~uint64_t{0};
 };
 

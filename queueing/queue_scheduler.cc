@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <queue>
 #include <tuple>
 
 #include "absl/container/flat_hash_map.h"
@@ -786,11 +787,21 @@ PassResult QueueScheduler::Pass(int64_t now_ms, CapacityModel& capacity) {
   }
 
   // Pending gangs, by queue, in queue order.
-  std::map<std::string, std::vector<Gang*>> by_queue;
+  struct Turns {
+    const std::string* queue;
+    std::vector<Gang*> gangs;
+    size_t next = 0;
+  };
+  std::vector<Turns> queues;  // sorted by name below: ties of share go by name
+  absl::flat_hash_map<absl::string_view, size_t> queue_index;
   for (Gang* g : pending) {
-    if (g->view.state == GangState::kPending && g->tried_in_pass != passes_)
-      by_queue[g->request.queue].push_back(g);
+    if (g->view.state != GangState::kPending || g->tried_in_pass == passes_) continue;
+    auto [it, fresh] = queue_index.try_emplace(g->request.queue, queues.size());
+    if (fresh) queues.push_back({&g->request.queue, {}});
+    queues[it->second].gangs.push_back(g);
   }
+  std::sort(queues.begin(), queues.end(),
+            [](const Turns& a, const Turns& b) { return *a.queue < *b.queue; });
   // Priority, then arrival; but a gang past the starvation bound goes
   // before every priority (it ages, as in Slurm's multifactor priority).
   auto key = [&](const Gang* g) {
@@ -798,25 +809,27 @@ PassResult QueueScheduler::Pass(int64_t now_ms, CapacityModel& capacity) {
     return std::make_tuple(starving ? 0 : 1, starving ? 0 : -int64_t{g->request.priority},
                            g->arrival);
   };
-  for (auto& [name, list] : by_queue) {
-    std::sort(list.begin(), list.end(),
+  for (Turns& q : queues) {
+    std::sort(q.gangs.begin(), q.gangs.end(),
               [&](const Gang* a, const Gang* b) { return key(a) < key(b); });
   }
-  std::map<std::string, size_t> cursor;
-  std::set<std::pair<double, std::string>> order;  // (share, queue): DRF
-  for (const auto& [name, list] : by_queue) order.emplace(ledger_.Share(name, totals), name);
+  // DRF: the queue of the lowest dominant share next, (share, index) a min-heap.
+  using Turn = std::pair<double, size_t>;
+  std::priority_queue<Turn, std::vector<Turn>, std::greater<Turn>> order;
+  for (size_t q = 0; q < queues.size(); ++q)
+    order.emplace(ledger_.Share(*queues[q].queue, totals), q);
 
   while (!order.empty()) {
-    const auto [share, name] = *order.begin();
-    order.erase(order.begin());
-    std::vector<Gang*>& list = by_queue[name];
-    size_t& i = cursor[name];
-    Gang& g = *list[i++];
+    const auto [share, q] = order.top();
+    order.pop();
+    Turns& turns = queues[q];
+    Gang& g = *turns.gangs[turns.next++];
     const uint64_t ledger_version = ledger_.version();
     TryGang(g, pass);
-    if (i == list.size()) continue;
+    if (turns.next == turns.gangs.size()) continue;
     // Its share changes only when the ledger does (most gangs tried wait).
-    order.emplace(ledger_.version() == ledger_version ? share : ledger_.Share(name, totals), name);
+    order.emplace(ledger_.version() == ledger_version ? share : ledger_.Share(*turns.queue, totals),
+                  q);
   }
   for (const auto& [queue, demand] : pass.quota_held) ledger_.Remove(queue, demand);
   for (const Reservation& r : pass.held) {
