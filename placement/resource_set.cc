@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "absl/container/inlined_vector.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -84,25 +85,44 @@ void ResourceSet::Set(absl::string_view name, Quantity amount) {
   }
 }
 
-absl::Status ResourceSet::Add(const ResourceSet& other) {
-  ResourceSet result = *this;
-  for (const auto& [name, amount] : other.entries_) {
-    absl::StatusOr<Quantity> sum = CheckedAdd(result.Get(name), amount, name);
-    if (!sum.ok()) return sum.status();
-    result.Set(name, *sum);
-  }
-  *this = std::move(result);
-  return absl::OkStatus();
-}
+absl::Status ResourceSet::Add(const ResourceSet& other) { return Combine(other, false); }
 
-absl::Status ResourceSet::Subtract(const ResourceSet& other) {
-  ResourceSet result = *this;
+absl::Status ResourceSet::Subtract(const ResourceSet& other) { return Combine(other, true); }
+
+absl::Status ResourceSet::Combine(const ResourceSet& other, bool subtract) {
+  absl::InlinedVector<Quantity, 8> results;
+  results.reserve(other.entries_.size());
+  bool reshaped = false;  // a name added, or one that reaches zero
+  auto have = entries_.begin();
   for (const auto& [name, amount] : other.entries_) {
-    absl::StatusOr<Quantity> diff = CheckedSub(result.Get(name), amount, name);
-    if (!diff.ok()) return diff.status();
-    result.Set(name, *diff);
+    while (have != entries_.end() && have->first < name) ++have;
+    const bool present = have != entries_.end() && have->first == name;
+    const Quantity before = present ? have->second : Quantity();
+    absl::StatusOr<Quantity> after =
+        subtract ? CheckedSub(before, amount, name) : CheckedAdd(before, amount, name);
+    if (!after.ok()) return after.status();
+    reshaped = reshaped || !present || after->IsZero();
+    results.push_back(*after);
   }
-  *this = std::move(result);
+  if (!reshaped) {
+    have = entries_.begin();
+    for (size_t i = 0; i < other.entries_.size(); ++i) {
+      while (have->first < other.entries_[i].first) ++have;
+      have->second = results[i];
+    }
+    return absl::OkStatus();
+  }
+  std::vector<Entry> merged;
+  merged.reserve(entries_.size() + other.entries_.size());
+  have = entries_.begin();
+  for (size_t i = 0; i < other.entries_.size(); ++i) {
+    const std::string& name = other.entries_[i].first;
+    for (; have != entries_.end() && have->first < name; ++have) merged.push_back(*have);
+    if (have != entries_.end() && have->first == name) ++have;
+    if (!results[i].IsZero()) merged.emplace_back(name, results[i]);
+  }
+  merged.insert(merged.end(), have, entries_.end());
+  entries_ = std::move(merged);
   return absl::OkStatus();
 }
 

@@ -90,6 +90,9 @@ class ResourceSet {
 
  private:
   std::vector<Entry>::iterator Find(absl::string_view name);
+  // Add (subtract = false) or Subtract: both sorted, one merge pass to
+  // check, and the set is copied only when a name comes or goes.
+  absl::Status Combine(const ResourceSet& other, bool subtract);
   std::vector<Entry> entries_;  // sorted by name, no zero amounts
 };
 

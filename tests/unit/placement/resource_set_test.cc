@@ -42,6 +42,26 @@ TEST(ResourceSetTest, AddOverflowFailsAndChangesNothing) {
   EXPECT_EQ(a, before);
 }
 
+// Names that come (between, before and after the others) and names that
+// reach zero and go, against the amounts name by name.
+TEST(ResourceSetTest, AddAndSubtractKeepNamesSortedWithoutZeros) {
+  ResourceSet a = ResourceSet::Of({{"b", 2}, {"d", 4}});
+  ASSERT_TRUE(a.Add(ResourceSet::Of({{"a", 1}, {"c", 3}, {"d", 1}, {"e", 5}})).ok());
+  EXPECT_EQ(a, ResourceSet::Of({{"a", 1}, {"b", 2}, {"c", 3}, {"d", 5}, {"e", 5}}));
+  ASSERT_TRUE(a.Subtract(ResourceSet::Of({{"a", 1}, {"d", 5}, {"e", 4}})).ok());
+  EXPECT_EQ(a, ResourceSet::Of({{"b", 2}, {"c", 3}, {"e", 1}}));
+  ASSERT_EQ(a.size(), 3u);
+  EXPECT_EQ(a.entries()[0].first, "b");
+  EXPECT_EQ(a.entries()[2].first, "e");
+  // Only amounts change: updated in place.
+  ASSERT_TRUE(a.Add(ResourceSet::Of({{"b", 1}, {"e", 1}})).ok());
+  EXPECT_EQ(a, ResourceSet::Of({{"b", 3}, {"c", 3}, {"e", 2}}));
+  // A name it lacks cannot be subtracted, and nothing changes.
+  const ResourceSet before = a;
+  EXPECT_FALSE(a.Subtract(ResourceSet::Of({{"b", 1}, {"z", 1}})).ok());
+  EXPECT_EQ(a, before);
+}
+
 TEST(ResourceSetTest, Contains) {
   ResourceSet have = ResourceSet::Of({{"CPU", 4}, {"GPU", 1}, {"custom", 2}});
   EXPECT_TRUE(have.Contains(ResourceSet::Of({{"CPU", 4}, {"custom", 1}})));
