@@ -636,20 +636,26 @@ std::string BundlePlacer::DescribeShortfall(Call& call, const Demand& d, Capacit
   std::vector<const NodeResourceTable::Pool*> pools;
   for (const auto& tier : CandidatePools(call, d))
     pools.insert(pools.end(), tier.begin(), tier.end());
-  std::vector<NodeIndex> candidates;
-  std::vector<bool> is_candidate(table_->slot_count(), false);
-  for (const NodeResourceTable::Pool* pool : pools) {
-    for (const auto& [key, n] : pool->by_total[0]) {
-      bool match = true;
-      for (uint32_t b : d.bundles)
-        match = match && call.spec.bundles()[b].selector.Matches(table_->node(n).labels);
-      if (match) {
-        candidates.push_back(n);
-        is_candidate[n] = true;
+  const bool selected = std::any_of(d.bundles.begin(), d.bundles.end(), [&](uint32_t b) {
+    return !call.spec.bundles()[b].selector.empty();
+  });
+  auto candidate = [&](NodeIndex n) {
+    if (!selected) return true;
+    for (uint32_t b : d.bundles) {
+      if (!call.spec.bundles()[b].selector.Matches(table_->node(n).labels)) return false;
+    }
+    return true;
+  };
+  // The first candidate, in pool order, for which `stop` holds.
+  auto any = [&](auto&& stop) {
+    for (const NodeResourceTable::Pool* pool : pools) {
+      for (const auto& [key, n] : pool->by_total[0]) {
+        if (candidate(n) && stop(n)) return true;
       }
     }
-  }
-  if (candidates.empty()) {
+    return false;
+  };
+  if (!any([](NodeIndex) { return true; })) {
     return absl::StrCat(text, "; no ALIVE ", scope, "node",
                         d.sum.Get(kGpu).IsZero() ? "" : " with GPUs", " matches");
   }
@@ -677,14 +683,14 @@ std::string BundlePlacer::DescribeShortfall(Call& call, const Demand& d, Capacit
             total ? pool->by_total[*indexed] : pool->by_free[*indexed];
         for (auto it = order.rbegin(); it != order.rend() && best < amount; ++it) {
           if (!(best < Quantity::FromUnits(it->first))) break;
-          if (is_candidate[it->second]) best = std::max(best, have(it->second));
+          if (candidate(it->second)) best = std::max(best, have(it->second));
         }
       }
     } else {
-      for (NodeIndex n : candidates) {
+      any([&](NodeIndex n) {
         best = std::max(best, have(n));
-        if (!(best < amount)) break;
-      }
+        return !(best < amount);
+      });
     }
     if (best < amount) {
       return absl::StrCat(text, "; the ", total ? "largest " : "most free ", scope, "node has ",

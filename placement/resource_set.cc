@@ -12,6 +12,19 @@
 #include "absl/strings/strip.h"
 
 namespace berth {
+namespace {
+
+// The names' order, with the first byte compared inline: resource names
+// mostly differ there, and a set is looked up millions of times a
+// scheduling pass. The same order as std::string's (bytes as unsigned).
+bool NameLess(absl::string_view a, absl::string_view b) {
+  if (!a.empty() && !b.empty() && a[0] != b[0]) {
+    return static_cast<unsigned char>(a[0]) < static_cast<unsigned char>(b[0]);
+  }
+  return a < b;
+}
+
+}  // namespace
 
 bool NodeMaySetLabel(absl::string_view key) {
   if (!absl::StartsWith(key, "berth.io/") || key == kNodePoolLabel) return true;
@@ -64,12 +77,13 @@ ResourceSet ResourceSet::Of(std::initializer_list<std::pair<absl::string_view, d
 
 std::vector<ResourceSet::Entry>::iterator ResourceSet::Find(absl::string_view name) {
   return std::lower_bound(entries_.begin(), entries_.end(), name,
-                          [](const Entry& e, absl::string_view n) { return e.first < n; });
+                          [](const Entry& e, absl::string_view n) { return NameLess(e.first, n); });
 }
 
 Quantity ResourceSet::Get(absl::string_view name) const {
-  auto it = std::lower_bound(entries_.begin(), entries_.end(), name,
-                             [](const Entry& e, absl::string_view n) { return e.first < n; });
+  auto it =
+      std::lower_bound(entries_.begin(), entries_.end(), name,
+                       [](const Entry& e, absl::string_view n) { return NameLess(e.first, n); });
   return it != entries_.end() && it->first == name ? it->second : Quantity();
 }
 
@@ -95,7 +109,7 @@ absl::Status ResourceSet::Combine(const ResourceSet& other, bool subtract) {
   bool reshaped = false;  // a name added, or one that reaches zero
   auto have = entries_.begin();
   for (const auto& [name, amount] : other.entries_) {
-    while (have != entries_.end() && have->first < name) ++have;
+    while (have != entries_.end() && NameLess(have->first, name)) ++have;
     const bool present = have != entries_.end() && have->first == name;
     const Quantity before = present ? have->second : Quantity();
     absl::StatusOr<Quantity> after =
@@ -107,7 +121,7 @@ absl::Status ResourceSet::Combine(const ResourceSet& other, bool subtract) {
   if (!reshaped) {
     have = entries_.begin();
     for (size_t i = 0; i < other.entries_.size(); ++i) {
-      while (have->first < other.entries_[i].first) ++have;
+      while (NameLess(have->first, other.entries_[i].first)) ++have;
       have->second = results[i];
     }
     return absl::OkStatus();
@@ -117,7 +131,7 @@ absl::Status ResourceSet::Combine(const ResourceSet& other, bool subtract) {
   have = entries_.begin();
   for (size_t i = 0; i < other.entries_.size(); ++i) {
     const std::string& name = other.entries_[i].first;
-    for (; have != entries_.end() && have->first < name; ++have) merged.push_back(*have);
+    for (; have != entries_.end() && NameLess(have->first, name); ++have) merged.push_back(*have);
     if (have != entries_.end() && have->first == name) ++have;
     if (!results[i].IsZero()) merged.emplace_back(name, results[i]);
   }
@@ -130,7 +144,7 @@ bool ResourceSet::Contains(const ResourceSet& request) const {
   // Both sorted: one merge pass.
   auto have = entries_.begin();
   for (const auto& [name, amount] : request.entries_) {
-    while (have != entries_.end() && have->first < name) ++have;
+    while (have != entries_.end() && NameLess(have->first, name)) ++have;
     if (have == entries_.end() || have->first != name || have->second < amount) return false;
   }
   return true;
