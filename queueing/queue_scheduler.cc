@@ -291,6 +291,7 @@ struct QueueScheduler::PassState {
   // (queue, priority, shape) of gangs for which no victims would do, this pass.
   std::set<std::tuple<absl::string_view, int32_t, uint64_t>> no_victims;
   size_t searches = 0;
+  std::string why;  // TryGang's placement reason, kept for its buffer
   // Quota counted for starving gangs until the pass ends, and their queues.
   std::vector<std::pair<std::string, ResourceSet>> quota_held;
   std::set<std::string> holding;
@@ -684,7 +685,7 @@ void QueueScheduler::TryGang(Gang& g, PassState& pass) {
     }
     return;
   }
-  std::string why;
+  std::string& why = pass.why;  // reused: most gangs tried wait, each with a long reason
   if (std::optional<ResourceSet> charge = pass.capacity.Place(g.request.id, &why)) {
     if (*charge != g.request.demand) {
       const QuotaVerdict placed = ledger_.Check(queue, *charge);
