@@ -659,7 +659,10 @@ std::string BundlePlacer::DescribeShortfall(Call& call, const Demand& d, Capacit
     return absl::StrCat(text, "; no ALIVE ", scope, "node",
                         d.sum.Get(kGpu).IsZero() ? "" : " with GPUs", " matches");
   }
-  for (const auto& [name, amount] : d.sum.entries()) {
+  for (const ResourceSet::Entry& entry : d.sum.entries()) {
+    // Named, not bound: C++17 lambdas cannot capture structured bindings.
+    const std::string& name = entry.first;
+    const Quantity amount = entry.second;
     if (absl::StartsWith(name, kAcceleratorResourcePrefix)) continue;
     // What one node has of it: free GPU shares scattered over instances do
     // not add up to one request.
