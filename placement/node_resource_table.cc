@@ -166,24 +166,27 @@ void NodeResourceTable::Unindex(NodeIndex index) {
   Touch(index);
 }
 
-void NodeResourceTable::Reindex(NodeIndex index, const ResourceSet& before) {
+NodeResourceTable::IndexKeys NodeResourceTable::KeysOf(const ResourceSet& set) {
+  IndexKeys keys;
+  for (int r = 0; r < kNumIndexedResources; ++r) {
+    keys[r] = IndexKey(set, static_cast<IndexedResource>(r));
+  }
+  return keys;
+}
+
+void NodeResourceTable::Reindex(NodeIndex index, const IndexKeys& before) {
   Node& node = nodes_[index];
   if (node.state != NodeState::kAlive || node.removed) return;
   Pool& pool = pools_[node.pool];
+  const IndexKeys after = KeysOf(node.available);
   for (int r = 0; r < kNumIndexedResources; ++r) {
-    const auto res = static_cast<IndexedResource>(r);
-    const int64_t old_key = IndexKey(before, res);
-    const int64_t new_key = IndexKey(node.available, res);
-    if (old_key == new_key) continue;
-    pool.by_free[r].erase({old_key, index});
-    pool.by_free[r].insert({new_key, index});
+    if (before[r] == after[r]) continue;
+    pool.by_free[r].erase({before[r], index});
+    pool.by_free[r].insert({after[r], index});
   }
   for (auto& [key, domains] : domains_) {
     if (Domain* d = DomainOf(key, index, &domains)) {
-      for (int r = 0; r < kNumIndexedResources; ++r) {
-        const auto res = static_cast<IndexedResource>(r);
-        d->free[r] += IndexKey(node.available, res) - IndexKey(before, res);
-      }
+      for (int r = 0; r < kNumIndexedResources; ++r) d->free[r] += after[r] - before[r];
     }
   }
   Touch(index);
@@ -308,7 +311,7 @@ absl::StatusOr<Allocation> NodeResourceTable::Allocate(NodeIndex index,
                                                      request.ToString(), " now; free ",
                                                      node.available.ToString()));
   }
-  const ResourceSet before = node.available;
+  const IndexKeys before = KeysOf(node.available);
   absl::StatusOr<std::vector<GpuShare>> gpus = node.gpus.Allocate(request.Get(kGpu));
   if (!gpus.ok()) return gpus.status();
   // Contains() held, so the subtraction cannot go negative.
@@ -333,7 +336,7 @@ absl::Status NodeResourceTable::Reserve(const Allocation& allocation) {
     return absl::InvalidArgumentError("allocation: its GPU shares do not add up to its GPU amount");
   }
   if (absl::Status s = node.gpus.Take(allocation.gpus); !s.ok()) return s;
-  const ResourceSet before = node.available;
+  const IndexKeys before = KeysOf(node.available);
   node.available.Subtract(allocation.resources).IgnoreError();
   Reindex(allocation.node, before);
   return absl::OkStatus();
@@ -345,21 +348,27 @@ absl::Status NodeResourceTable::Release(const Allocation& allocation) {
         absl::StrCat("node slot ", allocation.node, " is no longer registered"));
   }
   Node& node = nodes_[allocation.node];
-  ResourceSet after = node.available;
-  if (absl::Status s = after.Add(allocation.resources); !s.ok()) return s;
-  if (!node.total.Contains(after)) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("releasing ", allocation.resources.ToString(), " on node '", node.id,
-                     "' would exceed its totals: release does not match an allocation"));
-  }
   int64_t gpu_units = 0;
   for (const GpuShare& share : allocation.gpus) gpu_units += share.amount.units();
   if (gpu_units != allocation.resources.Get(kGpu).units()) {
     return absl::InvalidArgumentError("allocation: its GPU shares do not add up to its GPU amount");
   }
-  if (absl::Status s = node.gpus.Release(allocation.gpus); !s.ok()) return s;
-  const ResourceSet before = std::move(node.available);
-  node.available = std::move(after);
+  // Added in place and taken back on any refusal (exact arithmetic), which
+  // spares every release a copy of the node's set.
+  const IndexKeys before = KeysOf(node.available);
+  if (absl::Status s = node.available.Add(allocation.resources); !s.ok()) return s;
+  absl::Status refused;
+  if (!node.total.Contains(node.available)) {
+    refused = absl::FailedPreconditionError(
+        absl::StrCat("releasing ", allocation.resources.ToString(), " on node '", node.id,
+                     "' would exceed its totals: release does not match an allocation"));
+  } else {
+    refused = node.gpus.Release(allocation.gpus);
+  }
+  if (!refused.ok()) {
+    node.available.Subtract(allocation.resources).IgnoreError();
+    return refused;
+  }
   Reindex(allocation.node, before);
   return absl::OkStatus();
 }

@@ -158,8 +158,11 @@ class NodeResourceTable {
  private:
   void Index(NodeIndex index);
   void Unindex(NodeIndex index);
-  // Moves a node's free-index entries from `before` to its current availability.
-  void Reindex(NodeIndex index, const ResourceSet& before);
+  using IndexKeys = std::array<int64_t, kNumIndexedResources>;
+  static IndexKeys KeysOf(const ResourceSet& set);
+  // Moves a node's free-index entries from the keys it had (`before`) to its
+  // current availability's (the caller keeps the keys, not a copy of the set).
+  void Reindex(NodeIndex index, const IndexKeys& before);
   // Records a change to the node (see change_count()).
   void Touch(NodeIndex index);
   // Counts an ALIVE node into (sign 1) or out of (-1) the domain indices:

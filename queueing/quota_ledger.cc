@@ -31,6 +31,14 @@ const ResourceSet& QuotaLedger::Usage(absl::string_view queue) const {
   return it == usage_.end() ? Empty() : it->second;
 }
 
+const QuotaLedger::Pool* QuotaLedger::FindPool(absl::string_view cohort,
+                                               absl::string_view resource) const {
+  auto c = pools_.find(cohort);
+  if (c == pools_.end()) return nullptr;
+  auto r = c->second.find(resource);
+  return r == c->second.end() ? nullptr : &r->second;
+}
+
 QuotaLedger::Wide QuotaLedger::PoolUse(const QueueSpec& q, const std::string& r, Wide u) {
   auto n = q.nominal.find(r);
   if (n == q.nominal.end()) return 0;
@@ -41,20 +49,20 @@ QuotaLedger::Wide QuotaLedger::PoolUse(const QueueSpec& q, const std::string& r,
 void QuotaLedger::CountPoolUse(const QueueSpec& q, int sign) {
   if (q.cohort.empty()) return;
   const ResourceSet& u = Usage(q.name);
+  ResourcePools& pools = pools_[q.cohort];
   for (const auto& [r, nominal] : q.nominal) {
-    pool_used_[{q.cohort, r}] += sign * PoolUse(q, r, u.Get(r).units());
+    pools[r].used += sign * PoolUse(q, r, u.Get(r).units());
   }
 }
 
 void QuotaLedger::Reconfigure(const QueueConfig* config) {
   config_ = config;
   ++version_;
-  pool_.clear();
-  pool_used_.clear();
+  pools_.clear();
   for (const auto& [name, q] : config_->queues()) {
     if (q.cohort.empty()) continue;
     for (const auto& [r, nominal] : q.nominal) {
-      pool_[{q.cohort, r}] += Limit(q.lending_limit, r, nominal).units();
+      pools_[q.cohort][r].lent += Limit(q.lending_limit, r, nominal).units();
     }
     CountPoolUse(q, +1);
   }
@@ -100,10 +108,9 @@ QuotaVerdict QuotaLedger::Check(
     // if `released` were given back.
     Wide u = Usage(q->name).Get(r).units();
     Wide others = 0;
-    if (!q->cohort.empty()) {
-      auto used = pool_used_.find({q->cohort, r});
-      others = (used == pool_used_.end() ? 0 : used->second) - PoolUse(*q, r, u);
-    }
+    const Pool* cohort_pool = q->cohort.empty() ? nullptr : FindPool(q->cohort, r);
+    if (!q->cohort.empty())
+      others = (cohort_pool == nullptr ? 0 : cohort_pool->used) - PoolUse(*q, r, u);
     for (const auto& [name, c] : released) {
       const Wide amount = c.Get(r).units();
       if (amount == 0) continue;
@@ -139,8 +146,7 @@ QuotaVerdict QuotaLedger::Check(
       }
       continue;
     }
-    auto pool_it = pool_.find({q->cohort, r});
-    const Wide pool = pool_it == pool_.end() ? 0 : pool_it->second;
+    const Wide pool = cohort_pool == nullptr ? 0 : cohort_pool->lent;
     const Wide own_guaranteed = n - Limit(q->lending_limit, r, nominal).units();
     if (others + PoolUse(*q, r, u + d) <= pool) continue;
     v.fits = false;

@@ -71,8 +71,15 @@ class QuotaLedger {
   const QueueConfig* config_ = nullptr;
   uint64_t version_ = 0;
   std::map<std::string, ResourceSet, std::less<>> usage_;
-  // By cohort and resource: the pool (what its members lend) and its use.
-  std::map<std::pair<std::string, std::string>, Wide> pool_, pool_used_;
+  // By cohort, then resource: the pool (what its members lend) and its use.
+  // Nested and transparent, so a check looks them up without building keys.
+  struct Pool {
+    Wide lent = 0;
+    Wide used = 0;
+  };
+  using ResourcePools = std::map<std::string, Pool, std::less<>>;
+  std::map<std::string, ResourcePools, std::less<>> pools_;
+  const Pool* FindPool(absl::string_view cohort, absl::string_view resource) const;
 };
 
 }  // namespace berth
