@@ -124,6 +124,7 @@ std::vector<std::vector<const NodeResourceTable::Pool*>> BundlePlacer::Candidate
 }
 
 bool BundlePlacer::Fits(Call& call, NodeIndex index, const Demand& d, Capacity capacity) const {
+  if (capacity == Capacity::kFree && avoid_ != nullptr && avoid_->contains(index)) return false;
   const FilterInput in{*table_, call.spec, d.bundles, d.sum, capacity == Capacity::kTotal};
   const std::vector<const NodeFilter*>& filters = NodeFilters();
   for (size_t f = 0; f < filters.size(); ++f) {

@@ -94,6 +94,13 @@ class BundlePlacer {
     explain_ = false;
     return *this;
   }
+  // The placement takes nothing free on these nodes (room a queue keeps for
+  // a reserved gang); null: none. Feasibility (could it ever fit) still
+  // counts them. Not owned; must outlive the Place call.
+  BundlePlacer& Avoiding(const absl::flat_hash_set<NodeIndex>* nodes) {
+    avoid_ = nodes;
+    return *this;
+  }
 
  private:
   // Bundles that must land on one node together.
@@ -175,6 +182,7 @@ class BundlePlacer {
   NodeResourceTable* table_;
   NodeScorer* scorer_;
   bool explain_ = true;
+  const absl::flat_hash_set<NodeIndex>* avoid_ = nullptr;
 };
 
 }  // namespace berth

@@ -24,6 +24,14 @@ class CapacityModel {
   // resources it takes, `GPU:<T>` for GPUs on nodes of type T included).
   // nullopt when it does not fit now; then *reason says why.
   virtual std::optional<ResourceSet> Place(const std::string& gang_id, std::string* reason) = 0;
+  // As Place, but taking nothing on `avoid` (places as PlacesOf names them:
+  // those of reservations the gang may not delay). nullopt when it does not
+  // fit off them; no reason, as the gang waits for what Place said. A model
+  // without places cannot keep off any: nullopt.
+  virtual std::optional<ResourceSet> PlaceAvoiding(const std::string& gang_id,
+                                                   const std::vector<uint64_t>& avoid) {
+    return std::nullopt;
+  }
   // Gives back what Place holds for the gang (a gang that ended, was
   // preempted, or that the scheduler takes back within a pass).
   virtual void Release(const std::string& gang_id) = 0;

@@ -103,6 +103,41 @@ bool PlacerCapacity::FreeCovers(const ResourceSet& demand, const ResourceSet& ex
   return true;
 }
 
+const PlacerCapacity::Unfit* PlacerCapacity::KnownUnfit(const Gang& g) {
+  auto found = unfit_.find(g.structure_hash);
+  if (found == unfit_.end()) return nullptr;
+  std::vector<Unfit>& alike = found->second;
+  for (auto u = alike.begin(); u != alike.end(); ++u) {
+    if (u->amounts->size() == g.amounts.size() && AsksAtLeast(g.amounts, *u->amounts) &&
+        *u->structure == g.structure) {
+      // To the front: the gangs that follow are often of the same spec.
+      std::rotate(alike.begin(), u, u + 1);
+      return &alike.front();
+    }
+  }
+  return nullptr;
+}
+
+std::optional<ResourceSet> PlacerCapacity::Decide(Gang& g,
+                                                  const absl::flat_hash_set<NodeIndex>* avoid,
+                                                  std::string* reason) {
+  ++decisions_;
+  if (observer_ != nullptr) observer_->BeforeDecision();
+  BundlePlacer placer(table_, ranking());
+  if (avoid != nullptr) placer.WithoutExplanations().Avoiding(avoid);
+  absl::StatusOr<PlacementDecision> d = placer.Place(g.spec);
+  if (observer_ != nullptr && d.ok()) observer_->AfterDecision(*d);
+  if (!d.ok() || d->outcome != PlacementOutcome::kPlaced) {
+    if (reason != nullptr) *reason = d.ok() ? d->reason : std::string(d.status().message());
+    if (avoid == nullptr) g.infeasible = d.ok() && d->outcome == PlacementOutcome::kInfeasible;
+    return std::nullopt;
+  }
+  g.held = std::move(d->placements);
+  ResourceSet charge = ChargeOf(g.held);
+  AfterChange(charge, ResourceSet());
+  return charge;
+}
+
 std::optional<ResourceSet> PlacerCapacity::Place(const std::string& gang_id, std::string* reason) {
   auto it = gangs_.find(gang_id);
   if (it == gangs_.end()) {
@@ -111,18 +146,13 @@ std::optional<ResourceSet> PlacerCapacity::Place(const std::string& gang_id, std
   }
   Gang& g = it->second;
   if (!g.held.empty()) return ChargeOf(g.held);
-  std::vector<Unfit>& alike = unfit_[g.structure_hash];
-  for (auto u = alike.begin(); u != alike.end(); ++u) {
-    if (u->amounts->size() == g.amounts.size() && AsksAtLeast(g.amounts, *u->amounts) &&
-        *u->structure == g.structure) {
-      *reason = u->reason;
-      g.infeasible = u->infeasible;
-      // To the front: the gangs that follow are often of the same spec.
-      std::rotate(alike.begin(), u, u + 1);
-      return std::nullopt;
-    }
+  if (const Unfit* u = KnownUnfit(g)) {
+    *reason = u->reason;
+    g.infeasible = u->infeasible;
+    return std::nullopt;
   }
   auto remember = [&] {
+    std::vector<Unfit>& alike = unfit_[g.structure_hash];
     if (alike.size() < kUnfitPerStructure)
       alike.push_back({&g.structure, &g.amounts, *reason, g.infeasible});
   };
@@ -132,22 +162,24 @@ std::optional<ResourceSet> PlacerCapacity::Place(const std::string& gang_id, std
     remember();
     return std::nullopt;
   }
-  ++decisions_;
   g.decided = true;
   g.infeasible = false;
-  if (observer_ != nullptr) observer_->BeforeDecision();
-  absl::StatusOr<PlacementDecision> d = BundlePlacer(table_, ranking()).Place(g.spec);
-  if (observer_ != nullptr && d.ok()) observer_->AfterDecision(*d);
-  if (!d.ok() || d->outcome != PlacementOutcome::kPlaced) {
-    *reason = d.ok() ? d->reason : std::string(d.status().message());
-    g.infeasible = d.ok() && d->outcome == PlacementOutcome::kInfeasible;
-    remember();
-    return std::nullopt;
-  }
-  g.held = std::move(d->placements);
-  ResourceSet charge = ChargeOf(g.held);
-  AfterChange(charge, ResourceSet());
+  std::optional<ResourceSet> charge = Decide(g, nullptr, reason);
+  if (!charge) remember();
   return charge;
+}
+
+std::optional<ResourceSet> PlacerCapacity::PlaceAvoiding(const std::string& gang_id,
+                                                         const std::vector<uint64_t>& avoid) {
+  auto it = gangs_.find(gang_id);
+  if (it == gangs_.end()) return std::nullopt;
+  Gang& g = it->second;
+  if (!g.held.empty()) return ChargeOf(g.held);
+  if (KnownUnfit(g) != nullptr) return std::nullopt;  // not even on every node
+  SyncFree();
+  if (!FreeCovers(g.spec.total(), ResourceSet(), nullptr)) return std::nullopt;
+  const absl::flat_hash_set<NodeIndex> nodes(avoid.begin(), avoid.end());
+  return Decide(g, &nodes, nullptr);
 }
 
 void PlacerCapacity::Release(const std::string& gang_id) {

@@ -73,6 +73,9 @@ class PlacerCapacity : public CapacityModel {
   void NodesChanged();
 
   std::optional<ResourceSet> Place(const std::string& gang_id, std::string* reason) override;
+  // A failure here is not remembered as unfit: the gang may fit elsewhere.
+  std::optional<ResourceSet> PlaceAvoiding(const std::string& gang_id,
+                                           const std::vector<uint64_t>& avoid) override;
   void Release(const std::string& gang_id) override;
   std::optional<std::vector<uint64_t>> PlacesWithout(
       const std::string& gang_id, const std::vector<std::string>& freed) override;
@@ -109,6 +112,11 @@ class PlacerCapacity : public CapacityModel {
   // of one structure).
   static bool AsksAtLeast(const std::vector<int64_t>& amounts, const std::vector<int64_t>& unfit);
   ResourceSet ChargeOf(const std::vector<BundlePlacement>& placements) const;
+  // The unfit_ entry of a spec that asks at least what `g` asks, or null.
+  const Unfit* KnownUnfit(const Gang& g);
+  // One decision of the placer for `g` (observed), its bundles held if placed.
+  std::optional<ResourceSet> Decide(Gang& g, const absl::flat_hash_set<NodeIndex>* avoid,
+                                    std::string* reason);
   static std::vector<uint64_t> NodesOf(const std::vector<BundlePlacement>& placements);
   // Sums the free CPU, GPU and memory again if the table changed since the
   // last call (not through this adapter); `delta` then applies a change of

@@ -8,6 +8,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/container/node_hash_map.h"
+#include "absl/hash/hash.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 
@@ -291,6 +292,9 @@ struct QueueScheduler::PassState {
   // (queue, priority, shape) of gangs for which no victims would do, this pass.
   std::set<std::tuple<absl::string_view, int32_t, uint64_t>> no_victims;
   size_t searches = 0;
+  // (shape, hash of the places avoided) of gangs that did not fit off the
+  // reservations they would delay, this pass.
+  absl::flat_hash_set<std::pair<uint64_t, size_t>> unfit_off_reserved;
   std::string why;  // TryGang's placement reason, kept for its buffer
   // Quota counted for starving gangs until the pass ends, and their queues.
   std::vector<std::pair<std::string, ResourceSet>> quota_held;
@@ -330,7 +334,8 @@ std::optional<QueueScheduler::Victims> QueueScheduler::ChooseVictims(const Gang&
     PreemptionRule rule;
     if (c->request.priority < g.request.priority && c->request.queue == g.request.queue) {
       rule = PreemptionRule::kPriority;
-    } else if (c->backfilled_past.count({g.request.id, g.wait_epoch}) != 0) {
+    } else if (!c->backfilled_past.empty() &&
+               c->backfilled_past.count({g.request.id, g.wait_epoch}) != 0) {
       rule = PreemptionRule::kBackfill;
     } else if (may_reclaim_from(v)) {
       rule = PreemptionRule::kReclaim;
@@ -544,8 +549,10 @@ bool QueueScheduler::RespectsReservations(const Gang& g, int64_t now_ms,
                                           const std::vector<Reservation>& held,
                                           CapacityModel& capacity,
                                           std::set<std::pair<std::string, uint64_t>>* past,
-                                          std::string* reason) const {
+                                          std::string* reason,
+                                          std::vector<uint64_t>* blocking) const {
   std::optional<std::vector<uint64_t>> mine;  // where g landed, once asked
+  bool respects = true, avoidable = true;
   for (const Reservation& r : held) {
     if (r.gang == g.request.id) continue;
     if (g.request.time_limit_ms && r.start_ms != kNever &&
@@ -567,11 +574,21 @@ bool QueueScheduler::RespectsReservations(const Gang& g, int64_t now_ms,
       past->emplace(r.gang, gangs_.at(r.gang).wait_epoch);
       continue;
     }
-    *reason = absl::StrCat("would delay ", r.gang, ", which holds a reservation",
-                           r.starving ? " (it has waited past the starvation bound)" : "");
-    return false;
+    if (respects) {
+      *reason = absl::StrCat("would delay ", r.gang, ", which holds a reservation",
+                             r.starving ? " (it has waited past the starvation bound)" : "");
+    }
+    respects = false;
+    if (r.places && !r.places->empty()) {
+      blocking->insert(blocking->end(), r.places->begin(), r.places->end());
+    } else {
+      avoidable = false;
+    }
   }
-  return true;
+  if (!avoidable) blocking->clear();
+  std::sort(blocking->begin(), blocking->end());
+  blocking->erase(std::unique(blocking->begin(), blocking->end()), blocking->end());
+  return respects;
 }
 
 void QueueScheduler::StartPreemptions(Gang& by, std::vector<Preemption> victims,
@@ -687,20 +704,41 @@ void QueueScheduler::TryGang(Gang& g, PassState& pass) {
   }
   std::string& why = pass.why;  // reused: most gangs tried wait, each with a long reason
   if (std::optional<ResourceSet> charge = pass.capacity.Place(g.request.id, &why)) {
-    if (*charge != g.request.demand) {
+    // Where it landed, it may charge a typed quota its demand did not name.
+    auto quota_where_placed = [&]() {
+      if (*charge == g.request.demand) return true;
       const QuotaVerdict placed = ledger_.Check(queue, *charge);
-      if (!placed.fits) {
-        pass.capacity.Release(g.request.id);
-        wait("waiting for quota where it fits: ", placed.reason);
-        return;
-      }
-    }
+      if (placed.fits) return true;
+      pass.capacity.Release(g.request.id);
+      wait("waiting for quota where it fits: ", placed.reason);
+      return false;
+    };
+    if (!quota_where_placed()) return;
     std::set<std::pair<std::string, uint64_t>> past;
     std::string reason;
-    if (!RespectsReservations(g, now_ms, pass.held, pass.capacity, &past, &reason)) {
+    std::vector<uint64_t> blocking;
+    if (!RespectsReservations(g, now_ms, pass.held, pass.capacity, &past, &reason, &blocking)) {
       pass.capacity.Release(g.request.id);
-      wait(reason);
-      return;
+      // The placer chose the reserved room (draining nodes are the emptiest);
+      // off it the gang may still fit, as Slurm's backfill starts a job on
+      // the nodes a reservation leaves. Free room only shrinks in a pass, so
+      // a shape that does not fit off these places is not tried again.
+      const auto key = std::make_pair(g.request.shape, absl::HashOf(blocking));
+      const bool memo = g.request.shape != 0;
+      if (blocking.empty() || (memo && pass.unfit_off_reserved.contains(key)) ||
+          !(charge = pass.capacity.PlaceAvoiding(g.request.id, blocking))) {
+        if (memo && !blocking.empty()) pass.unfit_off_reserved.insert(key);
+        wait(reason);
+        return;
+      }
+      if (!quota_where_placed()) return;
+      past.clear();
+      blocking.clear();
+      if (!RespectsReservations(g, now_ms, pass.held, pass.capacity, &past, &reason, &blocking)) {
+        pass.capacity.Release(g.request.id);
+        wait(reason);
+        return;
+      }
     }
     Admit(g, *std::move(charge), now_ms, !past.empty());
     g.backfilled_past = std::move(past);

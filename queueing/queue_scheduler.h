@@ -30,8 +30,9 @@
 //   gangs end by their time limits, on the places (nodes) it would take
 //   then; with no such time in sight, the places it would take on an idle
 //   cluster, which then drain. A later gang may start only if it ends (by
-//   its limit) before that time or stays off those places; otherwise only
-//   as preemptible (kBackfill). A gang that would borrow gets none: room
+//   its limit) before that time or stays off those places (placed on them,
+//   it is placed again off them if it fits there); otherwise only as
+//   preemptible (kBackfill). A gang that would borrow gets none: room
 //   held for it would be taken from other queues' quota. A gang waiting
 //   longer than starvation_bound goes first in its queue, whatever the
 //   priorities; within its nominal quota it gets a reservation no gang may
@@ -224,11 +225,13 @@ class QueueScheduler {
   std::optional<Victims> ChooseVictims(const Gang& g, const PassState& pass) const;
   Reservation Reserve(const Gang& g, bool starving, const PassState& pass) const;
   // Whether `g`, just placed, leaves each reservation its room; if not,
-  // whether it may start anyway as preemptible (*past lists them).
+  // whether it may start anyway as preemptible (*past lists them). When it
+  // may not, *blocking gets the places of the reservations it would delay
+  // (empty if one of them has no places: no placement could keep off it).
   bool RespectsReservations(const Gang& g, int64_t now_ms, const std::vector<Reservation>& held,
                             CapacityModel& capacity,
-                            std::set<std::pair<std::string, uint64_t>>* past,
-                            std::string* reason) const;
+                            std::set<std::pair<std::string, uint64_t>>* past, std::string* reason,
+                            std::vector<uint64_t>* blocking) const;
   void StartPreemptions(Gang& by, std::vector<Preemption> victims, PassResult* result);
   // Admits `g`, claims room for it by preemption, or says why it waits
   // (and whether its queue admits nothing more this pass).

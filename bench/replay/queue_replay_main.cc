@@ -191,11 +191,11 @@ std::string Markdown(const Options& o, const std::vector<Team>& teams,
     absl::StrAppend(&md, Row(row));
   }
 
-  absl::StrAppend(&md, "\n## GPU allocation % by hour (every 6th hour)\n\n");
+  absl::StrAppend(&md, "\n## GPU allocation % by hour\n\n");
   header = {"hour"};
   for (const QueueRun& r : runs) header.push_back(std::string(QueuePolicyName(r.policy)));
   absl::StrAppend(&md, Row(header), Rule(header.size()));
-  for (size_t h = 0; h < runs[0].allocation_by_hour.size(); h += 6) {
+  for (size_t h = 0; h < runs[0].allocation_by_hour.size(); ++h) {
     std::vector<std::string> row = {absl::StrCat(h)};
     for (const QueueRun& r : runs) row.push_back(F(100 * r.allocation_by_hour[h]));
     absl::StrAppend(&md, Row(row));

@@ -364,6 +364,26 @@ TEST_F(BundlePlacerTest, WithoutExplanationsAFailedPlacementSaysOnlyThatItDidNot
   EXPECT_EQ(placed.placements.size(), 3u);
 }
 
+// Avoiding nodes (the room a queue keeps for a reserved gang): a group goes
+// elsewhere though the avoided node fits it best, waits when only they
+// would hold it, and its feasibility still counts them.
+TEST_F(BundlePlacerTest, AvoidingNodesTakesNothingFreeOnThem) {
+  const NodeIndex tight = Add(MakeNode("tight", 8, 2));
+  Add(MakeNode("roomy", 8, 4));
+  const PlacementGroupSpec two =
+      MakeGroup(Repeat(MakeBundle(kOneGpu), 2), PlacementStrategy::kPack);
+  const absl::flat_hash_set<NodeIndex> avoid = {tight};
+  PlacementDecision d = BundlePlacer(&table_).Avoiding(&avoid).Place(two).value();
+  ASSERT_EQ(d.outcome, PlacementOutcome::kPlaced);
+  EXPECT_EQ(Nodes(d), std::set<std::string>{"roomy"});  // best fit would be "tight"
+  const PlacementGroupSpec three =
+      MakeGroup(Repeat(MakeBundle(kOneGpu), 3), PlacementStrategy::kStrictPack);
+  PlacementDecision waits = BundlePlacer(&table_).Avoiding(&avoid).Place(three).value();
+  EXPECT_EQ(waits.outcome, PlacementOutcome::kRetryLater);
+  EXPECT_EQ(table_.node(tight).gpus.TotalFree(), Quantity::Whole(2));
+  EXPECT_EQ(Place(two).outcome, PlacementOutcome::kPlaced);  // without: "tight" again
+}
+
 TEST_F(BundlePlacerTest, SameInputSamePlacement) {
   auto build = [](NodeResourceTable& t) {
     for (int i = 0; i < 20; ++i) {

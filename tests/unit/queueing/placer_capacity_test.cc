@@ -178,5 +178,64 @@ TEST(PlacerCapacityPreemption, AStarvingGangThatCannotReclaimDoesNotStopItsQueue
   }
 }
 
+// A gang that the placer puts on a starving gang's reserved place (the
+// tightest fit there) starts off it where it also fits, instead of waiting
+// behind the reservation; one that fits only there waits.
+TEST(PlacerCapacityReservations, AGangThatWouldDelayAReservationStartsOffItsPlaces) {
+  NodeResourceTable table;
+  for (int i = 0; i < 3; ++i)
+    ASSERT_TRUE(table.AddNode(MakeNode("n" + std::to_string(i), 16, 4, "A10G")).ok());
+  PlacerCapacity capacity(&table, nullptr);
+  QueueSchedulerOptions options;
+  options.starvation_bound_ms = 10;
+  QueueScheduler scheduler(TwoQueues(12, 4), options);
+  auto submit = [&](const std::string& id, int gpus, int64_t now) {
+    capacity.Add(id, Gang(gpus));
+    return scheduler.Submit({id, "a", 0, ResourceSet::Of({{kGpu, gpus}, {kCpu, gpus}})}, now);
+  };
+  // Best fit, one a pass: 3 GPUs on n0, 3 on n1, 2 on n2.
+  int64_t now = 0;
+  for (const auto& [id, gpus] :
+       std::vector<std::pair<std::string, int>>{{"f0", 3}, {"f1", 3}, {"f2", 2}}) {
+    ASSERT_TRUE(submit(id, gpus, now).ok());
+    ASSERT_THAT(scheduler.Pass(now++, capacity).admitted, ::testing::ElementsAre(id));
+  }
+  ASSERT_EQ(capacity.PlacesOf("f2"), std::vector<uint64_t>{2});
+  ASSERT_TRUE(submit("big", 4, now).ok());  // one whole node: none is free
+  now += 100;                               // big has starved
+  for (const std::string id : {"s", "u", "v", "w"}) ASSERT_TRUE(submit(id, 1, now).ok());
+  PassResult r = scheduler.Pass(now, capacity);
+  // big reserves n0 (where it goes on the idle cluster); n0's last GPU is
+  // the best fit of every 1-GPU gang, and each goes to the next best.
+  EXPECT_THAT(r.admitted, ::testing::UnorderedElementsAre("s", "u", "v"));
+  EXPECT_EQ(capacity.PlacesOf("s"), std::vector<uint64_t>{1});
+  EXPECT_EQ(capacity.PlacesOf("u"), std::vector<uint64_t>{2});
+  EXPECT_EQ(capacity.PlacesOf("v"), std::vector<uint64_t>{2});
+  EXPECT_EQ(scheduler.Find("w")->state, GangState::kPending);
+  EXPECT_THAT(scheduler.Find("w")->reason, ::testing::HasSubstr("would delay big"));
+  EXPECT_EQ(table.node(0).gpus.TotalFree(), Quantity::Whole(1));
+  // f0 ends: big starts on n0, its reserved place.
+  capacity.Remove("f0");
+  scheduler.Finish("f0");
+  EXPECT_THAT(scheduler.Pass(++now, capacity).admitted, ::testing::Contains("big"));
+  EXPECT_EQ(capacity.PlacesOf("big"), std::vector<uint64_t>{0});
+}
+
+// PlaceAvoiding keeps off the given places, and a gang that did not fit off
+// them is not taken for one that cannot fit at all.
+TEST_F(PlacerCapacityTest, PlaceAvoidingKeepsOffThePlacesAndRemembersNoFailure) {
+  capacity_.Add("a", Gang(8));
+  capacity_.Add("b", Gang(8));
+  EXPECT_FALSE(capacity_.PlaceAvoiding("a", {0, 1}).has_value());
+  std::optional<ResourceSet> a = capacity_.PlaceAvoiding("a", {0});
+  ASSERT_TRUE(a.has_value());
+  EXPECT_EQ(capacity_.PlacesOf("a"), std::vector<uint64_t>{1});
+  EXPECT_EQ(a->Get("GPU:H100"), Quantity::Whole(8));
+  EXPECT_FALSE(capacity_.PlaceAvoiding("b", {0}).has_value());
+  std::string why;
+  EXPECT_TRUE(capacity_.Place("b", &why).has_value()) << why;
+  EXPECT_EQ(capacity_.PlacesOf("b"), std::vector<uint64_t>{0});
+}
+
 }  // namespace
 }  // namespace berth
