@@ -476,6 +476,21 @@ std::optional<QueueScheduler::Victims> QueueScheduler::ChooseVictims(const Gang&
     }
   }
   std::vector<const Candidate*> chosen(eligible.begin(), eligible.begin() + lo);
+  // Victims off the places `g` took in the chosen set's trial did not make
+  // its room (a cheap place too small on its own comes before the one that
+  // was enough): dropped together, with one trial to confirm.
+  if (fit_places) {
+    std::vector<const Candidate*> on;
+    for (const Candidate* c : chosen) {
+      const std::vector<uint64_t>& where = pass.PlacesOf(c->gang);
+      if (where.empty() || std::any_of(where.begin(), where.end(), [&](uint64_t p) {
+            return std::binary_search(fit_places->begin(), fit_places->end(), p);
+          })) {
+        on.push_back(c);
+      }
+    }
+    if (!on.empty() && on.size() < chosen.size() && enough(on)) chosen = std::move(on);
+  }
   for (size_t i = chosen.size(); i-- > 0 && chosen.size() > 1 && chosen.size() <= 16;) {
     std::vector<const Candidate*> without = chosen;
     without.erase(without.begin() + i);

@@ -178,6 +178,51 @@ TEST(PlacerCapacityPreemption, AStarvingGangThatCannotReclaimDoesNotStopItsQueue
   }
 }
 
+// The cheapest victims come first, and a place that is cheap but too small
+// on its own comes before the one that is enough: the victims off the
+// places the gang then takes are not preempted (the smallest sufficient
+// set), however many came before.
+TEST(PlacerCapacityPreemption, VictimsOffThePlacesTheGangTakesAreNotPreempted) {
+  NodeResourceTable table;
+  for (int i = 0; i < 20; ++i)
+    ASSERT_TRUE(table.AddNode(MakeNode("n" + std::to_string(i), 16, 4, "A10G")).ok());
+  PlacerCapacity capacity(&table, nullptr);
+  QueueScheduler scheduler(TwoQueues(80, 4), {});
+  int64_t now = 0;
+  auto run = [&](const std::string& id, int gpus, int32_t priority) {
+    capacity.Add(id, Gang(gpus));
+    GangRequest r{id, "a", priority, ResourceSet::Of({{kGpu, gpus}, {kCpu, gpus}})};
+    ASSERT_TRUE(scheduler.Submit(r, now).ok());
+    ASSERT_THAT(scheduler.Pass(now++, capacity).admitted, ::testing::ElementsAre(id));
+  };
+  // Best fit, one a pass: eight old low-priority 1-GPU gangs fill n0 and
+  // n1; on each of n2..n19 a 3-GPU gang of priority 1 and a young one of 0.
+  for (int k = 0; k < 8; ++k) run("old" + std::to_string(k), 1, 0);
+  now += 1000;
+  for (int k = 0; k < 18; ++k) run("keep" + std::to_string(k), 3, 1);
+  for (int k = 0; k < 18; ++k) run("young" + std::to_string(k), 1, 0);
+  ASSERT_EQ(capacity.PlacesOf("old7"), std::vector<uint64_t>{1});
+  ASSERT_EQ(capacity.PlacesOf("young17"), std::vector<uint64_t>{19});
+
+  capacity.Add("hi", Gang(4));
+  ASSERT_TRUE(scheduler.Submit({"hi", "a", 1, ResourceSet::Of({{kGpu, 4}, {kCpu, 4}})}, now).ok());
+  PassResult r = scheduler.Pass(now, capacity);
+  std::vector<std::string> victims;
+  for (const Preemption& p : r.preempted) {
+    EXPECT_EQ(p.rule, PreemptionRule::kPriority);
+    victims.push_back(p.victim);
+  }
+  // The eighteen young ones cost least, but freeing one leaves its node 3
+  // GPUs short: hi goes to n1 (its four started after n0's), and only they stop.
+  EXPECT_THAT(victims, ::testing::UnorderedElementsAre("old4", "old5", "old6", "old7"));
+  for (const std::string& v : victims) {
+    capacity.Release(v);
+    scheduler.Preempted(v, now);
+  }
+  EXPECT_THAT(scheduler.Pass(++now, capacity).admitted, ::testing::Contains("hi"));
+  EXPECT_EQ(capacity.PlacesOf("hi"), std::vector<uint64_t>{1});
+}
+
 // A gang that the placer puts on a starving gang's reserved place (the
 // tightest fit there) starts off it where it also fits, instead of waiting
 // behind the reservation; one that fits only there waits.
