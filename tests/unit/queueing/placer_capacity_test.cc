@@ -87,13 +87,25 @@ QueueConfig TwoQueues(double a_gpus, double b_gpus) {
       .value();
 }
 
+QueueSchedulerOptions StarvingAfter(int64_t ms) {
+  QueueSchedulerOptions options;
+  options.starvation_bound_ms = ms;
+  return options;
+}
+
+// Nodes n0, n1, ... of 16 CPUs and 4 A10G GPUs each.
+NodeResourceTable FourGpuNodes(int count) {
+  NodeResourceTable table;
+  for (int i = 0; i < count; ++i)
+    EXPECT_TRUE(table.AddNode(MakeNode("n" + std::to_string(i), 16, 4, "A10G")).ok());
+  return table;
+}
+
 // A gang of 4-GPU bundles, one per node, needs empty nodes: when the
 // cheapest victims sit on nodes shared with gangs that may not be
 // preempted, reclaim empties other nodes whole instead of giving up.
 TEST(PlacerCapacityPreemption, AGangOfWholeNodesReclaimsNodesThatCanBeEmptied) {
-  NodeResourceTable table;
-  for (int i = 0; i < 4; ++i)
-    ASSERT_TRUE(table.AddNode(MakeNode("n" + std::to_string(i), 16, 4, "A10G")).ok());
+  NodeResourceTable table = FourGpuNodes(4);
   PlacerCapacity capacity(&table, nullptr);
   QueueScheduler scheduler(TwoQueues(12, 4), {});
   // One gang a pass, so that they fill n0..n3 in this order: b borrows 8
@@ -141,13 +153,9 @@ TEST(PlacerCapacityPreemption, AGangOfWholeNodesReclaimsNodesThatCanBeEmptied) {
 // holds that quota and a reservation but does not stop its queue: a small
 // gang behind it still reclaims what the other queue borrows.
 TEST(PlacerCapacityPreemption, AStarvingGangThatCannotReclaimDoesNotStopItsQueue) {
-  NodeResourceTable table;
-  for (int i = 0; i < 4; ++i)
-    ASSERT_TRUE(table.AddNode(MakeNode("n" + std::to_string(i), 16, 4, "A10G")).ok());
+  NodeResourceTable table = FourGpuNodes(4);
   PlacerCapacity capacity(&table, nullptr);
-  QueueSchedulerOptions options;
-  options.starvation_bound_ms = 10;
-  QueueScheduler scheduler(TwoQueues(13, 3), options);
+  QueueScheduler scheduler(TwoQueues(13, 3), StarvingAfter(10));
   // Each node: one of a's gangs, three of b's (b borrows 9 GPUs).
   int64_t now = 0;
   for (int n = 0; n < 4; ++n) {
@@ -183,9 +191,7 @@ TEST(PlacerCapacityPreemption, AStarvingGangThatCannotReclaimDoesNotStopItsQueue
 // places the gang then takes are not preempted (the smallest sufficient
 // set), however many came before.
 TEST(PlacerCapacityPreemption, VictimsOffThePlacesTheGangTakesAreNotPreempted) {
-  NodeResourceTable table;
-  for (int i = 0; i < 20; ++i)
-    ASSERT_TRUE(table.AddNode(MakeNode("n" + std::to_string(i), 16, 4, "A10G")).ok());
+  NodeResourceTable table = FourGpuNodes(20);
   PlacerCapacity capacity(&table, nullptr);
   QueueScheduler scheduler(TwoQueues(80, 4), {});
   int64_t now = 0;
@@ -227,13 +233,9 @@ TEST(PlacerCapacityPreemption, VictimsOffThePlacesTheGangTakesAreNotPreempted) {
 // tightest fit there) starts off it where it also fits, instead of waiting
 // behind the reservation; one that fits only there waits.
 TEST(PlacerCapacityReservations, AGangThatWouldDelayAReservationStartsOffItsPlaces) {
-  NodeResourceTable table;
-  for (int i = 0; i < 3; ++i)
-    ASSERT_TRUE(table.AddNode(MakeNode("n" + std::to_string(i), 16, 4, "A10G")).ok());
+  NodeResourceTable table = FourGpuNodes(3);
   PlacerCapacity capacity(&table, nullptr);
-  QueueSchedulerOptions options;
-  options.starvation_bound_ms = 10;
-  QueueScheduler scheduler(TwoQueues(12, 4), options);
+  QueueScheduler scheduler(TwoQueues(12, 4), StarvingAfter(10));
   auto submit = [&](const std::string& id, int gpus, int64_t now) {
     capacity.Add(id, Gang(gpus));
     return scheduler.Submit({id, "a", 0, ResourceSet::Of({{kGpu, gpus}, {kCpu, gpus}})}, now);
