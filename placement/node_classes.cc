@@ -19,9 +19,22 @@ void NodeClasses::Sync(const NodeResourceTable& table) {
 }
 
 void NodeClasses::Update(const NodeResourceTable& table, NodeIndex node) {
-  if (class_of_[node] != kNone) Leave(node);
   const NodeResourceTable::Node& n = table.node(node);
-  if (n.state == NodeState::kAlive && !n.removed) Join(table, node);
+  const bool alive = n.state == NodeState::kAlive && !n.removed;
+  if (class_of_[node] != kNone) {
+    // Changed and changed back since the last Sync (a trial placement, say):
+    // it stays in its class, which keeps its serial.
+    if (alive && classes_[class_of_[node]].key == KeyOf(n)) return;
+    Leave(node);
+  }
+  if (alive) Join(table, node);
+}
+
+NodeClasses::Key NodeClasses::KeyOf(const NodeResourceTable::Node& n) {
+  Key key{n.pool, n.available, {}};
+  for (uint32_t i = 0; i < n.gpus.count(); ++i) key.gpu_free.push_back(n.gpus.free(i).units());
+  std::sort(key.gpu_free.begin(), key.gpu_free.end());
+  return key;
 }
 
 void NodeClasses::Leave(NodeIndex node) {
@@ -38,9 +51,7 @@ void NodeClasses::Leave(NodeIndex node) {
 
 void NodeClasses::Join(const NodeResourceTable& table, NodeIndex node) {
   const NodeResourceTable::Node& n = table.node(node);
-  Key key{n.pool, n.available, {}};
-  for (uint32_t i = 0; i < n.gpus.count(); ++i) key.gpu_free.push_back(n.gpus.free(i).units());
-  std::sort(key.gpu_free.begin(), key.gpu_free.end());
+  Key key = KeyOf(n);
   auto [it, inserted] = by_key_.try_emplace(key, 0);
   if (inserted) {
     if (free_ids_.empty()) {

@@ -93,6 +93,7 @@ class NodeClasses {
   void Update(const NodeResourceTable& table, NodeIndex node);
   void Leave(NodeIndex node);
   void Join(const NodeResourceTable& table, NodeIndex node);
+  static Key KeyOf(const NodeResourceTable::Node& n);
 
   const NodeResourceTable* table_ = nullptr;
   uint64_t synced_ = 0;  // the table's change count at the last Sync
