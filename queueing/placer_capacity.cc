@@ -65,38 +65,46 @@ namespace {
 
 constexpr absl::string_view kSummed[] = {kCpu, kGpu, kMemory};
 
-ResourceSet Summed(const ResourceSet& set) {
-  ResourceSet out;
-  for (absl::string_view r : kSummed) out.Set(r, set.Get(r));
+PlacerCapacity::Sums SumsOf(const ResourceSet& set) {
+  PlacerCapacity::Sums out;
+  for (size_t r = 0; r < out.size(); ++r) out[r] = set.Get(kSummed[r]).units();
   return out;
+}
+
+void AddTo(PlacerCapacity::Sums& sums, const PlacerCapacity::Sums& more, int sign) {
+  for (size_t r = 0; r < sums.size(); ++r) sums[r] += sign * more[r];
 }
 
 }  // namespace
 
 void PlacerCapacity::SyncFree() {
   if (table_->change_count() == free_synced_at_) return;
-  free_ = ResourceSet();
+  free_ = {};
   for (NodeIndex i = 0; i < table_->slot_count(); ++i) {
     const NodeResourceTable::Node& n = table_->node(i);
-    if (!n.removed && n.state == NodeState::kAlive) free_.Add(Summed(n.available)).IgnoreError();
+    if (!n.removed && n.state == NodeState::kAlive) AddTo(free_, SumsOf(n.available), 1);
   }
   free_synced_at_ = table_->change_count();
 }
 
 void PlacerCapacity::AfterChange(const ResourceSet& taken, const ResourceSet& given) {
-  free_.Subtract(Summed(taken)).IgnoreError();
-  free_.Add(Summed(given)).IgnoreError();
+  AddTo(free_, SumsOf(taken), -1);
+  AddTo(free_, SumsOf(given), 1);
   free_synced_at_ = table_->change_count();
 }
 
-bool PlacerCapacity::FreeCovers(const ResourceSet& demand, const ResourceSet& extra,
+bool PlacerCapacity::FreeCovers(const ResourceSet& demand, const Sums& extra,
                                 std::string* why) const {
-  for (absl::string_view r : kSummed) {
-    const int64_t free = free_.Get(r).units() + extra.Get(r).units();
-    if (demand.Get(r).units() <= free) continue;
+  for (size_t r = 0; r < free_.size(); ++r) {
+    const Wide free = free_[r] + extra[r];
+    const Quantity asked = demand.Get(kSummed[r]);
+    if (asked.units() <= free) continue;
     if (why != nullptr) {
-      *why = absl::StrCat("the gang asks ", r, " ", demand.Get(r).ToString(), "; the cluster has ",
-                          Quantity::FromUnits(free).ToString(), " free");
+      *why = absl::StrCat("the gang asks ", kSummed[r], " ", asked.ToString(), "; the cluster has ",
+                          Quantity::FromUnits(static_cast<int64_t>(std::min<Wide>(
+                                                  std::max<Wide>(free, 0), Quantity::kMaxUnits)))
+                              .ToString(),
+                          " free");
     }
     return false;
   }
@@ -157,7 +165,7 @@ std::optional<ResourceSet> PlacerCapacity::Place(const std::string& gang_id, std
       alike.push_back({&g.structure, &g.amounts, *reason, g.infeasible});
   };
   SyncFree();
-  if (g.decided && !FreeCovers(g.spec.total(), ResourceSet(), reason)) {
+  if (g.decided && !FreeCovers(g.spec.total(), {}, reason)) {
     *reason = absl::StrCat("waiting for resources: ", *reason);
     remember();
     return std::nullopt;
@@ -177,7 +185,7 @@ std::optional<ResourceSet> PlacerCapacity::PlaceAvoiding(const std::string& gang
   if (!g.held.empty()) return ChargeOf(g.held);
   if (KnownUnfit(g) != nullptr) return std::nullopt;  // not even on every node
   SyncFree();
-  if (!FreeCovers(g.spec.total(), ResourceSet(), nullptr)) return std::nullopt;
+  if (!FreeCovers(g.spec.total(), {}, nullptr)) return std::nullopt;
   const absl::flat_hash_set<NodeIndex> nodes(avoid.begin(), avoid.end());
   return Decide(g, &nodes, nullptr);
 }
@@ -233,13 +241,13 @@ std::optional<std::vector<uint64_t>> PlacerCapacity::PlacesWithout(
   if (it == gangs_.end()) return std::nullopt;
   SyncFree();
   std::vector<const Gang*> freed_gangs;
-  ResourceSet freed_sum;
+  Sums freed_sum{};
   for (const std::string& id : freed) {
     auto f = gangs_.find(id);
     if (f == gangs_.end() || id == gang_id || f->second.held.empty()) continue;
     freed_gangs.push_back(&f->second);
     for (const BundlePlacement& p : f->second.held)
-      freed_sum.Add(Summed(p.allocation.resources)).IgnoreError();
+      AddTo(freed_sum, SumsOf(p.allocation.resources), 1);
   }
   if (!FreeCovers(it->second.spec.total(), freed_sum, nullptr)) return std::nullopt;
   std::vector<const Allocation*> given_back;

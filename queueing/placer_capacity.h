@@ -21,6 +21,7 @@
 #ifndef BERTH_QUEUEING_PLACER_CAPACITY_H_
 #define BERTH_QUEUEING_PLACER_CAPACITY_H_
 
+#include <array>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -37,6 +38,10 @@ namespace berth {
 
 class PlacerCapacity : public CapacityModel {
  public:
+  // CPU, GPU and memory, in units; wide, as a cluster's memory passes int64.
+  using Wide = __int128;
+  using Sums = std::array<Wide, 3>;
+
   // Brackets each placement decision Place makes (the head times them);
   // called synchronously, must not call back.
   class DecisionObserver {
@@ -124,7 +129,7 @@ class PlacerCapacity : public CapacityModel {
   void SyncFree();
   void AfterChange(const ResourceSet& taken, const ResourceSet& given);
   // Whether the free sums (plus `extra`) could hold `demand`; else why not.
-  bool FreeCovers(const ResourceSet& demand, const ResourceSet& extra, std::string* why) const;
+  bool FreeCovers(const ResourceSet& demand, const Sums& extra, std::string* why) const;
 
   NodeResourceTable* table_;
   PlacementScorer* scorer_;
@@ -139,7 +144,7 @@ class PlacerCapacity : public CapacityModel {
   static constexpr size_t kUnfitPerStructure = 32;
   absl::flat_hash_map<size_t, std::vector<Unfit>> unfit_;
   int64_t decisions_ = 0;
-  ResourceSet free_;                       // CPU, GPU, memory free over the ALIVE nodes
+  Sums free_{};                            // free over the ALIVE nodes
   std::optional<NodeResourceTable> idle_;  // the table with nothing held
   uint64_t idle_version_ = 0;              // table_->alive_version() it was copied at
   // Capacity() as of table_->alive_version() (totals change only with the nodes).
