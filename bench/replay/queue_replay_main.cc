@@ -34,7 +34,8 @@ struct Options {
   QueueRunOptions run;
   int pass_queues = 50;
   int pass_pending = 10000;
-  bool pass_only = false;  // only the pass-time measure, printed, no file
+  bool pass_only = false;     // only the pass-time measure, printed, no file
+  std::string explain_waits;  // file for QueueRunOptions::explain_waits; empty: none
 };
 
 double Quantile(std::vector<double> v, double q) {
@@ -250,6 +251,13 @@ absl::Status Run(const Options& o) {
   std::vector<QueueRun> runs;
   QueueRunOptions run_options = o.run;
   run_options.measure_hours = o.workload.hours;
+  std::ofstream explain;
+  if (!o.explain_waits.empty()) {
+    explain.open(o.explain_waits);
+    if (!explain)
+      return absl::UnavailableError(absl::StrCat("cannot write '", o.explain_waits, "'"));
+    run_options.explain_waits = &explain;
+  }
   for (QueuePolicy policy : {QueuePolicy::kFifo, QueuePolicy::kPriority, QueuePolicy::kQueues}) {
     if (o.pass_only) break;
     absl::StatusOr<QueueRun> r = RunQueues(gpu_nodes, teams, *gangs, policy, run_options);
@@ -305,6 +313,8 @@ int main(int argc, char** argv) {
       ->check(CLI::PositiveNumber);
   app.add_option("--pass_pending", o.pass_pending, "pending gangs of the pass-time measure")
       ->check(CLI::Range(1, 1000000));
+  app.add_option("--explain_waits", o.explain_waits,
+                 "file: why the queues policy's gangs wait, every 30 simulated minutes");
   app.add_flag("--pass_only", o.pass_only,
                "only the pass-time measure, printed to stderr (queue_replay.md is not written)");
   CLI11_PARSE(app, argc, argv);

@@ -5,9 +5,12 @@
 #include <cmath>
 #include <limits>
 #include <map>
+#include <tuple>
 
 #include "absl/hash/hash.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/strip.h"
 #include "bench/replay/simulation.h"
 #include "placement/placement_scorer.h"
 #include "queueing/placer_capacity.h"
@@ -77,6 +80,56 @@ std::vector<double> UsableDemand(const NodeResourceTable& idle, const std::vecto
     usable[t] = std::min(usable[t], quota[t]);
   }
   return usable;
+}
+
+// One sample of QueueRunOptions::explain_waits.
+struct WaitSample {
+  const std::vector<Team>& teams;
+  const std::vector<double>& held;
+  const std::vector<double>& quota;
+  const std::vector<double>& wanted;
+  const NodeResourceTable& table;
+};
+
+template <typename Live>
+void ExplainWaits(std::ostream& out, int64_t now_s, const WaitSample& at,
+                  const std::map<std::string, Live>& live, const QueueScheduler& scheduler) {
+  double on_idle = 0, on_partial = 0;
+  int partial = 0;
+  for (NodeIndex i = 0; i < at.table.slot_count(); ++i) {
+    const NodeResourceTable::Node& n = at.table.node(i);
+    if (n.removed || n.state != NodeState::kAlive) continue;
+    const Quantity free = n.available.Get(kGpu);
+    if (free == n.total.Get(kGpu)) {
+      on_idle += free.ToDouble();
+    } else if (!free.IsZero()) {
+      on_partial += free.ToDouble();
+      ++partial;
+    }
+  }
+  out << absl::StrFormat("t=%.1fh free GPUs: %.0f on idle nodes, %.0f on %d partly used\n",
+                         now_s / 3600.0, on_idle, on_partial, partial);
+  for (size_t t = 0; t < at.teams.size(); ++t) {
+    out << absl::StrFormat("  %s held %.0f quota %.0f wanted %.0f\n", at.teams[t].name, at.held[t],
+                           at.quota[t], at.wanted[t]);
+  }
+  // (team, the reason's first words, 16+ GPUs) -> gangs, GPUs
+  std::map<std::tuple<std::string, std::string, bool>, std::pair<int, double>> waiting;
+  for (const auto& [id, l] : live) {
+    const GangView* v = scheduler.Find(id);
+    if (v == nullptr || v->state == GangState::kRunning) continue;
+    absl::string_view reason = v->reason;
+    if (!v->preempted_by.empty()) absl::ConsumePrefix(&reason, absl::StrCat(v->preempted_by, "; "));
+    auto& [gangs, gpus] = waiting[{at.teams[l.gang->team].name, std::string(reason.substr(0, 40)),
+                                   l.gang->gpus >= 16}];
+    ++gangs;
+    gpus += l.gang->gpus;
+  }
+  for (const auto& [key, count] : waiting) {
+    const auto& [team, reason, big] = key;
+    out << absl::StrFormat("    %s %-40s %s %5d gangs %7.1f GPUs\n", team, reason,
+                           big ? "16+" : "   ", count.first, count.second);
+  }
 }
 
 }  // namespace
@@ -211,6 +264,11 @@ absl::StatusOr<QueueRun> RunQueues(const std::vector<TraceNode>& nodes,
       ++run.preemptions;
     }
     const size_t hour = static_cast<size_t>(now / 3600);
+    if (options.explain_waits != nullptr && policy == QueuePolicy::kQueues && hour < hours &&
+        now % 1800 == 0) {
+      ExplainWaits(*options.explain_waits, now, {teams, held, quota, wanted, *table}, live,
+                   scheduler);
+    }
     if (hour < hours && now % options.usable_every_s == 0) {
       std::vector<std::pair<const TeamGang*, bool>> submitted;
       for (const auto& [id, l] : live) {

@@ -16,6 +16,7 @@
 #define BERTH_BENCH_REPLAY_QUEUE_SIMULATION_H_
 
 #include <cstdint>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -35,6 +36,10 @@ struct QueueRunOptions {
   int64_t starvation_bound_s = 4 * 3600;
   int64_t measure_hours = 72;    // the arrivals; the run goes on until every gang ends
   int64_t usable_every_s = 600;  // how often each team's usable demand is sampled
+  // Queues policy, every 30 simulated minutes of the measured span: each
+  // team's GPUs held, quota and wanted, the free GPUs on idle and partly
+  // used nodes, and the waiting gangs by team, reason and size. Not owned.
+  std::ostream* explain_waits = nullptr;
 };
 
 struct QueueRun {
