@@ -21,13 +21,18 @@ void NodeClasses::Sync(const NodeResourceTable& table) {
 void NodeClasses::Update(const NodeResourceTable& table, NodeIndex node) {
   const NodeResourceTable::Node& n = table.node(node);
   const bool alive = n.state == NodeState::kAlive && !n.removed;
+  if (!alive) {
+    if (class_of_[node] != kNone) Leave(node);
+    return;
+  }
+  Key key = KeyOf(n);
   if (class_of_[node] != kNone) {
     // Changed and changed back since the last Sync (a trial placement, say):
     // it stays in its class, which keeps its serial.
-    if (alive && classes_[class_of_[node]].key == KeyOf(n)) return;
+    if (classes_[class_of_[node]].key == key) return;
     Leave(node);
   }
-  if (alive) Join(table, node);
+  Join(table, node, std::move(key));
 }
 
 NodeClasses::Key NodeClasses::KeyOf(const NodeResourceTable::Node& n) {
@@ -49,9 +54,8 @@ void NodeClasses::Leave(NodeIndex node) {
   free_ids_.push_back(id);
 }
 
-void NodeClasses::Join(const NodeResourceTable& table, NodeIndex node) {
+void NodeClasses::Join(const NodeResourceTable& table, NodeIndex node, Key key) {
   const NodeResourceTable::Node& n = table.node(node);
-  Key key = KeyOf(n);
   auto [it, inserted] = by_key_.try_emplace(key, 0);
   if (inserted) {
     if (free_ids_.empty()) {

@@ -92,7 +92,8 @@ class NodeClasses {
   // once it is no longer ALIVE.
   void Update(const NodeResourceTable& table, NodeIndex node);
   void Leave(NodeIndex node);
-  void Join(const NodeResourceTable& table, NodeIndex node);
+  // `key` is KeyOf(the node), which Update has made already.
+  void Join(const NodeResourceTable& table, NodeIndex node, Key key);
   static Key KeyOf(const NodeResourceTable::Node& n);
 
   const NodeResourceTable* table_ = nullptr;

@@ -600,10 +600,11 @@ bool QueueScheduler::RespectsReservations(const Gang& g, int64_t now_ms,
       avoidable = false;
     }
   }
+  if (respects) return true;  // *blocking is read only on a refusal
   if (!avoidable) blocking->clear();
   std::sort(blocking->begin(), blocking->end());
   blocking->erase(std::unique(blocking->begin(), blocking->end()), blocking->end());
-  return respects;
+  return false;
 }
 
 void QueueScheduler::StartPreemptions(Gang& by, std::vector<Preemption> victims,
