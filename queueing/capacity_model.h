@@ -51,6 +51,9 @@ class CapacityModel {
   // whole, taking the victims that share one together. Empty: nowhere in
   // particular (each victim is its own place).
   virtual std::vector<uint64_t> PlacesOf(const std::string& gang_id) const { return {}; }
+  // Whether some bundle of the gang would fit `place` with nothing held on
+  // it: emptying a place no bundle fits makes no room for the gang.
+  virtual bool CouldHold(const std::string& gang_id, uint64_t place) const { return true; }
 };
 
 }  // namespace berth

@@ -5,6 +5,7 @@
 
 #include "absl/hash/hash.h"
 #include "absl/strings/str_cat.h"
+#include "placement/node_filters.h"
 #include "queueing/queue_config.h"
 
 namespace berth {
@@ -298,6 +299,25 @@ std::vector<uint64_t> PlacerCapacity::NodesOf(const std::vector<BundlePlacement>
 
 std::vector<uint64_t> PlacerCapacity::PlacesOf(const std::string& gang_id) const {
   return NodesOf(Held(gang_id));
+}
+
+bool PlacerCapacity::CouldHold(const std::string& gang_id, uint64_t place) const {
+  auto it = gangs_.find(gang_id);
+  if (it == gangs_.end() || place >= table_->slot_count()) return false;
+  const NodeResourceTable::Node& n = table_->node(static_cast<NodeIndex>(place));
+  if (n.removed || n.state != NodeState::kAlive) return false;
+  const PlacementGroupSpec& spec = it->second.spec;
+  for (uint32_t b = 0; b < spec.bundles().size(); ++b) {
+    const std::vector<uint32_t> one{b};
+    const FilterInput in{*table_, spec, one, spec.bundles()[b].resources, /*against_total=*/true};
+    const std::vector<const NodeFilter*>& filters = NodeFilters();
+    if (std::all_of(filters.begin(), filters.end(), [&](const NodeFilter* f) {
+          return f->Passes(in, static_cast<NodeIndex>(place));
+        })) {
+      return true;
+    }
+  }
+  return false;
 }
 
 ResourceSet PlacerCapacity::Capacity() const {

@@ -87,6 +87,7 @@ class PlacerCapacity : public CapacityModel {
   std::optional<std::vector<uint64_t>> PlacesWhenIdle(const std::string& gang_id) override;
   ResourceSet Capacity() const override;
   std::vector<uint64_t> PlacesOf(const std::string& gang_id) const override;
+  bool CouldHold(const std::string& gang_id, uint64_t place) const override;
 
   // Not owned; nullptr = none.
   void set_observer(DecisionObserver* observer) { observer_ = observer; }

@@ -202,6 +202,7 @@ struct QueueScheduler::PassState {
   int64_t now_ms;
   CapacityModel& capacity;
   const QueueConfig* config;
+  ResourceSet totals;  // the capacity's, for shares
   PassResult result;
   std::vector<Reservation> held;
   std::set<std::string> reserved;  // gangs of `held`
@@ -306,6 +307,19 @@ std::optional<QueueScheduler::Victims> QueueScheduler::ChooseVictims(const Gang&
   CapacityModel& capacity = pass.capacity;
   const QueueSpec* q = config_.FindQueue(g.request.queue);
   const bool within_nominal = ledger_.Check(g.request.queue, g.request.demand).within_nominal;
+  // A queue below its nominal quota whose gang would take it past it
+  // reclaims too, from a queue whose share stays at least what its own
+  // becomes (Kueue's fair sharing, LessThanOrEqualToFinalShare): else a
+  // gang larger than what is left of its queue's quota never runs while
+  // the cohort's quota is lent out.
+  const bool below_nominal =
+      !within_nominal && ledger_.IsBelowNominal(g.request.queue, g.request.demand);
+  double share_after = 0;
+  if (below_nominal) {
+    ResourceSet after = ledger_.Usage(g.request.queue);
+    after.Add(g.request.demand).IgnoreError();
+    share_after = ledger_.ShareAt(g.request.queue, after, pass.totals);
+  }
   struct Candidate {
     const Gang* gang;
     PreemptionRule rule;
@@ -318,8 +332,8 @@ std::optional<QueueScheduler::Victims> QueueScheduler::ChooseVictims(const Gang&
     int8_t& known = reclaimable[v.queue];
     if (known < 0) {
       const QueueSpec* owner = pass.victim_queues[v.queue];
-      known = within_nominal && q != nullptr && !q->cohort.empty() && owner != nullptr &&
-              owner != q && owner->cohort == q->cohort &&
+      known = (within_nominal || below_nominal) && q != nullptr && !q->cohort.empty() &&
+              owner != nullptr && owner != q && owner->cohort == q->cohort &&
               ledger_.IsBorrowing(owner->name, g.request.demand);
     }
     return known == 1;
@@ -382,13 +396,14 @@ std::optional<QueueScheduler::Victims> QueueScheduler::ChooseVictims(const Gang&
   };
   std::sort(by_cost.begin(), by_cost.end(),
             [&](const Place* a, const Place* b) { return key(a) < key(b); });
-  // Places that preemption can empty: every gang held there is a candidate.
+  // Places that preemption can empty, and where a bundle of `g` would fit
+  // then: every gang held there is a candidate.
   auto emptiable = [&]() {
     absl::flat_hash_set<const Gang*> ids;
     for (const Candidate& c : candidates) ids.insert(c.gang);
     std::set<const Place*> out;
     for (const Place& place : places) {
-      if (!place.node) continue;
+      if (!place.node || !capacity.CouldHold(g.request.id, *place.node)) continue;
       bool all = true;
       for (const Gang* holder : pass.HoldersOf(*place.node)) all = all && ids.contains(holder);
       if (all) out.insert(&place);
@@ -418,6 +433,10 @@ std::optional<QueueScheduler::Victims> QueueScheduler::ChooseVictims(const Gang&
                 borrowing || (n != owner->nominal.end() && usage->second.Get(r) > n->second);
           }
           if (!borrowing) continue;
+          if (below_nominal && ledger_.ShareAt(owner_name, usage->second, pass.totals,
+                                               c->gang->view.charge) < share_after) {
+            continue;
+          }
         }
         here.push_back(c);
         if (auto it = left.find(c->gang->request.queue); it != left.end())
@@ -771,7 +790,7 @@ void QueueScheduler::TryGang(Gang& g, PassState& pass) {
 
 PassResult QueueScheduler::Pass(int64_t now_ms, CapacityModel& capacity) {
   ++passes_;
-  PassState pass{now_ms, capacity, &config_};
+  PassState pass{now_ms, capacity, &config_, capacity.Capacity()};
   // One walk of the gangs (thousands): those holding room, claimed, pending.
   std::vector<Gang*> claimed, pending;
   for (auto& [id, g] : gangs_) {
@@ -788,7 +807,7 @@ PassResult QueueScheduler::Pass(int64_t now_ms, CapacityModel& capacity) {
         break;
     }
   }
-  const ResourceSet totals = capacity.Capacity();
+  const ResourceSet& totals = pass.totals;
 
   // Claimed gangs hold their quota: they start as soon as their victims'
   // room is free, and keep a reservation on it meanwhile.

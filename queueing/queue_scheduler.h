@@ -17,10 +17,13 @@
 //   pruned to a minimal one). Victims are taken a place (node) at a time;
 //   when the cheapest places do not make room (a gang of whole-node
 //   bundles gains nothing from half-emptied nodes), the places whose every
-//   gang may be preempted are emptied, cheapest first, once the gang has
-//   waited empty_places_after_ms. Rules: kReclaim, a
-//   gang within its queue's nominal quota takes back what other queues of
-//   its cohort borrow; kPriority,
+//   gang may be preempted and where a bundle of the gang fits are emptied,
+//   cheapest first, once the gang has waited empty_places_after_ms. Rules:
+//   kReclaim, a gang within its queue's nominal quota takes back what other
+//   queues of its cohort borrow, and so does one of a queue below its
+//   nominal quota that it would take past it, from queues whose share
+//   stays at least its queue's share with it (Kueue's fair sharing);
+//   kPriority,
 //   within a queue a higher priority preempts lower; kBackfill, a gang with
 //   a reservation takes back the room of gangs that started past it as
 //   preemptible. The preemptor then holds its quota and its reservation

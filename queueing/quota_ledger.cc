@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 
 namespace berth {
@@ -180,12 +181,34 @@ bool QuotaLedger::IsBorrowing(absl::string_view queue, const ResourceSet& of) co
   return false;
 }
 
-double QuotaLedger::Share(absl::string_view queue, const ResourceSet& capacity) const {
+bool QuotaLedger::IsBelowNominal(absl::string_view queue, const ResourceSet& of) const {
   const QueueSpec* q = config_->FindQueue(queue);
+  if (q == nullptr) return false;
   const ResourceSet& u = Usage(queue);
+  bool named = false;
+  for (const auto& [r, amount] : of.entries()) {
+    auto n = q->nominal.find(r);
+    if (n == q->nominal.end()) continue;
+    if (!(u.Get(r) < n->second)) return false;
+    named = true;
+  }
+  return named;
+}
+
+double QuotaLedger::Share(absl::string_view queue, const ResourceSet& capacity) const {
+  return ShareAt(queue, Usage(queue), capacity);
+}
+
+double QuotaLedger::ShareAt(absl::string_view queue, const ResourceSet& u,
+                            const ResourceSet& capacity, const ResourceSet& less) const {
+  const QueueSpec* q = config_->FindQueue(queue);
   double share = 0;
   for (const auto& [r, total] : capacity.entries()) {
-    share = std::max(share, u.Get(r).ToDouble() / total.ToDouble());
+    // GPU:<T> counts GPUs already counted as GPU; unless the quota names it,
+    // one of a handful of GPUs of a rare type would be the largest share.
+    if (absl::StartsWith(r, kGpuOfTypePrefix) && (q == nullptr || !q->nominal.count(r))) continue;
+    const double used = u.Get(r).ToDouble() - less.Get(r).ToDouble();
+    share = std::max(share, used / total.ToDouble());
   }
   return q == nullptr ? share : share / q->weight;
 }

@@ -58,8 +58,15 @@ class QuotaLedger {
   // Whether it uses more than its nominal quota of any resource `of` names.
   bool IsBorrowing(absl::string_view queue, const ResourceSet& of) const;
   // Weighted dominant share: the largest of usage / capacity over the
-  // resources of `capacity`, divided by the queue's weight.
+  // resources of `capacity` (`GPU:<T>` only if the queue's quota names it),
+  // divided by the queue's weight.
   double Share(absl::string_view queue, const ResourceSet& capacity) const;
+  // The same at usage `usage` less `less` (what a preemption would leave).
+  double ShareAt(absl::string_view queue, const ResourceSet& usage, const ResourceSet& capacity,
+                 const ResourceSet& less = ResourceSet()) const;
+  // Whether it uses less than its nominal quota of every resource `of`
+  // names that the quota names (and the quota names one of them).
+  bool IsBelowNominal(absl::string_view queue, const ResourceSet& of) const;
 
  private:
   using Wide = __int128;

@@ -1,5 +1,6 @@
 #include "queueing/placer_capacity.h"
 
+#include "absl/strings/match.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "queueing/queue_scheduler.h"
@@ -146,6 +147,59 @@ TEST(PlacerCapacityPreemption, AGangOfWholeNodesReclaimsNodesThatCanBeEmptied) {
   }
   EXPECT_THAT(scheduler.Pass(now++, capacity).admitted, ::testing::ElementsAre("big"));
   EXPECT_EQ(capacity.PlacesOf("big"), (std::vector<uint64_t>{0, 1}));
+}
+
+// Reclaim takes only what the other queue borrows, so the places it empties
+// must be ones the gang's bundles fit: b borrows 8 GPUs, its youngest gangs
+// sit on two small nodes (4 CPUs) and a's bundles need 24 CPUs. Emptying
+// the small nodes first would use up all b borrows and make no room.
+TEST(PlacerCapacityPreemption, OnlyPlacesTheGangsBundlesFitAreEmptied) {
+  NodeResourceTable table;
+  for (const std::string name : {"big0", "big1", "small0", "small1"}) {
+    const double cpus = absl::StartsWith(name, "big") ? 32 : 4;
+    ASSERT_TRUE(table.AddNode(MakeNode(name, cpus, 4, "A10G", {{"name", name}})).ok());
+  }
+  PlacerCapacity capacity(&table, nullptr);
+  QueueScheduler scheduler(TwoQueues(8, 8), {});
+  int64_t now = 0;
+  for (const std::string name : {"big0", "big1", "small0", "small1"}) {  // oldest first
+    const std::string id = "b-" + name;
+    capacity.Add(id,
+                 MakeGroup({MakeBundle(ResourceSet::Of({{kGpu, 4}, {kCpu, 1}}), "name=" + name)},
+                           PlacementStrategy::kStrictPack));
+    ASSERT_TRUE(scheduler.Submit({id, "b", 0, ResourceSet::Of({{kGpu, 4}, {kCpu, 1}})}, now).ok());
+    ASSERT_THAT(scheduler.Pass(now, capacity).admitted, ::testing::ElementsAre(id));
+    now += 1000;
+  }
+  capacity.Add("big", MakeGroup(Repeat(MakeBundle(ResourceSet::Of({{kGpu, 4}, {kCpu, 24}})), 2),
+                                PlacementStrategy::kStrictSpread));
+  ASSERT_TRUE(
+      scheduler.Submit({"big", "a", 0, ResourceSet::Of({{kGpu, 8}, {kCpu, 48}})}, now).ok());
+  EXPECT_THAT(scheduler.Pass(now, capacity).preempted, ::testing::IsEmpty());
+  now += QueueSchedulerOptions().empty_places_after_ms;
+  PassResult r = scheduler.Pass(now, capacity);
+  std::vector<std::string> victims;
+  for (const Preemption& p : r.preempted) victims.push_back(p.victim);
+  EXPECT_THAT(victims, ::testing::UnorderedElementsAre("b-big0", "b-big1"));
+  for (const std::string& v : victims) {
+    capacity.Release(v);
+    scheduler.Preempted(v, now);
+  }
+  EXPECT_THAT(scheduler.Pass(now + 1, capacity).admitted, ::testing::ElementsAre("big"));
+}
+
+TEST_F(PlacerCapacityTest, CouldHoldSaysWhetherABundleFitsTheEmptyNode) {
+  capacity_.Add(
+      "h100-only",
+      MakeGroup({MakeBundle(ResourceSet::Of({{kGpu, 8}}), "berth.io/accelerator-type=H100")},
+                PlacementStrategy::kPack));
+  capacity_.Add("too-big",
+                MakeGroup({MakeBundle(ResourceSet::Of({{kGpu, 9}}))}, PlacementStrategy::kPack));
+  EXPECT_FALSE(capacity_.CouldHold("h100-only", 0));
+  EXPECT_TRUE(capacity_.CouldHold("h100-only", 1));
+  EXPECT_FALSE(capacity_.CouldHold("too-big", 1));
+  EXPECT_FALSE(capacity_.CouldHold("unknown", 1));
+  EXPECT_FALSE(capacity_.CouldHold("h100-only", 7));  // no such node
 }
 
 // A starving gang that waits for quota its cohort lent out, and that no

@@ -60,13 +60,13 @@ std::vector<std::string> Victims(const PassResult& r) {
   return out;
 }
 
-QueueConfig TwoTeams(double a, double b) {
+QueueConfig TwoTeams(double a, double b, double b_weight = 1) {
   return QueueConfig()
       .WithCohort("gpus")
       .value()
       .WithQueue(Team("a", "gpus", a))
       .value()
-      .WithQueue(Team("b", "gpus", b))
+      .WithQueue(Team("b", "gpus", b, b_weight))
       .value();
 }
 
@@ -119,6 +119,42 @@ TEST(QueueScheduler, AQueueBelowItsQuotaReclaimsWhatAnotherBorrowed) {
   EXPECT_THAT(c.scheduler.Find("a2")->reason, HasSubstr("preempted by b0"));
   c.End("b0");
   EXPECT_THAT(c.Pass(50).admitted, ElementsAre("a2", "a3"));  // back in their old order
+}
+
+// a (quota 6) runs 2 GPUs, b (quota 10) borrows 4 on a cluster of 16, and
+// a asks for 6 more (a2): the pass that follows.
+PassResult ABelowItsQuotaAsksPastIt(Cluster& c) {
+  c.Submit("a1", "a", 2, 0);
+  for (const std::string id : {"b0", "b1", "b2"}) c.Submit(id, "b", 4, 0);
+  c.Submit("b3", "b", 2, 0);
+  EXPECT_EQ(c.Pass(0).admitted.size(), 5u);
+  c.Submit("a2", "a", 6, 10);
+  return c.Pass(20);
+}
+
+// a2 would take a past its quota, but a is below it and its share with a2
+// (8 of 16) stays at most b's without the victims: a reclaims what b
+// borrows, and no more.
+TEST(QueueScheduler, AQueueBelowItsQuotaReclaimsForAGangThatTakesItPastIt) {
+  Cluster c(TwoTeams(6, 10), 16);
+  PassResult r = ABelowItsQuotaAsksPastIt(c);
+  EXPECT_THAT(Victims(r), UnorderedElementsAre("b3", "b0"));
+  for (const Preemption& p : r.preempted) EXPECT_EQ(p.rule, PreemptionRule::kReclaim);
+  c.Stopped(r, 30);
+  EXPECT_THAT(c.Pass(31).admitted, ElementsAre("a2"));
+  // a now borrows 2 and b is at its quota: b reclaims nothing back.
+  EXPECT_THAT(c.Pass(40).preempted, IsEmpty());
+}
+
+// The same, but b weighs 4: its share without the victims (8 of 16 / 4)
+// would fall below a's with a2 (8 of 16), so a2 waits.
+TEST(QueueScheduler, AQueueReclaimsPastItsQuotaOnlyFromAQueueWithALargerShare) {
+  Cluster c(TwoTeams(6, 10, /*b_weight=*/4), 16);
+  EXPECT_THAT(ABelowItsQuotaAsksPastIt(c).preempted, IsEmpty());
+  EXPECT_EQ(c.State("a2"), GangState::kPending);
+  // Within its quota a gang of a reclaims whatever the shares.
+  c.Submit("a3", "a", 4, 21);
+  EXPECT_THAT(Victims(c.Pass(30)), ElementsAre("b0"));
 }
 
 TEST(QueueScheduler, WithinAQueueAHigherPriorityPreemptsLowerButNeverAProtectedGang) {

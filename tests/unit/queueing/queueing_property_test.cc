@@ -230,6 +230,7 @@ Outcome Simulate(const Workload& w, uint64_t seed, TestCapacity& capacity,
       }
       starved_behind[id] = ahead;
     }
+    const std::map<std::string, ResourceSet> usage_before = usage;
     PassResult r = s.Pass(now, pool);
     CheckQuota(s, where);
     // The most each queue used during the pass: before, plus what it
@@ -251,6 +252,14 @@ Outcome Simulate(const Workload& w, uint64_t seed, TestCapacity& capacity,
       ends[id] = now + by_id.at(id)->duration_ms;
       ++out.admitted;
     }
+    // A queue's usage when a preemption was decided is at most its usage
+    // before the pass less its claimed gangs' (a claim whose room went
+    // elsewhere is given back first) and the victims preempted from it before.
+    std::map<std::string, ResourceSet> at_most = usage_before;
+    for (const auto& [id, v] : before) {
+      if (v.state == GangState::kClaimed)
+        at_most[by_id.at(id)->request.queue].Subtract(v.charge).IgnoreError();
+    }
     for (const Preemption& p : r.preempted) {
       const Workload::Job& victim = *by_id.at(p.victim);
       const Workload::Job& by = *by_id.at(p.by);
@@ -268,11 +277,15 @@ Outcome Simulate(const Workload& w, uint64_t seed, TestCapacity& capacity,
           EXPECT_GT(usage[victim.request.queue].Get(kGpu),
                     w.config.FindQueue(victim.request.queue)->nominal.at("GPU"))
               << where << ": " << p.victim << " was reclaimed from a queue not borrowing";
+          EXPECT_LT(at_most.at(by.request.queue).Get(kGpu),
+                    w.config.FindQueue(by.request.queue)->nominal.at("GPU"))
+              << where << ": " << p.by << " reclaimed for a queue not below its quota";
           break;
         case PreemptionRule::kBackfill:
           EXPECT_GE(before[p.victim].started_ms, before[p.by].waiting_since_ms) << where;
           break;
       }
+      at_most[victim.request.queue].Subtract(victim.request.demand).IgnoreError();
       ends.erase(p.victim);
       stopping.push_back(p.victim);
       ++out.preempted;

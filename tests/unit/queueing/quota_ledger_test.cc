@@ -95,5 +95,39 @@ TEST(QuotaLedger, ShareIsTheWeightedDominantShare) {
   EXPECT_TRUE(ledger.Usage("default").empty());
 }
 
+// GPU:<T> counts GPUs already counted as GPU: the one holder of the
+// cluster's one A10 does not get a share of 100% for it, unless its quota
+// names A10 GPUs (then they are what it is entitled to).
+TEST(QuotaLedger, ShareCountsGpusOfATypeOnlyWhereTheQuotaNamesThem) {
+  QueueInput typed;
+  typed.name = "typed";
+  typed.nominal = {{"GPU:A10", 1}};
+  QueueConfig config = QueueConfig()
+                           .WithQueue(Queue("plain", "", 8))
+                           .value()
+                           .WithQueue(QueueSpecFromInput(typed, "q").value())
+                           .value();
+  QuotaLedger ledger(&config);
+  const ResourceSet capacity = ResourceSet::Of({{kGpu, 16}, {"GPU:A10", 1}, {"GPU:T4", 15}});
+  const ResourceSet one_a10 = ResourceSet::Of({{kGpu, 1}, {"GPU:A10", 1}});
+  ledger.Add("plain", one_a10);
+  ledger.Add("typed", one_a10);
+  EXPECT_DOUBLE_EQ(ledger.Share("plain", capacity), 1.0 / 16);
+  EXPECT_DOUBLE_EQ(ledger.Share("typed", capacity), 1.0);
+  EXPECT_DOUBLE_EQ(ledger.ShareAt("plain", ResourceSet::Of({{kGpu, 4}}), capacity), 0.25);
+}
+
+TEST(QuotaLedger, BelowNominalMeansLessOfEveryResourceTheQuotaNames) {
+  QueueConfig config = QueueConfig().WithQueue(Queue("a", "", 8)).value();
+  QuotaLedger ledger(&config);
+  EXPECT_TRUE(ledger.IsBelowNominal("a", Gpus(1)));
+  ledger.Add("a", Gpus(7));
+  EXPECT_TRUE(ledger.IsBelowNominal("a", Gpus(4)));  // 7 < 8, though 7 + 4 > 8
+  EXPECT_FALSE(ledger.IsBelowNominal("a", ResourceSet::Of({{kCpu, 1}})));  // CPU: not named
+  ledger.Add("a", Gpus(1));
+  EXPECT_FALSE(ledger.IsBelowNominal("a", Gpus(1)));
+  EXPECT_FALSE(ledger.IsBelowNominal("unknown", Gpus(1)));
+}
+
 }  // namespace
 }  // namespace berth
