@@ -327,7 +327,17 @@ absl::Status RayletService::StartWorkerLocked(const v1::WorkerSpec& spec,
   }
   const BundleKey key{pg, spec.bundle_index()};
   const ReservedBundle* bundle = reservations_.Find(key);
-  if (bundle == nullptr || bundle->state != BundleState::kCommitted) {
+  if (bundle == nullptr && syncing_) {
+    return absl::UnavailableError(absl::StrCat("spec.bundle_index: ", key.ToString(),
+                                               " is not restored yet (registering with the head)"));
+  }
+  // NOT_FOUND tells the head its books are wrong (the bundle went with a
+  // restart it did not see), and the group places it again.
+  if (bundle == nullptr) {
+    return absl::NotFoundError(
+        absl::StrCat("spec.bundle_index: ", key.ToString(), " is not held on this node"));
+  }
+  if (bundle->state != BundleState::kCommitted) {
     return absl::FailedPreconditionError(
         absl::StrCat("spec.bundle_index: ", key.ToString(), " is not committed on this node"));
   }
@@ -474,6 +484,7 @@ ResourceSet RayletService::Available() const {
 void RayletService::BeginRegistration() {
   absl::MutexLock lock(&mu_);
   prepared_since_registration_.clear();
+  syncing_ = true;
 }
 
 absl::Status RayletService::SyncHeldBundles(
@@ -507,6 +518,7 @@ absl::Status RayletService::SyncHeldBundles(
           absl::Status(status.code(), absl::StrCat("held_bundles[", i, "]: ", status.message()));
     }
   }
+  syncing_ = false;
   LogInfo("synced bundles with the head: holding ", held.size(), ", released ", released.size(),
           first_error.ok() ? "" : absl::StrCat("; ", first_error.message()));
   return first_error;

@@ -86,7 +86,8 @@ class RayletService final : public Admitted<v1::RayletService::Service> {
   std::vector<ReservedBundle> Bundles() const;
   // Called as a registration request is built: bundles prepared from now on
   // are the head's newer decisions, which the registration's answer cannot
-  // list yet.
+  // list yet. Until the answer is synced, StartWorker for a bundle this node
+  // does not hold is UNAVAILABLE (it may be restored); after, NOT_FOUND.
   void BeginRegistration();
   // After (re)registration: keeps the bundles the head says this node holds,
   // restoring missing ones (committed if the head says so), and those
@@ -128,6 +129,7 @@ class RayletService final : public Admitted<v1::RayletService::Service> {
   BundleReservations reservations_ ABSL_GUARDED_BY(mu_);
   std::set<BundleKey> prepared_since_registration_ ABSL_GUARDED_BY(mu_);
   std::set<BundleKey> unrestored_ ABSL_GUARDED_BY(mu_);
+  bool syncing_ ABSL_GUARDED_BY(mu_) = false;  // BeginRegistration until SyncHeldBundles
   absl::flat_hash_map<std::string, CachedResult> results_ ABSL_GUARDED_BY(mu_);
   std::deque<std::string> result_order_ ABSL_GUARDED_BY(mu_);  // oldest first, for eviction
 };

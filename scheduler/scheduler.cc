@@ -238,6 +238,38 @@ absl::Status Scheduler::ReleasePreempted(const std::string& id) {
   return absl::OkStatus();
 }
 
+void Scheduler::BundleNotOnNode(const std::string& node_id, const std::string& group_id,
+                                uint32_t bundle_index) {
+  // The node lost the bundle with a restart the head did not see, and with
+  // it, as likely, the group's other bundles there (a worker may be given
+  // their GPUs too): the group places them all again, and the node lets go
+  // of any it still holds, before the group's new prepares reach it (one
+  // batcher, in order per node).
+  google::protobuf::RepeatedPtrField<v1::BundleKey> keys;
+  CancelTask cancel;
+  HeadState::BundleLoss lost;
+  {
+    absl::MutexLock lock(&state_->mu);
+    for (const v1::HeldBundle& h : state_->groups.BundlesOn(node_id)) {
+      if (h.key().placement_group_id() == group_id) *keys.Add() = h.key();
+    }
+    std::optional<NodeIndex> index = state_->table.FindNode(node_id);
+    if (keys.empty() || !index) return;
+    lost = state_->LoseBundlesLocked(node_id, keys);
+    if (lost.groups.empty()) return;
+    cancel.placement_group_id = group_id;
+    cancel.address = state_->nodes.Address(*index);
+    for (const v1::BundleKey& k : keys) cancel.bundle_indices.push_back(k.bundle_index());
+    cancel.request_id =
+        absl::StrCat(group_id, "/lost-", HeadState::NewPlacementGroupId(), "/", node_id, "/cancel");
+  }
+  LogWarning("node ", node_id, " does not hold bundle ", bundle_index, " of group ", group_id,
+             ": its ", keys.size(), " bundle(s) there are placed again");
+  SubmitCancels({std::move(cancel)});
+  state_->TellJobs(lost.groups);
+  state_->Durable(lost.seq).IgnoreError();  // logged; the writer retries it with the next batch
+}
+
 std::string Scheduler::RayletAddress(const std::string& node_id) {
   absl::MutexLock lock(&state_->mu);
   std::optional<NodeIndex> index = state_->table.FindNode(node_id);

@@ -50,6 +50,8 @@ class Scheduler final : public PlacementGroupHost {
   void RemoveGroup(const std::string& id) override;
   absl::Status ReleasePreempted(const std::string& id) override;
   std::string RayletAddress(const std::string& node_id) override;
+  void BundleNotOnNode(const std::string& node_id, const std::string& group_id,
+                       uint32_t bundle_index) override;
 
  private:
   void SchedulingLoop();

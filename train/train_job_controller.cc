@@ -397,6 +397,12 @@ ProcessesStarted TrainJobController::Start(StartProcesses action) {
         absl::StatusOr<v1::StartWorkerResponse> response =
             address.empty() ? absl::UnavailableError(absl::StrCat("node ", node_id, " is gone"))
                             : raylets_->StartWorker(address, request);
+        if (absl::IsNotFound(response.status())) {
+          // Else the job would start here again and again, on a bundle the
+          // head's books hold and the node does not.
+          groups_->BundleNotOnNode(node_id, request.spec().placement_group_id(),
+                                   request.spec().bundle_index());
+        }
         absl::MutexLock lock(&mu);
         if (response.ok()) {
           result.started[request.spec().worker_id()] = node_id;

@@ -56,6 +56,10 @@ class PlacementGroupHost {
   virtual absl::Status ReleasePreempted(const std::string& id) = 0;
   // The raylet address of an ALIVE or DRAINING node, or "".
   virtual std::string RayletAddress(const std::string& node_id) = 0;
+  // The node's raylet does not hold this bundle of the group (StartWorker
+  // said NOT_FOUND): the group places it again.
+  virtual void BundleNotOnNode(const std::string& node_id, const std::string& group_id,
+                               uint32_t bundle_index) = 0;
 };
 
 struct TrainControllerConfig {

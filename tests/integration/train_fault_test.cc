@@ -146,6 +146,30 @@ TEST_F(TrainFaultTest, AKilledTrainerRestartsTheJob) {
   for (const std::string n : {"n0", "n1", "n2"}) EXPECT_TRUE(JobProcessesOn(n, id).empty()) << n;
 }
 
+// A node that lost a bundle its head's books still put there (a restart
+// the head did not see): StartWorker is NOT_FOUND, the group places the
+// bundle again, and the job runs instead of starting there forever.
+TEST_F(TrainFaultTest, ABundleTheNodeNoLongerHoldsIsPlacedAgain) {
+  v1::TrainJobSpec spec = RestartableJob();
+  spec.mutable_failure_config()->set_max_failures(3);
+  const std::string id = Submit(spec);
+  ASSERT_TRUE(
+      WaitUntil([&] { return Get(id).state() == v1::TRAIN_JOB_STATE_RUNNING; }, seconds(10)));
+  const std::string node = Get(id).workers(1).node_id();
+  // The raylet lets go of every bundle (and its workers), unknown to the head.
+  v1::ReleaseUnusedBundlesRequest release;
+  release.set_request_id("test-release-all");
+  v1::ReleaseUnusedBundlesResponse released;
+  ASSERT_TRUE(
+      cluster_->raylet(node).ReleaseUnusedBundles(Context().get(), release, &released).ok());
+  ASSERT_GT(released.released_size(), 0);
+
+  v1::TrainJobInfo done = WaitDone(id, seconds(60));
+  ASSERT_EQ(done.state(), v1::TRAIN_JOB_STATE_SUCCEEDED) << done.DebugString();
+  ExpectEveryGpuFree();
+  for (const std::string n : {"n0", "n1", "n2"}) EXPECT_TRUE(JobProcessesOn(n, id).empty()) << n;
+}
+
 TEST_F(TrainFaultTest, ARayletKilledAndRestartedAtOnceLeavesNoWorkerOfItsOldLife) {
   v1::TrainJobSpec spec = LongBuiltinJob();
   spec.mutable_failure_config()->set_max_failures(1);

@@ -467,7 +467,23 @@ TEST_F(RayletServiceTest, SyncKeepsBundlesPreparedSinceTheRegistrationBegan) {
       stub_->StartWorker(Context().get(), StartRequest("w-new", "new", "exit 0"), &started).ok());
   EXPECT_EQ(stub_->StartWorker(Context().get(), StartRequest("w-old", "old", "exit 0"), &started)
                 .error_code(),
-            grpc::StatusCode::FAILED_PRECONDITION);
+            grpc::StatusCode::NOT_FOUND);
+}
+
+// A bundle the node does not hold is NOT_FOUND (the head places it again),
+// but while a registration's answer is not synced yet it may still be
+// restored: UNAVAILABLE, and the head tries again later.
+TEST_F(RayletServiceTest, StartingOnABundleNotHeldIsNotFoundOnceSynced) {
+  v1::StartWorkerResponse started;
+  auto start = [&](const std::string& worker) {
+    return stub_->StartWorker(Context().get(), StartRequest(worker, "gone", "exit 0"), &started)
+        .error_code();
+  };
+  EXPECT_EQ(start("w0"), grpc::StatusCode::NOT_FOUND);
+  service_->BeginRegistration();
+  EXPECT_EQ(start("w1"), grpc::StatusCode::UNAVAILABLE);
+  ASSERT_TRUE(service_->SyncHeldBundles({}).ok());
+  EXPECT_EQ(start("w2"), grpc::StatusCode::NOT_FOUND);
 }
 
 TEST_F(RayletServiceTest, AllocatePortReturnsAFreePortOnTheAdvertisedHost) {
