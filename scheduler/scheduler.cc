@@ -242,30 +242,43 @@ void Scheduler::BundleNotOnNode(const std::string& node_id, const std::string& g
                                 uint32_t bundle_index) {
   // The node lost the bundle with a restart the head did not see, and with
   // it, as likely, the group's other bundles there (a worker may be given
-  // their GPUs too): the group places them all again, and the node lets go
-  // of any it still holds, before the group's new prepares reach it (one
-  // batcher, in order per node).
-  google::protobuf::RepeatedPtrField<v1::BundleKey> keys;
-  CancelTask cancel;
-  HeadState::BundleLoss lost;
+  // their GPUs too): the node lets go of any it still holds, then the group
+  // places them all again. The cancel is answered first, so that it cannot
+  // reach the node after the group's new prepares.
+  v1::CancelResourceReserveRequest cancel;
+  std::string address;
   {
     absl::MutexLock lock(&state_->mu);
     for (const v1::HeldBundle& h : state_->groups.BundlesOn(node_id)) {
-      if (h.key().placement_group_id() == group_id) *keys.Add() = h.key();
+      if (h.key().placement_group_id() == group_id)
+        cancel.add_bundle_indices(h.key().bundle_index());
     }
     std::optional<NodeIndex> index = state_->table.FindNode(node_id);
-    if (keys.empty() || !index) return;
-    lost = state_->LoseBundlesLocked(node_id, keys);
-    if (lost.groups.empty()) return;
-    cancel.placement_group_id = group_id;
-    cancel.address = state_->nodes.Address(*index);
-    for (const v1::BundleKey& k : keys) cancel.bundle_indices.push_back(k.bundle_index());
-    cancel.request_id =
-        absl::StrCat(group_id, "/lost-", HeadState::NewPlacementGroupId(), "/", node_id, "/cancel");
+    if (cancel.bundle_indices().empty() || !index) return;
+    address = state_->nodes.Address(*index);
   }
+  cancel.set_placement_group_id(group_id);
+  cancel.set_request_id(
+      absl::StrCat(group_id, "/lost-", HeadState::NewPlacementGroupId(), "/", node_id, "/cancel"));
+  if (absl::Status s = raylets_->Cancel(address, cancel); !s.ok()) {
+    // Unreachable: it lets go of what the head no longer lists when it
+    // registers again.
+    LogWarning("node ", node_id, ": cancelling the bundles of group ", group_id, ": ", s.message());
+  }
+  google::protobuf::RepeatedPtrField<v1::BundleKey> keys;
+  for (uint32_t b : cancel.bundle_indices()) {
+    v1::BundleKey* key = keys.Add();
+    key->set_placement_group_id(group_id);
+    key->set_bundle_index(b);
+  }
+  HeadState::BundleLoss lost;
+  {
+    absl::MutexLock lock(&state_->mu);
+    lost = state_->LoseBundlesLocked(node_id, keys);
+  }
+  if (lost.groups.empty()) return;
   LogWarning("node ", node_id, " does not hold bundle ", bundle_index, " of group ", group_id,
              ": its ", keys.size(), " bundle(s) there are placed again");
-  SubmitCancels({std::move(cancel)});
   state_->TellJobs(lost.groups);
   state_->Durable(lost.seq).IgnoreError();  // logged; the writer retries it with the next batch
 }

@@ -829,7 +829,9 @@ void JobReconciler::OnResult(absl::Time now, JobActionResult result) {
     if (!started->status.ok()) {
       launch_failed_ = true;
       cause_ = std::string(started->status.message());
-      node_failure_ = false;
+      // NOT_FOUND: the node lost a bundle the head's books put there (the
+      // head places it again), not the job's fault.
+      node_failure_ = absl::IsNotFound(started->status);
       Stop(std::move(started->started), AfterStop::kLaunchFailed);
       return;
     }

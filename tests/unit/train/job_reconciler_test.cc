@@ -72,6 +72,18 @@ class JobReconcilerTest : public ::testing::Test {
     info.set_state(v1::TRAIN_JOB_STATE_PENDING);
     job_.emplace(std::move(info), *PlacementGroupForJob(spec), Options());
   }
+  // A new job of `spec` whose group is placed on n0 and n1, up to the
+  // launch of its processes.
+  void UpToTheLaunch(v1::TrainJobSpec spec) {
+    New(spec);
+    Expect<CreateGroup>(Step());
+    Result(GroupCreated{std::string(kGroup)});
+    group_ = Created({"n0", "n1"});
+    alive_ = {"n0", "n1"};
+    Expect<AllocatePort>(Step());
+    Result(PortAllocated{std::make_pair(std::string("h"), uint16_t{1})});
+    Expect<StartProcesses>(Step());
+  }
   static JobOptions Options() {
     JobOptions options;
     options.head_address = "127.0.0.1:1";
@@ -659,14 +671,7 @@ TEST_F(JobReconcilerTest, AGroupThatCannotBeCreatedFailsTheJobAndNamesWhy) {
 TEST_F(JobReconcilerTest, AFailedLaunchStopsWhatStartedAndCountsAFailure) {
   v1::TrainJobSpec spec = BuiltinSpec(2);
   spec.mutable_failure_config()->set_max_failures(0);
-  New(spec);
-  Expect<CreateGroup>(Step());
-  Result(GroupCreated{std::string(kGroup)});
-  group_ = Created({"n0", "n1"});
-  alive_ = {"n0", "n1"};
-  Expect<AllocatePort>(Step());
-  Result(PortAllocated{std::make_pair(std::string("h"), uint16_t{1})});
-  Expect<StartProcesses>(Step());
+  UpToTheLaunch(spec);
   Result(ProcessesStarted{absl::UnavailableError("starting job-1-a0-r1 on n1: refused"),
                           {{Worker(0, "trainer"), "n0"}}});
   StopProcesses stop = Expect<StopProcesses>(Step());
@@ -680,6 +685,27 @@ TEST_F(JobReconcilerTest, AFailedLaunchStopsWhatStartedAndCountsAFailure) {
   Result(GroupRemoved{});
   EXPECT_EQ(job_->info().state(), v1::TRAIN_JOB_STATE_FAILED);
   EXPECT_EQ(job_->info().message(), "failed: starting job-1-a0-r1 on n1: refused");
+}
+
+// A raylet that does not hold a bundle of the group answers NOT_FOUND (the
+// head places the bundle again): a node's failure, not the job's.
+TEST_F(JobReconcilerTest, ALaunchOnABundleItsNodeLostCountsAsANodeFailure) {
+  v1::TrainJobSpec spec = BuiltinSpec(2);
+  spec.mutable_failure_config()->set_max_failures(0);
+  spec.mutable_failure_config()->set_count_node_failures(false);
+  UpToTheLaunch(spec);
+  Result(ProcessesStarted{absl::NotFoundError("starting job-1-a0-r1 on n1: spec.bundle_index: "
+                                              "bundle 1 is not held on this node"),
+                          {{Worker(0, "trainer"), "n0"}}});
+  Expect<StopProcesses>(Step());
+  Result(StopsSent{});
+  ListWorkers probe = Expect<ListWorkers>(Step());
+  Result(Listing(probe.nodes, {}));
+  Step();
+  EXPECT_NE(job_->info().state(), v1::TRAIN_JOB_STATE_FAILED) << job_->info().DebugString();
+  EXPECT_EQ(job_->info().failures(), 0u);
+  ASSERT_EQ(job_->info().failure_causes_size(), 1);
+  EXPECT_THAT(job_->info().failure_causes(0), HasSubstr("is not held on this node"));
 }
 
 TEST_F(JobReconcilerTest, AttemptsWhoseLaunchFailsAreRetriedWithBackoffNotInALoop) {
