@@ -307,10 +307,10 @@ bool PlacerCapacity::CouldHold(const std::string& gang_id, uint64_t place) const
   const NodeResourceTable::Node& n = table_->node(static_cast<NodeIndex>(place));
   if (n.removed || n.state != NodeState::kAlive) return false;
   const PlacementGroupSpec& spec = it->second.spec;
+  const std::vector<const NodeFilter*>& filters = NodeFilters();
   for (uint32_t b = 0; b < spec.bundles().size(); ++b) {
     const std::vector<uint32_t> one{b};
     const FilterInput in{*table_, spec, one, spec.bundles()[b].resources, /*against_total=*/true};
-    const std::vector<const NodeFilter*>& filters = NodeFilters();
     if (std::all_of(filters.begin(), filters.end(), [&](const NodeFilter* f) {
           return f->Passes(in, static_cast<NodeIndex>(place));
         })) {

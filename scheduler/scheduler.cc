@@ -245,31 +245,26 @@ void Scheduler::BundleNotOnNode(const std::string& node_id, const std::string& g
   // their GPUs too): the node lets go of any it still holds, then the group
   // places them all again. The cancel is answered first, so that it cannot
   // reach the node after the group's new prepares.
-  v1::CancelResourceReserveRequest cancel;
+  google::protobuf::RepeatedPtrField<v1::BundleKey> keys;
   std::string address;
   {
     absl::MutexLock lock(&state_->mu);
     for (const v1::HeldBundle& h : state_->groups.BundlesOn(node_id)) {
-      if (h.key().placement_group_id() == group_id)
-        cancel.add_bundle_indices(h.key().bundle_index());
+      if (h.key().placement_group_id() == group_id) *keys.Add() = h.key();
     }
     std::optional<NodeIndex> index = state_->table.FindNode(node_id);
-    if (cancel.bundle_indices().empty() || !index) return;
+    if (keys.empty() || !index) return;
     address = state_->nodes.Address(*index);
   }
+  v1::CancelResourceReserveRequest cancel;
   cancel.set_placement_group_id(group_id);
+  for (const v1::BundleKey& k : keys) cancel.add_bundle_indices(k.bundle_index());
   cancel.set_request_id(
       absl::StrCat(group_id, "/lost-", HeadState::NewPlacementGroupId(), "/", node_id, "/cancel"));
   if (absl::Status s = raylets_->Cancel(address, cancel); !s.ok()) {
     // Unreachable: it lets go of what the head no longer lists when it
     // registers again.
     LogWarning("node ", node_id, ": cancelling the bundles of group ", group_id, ": ", s.message());
-  }
-  google::protobuf::RepeatedPtrField<v1::BundleKey> keys;
-  for (uint32_t b : cancel.bundle_indices()) {
-    v1::BundleKey* key = keys.Add();
-    key->set_placement_group_id(group_id);
-    key->set_bundle_index(b);
   }
   HeadState::BundleLoss lost;
   {
