@@ -13,7 +13,7 @@
 #                     (the built-in job, and examples/pytorch-ddp on Debian's
 #                     torch 1.13 and, when scripts/torch2-venv.sh made it, torch 2.x)
 #   replay            the Alibaba GPU trace, every variant (~40 min of one core; `make replay`)
-#   queue_replay      four teams sharing the cluster, three queueing policies (~4 min)
+#   queue_replay      four teams sharing the cluster, three queueing policies (~8 min)
 #   ray               berth and Ray side by side (installs Ray from PyPI once)
 #
 # BENCH="placement_bench loadgen ..." picks some (default: all but ray);

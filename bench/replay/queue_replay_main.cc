@@ -110,24 +110,31 @@ std::string Markdown(const Options& o, const std::vector<Team>& teams,
   for (const Team& t : teams) {
     absl::StrAppend(&md, t.name, " ", t.quota_share * 100, "% / ", t.load_share * 100, "%; ");
   }
-  absl::StrAppend(&md,
-                  "one cohort (idle quota is lent), fair-share weights = quotas. Entitlement of a "
-                  "team in an hour = min(its quota, its usable demand), over the hours it has "
-                  "demand; usable demand = the GPUs of its running and waiting gangs that it could "
-                  "hold at once on the idle cluster (sampled every ",
-                  o.run.usable_every_s / 60,
-                  " min: its gangs placed in turn, running ones first, those that do not fit "
-                  "skipped), so that gangs no policy could run together do not count: e.g. the "
-                  "32-GPU gangs whose bundles (120 CPUs, 720 GiB each) fit only the 8 G3 nodes, "
-                  "two at a time. The raw figure, min(quota, all demand), is given beside it.\n\n");
+  absl::StrAppend(
+      &md,
+      "one cohort (idle quota is lent), fair-share weights = quotas. Entitlement of a "
+      "team in an hour = min(its quota, the GPUs of its running and waiting gangs it "
+      "could hold with the idle cluster shared by the rules), over the hours it has "
+      "demand, sampled every ",
+      o.run.usable_every_s,
+      " s: on the idle cluster, first the gangs each team runs within its quota "
+      "(no rule preempts them), then the rest, the team with the smallest share of its "
+      "quota next, each placed by best fit; a gang that does not fit is skipped. So gangs "
+      "no policy could run "
+      "together count once: e.g. the 32-GPU gangs whose bundles (120 CPUs, 720 GiB "
+      "each) fit only the 8 G3 nodes, two at a time, whichever team they are of. "
+      "Beside it: the same with each team given the idle cluster to itself (the "
+      "entitlement before 2026-12-04, which counts the G3 nodes for every team), and "
+      "the raw figure, min(quota, all demand).\n\n");
 
   absl::StrAppend(
       &md, "## Allocation, fairness, preemption\n\n",
       Row({"policy", "GPU allocation % (mean over the hours)", "lowest hour %",
            "team-hours at >= 90% of entitlement", "mean / worst team-hour % of entitlement",
+           "team-hours at >= 90%, each team given the cluster",
            "team-hours at >= 90% of min(quota, all demand)", "preemptions",
            "GPU-hours lost (% of GPU-hours run)", "pass ms p50 / p99 / max"}),
-      Rule(9));
+      Rule(10));
   for (const QueueRun& r : runs) {
     double mean = 0, lowest = 1;
     for (double a : r.allocation_by_hour) {
@@ -135,13 +142,15 @@ std::string Markdown(const Options& o, const std::vector<Team>& teams,
       lowest = std::min(lowest, a);
     }
     mean /= r.allocation_by_hour.size();
-    const Fairness f = FairnessOf(r, teams.size(), &QueueRun::team_usable);
+    const Fairness f = FairnessOf(r, teams.size(), &QueueRun::team_shared);
+    const Fairness alone = FairnessOf(r, teams.size(), &QueueRun::team_usable);
     const Fairness raw = FairnessOf(r, teams.size(), &QueueRun::team_entitled);
     absl::StrAppend(
         &md,
         Row({std::string(QueuePolicyName(r.policy)), F(100 * mean, 2), F(100 * lowest),
              absl::StrCat(F(100 * f.at_least_90), "% of ", f.hours),
              absl::StrCat(F(100 * f.mean), " / ", F(100 * f.worst)),
+             absl::StrCat(F(100 * alone.at_least_90), "% of ", alone.hours),
              absl::StrCat(F(100 * raw.at_least_90), "% of ", raw.hours),
              absl::StrCat(r.preemptions),
              absl::StrCat(F(r.gpu_hours_lost, 0), " (",
@@ -157,7 +166,7 @@ std::string Markdown(const Options& o, const std::vector<Team>& teams,
   for (const QueueRun& r : runs) {
     std::vector<std::string> row = {std::string(QueuePolicyName(r.policy))};
     for (size_t t = 0; t < teams.size(); ++t) {
-      const Fairness f = FairnessOf(r, t, &QueueRun::team_usable);
+      const Fairness f = FairnessOf(r, t, &QueueRun::team_shared);
       row.push_back(absl::StrCat(F(100 * f.mean), " / ", F(100 * f.at_least_90), "%"));
     }
     absl::StrAppend(&md, Row(row));
@@ -167,8 +176,8 @@ std::string Markdown(const Options& o, const std::vector<Team>& teams,
                   QueuePolicyName(queues.policy), " (hour: allocated / entitled GPUs): ");
   std::vector<std::string> below;
   for (size_t t = 0; t < teams.size(); ++t) {
-    for (size_t h = 0; h < queues.team_usable[t].size(); ++h) {
-      const double entitled = queues.team_usable[t][h];
+    for (size_t h = 0; h < queues.team_shared[t].size(); ++h) {
+      const double entitled = queues.team_shared[t][h];
       if (std::isnan(entitled) || entitled < 1 || queues.team_allocated[t][h] >= 0.9 * entitled)
         continue;
       below.push_back(absl::StrCat(teams[t].name, " ", h, ": ", F(queues.team_allocated[t][h], 0),

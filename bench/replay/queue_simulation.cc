@@ -56,17 +56,19 @@ double MillisSince(std::chrono::steady_clock::time_point start) {
       .count();
 }
 
-// Of each team's submitted gangs (those running first, then by arrival),
-// the GPUs it could hold at once with the cluster to itself, up to its
-// quota: each gang placed in turn on the idle cluster, one that does not fit
-// skipped. Demand beyond that no policy could serve (e.g. 32-GPU gangs whose
-// bundles fit only a few nodes), so it is not counted as entitlement.
-std::vector<double> UsableDemand(const NodeResourceTable& idle, const std::vector<double>& quota,
-                                 std::vector<std::pair<const TeamGang*, bool>> gangs) {
+// Those running first, then by arrival.
+void RunningFirst(SubmittedGangs& gangs) {
   std::stable_sort(gangs.begin(), gangs.end(), [](const auto& a, const auto& b) {
     return std::make_pair(!a.second, a.first->arrive_s) <
            std::make_pair(!b.second, b.first->arrive_s);
   });
+}
+
+}  // namespace
+
+std::vector<double> UsableDemand(const NodeResourceTable& idle, const std::vector<double>& quota,
+                                 SubmittedGangs gangs) {
+  RunningFirst(gangs);
   std::vector<double> usable(quota.size(), 0);
   for (size_t t = 0; t < quota.size(); ++t) {
     NodeResourceTable table = idle;
@@ -81,6 +83,53 @@ std::vector<double> UsableDemand(const NodeResourceTable& idle, const std::vecto
   }
   return usable;
 }
+
+std::vector<double> SharedDemand(const NodeResourceTable& idle, const std::vector<double>& quota,
+                                 SubmittedGangs gangs) {
+  RunningFirst(gangs);
+  const size_t teams = quota.size();
+  std::vector<std::vector<const TeamGang*>> kept(teams), rest(teams);
+  std::vector<double> kept_gpus(teams, 0);
+  for (const auto& [g, running] : gangs) {
+    if (running && kept_gpus[g->team] + g->gpus <= quota[g->team]) {
+      kept[g->team].push_back(g);
+      kept_gpus[g->team] += g->gpus;
+    } else {
+      rest[g->team].push_back(g);
+    }
+  }
+  // The kept gangs all fit: largest first, so small ones do not take the
+  // few nodes a large one needs.
+  for (std::vector<const TeamGang*>& k : kept) {
+    std::stable_sort(k.begin(), k.end(),
+                     [](const TeamGang* a, const TeamGang* b) { return a->gpus > b->gpus; });
+  }
+  // Best fit over every resource: a small gang goes where the least is
+  // left, not onto the few nodes a large one needs.
+  NodeResourceTable table = idle;
+  PlacementScorer best_fit(ScorerKind::kBestFit);
+  PlacerCapacity capacity(&table, &best_fit);
+  std::vector<double> usable(teams, 0);
+  for (const auto* round : {&kept, &rest}) {
+    std::vector<size_t> next(teams, 0);
+    while (true) {
+      size_t turn = teams;
+      for (size_t t = 0; t < teams; ++t) {
+        if (next[t] == (*round)[t].size() || usable[t] >= quota[t]) continue;
+        if (turn == teams || usable[t] / quota[t] < usable[turn] / quota[turn]) turn = t;
+      }
+      if (turn == teams) break;
+      const TeamGang* g = (*round)[turn][next[turn]++];
+      capacity.Add(g->id, g->spec);
+      std::string why;
+      if (capacity.Place(g->id, &why)) usable[turn] += g->gpus;
+    }
+  }
+  for (size_t t = 0; t < teams; ++t) usable[t] = std::min(usable[t], quota[t]);
+  return usable;
+}
+
+namespace {
 
 // One sample of QueueRunOptions::explain_waits.
 struct WaitSample {
@@ -186,6 +235,7 @@ absl::StatusOr<QueueRun> RunQueues(const std::vector<TraceNode>& nodes,
   std::vector<double> quota(teams.size());
   for (size_t t = 0; t < teams.size(); ++t) quota[t] = QuotaGpus(teams[t], run.gpus);
   run.team_usable.assign(teams.size(), std::vector<double>(hours, 0));
+  run.team_shared = run.team_usable;
   std::vector<std::vector<int>> usable_samples(teams.size(), std::vector<int>(hours, 0));
   run.waits.resize(std::size(kSizeBuckets));
   run.gangs = static_cast<int64_t>(gangs.size());
@@ -270,13 +320,15 @@ absl::StatusOr<QueueRun> RunQueues(const std::vector<TraceNode>& nodes,
                    scheduler);
     }
     if (hour < hours && now % options.usable_every_s == 0) {
-      std::vector<std::pair<const TeamGang*, bool>> submitted;
+      SubmittedGangs submitted;
       for (const auto& [id, l] : live) {
         const GangView* view = scheduler.Find(id);
         submitted.emplace_back(l.gang, view != nullptr && view->state == GangState::kRunning);
       }
+      const std::vector<double> shared = SharedDemand(idle_table, quota, submitted);
       const std::vector<double> usable = UsableDemand(idle_table, quota, std::move(submitted));
       for (size_t t = 0; t < teams.size(); ++t) {
+        run.team_shared[t][hour] += shared[t];
         run.team_usable[t][hour] += usable[t];
         ++usable_samples[t][hour];
       }
@@ -303,9 +355,11 @@ absl::StatusOr<QueueRun> RunQueues(const std::vector<TraceNode>& nodes,
       const bool wants = demand[t][h] > 0;
       run.team_entitled[t][h] =
           wants ? std::min(quota[t], demand[t][h]) : std::numeric_limits<double>::quiet_NaN();
-      run.team_usable[t][h] = wants && usable_samples[t][h] > 0
-                                  ? run.team_usable[t][h] / usable_samples[t][h]
-                                  : std::numeric_limits<double>::quiet_NaN();
+      for (auto* sampled : {&run.team_usable, &run.team_shared}) {
+        (*sampled)[t][h] = wants && usable_samples[t][h] > 0
+                               ? (*sampled)[t][h] / usable_samples[t][h]
+                               : std::numeric_limits<double>::quiet_NaN();
+      }
     }
   }
   return run;

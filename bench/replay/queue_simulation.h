@@ -18,11 +18,13 @@
 #include <cstdint>
 #include <ostream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "bench/replay/team_workload.h"
 #include "bench/replay/trace.h"
+#include "placement/node_resource_table.h"
 
 namespace berth::replay {
 
@@ -34,8 +36,10 @@ struct QueueRunOptions {
   int64_t grace_s = 60;
   int64_t checkpoint_every_s = 1800;
   int64_t starvation_bound_s = 4 * 3600;
-  int64_t measure_hours = 72;    // the arrivals; the run goes on until every gang ends
-  int64_t usable_every_s = 600;  // how often each team's usable demand is sampled
+  int64_t measure_hours = 72;  // the arrivals; the run goes on until every gang ends
+  // How often each team's usable demand is sampled: every pass, as gangs
+  // that run a few minutes otherwise count for the whole interval or not at all.
+  int64_t usable_every_s = 60;
   // Queues policy, every 30 simulated minutes of the measured span: each
   // team's GPUs held, quota and wanted, the free GPUs on idle and partly
   // used nodes, and the waiting gangs by team, reason and size. Not owned.
@@ -57,6 +61,12 @@ struct QueueRun {
   // on the idle cluster (gangs placed in turn, those that do not fit
   // skipped); NaN for an hour without demand.
   std::vector<std::vector<double>> team_usable;
+  // The same with the idle cluster shared by the teams (the entitlement the
+  // fairness target is measured against): first the gangs each team runs
+  // within its quota, then the rest in turns, the team with the smallest
+  // share of its quota next; so gangs that need the same few nodes count
+  // once, not once for each team.
+  std::vector<std::vector<double>> team_shared;
   // First start - arrival, seconds, by gang size bucket (see SizeBucket).
   std::vector<std::vector<double>> waits;
   int64_t gangs = 0;
@@ -67,6 +77,28 @@ struct QueueRun {
   std::vector<double> pass_ms;  // wall time of each pass
   int64_t end_s = 0;            // when the last gang ended
 };
+
+// Each team's submitted gangs, each with whether it runs now.
+using SubmittedGangs = std::vector<std::pair<const TeamGang*, bool>>;
+
+// The GPUs each team (TeamGang::team indexes `quota`) could hold at once
+// with the idle cluster to itself, up to its quota: its gangs placed in turn
+// (running ones first, then by arrival), one that does not fit skipped.
+// Demand beyond that no policy could serve (e.g. 32-GPU gangs whose bundles
+// fit only a few nodes) is not entitlement; but every team is given those
+// few nodes.
+std::vector<double> UsableDemand(const NodeResourceTable& idle, const std::vector<double>& quota,
+                                 SubmittedGangs gangs);
+
+// The same with the teams sharing the idle cluster as the rules share it:
+// first the gangs each team runs within its quota (the oldest up to it; no
+// rule preempts them; placed largest first), then the rest, each round in
+// turns, the team with the smallest share of its quota next (ties: the
+// lower index). Gangs that need the same few nodes
+// count once, for the team that holds them within its quota or whose turn
+// comes first.
+std::vector<double> SharedDemand(const NodeResourceTable& idle, const std::vector<double>& quota,
+                                 SubmittedGangs gangs);
 
 // 0: up to 1 GPU; 1: 2-4; 2: 8; 3: 16 and more.
 size_t SizeBucket(double gpus);
