@@ -90,6 +90,9 @@ std::string Markdown(const Options& o, const std::vector<Team>& teams,
       o.run.starvation_bound_s == QueueRunOptions().starvation_bound_s
           ? ""
           : absl::StrCat(" --starvation_bound_s ", o.run.starvation_bound_s),
+      o.run.usable_every_s == QueueRunOptions().usable_every_s
+          ? ""
+          : absl::StrCat(" --usable_every_s ", o.run.usable_every_s),
       "` (bench/replay/queue_replay_main.cc).\n\n", "Cluster: every ", o.node_stride,
       "th GPU node of the openb node list (", runs[0].gpus,
       " GPUs). Workload (bench/replay/team_workload.h): ", gangs, " gangs over ", o.workload.hours,
@@ -319,6 +322,9 @@ int main(int argc, char** argv) {
   app.add_option("--hours", o.workload.hours, "hours of arrivals")->check(CLI::Range(1, 24 * 60));
   app.add_option("--starvation_bound_s", o.run.starvation_bound_s,
                  "how long a gang waits before it gets a reservation no gang may take")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--usable_every_s", o.run.usable_every_s,
+                 "how often each team's entitlement is sampled (a multiple of the 60 s pass)")
       ->check(CLI::PositiveNumber);
   app.add_option("--pass_pending", o.pass_pending, "pending gangs of the pass-time measure")
       ->check(CLI::Range(1, 1000000));
