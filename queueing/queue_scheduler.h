@@ -32,11 +32,12 @@
 //   the nodes gets a reservation: the earliest time it fits once running
 //   gangs end by their time limits, on the places (nodes) it would take
 //   then; with no such time in sight, the places it would take on an idle
-//   cluster, which then drain. A later gang may start only if it ends (by
-//   its limit) before that time or stays off those places (placed on them,
-//   it is placed again off them if it fits there); otherwise only as
-//   preemptible (kBackfill). A gang that would borrow gets none: room
-//   held for it would be taken from other queues' quota. A gang waiting
+//   cluster, which then drain. A later gang may start on those places only
+//   if it ends (by its limit) before that time, or as preemptible
+//   (kBackfill; where it lands is left to the placer: steering such gangs
+//   off the places cost allocation in the queue replay); otherwise it is
+//   placed again off them if it fits there. A gang that would borrow gets
+//   none: room held for it would be taken from other queues' quota. A gang waiting
 //   longer than starvation_bound goes first in its queue, whatever the
 //   priorities; within its nominal quota it gets a reservation no gang may
 //   take and the oldest of its queue holds its quota for the rest of the
