@@ -190,9 +190,12 @@ std::string Markdown(const Options& o, const std::vector<Team>& teams,
   absl::StrAppend(&md, below.empty() ? "none" : absl::StrJoin(below, "; "), ".\n");
 
   absl::StrAppend(
-      &md, "\n## Wait to first start by gang size (GPUs): gangs, p50 / p99 / max (hours)\n\n");
+      &md, "\n## Wait to first start by gang size (GPUs): gangs, p50 / p99 / max (hours)\n\n",
+      "\"On few nodes\": gangs whose bundles fit on fewer than ", kFewNodes,
+      " of the cluster's nodes (the G3-only ones), which wait on those nodes whatever the "
+      "policy.\n\n");
   header = {"policy"};
-  for (const char* b : kSizeBuckets) header.push_back(absl::StrCat(b, " GPU"));
+  for (const char* b : kSizeBuckets) header.push_back(b);
   absl::StrAppend(&md, Row(header), Rule(header.size()));
   for (const QueueRun& r : runs) {
     std::vector<std::string> row = {std::string(QueuePolicyName(r.policy))};

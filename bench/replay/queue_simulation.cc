@@ -195,11 +195,11 @@ absl::string_view QueuePolicyName(QueuePolicy policy) {
   return "unknown";
 }
 
-size_t SizeBucket(double gpus) {
+size_t SizeBucket(double gpus, bool few_nodes) {
   if (gpus <= 1) return 0;
   if (gpus <= 4) return 1;
   if (gpus < 16) return 2;
-  return 3;
+  return few_nodes ? 4 : 3;
 }
 
 absl::StatusOr<QueueRun> RunQueues(const std::vector<TraceNode>& nodes,
@@ -245,6 +245,7 @@ absl::StatusOr<QueueRun> RunQueues(const std::vector<TraceNode>& nodes,
     int64_t remaining_s;
     int64_t start_s = -1;  // of the current run
     bool started_once = false;
+    bool few_nodes = false;  // its bundles fit on fewer than kFewNodes nodes
   };
   std::map<std::string, Live> live;  // submitted and not ended
   std::multimap<int64_t, std::string> ends, stops;
@@ -280,7 +281,13 @@ absl::StatusOr<QueueRun> RunQueues(const std::vector<TraceNode>& nodes,
       }
       if (policy != QueuePolicy::kFifo) request.priority = g.priority;
       if (absl::Status s = scheduler.Submit(std::move(request), now * 1000); !s.ok()) return s;
-      live.emplace(g.id, Live{&g, g.runtime_s});
+      Live& l = live.emplace(g.id, Live{&g, g.runtime_s}).first->second;
+      if (g.gpus >= 16) {
+        int holders = 0;
+        for (NodeIndex n = 0; n < table->slot_count() && holders < kFewNodes; ++n)
+          holders += capacity.CouldHold(g.id, n);
+        l.few_nodes = holders < kFewNodes;
+      }
       wanted[g.team] += g.gpus;
     }
     const auto start = std::chrono::steady_clock::now();
@@ -290,7 +297,8 @@ absl::StatusOr<QueueRun> RunQueues(const std::vector<TraceNode>& nodes,
     for (const std::string& id : result.admitted) {
       Live& l = live.at(id);
       if (!l.started_once) {
-        run.waits[SizeBucket(l.gang->gpus)].push_back(static_cast<double>(now - l.gang->arrive_s));
+        run.waits[SizeBucket(l.gang->gpus, l.few_nodes)].push_back(
+            static_cast<double>(now - l.gang->arrive_s));
         l.started_once = true;
       }
       l.start_s = now;

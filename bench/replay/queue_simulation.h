@@ -100,9 +100,14 @@ std::vector<double> UsableDemand(const NodeResourceTable& idle, const std::vecto
 std::vector<double> SharedDemand(const NodeResourceTable& idle, const std::vector<double>& quota,
                                  SubmittedGangs gangs);
 
-// 0: up to 1 GPU; 1: 2-4; 2: 8; 3: 16 and more.
-size_t SizeBucket(double gpus);
-inline constexpr const char* kSizeBuckets[] = {"1", "2-4", "8", "16+"};
+// A gang whose bundles fit on fewer nodes than this is "on few nodes".
+inline constexpr int kFewNodes = 16;
+// 0: up to 1 GPU; 1: 2-4; 2: 8; 3: 16 and more; 4: 16 and more whose
+// bundles fit on fewer than kFewNodes nodes (in the replay, the G3-only
+// gangs: no policy runs more than two at once, so they wait on capacity).
+size_t SizeBucket(double gpus, bool few_nodes);
+inline constexpr const char* kSizeBuckets[] = {"1 GPU", "2-4 GPU", "8 GPU", "16+ GPU",
+                                               "16+ GPU on few nodes"};
 
 absl::StatusOr<QueueRun> RunQueues(const std::vector<TraceNode>& nodes,
                                    const std::vector<Team>& teams,
