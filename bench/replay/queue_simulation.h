@@ -94,9 +94,9 @@ std::vector<double> UsableDemand(const NodeResourceTable& idle, const std::vecto
 // first the gangs each team runs within its quota (the oldest up to it; no
 // rule preempts them; placed largest first), then the rest, each round in
 // turns, the team with the smallest share of its quota next (ties: the
-// lower index). Gangs that need the same few nodes
-// count once, for the team that holds them within its quota or whose turn
-// comes first.
+// lower index), each gang placed by best fit. Gangs that need the same few
+// nodes count once, for the team that holds them within its quota or whose
+// turn comes first.
 std::vector<double> SharedDemand(const NodeResourceTable& idle, const std::vector<double>& quota,
                                  SubmittedGangs gangs);
 
