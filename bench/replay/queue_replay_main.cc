@@ -232,6 +232,11 @@ std::string Markdown(const Options& o, const std::vector<Team>& teams,
 }
 
 absl::Status Run(const Options& o) {
+  if (o.run.usable_every_s % o.run.pass_every_s != 0) {
+    return absl::InvalidArgumentError(absl::StrCat("--usable_every_s must be a multiple of the ",
+                                                   o.run.pass_every_s, " s pass, not ",
+                                                   o.run.usable_every_s));
+  }
   const std::string openb = o.data_dir + "/alibaba-gpu-v2023";
   absl::StatusOr<std::string> node_csv = ReadTextFile(openb + "/openb_node_list_all_node.csv");
   if (!node_csv.ok()) return node_csv.status();
