@@ -121,6 +121,10 @@ class AdmissionTest : public ::testing::Test {
 
   int port_ = 0;
   std::string dir_;
+  // Declared before the server: its handler threads read the teams until
+  // the server is destroyed (a test's local was destroyed first: TSan saw
+  // the race).
+  TeamCredentials teams_;
   std::unique_ptr<CountingNodeService> nodes_;
   std::unique_ptr<CountingLogService> logs_;
   std::unique_ptr<grpc::Server> server_;
@@ -154,12 +158,11 @@ TEST_F(AdmissionTest, CallsWithTheTokenReachTheHandlerWithTheirRequest) {
 }
 
 TEST_F(AdmissionTest, ATeamTokenReachesOnlyTheMethodsTeamsMayCall) {
-  TeamCredentials teams;
   const TeamCredentials::Issued issued = TeamCredentials::Mint();
-  teams.Add(issued.digest, "ml-research");
+  teams_.Add(issued.digest, "ml-research");
   EXPECT_NE(issued.digest, issued.token);  // only the digest is kept
   AdmissionPolicy policy{kToken};
-  policy.teams = &teams;
+  policy.teams = &teams_;
   policy.team_methods = {"StreamTrainJobLogs"};
   Start(policy, grpc::InsecureServerCredentials());
   auto [chunks, status] = StreamLogs(Plaintext(), issued.token);
@@ -171,7 +174,7 @@ TEST_F(AdmissionTest, ATeamTokenReachesOnlyTheMethodsTeamsMayCall) {
   EXPECT_THAT(denied.error_message(), HasSubstr("ListNodes: team 'ml-research'"));
   EXPECT_EQ(nodes_->calls, 0);
   // Revoked: no longer anyone's.
-  EXPECT_EQ(teams.Revoke("ml-research").size(), 1u);
+  EXPECT_EQ(teams_.Revoke("ml-research").size(), 1u);
   EXPECT_EQ(StreamLogs(Plaintext(), issued.token).second.error_code(),
             grpc::StatusCode::UNAUTHENTICATED);
   EXPECT_EQ(logs_->calls, 1);
