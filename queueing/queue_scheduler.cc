@@ -604,13 +604,15 @@ bool QueueScheduler::RespectsReservations(const Gang& g, int64_t now_ms,
     } else if (capacity.FitsWithout(r.gang, r.freed)) {
       continue;
     }
-    if (!r.starving && g.request.preemptible) {
+    if (!r.starving && !r.claimed && g.request.preemptible) {
       past->emplace(r.gang, gangs_.at(r.gang).wait_epoch);
       continue;
     }
     if (respects) {
       *reason = absl::StrCat("would delay ", r.gang, ", which holds a reservation",
-                             r.starving ? " (it has waited past the starvation bound)" : "");
+                             r.starving  ? " (it has waited past the starvation bound)"
+                             : r.claimed ? " (it preempted gangs for that room)"
+                                         : "");
     }
     respects = false;
     if (r.places && !r.places->empty()) {
@@ -698,7 +700,7 @@ void QueueScheduler::TryGang(Gang& g, PassState& pass) {
     for (const Preemption& p : victims->preemptions) freed.push_back(p.victim);
     StartPreemptions(g, std::move(victims->preemptions), &pass.result);
     pass.held.push_back(
-        {g.request.id, std::move(freed), now_ms, false, std::move(victims->places)});
+        {g.request.id, std::move(freed), now_ms, false, std::move(victims->places), true});
     pass.reserved.insert(g.request.id);
     return true;
   };
@@ -838,7 +840,7 @@ PassResult QueueScheduler::Pass(int64_t now_ms, CapacityModel& capacity) {
     }
     std::vector<std::string> freed(g.awaiting.begin(), g.awaiting.end());
     std::optional<std::vector<uint64_t>> places = capacity.PlacesWithout(id, freed);
-    pass.held.push_back({id, std::move(freed), now_ms, false, std::move(places)});
+    pass.held.push_back({id, std::move(freed), now_ms, false, std::move(places), true});
     pass.reserved.insert(id);
   }
 

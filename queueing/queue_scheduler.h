@@ -27,7 +27,9 @@
 //   within a queue a higher priority preempts lower; kBackfill, a gang with
 //   a reservation takes back the room of gangs that started past it as
 //   preemptible. The preemptor then holds its quota and its reservation
-//   until the victims have stopped (Preempted) and it fits.
+//   until the victims have stopped (Preempted) and it fits; no gang starts
+//   on that room meanwhile, preemptible or not (it would only be preempted
+//   in turn, and the preemptor would find its room taken and preempt again).
 // - Backfill. A gang within its queue's nominal quota that does not fit
 //   the nodes gets a reservation: the earliest time it fits once running
 //   gangs end by their time limits, on the places (nodes) it would take
@@ -217,6 +219,7 @@ class QueueScheduler {
     bool starving = false;
     // Where it will go then (CapacityModel::PlacesOf), if the model says.
     std::optional<std::vector<uint64_t>> places;
+    bool claimed = false;  // a preemptor's: its victims are stopping to make this room
   };
 
   void Insert(const GangRecord& record);
