@@ -300,6 +300,16 @@ struct QueueScheduler::PassState {
   // Quota counted for starving gangs until the pass ends, and their queues.
   std::vector<std::pair<std::string, ResourceSet>> quota_held;
   std::set<std::string> holding;
+  // A queue's usage by its gangs: the ledger's less the quota held for its
+  // starving gang. Reclaim looks at this one: held quota is not borrowed,
+  // and must not make a queue within its quota look as if it borrowed.
+  ResourceSet GangUsage(const QuotaLedger& ledger, absl::string_view queue) const {
+    ResourceSet usage = ledger.Usage(queue);
+    for (const auto& [q, demand] : quota_held) {
+      if (q == queue) usage.Subtract(demand).IgnoreError();
+    }
+    return usage;
+  }
 };
 
 std::optional<QueueScheduler::Victims> QueueScheduler::ChooseVictims(const Gang& g,
@@ -334,7 +344,8 @@ std::optional<QueueScheduler::Victims> QueueScheduler::ChooseVictims(const Gang&
       const QueueSpec* owner = pass.victim_queues[v.queue];
       known = (within_nominal || below_nominal) && q != nullptr && !q->cohort.empty() &&
               owner != nullptr && owner != q && owner->cohort == q->cohort &&
-              ledger_.IsBorrowing(owner->name, g.request.demand);
+              ledger_.IsBorrowingAt(owner->name, pass.GangUsage(ledger_, owner->name),
+                                    g.request.demand);
     }
     return known == 1;
   };
@@ -424,15 +435,9 @@ std::optional<QueueScheduler::Victims> QueueScheduler::ChooseVictims(const Gang&
       for (const Candidate* c : place->victims) {
         if (c->rule == PreemptionRule::kReclaim) {
           const std::string& owner_name = c->gang->request.queue;
-          auto [usage, fresh] = left.try_emplace(owner_name, ledger_.Usage(owner_name));
-          const QueueSpec* owner = config_.FindQueue(owner_name);
-          bool borrowing = false;
-          for (const auto& [r, amount] : g.request.demand.entries()) {
-            auto n = owner->nominal.find(r);
-            borrowing =
-                borrowing || (n != owner->nominal.end() && usage->second.Get(r) > n->second);
-          }
-          if (!borrowing) continue;
+          auto [usage, fresh] = left.try_emplace(owner_name);
+          if (fresh) usage->second = pass.GangUsage(ledger_, owner_name);
+          if (!ledger_.IsBorrowingAt(owner_name, usage->second, g.request.demand)) continue;
           if (below_nominal && ledger_.ShareAt(owner_name, usage->second, pass.totals,
                                                c->gang->view.charge) < share_after) {
             continue;
@@ -593,6 +598,8 @@ bool QueueScheduler::RespectsReservations(const Gang& g, int64_t now_ms,
         now_ms + *g.request.time_limit_ms <= r.start_ms) {
       continue;  // ends before the reserved gang can start
     }
+    // Room held for a borrowing gang is not taken from a queue's own quota.
+    if (r.borrowing && ledger_.Check(g.request.queue, g.request.demand).within_nominal) continue;
     // It leaves the reserved gang its room: off its places, or (a model
     // without places) the reserved gang still fits once `freed` end.
     if (r.places && !r.places->empty()) {
@@ -704,19 +711,21 @@ void QueueScheduler::TryGang(Gang& g, PassState& pass) {
     pass.reserved.insert(g.request.id);
     return true;
   };
-  // A waiting gang within its nominal quota keeps room: the oldest starving
-  // gang of a queue holds its quota for the rest of the pass (gangs behind
-  // it do not take it), and a reservation is made for a starving gang (no
-  // gang may take it) or, while there are fewer than max_reservations, for
-  // any other.
+  // A waiting gang keeps room: within its nominal quota, the oldest
+  // starving gang of a queue holds its quota for the rest of the pass
+  // (gangs behind it do not take it) and gets a reservation no gang may
+  // take; while there are fewer than max_reservations, any other gang that
+  // fits its quota (or is within its nominal quota) gets one.
   auto hold = [&]() {
-    if (starving && quota.within_nominal && pass.holding.insert(queue).second) {
+    const bool firm = starving && quota.within_nominal;
+    if (firm && pass.holding.insert(queue).second) {
       ledger_.Add(queue, g.request.demand);
       pass.quota_held.emplace_back(queue, g.request.demand);
     }
-    if (options_.reservations && quota.within_nominal &&
-        (starving || pass.held.size() < options_.max_reservations)) {
-      pass.held.push_back(Reserve(g, starving, pass));
+    if (options_.reservations && (quota.within_nominal || quota.fits) &&
+        (firm || pass.held.size() < options_.max_reservations)) {
+      pass.held.push_back(Reserve(g, firm, pass));
+      pass.held.back().borrowing = !quota.within_nominal;
       pass.reserved.insert(g.request.id);
     }
   };

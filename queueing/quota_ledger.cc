@@ -174,9 +174,16 @@ ResourceSet QuotaLedger::Borrowed(absl::string_view queue) const {
 }
 
 bool QuotaLedger::IsBorrowing(absl::string_view queue, const ResourceSet& of) const {
-  const ResourceSet borrowed = Borrowed(queue);
+  return IsBorrowingAt(queue, Usage(queue), of);
+}
+
+bool QuotaLedger::IsBorrowingAt(absl::string_view queue, const ResourceSet& usage,
+                                const ResourceSet& of) const {
+  const QueueSpec* q = config_->FindQueue(queue);
+  if (q == nullptr) return false;
   for (const auto& [r, amount] : of.entries()) {
-    if (!borrowed.Get(r).IsZero()) return true;
+    auto n = q->nominal.find(r);
+    if (n != q->nominal.end() && usage.Get(r) > n->second) return true;
   }
   return false;
 }

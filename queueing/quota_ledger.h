@@ -57,6 +57,9 @@ class QuotaLedger {
   ResourceSet Borrowed(absl::string_view queue) const;
   // Whether it uses more than its nominal quota of any resource `of` names.
   bool IsBorrowing(absl::string_view queue, const ResourceSet& of) const;
+  // The same at usage `usage`.
+  bool IsBorrowingAt(absl::string_view queue, const ResourceSet& usage,
+                     const ResourceSet& of) const;
   // Weighted dominant share: the largest of usage / capacity over the
   // resources of `capacity` (`GPU:<T>` only if the queue's quota names it),
   // divided by the queue's weight.

@@ -235,11 +235,11 @@ TEST(QueueScheduler, BackfillStartsOnlyWhatCannotDelayTheReservedGang) {
   EXPECT_THAT(c.Pass(1002).admitted, ElementsAre("big"));
 }
 
-// A reservation holds room against other queues: only a gang within its
-// queue's nominal quota gets one. A borrowing gang does not, so another
-// queue's gang that starts on the room it waits for is not backfilled past
+// A borrowing gang's reservation does not hold against another queue's
+// quota: that queue's gang, within its nominal quota, starts on the room
+// the borrowing gang waits for as if it held none, is not backfilled past
 // it, and is not preempted for it later.
-TEST(QueueScheduler, ABorrowingGangHoldsNoReservation) {
+TEST(QueueScheduler, ABorrowingGangsReservationLeavesAnotherQueuesQuotaAlone) {
   Cluster c(TwoTeams(2, 10), 6);
   c.Submit("a0", "a", 3, 0, 0, /*limit=*/1000);
   c.Submit("a1", "a", 2, 1);
@@ -254,6 +254,27 @@ TEST(QueueScheduler, ABorrowingGangHoldsNoReservation) {
   EXPECT_THAT(r.preempted, IsEmpty());
   EXPECT_THAT(r.admitted, IsEmpty());  // 3 GPUs free: a2 waits for b0 to end
   EXPECT_EQ(c.State("b0"), GangState::kRunning);
+}
+
+// Against gangs that would borrow too, a borrowing gang's reservation
+// holds as any other: a later one starts on its room only as preemptible,
+// and is preempted (kBackfill) once that makes the room.
+TEST(QueueScheduler, ABorrowingGangPreemptsTheBorrowersThatStartedPastIt) {
+  Cluster c(TwoTeams(2, 10), 6);
+  c.Submit("a0", "a", 3, 0, 0, /*limit=*/1000);
+  c.Submit("a1", "a", 2, 1);
+  ASSERT_EQ(c.Pass(2).admitted.size(), 2u);
+  c.Submit("a2", "a", 4, 3);  // would borrow; 1 GPU is free
+  EXPECT_THAT(c.Pass(4).admitted, IsEmpty());
+  c.Submit("a3", "a", 1, 5);  // would borrow too
+  EXPECT_THAT(c.Pass(6).admitted, ElementsAre("a3"));
+  EXPECT_THAT(c.scheduler.Find("a3")->reason, HasSubstr("backfilled past a reservation"));
+  c.End("a0");  // 3 GPUs free: a2 fits once a3 stops
+  PassResult r = c.Pass(1000);
+  ASSERT_THAT(Victims(r), ElementsAre("a3"));
+  EXPECT_EQ(r.preempted[0].rule, PreemptionRule::kBackfill);
+  c.Stopped(r, 1001);
+  EXPECT_THAT(c.Pass(1002).admitted, ElementsAre("a2"));
 }
 
 // Starving gangs search for victims past the per-pass budget, and do not
