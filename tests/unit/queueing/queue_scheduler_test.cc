@@ -235,17 +235,23 @@ TEST(QueueScheduler, BackfillStartsOnlyWhatCannotDelayTheReservedGang) {
   EXPECT_THAT(c.Pass(1002).admitted, ElementsAre("big"));
 }
 
+// On 6 GPUs, queue a (quota 2) borrows 3 of b's 10 with a0 (ending by its
+// limit at 1000) and a1; a2 would borrow 4 and waits, 1 GPU free.
+void ABorrowsAndA2Waits(Cluster& c) {
+  c.Submit("a0", "a", 3, 0, 0, /*limit=*/1000);
+  c.Submit("a1", "a", 2, 1);
+  ASSERT_EQ(c.Pass(2).admitted.size(), 2u);
+  c.Submit("a2", "a", 4, 3);  // would borrow; 1 GPU is free
+  EXPECT_THAT(c.Pass(4).admitted, IsEmpty());
+}
+
 // A borrowing gang's reservation does not hold against another queue's
 // quota: that queue's gang, within its nominal quota, starts on the room
 // the borrowing gang waits for as if it held none, is not backfilled past
 // it, and is not preempted for it later.
 TEST(QueueScheduler, ABorrowingGangsReservationLeavesAnotherQueuesQuotaAlone) {
   Cluster c(TwoTeams(2, 10), 6);
-  c.Submit("a0", "a", 3, 0, 0, /*limit=*/1000);
-  c.Submit("a1", "a", 2, 1);
-  ASSERT_EQ(c.Pass(2).admitted.size(), 2u);
-  c.Submit("a2", "a", 4, 3);  // would borrow; 1 GPU is free
-  EXPECT_THAT(c.Pass(4).admitted, IsEmpty());
+  ABorrowsAndA2Waits(c);
   c.Submit("b0", "b", 1, 5);
   EXPECT_THAT(c.Pass(6).admitted, ElementsAre("b0"));
   EXPECT_THAT(c.scheduler.Find("b0")->reason, IsEmpty());  // not "backfilled past a2"
@@ -261,11 +267,7 @@ TEST(QueueScheduler, ABorrowingGangsReservationLeavesAnotherQueuesQuotaAlone) {
 // and is preempted (kBackfill) once that makes the room.
 TEST(QueueScheduler, ABorrowingGangPreemptsTheBorrowersThatStartedPastIt) {
   Cluster c(TwoTeams(2, 10), 6);
-  c.Submit("a0", "a", 3, 0, 0, /*limit=*/1000);
-  c.Submit("a1", "a", 2, 1);
-  ASSERT_EQ(c.Pass(2).admitted.size(), 2u);
-  c.Submit("a2", "a", 4, 3);  // would borrow; 1 GPU is free
-  EXPECT_THAT(c.Pass(4).admitted, IsEmpty());
+  ABorrowsAndA2Waits(c);
   c.Submit("a3", "a", 1, 5);  // would borrow too
   EXPECT_THAT(c.Pass(6).admitted, ElementsAre("a3"));
   EXPECT_THAT(c.scheduler.Find("a3")->reason, HasSubstr("backfilled past a reservation"));
