@@ -280,13 +280,17 @@ std::optional<std::vector<uint64_t>> PlacerCapacity::PlacesWhenIdle(const std::s
       for (const BundlePlacement& p : g.held) idle_->Release(p.allocation).IgnoreError();
     }
     idle_version_ = table_->alive_version();
+    idle_places_.clear();
   }
+  const Gang& g = it->second;
+  auto [known, fresh] = idle_places_.try_emplace({g.structure, g.amounts});
+  if (!fresh) return known->second;
   ++decisions_;
   absl::StatusOr<PlacementDecision> d =
-      BundlePlacer(&*idle_, nullptr).WithoutExplanations().Place(it->second.spec);
-  if (!d.ok() || d->outcome != PlacementOutcome::kPlaced) return std::nullopt;
+      BundlePlacer(&*idle_, nullptr).WithoutExplanations().Place(g.spec);
+  if (!d.ok() || d->outcome != PlacementOutcome::kPlaced) return known->second = std::nullopt;
   for (const BundlePlacement& p : d->placements) idle_->Release(p.allocation).IgnoreError();
-  return NodesOf(d->placements);
+  return known->second = NodesOf(d->placements);
 }
 
 std::vector<uint64_t> PlacerCapacity::NodesOf(const std::vector<BundlePlacement>& placements) {

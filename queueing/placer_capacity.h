@@ -8,7 +8,7 @@
 // PlacesWithout places the gang on the table with the freed gangs'
 // allocations given back, then restores the table exactly; PlacesWhenIdle
 // places it on an idle copy of the table (copied again when the ALIVE nodes
-// change). Within a run of Place calls with no Release between them
+// change), once per spec. Within a run of Place calls with no Release between them
 // free capacity only shrinks, so a spec that did not fit is not placed
 // again, nor is one that asks at least as much, bundle by bundle, with the
 // same strategy and selectors (thousands of alike pending gangs cost a few
@@ -23,6 +23,7 @@
 
 #include <array>
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <utility>
@@ -148,6 +149,11 @@ class PlacerCapacity : public CapacityModel {
   Sums free_{};                            // free over the ALIVE nodes
   std::optional<NodeResourceTable> idle_;  // the table with nothing held
   uint64_t idle_version_ = 0;              // table_->alive_version() it was copied at
+  // PlacesWhenIdle's answers on idle_, by spec (structure, amounts): each
+  // placement there is given back, so a spec always lands the same way
+  // (reservations of waiting gangs ask again every pass).
+  std::map<std::pair<std::string, std::vector<int64_t>>, std::optional<std::vector<uint64_t>>>
+      idle_places_;
   // Capacity() as of table_->alive_version() (totals change only with the nodes).
   mutable std::optional<std::pair<uint64_t, ResourceSet>> capacity_;
   uint64_t free_synced_at_ = ~uint64_t{0};

@@ -43,8 +43,8 @@
 //   a queue within its nominal quota starts on its places freely and is
 //   never its victim (that room is its own queue's quota). Without one, a
 //   borrowing multi-node gang waits for whole nodes to come free by chance
-//   while small gangs refill them (queue replay: 0.3-1.4 points of
-//   allocation on every seed). A gang waiting
+//   while small gangs refill them (queue replay, seeds 1-10: allocation
+//   +0.5 point on average, up to +1.5). A gang waiting
 //   longer than starvation_bound goes first in its queue, whatever the
 //   priorities; within its nominal quota it gets a reservation no gang may
 //   take and the oldest of its queue holds its quota for the rest of the

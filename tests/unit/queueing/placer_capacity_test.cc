@@ -362,6 +362,25 @@ TEST(PlacerCapacityReservations, AGangThatWouldDelayAReservationStartsOffItsPlac
   EXPECT_EQ(capacity.PlacesOf("big"), std::vector<uint64_t>{0});
 }
 
+// Where a spec goes on the idle cluster is worked out once while the nodes
+// stay the same: every waiting gang with a reservation asks each pass.
+TEST_F(PlacerCapacityTest, PlacesWhenIdleDecidesOncePerSpecUntilTheNodesChange) {
+  capacity_.Add("held", Gang(8));
+  std::string why;
+  ASSERT_TRUE(capacity_.Place("held", &why).has_value()) << why;
+  capacity_.Add("a", Gang(8));
+  capacity_.Add("b", Gang(8));  // the same spec
+  const int64_t before = capacity_.decisions();
+  const std::optional<std::vector<uint64_t>> a = capacity_.PlacesWhenIdle("a");
+  ASSERT_TRUE(a.has_value());
+  EXPECT_EQ(a->size(), 1u);
+  EXPECT_EQ(capacity_.PlacesWhenIdle("b"), a);
+  EXPECT_EQ(capacity_.decisions(), before + 1);
+  ASSERT_TRUE(table_.AddNode(MakeNode("a10g-1", 16, 8, "A10G")).ok());
+  EXPECT_TRUE(capacity_.PlacesWhenIdle("b").has_value());
+  EXPECT_EQ(capacity_.decisions(), before + 2);
+}
+
 // PlaceAvoiding keeps off the given places, and a gang that did not fit off
 // them is not taken for one that cannot fit at all.
 TEST_F(PlacerCapacityTest, PlaceAvoidingKeepsOffThePlacesAndRemembersNoFailure) {
