@@ -584,7 +584,7 @@ QueueScheduler::Reservation QueueScheduler::Reserve(const Gang& g, bool starving
   return r;
 }
 
-bool QueueScheduler::RespectsReservations(const Gang& g, int64_t now_ms,
+bool QueueScheduler::RespectsReservations(const Gang& g, bool within_nominal, int64_t now_ms,
                                           const std::vector<Reservation>& held,
                                           CapacityModel& capacity,
                                           std::set<std::pair<std::string, uint64_t>>* past,
@@ -599,7 +599,7 @@ bool QueueScheduler::RespectsReservations(const Gang& g, int64_t now_ms,
       continue;  // ends before the reserved gang can start
     }
     // Room held for a borrowing gang is not taken from a queue's own quota.
-    if (r.borrowing && ledger_.Check(g.request.queue, g.request.demand).within_nominal) continue;
+    if (r.borrowing && within_nominal) continue;
     // It leaves the reserved gang its room: off its places, or (a model
     // without places) the reserved gang still fits once `freed` end.
     if (r.places && !r.places->empty()) {
@@ -763,7 +763,8 @@ void QueueScheduler::TryGang(Gang& g, PassState& pass) {
     std::set<std::pair<std::string, uint64_t>> past;
     std::string reason;
     std::vector<uint64_t> blocking;
-    if (!RespectsReservations(g, now_ms, pass.held, pass.capacity, &past, &reason, &blocking)) {
+    if (!RespectsReservations(g, quota.within_nominal, now_ms, pass.held, pass.capacity, &past,
+                              &reason, &blocking)) {
       pass.capacity.Release(g.request.id);
       // The placer chose the reserved room (draining nodes are the emptiest);
       // off it the gang may still fit, as Slurm's backfill starts a job on
@@ -780,7 +781,8 @@ void QueueScheduler::TryGang(Gang& g, PassState& pass) {
       if (!quota_where_placed()) return;
       past.clear();
       blocking.clear();
-      if (!RespectsReservations(g, now_ms, pass.held, pass.capacity, &past, &reason, &blocking)) {
+      if (!RespectsReservations(g, quota.within_nominal, now_ms, pass.held, pass.capacity, &past,
+                                &reason, &blocking)) {
         pass.capacity.Release(g.request.id);
         wait(reason);
         return;

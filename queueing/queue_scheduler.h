@@ -242,8 +242,10 @@ class QueueScheduler {
   // whether it may start anyway as preemptible (*past lists them). When it
   // may not, *blocking gets the places of the reservations it would delay
   // (empty if one of them has no places: no placement could keep off it).
-  bool RespectsReservations(const Gang& g, int64_t now_ms, const std::vector<Reservation>& held,
-                            CapacityModel& capacity,
+  // `within_nominal`: `g`'s quota verdict, which borrowers' reservations
+  // do not hold against.
+  bool RespectsReservations(const Gang& g, bool within_nominal, int64_t now_ms,
+                            const std::vector<Reservation>& held, CapacityModel& capacity,
                             std::set<std::pair<std::string, uint64_t>>* past, std::string* reason,
                             std::vector<uint64_t>* blocking) const;
   void StartPreemptions(Gang& by, std::vector<Preemption> victims, PassResult* result);
