@@ -208,6 +208,8 @@ struct QueueScheduler::PassState {
   std::set<std::string> reserved;  // gangs of `held`
   // Queues that admit nothing more this pass, and the starving gang each waits behind.
   std::map<std::string, std::string> closed;
+  // Gangs past the starvation bound that this pass treats as starving.
+  absl::flat_hash_set<const Gang*> starving;
   std::set<std::string> admitted;  // of result.admitted
   // Gangs that hold room: running or preempting when the pass began, and
   // those admitted since (each may be preempting now).
@@ -659,7 +661,7 @@ void QueueScheduler::TryGang(Gang& g, PassState& pass) {
   g.tried_in_pass = passes_;
   const int64_t now_ms = pass.now_ms;
   const std::string& queue = g.request.queue;
-  const bool starving = now_ms - g.view.waiting_since_ms >= options_.starvation_bound_ms;
+  const bool starving = pass.starving.contains(&g);
   const QuotaVerdict& quota = pass.QuotaOf(g, ledger_);
   // A preempted gang keeps saying so while it waits. Most waiting gangs
   // give the same reason pass after pass: it is written only when it changed.
@@ -863,6 +865,20 @@ PassResult QueueScheduler::Pass(int64_t now_ms, CapacityModel& capacity) {
   }
   std::sort(first.begin(), first.end(),
             [](const Gang* a, const Gang* b) { return a->arrival < b->arrival; });
+  // Treated as starving: the oldest of each queue, then the oldest others.
+  std::set<absl::string_view> queues_starving;
+  std::vector<const Gang*> starving_others;
+  for (const Gang* g : first) {
+    if (queues_starving.insert(g->request.queue).second) {
+      pass.starving.insert(g);
+    } else {
+      starving_others.push_back(g);
+    }
+  }
+  for (const Gang* g : starving_others) {
+    if (pass.starving.size() >= options_.max_starving) break;
+    pass.starving.insert(g);
+  }
   reserved_last_ = {reserved_.begin(), reserved_.end()};
   for (const std::string& id : std::exchange(reserved_, {})) {
     auto it = gangs_.find(id);

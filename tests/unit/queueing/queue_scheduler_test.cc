@@ -296,6 +296,30 @@ TEST(QueueScheduler, AStarvingGangsSearchDoesNotSpendThePassBudget) {
   EXPECT_EQ(c.State("high"), GangState::kClaimed);
 }
 
+// A pass treats as starving the oldest gang past the bound of each queue,
+// then the oldest others up to max_starving; only those search for victims
+// past the budget (here none).
+TEST(QueueScheduler, APassTreatsTheOldestStarvingGangOfEachQueueThenOthersUpToTheCap) {
+  for (const auto& [cap, searched] :
+       {std::pair(size_t{1}, size_t{2}), std::pair(size_t{3}, size_t{3})}) {
+    QueueSchedulerOptions options;
+    options.starvation_bound_ms = 10;
+    options.max_preemption_searches = 0;
+    options.max_starving = cap;
+    Cluster c(TwoTeams(8, 8), 16, options);
+    for (const char* id : {"a0", "a1"}) c.Submit(id, "a", 4, 0);
+    for (const char* id : {"b0", "b1"}) c.Submit(id, "b", 4, 0);
+    ASSERT_EQ(c.Pass(0).admitted.size(), 4u);
+    c.Submit("a_old", "a", 4, 1, /*priority=*/10);
+    c.Submit("b_old", "b", 4, 2, /*priority=*/10);
+    c.Submit("a_young", "a", 4, 3, /*priority=*/10);
+    EXPECT_EQ(c.Pass(100).preempted.size(), searched) << "max_starving " << cap;
+    EXPECT_EQ(c.State("a_old"), GangState::kClaimed);
+    EXPECT_EQ(c.State("b_old"), GangState::kClaimed);  // the oldest of its queue, past the cap
+    EXPECT_EQ(c.State("a_young"), searched == 3 ? GangState::kClaimed : GangState::kPending);
+  }
+}
+
 TEST(QueueScheduler, WithoutReservationsSmallGangsPassABlockedOne) {
   QueueSchedulerOptions greedy;
   greedy.reservations = false;
