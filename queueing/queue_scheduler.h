@@ -119,7 +119,7 @@ struct QueueSchedulerOptions {
   // than this many are. In a long overload most waiting gangs pass the
   // bound, and each one treated drains nodes and searches for victims past
   // the budget: the 72-hour queue replay, treating them all, allocated
-  // 0.7-2.0 points less than strict FIFO and took up to 862 ms a pass
+  // 0.7-2.0 points less than strict FIFO and took up to 863 ms a pass
   // (docs/PERFORMANCE.md).
   size_t max_starving = 32;
   // Bounds on the work of one pass (each unit is a trial placement):
