@@ -204,7 +204,7 @@ TEST_F(ControlPlaneTest, KilledRayletsBundlesAreRescheduled) {
   ASSERT_EQ(Get(spread).locations(2).node_id().empty(), false);
 
   cluster_->KillRaylet("t4-0", SIGKILL);
-  // DEAD after 5 missed heartbeats (100 ms each); rescheduled soon after.
+  // DEAD after the liveness timeout; rescheduled soon after.
   const bool replaced = WaitUntil(
       [&] {
         v1::PlacementGroupInfo info = Get(spread);
@@ -538,7 +538,8 @@ TEST_F(ControlPlaneTest, AKilledHeadRestartsWithItsNodesGroupsAndReservations) {
   EXPECT_EQ(Available(), available);
   // The nodes stay ALIVE past the liveness timeout: their raylets kept
   // heartbeating to the new head without registering again.
-  std::this_thread::sleep_for(milliseconds(cluster_->heartbeat_ms() * 8));
+  std::this_thread::sleep_for(cluster_->liveness_timeout() +
+                              milliseconds(cluster_->heartbeat_ms() * 3));
   ASSERT_TRUE(cluster_->nodes().ListNodes(Context().get(), {}, &nodes).ok());
   for (const v1::NodeInfo& n : nodes.nodes())
     EXPECT_EQ(n.state(), v1::NODE_STATE_ALIVE) << n.node_id();

@@ -206,7 +206,7 @@ void LocalCluster::StartHead(const std::string& listen) {
                                    "--heartbeat-period-ms",
                                    std::to_string(heartbeat_ms_),
                                    "--heartbeat-misses",
-                                   "5",
+                                   std::to_string(kHeartbeatMisses),
                                    "--raylet-rpc-timeout-ms",
                                    "1000",
                                    "--checkpoint-root",

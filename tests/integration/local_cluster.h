@@ -51,7 +51,13 @@ struct RayletOptions {
 
 class LocalCluster {
  public:
-  // Heartbeats every `heartbeat_ms`; a node is DEAD after 5 missed periods.
+  // 2 s at the default period. With 5 (500 ms), a CI machine loaded by
+  // parallel tests importing torch stalled a live node past the timeout and
+  // a running job lost its bundles.
+  static constexpr int kHeartbeatMisses = 20;
+
+  // Heartbeats every `heartbeat_ms`; a node is DEAD after kHeartbeatMisses
+  // missed periods.
   // The head listens on `head_host` (another address than loopback when
   // raylets run in network namespaces).
   // With `with_token`, the head and raylets require a cluster token on
@@ -85,6 +91,10 @@ class LocalCluster {
   const std::string& dir() const { return dir_; }
   std::string log_dir(const std::string& node_id) const;
   int heartbeat_ms() const { return heartbeat_ms_; }
+  // How long after its last heartbeat the head declares a node DEAD.
+  std::chrono::milliseconds liveness_timeout() const {
+    return std::chrono::milliseconds(heartbeat_ms_ * kHeartbeatMisses);
+  }
   const std::string& token() const { return token_; }
   const std::string& token_file() const { return token_file_; }
   std::string tls_dir() const { return dir_ + "/tls"; }
