@@ -325,12 +325,15 @@ class JobFileParser {
   absl::Status Queue(const YAML::Node& node, const std::string& path, v1::Queue* out) const {
     return ForEachKey(
         node, path,
-        {"name", "cohort", "team", "quota", "borrowing_limit", "lending_limit", "weight"},
+        {"name", "cohort", "team", "quota", "borrowing_limit", "lending_limit", "weight",
+         "within_queue_preemption"},
         [&](const std::string& key, const YAML::Node& value, const YAML::Node&) -> absl::Status {
           const std::string at = Child(path, key);
           if (key == "name") return String(value, at, out->mutable_name());
           if (key == "cohort") return String(value, at, out->mutable_cohort());
           if (key == "team") return String(value, at, out->mutable_team());
+          if (key == "within_queue_preemption")
+            return String(value, at, out->mutable_within_queue_preemption());
           if (key == "quota") return Amounts(value, at, out->mutable_nominal_quota());
           if (key == "borrowing_limit") return Amounts(value, at, out->mutable_borrowing_limit());
           if (key == "lending_limit") return Amounts(value, at, out->mutable_lending_limit());

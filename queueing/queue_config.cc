@@ -44,6 +44,18 @@ std::string GpuOfTypeResource(absl::string_view accelerator_type) {
   return absl::StrCat(kGpuOfTypePrefix, accelerator_type);
 }
 
+absl::string_view WithinQueuePreemptionName(WithinQueuePreemption policy) {
+  switch (policy) {
+    case WithinQueuePreemption::kNever:
+      return "Never";
+    case WithinQueuePreemption::kLowerPriority:
+      return "LowerPriority";
+    case WithinQueuePreemption::kLowerOrNewerEqualPriority:
+      return "LowerOrNewerEqualPriority";
+  }
+  return "";
+}
+
 absl::StatusOr<QueueSpec> QueueSpecFromInput(const QueueInput& input, absl::string_view field) {
   QueueSpec q;
   if (absl::Status s = ValidateName(input.name, absl::StrCat(field, ".name")); !s.ok()) return s;
@@ -93,6 +105,22 @@ absl::StatusOr<QueueSpec> QueueSpecFromInput(const QueueInput& input, absl::stri
           absl::StrCat(field, ".weight: ", *input.weight, " is not a positive number"));
     }
     q.weight = *input.weight;
+  }
+  if (!input.within_queue_preemption.empty()) {
+    bool known = false;
+    for (WithinQueuePreemption policy :
+         {WithinQueuePreemption::kNever, WithinQueuePreemption::kLowerPriority,
+          WithinQueuePreemption::kLowerOrNewerEqualPriority}) {
+      if (input.within_queue_preemption == WithinQueuePreemptionName(policy)) {
+        q.within_queue_preemption = policy;
+        known = true;
+      }
+    }
+    if (!known) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          field, ".within_queue_preemption: '", input.within_queue_preemption,
+          "' is none of Never, LowerPriority, LowerOrNewerEqualPriority"));
+    }
   }
   return q;
 }

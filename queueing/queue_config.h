@@ -42,6 +42,19 @@ std::string GpuOfTypeResource(absl::string_view accelerator_type);
 // 0 GPUs limits GPUs; no entry does not).
 using QuotaAmounts = std::map<std::string, Quantity>;
 
+// Which running gangs of its own queue a waiting gang may preempt, with
+// Kueue's names (ClusterQueue preemption.withinClusterQueue).
+enum class WithinQueuePreemption {
+  kNever,
+  kLowerPriority,  // the default
+  // Also gangs of its priority that arrived after it, when it fits within
+  // its queue's nominal quota beside what the queue runs (so it waits for
+  // room, not quota): a team's big gang is not kept off by the team's own
+  // later small ones, scattered over the nodes it needs.
+  kLowerOrNewerEqualPriority,
+};
+absl::string_view WithinQueuePreemptionName(WithinQueuePreemption policy);
+
 struct QueueSpec {
   std::string name;
   std::string cohort;  // "": lends and borrows nothing
@@ -52,6 +65,7 @@ struct QueueSpec {
   double weight = 1;  // fair-share weight, > 0
   // The team that may use the queue (credentials); "" = any caller.
   std::string team;
+  WithinQueuePreemption within_queue_preemption = WithinQueuePreemption::kLowerPriority;
 };
 
 struct PriorityClass {
@@ -68,6 +82,7 @@ struct QueueInput {
   std::map<std::string, double> lending_limit;
   std::optional<double> weight;
   std::string team;
+  std::string within_queue_preemption;  // a WithinQueuePreemptionName; "": the default
 };
 
 // Validates a queue. `field` prefixes errors, e.g. `queues[1]`.

@@ -29,6 +29,8 @@ absl::string_view PreemptionRuleName(PreemptionRule rule) {
       return "reclaim";
     case PreemptionRule::kPriority:
       return "priority";
+    case PreemptionRule::kNewer:
+      return "newer, same priority";
     case PreemptionRule::kBackfill:
       return "backfill";
   }
@@ -319,6 +321,8 @@ std::optional<QueueScheduler::Victims> QueueScheduler::ChooseVictims(const Gang&
   CapacityModel& capacity = pass.capacity;
   const QueueSpec* q = config_.FindQueue(g.request.queue);
   const bool within_nominal = ledger_.Check(g.request.queue, g.request.demand).within_nominal;
+  const WithinQueuePreemption within_queue =
+      q != nullptr ? q->within_queue_preemption : WithinQueuePreemption::kLowerPriority;
   // A queue below its nominal quota whose gang would take it past it
   // reclaims too, from a queue whose share stays at least what its own
   // becomes (Kueue's fair sharing, LessThanOrEqualToFinalShare): else a
@@ -359,8 +363,14 @@ std::optional<QueueScheduler::Victims> QueueScheduler::ChooseVictims(const Gang&
     const Gang* c = v.gang;
     if (c->view.state != GangState::kRunning) continue;  // preempted earlier in the pass
     PreemptionRule rule;
-    if (c->request.priority < g.request.priority && c->request.queue == g.request.queue) {
+    const bool same_queue = c->request.queue == g.request.queue;
+    if (same_queue && c->request.priority < g.request.priority &&
+        within_queue != WithinQueuePreemption::kNever) {
       rule = PreemptionRule::kPriority;
+    } else if (same_queue && c->request.priority == g.request.priority && c->arrival > g.arrival &&
+               within_nominal &&
+               within_queue == WithinQueuePreemption::kLowerOrNewerEqualPriority) {
+      rule = PreemptionRule::kNewer;
     } else if (!c->backfilled_past.empty() &&
                c->backfilled_past.count({g.request.id, g.wait_epoch}) != 0) {
       rule = PreemptionRule::kBackfill;

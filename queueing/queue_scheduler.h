@@ -24,7 +24,11 @@
 //   nominal quota that it would take past it, from queues whose share
 //   stays at least its queue's share with it (Kueue's fair sharing);
 //   kPriority,
-//   within a queue a higher priority preempts lower; kBackfill, a gang with
+//   within a queue a higher priority preempts lower (unless the queue's
+//   within_queue_preemption is Never); kNewer, with
+//   LowerOrNewerEqualPriority, a gang that fits within its queue's nominal
+//   quota beside what the queue runs preempts the later arrivals of its
+//   queue and priority too (Kueue's rule); kBackfill, a gang with
 //   a reservation takes back the room of gangs that started past it as
 //   preemptible. The preemptor then holds its quota and its reservation
 //   until the victims have stopped (Preempted) and it fits; no gang starts
@@ -92,7 +96,9 @@ struct GangRequest {
   uint64_t shape = 0;
 };
 
-enum class PreemptionRule { kReclaim, kPriority, kBackfill };
+// kNewer: a gang of the preemptor's queue and priority that arrived after
+// it (WithinQueuePreemption::kLowerOrNewerEqualPriority).
+enum class PreemptionRule { kReclaim, kPriority, kNewer, kBackfill };
 absl::string_view PreemptionRuleName(PreemptionRule rule);
 
 struct Preemption {

@@ -27,6 +27,7 @@ absl::StatusOr<QueueSpec> QueueFromProto(const v1::Queue& proto, absl::string_vi
   input.lending_limit = ToMap(proto.lending_limit());
   if (proto.has_weight()) input.weight = proto.weight();
   input.team = proto.team();
+  input.within_queue_preemption = proto.within_queue_preemption();
   return QueueSpecFromInput(input, field);
 }
 
@@ -38,6 +39,8 @@ void QueueToProto(const QueueSpec& queue, v1::Queue* proto) {
   FromAmounts(queue.lending_limit, proto->mutable_lending_limit());
   proto->set_weight(queue.weight);
   proto->set_team(queue.team);
+  proto->set_within_queue_preemption(
+      std::string(WithinQueuePreemptionName(queue.within_queue_preemption)));
 }
 
 v1::QueueConfigRecord QueueConfigToRecord(const QueueConfig& config) {
@@ -66,8 +69,8 @@ absl::StatusOr<QueueConfig> QueueConfigWith(
     config = *std::move(next);
   }
   for (int i = 0; i < priority_classes.size(); ++i) {
-    absl::StatusOr<QueueConfig> next = config.WithPriorityClass(
-        {priority_classes[i].name(), priority_classes[i].value()});
+    absl::StatusOr<QueueConfig> next =
+        config.WithPriorityClass({priority_classes[i].name(), priority_classes[i].value()});
     if (!next.ok()) return in("priority_classes", i, next.status());
     config = *std::move(next);
   }

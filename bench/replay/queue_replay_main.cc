@@ -93,6 +93,9 @@ std::string Markdown(const Options& o, const std::vector<Team>& teams,
       o.run.usable_every_s == QueueRunOptions().usable_every_s
           ? ""
           : absl::StrCat(" --usable_every_s ", o.run.usable_every_s),
+      o.run.within_queue_preemption == QueueRunOptions().within_queue_preemption
+          ? ""
+          : absl::StrCat(" --within_queue_preemption ", o.run.within_queue_preemption),
       "` (bench/replay/queue_replay_main.cc).\n\n", "Cluster: every ", o.node_stride,
       "th GPU node of the openb node list (", runs[0].gpus,
       " GPUs). Workload (bench/replay/team_workload.h): ", gangs, " gangs over ", o.workload.hours,
@@ -115,7 +118,9 @@ std::string Markdown(const Options& o, const std::vector<Team>& teams,
   }
   absl::StrAppend(
       &md,
-      "one cohort (idle quota is lent), fair-share weights = quotas. Entitlement of a "
+      "one cohort (idle quota is lent), fair-share weights = quotas, within-queue preemption ",
+      o.run.within_queue_preemption,
+      ". Entitlement of a "
       "team in an hour = min(its quota, the GPUs of its running and waiting gangs it "
       "could hold with the idle cluster shared by the rules), over the hours it has "
       "demand, sampled every ",
@@ -334,6 +339,8 @@ int main(int argc, char** argv) {
   app.add_option("--usable_every_s", o.run.usable_every_s,
                  "how often each team's entitlement is sampled (a multiple of the 60 s pass)")
       ->check(CLI::PositiveNumber);
+  app.add_option("--within_queue_preemption", o.run.within_queue_preemption,
+                 "each team queue's: Never, LowerPriority or LowerOrNewerEqualPriority");
   app.add_option("--pass_pending", o.pass_pending, "pending gangs of the pass-time measure")
       ->check(CLI::Range(1, 1000000));
   app.add_option("--explain_waits", o.explain_waits,

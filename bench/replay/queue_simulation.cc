@@ -35,7 +35,8 @@ double ClusterGpus(const std::vector<TraceNode>& nodes) {
 // A team's nominal quota of a cluster's GPUs.
 double QuotaGpus(const Team& team, double gpus) { return std::floor(team.quota_share * gpus); }
 
-absl::StatusOr<QueueConfig> TeamQueues(const std::vector<Team>& teams, double gpus) {
+absl::StatusOr<QueueConfig> TeamQueues(const std::vector<Team>& teams, double gpus,
+                                       const std::string& within_queue_preemption) {
   absl::StatusOr<QueueConfig> config = QueueConfig().WithCohort("cluster");
   for (const Team& t : teams) {
     if (!config.ok()) return config.status();
@@ -44,6 +45,7 @@ absl::StatusOr<QueueConfig> TeamQueues(const std::vector<Team>& teams, double gp
     in.cohort = "cluster";
     in.nominal = {{"GPU", QuotaGpus(t, gpus)}};
     in.weight = t.quota_share;
+    in.within_queue_preemption = within_queue_preemption;
     absl::StatusOr<QueueSpec> q = QueueSpecFromInput(in, t.name);
     if (!q.ok()) return q.status();
     config = config->WithQueue(*std::move(q));
@@ -217,7 +219,8 @@ absl::StatusOr<QueueRun> RunQueues(const std::vector<TraceNode>& nodes,
   QueueSchedulerOptions scheduler_options;
   QueueConfig config;
   if (policy == QueuePolicy::kQueues) {
-    absl::StatusOr<QueueConfig> queues = TeamQueues(teams, run.gpus);
+    absl::StatusOr<QueueConfig> queues =
+        TeamQueues(teams, run.gpus, options.within_queue_preemption);
     if (!queues.ok()) return queues.status();
     config = *std::move(queues);
     scheduler_options.starvation_bound_ms = options.starvation_bound_s * 1000;
@@ -385,7 +388,8 @@ absl::StatusOr<PassTime> MeasurePass(const std::vector<TraceNode>& nodes,
   for (int q = 0; q < queues; ++q) {
     teams.push_back({absl::StrCat("queue-", q), 1.0 / queues, 1.0 / queues, 0});
   }
-  absl::StatusOr<QueueConfig> config = TeamQueues(teams, gpus);
+  absl::StatusOr<QueueConfig> config =
+      TeamQueues(teams, gpus, QueueRunOptions().within_queue_preemption);
   if (!config.ok()) return config.status();
   QueueScheduler scheduler(*std::move(config), {});
   // Fill the cluster, then queue `pending` more.

@@ -40,6 +40,8 @@ struct QueueRunOptions {
   // How often each team's usable demand is sampled: every pass, as gangs
   // that run a few minutes otherwise count for the whole interval or not at all.
   int64_t usable_every_s = 60;
+  // Each team queue's QueueSpec::within_queue_preemption, by name.
+  std::string within_queue_preemption = "LowerOrNewerEqualPriority";
   // Queues policy, every 30 simulated minutes of the measured span: each
   // team's GPUs held, quota and wanted, the free GPUs on idle and partly
   // used nodes, and the waiting gangs by team, reason and size. Not owned.

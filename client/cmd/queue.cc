@@ -24,6 +24,7 @@ struct QueueFlags {
   std::string lending_limit;
   double weight = 1;
   std::string team;
+  std::string within_queue_preemption;
 };
 
 // `GPU=8,CPU=64` into a proto map; errors name the flag.
@@ -42,6 +43,7 @@ absl::StatusOr<v1::Queue> QueueOf(const QueueFlags& flags) {
   queue.set_cohort(flags.cohort);
   queue.set_weight(flags.weight);
   queue.set_team(flags.team);
+  queue.set_within_queue_preemption(flags.within_queue_preemption);
   for (auto [text, flag, out] :
        {std::tuple{&flags.quota, "--quota", queue.mutable_nominal_quota()},
         std::tuple{&flags.borrowing_limit, "--borrowing-limit", queue.mutable_borrowing_limit()},
@@ -60,13 +62,16 @@ std::string Amounts(const google::protobuf::Map<std::string, double>& amounts) {
 }
 
 std::string FormatQueues(const v1::ListQueuesResponse& r) {
-  std::string out = absl::StrFormat("%-20s %-12s %-6s %-24s %-20s %-20s %s\n", "NAME", "COHORT",
-                                    "WEIGHT", "QUOTA", "BORROWING LIMIT", "LENDING LIMIT", "TEAM");
+  std::string out =
+      absl::StrFormat("%-20s %-12s %-6s %-24s %-20s %-20s %-25s %s\n", "NAME", "COHORT", "WEIGHT",
+                      "QUOTA", "BORROWING LIMIT", "LENDING LIMIT", "PREEMPTS IN QUEUE", "TEAM");
   for (const v1::Queue& q : r.queues()) {
-    absl::StrAppendFormat(&out, "%-20s %-12s %-6g %-24s %-20s %-20s %s\n", q.name(),
-                          q.cohort().empty() ? "-" : q.cohort(), q.weight(),
-                          Amounts(q.nominal_quota()), Amounts(q.borrowing_limit()),
-                          Amounts(q.lending_limit()), q.team().empty() ? "-" : q.team());
+    absl::StrAppendFormat(
+        &out, "%-20s %-12s %-6g %-24s %-20s %-20s %-25s %s\n", q.name(),
+        q.cohort().empty() ? "-" : q.cohort(), q.weight(), Amounts(q.nominal_quota()),
+        Amounts(q.borrowing_limit()), Amounts(q.lending_limit()),
+        q.within_queue_preemption().empty() ? "LowerPriority" : q.within_queue_preemption(),
+        q.team().empty() ? "-" : q.team());
   }
   absl::StrAppend(
       &out, "Cohorts: ", r.cohorts().empty() ? "(none)" : absl::StrJoin(r.cohorts(), ", "), "\n");
@@ -197,6 +202,10 @@ void AddQueueFlags(CLI::App* cmd, QueueFlags* flags) {
                   "How much of its quota it lends, per resource (default: all)");
   cmd->add_option("--weight", flags->weight, "Fair-share weight")->capture_default_str();
   cmd->add_option("--team", flags->team, "The team that may use it (default: any)");
+  cmd->add_option("--within-queue-preemption", flags->within_queue_preemption,
+                  "Which of its running gangs a waiting one may preempt: Never, LowerPriority "
+                  "(default) or LowerOrNewerEqualPriority (also later ones of its priority, "
+                  "when it waits for room, not quota), as Kueue's withinClusterQueue");
 }
 
 }  // namespace

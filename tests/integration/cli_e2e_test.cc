@@ -110,6 +110,8 @@ TEST_F(CliEndToEndTest, QueuesAreCheckedWholeAndListed) {
            Refused{"queue create team-b --cohort gpus --quota GPU=4 --lending-limit GPU=6", 1,
                    "queue.lending_limit[\"GPU\"]"},
            Refused{"queue create team-a --quota GPU=1", 1, "ALREADY_EXISTS"},
+           Refused{"queue create team-b --quota GPU=4 --within-queue-preemption Newer", 1,
+                   "queue.within_queue_preemption"},
        }) {
     const Result refused = Berth(r.args);
     EXPECT_EQ(refused.rc, r.rc) << r.args << ": " << refused.out;
@@ -120,6 +122,7 @@ TEST_F(CliEndToEndTest, QueuesAreCheckedWholeAndListed) {
   const nlohmann::json json = nlohmann::json::parse(list.out);
   ASSERT_EQ(json["queues"].size(), 2u) << list.out;  // default and team-a: nothing else
   EXPECT_EQ(json["queues"][1]["nominal_quota"]["GPU"], 8) << list.out;
+  EXPECT_EQ(json["queues"][1]["within_queue_preemption"], "LowerPriority") << list.out;
 }
 
 TEST_F(CliEndToEndTest, AQueueFileATeamTokenAndTheQueuesTable) {

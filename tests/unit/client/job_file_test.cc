@@ -48,6 +48,7 @@ queues:
     quota: {GPU: 8, "GPU:A10G": 4, memory: 512Gi}
     borrowing_limit: {GPU: 4}
     weight: 2
+    within_queue_preemption: LowerOrNewerEqualPriority
 )",
                                                                   "queues.yaml");
   ASSERT_TRUE(request.ok()) << request.status();
@@ -62,6 +63,7 @@ queues:
   EXPECT_EQ(q.nominal_quota().at("memory"), 512.0 * 1024 * 1024 * 1024);
   EXPECT_EQ(q.borrowing_limit().at("GPU"), 4);
   EXPECT_EQ(q.weight(), 2);
+  EXPECT_EQ(q.within_queue_preemption(), "LowerOrNewerEqualPriority");
 
   auto error = [](const std::string& text) {
     absl::StatusOr<v1::ApplyQueuesRequest> r = ParseQueueFile(text, "queues.yaml");

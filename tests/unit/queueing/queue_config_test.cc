@@ -16,6 +16,7 @@ QueueInput TeamInput() {
   in.borrowing_limit = {{"GPU", 8}};
   in.lending_limit = {{"GPU", 2}};
   in.weight = 2;
+  in.within_queue_preemption = "LowerOrNewerEqualPriority";
   return in;
 }
 
@@ -30,6 +31,10 @@ TEST(QueueSpecFromInput, KeepsEveryFieldAndZeroQuotas) {
   EXPECT_EQ(q.borrowing_limit.at("GPU"), Quantity::Whole(8));
   EXPECT_EQ(q.lending_limit.at("GPU"), Quantity::Whole(2));
   EXPECT_EQ(q.weight, 2);
+  EXPECT_EQ(q.within_queue_preemption, WithinQueuePreemption::kLowerOrNewerEqualPriority);
+  in.within_queue_preemption = "";  // the default
+  EXPECT_EQ(QueueSpecFromInput(in, "queue")->within_queue_preemption,
+            WithinQueuePreemption::kLowerPriority);
 }
 
 TEST(QueueSpecFromInput, RefusesBadInputNamingTheField) {
@@ -47,6 +52,8 @@ TEST(QueueSpecFromInput, RefusesBadInputNamingTheField) {
       {[](QueueInput& in) { in.lending_limit["GPU"] = 9; }, "queue.lending_limit[\"GPU\"]"},
       {[](QueueInput& in) { in.borrowing_limit["CPU"] = 1; }, "queue.borrowing_limit[\"CPU\"]"},
       {[](QueueInput& in) { in.weight = 0; }, "queue.weight"},
+      {[](QueueInput& in) { in.within_queue_preemption = "lowerpriority"; },
+       "queue.within_queue_preemption"},
       {[](QueueInput& in) {
          in.cohort = "";
          in.lending_limit.clear();

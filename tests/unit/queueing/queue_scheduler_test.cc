@@ -157,6 +157,56 @@ TEST(QueueScheduler, AQueueReclaimsPastItsQuotaOnlyFromAQueueWithALargerShare) {
   EXPECT_THAT(Victims(c.Pass(30)), ElementsAre("b0"));
 }
 
+// One queue "a" of 16 GPUs whose within_queue_preemption is `policy`.
+QueueConfig OneQueue(const std::string& policy) {
+  QueueInput in;
+  in.name = "a";
+  in.nominal = {{"GPU", 16}};
+  in.within_queue_preemption = policy;
+  return QueueConfig().WithQueue(QueueSpecFromInput(in, "queue").value()).value();
+}
+
+// On 8 GPUs, "big" waits for all 8 while "small", which came after it,
+// runs on 4 (the quota has room for both): only LowerOrNewerEqualPriority
+// lets big preempt it, and no gang preempts one that came before it.
+TEST(QueueScheduler, LowerOrNewerEqualPriorityPreemptsTheLaterGangsOfTheQueueAndPriority) {
+  for (const std::string policy : {"LowerPriority", "LowerOrNewerEqualPriority"}) {
+    SCOPED_TRACE(policy);
+    QueueSchedulerOptions options;
+    options.reservations = false;  // else small would start past big's as a backfill victim
+    Cluster c(OneQueue(policy), 8, options);
+    c.Submit("first", "a", 4, 0);
+    ASSERT_THAT(c.Pass(1).admitted, ElementsAre("first"));
+    c.Submit("big", "a", 8, 2);
+    c.Submit("small", "a", 4, 3);
+    ASSERT_THAT(c.Pass(4).admitted, ElementsAre("small"));
+    c.End("first");
+    PassResult r = c.Pass(5);
+    if (policy == "LowerPriority") {
+      EXPECT_THAT(r.preempted, IsEmpty());
+      EXPECT_EQ(c.State("big"), GangState::kPending);
+      continue;
+    }
+    ASSERT_THAT(Victims(r), ElementsAre("small"));
+    EXPECT_EQ(r.preempted[0].rule, PreemptionRule::kNewer);
+    EXPECT_THAT(r.preempted[0].reason, HasSubstr("(newer, same priority)"));
+    c.Stopped(r, 6);
+    EXPECT_THAT(c.Pass(7).admitted, ElementsAre("big"));
+    // small came after big: it waits, and preempts nothing.
+    EXPECT_THAT(c.Pass(8).preempted, IsEmpty());
+    EXPECT_EQ(c.State("small"), GangState::kPending);
+  }
+}
+
+TEST(QueueScheduler, AQueueThatNeverPreemptsWithinItselfKeepsItsLowerPriorityGangs) {
+  Cluster c(OneQueue("Never"), 8);
+  c.Submit("low", "a", 8, 0, /*priority=*/1);
+  ASSERT_THAT(c.Pass(1).admitted, ElementsAre("low"));
+  c.Submit("high", "a", 8, 2, /*priority=*/10);
+  EXPECT_THAT(c.Pass(3).preempted, IsEmpty());
+  EXPECT_EQ(c.State("high"), GangState::kPending);
+}
+
 TEST(QueueScheduler, WithinAQueueAHigherPriorityPreemptsLowerButNeverAProtectedGang) {
   Cluster c(QueueConfig(), 8);
   c.Submit("low", "", 4, 0, /*priority=*/1);

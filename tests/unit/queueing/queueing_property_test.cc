@@ -49,6 +49,8 @@ Workload RandomWorkload(std::mt19937_64& rng, bool cohort) {
         in.lending_limit = {{"GPU", static_cast<double>(uniform(0, in.nominal["GPU"]))}};
     }
     in.weight = uniform(1, 3);
+    in.within_queue_preemption = std::vector<std::string>{
+        "Never", "LowerPriority", "LowerOrNewerEqualPriority"}[uniform(0, 2)];
     w.config = w.config.WithQueue(QueueSpecFromInput(in, "queue").value()).value();
   }
   const int jobs = uniform(20, 80);
@@ -182,6 +184,7 @@ Outcome Simulate(const Workload& w, uint64_t seed, TestCapacity& capacity,
   CapacityModel& pool = capacity.model();
   std::map<std::string, const Workload::Job*> by_id;
   std::map<std::string, int64_t> ends, submitted;
+  std::map<std::string, size_t> arrival;  // the order of submission
   // Gangs past the starvation bound: how many of their queue were before them.
   std::map<std::string, int> starved_behind;
   std::vector<std::string> stopping;
@@ -207,6 +210,7 @@ Outcome Simulate(const Workload& w, uint64_t seed, TestCapacity& capacity,
       if (job.submit_ms != now) continue;
       capacity.Add(job);
       EXPECT_TRUE(s.Submit(job.request, now).ok());
+      arrival[job.request.id] = arrival.size();
       by_id[job.request.id] = &job;
       submitted[job.request.id] = now;
     }
@@ -269,6 +273,17 @@ Outcome Simulate(const Workload& w, uint64_t seed, TestCapacity& capacity,
         case PreemptionRule::kPriority:
           EXPECT_EQ(victim.request.queue, by.request.queue) << where;
           EXPECT_LT(victim.request.priority, by.request.priority) << where;
+          EXPECT_NE(w.config.FindQueue(by.request.queue)->within_queue_preemption,
+                    WithinQueuePreemption::kNever)
+              << where;
+          break;
+        case PreemptionRule::kNewer:
+          EXPECT_EQ(victim.request.queue, by.request.queue) << where;
+          EXPECT_EQ(victim.request.priority, by.request.priority) << where;
+          EXPECT_GT(arrival.at(p.victim), arrival.at(p.by)) << where;
+          EXPECT_EQ(w.config.FindQueue(by.request.queue)->within_queue_preemption,
+                    WithinQueuePreemption::kLowerOrNewerEqualPriority)
+              << where;
           break;
         case PreemptionRule::kReclaim:
           EXPECT_NE(victim.request.queue, by.request.queue) << where;

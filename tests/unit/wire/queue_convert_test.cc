@@ -18,6 +18,7 @@ TEST(QueueConvert, AQueueRoundTripsThroughTheApiAndTheRecord) {
   (*proto.mutable_lending_limit())["GPU"] = 2;
   proto.set_weight(3);
   proto.set_team("ml-research");
+  proto.set_within_queue_preemption("Never");
   QueueSpec spec = QueueFromProto(proto, "queue").value();
   EXPECT_EQ(spec.nominal.at("GPU:A10G"), Quantity());
   v1::Queue back;
@@ -30,11 +31,13 @@ TEST(QueueConvert, AQueueRoundTripsThroughTheApiAndTheRecord) {
   EXPECT_EQ(back.lending_limit().at("GPU"), 2);
   EXPECT_EQ(back.weight(), 3);
   EXPECT_EQ(back.team(), "ml-research");
+  EXPECT_EQ(back.within_queue_preemption(), "Never");
 
   QueueConfig config = QueueConfig().WithCohort("gpus").value().WithQueue(spec).value();
   QueueConfig restored = QueueConfigFromRecord(QueueConfigToRecord(config)).value();
   ASSERT_NE(restored.FindQueue("team-a"), nullptr);
   EXPECT_EQ(restored.FindQueue("team-a")->borrowing_limit, spec.borrowing_limit);
+  EXPECT_EQ(restored.FindQueue("team-a")->within_queue_preemption, WithinQueuePreemption::kNever);
   EXPECT_EQ(restored.cohorts(), config.cohorts());
   EXPECT_NE(restored.FindQueue("default"), nullptr);
 }
