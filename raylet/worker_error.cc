@@ -7,6 +7,8 @@
 #include <sstream>
 #include <vector>
 
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
@@ -87,6 +89,39 @@ std::string FromErrorFile(const std::string& data) {
   return out;
 }
 
+// A Python traceback's exception line, when the traceback ends near the end
+// of `lines`: an interpreter may print a few lines after it as it dies (torch
+// 2.x may abort at exit with "terminate called without an active
+// exception"), and the exception, not that, is why the process failed.
+// Empty when there is none, or when more followed it (the traceback was
+// printed and the process went on).
+std::string LastTracebackException(const std::vector<std::string>& lines) {
+  constexpr size_t kMaxLinesAfterIt = 3;
+  for (size_t i = lines.size(); i-- > 0;) {
+    if (!absl::StartsWith(lines[i], "Traceback (most recent call last):")) continue;
+    for (size_t j = i + 1; j < lines.size(); ++j) {
+      if (absl::ascii_isspace(static_cast<unsigned char>(lines[j][0]))) continue;  // a frame
+      if (lines.size() - 1 - j > kMaxLinesAfterIt) return "";
+      return lines[j];
+    }
+    return "";
+  }
+  return "";
+}
+
+// The headline of a stderr tail: the exception of a traceback that ends it,
+// else its last line.
+std::string StderrHeadline(absl::string_view tail) {
+  std::vector<std::string> lines;
+  for (absl::string_view line : absl::StrSplit(tail, '\n')) {
+    std::string text = WithoutRankPrefix(std::string(absl::StripTrailingAsciiWhitespace(line)));
+    if (!text.empty()) lines.push_back(std::move(text));
+  }
+  if (lines.empty()) return "";
+  std::string exception = LastTracebackException(lines);
+  return exception.empty() ? lines.back() : exception;
+}
+
 }  // namespace
 
 WorkerError ReadWorkerError(const std::string& error_file, const std::string& stderr_path,
@@ -109,12 +144,10 @@ WorkerError ReadWorkerError(const std::string& error_file, const std::string& st
   if (stat(stderr_path.c_str(), &err_st) != 0) return error;
   const std::string lines =
       LastLines(tail, kWorkerErrorTailLines, err_st.st_size > static_cast<off_t>(kStderrTailBytes));
-  // The headline first, as with the error file: a traceback ends with it.
-  const size_t last = lines.rfind('\n');
-  error.message =
-      Bounded(last == std::string::npos
-                  ? lines
-                  : absl::StrCat(WithoutRankPrefix(lines.substr(last + 1)), "\n", lines));
+  // The headline first, as with the error file.
+  error.message = Bounded(lines.find('\n') == std::string::npos
+                              ? lines
+                              : absl::StrCat(StderrHeadline(tail), "\n", lines));
   // The last write to stderr dates the failure better than the exit: a
   // process prints its error and then may take seconds to tear down (torch
   // 2.x does), while the peers its exit disconnects print theirs. A process

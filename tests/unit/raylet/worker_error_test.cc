@@ -95,6 +95,27 @@ TEST_F(WorkerErrorTest, TheHeadlineLosesTorchsRankPrefix) {
   EXPECT_THAT(error.message, StartsWith("ValueError: boom at step 7\n[rank1]: Traceback"));
 }
 
+// torch 2.x may abort at exit after a rank's uncaught exception: the
+// exception is the cause, not the abort's message.
+TEST_F(WorkerErrorTest, AnExceptionThatEndsTheTracebackBeatsWhatTheDyingProcessPrintedAfterIt) {
+  Write(stderr_,
+        "[rank1]: Traceback (most recent call last):\n"
+        "[rank1]:   File \"train.py\", line 40, in <module>\n"
+        "[rank1]:     raise ValueError(\"boom at step 7\")\n"
+        "[rank1]: ValueError: boom at step 7\n"
+        "terminate called without an active exception\n");
+  WorkerError error = ReadWorkerError("", stderr_, absl::Now() - absl::Seconds(5), absl::Now());
+  EXPECT_THAT(error.message, StartsWith("ValueError: boom at step 7\n"));
+  EXPECT_THAT(error.message, EndsWith("terminate called without an active exception"));
+
+  // A traceback the process printed and then went on from is not the cause.
+  Write(stderr_,
+        "Traceback (most recent call last):\n  File \"x.py\", line 1\nKeyError: 'x'\n"
+        "retrying\nstep 1\nstep 2\nstep 3\nRuntimeError: out of memory\n");
+  error = ReadWorkerError("", stderr_, absl::Now() - absl::Seconds(5), absl::Now());
+  EXPECT_THAT(error.message, StartsWith("RuntimeError: out of memory\n"));
+}
+
 TEST_F(WorkerErrorTest, TheLastWriteToStderrDatesTheFailure) {
   Write(stderr_, "Traceback\nValueError: x\n");
   // Printed its error, then took seconds to tear down.
