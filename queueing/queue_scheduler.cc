@@ -171,6 +171,16 @@ void QueueScheduler::Preempted(const std::string& id, int64_t now_ms) {
   g.backfilled_past.clear();
 }
 
+void QueueScheduler::Checkpointed(const std::string& id, int64_t at_ms) {
+  auto it = gangs_.find(id);
+  // A checkpoint of an earlier run (a late report) saves nothing of this one.
+  if (it == gangs_.end() || it->second.view.state != GangState::kRunning ||
+      at_ms <= it->second.view.started_ms) {
+    return;
+  }
+  it->second.view.checkpointed_ms = std::max(it->second.view.checkpointed_ms, at_ms);
+}
+
 const GangView* QueueScheduler::Find(const std::string& id) const {
   auto it = gangs_.find(id);
   return it == gangs_.end() ? nullptr : &it->second.view;
@@ -195,6 +205,7 @@ void QueueScheduler::Admit(Gang& g, ResourceSet charge, int64_t now_ms, bool bac
   g.view.charge = std::move(charge);
   g.view.state = GangState::kRunning;
   g.view.started_ms = now_ms;
+  g.view.checkpointed_ms = 0;
   g.view.reason = backfilled ? "running (backfilled past a reservation: preemptible by it)" : "";
   g.view.preempted_by.clear();
   g.awaiting.clear();
@@ -245,13 +256,14 @@ struct QueueScheduler::PassState {
   mutable std::optional<std::map<uint64_t, std::vector<const Gang*>>> holders;
   // The gangs running when the pass's first victim search began, but those
   // admitted in this pass (never victims), in victim order: lowest priority,
-  // then the fewest GPU-hours run (the youngest, the smallest), then the id.
+  // then the fewest GPU-hours run since the start or the last checkpoint
+  // (what a preemption loses), then the id.
   // Each search of the pass filters this one list: gangs admitted later are
   // not on it, and those preempted since are skipped by their state.
   struct Victim {
     const Gang* gang;
     size_t queue;  // its index in victim_queues
-    double cost;   // GPU-hours run, in GPU-milliseconds
+    double cost;   // GPU-hours it would lose, in GPU-milliseconds
   };
   const std::vector<Victim>& VictimOrder() const {
     if (victims) return *victims;
@@ -263,9 +275,10 @@ struct QueueScheduler::PassState {
         continue;
       auto [it, fresh] = index.try_emplace(c->request.queue, victim_queues.size());
       if (fresh) victim_queues.push_back(config->FindQueue(c->request.queue));
+      const int64_t since = std::max(c->view.started_ms, c->view.checkpointed_ms);
       victims->push_back(
           {c, it->second,
-           c->view.charge.Get(kGpu).ToDouble() * static_cast<double>(now_ms - c->view.started_ms)});
+           c->view.charge.Get(kGpu).ToDouble() * static_cast<double>(now_ms - since)});
     }
     std::sort(victims->begin(), victims->end(), [](const Victim& a, const Victim& b) {
       return std::make_tuple(a.gang->request.priority, a.cost, std::cref(a.gang->request.id)) <
@@ -356,7 +369,7 @@ std::optional<QueueScheduler::Victims> QueueScheduler::ChooseVictims(const Gang&
     return known == 1;
   };
   // In victim order already (the pass's one list): lowest priority first,
-  // then the fewest GPU-hours run. None holds a reservation: those are
+  // then the fewest GPU-hours lost. None holds a reservation: those are
   // gangs that wait (pending or claimed).
   std::vector<Candidate> candidates;
   for (const PassState::Victim& v : victims) {

@@ -12,19 +12,20 @@
 //   queues with waiting gangs: weighted dominant resource share (DRF), the
 //   queue with the smallest share goes next, so shares converge to the
 //   weights while queues have work.
-// - Preemption, of running preemptible gangs only, whole, to free the fewest
-//   GPU-hours (lowest priority first, then the youngest; then the set is
-//   pruned to a minimal one). Victims are taken a place (node) at a time;
-//   when the cheapest places do not make room (a gang of whole-node
-//   bundles gains nothing from half-emptied nodes), the places whose every
-//   gang may be preempted and where a bundle of the gang fits are emptied,
-//   cheapest first, once the gang has waited empty_places_after_ms. Rules:
-//   kReclaim, a gang within its queue's nominal quota takes back what other
-//   queues of its cohort borrow, and so does one of a queue below its
-//   nominal quota that it would take past it, from queues whose share
-//   stays at least its queue's share with it (Kueue's fair sharing);
-//   kPriority,
-//   within a queue a higher priority preempts lower (unless the queue's
+// - Preemption, of running preemptible gangs only, whole, to lose the fewest
+//   GPU-hours of work (lowest priority first, then the least run since its
+//   start or its last checkpoint: the youngest when none reports
+//   checkpoints; then the set is pruned to a minimal one). Victims are
+//   taken a place (node) at a time; when the cheapest places do not make
+//   room (a gang of whole-node bundles gains nothing from half-emptied
+//   nodes), the places whose every gang may be preempted and where a
+//   bundle of the gang fits are emptied, cheapest first, once the gang has
+//   waited empty_places_after_ms. Rules: kReclaim, a gang within its
+//   queue's nominal quota takes back what other queues of its cohort
+//   borrow, and so does one of a queue below its nominal quota that it
+//   would take past it, from queues whose share stays at least its queue's
+//   share with it (Kueue's fair sharing); kPriority, within a queue a
+//   higher priority preempts lower (unless the queue's
 //   within_queue_preemption is Never); kNewer, with
 //   LowerOrNewerEqualPriority, a gang that fits within its queue's nominal
 //   quota beside what the queue runs preempts the later arrivals of its
@@ -157,6 +158,8 @@ struct GangView {
   ResourceSet charge;  // counted against the quota (claimed, running)
   int64_t waiting_since_ms = 0;
   int64_t started_ms = 0;
+  // Its last checkpoint in this run (Checkpointed); 0: none yet.
+  int64_t checkpointed_ms = 0;
   uint32_t preemptions = 0;
   std::string preempted_by;  // why it was last preempted, until it runs again
 };
@@ -190,6 +193,11 @@ class QueueScheduler {
   // A preempted gang stopped and the caller released its capacity: it waits
   // again, in its old place in line.
   void Preempted(const std::string& id, int64_t now_ms);
+  // A running gang saved a checkpoint at `at_ms`: preempting it now loses
+  // only the work since then, so it costs less as a victim. Not kept by
+  // Export: after a restore a gang costs its whole run until it reports
+  // again (a train job reports at its next checkpoint).
+  void Checkpointed(const std::string& id, int64_t at_ms);
   // What a head keeps across a restart: every gang, in its place in line.
   // A gang claiming room is saved as waiting (it claims again); one being
   // preempted stays so until the caller reports Preempted.

@@ -223,6 +223,9 @@ class PlacementGroupManager {
   // its old place in line. FAILED_PRECONDITION if it is not being
   // preempted or is in two-phase commit (ask again when that ends).
   absl::StatusOr<std::vector<CancelTask>> ReleasePreempted(const std::string& id, int64_t now_ms);
+  // The group's job saved a checkpoint: preempting the group now loses only
+  // the work since (QueueScheduler::Checkpointed). Unknown ids are ignored.
+  void OnCheckpoint(const std::string& id, int64_t now_ms) { queues_.Checkpointed(id, now_ms); }
 
   void ClusterStatus(v1::GetClusterStatusResponse* response) const;
 

@@ -223,6 +223,11 @@ void Scheduler::RemoveGroup(const std::string& id) {
   if (cancels.ok()) SubmitCancels(*std::move(cancels));
 }
 
+void Scheduler::GroupCheckpointed(const std::string& id) {
+  absl::MutexLock lock(&state_->mu);
+  state_->groups.OnCheckpoint(id, HeadNowMs());
+}
+
 absl::Status Scheduler::ReleasePreempted(const std::string& id) {
   absl::StatusOr<std::vector<CancelTask>> cancels;
   uint64_t seq = 0;

@@ -49,6 +49,7 @@ class Scheduler final : public PlacementGroupHost {
   absl::StatusOr<v1::PlacementGroupInfo> GetGroup(const std::string& id) override;
   void RemoveGroup(const std::string& id) override;
   absl::Status ReleasePreempted(const std::string& id) override;
+  void GroupCheckpointed(const std::string& id) override;
   std::string RayletAddress(const std::string& node_id) override;
   void BundleNotOnNode(const std::string& node_id, const std::string& group_id,
                        uint32_t bundle_index) override;

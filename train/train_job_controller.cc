@@ -151,14 +151,28 @@ absl::Status TrainJobController::ReportProgress(const v1::ReportTrainProgressReq
   for (const auto& [name, value] : request.metrics()) {
     if (absl::Status s = ValidateString(name, "metrics key", 128, true); !s.ok()) return s;
   }
-  absl::MutexLock lock(&mu_);
-  auto it = jobs_.find(request.job_id());
-  if (it == jobs_.end()) {
-    return absl::NotFoundError(absl::StrCat("job_id: no job '", request.job_id(), "'"));
+  std::vector<std::string> checkpointed;  // the job's groups, told outside the lock
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = jobs_.find(request.job_id());
+    if (it == jobs_.end()) {
+      return absl::NotFoundError(absl::StrCat("job_id: no job '", request.job_id(), "'"));
+    }
+    JobReconciler& job = it->second->reconciler;
+    const auto checkpoint_of = [&] {
+      return std::make_pair(job.info().latest_checkpoint(), job.info().latest_checkpoint_step());
+    };
+    const auto checkpoint_before = checkpoint_of();
+    const bool due = job.OnProgress(request);
+    PersistLocked(*it->second);
+    if (due) WakeLocked(request.job_id(), *it->second);
+    if (checkpoint_of() != checkpoint_before) {
+      if (!job.placement_group_id().empty()) checkpointed.push_back(job.placement_group_id());
+      checkpointed.insert(checkpointed.end(), job.elastic_group_ids().begin(),
+                          job.elastic_group_ids().end());
+    }
   }
-  const bool due = it->second->reconciler.OnProgress(request);
-  PersistLocked(*it->second);
-  if (due) WakeLocked(request.job_id(), *it->second);
+  for (const std::string& group : checkpointed) groups_->GroupCheckpointed(group);
   return absl::OkStatus();
 }
 

@@ -54,6 +54,9 @@ class PlacementGroupHost {
   // A preempted group's job stopped its processes: the group lets go of
   // its bundles and waits again (PlacementGroupManager::ReleasePreempted).
   virtual absl::Status ReleasePreempted(const std::string& id) = 0;
+  // The group's job saved a checkpoint (a rank reported one): preempting it
+  // now loses less.
+  virtual void GroupCheckpointed(const std::string& id) = 0;
   // The raylet address of an ALIVE or DRAINING node, or "".
   virtual std::string RayletAddress(const std::string& node_id) = 0;
   // The node's raylet does not hold this bundle of the group (StartWorker

@@ -96,6 +96,7 @@ std::string Markdown(const Options& o, const std::vector<Team>& teams,
       o.run.within_queue_preemption == QueueRunOptions().within_queue_preemption
           ? ""
           : absl::StrCat(" --within_queue_preemption ", o.run.within_queue_preemption),
+      o.run.report_checkpoints ? "" : " --report_checkpoints false",
       "` (bench/replay/queue_replay_main.cc).\n\n", "Cluster: every ", o.node_stride,
       "th GPU node of the openb node list (", runs[0].gpus,
       " GPUs). Workload (bench/replay/team_workload.h): ", gangs, " gangs over ", o.workload.hours,
@@ -109,7 +110,9 @@ std::string Markdown(const Options& o, const std::vector<Team>& teams,
       " h a day, 1/", o.workload.burst_factor, " otherwise, each team at its own phase). ",
       "A pass every ", o.run.pass_every_s, " s; a preempted gang stops after ", o.run.grace_s,
       " s and loses its work since the last checkpoint (every ", o.run.checkpoint_every_s / 60,
-      " min) plus the grace period. Starvation bound ", o.run.starvation_bound_s / 3600,
+      " min) plus the grace period",
+      o.run.report_checkpoints ? "; the scheduler hears of each checkpoint" : "",
+      ". Starvation bound ", o.run.starvation_bound_s / 3600,
       " h. Sources: Weng et al., USENIX ATC'23 (openb); Jeon et al., USENIX ATC'19 and "
       "Weng et al., NSDI'22 (Philly run times).\n\n");
   absl::StrAppend(&md, "Teams (nominal quota / offered load): ");
@@ -117,8 +120,7 @@ std::string Markdown(const Options& o, const std::vector<Team>& teams,
     absl::StrAppend(&md, t.name, " ", t.quota_share * 100, "% / ", t.load_share * 100, "%; ");
   }
   absl::StrAppend(
-      &md,
-      "one cohort (idle quota is lent), fair-share weights = quotas, within-queue preemption ",
+      &md, "one cohort (idle quota is lent), fair-share weights = quotas, within-queue preemption ",
       o.run.within_queue_preemption,
       ". Entitlement of a "
       "team in an hour = min(its quota, the GPUs of its running and waiting gangs it "
@@ -341,6 +343,9 @@ int main(int argc, char** argv) {
       ->check(CLI::PositiveNumber);
   app.add_option("--within_queue_preemption", o.run.within_queue_preemption,
                  "each team queue's: Never, LowerPriority or LowerOrNewerEqualPriority");
+  app.add_option("--report_checkpoints", o.run.report_checkpoints,
+                 "whether the scheduler hears of checkpoints (and preempts the gangs that lose "
+                 "least); default true");
   app.add_option("--pass_pending", o.pass_pending, "pending gangs of the pass-time measure")
       ->check(CLI::Range(1, 1000000));
   app.add_option("--explain_waits", o.explain_waits,

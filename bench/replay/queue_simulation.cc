@@ -293,6 +293,15 @@ absl::StatusOr<QueueRun> RunQueues(const std::vector<TraceNode>& nodes,
       }
       wanted[g.team] += g.gpus;
     }
+    // Running gangs save a checkpoint every checkpoint_every_s of their run.
+    if (options.report_checkpoints) {
+      for (const auto& [id, l] : live) {
+        if (l.start_s >= 0 && now > l.start_s &&
+            (now - l.start_s) % options.checkpoint_every_s == 0) {
+          scheduler.Checkpointed(id, now * 1000);
+        }
+      }
+    }
     const auto start = std::chrono::steady_clock::now();
     PassResult result = scheduler.Pass(now * 1000, capacity);
     run.pass_ms.push_back(MillisSince(start));

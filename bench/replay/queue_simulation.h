@@ -35,6 +35,9 @@ struct QueueRunOptions {
   int64_t pass_every_s = 60;
   int64_t grace_s = 60;
   int64_t checkpoint_every_s = 1800;
+  // Whether the scheduler hears of each checkpoint (a train job's
+  // berth.train.report), so that it preempts the gangs that lose least.
+  bool report_checkpoints = true;
   int64_t starvation_bound_s = 4 * 3600;
   int64_t measure_hours = 72;  // the arrivals; the run goes on until every gang ends
   // How often each team's usable demand is sampled: every pass, as gangs

@@ -121,6 +121,28 @@ TEST(QueueScheduler, AQueueBelowItsQuotaReclaimsWhatAnotherBorrowed) {
   EXPECT_THAT(c.Pass(50).admitted, ElementsAre("a2", "a3"));  // back in their old order
 }
 
+// A victim costs the work it would lose: the GPU-hours since its last
+// checkpoint, or since its start when it reported none.
+TEST(QueueScheduler, VictimsAreTheGangsThatLoseTheLeastSinceTheirLastCheckpoint) {
+  Cluster c(TwoTeams(8, 8), 16);
+  for (int i = 0; i < 4; ++i) c.Submit("a" + std::to_string(i), "a", 4, 0);
+  ASSERT_EQ(c.Pass(0).admitted.size(), 4u);  // a borrows all of b's idle quota
+  // a0 and a1 saved a checkpoint a moment ago; a2 and a3 never did.
+  c.scheduler.Checkpointed("a0", 900);
+  c.scheduler.Checkpointed("a1", 950);
+  c.Submit("b0", "b", 8, 960);
+  PassResult r = c.Pass(1000);
+  EXPECT_THAT(Victims(r), UnorderedElementsAre("a0", "a1"));
+  // A checkpoint of an earlier run counts for nothing once it runs again.
+  c.Stopped(r, 1010);
+  c.End("b0");
+  ASSERT_THAT(c.Pass(1020).admitted, ElementsAre("a0", "a1"));
+  EXPECT_EQ(c.scheduler.Find("a0")->checkpointed_ms, 0);
+  // Nor does one reported before the start (a late report of that run).
+  c.scheduler.Checkpointed("a1", 950);
+  EXPECT_EQ(c.scheduler.Find("a1")->checkpointed_ms, 0);
+}
+
 // a (quota 6) runs 2 GPUs, b (quota 10) borrows 4 on a cluster of 16, and
 // a asks for 6 more (a2): the pass that follows.
 PassResult ABelowItsQuotaAsksPastIt(Cluster& c) {

@@ -206,6 +206,12 @@ Outcome Simulate(const Workload& w, uint64_t seed, TestCapacity& capacity,
       ++done;
       it = ends.erase(it);
     }
+    // Some running gangs report a checkpoint (victims then cost less).
+    for (const auto& [id, n] : arrival) {
+      const GangView* v = s.Find(id);
+      if (v != nullptr && v->state == GangState::kRunning && (n + now / kStep) % 5 == 0)
+        s.Checkpointed(id, now);
+    }
     for (const Workload::Job& job : w.jobs) {
       if (job.submit_ms != now) continue;
       capacity.Add(job);

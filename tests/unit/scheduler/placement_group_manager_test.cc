@@ -258,6 +258,26 @@ TEST_F(PlacementGroupManagerTest, AQueueBelowItsQuotaReclaimsWhatAnotherBorrowed
   EXPECT_EQ(Info(a2).preempted_by(), "");
 }
 
+// The victim is the group whose job would lose the least work: one that
+// just saved a checkpoint, though it started first.
+TEST_F(PlacementGroupManagerTest, AGroupWhoseJobJustCheckpointedIsTheVictim) {
+  ASSERT_TRUE(pgs_.Reconfigure(TwoTeams()).ok());
+  AddNode("a", 4);
+  const std::string a1 = Create(InQueue("team-a", 2, "job-a1"));
+  ScheduleAndCommit();
+  now_ += 10;
+  const std::string a2 = Create(InQueue("team-a", 2, "job-a2"));
+  ScheduleAndCommit();
+  ASSERT_EQ(Info(a2).state(), v1::PLACEMENT_GROUP_STATE_CREATED);
+  now_ += 10;
+  pgs_.OnCheckpoint(a1, now_);
+  pgs_.OnCheckpoint("no-such-group", now_);  // ignored
+  now_ += 1;
+  Create(InQueue("team-b", 2, "job-b"));
+  EXPECT_TRUE(ScheduleAndCommit().empty());
+  EXPECT_THAT(pgs_.TakePreemptions().job_groups, testing::ElementsAre(a1));
+}
+
 TEST_F(PlacementGroupManagerTest, AGroupCreatedDirectlyIsReleasedAtOnceWhenPreempted) {
   ASSERT_TRUE(pgs_.Reconfigure(TwoTeams()).ok());
   AddNode("a", 4);
