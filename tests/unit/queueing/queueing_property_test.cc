@@ -85,8 +85,9 @@ void CheckQuota(const QueueScheduler& s, const std::string& where) {
         continue;
       }
       auto b = q.borrowing_limit.find(r);
-      if (b != q.borrowing_limit.end())
+      if (b != q.borrowing_limit.end()) {
         EXPECT_LE(u, n.units() + b->second.units()) << where << " queue " << name;
+      }
       auto l = q.lending_limit.find(r);
       const int64_t lend = l == q.lending_limit.end() ? n.units() : l->second.units();
       pool[q.cohort + "/" + r] += lend;
@@ -254,10 +255,11 @@ Outcome Simulate(const Workload& w, uint64_t seed, TestCapacity& capacity,
       EXPECT_TRUE(capacity.Holds(id)) << where;
       EXPECT_EQ(s.Find(id)->state, GangState::kRunning);
       const int ahead = starved_behind.count(id) ? starved_behind[id] : 0;
-      if (check_starvation)
+      if (check_starvation) {
         EXPECT_LE(now - before[id].waiting_since_ms,
                   options.starvation_bound_ms + (ahead + 1) * (kMaxLimit + 4 * kStep))
             << where << " gang " << id << " starved";
+      }
       starved_behind.erase(id);
       ends[id] = now + by_id.at(id)->duration_ms;
       ++out.admitted;
