@@ -396,8 +396,10 @@ std::optional<QueueScheduler::Victims> QueueScheduler::ChooseVictims(const Gang&
   }
   if (candidates.empty()) return std::nullopt;
   // Places (nodes) are freed whole: the lowest priority among their victims
-  // first, then the fewest GPU-hours, then the node; a victim without places
-  // (a model that does not say) is a place of its own, after the nodes.
+  // first, then the fewest GPU-hours, then the node. A victim is on each of
+  // its places (a multi-node gang's end frees every node it holds, and a
+  // node it shares can be emptied only with it); one without places (a
+  // model that does not say) is a place of its own, after the nodes.
   struct Place {
     int32_t priority = std::numeric_limits<int32_t>::min();  // the highest among its victims
     double cost = 0;
@@ -405,22 +407,29 @@ std::optional<QueueScheduler::Victims> QueueScheduler::ChooseVictims(const Gang&
     std::vector<const Candidate*> victims;
   };
   std::vector<Place> places;
-  places.reserve(candidates.size());  // Place* stay valid
+  size_t most_places = 0;
+  for (const Candidate& c : candidates) {
+    most_places += std::max<size_t>(1, pass.PlacesOf(c.gang).size());
+  }
+  places.reserve(most_places);  // Place* stay valid
   absl::flat_hash_map<uint64_t, Place*> place_of_node;
   for (const Candidate& c : candidates) {
     const std::vector<uint64_t>& where = pass.PlacesOf(c.gang);
-    Place* place;
-    if (where.empty()) {
-      place = &places.emplace_back();
-    } else if (auto [it, fresh] = place_of_node.try_emplace(where.front(), nullptr); fresh) {
-      place = it->second = &places.emplace_back();
-      place->node = where.front();
-    } else {
-      place = it->second;
+    std::vector<Place*> on;
+    if (where.empty()) on.push_back(&places.emplace_back());
+    for (uint64_t node : where) {
+      auto [it, fresh] = place_of_node.try_emplace(node, nullptr);
+      if (fresh) {
+        it->second = &places.emplace_back();
+        it->second->node = node;
+      }
+      on.push_back(it->second);
     }
-    place->priority = std::max(place->priority, c.gang->request.priority);
-    place->cost += c.cost;
-    place->victims.push_back(&c);
+    for (Place* place : on) {
+      place->priority = std::max(place->priority, c.gang->request.priority);
+      place->cost += c.cost;
+      place->victims.push_back(&c);
+    }
   }
   std::vector<Place*> by_cost;
   for (Place& place : places) by_cost.push_back(&place);
@@ -453,11 +462,17 @@ std::optional<QueueScheduler::Victims> QueueScheduler::ChooseVictims(const Gang&
   // empty places gains nothing from half-emptied ones).
   auto eligible_of = [&](const std::set<const Place*>* only, size_t max_victims) {
     std::vector<const Candidate*> eligible;
-    std::map<std::string, ResourceSet> left;  // usage without the eligible ones so far
+    absl::flat_hash_set<const Candidate*> taken;  // of `eligible`: a victim is on several places
+    std::map<std::string, ResourceSet> left;      // usage without the eligible ones so far
     for (const Place* place : by_cost) {
       if (only != nullptr && only->count(place) == 0) continue;
       std::vector<const Candidate*> here;
+      size_t already = 0;  // victims of this place taken with an earlier one
       for (const Candidate* c : place->victims) {
+        if (taken.contains(c)) {
+          ++already;
+          continue;
+        }
         if (c->rule == PreemptionRule::kReclaim) {
           const std::string& owner_name = c->gang->request.queue;
           auto [usage, fresh] = left.try_emplace(owner_name);
@@ -473,8 +488,8 @@ std::optional<QueueScheduler::Victims> QueueScheduler::ChooseVictims(const Gang&
           it->second.Subtract(c->gang->view.charge).IgnoreError();
         if (only == nullptr && eligible.size() + here.size() == max_victims) break;
       }
-      if (only != nullptr &&
-          (here.size() != place->victims.size() || eligible.size() + here.size() > max_victims)) {
+      if (only != nullptr && (here.size() + already != place->victims.size() ||
+                              eligible.size() + here.size() > max_victims)) {
         // The place stays: its victims' usage counts again.
         for (const Candidate* c : here) {
           if (auto it = left.find(c->gang->request.queue); it != left.end())
@@ -483,6 +498,7 @@ std::optional<QueueScheduler::Victims> QueueScheduler::ChooseVictims(const Gang&
         continue;
       }
       eligible.insert(eligible.end(), here.begin(), here.end());
+      taken.insert(here.begin(), here.end());
       if (eligible.size() == max_victims) break;
     }
     return eligible;

@@ -16,7 +16,8 @@
 //   GPU-hours of work (lowest priority first, then the least run since its
 //   start or its last checkpoint: the youngest when none reports
 //   checkpoints; then the set is pruned to a minimal one). Victims are
-//   taken a place (node) at a time; when the cheapest places do not make
+//   taken a place (node) at a time, a multi-node gang with each of its
+//   nodes; when the cheapest places do not make
 //   room (a gang of whole-node bundles gains nothing from half-emptied
 //   nodes), the places whose every gang may be preempted and where a
 //   bundle of the gang fits are emptied, cheapest first, once the gang has

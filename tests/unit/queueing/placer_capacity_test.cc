@@ -1,5 +1,7 @@
 #include "queueing/placer_capacity.h"
 
+#include <tuple>
+
 #include "absl/strings/match.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -186,6 +188,53 @@ TEST(PlacerCapacityPreemption, OnlyPlacesTheGangsBundlesFitAreEmptied) {
     scheduler.Preempted(v, now);
   }
   EXPECT_THAT(scheduler.Pass(now + 1, capacity).admitted, ::testing::ElementsAre("big"));
+}
+
+// A victim on several nodes is on each of its places: b's two-node gang
+// "wide" (first on n0, beside a's gang, which may not be preempted) also
+// holds n1, which reclaim can empty only with it.
+TEST(PlacerCapacityPreemption, AMultiNodeVictimIsOnEveryNodeItHolds) {
+  NodeResourceTable table;
+  for (int i = 0; i < 4; ++i) {
+    const std::string name = "n" + std::to_string(i);
+    ASSERT_TRUE(table.AddNode(MakeNode(name, 16, 4, "A10G", {{"name", name}})).ok());
+  }
+  PlacerCapacity capacity(&table, nullptr);
+  QueueSchedulerOptions options;
+  options.max_victims_considered = 2;  // the cheapest two (b1, b2) do not make room
+  QueueScheduler scheduler(TwoQueues(16, 0), options);  // all b holds is borrowed
+  auto on = [](int gpus, const std::string& node) {
+    return MakeBundle(ResourceSet::Of({{kGpu, static_cast<double>(gpus)}, {kCpu, 1}}),
+                      "name=" + node);
+  };
+  const std::vector<std::tuple<std::string, std::string, PlacementGroupSpec>> running = {
+      {"wide", "b", MakeGroup({on(2, "n0"), on(2, "n1")}, PlacementStrategy::kStrictSpread)},
+      {"a0", "a", MakeGroup({on(2, "n0")}, PlacementStrategy::kStrictPack)},
+      {"b1", "b", MakeGroup({on(2, "n1")}, PlacementStrategy::kStrictPack)},
+      {"b2", "b", MakeGroup({on(4, "n2")}, PlacementStrategy::kStrictPack)},
+      {"a3", "a", MakeGroup({on(4, "n3")}, PlacementStrategy::kStrictPack)}};
+  int64_t now = 0;
+  for (const auto& [id, queue, spec] : running) {
+    capacity.Add(id, spec);
+    ASSERT_TRUE(scheduler.Submit({id, queue, 0, spec.total()}, now).ok());
+    ASSERT_THAT(scheduler.Pass(now, capacity).admitted, ::testing::ElementsAre(id));
+    now += 1000;
+  }
+  ASSERT_EQ(capacity.PlacesOf("wide"), (std::vector<uint64_t>{0, 1}));
+  capacity.Add("big", MakeGroup(Repeat(MakeBundle(ResourceSet::Of({{kGpu, 4}, {kCpu, 1}})), 2),
+                                PlacementStrategy::kStrictSpread));
+  ASSERT_TRUE(scheduler.Submit({"big", "a", 0, ResourceSet::Of({{kGpu, 8}, {kCpu, 2}})}, now).ok());
+  now += QueueSchedulerOptions().empty_places_after_ms;
+  PassResult r = scheduler.Pass(now, capacity);
+  std::vector<std::string> victims;
+  for (const Preemption& p : r.preempted) victims.push_back(p.victim);
+  EXPECT_THAT(victims, ::testing::UnorderedElementsAre("wide", "b1", "b2"));
+  for (const std::string& v : victims) {
+    capacity.Release(v);
+    scheduler.Preempted(v, now);
+  }
+  EXPECT_THAT(scheduler.Pass(now + 1, capacity).admitted, ::testing::ElementsAre("big"));
+  EXPECT_EQ(capacity.PlacesOf("big"), (std::vector<uint64_t>{1, 2}));
 }
 
 TEST_F(PlacerCapacityTest, CouldHoldSaysWhetherABundleFitsTheEmptyNode) {
