@@ -520,11 +520,14 @@ std::optional<QueueScheduler::Victims> QueueScheduler::ChooseVictims(const Gang&
     return true;
   };
   // The cheapest places first; failing that (a gang that needs empty
-  // places), once it has waited empty_places_after_ms, the places that can
-  // be emptied, cheapest first.
+  // places), the places that can be emptied, cheapest first: at once for a
+  // gang within its nominal quota (the room is its own queue's), else once
+  // it has waited empty_places_after_ms.
   std::vector<const Candidate*> eligible = eligible_of(nullptr, options_.max_victims_considered);
   if (eligible.empty() || !enough(eligible)) {
-    if (pass.now_ms - g.view.waiting_since_ms < options_.empty_places_after_ms) return std::nullopt;
+    if (!within_nominal && pass.now_ms - g.view.waiting_since_ms < options_.empty_places_after_ms) {
+      return std::nullopt;
+    }
     const std::set<const Place*> whole = emptiable();
     eligible = eligible_of(&whole, options_.max_victims_to_empty_places);
     if (eligible.empty() || !enough(eligible)) return std::nullopt;

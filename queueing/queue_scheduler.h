@@ -20,8 +20,9 @@
 //   nodes; when the cheapest places do not make
 //   room (a gang of whole-node bundles gains nothing from half-emptied
 //   nodes), the places whose every gang may be preempted and where a
-//   bundle of the gang fits are emptied, cheapest first, once the gang has
-//   waited empty_places_after_ms. Rules: kReclaim, a gang within its
+//   bundle of the gang fits are emptied, cheapest first: at once by a gang
+//   within its queue's nominal quota, by another once it has waited
+//   empty_places_after_ms. Rules: kReclaim, a gang within its
 //   queue's nominal quota takes back what other queues of its cohort
 //   borrow, and so does one of a queue below its nominal quota that it
 //   would take past it, from queues whose share stays at least its queue's
@@ -139,11 +140,15 @@ struct QueueSchedulerOptions {
   // Victims considered when the cheapest do not make room and the gang
   // needs places emptied whole (a multi-node gang of whole-node bundles).
   size_t max_victims_to_empty_places = 256;
-  // How long such a gang waits before it empties places: emptying a node
-  // stops every gang on it, and gangs that end often make the room first.
-  // Queue replay, seeds 1-5, once only places the gang fits were emptied:
-  // team-hours at >= 90% of entitlement 92.9% (30 min), 95.0% (15), 96.9%
-  // (5), 97.5% (none), with the GPU-hours lost highest at none.
+  // How long such a gang waits before it empties places, if it would
+  // borrow: emptying a node stops every gang on it, and gangs that end
+  // often make the room first. A gang within its nominal quota does not
+  // wait: the room is its own queue's, and waiting for chance is what kept
+  // teams below their entitlement at the start of their bursts (queue
+  // replay, seeds 1-10, since victims cost the work since their last
+  // checkpoint: team-hours at >= 90% of entitlement 99.90% against 99.60%
+  // with every gang waiting 5 minutes, and allocation +0.99 points over
+  // strict FIFO against +0.79; docs/PERFORMANCE.md, stop 38).
   int64_t empty_places_after_ms = int64_t{5} * 60 * 1000;
   size_t max_preemption_searches = 16;
   size_t max_reservation_horizon = 64;

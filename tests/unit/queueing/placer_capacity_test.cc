@@ -130,10 +130,7 @@ TEST(PlacerCapacityPreemption, AGangOfWholeNodesReclaimsNodesThatCanBeEmptied) {
   capacity.Add("big", MakeGroup(Repeat(MakeBundle(ResourceSet::Of({{kGpu, 4}, {kCpu, 1}})), 2),
                                 PlacementStrategy::kStrictSpread));
   ASSERT_TRUE(scheduler.Submit({"big", "a", 0, ResourceSet::Of({{kGpu, 8}, {kCpu, 2}})}, now).ok());
-  // Emptying nodes stops every gang on them: only after the gang has waited
-  // empty_places_after_ms (gangs that end may make the room first).
-  EXPECT_THAT(scheduler.Pass(now, capacity).preempted, ::testing::IsEmpty());
-  now += QueueSchedulerOptions().empty_places_after_ms;
+  // Within a's nominal quota, at once: the room is a's own, lent to b.
   PassResult r = scheduler.Pass(now++, capacity);
   std::vector<std::string> victims;
   for (const Preemption& p : r.preempted) {
@@ -149,6 +146,48 @@ TEST(PlacerCapacityPreemption, AGangOfWholeNodesReclaimsNodesThatCanBeEmptied) {
   }
   EXPECT_THAT(scheduler.Pass(now++, capacity).admitted, ::testing::ElementsAre("big"));
   EXPECT_EQ(capacity.PlacesOf("big"), (std::vector<uint64_t>{0, 1}));
+}
+
+// A gang that would borrow empties places only after it has waited
+// empty_places_after_ms: emptying a node stops every gang on it, and gangs
+// that end may make the room first. a (quota 2) runs four 1-GPU gangs,
+// two on each node; its 4-GPU gang of a higher priority needs a node
+// emptied, and the cheapest victim alone does not make room.
+TEST(PlacerCapacityPreemption, AGangThatWouldBorrowWaitsBeforeItEmptiesPlaces) {
+  NodeResourceTable table;
+  for (const std::string name : {"n0", "n1"})
+    ASSERT_TRUE(table.AddNode(MakeNode(name, 16, 4, "A10G", {{"name", name}})).ok());
+  PlacerCapacity capacity(&table, nullptr);
+  QueueSchedulerOptions options;
+  options.max_victims_considered = 1;
+  QueueScheduler scheduler(TwoQueues(2, 6), options);
+  int64_t now = 0;
+  for (const std::string node : {"n0", "n0", "n1", "n1"}) {
+    const std::string id = "a" + std::to_string(now);
+    capacity.Add(id,
+                 MakeGroup({MakeBundle(ResourceSet::Of({{kGpu, 1}, {kCpu, 1}}), "name=" + node)},
+                           PlacementStrategy::kStrictPack));
+    ASSERT_TRUE(scheduler.Submit({id, "a", 0, ResourceSet::Of({{kGpu, 1}, {kCpu, 1}})}, now).ok());
+    ASSERT_THAT(scheduler.Pass(now++, capacity).admitted, ::testing::ElementsAre(id));
+  }
+  capacity.Add("big", MakeGroup({MakeBundle(ResourceSet::Of({{kGpu, 4}, {kCpu, 1}}))},
+                                PlacementStrategy::kStrictPack));
+  ASSERT_TRUE(scheduler.Submit({"big", "a", 1, ResourceSet::Of({{kGpu, 4}, {kCpu, 1}})}, now).ok());
+  ASSERT_FALSE(scheduler.ledger().Check("a", ResourceSet::Of({{kGpu, 4}})).within_nominal);
+  EXPECT_THAT(scheduler.Pass(now, capacity).preempted, ::testing::IsEmpty());
+  now += QueueSchedulerOptions().empty_places_after_ms;
+  PassResult r = scheduler.Pass(now, capacity);
+  std::vector<std::string> victims;
+  for (const Preemption& p : r.preempted) {
+    EXPECT_EQ(p.rule, PreemptionRule::kPriority);
+    victims.push_back(p.victim);
+  }
+  EXPECT_THAT(victims, ::testing::UnorderedElementsAre("a2", "a3"));  // n1, the younger ones
+  for (const std::string& v : victims) {
+    capacity.Release(v);
+    scheduler.Preempted(v, now);
+  }
+  EXPECT_THAT(scheduler.Pass(now + 1, capacity).admitted, ::testing::ElementsAre("big"));
 }
 
 // Reclaim takes only what the other queue borrows, so the places it empties
@@ -177,8 +216,6 @@ TEST(PlacerCapacityPreemption, OnlyPlacesTheGangsBundlesFitAreEmptied) {
                                 PlacementStrategy::kStrictSpread));
   ASSERT_TRUE(
       scheduler.Submit({"big", "a", 0, ResourceSet::Of({{kGpu, 8}, {kCpu, 48}})}, now).ok());
-  EXPECT_THAT(scheduler.Pass(now, capacity).preempted, ::testing::IsEmpty());
-  now += QueueSchedulerOptions().empty_places_after_ms;
   PassResult r = scheduler.Pass(now, capacity);
   std::vector<std::string> victims;
   for (const Preemption& p : r.preempted) victims.push_back(p.victim);
@@ -224,7 +261,6 @@ TEST(PlacerCapacityPreemption, AMultiNodeVictimIsOnEveryNodeItHolds) {
   capacity.Add("big", MakeGroup(Repeat(MakeBundle(ResourceSet::Of({{kGpu, 4}, {kCpu, 1}})), 2),
                                 PlacementStrategy::kStrictSpread));
   ASSERT_TRUE(scheduler.Submit({"big", "a", 0, ResourceSet::Of({{kGpu, 8}, {kCpu, 2}})}, now).ok());
-  now += QueueSchedulerOptions().empty_places_after_ms;
   PassResult r = scheduler.Pass(now, capacity);
   std::vector<std::string> victims;
   for (const Preemption& p : r.preempted) victims.push_back(p.victim);
