@@ -414,21 +414,20 @@ std::optional<QueueScheduler::Victims> QueueScheduler::ChooseVictims(const Gang&
   places.reserve(most_places);  // Place* stay valid
   absl::flat_hash_map<uint64_t, Place*> place_of_node;
   for (const Candidate& c : candidates) {
+    auto put_on = [&c](Place* place) {
+      place->priority = std::max(place->priority, c.gang->request.priority);
+      place->cost += c.cost;
+      place->victims.push_back(&c);
+    };
     const std::vector<uint64_t>& where = pass.PlacesOf(c.gang);
-    std::vector<Place*> on;
-    if (where.empty()) on.push_back(&places.emplace_back());
+    if (where.empty()) put_on(&places.emplace_back());
     for (uint64_t node : where) {
       auto [it, fresh] = place_of_node.try_emplace(node, nullptr);
       if (fresh) {
         it->second = &places.emplace_back();
         it->second->node = node;
       }
-      on.push_back(it->second);
-    }
-    for (Place* place : on) {
-      place->priority = std::max(place->priority, c.gang->request.priority);
-      place->cost += c.cost;
-      place->victims.push_back(&c);
+      put_on(it->second);
     }
   }
   std::vector<Place*> by_cost;

@@ -7,6 +7,7 @@
 #include "gtest/gtest.h"
 #include "queueing/queue_scheduler.h"
 #include "tests/unit/placement_test_util.h"
+#include "tests/unit/queueing/pool_capacity_test_util.h"
 
 namespace berth {
 namespace {
@@ -15,6 +16,7 @@ using testing::MakeBundle;
 using testing::MakeGroup;
 using testing::MakeNode;
 using testing::Repeat;
+using testing::Victims;
 
 PlacementGroupSpec Gang(int gpus) {
   return MakeGroup(Repeat(MakeBundle(ResourceSet::Of({{kGpu, 1}, {kCpu, 1}})), gpus),
@@ -132,11 +134,8 @@ TEST(PlacerCapacityPreemption, AGangOfWholeNodesReclaimsNodesThatCanBeEmptied) {
   ASSERT_TRUE(scheduler.Submit({"big", "a", 0, ResourceSet::Of({{kGpu, 8}, {kCpu, 2}})}, now).ok());
   // Within a's nominal quota, at once: the room is a's own, lent to b.
   PassResult r = scheduler.Pass(now++, capacity);
-  std::vector<std::string> victims;
-  for (const Preemption& p : r.preempted) {
-    EXPECT_EQ(p.rule, PreemptionRule::kReclaim);
-    victims.push_back(p.victim);
-  }
+  for (const Preemption& p : r.preempted) EXPECT_EQ(p.rule, PreemptionRule::kReclaim);
+  const std::vector<std::string> victims = Victims(r);
   // n0 and n1, and nothing else: b's youngest share n2 and n3 with a.
   EXPECT_THAT(victims,
               ::testing::UnorderedElementsAre("b0", "b1", "b2", "b3", "b4", "b5", "b6", "b7"));
@@ -177,11 +176,8 @@ TEST(PlacerCapacityPreemption, AGangThatWouldBorrowWaitsBeforeItEmptiesPlaces) {
   EXPECT_THAT(scheduler.Pass(now, capacity).preempted, ::testing::IsEmpty());
   now += QueueSchedulerOptions().empty_places_after_ms;
   PassResult r = scheduler.Pass(now, capacity);
-  std::vector<std::string> victims;
-  for (const Preemption& p : r.preempted) {
-    EXPECT_EQ(p.rule, PreemptionRule::kPriority);
-    victims.push_back(p.victim);
-  }
+  for (const Preemption& p : r.preempted) EXPECT_EQ(p.rule, PreemptionRule::kPriority);
+  const std::vector<std::string> victims = Victims(r);
   EXPECT_THAT(victims, ::testing::UnorderedElementsAre("a2", "a3"));  // n1, the younger ones
   for (const std::string& v : victims) {
     capacity.Release(v);
@@ -217,8 +213,7 @@ TEST(PlacerCapacityPreemption, OnlyPlacesTheGangsBundlesFitAreEmptied) {
   ASSERT_TRUE(
       scheduler.Submit({"big", "a", 0, ResourceSet::Of({{kGpu, 8}, {kCpu, 48}})}, now).ok());
   PassResult r = scheduler.Pass(now, capacity);
-  std::vector<std::string> victims;
-  for (const Preemption& p : r.preempted) victims.push_back(p.victim);
+  const std::vector<std::string> victims = Victims(r);
   EXPECT_THAT(victims, ::testing::UnorderedElementsAre("b-big0", "b-big1"));
   for (const std::string& v : victims) {
     capacity.Release(v);
@@ -262,8 +257,7 @@ TEST(PlacerCapacityPreemption, AMultiNodeVictimIsOnEveryNodeItHolds) {
                                 PlacementStrategy::kStrictSpread));
   ASSERT_TRUE(scheduler.Submit({"big", "a", 0, ResourceSet::Of({{kGpu, 8}, {kCpu, 2}})}, now).ok());
   PassResult r = scheduler.Pass(now, capacity);
-  std::vector<std::string> victims;
-  for (const Preemption& p : r.preempted) victims.push_back(p.victim);
+  const std::vector<std::string> victims = Victims(r);
   EXPECT_THAT(victims, ::testing::UnorderedElementsAre("wide", "b1", "b2"));
   for (const std::string& v : victims) {
     capacity.Release(v);
@@ -352,11 +346,8 @@ TEST(PlacerCapacityPreemption, VictimsOffThePlacesTheGangTakesAreNotPreempted) {
   capacity.Add("hi", Gang(4));
   ASSERT_TRUE(scheduler.Submit({"hi", "a", 1, ResourceSet::Of({{kGpu, 4}, {kCpu, 4}})}, now).ok());
   PassResult r = scheduler.Pass(now, capacity);
-  std::vector<std::string> victims;
-  for (const Preemption& p : r.preempted) {
-    EXPECT_EQ(p.rule, PreemptionRule::kPriority);
-    victims.push_back(p.victim);
-  }
+  for (const Preemption& p : r.preempted) EXPECT_EQ(p.rule, PreemptionRule::kPriority);
+  const std::vector<std::string> victims = Victims(r);
   // The eighteen young ones cost least, but freeing one leaves its node 3
   // GPUs short: hi goes to n1 (its four started after n0's), and only they stop.
   EXPECT_THAT(victims, ::testing::UnorderedElementsAre("old4", "old5", "old6", "old7"));

@@ -1,6 +1,7 @@
 // PoolCapacity: a CapacityModel for the queueing tests, one pool of
 // resources with no nodes: a gang fits when the pool's free amounts cover
 // its demand. Simple enough to check the scheduler's decisions by hand.
+// Victims: the gangs a pass preempted, in its order.
 #ifndef BERTH_TESTS_UNIT_QUEUEING_POOL_CAPACITY_TEST_UTIL_H_
 #define BERTH_TESTS_UNIT_QUEUEING_POOL_CAPACITY_TEST_UTIL_H_
 
@@ -9,6 +10,7 @@
 #include <vector>
 
 #include "queueing/capacity_model.h"
+#include "queueing/queue_scheduler.h"
 
 namespace berth::testing {
 
@@ -60,6 +62,12 @@ class PoolCapacity : public CapacityModel {
   std::map<std::string, ResourceSet> demand_;
   std::map<std::string, ResourceSet> held_;
 };
+
+inline std::vector<std::string> Victims(const PassResult& r) {
+  std::vector<std::string> out;
+  for (const Preemption& p : r.preempted) out.push_back(p.victim);
+  return out;
+}
 
 }  // namespace berth::testing
 

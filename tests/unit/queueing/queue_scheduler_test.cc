@@ -12,6 +12,7 @@ using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 using testing::PoolCapacity;
 using ::testing::UnorderedElementsAre;
+using testing::Victims;
 
 ResourceSet Gpus(double n) { return ResourceSet::Of({{kGpu, n}}); }
 
@@ -53,12 +54,6 @@ struct Cluster {
   QueueScheduler scheduler;
   PoolCapacity pool;
 };
-
-std::vector<std::string> Victims(const PassResult& r) {
-  std::vector<std::string> out;
-  for (const Preemption& p : r.preempted) out.push_back(p.victim);
-  return out;
-}
 
 QueueConfig TwoTeams(double a, double b, double b_weight = 1) {
   return QueueConfig()
