@@ -55,7 +55,9 @@
 //   longer than starvation_bound goes first in its queue, whatever the
 //   priorities; within its nominal quota it gets a reservation no gang may
 //   take and the oldest of its queue holds its quota for the rest of the
-//   pass (whether it waits for room or for quota its cohort lent out); one
+//   pass against the gangs behind it (whether it waits for room or for
+//   quota its cohort lent out; other queues may still borrow that quota,
+//   and it reclaims what they borrow when its room comes); one
 //   that waits for its own queue's quota stops its queue: nothing behind it
 //   is admitted until it fits. Its victim searches do not count against
 //   max_preemption_searches. A pass treats so only the oldest such gang

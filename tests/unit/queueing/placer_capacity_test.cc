@@ -319,6 +319,56 @@ TEST(PlacerCapacityPreemption, AStarvingGangThatCannotReclaimDoesNotStopItsQueue
   }
 }
 
+// A starving gang within its nominal quota that waits for room holds that
+// quota against the gangs behind it in its queue, not against other queues:
+// another queue's gang borrows it and starts off the starving gang's
+// reservation (before, the GPUs stayed idle), and the starving gang still
+// starts when its room comes.
+TEST(PlacerCapacityPreemption, AStarvingGangHoldsItsQuotaOnlyAgainstItsOwnQueue) {
+  NodeResourceTable table;
+  for (const char* name : {"n0", "n1"})
+    ASSERT_TRUE(table.AddNode(MakeNode(name, 16, 8, "A10G")).ok());
+  PlacerCapacity capacity(&table, nullptr);
+  QueueInput a;
+  a.name = "a";
+  a.cohort = "org";
+  a.nominal = {{"GPU", 8}};
+  a.borrowing_limit = {{"GPU", 0}};
+  QueueConfig config = QueueConfig()
+                           .WithCohort("org")
+                           .value()
+                           .WithQueue(QueueSpecFromInput(a, "queue").value())
+                           .value()
+                           .WithQueue(GpuQueue("b", 8))
+                           .value();
+  QueueScheduler scheduler(std::move(config), StarvingAfter(10));
+  auto submit = [&](const std::string& id, const std::string& queue, int gpus,
+                    PlacementStrategy strategy, bool preemptible, int64_t now) {
+    capacity.Add(
+        id, MakeGroup(Repeat(MakeBundle(ResourceSet::Of({{kGpu, 1}, {kCpu, 1}})), gpus), strategy));
+    GangRequest r{id, queue, 0, ResourceSet::Of({{kGpu, gpus}, {kCpu, gpus}})};
+    r.preemptible = preemptible;
+    return scheduler.Submit(r, now);
+  };
+  // b's pins (not preemptible) take a GPU of each node: no node has 8 free.
+  ASSERT_TRUE(submit("pins", "b", 2, PlacementStrategy::kStrictSpread, false, 0).ok());
+  ASSERT_THAT(scheduler.Pass(0, capacity).admitted, ::testing::ElementsAre("pins"));
+  ASSERT_TRUE(submit("big", "a", 8, PlacementStrategy::kStrictPack, true, 0).ok());
+  ASSERT_TRUE(submit("small", "a", 1, PlacementStrategy::kStrictPack, true, 95).ok());
+  ASSERT_TRUE(submit("wide", "b", 7, PlacementStrategy::kStrictPack, true, 95).ok());
+  // big has starved and holds a's 8 GPUs; b borrows one of them for wide.
+  PassResult r = scheduler.Pass(100, capacity);
+  EXPECT_THAT(r.admitted, ::testing::ElementsAre("wide"));
+  EXPECT_THAT(r.preempted, ::testing::IsEmpty());
+  EXPECT_THAT(scheduler.Find("big")->reason, ::testing::HasSubstr("waiting for room"));
+  EXPECT_THAT(scheduler.Find("small")->reason, ::testing::HasSubstr("waiting for quota"));
+  capacity.Remove("pins");
+  scheduler.Finish("pins");
+  r = scheduler.Pass(200, capacity);
+  EXPECT_THAT(r.admitted, ::testing::ElementsAre("big"));
+  EXPECT_NE(capacity.PlacesOf("big"), capacity.PlacesOf("wide"));
+}
+
 // The cheapest victims come first, and a place that is cheap but too small
 // on its own comes before the one that is enough: the victims off the
 // places the gang then takes are not preempted (the smallest sufficient
