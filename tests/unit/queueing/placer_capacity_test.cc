@@ -1,5 +1,6 @@
 #include "queueing/placer_capacity.h"
 
+#include <optional>
 #include <tuple>
 
 #include "absl/strings/match.h"
@@ -73,11 +74,13 @@ TEST_F(PlacerCapacityTest, FitsWithoutLeavesTheTableExactlyAsItWas) {
   EXPECT_EQ(table_.node(1).available, table_.node(1).total);
 }
 
-QueueSpec GpuQueue(const std::string& name, double gpus) {
+QueueSpec GpuQueue(const std::string& name, double gpus,
+                   std::optional<double> borrowing_limit = std::nullopt) {
   QueueInput in;
   in.name = name;
   in.cohort = "org";
   in.nominal = {{"GPU", gpus}};
+  if (borrowing_limit) in.borrowing_limit = {{"GPU", *borrowing_limit}};
   return QueueSpecFromInput(in, "queue").value();
 }
 
@@ -329,15 +332,10 @@ TEST(PlacerCapacityPreemption, AStarvingGangHoldsItsQuotaOnlyAgainstItsOwnQueue)
   for (const char* name : {"n0", "n1"})
     ASSERT_TRUE(table.AddNode(MakeNode(name, 16, 8, "A10G")).ok());
   PlacerCapacity capacity(&table, nullptr);
-  QueueInput a;
-  a.name = "a";
-  a.cohort = "org";
-  a.nominal = {{"GPU", 8}};
-  a.borrowing_limit = {{"GPU", 0}};
   QueueConfig config = QueueConfig()
                            .WithCohort("org")
                            .value()
-                           .WithQueue(QueueSpecFromInput(a, "queue").value())
+                           .WithQueue(GpuQueue("a", 8, /*borrowing_limit=*/0))
                            .value()
                            .WithQueue(GpuQueue("b", 8))
                            .value();
