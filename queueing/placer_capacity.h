@@ -110,6 +110,7 @@ class PlacerCapacity : public CapacityModel {
   };
   // A spec that did not fit (its Gang::structure and amounts), and why.
   struct Unfit {
+    const std::string* gang;  // the id of the gang it was decided for
     const std::string* structure;
     const std::vector<int64_t>* amounts;
     std::string reason;

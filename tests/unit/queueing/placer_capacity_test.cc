@@ -521,5 +521,29 @@ TEST_F(PlacerCapacityTest, PlaceAvoidingKeepsOffThePlacesAndRemembersNoFailure) 
   EXPECT_EQ(capacity_.PlacesOf("b"), std::vector<uint64_t>{0});
 }
 
+// A gang found not to fit because a gang of its shape asking no more did not
+// is told so, with that gang's name, not given that gang's numbers as its own.
+TEST_F(PlacerCapacityTest, AReasonLearnedFromASmallerGangNamesIt) {
+  capacity_.Add("a", Gang(8));
+  capacity_.Add("b", Gang(8));
+  std::string why;
+  ASSERT_TRUE(capacity_.Place("a", &why).has_value()) << why;
+  ASSERT_TRUE(capacity_.Place("b", &why).has_value()) << why;
+  auto four = [](int cpus) {
+    return MakeGroup(Repeat(MakeBundle(ResourceSet::Of({{kGpu, 1}, {kCpu, cpus}})), 4),
+                     PlacementStrategy::kStrictPack);
+  };
+  capacity_.Add("small", four(1));
+  capacity_.Add("twin", four(1));
+  capacity_.Add("big", four(2));
+  std::string small_why, twin_why, big_why;
+  EXPECT_FALSE(capacity_.Place("small", &small_why).has_value());
+  EXPECT_FALSE(capacity_.Place("twin", &twin_why).has_value());
+  EXPECT_FALSE(capacity_.Place("big", &big_why).has_value());
+  EXPECT_EQ(twin_why, small_why);  // the same spec: the same reason
+  EXPECT_THAT(big_why, ::testing::StartsWith("waiting for resources: it asks at least what "
+                                             "small asks, bundle by bundle, which does not fit ("));
+}
+
 }  // namespace
 }  // namespace berth
