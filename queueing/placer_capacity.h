@@ -13,7 +13,8 @@
 // again, nor is one that asks at least as much, bundle by bundle, with the
 // same strategy and selectors (thousands of alike pending gangs cost a few
 // decisions; the placer is a heuristic, so such a gang may be skipped once
-// where a decision of its own would have found room). A gang asking
+// where a decision of its own would have found room; its reason then names
+// the gang that did not fit). A gang asking
 // more CPU, GPU or memory than the cluster has free fails without a
 // decision once it had one of its own since the nodes last changed, which
 // told whether it could ever fit (the free sums follow this adapter's own
