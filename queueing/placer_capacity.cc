@@ -157,21 +157,18 @@ std::optional<ResourceSet> PlacerCapacity::Place(const std::string& gang_id, std
   Gang& g = it->second;
   if (!g.held.empty()) return ChargeOf(g.held);
   if (const Unfit* u = KnownUnfit(g)) {
-    // Another gang's numbers would mislead the user reading this gang's reason.
-    if (*u->amounts == g.amounts) {
-      *reason = u->reason;
-    } else {
-      *reason = absl::StrCat("waiting for resources: it asks at least what ", *u->gang,
-                             " asks, bundle by bundle, which does not fit (",
-                             absl::StripPrefix(u->reason, "waiting for resources: "), ")");
-    }
+    *reason = *u->amounts == g.amounts ? u->reason : u->reason_for_larger;
     g.infeasible = u->infeasible;
     return std::nullopt;
   }
   auto remember = [&] {
     std::vector<Unfit>& alike = unfit_[g.structure_hash];
     if (alike.size() < kUnfitPerStructure)
-      alike.push_back({&it->first, &g.structure, &g.amounts, *reason, g.infeasible});
+      alike.push_back({&g.structure, &g.amounts, *reason,
+                       absl::StrCat("waiting for resources: it asks at least what ", gang_id,
+                                    " asks, bundle by bundle, which does not fit (",
+                                    absl::StripPrefix(*reason, "waiting for resources: "), ")"),
+                       g.infeasible});
   };
   SyncFree();
   if (g.decided && !FreeCovers(g.spec.total(), {}, reason)) {

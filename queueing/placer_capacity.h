@@ -111,10 +111,13 @@ class PlacerCapacity : public CapacityModel {
   };
   // A spec that did not fit (its Gang::structure and amounts), and why.
   struct Unfit {
-    const std::string* gang;  // the id of the gang it was decided for
     const std::string* structure;
     const std::vector<int64_t>* amounts;
     std::string reason;
+    // The reason of a gang that asks more: it names the gang that did not fit
+    // rather than give that gang's numbers as its own. Written once, as
+    // thousands of waiting gangs are skipped a pass.
+    std::string reason_for_larger;
     bool infeasible;
   };
   // Whether a gang asks at least what `unfit` asked, amount by amount (both
