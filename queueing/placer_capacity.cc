@@ -10,6 +10,11 @@
 #include "queueing/queue_config.h"
 
 namespace berth {
+namespace {
+
+constexpr absl::string_view kWaitingForResources = "waiting for resources: ";
+
+}  // namespace
 
 void PlacerCapacity::Add(const std::string& gang_id, PlacementGroupSpec spec, bool learn) {
   Remove(gang_id);
@@ -163,16 +168,19 @@ std::optional<ResourceSet> PlacerCapacity::Place(const std::string& gang_id, std
   }
   auto remember = [&] {
     std::vector<Unfit>& alike = unfit_[g.structure_hash];
-    if (alike.size() < kUnfitPerStructure)
-      alike.push_back({&g.structure, &g.amounts, *reason,
-                       absl::StrCat("waiting for resources: it asks at least what ", gang_id,
-                                    " asks, bundle by bundle, which does not fit (",
-                                    absl::StripPrefix(*reason, "waiting for resources: "), ")"),
-                       g.infeasible});
+    if (alike.size() >= kUnfitPerStructure) return;
+    // A gang that can never be placed is not said to be waiting.
+    absl::string_view why = *reason;
+    const bool waiting = absl::ConsumePrefix(&why, kWaitingForResources);
+    alike.push_back({&g.structure, &g.amounts, *reason,
+                     absl::StrCat(waiting ? kWaitingForResources : "", "it asks at least what ",
+                                  gang_id, " asks, bundle by bundle, which ",
+                                  waiting ? "does not fit (" : "cannot be placed (", why, ")"),
+                     g.infeasible});
   };
   SyncFree();
   if (g.decided && !FreeCovers(g.spec.total(), {}, reason)) {
-    *reason = absl::StrCat("waiting for resources: ", *reason);
+    *reason = absl::StrCat(kWaitingForResources, *reason);
     remember();
     return std::nullopt;
   }

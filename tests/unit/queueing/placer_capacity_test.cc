@@ -545,5 +545,22 @@ TEST_F(PlacerCapacityTest, AReasonLearnedFromASmallerGangNamesIt) {
                                              "small asks, bundle by bundle, which does not fit ("));
 }
 
+// ... and one that can never be placed is not said to be waiting.
+TEST_F(PlacerCapacityTest, AReasonLearnedFromAnInfeasibleGangDoesNotSayWaiting) {
+  auto four = [](int cpus) {
+    return MakeGroup(Repeat(MakeBundle(ResourceSet::Of({{kGpu, 1}, {kCpu, cpus}})), 4),
+                     PlacementStrategy::kSpread);
+  };
+  capacity_.Add("small", four(100));  // no node has 100 CPUs
+  capacity_.Add("big", four(200));
+  std::string small_why, big_why;
+  EXPECT_FALSE(capacity_.Place("small", &small_why).has_value());
+  ASSERT_TRUE(capacity_.Infeasible("small")) << small_why;
+  EXPECT_FALSE(capacity_.Place("big", &big_why).has_value());
+  EXPECT_TRUE(capacity_.Infeasible("big"));
+  EXPECT_THAT(big_why, ::testing::StartsWith("it asks at least what small asks, bundle by bundle, "
+                                             "which cannot be placed ("));
+}
+
 }  // namespace
 }  // namespace berth
