@@ -47,10 +47,10 @@ using QuotaAmounts = std::map<std::string, Quantity>;
 enum class WithinQueuePreemption {
   kNever,
   kLowerPriority,  // the default
-  // Also gangs of its priority that arrived after it, when it fits within
-  // its queue's nominal quota beside what the queue runs (so it waits for
-  // room, not quota): a team's big gang is not kept off by the team's own
-  // later small ones, scattered over the nodes it needs.
+  // Also gangs of its priority that arrived after it, whether or not it
+  // would borrow (Kueue asks that it fit the nominal quota): a team's big
+  // gang is not kept off by the team's own later small ones, scattered
+  // over the nodes it needs.
   kLowerOrNewerEqualPriority,
 };
 absl::string_view WithinQueuePreemptionName(WithinQueuePreemption policy);

@@ -394,7 +394,6 @@ std::optional<QueueScheduler::Victims> QueueScheduler::ChooseVictims(const Gang&
         within_queue != WithinQueuePreemption::kNever) {
       rule = PreemptionRule::kPriority;
     } else if (same_queue && c->request.priority == g.request.priority && c->arrival > g.arrival &&
-               within_nominal &&
                within_queue == WithinQueuePreemption::kLowerOrNewerEqualPriority) {
       rule = PreemptionRule::kNewer;
     } else if (!c->backfilled_past.empty() &&

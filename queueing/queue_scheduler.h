@@ -29,9 +29,11 @@
 //   share with it (Kueue's fair sharing); kPriority, within a queue a
 //   higher priority preempts lower (unless the queue's
 //   within_queue_preemption is Never); kNewer, with
-//   LowerOrNewerEqualPriority, a gang that fits within its queue's nominal
-//   quota beside what the queue runs preempts the later arrivals of its
-//   queue and priority too (Kueue's rule); kBackfill, a gang with
+//   LowerOrNewerEqualPriority, a gang preempts the later arrivals of its
+//   queue and priority too (Kueue's rule, which asks that the gang fit
+//   within its nominal quota; here a borrowing gang may too, as with
+//   kPriority: it takes only its own queue's room, and whatever it borrows
+//   stays reclaimable); kBackfill, a gang with
 //   a reservation takes back the room of gangs that started past it as
 //   preemptible. The preemptor then holds its quota and its reservation
 //   until the victims have stopped (Preempted) and it fits; no gang starts

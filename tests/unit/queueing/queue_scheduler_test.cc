@@ -215,6 +215,44 @@ TEST(QueueScheduler, LowerOrNewerEqualPriorityPreemptsTheLaterGangsOfTheQueueAnd
   }
 }
 
+// The same when "big" would borrow: queue a's quota is 4 of the cohort's 8,
+// b's 4 are idle. "big" asks 8, past a's quota, so it may preempt only a's
+// own later gang, never b's quota (b runs nothing to reclaim).
+TEST(QueueScheduler, ABorrowingGangPreemptsTheLaterGangsOfItsQueueAndPriorityToo) {
+  QueueInput in;
+  in.name = "a";
+  in.cohort = "gpus";
+  in.nominal = {{"GPU", 4}};
+  in.within_queue_preemption = "LowerOrNewerEqualPriority";
+  QueueSpec a = QueueSpecFromInput(in, "queue").value();
+  QueueSchedulerOptions options;
+  options.reservations = false;
+  Cluster c(QueueConfig()
+                .WithCohort("gpus")
+                .value()
+                .WithQueue(a)
+                .value()
+                .WithQueue(Team("b", "gpus", 4))
+                .value(),
+            8, options);
+  c.Submit("first", "a", 4, 0);
+  ASSERT_THAT(c.Pass(1).admitted, ElementsAre("first"));
+  c.Submit("big", "a", 8, 2);
+  c.Submit("small", "a", 4, 3);
+  ASSERT_THAT(c.Pass(4).admitted, ElementsAre("small"));  // a borrows b's 4
+  c.End("first");
+  PassResult r = c.Pass(5);
+  ASSERT_THAT(Victims(r), ElementsAre("small"));
+  EXPECT_EQ(r.preempted[0].rule, PreemptionRule::kNewer);
+  c.Stopped(r, 6);
+  EXPECT_THAT(c.Pass(7).admitted, ElementsAre("big"));
+  // b's gang within its quota takes back what big borrows.
+  c.Submit("b0", "b", 4, 8);
+  r = c.Pass(9);
+  ASSERT_THAT(Victims(r), ElementsAre("big"));
+  EXPECT_EQ(r.preempted[0].rule, PreemptionRule::kReclaim);
+}
+
 TEST(QueueScheduler, AQueueThatNeverPreemptsWithinItselfKeepsItsLowerPriorityGangs) {
   Cluster c(OneQueue("Never"), 8);
   c.Submit("low", "a", 8, 0, /*priority=*/1);
