@@ -29,8 +29,9 @@ void PlacerCapacity::Add(const std::string& gang_id, PlacementGroupSpec spec, bo
     }
   }
   const size_t hash = absl::HashOf(structure);
-  gangs_.emplace(gang_id,
-                 Gang{std::move(spec), std::move(structure), hash, std::move(amounts), {}});
+  auto [it, fresh] = gangs_.emplace(
+      gang_id, Gang{std::move(spec), std::move(structure), hash, std::move(amounts), {}});
+  if (spare_ && few_version_ == table_->alive_version()) CountFewPlaces(it->second, 1);
 }
 
 bool PlacerCapacity::AsksAtLeast(const std::vector<int64_t>& amounts,
@@ -42,9 +43,63 @@ bool PlacerCapacity::AsksAtLeast(const std::vector<int64_t>& amounts,
 }
 
 void PlacerCapacity::Remove(const std::string& gang_id) {
+  auto it = gangs_.find(gang_id);
+  if (it == gangs_.end()) return;
   Release(gang_id);
   unfit_.clear();  // it may key a spec of this gang
-  gangs_.erase(gang_id);
+  CountFewPlaces(it->second, -1);
+  gangs_.erase(it);
+}
+
+void PlacerCapacity::CountFewPlaces(Gang& g, int sign) {
+  if (sign > 0) {
+    auto [known, fresh] = few_places_of_spec_.try_emplace({g.structure, g.amounts});
+    if (fresh) {
+      std::vector<NodeIndex> nodes;
+      for (NodeIndex i = 0; i < table_->slot_count() && nodes.size() < kFewPlaces; ++i) {
+        if (CouldHoldSpec(g.spec, i)) nodes.push_back(i);
+      }
+      if (nodes.size() < kFewPlaces && nodes.size() * 8 <= alive_nodes_) {
+        known->second = std::move(nodes);
+      }
+    }
+    g.few_places = known->second ? &*known->second : nullptr;
+  }
+  if (g.few_places == nullptr) return;
+  for (NodeIndex n : *g.few_places) {
+    auto [count, fresh] = few_gangs_on_.try_emplace(n, 0);
+    count->second += sign;
+    if (fresh) spared_stale_ = true;
+    if (count->second == 0) {
+      few_gangs_on_.erase(count);
+      spared_stale_ = true;
+    }
+  }
+  if (sign < 0) g.few_places = nullptr;
+}
+
+void PlacerCapacity::RefreshFewPlaces() {
+  if (few_version_ == table_->alive_version()) return;
+  few_version_ = table_->alive_version();
+  alive_nodes_ = 0;
+  for (NodeIndex i = 0; i < table_->slot_count(); ++i) {
+    const NodeResourceTable::Node& n = table_->node(i);
+    if (!n.removed && n.state == NodeState::kAlive) ++alive_nodes_;
+  }
+  few_places_of_spec_.clear();
+  few_gangs_on_.clear();
+  spared_stale_ = true;
+  for (auto& [id, g] : gangs_) CountFewPlaces(g, 1);
+}
+
+const absl::flat_hash_set<NodeIndex>* PlacerCapacity::SparedFor(const Gang& g) {
+  if (!spare_ || g.few_places != nullptr || few_gangs_on_.empty()) return nullptr;
+  if (spared_stale_) {
+    spared_.clear();
+    for (const auto& [node, gangs] : few_gangs_on_) spared_.insert(node);
+    spared_stale_ = false;
+  }
+  return spared_.size() * 4 > alive_nodes_ ? nullptr : &spared_;
 }
 
 const std::vector<BundlePlacement>& PlacerCapacity::Held(const std::string& gang_id) const {
@@ -186,7 +241,12 @@ std::optional<ResourceSet> PlacerCapacity::Place(const std::string& gang_id, std
   }
   g.decided = true;
   g.infeasible = false;
-  std::optional<ResourceSet> charge = Decide(g, nullptr, reason);
+  std::optional<ResourceSet> charge;
+  if (spare_) RefreshFewPlaces();
+  if (const absl::flat_hash_set<NodeIndex>* spared = SparedFor(g)) {
+    charge = Decide(g, spared, nullptr);
+  }
+  if (!charge) charge = Decide(g, nullptr, reason);
   if (!charge) remember();
   return charge;
 }
@@ -321,16 +381,18 @@ std::vector<uint64_t> PlacerCapacity::PlacesOf(const std::string& gang_id) const
 bool PlacerCapacity::CouldHold(const std::string& gang_id, uint64_t place) const {
   auto it = gangs_.find(gang_id);
   if (it == gangs_.end() || place >= table_->slot_count()) return false;
-  const NodeResourceTable::Node& n = table_->node(static_cast<NodeIndex>(place));
+  return CouldHoldSpec(it->second.spec, static_cast<NodeIndex>(place));
+}
+
+bool PlacerCapacity::CouldHoldSpec(const PlacementGroupSpec& spec, NodeIndex node) const {
+  const NodeResourceTable::Node& n = table_->node(node);
   if (n.removed || n.state != NodeState::kAlive) return false;
-  const PlacementGroupSpec& spec = it->second.spec;
   const std::vector<const NodeFilter*>& filters = NodeFilters();
   for (uint32_t b = 0; b < spec.bundles().size(); ++b) {
     const std::vector<uint32_t> one{b};
     const FilterInput in{*table_, spec, one, spec.bundles()[b].resources, /*against_total=*/true};
-    if (std::all_of(filters.begin(), filters.end(), [&](const NodeFilter* f) {
-          return f->Passes(in, static_cast<NodeIndex>(place));
-        })) {
+    if (std::all_of(filters.begin(), filters.end(),
+                    [&](const NodeFilter* f) { return f->Passes(in, node); })) {
       return true;
     }
   }

@@ -19,11 +19,21 @@
 // decision once it had one of its own since the nodes last changed, which
 // told whether it could ever fit (the free sums follow this adapter's own
 // changes, and are summed again when anything else changed the table).
+//
+// Nodes that few gangs can use are spared (set_spare_few_node_places): a
+// gang whose bundles fit, by the nodes' totals, on at least kFewPlaces
+// nodes is placed off the nodes where a known gang (added, running or
+// waiting) that fits on fewer could go, and on them only when it fits
+// nowhere else; as Slurm's node Weight keeps jobs off the big-memory nodes
+// while others have room. Else a small or ordinary gang takes the few
+// nodes a large one can use when they are the emptiest, and may run there
+// for days within its queue's quota, where no rule preempts it.
 #ifndef BERTH_QUEUEING_PLACER_CAPACITY_H_
 #define BERTH_QUEUEING_PLACER_CAPACITY_H_
 
 #include <array>
 #include <cstdint>
+#include <limits>
 #include <map>
 #include <optional>
 #include <string>
@@ -31,6 +41,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/container/node_hash_map.h"
 #include "placement/bundle_placer.h"
 #include "placement/placement_scorer.h"
@@ -93,6 +104,11 @@ class PlacerCapacity : public CapacityModel {
 
   // Not owned; nullptr = none.
   void set_observer(DecisionObserver* observer) { observer_ = observer; }
+  // On by default. A gang fits on few nodes when they are fewer than
+  // kFewPlaces and at most an eighth of the ALIVE nodes; none is spared
+  // when the nodes to spare would be over a quarter of them.
+  void set_spare_few_node_places(bool spare) { spare_ = spare; }
+  static constexpr size_t kFewPlaces = 16;
   // What the gang's held bundles charge (as Place's answer).
   ResourceSet Charge(const std::string& gang_id) const { return ChargeOf(Held(gang_id)); }
 
@@ -108,6 +124,9 @@ class PlacerCapacity : public CapacityModel {
     std::vector<BundlePlacement> held;
     bool infeasible = false;  // of the last Place's decision
     bool decided = false;     // a decision of its own since the nodes last changed
+    // The nodes it could go on when they are few (see kFewPlaces), else
+    // null; points into few_places_of_spec_, as of few_version_.
+    const std::vector<NodeIndex>* few_places = nullptr;
   };
   // A spec that did not fit (its Gang::structure and amounts), and why.
   struct Unfit {
@@ -137,6 +156,15 @@ class PlacerCapacity : public CapacityModel {
   void AfterChange(const ResourceSet& taken, const ResourceSet& given);
   // Whether the free sums (plus `extra`) could hold `demand`; else why not.
   bool FreeCovers(const ResourceSet& demand, const Sums& extra, std::string* why) const;
+  // Whether some bundle of `spec` fits on the node by its totals.
+  bool CouldHoldSpec(const PlacementGroupSpec& spec, NodeIndex node) const;
+  // Sets g.few_places (of the current nodes) and counts its nodes in
+  // few_gangs_on_ (`sign` 1), or takes them out (-1).
+  void CountFewPlaces(Gang& g, int sign);
+  // Counts every gang's few nodes again if the ALIVE nodes changed.
+  void RefreshFewPlaces();
+  // The nodes `g` is placed off first, or null when none.
+  const absl::flat_hash_set<NodeIndex>* SparedFor(const Gang& g);
 
   NodeResourceTable* table_;
   PlacementScorer* scorer_;
@@ -161,6 +189,18 @@ class PlacerCapacity : public CapacityModel {
       idle_places_;
   // Capacity() as of table_->alive_version() (totals change only with the nodes).
   mutable std::optional<std::pair<uint64_t, ResourceSet>> capacity_;
+  bool spare_ = true;
+  // As of table_->alive_version() few_version_: by spec (structure,
+  // amounts), the nodes it could go on when they are few (else null); by
+  // node, how many known gangs fit on few nodes including it; and the
+  // union of those nodes, made again when few_gangs_on_ changed keys.
+  uint64_t few_version_ = std::numeric_limits<uint64_t>::max();
+  size_t alive_nodes_ = 0;
+  std::map<std::pair<std::string, std::vector<int64_t>>, std::optional<std::vector<NodeIndex>>>
+      few_places_of_spec_;
+  absl::flat_hash_map<NodeIndex, int32_t> few_gangs_on_;
+  absl::flat_hash_set<NodeIndex> spared_;
+  bool spared_stale_ = true;
   uint64_t free_synced_at_ = ~uint64_t{0};
 };
 

@@ -75,6 +75,7 @@ std::vector<double> UsableDemand(const NodeResourceTable& idle, const std::vecto
   for (size_t t = 0; t < quota.size(); ++t) {
     NodeResourceTable table = idle;
     PlacerCapacity capacity(&table, nullptr);
+    capacity.set_spare_few_node_places(false);  // the measure, as before the schedulers spared them
     for (const auto& [g, running] : gangs) {
       if (g->team != t || usable[t] >= quota[t]) continue;
       capacity.Add(g->id, g->spec);
@@ -111,6 +112,7 @@ std::vector<double> SharedDemand(const NodeResourceTable& idle, const std::vecto
   NodeResourceTable table = idle;
   PlacementScorer best_fit(ScorerKind::kBestFit);
   PlacerCapacity capacity(&table, &best_fit);
+  capacity.set_spare_few_node_places(false);
   std::vector<double> usable(teams, 0);
   for (const auto* round : {&kept, &rest}) {
     std::vector<size_t> next(teams, 0);

@@ -4,6 +4,7 @@
 #include <tuple>
 
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "queueing/queue_scheduler.h"
@@ -519,6 +520,44 @@ TEST_F(PlacerCapacityTest, PlaceAvoidingKeepsOffThePlacesAndRemembersNoFailure) 
   std::string why;
   EXPECT_TRUE(capacity_.Place("b", &why).has_value()) << why;
   EXPECT_EQ(capacity_.PlacesOf("b"), std::vector<uint64_t>{0});
+}
+
+// 20 ordinary nodes (4 GPUs) and 2 with 128 CPUs and 8 GPUs, the only
+// ones for "large"'s bundles. The placer spreads "small" onto the most free nodes, the big
+// ones, unless they are spared; spared, it goes there only when nothing
+// else has room.
+TEST(PlacerCapacitySparing, AGangThatFitsManyNodesKeepsOffTheFewThatALargeGangNeeds) {
+  for (const bool spare : {true, false}) {
+    SCOPED_TRACE(spare ? "spared" : "not spared");
+    NodeResourceTable table;
+    for (int i = 0; i < 20; ++i)
+      ASSERT_TRUE(table.AddNode(MakeNode(absl::StrCat("n", i), 16, 4)).ok());
+    for (int i = 0; i < 2; ++i)
+      ASSERT_TRUE(table.AddNode(MakeNode(absl::StrCat("big", i), 128, 8)).ok());
+    PlacerCapacity capacity(&table, nullptr);
+    capacity.set_spare_few_node_places(spare);
+    capacity.Add("large",
+                 MakeGroup(Repeat(MakeBundle(ResourceSet::Of({{kGpu, 8}, {kCpu, 100}})), 2),
+                           PlacementStrategy::kSpread));
+    capacity.Add("small", MakeGroup(Repeat(MakeBundle(ResourceSet::Of({{kGpu, 1}, {kCpu, 1}})), 2),
+                                    PlacementStrategy::kSpread));
+    std::string why;
+    ASSERT_TRUE(capacity.Place("small", &why).has_value()) << why;
+    const std::vector<uint64_t> big{20, 21};
+    EXPECT_EQ(capacity.PlacesOf("small") == big, !spare);
+    EXPECT_EQ(capacity.Place("large", &why).has_value(), spare) << why;
+    if (!spare) continue;
+    // The ordinary nodes full: the spared ones are the only room left.
+    capacity.Release("large");
+    capacity.Add("filler",
+                 MakeGroup(Repeat(MakeBundle(ResourceSet::Of({{kGpu, 3}, {kCpu, 1}})), 20),
+                           PlacementStrategy::kSpread));
+    ASSERT_TRUE(capacity.Place("filler", &why).has_value()) << why;
+    capacity.Add("more",
+                 MakeGroup({MakeBundle(ResourceSet::Of({{kGpu, 4}}))}, PlacementStrategy::kPack));
+    ASSERT_TRUE(capacity.Place("more", &why).has_value()) << why;
+    EXPECT_THAT(big, ::testing::Contains(capacity.PlacesOf("more").at(0)));
+  }
 }
 
 // A gang found not to fit because a gang of its shape asking no more did not
