@@ -29,9 +29,11 @@ void PlacerCapacity::Add(const std::string& gang_id, PlacementGroupSpec spec, bo
     }
   }
   const size_t hash = absl::HashOf(structure);
-  auto [it, fresh] = gangs_.emplace(
-      gang_id, Gang{std::move(spec), std::move(structure), hash, std::move(amounts), {}});
-  if (spare_ && few_version_ == table_->alive_version()) CountFewPlaces(it->second, 1);
+  Gang& g = gangs_
+                .emplace(gang_id,
+                         Gang{std::move(spec), std::move(structure), hash, std::move(amounts), {}})
+                .first->second;
+  if (spare_ && few_version_ == table_->alive_version()) CountFewPlaces(g, 1);
 }
 
 bool PlacerCapacity::AsksAtLeast(const std::vector<int64_t>& amounts,
