@@ -62,22 +62,29 @@ void PlacerCapacity::CountFewPlaces(Gang& g, int sign) {
         if (CouldHoldSpec(g.spec, i)) nodes.push_back(i);
       }
       if (nodes.size() < kFewPlaces && nodes.size() * 8 <= alive_nodes_) {
-        known->second = std::move(nodes);
+        known->second.nodes = std::move(nodes);
       }
     }
-    g.few_places = known->second ? &*known->second : nullptr;
+    ++known->second.gangs;
+    g.spec_places = known;
   }
-  if (g.few_places == nullptr) return;
-  for (NodeIndex n : *g.few_places) {
-    auto [count, fresh] = few_gangs_on_.try_emplace(n, 0);
-    count->second += sign;
-    if (fresh) spared_stale_ = true;
-    if (count->second == 0) {
-      few_gangs_on_.erase(count);
-      spared_stale_ = true;
+  if (!g.spec_places) return;
+  const FewPlacesBySpec::iterator spec = *g.spec_places;
+  if (spec->second.nodes) {
+    for (NodeIndex n : *spec->second.nodes) {
+      auto [count, fresh] = few_gangs_on_.try_emplace(n, 0);
+      count->second += sign;
+      if (fresh) spared_stale_ = true;
+      if (count->second == 0) {
+        few_gangs_on_.erase(count);
+        spared_stale_ = true;
+      }
     }
   }
-  if (sign < 0) g.few_places = nullptr;
+  if (sign < 0) {
+    if (--spec->second.gangs == 0) few_places_of_spec_.erase(spec);
+    g.spec_places.reset();
+  }
 }
 
 void PlacerCapacity::RefreshFewPlaces() {
@@ -91,11 +98,14 @@ void PlacerCapacity::RefreshFewPlaces() {
   few_places_of_spec_.clear();
   few_gangs_on_.clear();
   spared_stale_ = true;
-  for (auto& [id, g] : gangs_) CountFewPlaces(g, 1);
+  for (auto& [id, g] : gangs_) {
+    g.spec_places.reset();
+    CountFewPlaces(g, 1);
+  }
 }
 
 const absl::flat_hash_set<NodeIndex>* PlacerCapacity::SparedFor(const Gang& g) {
-  if (!spare_ || g.few_places != nullptr || few_gangs_on_.empty()) return nullptr;
+  if (!spare_ || g.few() || few_gangs_on_.empty()) return nullptr;
   if (spared_stale_) {
     spared_.clear();
     for (const auto& [node, gangs] : few_gangs_on_) spared_.insert(node);

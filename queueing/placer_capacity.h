@@ -116,6 +116,14 @@ class PlacerCapacity : public CapacityModel {
   int64_t decisions() const { return decisions_; }
 
  private:
+  // The nodes a spec (structure, amounts) could go on when they are few
+  // (see kFewPlaces), and how many known gangs have that spec: an entry
+  // goes with its last gang.
+  struct FewPlaces {
+    std::optional<std::vector<NodeIndex>> nodes;
+    int32_t gangs = 0;
+  };
+  using FewPlacesBySpec = std::map<std::pair<std::string, std::vector<int64_t>>, FewPlaces>;
   struct Gang {
     PlacementGroupSpec spec;
     std::string structure;         // strategy, and each bundle's selector and resource names
@@ -124,9 +132,10 @@ class PlacerCapacity : public CapacityModel {
     std::vector<BundlePlacement> held;
     bool infeasible = false;  // of the last Place's decision
     bool decided = false;     // a decision of its own since the nodes last changed
-    // The nodes it could go on when they are few (see kFewPlaces), else
-    // null; points into few_places_of_spec_, as of few_version_.
-    const std::vector<NodeIndex>* few_places = nullptr;
+    // Its spec's entry in few_places_of_spec_, once counted there.
+    std::optional<FewPlacesBySpec::iterator> spec_places;
+    // Whether its bundles fit on few nodes.
+    bool few() const { return spec_places && (*spec_places)->second.nodes.has_value(); }
   };
   // A spec that did not fit (its Gang::structure and amounts), and why.
   struct Unfit {
@@ -158,8 +167,8 @@ class PlacerCapacity : public CapacityModel {
   bool FreeCovers(const ResourceSet& demand, const Sums& extra, std::string* why) const;
   // Whether some bundle of `spec` fits on the node by its totals.
   bool CouldHoldSpec(const PlacementGroupSpec& spec, NodeIndex node) const;
-  // Sets g.few_places (of the current nodes) and counts its nodes in
-  // few_gangs_on_ (`sign` 1), or takes them out (-1).
+  // Counts the gang under its spec and, when its bundles fit on few nodes,
+  // under each of them in few_gangs_on_ (`sign` 1), or takes it out (-1).
   void CountFewPlaces(Gang& g, int sign);
   // Counts every gang's few nodes again if the ALIVE nodes changed.
   void RefreshFewPlaces();
@@ -190,14 +199,12 @@ class PlacerCapacity : public CapacityModel {
   // Capacity() as of table_->alive_version() (totals change only with the nodes).
   mutable std::optional<std::pair<uint64_t, ResourceSet>> capacity_;
   bool spare_ = true;
-  // As of table_->alive_version() few_version_: by spec (structure,
-  // amounts), the nodes it could go on when they are few (else null); by
-  // node, how many known gangs fit on few nodes including it; and the
+  // As of table_->alive_version() few_version_: the known gangs' specs;
+  // by node, how many known gangs fit on few nodes including it; and the
   // union of those nodes, made again when few_gangs_on_ changed keys.
   uint64_t few_version_ = std::numeric_limits<uint64_t>::max();
   size_t alive_nodes_ = 0;
-  std::map<std::pair<std::string, std::vector<int64_t>>, std::optional<std::vector<NodeIndex>>>
-      few_places_of_spec_;
+  FewPlacesBySpec few_places_of_spec_;
   absl::flat_hash_map<NodeIndex, int32_t> few_gangs_on_;
   absl::flat_hash_set<NodeIndex> spared_;
   bool spared_stale_ = true;

@@ -557,6 +557,12 @@ TEST(PlacerCapacitySparing, AGangThatFitsManyNodesKeepsOffTheFewThatALargeGangNe
                  MakeGroup({MakeBundle(ResourceSet::Of({{kGpu, 4}}))}, PlacementStrategy::kPack));
     ASSERT_TRUE(capacity.Place("more", &why).has_value()) << why;
     EXPECT_THAT(big, ::testing::Contains(capacity.PlacesOf("more").at(0)));
+    // With "large" gone, nothing is spared: "small" goes to the most free.
+    for (const std::string id : {"large", "filler", "more", "small"}) capacity.Remove(id);
+    capacity.Add("small", MakeGroup(Repeat(MakeBundle(ResourceSet::Of({{kGpu, 1}, {kCpu, 1}})), 2),
+                                    PlacementStrategy::kSpread));
+    ASSERT_TRUE(capacity.Place("small", &why).has_value()) << why;
+    EXPECT_EQ(capacity.PlacesOf("small"), big);
   }
 }
 
