@@ -182,6 +182,13 @@ std::string Markdown(const Options& o, const std::vector<Team>& teams,
     absl::StrAppend(&md, Row(row));
   }
   const QueueRun& queues = runs.back();
+  std::vector<std::string> by_rule;
+  for (const auto& [rule, lost] : queues.lost_by_rule) {
+    by_rule.push_back(absl::StrCat(PreemptionRuleName(rule), " ", lost.first, " (",
+                                   F(lost.second, 0), " GPU-hours lost)"));
+  }
+  absl::StrAppend(&md, "\nPreemptions under ", QueuePolicyName(queues.policy),
+                  ", by rule: ", by_rule.empty() ? "none" : absl::StrJoin(by_rule, "; "), ".\n");
   absl::StrAppend(&md, "\nTeam-hours below 90% of entitlement under ",
                   QueuePolicyName(queues.policy), " (hour: allocated / entitled GPUs): ");
   std::vector<std::string> below;

@@ -330,8 +330,12 @@ absl::StatusOr<QueueRun> RunQueues(const std::vector<TraceNode>& nodes,
       const int64_t worked = now - l.start_s;
       const int64_t saved = worked / options.checkpoint_every_s * options.checkpoint_every_s;
       l.remaining_s -= saved;
-      run.gpu_hours_lost +=
+      const double lost =
           static_cast<double>(worked - saved + options.grace_s) * l.gang->gpus / 3600;
+      run.gpu_hours_lost += lost;
+      auto& [count, lost_under_rule] = run.lost_by_rule[p.rule];
+      ++count;
+      lost_under_rule += lost;
       stops.emplace(now + options.grace_s, p.victim);
       ++run.preemptions;
     }

@@ -16,6 +16,7 @@
 #define BERTH_BENCH_REPLAY_QUEUE_SIMULATION_H_
 
 #include <cstdint>
+#include <map>
 #include <ostream>
 #include <string>
 #include <utility>
@@ -25,6 +26,7 @@
 #include "bench/replay/team_workload.h"
 #include "bench/replay/trace.h"
 #include "placement/node_resource_table.h"
+#include "queueing/queue_scheduler.h"
 
 namespace berth::replay {
 
@@ -77,6 +79,8 @@ struct QueueRun {
   int64_t gangs = 0;
   int64_t preemptions = 0;
   double gpu_hours_lost = 0;
+  // The same by the rule each victim was preempted under.
+  std::map<PreemptionRule, std::pair<int64_t, double>> lost_by_rule;
   double gpu_hours_run = 0;
   int64_t passes = 0;
   std::vector<double> pass_ms;  // wall time of each pass
