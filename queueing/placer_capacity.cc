@@ -61,7 +61,7 @@ void PlacerCapacity::CountFewPlaces(Gang& g, int sign) {
       for (NodeIndex i = 0; i < table_->slot_count() && nodes.size() < kFewPlaces; ++i) {
         if (CouldHoldSpec(g.spec, i)) nodes.push_back(i);
       }
-      if (nodes.size() < kFewPlaces && nodes.size() * 8 <= alive_nodes_) {
+      if (nodes.size() < kFewPlaces && nodes.size() * 8 <= table_->alive_count()) {
         known->second.nodes = std::move(nodes);
       }
     }
@@ -90,11 +90,6 @@ void PlacerCapacity::CountFewPlaces(Gang& g, int sign) {
 void PlacerCapacity::RefreshFewPlaces() {
   if (few_version_ == table_->alive_version()) return;
   few_version_ = table_->alive_version();
-  alive_nodes_ = 0;
-  for (NodeIndex i = 0; i < table_->slot_count(); ++i) {
-    const NodeResourceTable::Node& n = table_->node(i);
-    if (!n.removed && n.state == NodeState::kAlive) ++alive_nodes_;
-  }
   few_places_of_spec_.clear();
   few_gangs_on_.clear();
   spared_stale_ = true;
@@ -111,7 +106,7 @@ const absl::flat_hash_set<NodeIndex>* PlacerCapacity::SparedFor(const Gang& g) {
     for (const auto& [node, gangs] : few_gangs_on_) spared_.insert(node);
     spared_stale_ = false;
   }
-  return spared_.size() * 4 > alive_nodes_ ? nullptr : &spared_;
+  return spared_.size() * 4 > table_->alive_count() ? nullptr : &spared_;
 }
 
 const std::vector<BundlePlacement>& PlacerCapacity::Held(const std::string& gang_id) const {

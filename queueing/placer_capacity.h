@@ -203,7 +203,6 @@ class PlacerCapacity : public CapacityModel {
   // by node, how many known gangs fit on few nodes including it; and the
   // union of those nodes, made again when few_gangs_on_ changed keys.
   uint64_t few_version_ = std::numeric_limits<uint64_t>::max();
-  size_t alive_nodes_ = 0;
   FewPlacesBySpec few_places_of_spec_;
   absl::flat_hash_map<NodeIndex, int32_t> few_gangs_on_;
   absl::flat_hash_set<NodeIndex> spared_;

@@ -26,6 +26,7 @@
 #include "bench/replay/team_workload.h"
 #include "bench/replay/trace.h"
 #include "placement/node_resource_table.h"
+#include "queueing/placer_capacity.h"
 #include "queueing/queue_scheduler.h"
 
 namespace berth::replay {
@@ -109,8 +110,9 @@ std::vector<double> UsableDemand(const NodeResourceTable& idle, const std::vecto
 std::vector<double> SharedDemand(const NodeResourceTable& idle, const std::vector<double>& quota,
                                  SubmittedGangs gangs);
 
-// A gang whose bundles fit on fewer nodes than this is "on few nodes".
-inline constexpr int kFewNodes = 16;
+// A gang whose bundles fit on fewer nodes than this is "on few nodes": the
+// placer's threshold for the nodes it spares.
+inline constexpr int kFewNodes = static_cast<int>(PlacerCapacity::kFewPlaces);
 // 0: up to 1 GPU; 1: 2-4; 2: 8; 3: 16 and more; 4: 16 and more whose
 // bundles fit on fewer than kFewNodes nodes (in the replay, the G3-only
 // gangs: no policy runs more than two at once, so they wait on capacity).
