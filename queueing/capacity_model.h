@@ -32,6 +32,10 @@ class CapacityModel {
                                                    const std::vector<uint64_t>& avoid) {
     return std::nullopt;
   }
+  // Whether the gang's last Place found that it fits not even the idle
+  // cluster (a model the cluster lacks, more nodes than it has): no
+  // preemption or reservation would make room.
+  virtual bool Infeasible(const std::string& gang_id) const { return false; }
   // Gives back what Place holds for the gang (a gang that ended, was
   // preempted, or that the scheduler takes back within a pass).
   virtual void Release(const std::string& gang_id) = 0;

@@ -5,6 +5,7 @@
 
 #include "absl/hash/hash.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
 #include "placement/node_filters.h"
 #include "queueing/queue_config.h"
@@ -28,10 +29,23 @@ void PlacerCapacity::Add(const std::string& gang_id, PlacementGroupSpec spec, bo
       amounts.push_back(amount.units());
     }
   }
+  std::vector<std::pair<std::vector<std::string>, int64_t>> typed_gpus;
+  for (uint32_t b = 0; b < spec.bundles().size(); ++b) {
+    const int64_t gpus = spec.bundles()[b].resources.Get(kGpu).units();
+    std::optional<std::vector<std::string>> types = AllowedAcceleratorTypes(spec.bundles(), {b});
+    if (gpus == 0 || !types) continue;
+    auto same = std::find_if(typed_gpus.begin(), typed_gpus.end(),
+                             [&](const auto& typed) { return typed.first == *types; });
+    if (same == typed_gpus.end()) {
+      typed_gpus.emplace_back(*std::move(types), gpus);
+    } else {
+      same->second += gpus;
+    }
+  }
   const size_t hash = absl::HashOf(structure);
   Gang& g = gangs_
-                .emplace(gang_id,
-                         Gang{std::move(spec), std::move(structure), hash, std::move(amounts), {}})
+                .emplace(gang_id, Gang{std::move(spec), std::move(structure), hash,
+                                       std::move(amounts), std::move(typed_gpus)})
                 .first->second;
   if (spare_ && few_version_ == table_->alive_version()) CountFewPlaces(g, 1);
 }
@@ -149,9 +163,13 @@ void AddTo(PlacerCapacity::Sums& sums, const PlacerCapacity::Sums& more, int sig
 void PlacerCapacity::SyncFree() {
   if (table_->change_count() == free_synced_at_) return;
   free_ = {};
+  free_gpus_of_type_.clear();
   for (NodeIndex i = 0; i < table_->slot_count(); ++i) {
     const NodeResourceTable::Node& n = table_->node(i);
-    if (!n.removed && n.state == NodeState::kAlive) AddTo(free_, SumsOf(n.available), 1);
+    if (n.removed || n.state != NodeState::kAlive) continue;
+    AddTo(free_, SumsOf(n.available), 1);
+    if (!n.accelerator_type.empty())
+      free_gpus_of_type_[n.accelerator_type] += n.available.Get(kGpu).units();
   }
   free_synced_at_ = table_->change_count();
 }
@@ -159,6 +177,14 @@ void PlacerCapacity::SyncFree() {
 void PlacerCapacity::AfterChange(const ResourceSet& taken, const ResourceSet& given) {
   AddTo(free_, SumsOf(taken), -1);
   AddTo(free_, SumsOf(given), 1);
+  // Charges name the GPUs taken on nodes of type T as `GPU:<T>`.
+  for (const auto& [set, sign] : {std::pair{&taken, -1}, std::pair{&given, 1}}) {
+    for (const auto& [name, amount] : set->entries()) {
+      absl::string_view type = name;
+      if (absl::ConsumePrefix(&type, kGpuOfTypePrefix))
+        free_gpus_of_type_[type] += sign * amount.units();
+    }
+  }
   free_synced_at_ = table_->change_count();
 }
 
@@ -174,6 +200,25 @@ bool PlacerCapacity::FreeCovers(const ResourceSet& demand, const Sums& extra,
                                                   std::max<Wide>(free, 0), Quantity::kMaxUnits)))
                               .ToString(),
                           " free");
+    }
+    return false;
+  }
+  return true;
+}
+
+bool PlacerCapacity::FreeTypedCovers(const Gang& g, std::string* why) const {
+  for (const auto& [types, gpus] : g.typed_gpus) {
+    Wide free = 0;
+    for (const std::string& type : types) {
+      if (auto it = free_gpus_of_type_.find(type); it != free_gpus_of_type_.end())
+        free += it->second;
+    }
+    if (gpus <= free) continue;
+    if (why != nullptr) {
+      *why = absl::StrCat(
+          "the gang asks ", Quantity::FromUnits(gpus).ToString(), " GPUs of type ",
+          absl::StrJoin(types, " or "), "; the cluster has ",
+          Quantity::FromUnits(static_cast<int64_t>(std::max<Wide>(free, 0))).ToString(), " free");
     }
     return false;
   }
@@ -210,6 +255,7 @@ std::optional<ResourceSet> PlacerCapacity::Decide(Gang& g,
     return std::nullopt;
   }
   g.held = std::move(d->placements);
+  g.placed_by = ++placements_;
   ResourceSet charge = ChargeOf(g.held);
   AfterChange(charge, ResourceSet());
   return charge;
@@ -238,10 +284,10 @@ std::optional<ResourceSet> PlacerCapacity::Place(const std::string& gang_id, std
                      absl::StrCat(waiting ? kWaitingForResources : "", "it asks at least what ",
                                   gang_id, " asks, bundle by bundle, which ",
                                   waiting ? "does not fit (" : "cannot be placed (", why, ")"),
-                     g.infeasible});
+                     g.infeasible, placements_});
   };
   SyncFree();
-  if (g.decided && !FreeCovers(g.spec.total(), {}, reason)) {
+  if (g.decided && !(FreeCovers(g.spec.total(), {}, reason) && FreeTypedCovers(g, reason))) {
     *reason = absl::StrCat(kWaitingForResources, *reason);
     remember();
     return std::nullopt;
@@ -266,7 +312,7 @@ std::optional<ResourceSet> PlacerCapacity::PlaceAvoiding(const std::string& gang
   if (!g.held.empty()) return ChargeOf(g.held);
   if (KnownUnfit(g) != nullptr) return std::nullopt;  // not even on every node
   SyncFree();
-  if (!FreeCovers(g.spec.total(), {}, nullptr)) return std::nullopt;
+  if (!FreeCovers(g.spec.total(), {}, nullptr) || !FreeTypedCovers(g, nullptr)) return std::nullopt;
   const absl::flat_hash_set<NodeIndex> nodes(avoid.begin(), avoid.end());
   return Decide(g, &nodes, nullptr);
 }
@@ -279,7 +325,19 @@ void PlacerCapacity::Release(const std::string& gang_id) {
   for (const BundlePlacement& p : it->second.held) table_->Release(p.allocation).IgnoreError();
   it->second.held.clear();
   AfterChange(ResourceSet(), charge);
-  unfit_.clear();
+  // Before the gang was placed at least the room now was free.
+  const uint64_t placed_by = std::exchange(it->second.placed_by, 0);
+  for (auto alike = unfit_.begin(); alike != unfit_.end();) {
+    std::vector<Unfit>& specs = alike->second;
+    specs.erase(std::remove_if(specs.begin(), specs.end(),
+                               [&](const Unfit& u) { return u.after_placements >= placed_by; }),
+                specs.end());
+    if (specs.empty()) {
+      unfit_.erase(alike++);
+    } else {
+      ++alike;
+    }
+  }
 }
 
 void PlacerCapacity::NodesChanged() {
@@ -291,6 +349,7 @@ void PlacerCapacity::Hold(const std::string& gang_id, BundlePlacement placement)
   auto it = gangs_.find(gang_id);
   if (it == gangs_.end()) return;
   it->second.held.push_back(std::move(placement));
+  it->second.placed_by = 0;  // reserved by the caller, at a time unknown here
 }
 
 void PlacerCapacity::ReleaseBundles(const std::string& gang_id,

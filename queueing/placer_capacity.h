@@ -15,9 +15,9 @@
 // decisions; the placer is a heuristic, so such a gang may be skipped once
 // where a decision of its own would have found room; its reason then names
 // the gang that did not fit). A gang asking
-// more CPU, GPU or memory than the cluster has free fails without a
-// decision once it had one of its own since the nodes last changed, which
-// told whether it could ever fit (the free sums follow this adapter's own
+// more CPU, GPU or memory than the cluster has free, or more GPUs of the
+// types its bundles are pinned to, fails without a decision once it had one of its own since the
+// nodes last changed, which told whether it could ever fit (the free sums follow this adapter's own
 // changes, and are summed again when anything else changed the table).
 //
 // Nodes that few gangs can use are spared (set_spare_few_node_places): a
@@ -83,9 +83,9 @@ class PlacerCapacity : public CapacityModel {
   // Gives back some of the gang's bundles (those lost with a node, those of
   // a failed commit).
   void ReleaseBundles(const std::string& gang_id, const std::vector<uint32_t>& bundle_indices);
-  // Whether the gang's last Place found no node that could ever hold some
-  // bundle (as opposed to none free now).
-  bool Infeasible(const std::string& gang_id) const;
+  // Of the gang's last Place: no set of nodes could ever hold it (as
+  // opposed to none free now).
+  bool Infeasible(const std::string& gang_id) const override;
   // The set of nodes changed (one joined, died, left): every spec is worth
   // a try again.
   void NodesChanged();
@@ -129,7 +129,13 @@ class PlacerCapacity : public CapacityModel {
     std::string structure;         // strategy, and each bundle's selector and resource names
     size_t structure_hash = 0;     // of `structure`, the key of unfit_
     std::vector<int64_t> amounts;  // each bundle's amounts, in the order `structure` names them
+    // The GPUs (units) its bundles pinned to accelerator types ask, by the
+    // types they allow.
+    std::vector<std::pair<std::vector<std::string>, int64_t>> typed_gpus;
     std::vector<BundlePlacement> held;
+    // What it holds was placed by the placements_-th decision that placed
+    // a gang; 0: held otherwise (Hold), or nothing held.
+    uint64_t placed_by = 0;
     bool infeasible = false;  // of the last Place's decision
     bool decided = false;     // a decision of its own since the nodes last changed
     // Its spec's entry in few_places_of_spec_, once counted there.
@@ -147,6 +153,7 @@ class PlacerCapacity : public CapacityModel {
     // thousands of waiting gangs are skipped a pass.
     std::string reason_for_larger;
     bool infeasible;
+    uint64_t after_placements;  // placements_ when it did not fit
   };
   // Whether a gang asks at least what `unfit` asked, amount by amount (both
   // of one structure).
@@ -165,6 +172,9 @@ class PlacerCapacity : public CapacityModel {
   void AfterChange(const ResourceSet& taken, const ResourceSet& given);
   // Whether the free sums (plus `extra`) could hold `demand`; else why not.
   bool FreeCovers(const ResourceSet& demand, const Sums& extra, std::string* why) const;
+  // Whether the free GPUs of the types each of its pinned bundles allow
+  // could hold them; else why not.
+  bool FreeTypedCovers(const Gang& g, std::string* why) const;
   // Whether some bundle of `spec` fits on the node by its totals.
   bool CouldHoldSpec(const PlacementGroupSpec& spec, NodeIndex node) const;
   // Counts the gang under its spec and, when its bundles fit on few nodes,
@@ -181,14 +191,22 @@ class PlacerCapacity : public CapacityModel {
   NodeScorer* ranking() const { return scorer_ == nullptr ? nullptr : scorer_->current(); }
   // Node-based: unfit_ points into it.
   absl::node_hash_map<std::string, Gang> gangs_;
-  // By the hash of their structure, specs that did not fit since the last
-  // Release (a few per structure: the check is linear). Keyed by the hash
-  // computed once at Add, not the string: Place is asked for thousands of
-  // waiting gangs a pass.
+  // By the hash of their structure, specs that did not fit with no more
+  // room free than now (a few per structure: the check is linear). A
+  // Release takes out those that failed after the released gang was
+  // placed: a gang placed and given back within a pass (it would delay a
+  // reservation) leaves the others (queue replay, gpuspec33: 89 such in
+  // the pass over 10,000 pending, after each of which the gangs decided
+  // again: 1,985 trial placements, 641 now). Keyed by the hash computed
+  // once at Add, not the string: Place is asked for thousands of waiting
+  // gangs a pass.
   static constexpr size_t kUnfitPerStructure = 32;
   absl::flat_hash_map<size_t, std::vector<Unfit>> unfit_;
   int64_t decisions_ = 0;
-  Sums free_{};                            // free over the ALIVE nodes
+  uint64_t placements_ = 0;  // decisions that placed a gang
+  Sums free_{};              // free over the ALIVE nodes
+  // The free GPUs over the ALIVE nodes, by accelerator type.
+  absl::flat_hash_map<std::string, Wide> free_gpus_of_type_;
   std::optional<NodeResourceTable> idle_;  // the table with nothing held
   uint64_t idle_version_ = 0;              // table_->alive_version() it was copied at
   // PlacesWhenIdle's answers on idle_, by spec (structure, amounts): each

@@ -584,8 +584,8 @@ std::optional<QueueScheduler::Victims> QueueScheduler::ChooseVictims(const Gang&
   return Victims{std::move(out), std::move(fit_places)};
 }
 
-QueueScheduler::Reservation QueueScheduler::Reserve(const Gang& g, bool starving,
-                                                    const PassState& pass) const {
+std::optional<QueueScheduler::Reservation> QueueScheduler::Reserve(const Gang& g, bool starving,
+                                                                   const PassState& pass) const {
   const int64_t now_ms = pass.now_ms;
   CapacityModel& capacity = pass.capacity;
   // Running gangs by the time they end at the latest (preempting ones now),
@@ -617,8 +617,9 @@ QueueScheduler::Reservation QueueScheduler::Reserve(const Gang& g, bool starving
   if (!at_hi) {
     // No start in sight: it keeps the places it would take on an idle
     // cluster, which drain as their gangs end.
-    for (const Gang* c : pass.live) r.freed.push_back(c->request.id);
     r.places = capacity.PlacesWhenIdle(g.request.id);
+    if (!r.places) return std::nullopt;
+    for (const Gang* c : pass.live) r.freed.push_back(c->request.id);
     return r;
   }
   // The fewest gangs to end (freeing more only helps): binary search.
@@ -772,6 +773,10 @@ void QueueScheduler::TryGang(Gang& g, PassState& pass) {
   // take; while there are fewer than max_reservations, any other gang that
   // fits its quota (or is within its nominal quota) gets one.
   auto hold = [&]() {
+    // A gang that fits not even the idle cluster keeps no room: it would
+    // hold its queue's quota, and every later admission would ask whether
+    // it fits with every gang gone.
+    if (pass.capacity.Infeasible(g.request.id)) return;
     const bool firm = starving && quota.within_nominal;
     if (firm && pass.holding.insert(queue).second) {
       ledger_.Add(queue, g.request.demand);
@@ -779,8 +784,10 @@ void QueueScheduler::TryGang(Gang& g, PassState& pass) {
     }
     if (options_.reservations && (quota.within_nominal || quota.fits) &&
         (firm || pass.held.size() < options_.max_reservations)) {
-      pass.held.push_back(Reserve(g, firm, pass));
-      pass.held.back().borrowing = !quota.within_nominal;
+      std::optional<Reservation> r = Reserve(g, firm, pass);
+      if (!r) return;
+      r->borrowing = !quota.within_nominal;
+      pass.held.push_back(*std::move(r));
       pass.reserved.insert(g.request.id);
     }
   };
@@ -851,6 +858,10 @@ void QueueScheduler::TryGang(Gang& g, PassState& pass) {
     return;
   }
   // Fits its quota, not the nodes.
+  if (pass.capacity.Infeasible(g.request.id)) {
+    wait("infeasible: ", why);
+    return;
+  }
   if (preempt()) return;
   wait("waiting for room: ", why);
   hold();

@@ -64,7 +64,10 @@
 //   is admitted until it fits. Its victim searches do not count against
 //   max_preemption_searches. A pass treats so only the oldest such gang
 //   of each queue and then the oldest others, while fewer than
-//   max_starving are; the rest still go first in their queues.
+//   max_starving are; the rest still go first in their queues. A gang
+//   that fits not even the idle cluster (CapacityModel::Infeasible: a model
+//   the cluster lacks) searches no victims, gets no reservation and holds
+//   no quota: it waits as infeasible, as Ray's infeasible groups do.
 // - A gang that may not be preempted (preemptible false) runs only within
 //   its queue's nominal quota.
 #ifndef BERTH_QUEUEING_QUEUE_SCHEDULER_H_
@@ -271,7 +274,8 @@ class QueueScheduler {
   // The minimal set of running gangs whose end makes room for `g`, or none.
   // Gangs admitted in this pass or holding a reservation are not victims.
   std::optional<Victims> ChooseVictims(const Gang& g, const PassState& pass) const;
-  Reservation Reserve(const Gang& g, bool starving, const PassState& pass) const;
+  // None when `g` fits not even the idle cluster.
+  std::optional<Reservation> Reserve(const Gang& g, bool starving, const PassState& pass) const;
   // Whether `g`, just placed, leaves each reservation its room; if not,
   // whether it may start anyway as preemptible (*past lists them). When it
   // may not, *blocking gets the places of the reservations it would delay

@@ -607,5 +607,58 @@ TEST_F(PlacerCapacityTest, AReasonLearnedFromAnInfeasibleGangDoesNotSayWaiting) 
                                              "which cannot be placed ("));
 }
 
+// A gang placed and given back within a pass (it would delay a reservation)
+// leaves at least the room that was free before it: what did not fit then
+// still does not, and is not decided again. A gang that held its room from
+// before the failure gives back room the failure did not see.
+TEST_F(PlacerCapacityTest, AGangPlacedAndGivenBackForgetsNoEarlierFailure) {
+  capacity_.Add("a", Gang(6));
+  capacity_.Add("b", Gang(6));
+  std::string why;
+  ASSERT_TRUE(capacity_.Place("a", &why).has_value()) << why;
+  ASSERT_TRUE(capacity_.Place("b", &why).has_value()) << why;
+  // Two GPUs free on each node: four in all, but not on one node.
+  capacity_.Add("c", Gang(4));
+  capacity_.Add("twin", Gang(4));
+  capacity_.Add("x", Gang(1));
+  EXPECT_FALSE(capacity_.Place("c", &why).has_value());
+  ASSERT_TRUE(capacity_.Place("x", &why).has_value()) << why;
+  capacity_.Release("x");
+  const int64_t before = capacity_.decisions();
+  EXPECT_FALSE(capacity_.Place("twin", &why).has_value());
+  EXPECT_EQ(capacity_.decisions(), before);
+  capacity_.Release("a");
+  EXPECT_TRUE(capacity_.Place("twin", &why).has_value()) << why;
+}
+
+// A gang pinned to a type whose GPUs are all taken, once it had a decision
+// of its own, waits without another, though the cluster has free GPUs of
+// another type.
+TEST_F(PlacerCapacityTest, AGangPinnedToATypeWithNoFreeGpusWaitsWithoutADecision) {
+  auto pinned = [](const std::string& type, int gpus) {
+    return MakeGroup(Repeat(MakeBundle(ResourceSet::Of({{kGpu, 1}, {kCpu, 1}}),
+                                       "berth.io/accelerator-type in (" + type + ")"),
+                            gpus),
+                     PlacementStrategy::kStrictPack);
+  };
+  capacity_.Add("h100s", pinned("H100", 8));
+  capacity_.Add("a10gs", pinned("A10G", 4));
+  capacity_.Add("p", pinned("H100", 1));
+  std::string why;
+  ASSERT_TRUE(capacity_.Place("h100s", &why).has_value()) << why;
+  ASSERT_TRUE(capacity_.Place("a10gs", &why).has_value()) << why;
+  const int64_t before = capacity_.decisions();
+  EXPECT_FALSE(capacity_.Place("p", &why).has_value());
+  EXPECT_FALSE(capacity_.Infeasible("p"));
+  capacity_.Release("a10gs");  // 8 GPUs free, none an H100
+  EXPECT_FALSE(capacity_.Place("p", &why).has_value());
+  EXPECT_EQ(why,
+            "waiting for resources: the gang asks 1 GPUs of type H100; the cluster has 0 free");
+  EXPECT_EQ(capacity_.decisions(), before + 1);
+  capacity_.Release("h100s");
+  EXPECT_TRUE(capacity_.Place("p", &why).has_value()) << why;
+  EXPECT_EQ(capacity_.PlacesOf("p"), std::vector<uint64_t>{1});
+}
+
 }  // namespace
 }  // namespace berth

@@ -51,6 +51,7 @@ class PoolCapacity : public CapacityModel {
     if (!total_.Contains(demand_.at(id))) return std::nullopt;
     return std::vector<uint64_t>{};
   }
+  bool Infeasible(const std::string& id) const override { return !total_.Contains(demand_.at(id)); }
   ResourceSet Capacity() const override { return total_; }
 
   bool Holds(const std::string& id) const { return held_.count(id) != 0; }

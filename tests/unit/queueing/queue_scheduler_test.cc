@@ -456,6 +456,23 @@ TEST(QueueScheduler, PastTheStarvationBoundAQueueAdmitsNothingBehindItsHead) {
   EXPECT_THAT(c.Pass(1600).admitted, ElementsAre("big"));
 }
 
+// A gang that does not fit even the idle cluster (Ray's infeasible group:
+// a type the cluster lacks, more than it has) keeps no room and holds no
+// quota, before the starvation bound or after: the gangs behind it start.
+TEST(QueueScheduler, AGangThatFitsNoIdleClusterKeepsNoRoomFromTheGangsBehindIt) {
+  QueueSchedulerOptions options;
+  options.starvation_bound_ms = 1000;
+  QueueConfig config = QueueConfig().WithQueue(Team("q", "", 32)).value();
+  Cluster c(std::move(config), 8, options);
+  c.Submit("huge", "q", 16, 0);
+  c.Submit("fixed", "q", 2, 1, 0, std::nullopt, /*preemptible=*/false);
+  EXPECT_THAT(c.Pass(2).admitted, ElementsAre("fixed"));
+  EXPECT_THAT(c.scheduler.Find("huge")->reason, HasSubstr("infeasible"));
+  c.Submit("later", "q", 6, 3);
+  EXPECT_THAT(c.Pass(2000).admitted, ElementsAre("later"));  // huge waited past the bound
+  EXPECT_EQ(c.State("huge"), GangState::kPending);
+}
+
 TEST(QueueScheduler, RefusesUnknownQueuesAndDeletingAQueueInUse) {
   Cluster c(TwoTeams(4, 4), 8);
   GangRequest r{"x", "nope", 0, Gpus(1)};
