@@ -7,6 +7,7 @@
 #include <map>
 #include <tuple>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/hash/hash.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -204,6 +205,26 @@ size_t SizeBucket(double gpus, bool few_nodes) {
   if (gpus <= 4) return 1;
   if (gpus < 16) return 2;
   return few_nodes ? 4 : 3;
+}
+
+absl::StatusOr<std::vector<TeamGang>> GangsThatFit(const std::vector<TraceNode>& nodes,
+                                                   const std::vector<TeamGang>& gangs) {
+  absl::StatusOr<NodeResourceTable> idle = BuildCluster(nodes);
+  if (!idle.ok()) return idle.status();
+  std::vector<TeamGang> fit;
+  // By spec: thousands of gangs share a few hundred shapes.
+  absl::flat_hash_map<PlacementGroupSpec, bool> fits_by_spec;
+  for (const TeamGang& g : gangs) {
+    auto [known, fresh] = fits_by_spec.try_emplace(g.spec, false);
+    if (fresh) {
+      NodeResourceTable table = *idle;
+      absl::StatusOr<PlacementDecision> d =
+          BundlePlacer(&table, nullptr).WithoutExplanations().Place(g.spec);
+      known->second = d.ok() && d->outcome == PlacementOutcome::kPlaced;
+    }
+    if (known->second) fit.push_back(g);
+  }
+  return fit;
 }
 
 absl::StatusOr<QueueRun> RunQueues(const std::vector<TraceNode>& nodes,

@@ -120,6 +120,13 @@ size_t SizeBucket(double gpus, bool few_nodes);
 inline constexpr const char* kSizeBuckets[] = {"1 GPU", "2-4 GPU", "8 GPU", "16+ GPU",
                                                "16+ GPU on few nodes"};
 
+// The gangs that fit the idle cluster, in their order. The others (a
+// gpu_spec naming models the cluster lacks, or too few of their nodes) no
+// policy could ever start: a head keeps them pending as infeasible, and in
+// the replay they would wait forever.
+absl::StatusOr<std::vector<TeamGang>> GangsThatFit(const std::vector<TraceNode>& nodes,
+                                                   const std::vector<TeamGang>& gangs);
+
 absl::StatusOr<QueueRun> RunQueues(const std::vector<TraceNode>& nodes,
                                    const std::vector<Team>& teams,
                                    const std::vector<TeamGang>& gangs, QueuePolicy policy,

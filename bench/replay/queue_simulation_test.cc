@@ -11,13 +11,12 @@ namespace {
 
 using ::testing::ElementsAre;
 
-NodeResourceTable Cluster() {
-  std::vector<TraceNode> nodes = {{"big-0", 128000, 1048576, 8, "G3"},
-                                  {"big-1", 128000, 1048576, 8, "G3"},
-                                  {"small-0", 32000, 262144, 8, "G2"},
-                                  {"small-1", 32000, 262144, 8, "G2"}};
-  return BuildCluster(nodes).value();
-}
+const std::vector<TraceNode> kNodes = {{"big-0", 128000, 1048576, 8, "G3"},
+                                       {"big-1", 128000, 1048576, 8, "G3"},
+                                       {"small-0", 32000, 262144, 8, "G2"},
+                                       {"small-1", 32000, 262144, 8, "G2"}};
+
+NodeResourceTable Cluster() { return BuildCluster(kNodes).value(); }
 
 // `bundles` bundles of 8 GPUs with `cpus` CPUs each.
 TeamGang Gang(std::string id, size_t team, int bundles, double cpus, int64_t arrive_s) {
@@ -57,6 +56,30 @@ TEST(SharedDemand, TeamsTakeTurnsBySmallestShareOfTheirQuota) {
   // team that arrived first.
   EXPECT_THAT(SharedDemand(Cluster(), {32, 32}, submitted), ElementsAre(16, 16));
   EXPECT_THAT(UsableDemand(Cluster(), {32, 32}, submitted), ElementsAre(32, 32));
+}
+
+// Gangs no set of the nodes could hold are left out of the workload (in
+// the replay they would wait forever); the rest keep their order.
+TEST(GangsThatFit, LeavesOutTheGangsNoNodesCouldHold) {
+  auto pinned = [](std::string id, const std::string& type, int gpus) {
+    TeamGang g = Gang(std::move(id), 0, 1, 8, 0);
+    g.spec =
+        PlacementGroupSpec::Create(
+            {Bundle{ResourceSet::Of({{kGpu, gpus}}),
+                    LabelSelector::Parse("berth.io/accelerator-type in (" + type + ")", "selector")
+                        .value()}},
+            PlacementStrategy::kPack)
+            .value();
+    return g;
+  };
+  const TeamGang g2 = pinned("g2", "G2", 8), a100 = pinned("a100", "A100", 1);
+  const std::vector<TeamGang> gangs = {Gang("three-big", 0, 3, 120, 0), g2, a100,
+                                       Gang("two-big", 1, 2, 120, 1), Gang("four", 1, 4, 8, 2)};
+  absl::StatusOr<std::vector<TeamGang>> fit = GangsThatFit(kNodes, gangs);
+  ASSERT_TRUE(fit.ok()) << fit.status();
+  std::vector<std::string> ids;
+  for (const TeamGang& g : *fit) ids.push_back(g.id);
+  EXPECT_THAT(ids, ElementsAre("g2", "two-big", "four"));
 }
 
 }  // namespace
