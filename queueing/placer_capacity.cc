@@ -206,7 +206,8 @@ bool PlacerCapacity::FreeCovers(const ResourceSet& demand, const Sums& extra,
   return true;
 }
 
-bool PlacerCapacity::FreeTypedCovers(const Gang& g, std::string* why) const {
+bool PlacerCapacity::FreeCoversGang(const Gang& g, std::string* why) const {
+  if (!FreeCovers(g.spec.total(), {}, why)) return false;
   for (const auto& [types, gpus] : g.typed_gpus) {
     Wide free = 0;
     for (const std::string& type : types) {
@@ -287,7 +288,7 @@ std::optional<ResourceSet> PlacerCapacity::Place(const std::string& gang_id, std
                      g.infeasible, placements_});
   };
   SyncFree();
-  if (g.decided && !(FreeCovers(g.spec.total(), {}, reason) && FreeTypedCovers(g, reason))) {
+  if (g.decided && !FreeCoversGang(g, reason)) {
     *reason = absl::StrCat(kWaitingForResources, *reason);
     remember();
     return std::nullopt;
@@ -312,7 +313,7 @@ std::optional<ResourceSet> PlacerCapacity::PlaceAvoiding(const std::string& gang
   if (!g.held.empty()) return ChargeOf(g.held);
   if (KnownUnfit(g) != nullptr) return std::nullopt;  // not even on every node
   SyncFree();
-  if (!FreeCovers(g.spec.total(), {}, nullptr) || !FreeTypedCovers(g, nullptr)) return std::nullopt;
+  if (!FreeCoversGang(g, nullptr)) return std::nullopt;
   const absl::flat_hash_set<NodeIndex> nodes(avoid.begin(), avoid.end());
   return Decide(g, &nodes, nullptr);
 }
@@ -327,17 +328,12 @@ void PlacerCapacity::Release(const std::string& gang_id) {
   AfterChange(ResourceSet(), charge);
   // Before the gang was placed at least the room now was free.
   const uint64_t placed_by = std::exchange(it->second.placed_by, 0);
-  for (auto alike = unfit_.begin(); alike != unfit_.end();) {
-    std::vector<Unfit>& specs = alike->second;
+  for (auto& [structure, specs] : unfit_) {
     specs.erase(std::remove_if(specs.begin(), specs.end(),
                                [&](const Unfit& u) { return u.after_placements >= placed_by; }),
                 specs.end());
-    if (specs.empty()) {
-      unfit_.erase(alike++);
-    } else {
-      ++alike;
-    }
   }
+  absl::erase_if(unfit_, [](const auto& alike) { return alike.second.empty(); });
 }
 
 void PlacerCapacity::NodesChanged() {

@@ -16,9 +16,10 @@
 // where a decision of its own would have found room; its reason then names
 // the gang that did not fit). A gang asking
 // more CPU, GPU or memory than the cluster has free, or more GPUs of the
-// types its bundles are pinned to, fails without a decision once it had one of its own since the
-// nodes last changed, which told whether it could ever fit (the free sums follow this adapter's own
-// changes, and are summed again when anything else changed the table).
+// types its bundles are pinned to, fails without a decision once it had
+// one of its own since the nodes last changed, which told whether it could
+// ever fit (the free sums follow this adapter's own changes, and are summed
+// again when anything else changed the table).
 //
 // Nodes that few gangs can use are spared (set_spare_few_node_places): a
 // gang whose bundles fit, by the nodes' totals, on at least kFewPlaces
@@ -172,9 +173,9 @@ class PlacerCapacity : public CapacityModel {
   void AfterChange(const ResourceSet& taken, const ResourceSet& given);
   // Whether the free sums (plus `extra`) could hold `demand`; else why not.
   bool FreeCovers(const ResourceSet& demand, const Sums& extra, std::string* why) const;
-  // Whether the free GPUs of the types each of its pinned bundles allow
-  // could hold them; else why not.
-  bool FreeTypedCovers(const Gang& g, std::string* why) const;
+  // FreeCovers for the gang's demand, and whether the free GPUs of the
+  // types each of its pinned bundles allow could hold them; else why not.
+  bool FreeCoversGang(const Gang& g, std::string* why) const;
   // Whether some bundle of `spec` fits on the node by its totals.
   bool CouldHoldSpec(const PlacementGroupSpec& spec, NodeIndex node) const;
   // Counts the gang under its spec and, when its bundles fit on few nodes,

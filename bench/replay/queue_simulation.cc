@@ -217,10 +217,12 @@ absl::StatusOr<std::vector<TeamGang>> GangsThatFit(const std::vector<TraceNode>&
   for (const TeamGang& g : gangs) {
     auto [known, fresh] = fits_by_spec.try_emplace(g.spec, false);
     if (fresh) {
-      NodeResourceTable table = *idle;
       absl::StatusOr<PlacementDecision> d =
-          BundlePlacer(&table, nullptr).WithoutExplanations().Place(g.spec);
+          BundlePlacer(&*idle, nullptr).WithoutExplanations().Place(g.spec);
       known->second = d.ok() && d->outcome == PlacementOutcome::kPlaced;
+      if (known->second) {
+        for (const BundlePlacement& p : d->placements) idle->Release(p.allocation).IgnoreError();
+      }
     }
     if (known->second) fit.push_back(g);
   }
