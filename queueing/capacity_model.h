@@ -36,6 +36,12 @@ class CapacityModel {
   // cluster (a model the cluster lacks, more nodes than it has): no
   // preemption or reservation would make room.
   virtual bool Infeasible(const std::string& gang_id) const { return false; }
+  // Whether `holder` (held) could run on many places yet holds one of the
+  // few that `gang_id` can use at all, which the model keeps it off while
+  // it fits elsewhere: it yields them to such a gang (kSparedNodes).
+  virtual bool HoldsPlacesSparedFor(const std::string& holder, const std::string& gang_id) const {
+    return false;
+  }
   // Gives back what Place holds for the gang (a gang that ended, was
   // preempted, or that the scheduler takes back within a pass).
   virtual void Release(const std::string& gang_id) = 0;

@@ -123,6 +123,19 @@ const absl::flat_hash_set<NodeIndex>* PlacerCapacity::SparedFor(const Gang& g) {
   return spared_.size() * 4 > table_->alive_count() ? nullptr : &spared_;
 }
 
+bool PlacerCapacity::HoldsPlacesSparedFor(const std::string& holder,
+                                          const std::string& gang_id) const {
+  auto g = gangs_.find(gang_id);
+  auto h = gangs_.find(holder);
+  if (!spare_ || g == gangs_.end() || h == gangs_.end() || !g->second.few() || h->second.few())
+    return false;
+  const std::vector<NodeIndex>& few = *(*g->second.spec_places)->second.nodes;
+  for (const BundlePlacement& p : h->second.held) {
+    if (std::find(few.begin(), few.end(), p.allocation.node) != few.end()) return true;
+  }
+  return false;
+}
+
 const std::vector<BundlePlacement>& PlacerCapacity::Held(const std::string& gang_id) const {
   static const std::vector<BundlePlacement>* none = new std::vector<BundlePlacement>();
   auto it = gangs_.find(gang_id);

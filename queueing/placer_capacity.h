@@ -28,7 +28,9 @@
 // nowhere else; as Slurm's node Weight keeps jobs off the big-memory nodes
 // while others have room. Else a small or ordinary gang takes the few
 // nodes a large one can use when they are the emptiest, and may run there
-// for days within its queue's quota, where no rule preempts it.
+// for days within its queue's quota. One that is there all the same (it
+// came first, or fitted nowhere else) yields them to such a gang
+// (HoldsPlacesSparedFor, the queue scheduler's kSparedNodes).
 #ifndef BERTH_QUEUEING_PLACER_CAPACITY_H_
 #define BERTH_QUEUEING_PLACER_CAPACITY_H_
 
@@ -102,6 +104,7 @@ class PlacerCapacity : public CapacityModel {
   ResourceSet Capacity() const override;
   std::vector<uint64_t> PlacesOf(const std::string& gang_id) const override;
   bool CouldHold(const std::string& gang_id, uint64_t place) const override;
+  bool HoldsPlacesSparedFor(const std::string& holder, const std::string& gang_id) const override;
 
   // Not owned; nullptr = none.
   void set_observer(DecisionObserver* observer) { observer_ = observer; }

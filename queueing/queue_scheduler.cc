@@ -33,6 +33,8 @@ absl::string_view PreemptionRuleName(PreemptionRule rule) {
       return "newer, same priority";
     case PreemptionRule::kBackfill:
       return "backfill";
+    case PreemptionRule::kSparedNodes:
+      return "spared nodes";
   }
   return "unknown";
 }
@@ -401,6 +403,8 @@ std::optional<QueueScheduler::Victims> QueueScheduler::ChooseVictims(const Gang&
       rule = PreemptionRule::kBackfill;
     } else if (may_reclaim_from(v)) {
       rule = PreemptionRule::kReclaim;
+    } else if (within_nominal && capacity.HoldsPlacesSparedFor(c->request.id, g.request.id)) {
+      rule = PreemptionRule::kSparedNodes;
     } else {
       continue;
     }

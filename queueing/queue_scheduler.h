@@ -35,10 +35,17 @@
 //   kPriority: it takes only its own queue's room, and whatever it borrows
 //   stays reclaimable); kBackfill, a gang with
 //   a reservation takes back the room of gangs that started past it as
-//   preemptible. The preemptor then holds its quota and its reservation
-//   until the victims have stopped (Preempted) and it fits; no gang starts
-//   on that room meanwhile, preemptible or not (it would only be preempted
-//   in turn, and the preemptor would find its room taken and preempt again).
+//   preemptible; kSparedNodes, a gang within its queue's nominal quota
+//   whose bundles fit on few nodes (CapacityModel::HoldsPlacesSparedFor)
+//   takes them from gangs that could run on many, of any queue: they
+//   came before it was known, or fell back there when nothing else was
+//   free, and would otherwise hold its queue's quota out of reach for as
+//   long as they run (queue replay, seeds 2 and 11: a team's G3-only gang
+//   kept below 90% of its entitlement for two hours). The preemptor then
+//   holds its quota and its reservation until the victims have stopped
+//   (Preempted) and it fits; no gang starts on that room meanwhile,
+//   preemptible or not (it would only be preempted in turn, and the
+//   preemptor would find its room taken and preempt again).
 // - Backfill. A gang that fits its quota but not the nodes gets a
 //   reservation: the earliest time it fits once running
 //   gangs end by their time limits, on the places (nodes) it would take
@@ -108,7 +115,7 @@ struct GangRequest {
 
 // kNewer: a gang of the preemptor's queue and priority that arrived after
 // it (WithinQueuePreemption::kLowerOrNewerEqualPriority).
-enum class PreemptionRule { kReclaim, kPriority, kNewer, kBackfill };
+enum class PreemptionRule { kReclaim, kPriority, kNewer, kBackfill, kSparedNodes };
 absl::string_view PreemptionRuleName(PreemptionRule rule);
 
 struct Preemption {

@@ -522,6 +522,17 @@ TEST_F(PlacerCapacityTest, PlaceAvoidingKeepsOffThePlacesAndRemembersNoFailure) 
   EXPECT_EQ(capacity_.PlacesOf("b"), std::vector<uint64_t>{0});
 }
 
+// n0..n19 of 16 CPUs and 4 GPUs, then big0 and big1 of 128 CPUs and 8 GPUs
+// (indices 20 and 21).
+NodeResourceTable WithTwoBigNodes() {
+  NodeResourceTable table;
+  for (int i = 0; i < 20; ++i)
+    EXPECT_TRUE(table.AddNode(MakeNode(absl::StrCat("n", i), 16, 4)).ok());
+  for (int i = 0; i < 2; ++i)
+    EXPECT_TRUE(table.AddNode(MakeNode(absl::StrCat("big", i), 128, 8)).ok());
+  return table;
+}
+
 // 20 ordinary nodes (4 GPUs) and 2 with 128 CPUs and 8 GPUs, the only
 // ones for "large"'s bundles. The placer spreads "small" onto the most free nodes, the big
 // ones, unless they are spared; spared, it goes there only when nothing
@@ -529,11 +540,7 @@ TEST_F(PlacerCapacityTest, PlaceAvoidingKeepsOffThePlacesAndRemembersNoFailure) 
 TEST(PlacerCapacitySparing, AGangThatFitsManyNodesKeepsOffTheFewThatALargeGangNeeds) {
   for (const bool spare : {true, false}) {
     SCOPED_TRACE(spare ? "spared" : "not spared");
-    NodeResourceTable table;
-    for (int i = 0; i < 20; ++i)
-      ASSERT_TRUE(table.AddNode(MakeNode(absl::StrCat("n", i), 16, 4)).ok());
-    for (int i = 0; i < 2; ++i)
-      ASSERT_TRUE(table.AddNode(MakeNode(absl::StrCat("big", i), 128, 8)).ok());
+    NodeResourceTable table = WithTwoBigNodes();
     PlacerCapacity capacity(&table, nullptr);
     capacity.set_spare_few_node_places(spare);
     capacity.Add("large",
@@ -563,6 +570,58 @@ TEST(PlacerCapacitySparing, AGangThatFitsManyNodesKeepsOffTheFewThatALargeGangNe
                                     PlacementStrategy::kSpread));
     ASSERT_TRUE(capacity.Place("small", &why).has_value()) << why;
     EXPECT_EQ(capacity.PlacesOf("small"), big);
+  }
+}
+
+// A gang that fits many nodes but holds one of the few a large gang can
+// use (it came before the large one was known) yields it to that gang when
+// the gang's queue is within its nominal quota, though its own queue is
+// within its quota too; it starts again off the spared nodes. A large
+// gang that would borrow takes nothing.
+TEST(PlacerCapacitySparing, AGangOnTheFewNodesALargeGangNeedsYieldsThem) {
+  for (const double b_quota : {48.0, 8.0}) {
+    const bool within_nominal = b_quota >= 16;
+    SCOPED_TRACE(within_nominal ? "within b's nominal quota" : "borrowing");
+    NodeResourceTable table = WithTwoBigNodes();
+    PlacerCapacity capacity(&table, nullptr);
+    QueueScheduler scheduler(TwoQueues(48, b_quota), {});
+    const PlacementGroupSpec small = MakeGroup(
+        Repeat(MakeBundle(ResourceSet::Of({{kGpu, 1}, {kCpu, 1}})), 2), PlacementStrategy::kSpread);
+    const PlacementGroupSpec large =
+        MakeGroup(Repeat(MakeBundle(ResourceSet::Of({{kGpu, 8}, {kCpu, 100}})), 2),
+                  PlacementStrategy::kSpread);
+    int64_t now = 0;
+    capacity.Add("small", small);
+    capacity.Add("near", small);
+    ASSERT_TRUE(scheduler.Submit({"small", "a", 0, small.total()}, now).ok());
+    ASSERT_THAT(scheduler.Pass(now++, capacity).admitted, ::testing::ElementsAre("small"));
+    const std::vector<uint64_t> big{20, 21};
+    ASSERT_EQ(capacity.PlacesOf("small"), big);  // the most free, nothing spared yet
+    capacity.Add("large", large);
+    // "near" fits many nodes: with "large" known it keeps off the big ones.
+    ASSERT_TRUE(scheduler.Submit({"near", "a", 0, small.total()}, now).ok());
+    ASSERT_THAT(scheduler.Pass(now++, capacity).admitted, ::testing::ElementsAre("near"));
+    ASSERT_NE(capacity.PlacesOf("near"), big);
+    EXPECT_TRUE(capacity.HoldsPlacesSparedFor("small", "large"));
+    EXPECT_FALSE(capacity.HoldsPlacesSparedFor("near", "large"));
+    EXPECT_FALSE(capacity.HoldsPlacesSparedFor("small", "near"));  // "near" fits many
+
+    ASSERT_TRUE(scheduler.Submit({"large", "b", 0, large.total()}, now).ok());
+    PassResult r = scheduler.Pass(now++, capacity);
+    EXPECT_THAT(r.admitted, ::testing::IsEmpty());
+    if (!within_nominal) {
+      EXPECT_THAT(r.preempted, ::testing::IsEmpty());
+      continue;
+    }
+    ASSERT_THAT(Victims(r), ::testing::ElementsAre("small"));
+    EXPECT_EQ(r.preempted[0].rule, PreemptionRule::kSparedNodes);
+    EXPECT_THAT(r.preempted[0].reason, ::testing::HasSubstr("(spared nodes)"));
+    capacity.Release("small");
+    scheduler.Preempted("small", now);
+    EXPECT_THAT(scheduler.Pass(now++, capacity).admitted,
+                ::testing::UnorderedElementsAre("large", "small"));
+    EXPECT_EQ(capacity.PlacesOf("large"), big);
+    for (uint64_t node : capacity.PlacesOf("small")) EXPECT_LT(node, 20u);
   }
 }
 

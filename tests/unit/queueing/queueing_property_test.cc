@@ -307,6 +307,12 @@ Outcome Simulate(const Workload& w, uint64_t seed, TestCapacity& capacity,
         case PreemptionRule::kBackfill:
           EXPECT_GE(before[p.victim].started_ms, before[p.by].waiting_since_ms) << where;
           break;
+        case PreemptionRule::kSparedNodes:
+          EXPECT_TRUE(pool.HoldsPlacesSparedFor(p.victim, p.by)) << where;
+          EXPECT_LT(at_most.at(by.request.queue).Get(kGpu),
+                    w.config.FindQueue(by.request.queue)->nominal.at("GPU"))
+              << where << ": " << p.by << " took spared nodes for a queue not below its quota";
+          break;
       }
       at_most[victim.request.queue].Subtract(victim.request.demand).IgnoreError();
       ends.erase(p.victim);
