@@ -36,9 +36,12 @@ class CapacityModel {
   // cluster (a model the cluster lacks, more nodes than it has): no
   // preemption or reservation would make room.
   virtual bool Infeasible(const std::string& gang_id) const { return false; }
+  // Whether the gang's bundles fit on few places, which the model keeps
+  // other gangs off while they fit elsewhere.
+  virtual bool FitsFewPlaces(const std::string& gang_id) const { return false; }
   // Whether `holder` (held) could run on many places yet holds one of the
-  // few that `gang_id` can use at all, which the model keeps it off while
-  // it fits elsewhere: it yields them to such a gang (kSparedNodes).
+  // few that `gang_id` can use at all: it yields them to such a gang
+  // (kSparedNodes).
   virtual bool HoldsPlacesSparedFor(const std::string& holder, const std::string& gang_id) const {
     return false;
   }

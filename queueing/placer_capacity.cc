@@ -123,6 +123,11 @@ const absl::flat_hash_set<NodeIndex>* PlacerCapacity::SparedFor(const Gang& g) {
   return spared_.size() * 4 > table_->alive_count() ? nullptr : &spared_;
 }
 
+bool PlacerCapacity::FitsFewPlaces(const std::string& gang_id) const {
+  auto it = gangs_.find(gang_id);
+  return spare_ && it != gangs_.end() && it->second.few();
+}
+
 bool PlacerCapacity::HoldsPlacesSparedFor(const std::string& holder,
                                           const std::string& gang_id) const {
   auto g = gangs_.find(gang_id);

@@ -104,6 +104,7 @@ class PlacerCapacity : public CapacityModel {
   ResourceSet Capacity() const override;
   std::vector<uint64_t> PlacesOf(const std::string& gang_id) const override;
   bool CouldHold(const std::string& gang_id, uint64_t place) const override;
+  bool FitsFewPlaces(const std::string& gang_id) const override;
   bool HoldsPlacesSparedFor(const std::string& holder, const std::string& gang_id) const override;
 
   // Not owned; nullptr = none.

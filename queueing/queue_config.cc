@@ -117,9 +117,9 @@ absl::StatusOr<QueueSpec> QueueSpecFromInput(const QueueInput& input, absl::stri
       }
     }
     if (!known) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          field, ".within_queue_preemption: '", input.within_queue_preemption,
-          "' is none of Never, LowerPriority, LowerOrNewerEqualPriority"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(field, ".within_queue_preemption: '", input.within_queue_preemption,
+                       "' is none of Never, LowerPriority, LowerOrNewerEqualPriority"));
     }
   }
   return q;
@@ -206,8 +206,8 @@ absl::Status QueueConfig::MayUse(absl::string_view queue, absl::string_view team
   const QueueSpec* q = FindQueue(queue.empty() ? kDefaultQueue : queue);
   if (q == nullptr || q->team.empty() || q->team == team) return absl::OkStatus();
   return absl::PermissionDeniedError(absl::StrCat(field, ": queue '", q->name,
-                                                  "' is granted to team '", q->team,
-                                                  "'; team '", team, "' may not use it"));
+                                                  "' is granted to team '", q->team, "'; team '",
+                                                  team, "' may not use it"));
 }
 
 absl::StatusOr<const QueueSpec*> QueueConfig::Resolve(absl::string_view queue,

@@ -358,6 +358,8 @@ std::optional<QueueScheduler::Victims> QueueScheduler::ChooseVictims(const Gang&
   // the cohort's quota is lent out.
   const bool below_nominal =
       !within_nominal && ledger_.IsBelowNominal(g.request.queue, g.request.demand);
+  // Within its nominal quota, a gang that fits few nodes takes them back.
+  const bool few_places = within_nominal && capacity.FitsFewPlaces(g.request.id);
   double share_after = 0;
   if (below_nominal) {
     ResourceSet after = ledger_.Usage(g.request.queue);
@@ -403,7 +405,7 @@ std::optional<QueueScheduler::Victims> QueueScheduler::ChooseVictims(const Gang&
       rule = PreemptionRule::kBackfill;
     } else if (may_reclaim_from(v)) {
       rule = PreemptionRule::kReclaim;
-    } else if (within_nominal && capacity.HoldsPlacesSparedFor(c->request.id, g.request.id)) {
+    } else if (few_places && capacity.HoldsPlacesSparedFor(c->request.id, g.request.id)) {
       rule = PreemptionRule::kSparedNodes;
     } else {
       continue;

@@ -602,6 +602,8 @@ TEST(PlacerCapacitySparing, AGangOnTheFewNodesALargeGangNeedsYieldsThem) {
     ASSERT_TRUE(scheduler.Submit({"near", "a", 0, small.total()}, now).ok());
     ASSERT_THAT(scheduler.Pass(now++, capacity).admitted, ::testing::ElementsAre("near"));
     ASSERT_NE(capacity.PlacesOf("near"), big);
+    EXPECT_TRUE(capacity.FitsFewPlaces("large"));
+    EXPECT_FALSE(capacity.FitsFewPlaces("small"));
     EXPECT_TRUE(capacity.HoldsPlacesSparedFor("small", "large"));
     EXPECT_FALSE(capacity.HoldsPlacesSparedFor("near", "large"));
     EXPECT_FALSE(capacity.HoldsPlacesSparedFor("small", "near"));  // "near" fits many
