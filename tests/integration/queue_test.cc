@@ -2,7 +2,7 @@
 // an unknown cohort or a negative limit is refused naming the field and
 // nothing changes; a queue file is applied whole or not at all; queues,
 // cohorts, usage and the order of waiting groups survive a head killed with
-// SIGKILL.
+// SIGKILL; a group on the only node a pinned group can use yields it.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -221,9 +221,9 @@ TEST_F(QueueServiceTest, AKilledHeadKeepsUsageAndPendingOrder) {
   cluster_->AddRaylet({"n0", 2, "A10G", 8, "32Gi"});
   ASSERT_TRUE(Create(Team("team-a", "", 2)).ok());
   const std::string running = CreateGroup(*cluster_, "team-a", 2, "running");
-  ASSERT_TRUE(WaitUntil(
-      [&] { return StateOf(*cluster_, running) == v1::PLACEMENT_GROUP_STATE_CREATED; },
-      std::chrono::seconds(10)));
+  ASSERT_TRUE(
+      WaitUntil([&] { return StateOf(*cluster_, running) == v1::PLACEMENT_GROUP_STATE_CREATED; },
+                std::chrono::seconds(10)));
   const std::string first = CreateGroup(*cluster_, "team-a", 2, "first");
   const std::string second = CreateGroup(*cluster_, "team-a", 1, "second");
   auto team_a = [&] {
@@ -265,10 +265,68 @@ TEST_F(QueueServiceTest, AKilledHeadKeepsUsageAndPendingOrder) {
   v1::RemovePlacementGroupResponse removed;
   ASSERT_TRUE(
       cluster_->groups().RemovePlacementGroup(cluster_->context().get(), remove, &removed).ok());
-  ASSERT_TRUE(WaitUntil(
-      [&] { return StateOf(*cluster_, first) == v1::PLACEMENT_GROUP_STATE_CREATED; },
-      std::chrono::seconds(10)));
+  ASSERT_TRUE(
+      WaitUntil([&] { return StateOf(*cluster_, first) == v1::PLACEMENT_GROUP_STATE_CREATED; },
+                std::chrono::seconds(10)));
   EXPECT_EQ(StateOf(*cluster_, second), v1::PLACEMENT_GROUP_STATE_PENDING);
+}
+
+// Spared nodes on a real head: team-a, within its quota, fills every node,
+// the one H100 node included (no group pinned to H100 was known, so
+// nothing was spared). team-b, within its quota, asks for a group pinned to
+// H100: team-a's group there is preempted ("spared nodes") and waits
+// PENDING, though team-a borrows nothing; team-b's group is placed; team-a's
+// other groups stay.
+TEST_F(QueueServiceTest, AGroupOnTheOnlyNodeAPinnedGroupCanUseYieldsIt) {
+  for (int i = 0; i < 7; ++i) cluster_->AddRaylet({"a10g-" + std::to_string(i), 1, "A10G"});
+  cluster_->AddRaylet({"h100-0", 1, "H100"});
+  v1::CreateCohortRequest cohort;
+  cohort.set_name("org");
+  v1::CreateCohortResponse created;
+  ASSERT_TRUE(cluster_->queues().CreateCohort(cluster_->context().get(), cohort, &created).ok());
+  ASSERT_TRUE(Create(Team("team-a", "org", 8)).ok());
+  ASSERT_TRUE(Create(Team("team-b", "org", 8)).ok());
+  std::vector<std::string> team_a;
+  for (int i = 0; i < 8; ++i)
+    team_a.push_back(CreateGroup(*cluster_, "team-a", 1, "a" + std::to_string(i)));
+  auto node_of = [&](const std::string& id) {
+    const v1::PlacementGroupInfo info = GroupInfo(*cluster_, id);
+    return info.locations_size() == 1 ? info.locations(0).node_id() : std::string();
+  };
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        for (const std::string& id : team_a) {
+          if (StateOf(*cluster_, id) != v1::PLACEMENT_GROUP_STATE_CREATED) return false;
+        }
+        return true;
+      },
+      std::chrono::seconds(10)));
+  std::string on_h100;
+  for (const std::string& id : team_a) {
+    if (node_of(id) == "h100-0") on_h100 = id;
+  }
+  ASSERT_FALSE(on_h100.empty());
+
+  v1::CreatePlacementGroupRequest pinned;
+  pinned.set_request_id("pinned");
+  pinned.set_queue("team-b");
+  v1::Bundle* bundle = pinned.add_bundles();
+  (*bundle->mutable_resources()->mutable_amounts())["GPU"] = 1;
+  v1::LabelSelectorRequirement* type = bundle->mutable_selector()->add_requirements();
+  type->set_key("berth.io/accelerator-type");
+  type->set_op(v1::LABEL_OPERATOR_IN);
+  type->add_values("H100");
+  const std::string b = CreateGroup(*cluster_, pinned);
+  ASSERT_TRUE(WaitUntil([&] { return StateOf(*cluster_, b) == v1::PLACEMENT_GROUP_STATE_CREATED; },
+                        std::chrono::seconds(10)));
+  EXPECT_EQ(node_of(b), "h100-0");
+  const v1::PlacementGroupInfo victim = GroupInfo(*cluster_, on_h100);
+  EXPECT_EQ(victim.state(), v1::PLACEMENT_GROUP_STATE_PENDING);
+  EXPECT_THAT(victim.preempted_by(), HasSubstr("of queue team-b (spared nodes)"));
+  for (const std::string& id : team_a) {
+    if (id == on_h100) continue;
+    EXPECT_EQ(StateOf(*cluster_, id), v1::PLACEMENT_GROUP_STATE_CREATED) << id;
+  }
 }
 
 TEST_F(QueueServiceTest, AQueueFileIsAppliedWholeOrNotAtAll) {
@@ -280,8 +338,7 @@ TEST_F(QueueServiceTest, AQueueFileIsAppliedWholeOrNotAtAll) {
   high->set_name("high");
   high->set_value(100);
   v1::ApplyQueuesResponse applied;
-  grpc::Status refused =
-      cluster_->queues().ApplyQueues(cluster_->context().get(), apply, &applied);
+  grpc::Status refused = cluster_->queues().ApplyQueues(cluster_->context().get(), apply, &applied);
   EXPECT_EQ(refused.error_code(), grpc::StatusCode::NOT_FOUND);
   EXPECT_THAT(refused.error_message(), HasSubstr("queues[1].cohort"));
   EXPECT_THAT(Names(), ElementsAre("default"));
