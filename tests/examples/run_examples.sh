@@ -65,11 +65,15 @@ with_command() {
 # trained and agreed: a rank aborting with "terminate called without an
 # active exception" once its script returned. That happens under plain
 # `torchrun --standalone` too (1 run in 17 of examples/pytorch-ddp on torch
-# 2.15 here, no berth involved), so it is retried once, and said.
+# 2.15 here, no berth involved), so it is retried once, and said. Read
+# into a variable first: under pipefail, `... | grep -q` fails when grep
+# stops reading before the writer is done (SIGPIPE), and the retry never
+# came (CI, stop 43).
 torch_teardown_abort() {
-  local id=$1 world=$2
-  { berth job "$id"; berth logs "$id"; } 2>&1 | grep -q "terminate called without an active exception" &&
-    [[ $(berth logs "$id" 2>/dev/null | grep -oE "rank [0-9]+ params" | sort -u | wc -l) -eq $world ]]
+  local id=$1 world=$2 said
+  said=$({ berth job "$id"; berth logs "$id"; } 2>&1)
+  grep -q "terminate called without an active exception" <<<"$said" &&
+    [[ $(grep -oE "rank [0-9]+ params" <<<"$said" | sort -u | wc -l) -eq $world ]]
 }
 
 # Submits a job file and waits; checks SUCCEEDED and one parameter hash on
