@@ -136,7 +136,7 @@ std::string Markdown(const Options& o, const std::vector<Team>& teams,
       "demand, sampled every ",
       o.run.usable_every_s,
       " s: on the idle cluster, first the gangs each team runs within its quota "
-      "(no rule preempts them), then the rest, the team with the smallest share of its "
+      "(they keep their quota), then the rest, the team with the smallest share of its "
       "quota next, each placed by best fit; a gang that does not fit is skipped. So gangs "
       "no policy could run together count once: e.g. the 32-GPU gangs whose bundles (120 "
       "CPUs, 720 GiB "
