@@ -1,11 +1,13 @@
 // Random workloads through the QueueScheduler, in simulated time, on a
 // counting pool and on the real placement core (PlacerCapacity over a node
-// table), checking after every pass: no queue above its quota and borrowing limit, no cohort
-// above its pool; every gang held whole or not at all; every preemption
-// justified by its rule; and no gang waiting past the starvation bound plus
-// the longest time limit for each gang that starved before it in its queue.
+// table, also with gangs pinned to its one H100 node), checking after every pass: no queue above
+// its quota and borrowing limit, no cohort above its pool; every gang held whole or not at all;
+// every preemption justified by its rule; and no gang waiting past the starvation bound plus the
+// longest time limit for each gang that starved before it in its queue.
+#include <optional>
 #include <random>
 
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "queueing/placer_capacity.h"
 #include "queueing/queue_scheduler.h"
@@ -25,6 +27,7 @@ struct Workload {
     int64_t submit_ms = 0;
     int64_t duration_ms = 0;
     PlacementStrategy strategy = PlacementStrategy::kPack;  // of its one-GPU bundles
+    std::string accelerator;  // the type its bundles are pinned to; empty: any
   };
   std::vector<Job> jobs;
 };
@@ -128,24 +131,27 @@ class OnPool : public TestCapacity {
   PoolCapacity pool_;
 };
 
-// Nodes of 8 GPUs of two accelerator types; a gang of N GPUs is N one-GPU
-// bundles under its job's strategy.
+// Nodes of 8 GPUs of two accelerator types, every other node H100 unless
+// `h100_nodes` says how many (the first ones); a gang of N GPUs is N
+// one-GPU bundles under its job's strategy, pinned to its job's type.
 class OnNodes : public TestCapacity {
  public:
-  explicit OnNodes(double gpus) {
+  explicit OnNodes(double gpus, std::optional<int> h100_nodes = std::nullopt) {
     for (int n = 0; n < gpus / 8; ++n) {
-      table_.AddNode(testing::MakeNode("node-" + std::to_string(n), 64, 8, n % 2 ? "A10G" : "H100"))
+      const bool h100 = h100_nodes ? n < *h100_nodes : n % 2 == 0;
+      table_.AddNode(testing::MakeNode("node-" + std::to_string(n), 64, 8, h100 ? "H100" : "A10G"))
           .value();
     }
   }
   CapacityModel& model() override { return capacity_; }
   void Add(const Workload::Job& job) override {
     const int gpus = static_cast<int>(job.request.demand.Get(kGpu).ToDouble());
-    capacity_.Add(
-        job.request.id,
-        testing::MakeGroup(
-            testing::Repeat(testing::MakeBundle(ResourceSet::Of({{kGpu, 1}, {kCpu, 2}})), gpus),
-            job.strategy));
+    const Bundle bundle = testing::MakeBundle(
+        ResourceSet::Of({{kGpu, 1}, {kCpu, 2}}),
+        job.accelerator.empty()
+            ? ""
+            : absl::StrCat(kAcceleratorTypeLabel, " in (", job.accelerator, ")"));
+    capacity_.Add(job.request.id, testing::MakeGroup(testing::Repeat(bundle, gpus), job.strategy));
     bundles_[job.request.id] = gpus;
   }
   bool Holds(const std::string& id) const override {
@@ -175,6 +181,7 @@ class OnNodes : public TestCapacity {
 struct Outcome {
   int64_t admitted = 0;
   int64_t preempted = 0;
+  int64_t for_spared_nodes = 0;  // of `preempted`
 };
 
 Outcome Simulate(const Workload& w, uint64_t seed, TestCapacity& capacity,
@@ -309,6 +316,7 @@ Outcome Simulate(const Workload& w, uint64_t seed, TestCapacity& capacity,
           break;
         case PreemptionRule::kSparedNodes:
           EXPECT_TRUE(pool.HoldsPlacesSparedFor(p.victim, p.by)) << where;
+          ++out.for_spared_nodes;
           EXPECT_LT(at_most.at(by.request.queue).Get(kGpu),
                     w.config.FindQueue(by.request.queue)->nominal.at("GPU"))
               << where << ": " << p.by << " took spared nodes for a queue not below its quota";
@@ -367,6 +375,27 @@ TEST(QueueingProperty, OnTheRealPlacementCoreGangsAreHeldWholeAndTheTableAddsUp)
     if (HasFailure()) break;
   }
   EXPECT_GT(preempted, 10);
+  EXPECT_GT(admitted, 1500);
+}
+
+// Gangs pinned to the one H100 node of eight fit few nodes: those of a
+// queue within its quota take it back from gangs that could run anywhere
+// ("spared nodes"), and every rule still holds.
+TEST(QueueingProperty, GangsPinnedToFewNodesTakeThemBackByTheRules) {
+  int64_t for_spared_nodes = 0, admitted = 0;
+  for (uint64_t seed = 1; seed <= 40; ++seed) {
+    std::mt19937_64 rng(seed);
+    Workload w = RandomWorkload(rng, /*cohort=*/true);
+    for (Workload::Job& job : w.jobs) {
+      if (std::uniform_int_distribution<int>(0, 5)(rng) == 0) job.accelerator = "H100";
+    }
+    OnNodes nodes(64, /*h100_nodes=*/1);
+    Outcome o = Simulate(w, seed, nodes, /*check_starvation=*/false);
+    for_spared_nodes += o.for_spared_nodes;
+    admitted += o.admitted;
+    if (HasFailure()) break;
+  }
+  EXPECT_GT(for_spared_nodes, 5);
   EXPECT_GT(admitted, 1500);
 }
 
