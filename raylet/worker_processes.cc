@@ -103,11 +103,6 @@ constexpr int kLifelineFd = 4;
 // lifeline ends first (the raylet died, however), kills the whole group,
 // itself included. Only async-signal-safe calls (raw syscalls).
 [[noreturn]] void KeepUntilExit(pid_t program) {
-  // Stop signals are for the program; the keeper outlives it to pass on
-  // its status, and SIGKILL to the group ends both.
-  struct sigaction ignore = {};
-  ignore.sa_handler = SIG_IGN;
-  for (int sig : {SIGTERM, SIGINT, SIGHUP, SIGQUIT}) sigaction(sig, &ignore, nullptr);
   prctl(PR_SET_NAME, "berth-keeper", 0, 0, 0);
   const int pidfd = static_cast<int>(syscall(SYS_pidfd_open, program, 0));
   struct pollfd fds[2] = {{kLifelineFd, POLLIN, 0}, {pidfd, POLLIN, 0}};
@@ -163,9 +158,21 @@ constexpr int kLifelineFd = 4;
   // not the lifeline's write end (the keeper must see it close).
   if (close_range(kLifelineFd + 1, ~0U, 0) != 0) fail(ChildFailure::kRedirect);
   if (chdir(cwd) != 0) fail(ChildFailure::kChdir);
+  // Stop signals are for the program; the keeper outlives it to pass on
+  // its status, and SIGKILL to the group ends both. Ignored before the
+  // fork: else a program that started and said so at once could be stopped
+  // while the keeper had not yet run on, and the keeper died of the SIGTERM
+  // meant for the program (ASan CI: a worker that ignores SIGTERM reported
+  // killed by it 20 ms after a stop with a 300 ms grace).
+  const int kStopSignals[] = {SIGTERM, SIGINT, SIGHUP, SIGQUIT};
+  struct sigaction ignore = {};
+  ignore.sa_handler = SIG_IGN;
+  for (int sig : kStopSignals) sigaction(sig, &ignore, nullptr);
   const pid_t program = fork();
   if (program < 0) fail(ChildFailure::kFork);
   if (program == 0) {
+    // An ignored signal stays ignored across exec.
+    for (int sig : kStopSignals) sigaction(sig, &default_action, nullptr);
     execvpe(argv[0], argv, envp);
     fail(ChildFailure::kExec);
   }
