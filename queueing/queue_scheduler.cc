@@ -344,8 +344,9 @@ struct QueueScheduler::PassState {
   }
 };
 
-std::optional<QueueScheduler::Victims> QueueScheduler::ChooseVictims(const Gang& g,
-                                                                     const PassState& pass) const {
+std::optional<QueueScheduler::Victims> QueueScheduler::ChooseVictims(const Gang& g, PassState& pass,
+                                                                     bool spends_budget,
+                                                                     bool* over_budget) const {
   CapacityModel& capacity = pass.capacity;
   const QueueSpec* q = config_.FindQueue(g.request.queue);
   const bool within_nominal = pass.Check(ledger_, g.request.queue, g.request.demand).within_nominal;
@@ -385,6 +386,19 @@ std::optional<QueueScheduler::Victims> QueueScheduler::ChooseVictims(const Gang&
     }
     return known == 1;
   };
+  // A gang on none of the nodes `g` could use frees nothing it needs (one
+  // without places, of a model that does not say, may).
+  absl::flat_hash_map<uint64_t, bool> usable;  // by node, asked once each
+  auto on_usable_places = [&](const Gang* c) {
+    const std::vector<uint64_t>& where = pass.PlacesOf(c);
+    if (where.empty()) return true;
+    for (uint64_t node : where) {
+      auto [it, fresh] = usable.try_emplace(node, false);
+      if (fresh) it->second = capacity.CouldHold(g.request.id, node);
+      if (it->second) return true;
+    }
+    return false;
+  };
   // In victim order already (the pass's one list): lowest priority first,
   // then the fewest GPU-hours lost. None holds a reservation: those are
   // gangs that wait (pending or claimed).
@@ -410,9 +424,18 @@ std::optional<QueueScheduler::Victims> QueueScheduler::ChooseVictims(const Gang&
     } else {
       continue;
     }
+    if (!on_usable_places(c)) continue;
     candidates.push_back({c, rule, v.cost});
   }
   if (candidates.empty()) return std::nullopt;
+  // What follows tries placements: it is what the budget bounds.
+  if (spends_budget) {
+    if (pass.searches == options_.max_preemption_searches) {
+      *over_budget = true;
+      return std::nullopt;
+    }
+    ++pass.searches;
+  }
   // Places (nodes) are freed whole: the lowest priority among their victims
   // first, then the fewest GPU-hours, then the node. A victim is on each of
   // its places (a multi-node gang's end frees every node it holds, and a
@@ -755,14 +778,19 @@ void QueueScheduler::TryGang(Gang& g, PassState& pass) {
     const auto key = std::make_tuple(absl::string_view(queue), g.request.priority, g.request.shape);
     const bool memo = g.request.shape != 0 && !reserved_last_.count(g.request.id);
     if (memo && pass.no_victims.count(key)) return false;
-    // A starving gang searches past the budget, and does not spend it.
-    if (!starving) {
-      if (pass.searches == options_.max_preemption_searches) return false;
-      ++pass.searches;
+    // A starving gang searches past the budget, and does not spend it. A
+    // gang that fits few nodes first looks whether any gang there may be
+    // preempted (cheap, as they are few): else gangs pinned to a model whose
+    // nodes all run gangs they may not preempt spend the budget, and the
+    // gangs after them never search (queue replay, gpuspec33).
+    if (!starving && pass.searches == options_.max_preemption_searches &&
+        !pass.capacity.FitsFewPlaces(g.request.id)) {
+      return false;
     }
-    std::optional<Victims> victims = ChooseVictims(g, pass);
+    bool over_budget = false;
+    std::optional<Victims> victims = ChooseVictims(g, pass, !starving, &over_budget);
     if (!victims) {
-      if (memo) pass.no_victims.insert(key);
+      if (memo && !over_budget) pass.no_victims.insert(key);
       return false;
     }
     std::vector<std::string> freed;

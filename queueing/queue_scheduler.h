@@ -279,8 +279,12 @@ class QueueScheduler {
     std::optional<std::vector<uint64_t>> places;  // where `g` goes once they stop
   };
   // The minimal set of running gangs whose end makes room for `g`, or none.
-  // Gangs admitted in this pass or holding a reservation are not victims.
-  std::optional<Victims> ChooseVictims(const Gang& g, const PassState& pass) const;
+  // Gangs admitted in this pass or holding a reservation are not victims,
+  // nor gangs on none of the nodes `g` could use. Finding none such ends the
+  // search for free; else, with `spends_budget`, it spends one of the pass's
+  // max_preemption_searches, and none left ends it with *over_budget set.
+  std::optional<Victims> ChooseVictims(const Gang& g, PassState& pass, bool spends_budget,
+                                       bool* over_budget) const;
   // None when `g` fits not even the idle cluster.
   std::optional<Reservation> Reserve(const Gang& g, bool starving, const PassState& pass) const;
   // Whether `g`, just placed, leaves each reservation its room; if not,

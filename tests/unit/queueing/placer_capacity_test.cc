@@ -627,6 +627,46 @@ TEST(PlacerCapacitySparing, AGangOnTheFewNodesALargeGangNeedsYieldsThem) {
   }
 }
 
+// A gang that fits few nodes, all held by gangs it may not preempt, looks
+// at them alone and spends none of the pass's preemption searches: the
+// gang after it still reclaims (queue replay, gpuspec33: gangs pinned to
+// the G3 nodes spent every search, and multi-node gangs within their
+// quota never searched).
+TEST(PlacerCapacitySparing, AGangWhoseFewNodesHoldNoVictimsSpendsNoSearch) {
+  NodeResourceTable table = WithTwoBigNodes();
+  PlacerCapacity capacity(&table, nullptr);
+  QueueSchedulerOptions options;
+  options.max_preemption_searches = 1;
+  QueueScheduler scheduler(TwoQueues(72, 24), options);
+  auto large = [](int cpus) {
+    return MakeGroup(Repeat(MakeBundle(ResourceSet::Of({{kGpu, 8}, {kCpu, cpus}})), 2),
+                     PlacementStrategy::kSpread);
+  };
+  const PlacementGroupSpec node =
+      MakeGroup({MakeBundle(ResourceSet::Of({{kGpu, 4}, {kCpu, 1}}))}, PlacementStrategy::kPack);
+  int64_t now = 0;
+  capacity.Add("on-big", large(100));
+  ASSERT_TRUE(scheduler.Submit({"on-big", "a", 0, large(100).total()}, now).ok());
+  ASSERT_THAT(scheduler.Pass(now++, capacity).admitted, ::testing::ElementsAre("on-big"));
+  for (int i = 0; i < 20; ++i) {  // b borrows every ordinary node
+    const std::string id = absl::StrCat("b", i);
+    capacity.Add(id, node);
+    ASSERT_TRUE(scheduler.Submit({id, "b", 0, node.total()}, now).ok());
+  }
+  ASSERT_EQ(scheduler.Pass(now++, capacity).admitted.size(), 20u);
+  // "pinned" fits only the big nodes, which a's older "on-big" holds.
+  capacity.Add("pinned", large(90));
+  capacity.Add("after", node);
+  ASSERT_TRUE(scheduler.Submit({"pinned", "a", 0, large(90).total()}, now).ok());
+  ASSERT_TRUE(scheduler.Submit({"after", "a", 0, node.total()}, now).ok());
+  ASSERT_TRUE(capacity.FitsFewPlaces("pinned"));
+  PassResult r = scheduler.Pass(now++, capacity);
+  ASSERT_EQ(r.preempted.size(), 1u);
+  EXPECT_EQ(r.preempted[0].by, "after");
+  EXPECT_EQ(r.preempted[0].rule, PreemptionRule::kReclaim);
+  EXPECT_EQ(scheduler.Find("pinned")->state, GangState::kPending);
+}
+
 // A gang found not to fit because a gang of its shape asking no more did not
 // is told so, with that gang's name, not given that gang's numbers as its own.
 TEST_F(PlacerCapacityTest, AReasonLearnedFromASmallerGangNamesIt) {
