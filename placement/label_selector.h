@@ -10,6 +10,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -30,6 +31,10 @@ struct LabelRequirement {
   std::string ToString() const;
   friend bool operator==(const LabelRequirement& a, const LabelRequirement& b) {
     return a.key == b.key && a.op == b.op && a.values == b.values;
+  }
+  template <typename H>
+  friend H AbslHashValue(H h, const LabelRequirement& r) {
+    return H::combine(std::move(h), r.key, r.op, r.values);
   }
 };
 
@@ -53,6 +58,10 @@ class LabelSelector {
 
   friend bool operator==(const LabelSelector& a, const LabelSelector& b) {
     return a.requirements_ == b.requirements_;
+  }
+  template <typename H>
+  friend H AbslHashValue(H h, const LabelSelector& s) {
+    return H::combine(std::move(h), s.requirements_);
   }
 
  private:

@@ -87,11 +87,14 @@ class PlacementGroupSpec {
   friend bool operator==(const PlacementGroupSpec& a, const PlacementGroupSpec& b) {
     return a.strategy_ == b.strategy_ && a.bundles_ == b.bundles_ && a.topology_ == b.topology_;
   }
-  // Hashes what == compares but the selectors (rarely what tells groups apart).
+  // Hashes what == compares: a gang pinned to a GPU model and one that is
+  // not, with the same bundles, are different placement problems (the
+  // queue scheduler's GangRequest::shape is this hash).
   template <typename H>
   friend H AbslHashValue(H h, const PlacementGroupSpec& spec) {
-    for (const Bundle& b : spec.bundles_) h = H::combine(std::move(h), b.resources);
-    return H::combine(std::move(h), spec.bundles_.size(), spec.strategy_);
+    for (const Bundle& b : spec.bundles_) h = H::combine(std::move(h), b.resources, b.selector);
+    return H::combine(std::move(h), spec.bundles_.size(), spec.strategy_, spec.topology_.required,
+                      spec.topology_.preferred);
   }
 
  private:

@@ -2,6 +2,7 @@
 
 #include <set>
 
+#include "absl/hash/hash.h"
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -459,6 +460,28 @@ TEST(TopologySpecTest, BadTopologiesNameTheField) {
   EXPECT_TRUE(make({"", {"berth.io/nvlink-domain", kRack}}).ok());
   // The topology is part of the placement problem.
   EXPECT_FALSE(RackGang(2, {kRack, {}}) == RackGang(2, {}));
+}
+
+// Specs hash as they compare: the queue scheduler takes the hash for "the
+// same placement problem", and a gang pinned to a GPU model (or a rack)
+// must not pass for an unpinned one with the same bundles.
+TEST(PlacementGroupSpecTest, SpecsThatDifferOnlyInSelectorOrTopologyHashApart) {
+  auto pinned = [](const std::string& selector) {
+    return MakeGroup(Repeat(MakeBundle(kOneGpu, selector), 2), PlacementStrategy::kPack);
+  };
+  const PlacementGroupSpec plain = pinned("");
+  const std::vector<PlacementGroupSpec> others = {
+      pinned("berth.io/accelerator-type in (G3)"), pinned("berth.io/accelerator-type in (T4)"),
+      RackGang(2, {kRack, {}}), RackGang(2, {"", {kRack}})};
+  ASSERT_TRUE(RackGang(2, {}) == plain);
+  EXPECT_EQ(absl::HashOf(RackGang(2, {})), absl::HashOf(plain));
+  EXPECT_EQ(absl::HashOf(pinned("berth.io/accelerator-type in (G3)")), absl::HashOf(others[0]));
+  for (size_t i = 0; i < others.size(); ++i) {
+    EXPECT_FALSE(others[i] == plain) << i;
+    EXPECT_NE(absl::HashOf(others[i]), absl::HashOf(plain)) << i;
+    for (size_t j = i + 1; j < others.size(); ++j)
+      EXPECT_NE(absl::HashOf(others[i]), absl::HashOf(others[j])) << i << " " << j;
+  }
 }
 
 class TopologyPlacerTest : public BundlePlacerTest {
