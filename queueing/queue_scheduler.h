@@ -147,7 +147,8 @@ struct QueueSchedulerOptions {
   size_t max_starving = 32;
   // Bounds on the work of one pass (each unit is a trial placement):
   // victims considered for one gang (the cheapest first), preemption
-  // searches (a starving gang searches regardless, and is not counted), and running gangs a
+  // searches (a starving gang searches regardless, and is not counted; nor is a search that
+  // finds no gang it may preempt on the nodes the gang could use), and running gangs a
   // reservation looks at (the soonest to end; a gang that fits only after more of them end reserves
   // the places it would take on an idle cluster).
   size_t max_victims_considered = 32;
