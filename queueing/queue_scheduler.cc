@@ -324,6 +324,9 @@ struct QueueScheduler::PassState {
   QuotaVerdict own_verdict;  // of a gang without a shape
   // (queue, priority, shape) of gangs for which no victims would do, this pass.
   std::set<std::tuple<absl::string_view, int32_t, uint64_t>> no_victims;
+  // (queue, priority, shape) of gangs whose search had candidates when the
+  // budget was spent: it stays spent this pass (starving gangs search anyway).
+  std::set<std::tuple<absl::string_view, int32_t, uint64_t>> over_budget;
   size_t searches = 0;
   // (shape, hash of the places avoided) of gangs that did not fit off the
   // reservations they would delay, this pass.
@@ -777,10 +780,11 @@ void QueueScheduler::TryGang(Gang& g, PassState& pass) {
     if (!options_.preemption) return false;
     const auto key = std::make_tuple(absl::string_view(queue), g.request.priority, g.request.shape);
     const bool memo = g.request.shape != 0 && !reserved_last_.count(g.request.id);
-    if (memo && pass.no_victims.count(key)) return false;
+    if (memo && (pass.no_victims.count(key) || (!starving && pass.over_budget.count(key))))
+      return false;
     // A starving gang searches past the budget, and does not spend it. A
     // gang that fits few nodes first looks whether any gang there may be
-    // preempted (cheap, as they are few): else gangs pinned to a model whose
+    // preempted (no trial placement): else gangs pinned to a model whose
     // nodes all run gangs they may not preempt spend the budget, and the
     // gangs after them never search (queue replay, gpuspec33).
     if (!starving && pass.searches == options_.max_preemption_searches &&
@@ -790,7 +794,7 @@ void QueueScheduler::TryGang(Gang& g, PassState& pass) {
     bool over_budget = false;
     std::optional<Victims> victims = ChooseVictims(g, pass, !starving, &over_budget);
     if (!victims) {
-      if (memo && !over_budget) pass.no_victims.insert(key);
+      if (memo) (over_budget ? pass.over_budget : pass.no_victims).insert(key);
       return false;
     }
     std::vector<std::string> freed;
