@@ -85,15 +85,19 @@ JobReconciler::JobReconciler(v1::TrainJobInfo info, PlacementGroupSpec spec, Job
   }
 }
 
-JobReconciler JobReconciler::Restored(v1::TrainJobInfo info, PlacementGroupSpec spec,
-                                      bool stop_requested, JobOptions options) {
-  const bool finished = IsTerminal(info.state());
-  JobReconciler job(std::move(info), std::move(spec), std::move(options),
+JobReconciler JobReconciler::Restored(const v1::TrainJobRecord& record, PlacementGroupSpec spec,
+                                      JobOptions options) {
+  const bool finished = IsTerminal(record.info().state());
+  JobReconciler job(record.info(), std::move(spec), std::move(options),
                     finished ? Phase::kDone : Phase::kCreateGroup);
-  job.stop_requested_ = stop_requested;
+  job.stop_requested_ = record.stop_requested();
   const v1::TrainJobInfo& i = job.info_;
   for (const v1::WorkerRank& w : i.workers()) {
     job.logs_.push_back({w.world_rank(), w.node_id(), w.worker_id()});
+  }
+  if (!finished && IsTerminal(record.ending_state())) {
+    job.End(record.ending_state(), record.ending_message());
+    return job;
   }
   if (finished || i.placement_group_id().empty()) return job;  // the latter: creates its group
   job.attempt_ = i.attempt();
@@ -117,6 +121,17 @@ JobReconciler JobReconciler::Restored(v1::TrainJobInfo info, PlacementGroupSpec 
   if (!job.processes_.empty()) job.attempt_ += 1;
   job.phase_ = Phase::kResumeScan;
   return job;
+}
+
+v1::TrainJobRecord JobReconciler::Record() const {
+  v1::TrainJobRecord record;
+  *record.mutable_info() = info_;
+  record.set_stop_requested(stop_requested_);
+  if (phase_ == Phase::kRemoveGroup) {
+    record.set_ending_state(final_state_);
+    record.set_ending_message(final_message_);
+  }
+  return record;
 }
 
 bool JobReconciler::RequestStop() {
@@ -794,6 +809,7 @@ void JobReconciler::CountFailure(absl::Time now) {
 void JobReconciler::End(v1::TrainJobState state, std::string message) {
   final_state_ = state;
   final_message_ = std::move(message);
+  persist_ = true;  // before its groups go: a head restarted meanwhile ends it so
   to_remove_ = {info_.placement_group_id()};
   for (auto it = info_.elastic_group_ids().rbegin(); it != info_.elastic_group_ids().rend(); ++it) {
     to_remove_.push_back(*it);

@@ -58,6 +58,7 @@
 #include "absl/time/time.h"
 #include "berth/v1/head.pb.h"
 #include "berth/v1/raylet.pb.h"
+#include "berth/v1/state.pb.h"
 #include "common/backoff.h"
 #include "placement/placement_group_spec.h"
 #include "train/rank_assignment.h"
@@ -158,12 +159,17 @@ class JobReconciler {
  public:
   // A job just submitted (`info` PENDING, its spec set): it creates its group.
   JobReconciler(v1::TrainJobInfo info, PlacementGroupSpec spec, JobOptions options);
-  // A job a previous head wrote. A RUNNING one is watched again with the
-  // processes it has (its raylets say which ended meanwhile); one caught
-  // starting its processes stops what runs and starts the next attempt;
-  // a finished one is only listed.
-  static JobReconciler Restored(v1::TrainJobInfo info, PlacementGroupSpec spec, bool stop_requested,
+  // A job a previous head wrote (Record). A RUNNING one is watched again
+  // with the processes it has (its raylets say which ended meanwhile); one
+  // caught starting its processes stops what runs and starts the next
+  // attempt; one whose end was decided removes what is left of its groups
+  // and ends as decided (the group it finds gone is no failure); a
+  // finished one is only listed.
+  static JobReconciler Restored(const v1::TrainJobRecord& record, PlacementGroupSpec spec,
                                 JobOptions options);
+  // What a head writes of the job for Restored: all but the request id,
+  // which is the caller's.
+  v1::TrainJobRecord Record() const;
 
   const v1::TrainJobInfo& info() const { return info_; }
   const std::vector<RankLog>& logs() const { return logs_; }

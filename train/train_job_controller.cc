@@ -220,8 +220,8 @@ void TrainJobController::Restore(const std::vector<v1::TrainJobRecord>& records)
     const std::string& id = record.info().job_id();
     absl::StatusOr<PlacementGroupSpec> group = PlacementGroupForJob(record.info().spec());
     if (id.empty() || jobs_.count(id) > 0 || !group.ok()) continue;
-    auto job = std::make_unique<Job>(JobReconciler::Restored(record.info(), *std::move(group),
-                                                             record.stop_requested(), config_.job));
+    auto job =
+        std::make_unique<Job>(JobReconciler::Restored(record, *std::move(group), config_.job));
     job->request_id = record.request_id();
     v1::SubmitTrainJobRequest submitted;
     *submitted.mutable_spec() = record.info().spec();
@@ -233,10 +233,8 @@ void TrainJobController::Restore(const std::vector<v1::TrainJobRecord>& records)
 
 void TrainJobController::PersistLocked(const Job& job) {
   if (!config_.persist) return;
-  v1::TrainJobRecord record;
-  *record.mutable_info() = job.reconciler.info();
+  v1::TrainJobRecord record = job.reconciler.Record();
   record.set_request_id(job.request_id);
-  record.set_stop_requested(job.reconciler.stop_requested());
   config_.persist(record);
 }
 
@@ -297,6 +295,9 @@ void TrainJobController::Drive(const std::string& job_id) {
       Job& job = *jobs_.at(job_id);
       if (job.reconciler.done()) {
         if (!std::exchange(job.finished, true)) {
+          // Its end (the result that removed its last group) was not
+          // written: no Step follows.
+          PersistLocked(job);
           by_group_.erase(job.reconciler.placement_group_id());
           for (const std::string& group : job.reconciler.elastic_group_ids()) {
             by_group_.erase(group);

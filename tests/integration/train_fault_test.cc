@@ -215,6 +215,28 @@ TEST_F(TrainJobTest, AHeadKilledWhileAJobWaitsKeepsItWaitingThenRunsIt) {
   EXPECT_EQ(done.failures(), 0u);
 }
 
+// A finished job's end is written: before, a restarted head found its
+// group removed and turned SUCCEEDED into "failed: the placement group is
+// gone".
+TEST_F(TrainJobTest, AHeadKilledAfterJobsEndedKeepsHowTheyEnded) {
+  v1::TrainJobSpec ok = GpuJob(2), failing = GpuJob(2);
+  SetCommand(&ok, {"/bin/sh", "-c", "exit 0"});
+  SetCommand(&failing, {"/bin/sh", "-c", "exit 3"});
+  failing.mutable_failure_config()->set_max_failures(0);
+  const std::string ok_id = Submit(ok), failing_id = Submit(failing);
+  ASSERT_EQ(WaitDone(ok_id).state(), v1::TRAIN_JOB_STATE_SUCCEEDED);
+  ASSERT_EQ(WaitDone(failing_id).state(), v1::TRAIN_JOB_STATE_FAILED);
+
+  cluster_->RestartHead(SIGKILL);
+
+  const v1::TrainJobInfo succeeded = Get(ok_id), failed = Get(failing_id);
+  EXPECT_EQ(succeeded.state(), v1::TRAIN_JOB_STATE_SUCCEEDED) << succeeded.DebugString();
+  EXPECT_EQ(succeeded.failures(), 0u);
+  EXPECT_EQ(failed.state(), v1::TRAIN_JOB_STATE_FAILED) << failed.DebugString();
+  ASSERT_EQ(failed.failure_causes_size(), 1);
+  EXPECT_THAT(failed.failure_causes(0), HasSubstr("exited with code 3"));
+}
+
 TEST_F(TrainJobTest, AHeadKilledWhileStoppingAJobStillStopsIt) {
   const std::string id = StartSleepingJob();
   StopJob(id);

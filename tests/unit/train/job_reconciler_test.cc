@@ -72,6 +72,12 @@ class JobReconcilerTest : public ::testing::Test {
     info.set_state(v1::TRAIN_JOB_STATE_PENDING);
     job_.emplace(std::move(info), *PlacementGroupForJob(spec), Options());
   }
+  // A job a previous head wrote as `info`.
+  JobReconciler Restored(const v1::TrainJobInfo& info) {
+    v1::TrainJobRecord record;
+    *record.mutable_info() = info;
+    return JobReconciler::Restored(record, *PlacementGroupForJob(info.spec()), Options());
+  }
   // A new job of `spec` whose group is placed on n0 and n1, up to the
   // launch of its processes.
   void UpToTheLaunch(v1::TrainJobSpec spec) {
@@ -258,12 +264,18 @@ TEST_F(JobReconcilerTest, ANewJobCreatesItsGroupRunsAndSucceeds) {
   EXPECT_EQ(Waits(Step()), now_ + absl::Seconds(3));
   job_->OnWorkerExit(Exit(Worker(0, "trainer"), 0));
   StopAndExit();
-  EXPECT_EQ(Expect<RemoveGroup>(Step()).placement_group_id, kGroup);
+  JobStep remove = Step();
+  EXPECT_EQ(Expect<RemoveGroup>(remove).placement_group_id, kGroup);
   EXPECT_EQ(job_->info().state(), v1::TRAIN_JOB_STATE_RUNNING);  // until the group is gone
+  // The end is written before the group goes, for a head restarted meanwhile.
+  EXPECT_TRUE(remove.persist);
+  EXPECT_EQ(job_->Record().ending_state(), v1::TRAIN_JOB_STATE_SUCCEEDED);
   Result(GroupRemoved{});
   EXPECT_EQ(job_->info().state(), v1::TRAIN_JOB_STATE_SUCCEEDED);
   EXPECT_TRUE(job_->done());
   EXPECT_EQ(job_->info().failures(), 0u);
+  EXPECT_EQ(job_->Record().ending_state(), v1::TRAIN_JOB_STATE_UNSPECIFIED);
+  EXPECT_EQ(job_->Record().info().state(), v1::TRAIN_JOB_STATE_SUCCEEDED);
 }
 
 TEST_F(JobReconcilerTest, APendingJobSaysWhyAndLooksAgainLessOften) {
@@ -760,7 +772,7 @@ TEST_F(JobReconcilerTest, ARestoredRunningJobAsksItsRayletsForExitsItMissed) {
     w->set_node_id(r == 0 ? "n0" : "n1");
     w->set_worker_id(Worker(2, absl::StrCat("r", r)));
   }
-  job_.emplace(JobReconciler::Restored(info, *PlacementGroupForJob(info.spec()), false, Options()));
+  job_.emplace(Restored(info));
   group_ = Created({"n0", "n1"});
   alive_ = {"n0", "n1"};
   EXPECT_EQ(job_->logs().size(), 2u);
@@ -787,7 +799,7 @@ TEST_F(JobReconcilerTest, ARestoredHalfStartedJobStopsWhatRunsAndTakesANewAttemp
   info.set_state(v1::TRAIN_JOB_STATE_STARTING);
   info.set_placement_group_id(kGroup);
   info.set_attempt(0);
-  job_.emplace(JobReconciler::Restored(info, *PlacementGroupForJob(info.spec()), false, Options()));
+  job_.emplace(Restored(info));
   group_ = Created({"n0", "n1"});
   alive_ = {"n0", "n1"};
   ListWorkers scan = Expect<ListWorkers>(Step());
@@ -804,12 +816,33 @@ TEST_F(JobReconcilerTest, ARestoredHalfStartedJobStopsWhatRunsAndTakesANewAttemp
   EXPECT_EQ(start.by_node[0].second[0].worker_id(), Worker(4, "trainer"));
 }
 
+// A head killed after a job's end was decided, before its group was
+// removed (or before the end was written): the restored job removes what
+// is left and ends as decided, not "failed: the placement group is gone".
+TEST_F(JobReconcilerTest, ARestoredJobWhoseEndWasDecidedRemovesItsGroupAndEndsSo) {
+  v1::TrainJobRecord record;
+  v1::TrainJobInfo& info = *record.mutable_info();
+  info.set_job_id(kJob);
+  *info.mutable_spec() = BuiltinSpec(2);
+  info.set_state(v1::TRAIN_JOB_STATE_RUNNING);
+  info.set_placement_group_id(kGroup);
+  info.add_workers()->set_worker_id(Worker(0, "r0"));
+  record.set_ending_state(v1::TRAIN_JOB_STATE_SUCCEEDED);
+  job_.emplace(JobReconciler::Restored(record, *PlacementGroupForJob(info.spec()), Options()));
+  group_ = absl::NotFoundError("no group");  // removed before the head died
+  EXPECT_EQ(Expect<RemoveGroup>(Step()).placement_group_id, kGroup);
+  Result(GroupRemoved{});
+  EXPECT_TRUE(job_->done());
+  EXPECT_EQ(job_->info().state(), v1::TRAIN_JOB_STATE_SUCCEEDED);
+  EXPECT_EQ(job_->info().failures(), 0u);
+}
+
 TEST_F(JobReconcilerTest, AFinishedRestoredJobIsOnlyListed) {
   v1::TrainJobInfo info;
   info.set_job_id(kJob);
   *info.mutable_spec() = BuiltinSpec(2);
   info.set_state(v1::TRAIN_JOB_STATE_SUCCEEDED);
-  job_.emplace(JobReconciler::Restored(info, *PlacementGroupForJob(info.spec()), false, Options()));
+  job_.emplace(Restored(info));
   EXPECT_TRUE(job_->done());
   EXPECT_FALSE(job_->RequestStop());
   EXPECT_FALSE(Step().action.has_value());
