@@ -45,8 +45,8 @@ bool IsTerminal(v1::TrainJobState s) {
 
 bool Failed(const v1::WorkerStatus& s) { return s.signal() != 0 || s.exit_code() != 0; }
 
-// The job's group no longer exists: a head restarted after removing it and
-// before the job's end was written, or someone removed it.
+// The job's group no longer exists: someone removed it (a job removes its
+// groups only once its end is written, which a restarted head carries out).
 bool GroupGone(const JobWorld& world) {
   if (!world.group.ok()) return absl::IsNotFound(world.group.status());
   return world.group->state() == v1::PLACEMENT_GROUP_STATE_REMOVED;
