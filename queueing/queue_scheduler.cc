@@ -609,9 +609,10 @@ std::optional<QueueScheduler::Victims> QueueScheduler::ChooseVictims(const Gang&
   }
   std::vector<Preemption> out;
   for (const Candidate* c : chosen) {
-    out.push_back({c->gang->request.id, g.request.id, c->rule,
-                   absl::StrCat("preempted by ", g.request.id, " of queue ", g.request.queue, " (",
-                                PreemptionRuleName(c->rule), ")")});
+    out.push_back(
+        {c->gang->request.id, g.request.id, c->rule,
+         absl::StrCat("preempted by ", g.request.name.empty() ? g.request.id : g.request.name,
+                      " of queue ", g.request.queue, " (", PreemptionRuleName(c->rule), ")")});
   }
   return Victims{std::move(out), std::move(fit_places)};
 }

@@ -111,6 +111,8 @@ struct GangRequest {
   // victims for one does not search again for the others of its queue
   // and priority. 0: a shape of its own.
   uint64_t shape = 0;
+  // How reasons name it to users (e.g. "job job-1f2e"); empty: its id.
+  std::string name;
 };
 
 // kNewer: a gang of the preemptor's queue and priority that arrived after

@@ -250,6 +250,8 @@ std::string PlacementGroupManager::Insert(PlacementGroupSpec spec,
 GangRequest PlacementGroupManager::GangOf(const Group& g) const {
   GangRequest r;
   r.id = g.id;
+  r.name =
+      g.job_id.empty() ? absl::StrCat("placement group ", g.id) : absl::StrCat("job ", g.job_id);
   r.queue = g.queue;
   r.priority = g.priority;
   r.demand = g.spec.total();
@@ -502,13 +504,7 @@ void PlacementGroupManager::StartPreemption(const Preemption& p, int64_t now_ms)
   auto it = groups_.find(p.victim);
   if (it == groups_.end()) return;
   Group& v = it->second;
-  auto by = groups_.find(p.by);
-  const std::string who = by != groups_.end() && !by->second.job_id.empty()
-                              ? absl::StrCat("job ", by->second.job_id)
-                              : absl::StrCat("placement group ", p.by);
-  v.preempted_by = absl::StrCat("preempted by ", who, " of queue ",
-                                by != groups_.end() ? by->second.queue : std::string(kDefaultQueue),
-                                " (", PreemptionRuleName(p.rule), ")");
+  v.preempted_by = p.reason;
   v.preempting = true;
   ++v.preemptions;
   if (observer_) observer_->OnPreempted(v.queue);

@@ -248,6 +248,9 @@ TEST_F(PlacementGroupManagerTest, AQueueBelowItsQuotaReclaimsWhatAnotherBorrowed
   ASSERT_EQ(tasks.size(), 1u);
   EXPECT_EQ(tasks[0].placement_group_id, b1);
   EXPECT_EQ(Info(b1).state(), v1::PLACEMENT_GROUP_STATE_CREATED);
+  // Each pass's reason names the job too, not its group.
+  EXPECT_THAT(Info(a2).pending_reason(),
+              HasSubstr("preempted by job job-b of queue team-b (reclaim); waiting for quota"));
   EXPECT_EQ(Info(a2).state(), v1::PLACEMENT_GROUP_STATE_PENDING);
 
   // When B's group ends, A's group is placed again.
