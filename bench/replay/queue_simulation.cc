@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cmath>
 #include <limits>
 #include <map>
 #include <tuple>
@@ -34,7 +33,7 @@ double ClusterGpus(const std::vector<TraceNode>& nodes) {
 }
 
 // A team's nominal quota of a cluster's GPUs.
-double QuotaGpus(const Team& team, double gpus) { return std::floor(team.quota_share * gpus); }
+double QuotaGpus(const Team& team, double gpus) { return team.quota_share * gpus; }
 
 absl::StatusOr<QueueConfig> TeamQueues(const std::vector<Team>& teams, double gpus,
                                        const std::string& within_queue_preemption) {

@@ -9,6 +9,7 @@
 namespace berth::replay {
 namespace {
 
+using ::testing::DoubleNear;
 using ::testing::ElementsAre;
 
 const std::vector<TraceNode> kNodes = {{"big-0", 128000, 1048576, 8, "G3"},
@@ -80,6 +81,27 @@ TEST(GangsThatFit, LeavesOutTheGangsNoNodesCouldHold) {
   std::vector<std::string> ids;
   for (const TeamGang& g : *fit) ids.push_back(g.id);
   EXPECT_THAT(ids, ElementsAre("g2", "two-big", "four"));
+}
+
+// The teams' quotas add up to the cluster: one team alone, borrowing the
+// others' idle quota, takes every GPU (with quotas rounded down each, 31 of
+// these 32).
+TEST(RunQueues, OneTeamAloneTakesEveryGpu) {
+  const std::vector<Team> teams = {{"a", 0.3, 1, 0}, {"b", 0.7, 0, 0}};
+  std::vector<TeamGang> gangs;
+  for (int i = 0; i < 32; ++i) {
+    gangs.push_back(
+        {"g" + std::to_string(i), 0, 0,
+         PlacementGroupSpec::Create({Bundle{ResourceSet::Of({{kCpu, 1}, {kGpu, 1}}), {}}},
+                                    PlacementStrategy::kPack)
+             .value(),
+         1, 0, 3600, 3600});
+  }
+  QueueRunOptions options;
+  options.measure_hours = 1;
+  absl::StatusOr<QueueRun> run = RunQueues(kNodes, teams, gangs, QueuePolicy::kQueues, options);
+  ASSERT_TRUE(run.ok()) << run.status();
+  EXPECT_THAT(run->allocation_by_hour, ElementsAre(DoubleNear(1.0, 1e-9)));
 }
 
 }  // namespace
