@@ -20,6 +20,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
+#include "common/processes.h"
 
 namespace berth {
 namespace {
@@ -197,7 +198,8 @@ std::string SerializeState(const LocalState& state) {
                          {"processes", nlohmann::json::array()}};
   for (const LocalProcess& p : state.processes) {
     json["processes"].push_back(
-        {{"role", p.role}, {"name", p.name}, {"pid", p.pid}, {"binary", p.binary}, {"log", p.log}});
+        {{"role", p.role}, {"name", p.name}, {"pid", p.pid}, {"binary", p.binary}, {"log", p.log},
+         {"start_ticks", p.start_ticks}});
   }
   return json.dump(2) + "\n";
 }
@@ -211,7 +213,8 @@ absl::StatusOr<LocalState> ParseState(const std::string& text, const std::string
     for (const nlohmann::json& p : json.at("processes")) {
       state.processes.push_back({p.at("role").get<std::string>(), p.at("name").get<std::string>(),
                                  p.at("pid").get<pid_t>(), p.at("binary").get<std::string>(),
-                                 p.at("log").get<std::string>()});
+                                 p.at("log").get<std::string>(),
+                                 p.value("start_ticks", uint64_t{0})});
     }
     return state;
   } catch (const nlohmann::json::exception& e) {
@@ -308,7 +311,8 @@ bool IsRunning(const LocalProcess& process) {
   // A rebuilt binary shows as deleted but is still ours.
   constexpr absl::string_view kDeleted = " (deleted)";
   if (absl::EndsWith(exe, kDeleted)) exe.resize(exe.size() - kDeleted.size());
-  return exe == process.binary;
+  if (exe != process.binary) return false;
+  return process.start_ticks == 0 || SameProcess(process.pid, process.start_ticks);
 }
 
 void StopProcesses(const std::vector<LocalProcess>& processes, absl::Duration grace) {

@@ -78,6 +78,9 @@ struct LocalProcess {
   pid_t pid = 0;
   std::string binary;  // absolute path; guards against a reused pid
   std::string log;     // its stdout and stderr
+  // When it started (common/processes.h): with `binary`, tells it from a
+  // later process given the same pid. 0 in state files older than it.
+  uint64_t start_ticks = 0;
 };
 
 // What `berth up` and `berth start` leave behind for `berth down` and for
@@ -114,7 +117,8 @@ std::string ResolveHeadAddress(const std::string& flag, const char* env,
 absl::StatusOr<pid_t> SpawnDaemon(const std::string& binary, const std::vector<std::string>& args,
                                   const std::string& log);
 
-// Whether `process` still runs the program it was started as.
+// Whether `process` still runs the program it was started as, and is the
+// process that was started (not another given its pid since).
 bool IsRunning(const LocalProcess& process);
 
 // Stops `processes`: SIGTERM to all, then SIGKILL to those still running

@@ -1,5 +1,6 @@
 #include "raylet/head_connection.h"
 
+#include <algorithm>
 #include <random>
 #include <utility>
 
@@ -16,6 +17,15 @@ namespace berth {
 namespace {
 
 constexpr absl::Duration kDefaultHeartbeatInterval = absl::Seconds(1);
+
+// An exit report the head could not take now (it is away, restarting or
+// failing over) is sent again until it does; one it refused for what it
+// says is not.
+bool WorthRetrying(grpc::StatusCode code) {
+  return code != grpc::StatusCode::INVALID_ARGUMENT &&
+         code != grpc::StatusCode::PERMISSION_DENIED &&
+         code != grpc::StatusCode::UNAUTHENTICATED;
+}
 
 std::string RandomToken() {
   std::random_device random;
@@ -60,6 +70,18 @@ void HeadConnection::Shutdown(absl::Duration flush_timeout) {
 bool HeadConnection::registered() const {
   absl::MutexLock lock(&mu_);
   return registered_;
+}
+
+bool HeadConnection::SleepWhileFlushing(absl::Duration d) {
+  absl::MutexLock lock(&mu_);
+  const absl::Time until = std::min(absl::Now() + d, flush_deadline_);
+  mu_.AwaitWithDeadline(absl::Condition(
+                            +[](HeadConnection* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(c->mu_) {
+                              return c->stopping_ && absl::Now() >= c->flush_deadline_;
+                            },
+                            this),
+                        until);
+  return !stopping_ || absl::Now() < flush_deadline_;
 }
 
 bool HeadConnection::SleepUnlessStopping(absl::Duration d) {
@@ -174,14 +196,14 @@ void HeadConnection::ReportLoop() {
     mu_.Unlock();
     grpc::Status status;
     Backoff backoff({options_.initial_backoff, 2, options_.max_backoff});
-    for (int attempt = 1; attempt <= options_.exit_report_attempts; ++attempt) {
+    while (true) {
       v1::ReportWorkerExitResponse response;
       grpc::ClientContext context;
       AttachClusterToken(&context, options_.cluster_token);
       context.set_deadline(absl::ToChronoTime(absl::Now() + options_.rpc_timeout));
       status = stub_->ReportWorkerExit(&context, request, &response);
-      if (status.ok() || attempt == options_.exit_report_attempts) break;
-      absl::SleepFor(backoff.Next());
+      if (status.ok() || !WorthRetrying(status.error_code()) || !SleepWhileFlushing(backoff.Next()))
+        break;
     }
     if (!status.ok()) {
       LogWarning("could not report the exit of worker ", request.status().worker_id(),

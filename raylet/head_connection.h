@@ -5,9 +5,11 @@
 // backoff (100 ms doubling to 2 s) until the head accepts, then heartbeats
 // every heartbeat_interval_ms the head asked for, and registers again
 // whenever the head answers reregister_required. Another thread reports
-// worker exits, in order, retrying each a few times. Every call carries a
-// deadline (2 s), so shutdown never waits on a silent head for longer than
-// one call.
+// worker exits, in order, each until the head takes it (a head that is away
+// gets them when it answers again; none is dropped but those it refuses as
+// invalid, and those still queued when a shutdown's flush time ends).
+// Every call carries a deadline (2 s), so shutdown never waits on a silent
+// head for longer than one call past its flush time.
 #ifndef BERTH_RAYLET_HEAD_CONNECTION_H_
 #define BERTH_RAYLET_HEAD_CONNECTION_H_
 
@@ -35,7 +37,6 @@ class HeadConnection {
     absl::Duration rpc_timeout = absl::Seconds(2);
     absl::Duration initial_backoff = absl::Milliseconds(100);
     absl::Duration max_backoff = absl::Seconds(2);
-    int exit_report_attempts = 3;
     std::string cluster_token;  // attached to every call; empty = none
   };
   // What the connection reports, supplied by the raylet. Called on the
@@ -80,6 +81,8 @@ class HeadConnection {
   bool Heartbeat();
   // Waits up to `d` or until stopping; false when stopping.
   bool SleepUnlessStopping(absl::Duration d);
+  // Waits up to `d`, or until a shutdown's flush time is over; false then.
+  bool SleepWhileFlushing(absl::Duration d);
 
   const Options options_;
   std::unique_ptr<v1::NodeService::Stub> stub_;

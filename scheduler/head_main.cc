@@ -3,6 +3,8 @@
 // reflection) and runs the scheduling loop.
 //
 //   berth-head --listen 127.0.0.1:6380 [--port-file PATH]
+#include <unistd.h>
+
 #include <csignal>
 #include <cstdio>
 #include <filesystem>
@@ -10,6 +12,7 @@
 #include <string>
 
 #include "CLI/CLI.hpp"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "auth/cluster_token.h"
@@ -18,6 +21,7 @@
 #include "common/help_json.h"
 #include "common/log_flag.h"
 #include "common/metrics_server.h"
+#include "common/processes.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/health_check_service_interface.h"
@@ -160,6 +164,7 @@ int main(int argc, char** argv) {
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
   std::unique_ptr<berth::StateStore> store;
+  berth::StateStore* claimed_store = nullptr;  // owned by the head once it runs
   if (!state_dir.empty() || !state_store.empty()) {
     absl::StatusOr<std::unique_ptr<berth::StateStore>> opened =
         state_store.empty() ? berth::OpenStateStore(state_dir, "--state-dir")
@@ -169,6 +174,13 @@ int main(int argc, char** argv) {
       return 1;
     }
     store = *std::move(opened);
+    // Before anything is read: a second head on a held store stops here.
+    if (absl::Status s = store->Claim(absl::StrCat("berth-head pid ", getpid(), ", --listen ", listen));
+        !s.ok()) {
+      berth::LogError(s.message());
+      return 1;
+    }
+    claimed_store = store.get();
   }
   berth::HeadServer head(config, std::move(store));
   if (absl::Status restored = head.Restore(); !restored.ok()) {
@@ -184,14 +196,27 @@ int main(int argc, char** argv) {
   builder.AddListeningPort(
       listen, config.tls.ServerCredentials(/*require_client_certificate=*/false), &port);
   builder.SetMaxReceiveMessageSize(config.max_message_bytes);
+  // gRPC sets SO_REUSEPORT by default: a second head on a taken port would
+  // listen beside the first and the kernel would split the connections.
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   for (grpc::Service* service : head.services()) builder.RegisterService(service);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (!server || port == 0) {
-    berth::LogError("cannot listen on ", listen);
+    int listen_port = 0;
+    const std::string holder =
+        absl::SimpleAtoi(listen.substr(listen.rfind(':') + 1), &listen_port) && listen_port > 0
+            ? berth::ListenerOfPort(listen_port)
+            : "";
+    berth::LogError("--listen: cannot serve on ", listen,
+                    holder.empty() ? "" : absl::StrCat(": the port is in use by ", holder));
     return 1;
   }
   if (advertise_address.empty()) {
     advertise_address = absl::StrCat(listen.substr(0, listen.rfind(':')), ":", port);
+  }
+  if (claimed_store != nullptr) {
+    claimed_store->Claim(absl::StrCat("berth-head pid ", getpid(), " serving ", advertise_address))
+        .IgnoreError();  // only the description; the claim holds
   }
   head.Start(advertise_address);
   std::unique_ptr<berth::MetricsServer> metrics;

@@ -278,6 +278,13 @@ HeadMetrics::HeadMetrics() : registry_(std::make_shared<prometheus::Registry>())
                       .Help("Nodes declared DEAD after missing their heartbeats.")
                       .Register(*registry_)
                       .Add({});
+  head_stall_seconds_ =
+      &prometheus::BuildCounter()
+           .Name("berth_head_stall_seconds_total")
+           .Help("Time the head's liveness check ran late (the head paused, swapped or starved), "
+                 "not counted against any node's heartbeats.")
+           .Register(*registry_)
+           .Add({});
   job_restarts_ = &prometheus::BuildCounter()
                        .Name("berth_train_job_restarts_total")
                        .Help("Worker-group restarts of train jobs after a failure.")
@@ -329,6 +336,10 @@ void HeadMetrics::OnCommitFailed(bool prepared) {
 }
 
 void HeadMetrics::OnNodeDead() { node_deaths_->Increment(); }
+
+void HeadMetrics::OnHeadStall(int64_t stall_ms) {
+  head_stall_seconds_->Increment(static_cast<double>(stall_ms) / 1000);
+}
 
 void HeadMetrics::OnJobRestart() { job_restarts_->Increment(); }
 

@@ -60,6 +60,8 @@ class HeadMetrics final : public PlacementObserver {
   // succeeded (so the commit phase failed).
   void OnCommitFailed(bool prepared);
   void OnNodeDead();
+  // The head did not run for `stall_ms` (node_liveness.h).
+  void OnHeadStall(int64_t stall_ms);
   void OnJobRestart();
 
  private:
@@ -71,6 +73,7 @@ class HeadMetrics final : public PlacementObserver {
   // By filter name (NodeFilters()); names outlive the map (static).
   std::map<absl::string_view, prometheus::Counter*> node_rejections_;
   prometheus::Counter* node_deaths_;
+  prometheus::Counter* head_stall_seconds_;
   prometheus::Counter* job_restarts_;
   // By queue; a queue's series appear with its first event (`default`'s at once).
   prometheus::Family<prometheus::Counter>* admitted_;

@@ -79,14 +79,13 @@ absl::Status HeadServer::Restore() {
   // Nodes come back ALIVE (or DRAINING) with a fresh liveness period, plus
   // one more for their raylets to reconnect: they keep heartbeating to the
   // restarted head; those that do not are declared DEAD as usual.
-  const int64_t grace =
-      state_.config().liveness.heartbeat_period_ms * state_.config().liveness.misses;
+  const int64_t grace = state_.config().liveness.timeout_ms();
   for (const auto& [id, value] : *nodes) {
     v1::NodeRecord record;
     if (!record.ParseFromString(value))
       return absl::DataLossError(absl::StrCat("state store: node record ", id));
     absl::StatusOr<NodeManager::Registration> reg =
-        state_.nodes.Register(record.registration(), now + grace);
+        state_.nodes.Register(record.registration(), now);
     if (!reg.ok())
       return absl::DataLossError(
           absl::StrCat("state store: node ", id, ": ", reg.status().message()));
@@ -98,6 +97,7 @@ absl::Status HeadServer::Restore() {
       state_.nodes.Drain(drain).IgnoreError();
     }
   }
+  state_.nodes.GraceAll(grace);
   std::vector<v1::PlacementGroupRecord> records;
   for (const auto& [id, value] : *groups) {
     if (!records.emplace_back().ParseFromString(value)) {
@@ -148,8 +148,9 @@ void HeadServer::Start(const std::string& head_address) {
   TrainControllerConfig train = state_.config().train;
   train.job.head_address = head_address;
   train.job.cluster_token = state_.config().cluster_token;
-  train.job.node_dead_after = absl::Milliseconds(state_.config().liveness.heartbeat_period_ms *
-                                                 state_.config().liveness.misses);
+  // A node silent with most of the cluster is declared only after the
+  // liveness timeout and as long again (node_liveness.h).
+  train.job.node_dead_after = absl::Milliseconds(2 * state_.config().liveness.timeout_ms());
   train.on_restart = [this] { state_.metrics().OnJobRestart(); };
   train.persist = [this](const v1::TrainJobRecord& record) { state_.PersistJob(record); };
   jobs_ = std::make_unique<TrainJobController>(&scheduler_, &raylets_, std::move(train));

@@ -1,5 +1,6 @@
 #include "scheduler/head_state.h"
 
+#include <chrono>
 #include <optional>
 #include <random>
 
@@ -11,6 +12,12 @@
 namespace berth {
 
 int64_t HeadNowMs() { return absl::ToUnixMillis(absl::Now()); }
+
+int64_t HeadMonotonicMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
 
 AdmissionPolicy HeadAdmission(const HeadState& state, bool node_methods) {
   AdmissionPolicy policy{state.config().cluster_token, state.config().tls};

@@ -52,6 +52,8 @@ struct HeadConfig {
 };
 
 int64_t HeadNowMs();
+// A clock that only goes forward, for durations (node liveness).
+int64_t HeadMonotonicMs();
 
 class HeadState;
 // Every call carries the cluster token, or a team's token for a user's

@@ -94,6 +94,7 @@ absl::StatusOr<NodeManager::Registration> NodeManager::Register(
   record.registration = request.SerializeAsString();
   record.last_heartbeat_ms = now_ms;
   nodes_[request.node_id()] = std::move(record);
+  liveness_.Heard(request.node_id());
   return Registration{*index, replaced_dead};
 }
 
@@ -103,22 +104,15 @@ bool NodeManager::Heartbeat(const v1::HeartbeatRequest& request, int64_t now_ms)
   if (request.sequence() > it->second.sequence || request.sequence() == 0) {
     it->second.sequence = request.sequence();
     it->second.last_heartbeat_ms = now_ms;
+    liveness_.Heard(request.node_id());
   }
   return true;
 }
 
-std::vector<std::string> NodeManager::CheckLiveness(int64_t now_ms) {
-  std::vector<std::string> dead;
-  const int64_t limit = config_.heartbeat_period_ms * config_.misses;
-  for (auto& [id, record] : nodes_) {
-    if (table_->node(record.index).state == NodeState::kDead) continue;
-    if (now_ms - record.last_heartbeat_ms > limit) {
-      table_->SetNodeState(id, NodeState::kDead).IgnoreError();
-      dead.push_back(id);
-    }
-  }
-  std::sort(dead.begin(), dead.end());
-  return dead;
+LivenessVerdict NodeManager::CheckLiveness(int64_t monotonic_ms) {
+  LivenessVerdict verdict = liveness_.Check(monotonic_ms);
+  for (const std::string& id : verdict.dead) table_->SetNodeState(id, NodeState::kDead).IgnoreError();
+  return verdict;
 }
 
 std::optional<v1::RegisterNodeRequest> NodeManager::RegistrationOf(

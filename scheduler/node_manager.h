@@ -4,9 +4,11 @@
 //
 // Resources live in the shared NodeResourceTable (what placement reads);
 // NodeManager keeps what placement does not need: addresses, GPU instance
-// details, heartbeat times. A node that misses `misses` heartbeat periods
-// becomes DEAD; CheckLiveness() returns such nodes so the placement group
-// manager can reschedule their bundles.
+// details, heartbeat times. Whether a node's heartbeats stopped is
+// NodeLiveness's judgement (node_liveness.h: time the head itself was not
+// running does not count); CheckLiveness() marks the nodes it declares DEAD
+// and returns its verdict so the placement group manager can reschedule
+// their bundles.
 #ifndef BERTH_SCHEDULER_NODE_MANAGER_H_
 #define BERTH_SCHEDULER_NODE_MANAGER_H_
 
@@ -19,19 +21,16 @@
 #include "absl/status/statusor.h"
 #include "berth/v1/head.pb.h"
 #include "placement/node_resource_table.h"
+#include "scheduler/node_liveness.h"
 
 namespace berth {
-
-struct LivenessConfig {
-  int64_t heartbeat_period_ms = 1000;
-  int misses = 5;  // periods without a heartbeat before a node is DEAD
-};
 
 class NodeManager {
  public:
   static constexpr size_t kMaxLabels = 64;
 
-  NodeManager(NodeResourceTable* table, LivenessConfig config) : table_(table), config_(config) {}
+  NodeManager(NodeResourceTable* table, LivenessConfig config)
+      : table_(table), config_(config), liveness_(config) {}
 
   struct Registration {
     NodeIndex index = 0;
@@ -44,8 +43,12 @@ class NodeManager {
   // Records a heartbeat; false when the node is unknown or DEAD (the raylet
   // must register again).
   bool Heartbeat(const v1::HeartbeatRequest& request, int64_t now_ms);
-  // Marks nodes whose heartbeats stopped as DEAD and returns their ids.
-  std::vector<std::string> CheckLiveness(int64_t now_ms);
+  // Judges the nodes at `monotonic_ms` (a monotonic clock, unlike the other
+  // times here) and marks those it declares DEAD.
+  LivenessVerdict CheckLiveness(int64_t monotonic_ms);
+  // Every node gets `grace_ms` more before it is judged: a restarted head's
+  // nodes must first find it again.
+  void GraceAll(int64_t grace_ms) { liveness_.GraceAll(grace_ms); }
   // Stops new bundles going to the node; its bundles stay.
   absl::Status Drain(const v1::DrainNodeRequest& request);
 
@@ -73,6 +76,7 @@ class NodeManager {
 
   NodeResourceTable* table_;
   LivenessConfig config_;
+  NodeLiveness liveness_;
   absl::flat_hash_map<std::string, NodeRecord> nodes_;  // by node id
 };
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <optional>
 
+#include "absl/strings/str_join.h"
 #include "common/log.h"
 
 namespace berth {
@@ -131,9 +132,8 @@ uint64_t Scheduler::FinishCommit(const CommitTask& task, const absl::Status& res
 }
 
 void Scheduler::SchedulingLoop() {
-  const int64_t liveness_every =
-      std::max<int64_t>(state_->config().liveness.heartbeat_period_ms / 4, 10);
-  int64_t next_liveness = 0;
+  const int64_t liveness_every = state_->config().liveness.check_every_ms();
+  int64_t next_liveness = 0;  // monotonic
   while (true) {
     std::vector<CommitTask> tasks;
     PreemptionWork preempted;
@@ -144,8 +144,11 @@ void Scheduler::SchedulingLoop() {
       absl::MutexLock lock(&state_->mu);
       if (state_->stopping) return;
       const int64_t now = HeadNowMs();
-      if (now >= next_liveness) {
-        for (const std::string& dead : state_->nodes.CheckLiveness(now)) {
+      const int64_t monotonic = HeadMonotonicMs();
+      if (monotonic >= next_liveness) {
+        const LivenessVerdict verdict = state_->nodes.CheckLiveness(monotonic);
+        ReportLivenessLocked(verdict);
+        for (const std::string& dead : verdict.dead) {
           LogWarning("node ", dead, " missed its heartbeats: DEAD");
           state_->groups.OnNodeDead(dead, now);
           state_->metrics().OnNodeDead();
@@ -153,13 +156,13 @@ void Scheduler::SchedulingLoop() {
           seq = state_->PersistLocked();
           dead_nodes.push_back(dead);
         }
-        next_liveness = now + liveness_every;
+        next_liveness = monotonic + liveness_every;
       }
       tasks = state_->groups.Schedule(now);
       preempted = state_->groups.TakePreemptions();
       if (!preempted.cancels.empty() || !preempted.job_groups.empty())
         seq = state_->PersistLocked();
-      int64_t wake_ms = next_liveness;
+      int64_t wake_ms = now + (next_liveness - monotonic);
       if (std::optional<int64_t> due = state_->groups.NextDue())
         wake_ms = std::min(wake_ms, std::max(*due, now + 1));
       wake = absl::FromUnixMillis(wake_ms);
@@ -182,6 +185,23 @@ void Scheduler::SchedulingLoop() {
                                      },
                                      state_),
                                  wake);
+  }
+}
+
+void Scheduler::ReportLivenessLocked(const LivenessVerdict& verdict) {
+  if (verdict.head_stall_ms > 0) {
+    state_->metrics().OnHeadStall(verdict.head_stall_ms);
+    if (verdict.head_stall_ms >= 1000) {
+      LogWarning("the head did not run for ", verdict.head_stall_ms,
+                 " ms (paused, swapped or starved of CPU): no node's heartbeats are counted "
+                 "missing for that time");
+    }
+  }
+  if (verdict.suspicion_began) {
+    LogWarning(verdict.suspected.size(), " nodes missed their heartbeats at once (",
+               absl::StrJoin(verdict.suspected, ", "),
+               "): the head or its network is suspected first; those still silent after ",
+               state_->config().liveness.timeout_ms(), " ms more are declared DEAD");
   }
 }
 

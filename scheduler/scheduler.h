@@ -56,6 +56,8 @@ class Scheduler final : public PlacementGroupHost {
 
  private:
   void SchedulingLoop();
+  // Logs and counts what a liveness check saw beyond deaths.
+  void ReportLivenessLocked(const LivenessVerdict& verdict) ABSL_EXCLUSIVE_LOCKS_REQUIRED(state_->mu);
   void CommitterLoop();
   // Sends a group's two-phase commit through the batcher; the answers
   // advance it (AfterPrepares, then FinishCommit or FailCommit). Each

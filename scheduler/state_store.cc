@@ -1,7 +1,13 @@
 #include "scheduler/state_store.h"
 
 #include <hiredis/hiredis.h>
+#include <fcntl.h>
 #include <sqlite3.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 
 #include <filesystem>
 #include <map>
@@ -69,6 +75,41 @@ class SqliteStateStore final : public StateStore {
   ~SqliteStateStore() override {
     for (sqlite3_stmt* s : {put_, delete_, scan_}) sqlite3_finalize(s);
     sqlite3_close(db_);
+    if (lock_fd_ >= 0) close(lock_fd_);
+  }
+
+  absl::Status Claim(absl::string_view holder) override {
+    const std::string lock_path = path_ + ".lock";
+    if (lock_fd_ < 0) {
+      const int fd = open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+      if (fd < 0) {
+        return absl::UnavailableError(
+            absl::StrCat("state store ", lock_path, ": ", std::strerror(errno)));
+      }
+      if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+        const int error = errno;
+        std::string held_by;
+        char buffer[512];
+        const ssize_t n = pread(fd, buffer, sizeof(buffer), 0);
+        if (n > 0) held_by.assign(buffer, static_cast<size_t>(n));
+        close(fd);
+        if (error != EWOULDBLOCK) {
+          return absl::UnavailableError(
+              absl::StrCat("state store ", lock_path, ": ", std::strerror(error)));
+        }
+        return absl::FailedPreconditionError(absl::StrCat(
+            "state store sqlite:", path_, " is held by another head (",
+            held_by.empty() ? "starting" : held_by,
+            "); one head writes a state store at a time"));
+      }
+      lock_fd_ = fd;
+    }
+    if (ftruncate(lock_fd_, 0) != 0 ||
+        pwrite(lock_fd_, holder.data(), holder.size(), 0) != static_cast<ssize_t>(holder.size())) {
+      return absl::UnavailableError(
+          absl::StrCat("state store ", lock_path, ": ", std::strerror(errno)));
+    }
+    return absl::OkStatus();
   }
 
   absl::Status Put(absl::string_view table, absl::string_view key,
@@ -158,6 +199,7 @@ class SqliteStateStore final : public StateStore {
 
   sqlite3* db_;
   std::string path_;
+  int lock_fd_ = -1;  // PATH.lock, flock()ed once Claim()ed
   sqlite3_stmt* put_ = nullptr;
   sqlite3_stmt* delete_ = nullptr;
   sqlite3_stmt* scan_ = nullptr;

@@ -46,6 +46,13 @@ class StateStore {
   virtual absl::StatusOr<std::vector<Record>> Scan(absl::string_view table) = 0;
   // For logs: "sqlite:/var/lib/berth/head.sqlite", "redis://10.0.0.5:6379".
   virtual std::string Describe() const = 0;
+  // Makes this process the store's one writer, described as `holder` (who
+  // and where, for the error a second head gets); a later call only updates
+  // the description. SQLite: an exclusive OS lock on PATH.lock, held until
+  // the process exits (a kill -9 releases it); FAILED_PRECONDITION naming
+  // the holder when another process has it. Memory and Redis: always OK
+  // (Redis is not exclusive).
+  virtual absl::Status Claim(absl::string_view holder) { return absl::OkStatus(); }
 };
 
 std::unique_ptr<StateStore> NewMemoryStateStore();

@@ -14,6 +14,7 @@ namespace berth {
 namespace {
 
 constexpr absl::Duration kHeadDeadline = absl::Seconds(2);
+constexpr absl::Duration kRetryEvery = absl::Seconds(1);
 
 std::shared_ptr<grpc::Channel> HeadChannel(const std::string& head) {
   TlsConfig tls;
@@ -35,6 +36,25 @@ HeadReporter::HeadReporter(const std::string& head, std::string job_id)
 
 void HeadReporter::Report(v1::ReportTrainProgressRequest request) {
   request.set_job_id(job_id_);
+  kept_.reset();
+  if (!Send(request)) kept_ = std::move(request);
+}
+
+bool HeadReporter::Retry() {
+  if (!kept_.has_value()) return true;
+  if (absl::Now() - last_try_ < kRetryEvery) return false;
+  if (Send(*kept_)) kept_.reset();
+  return !kept_.has_value();
+}
+
+bool HeadReporter::Flush(absl::Duration limit, const volatile std::sig_atomic_t& stop) {
+  const absl::Time deadline = absl::Now() + limit;
+  while (!Retry() && stop == 0 && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(100));
+  return !kept_.has_value();
+}
+
+bool HeadReporter::Send(const v1::ReportTrainProgressRequest& request) {
+  last_try_ = absl::Now();
   v1::ReportTrainProgressResponse response;
   grpc::ClientContext context;
   context.set_deadline(absl::ToChronoTime(absl::Now() + kHeadDeadline));
@@ -49,11 +69,15 @@ void HeadReporter::Report(v1::ReportTrainProgressRequest request) {
   if (error != last_error_) {
     const std::string line = absl::StrCat(
         "berth-worker trainer: ",
-        error.empty() ? "reporting to the head again" : "reporting to the head failed: " + error,
+        error.empty() ? "reporting to the head again"
+                      : "reporting to the head failed (kept, sent again): " + error,
         "\n");
     std::fputs(line.c_str(), stderr);
     last_error_ = error;
   }
+  // A report the head refuses for what it says would be refused again.
+  return status.ok() || status.error_code() == grpc::StatusCode::INVALID_ARGUMENT ||
+         status.error_code() == grpc::StatusCode::NOT_FOUND;
 }
 
 }  // namespace berth

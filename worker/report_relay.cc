@@ -17,6 +17,9 @@ namespace berth {
 namespace {
 
 constexpr absl::Duration kPollInterval = absl::Milliseconds(100);
+// Within the stop grace the raylet gives the relay.
+constexpr absl::Duration kLastReportPatience = absl::Seconds(5);
+const volatile std::sig_atomic_t kNeverStop = 0;
 
 // What the head has been told, so a batch of lines becomes one report.
 struct RelayState {
@@ -84,8 +87,14 @@ int RelayReports(const TrainerFlags& flags, const volatile std::sig_atomic_t& st
       request.set_latest_checkpoint(state.checkpoint);
       request.mutable_metrics()->insert(state.metrics.begin(), state.metrics.end());
       head->Report(std::move(request));
+    } else if (head.has_value()) {
+      head->Retry();
     }
-    if (last) return 0;
+    if (last) {
+      // Stopped: by a head, which is there to take what is left.
+      if (head.has_value()) head->Flush(kLastReportPatience, kNeverStop);
+      return 0;
+    }
     absl::SleepFor(kPollInterval);
   }
 }

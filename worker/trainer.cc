@@ -29,6 +29,9 @@ namespace berth {
 namespace {
 
 constexpr absl::Duration kPollInterval = absl::Milliseconds(100);
+// How long an ended trainer waits for an absent head to take its last
+// report (a head restarted or failed over answers well within it).
+constexpr absl::Duration kFinalReportPatience = absl::Minutes(10);
 
 volatile std::sig_atomic_t g_stop_signal = 0;
 void OnStopSignal(int signal) { g_stop_signal = signal; }
@@ -184,8 +187,16 @@ int Serve(const TrainerFlags& flags, const std::optional<std::string>& resume_ch
     }
     if (head.has_value() && (progressed || checkpointed || joined)) {
       ReportBuiltin(*head, view.progress, view.latest_checkpoint, startup);
+    } else if (head.has_value()) {
+      head->Retry();
     }
-    if (all_done) return JudgeEnd(*store, flags.world_size);
+    if (all_done) {
+      const int code = JudgeEnd(*store, flags.world_size);
+      // The job's last step and checkpoint reach the head before the
+      // trainer's exit does, even if the head is away now.
+      if (head.has_value()) head->Flush(kFinalReportPatience, g_stop_signal);
+      return code;
+    }
     if (absl::Now() > deadline) {
       LogError("--timeout-s ", flags.timeout_s, " passed before all ranks were done");
       return 1;

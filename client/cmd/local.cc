@@ -19,6 +19,7 @@
 #include "client/format.h"
 #include "client/local_cluster.h"
 #include "common/files.h"
+#include "common/processes.h"
 
 namespace berth {
 namespace {
@@ -54,6 +55,7 @@ struct Local {
     absl::StatusOr<pid_t> pid = SpawnDaemon(binary, args, process.log);
     if (!pid.ok()) return pid.status();
     process.pid = *pid;
+    process.start_ticks = ProcessStartTicks(*pid).value_or(0);
     state.processes.push_back(process);
     if (absl::Status written = WriteStateFile(state_file, state); !written.ok()) return written;
     return process;

@@ -274,7 +274,7 @@ class Head {
   }
 
   void Liveness() {
-    for (const std::string& dead : nodes_.CheckLiveness(now_)) {
+    for (const std::string& dead : nodes_.CheckLiveness(now_).dead) {
       FUZZ_CHECK(NodeOf(dead)->state == NodeState::kDead);
       for (const CommitTask& t : in_flight_)
         died_during_commit_.insert({t.placement_group_id, dead});

@@ -84,6 +84,20 @@ void ChildProcess::Signal(int signal) {
   if (pid_ > 0) kill(pid_, signal);
 }
 
+std::optional<int> ChildProcess::WaitFor(std::chrono::milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (pid_ > 0) {
+    int status = 0;
+    if (waitpid(pid_, &status, WNOHANG) == pid_) {
+      pid_ = -1;  // reaped: never signalled again
+      return status;
+    }
+    if (std::chrono::steady_clock::now() >= deadline) return std::nullopt;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return std::nullopt;
+}
+
 int ChildProcess::Wait() {
   int status = 0;
   if (pid_ > 0) waitpid(pid_, &status, 0);
@@ -195,6 +209,21 @@ LocalCluster::LocalCluster(int heartbeat_ms, std::vector<std::string> extra_head
 void LocalCluster::StartHead(const std::string& listen) {
   const std::string port_file = dir_ + "/head.port";
   std::remove(port_file.c_str());
+  head_ = std::make_unique<ChildProcess>(HeadCommand(listen, port_file), dir_ + "/head.log");
+  const std::string port = ReadPortFile(port_file, std::chrono::seconds(10));
+  if (port.empty()) throw std::runtime_error("berth-head did not start; see " + dir_ + "/head.log");
+  head_address_ = head_host_ + ":" + port;
+  auto channel =
+      Channel(head_address_, with_tls_ ? tls_dir() : "", TlsRole::kHead, TlsRole::kClient);
+  nodes_ = v1::NodeService::NewStub(channel);
+  groups_ = v1::PlacementGroupService::NewStub(channel);
+  cluster_ = v1::ClusterService::NewStub(channel);
+  jobs_ = v1::TrainJobService::NewStub(channel);
+  queues_ = v1::QueueService::NewStub(channel);
+}
+
+std::vector<std::string> LocalCluster::HeadCommand(const std::string& listen,
+                                                   const std::string& port_file) const {
   // The head keeps its state in the cluster's directory, so a restarted
   // head continues where the killed one stopped (unless the extra flags
   // name a --state-store).
@@ -222,23 +251,14 @@ void LocalCluster::StartHead(const std::string& listen) {
   argv.push_back(BERTH_WORKER_BIN);
 #endif
   argv.insert(argv.end(), extra_head_flags_.begin(), extra_head_flags_.end());
-  head_ = std::make_unique<ChildProcess>(argv, dir_ + "/head.log");
-  const std::string port = ReadPortFile(port_file, std::chrono::seconds(10));
-  if (port.empty()) throw std::runtime_error("berth-head did not start; see " + dir_ + "/head.log");
-  head_address_ = head_host_ + ":" + port;
-  auto channel =
-      Channel(head_address_, with_tls_ ? tls_dir() : "", TlsRole::kHead, TlsRole::kClient);
-  nodes_ = v1::NodeService::NewStub(channel);
-  groups_ = v1::PlacementGroupService::NewStub(channel);
-  cluster_ = v1::ClusterService::NewStub(channel);
-  jobs_ = v1::TrainJobService::NewStub(channel);
-  queues_ = v1::QueueService::NewStub(channel);
+  return argv;
 }
 
-void LocalCluster::RestartHead(int signal) {
+void LocalCluster::RestartHead(int signal, std::chrono::milliseconds down_for) {
   head_->Signal(signal);
   head_->Wait();
   head_.reset();
+  std::this_thread::sleep_for(down_for);
   StartHead(head_address_);  // same port: the raylets know it
 }
 

@@ -11,6 +11,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -31,6 +32,8 @@ class ChildProcess {
   void Signal(int signal);
   // Waits for the process to exit; returns its wait status.
   int Wait();
+  // Waits up to `timeout`; its wait status, or nullopt if it still runs.
+  std::optional<int> WaitFor(std::chrono::milliseconds timeout);
   bool running() const { return pid_ > 0; }
 
  private:
@@ -73,9 +76,13 @@ class LocalCluster {
   // Starts a raylet and waits until the head lists it ALIVE.
   void AddRaylet(const RayletOptions& options);
   void KillRaylet(const std::string& node_id, int signal);
-  // Stops the head with `signal` (e.g. SIGKILL) and starts a new one on the
-  // same address with the same state directory.
-  void RestartHead(int signal);
+  // Stops the head with `signal` (e.g. SIGKILL) and, `down_for` later,
+  // starts a new one on the same address with the same state directory.
+  void RestartHead(int signal, std::chrono::milliseconds down_for = std::chrono::milliseconds(0));
+  // The head's own command line (a second head started beside it gets the
+  // same flags).
+  std::vector<std::string> HeadCommand(const std::string& listen,
+                                       const std::string& port_file) const;
   // Starts a stopped raylet again with its old options (a new process).
   void RestartRaylet(const std::string& node_id);
 

@@ -7,6 +7,8 @@
 #include <filesystem>
 #include <fstream>
 
+#include "common/processes.h"
+
 namespace berth {
 namespace {
 
@@ -121,9 +123,18 @@ TEST(LocalClusterTest, SpawnsStopsAndReportsExecFailures) {
       fs::temp_directory_path() / ("berth-spawn-" + std::to_string(getpid()) + ".log");
   absl::StatusOr<pid_t> pid = SpawnDaemon("/bin/sleep", {"30"}, log);
   ASSERT_TRUE(pid.ok()) << pid.status();
-  const LocalProcess real{"raylet", "s", *pid, fs::canonical("/bin/sleep").string(), log};
+  const std::optional<uint64_t> started = ProcessStartTicks(*pid);
+  ASSERT_TRUE(started.has_value());
+  const LocalProcess real{"raylet", "s", *pid, fs::canonical("/bin/sleep").string(), log,
+                          *started};
   EXPECT_TRUE(IsRunning(real));
-  EXPECT_FALSE(IsRunning(LocalProcess{"raylet", "s", *pid, "/not/sleep", log}));  // reused pid
+  // A reused pid: another program, or the same program started later.
+  EXPECT_FALSE(IsRunning(LocalProcess{"raylet", "s", *pid, "/not/sleep", log, *started}));
+  LocalProcess later = real;
+  later.start_ticks = *started + 1;
+  EXPECT_FALSE(IsRunning(later));
+  StopProcesses({later}, absl::Seconds(5));  // not ours: not signalled
+  EXPECT_TRUE(IsRunning(real));
   StopProcesses({real}, absl::Seconds(5));
   EXPECT_FALSE(IsRunning(real));
   EXPECT_EQ(SpawnDaemon("/nonexistent/berth-head", {}, log).status().code(),

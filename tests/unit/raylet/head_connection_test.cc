@@ -159,6 +159,23 @@ TEST_F(HeadConnectionTest, ReportsWorkerExitsRetryingFailures) {
   EXPECT_EQ(head_.exits[1].status().worker_id(), "w2");
 }
 
+TEST_F(HeadConnectionTest, AnExitIsReportedUntilAHeadThatWasAwayTakesIt) {
+  // Away for many tries (a head restarting or failing over): the exit is
+  // neither dropped nor reordered.
+  head_.failing_exit_reports = 25;
+  Connect();
+  v1::WorkerStatus status;
+  status.set_worker_id("w1");
+  status.set_state(v1::WORKER_STATE_EXITED);
+  connection_->ReportWorkerExit(status);
+  status.set_worker_id("w2");
+  connection_->ReportWorkerExit(status);
+  ASSERT_TRUE(WaitFor([&] { return head_.exits.size() == 2; }));
+  absl::MutexLock lock(&head_.mu);
+  EXPECT_EQ(head_.exits[0].status().worker_id(), "w1");
+  EXPECT_EQ(head_.exits[1].status().worker_id(), "w2");
+}
+
 TEST_F(HeadConnectionTest, ShutdownIsPromptWithoutAHead) {
   server_->Shutdown(absl::ToChronoTime(absl::Now()));
   Connect();
