@@ -63,6 +63,9 @@ template struct NameMember<MethodsOfService, &grpc::Service::methods_>;
 
 grpc::Status AdmissionPolicy::Admit(const grpc::ServerContextBase& context,
                                     absl::string_view method) const {
+  if (gate) {
+    if (grpc::Status closed = gate(context); !closed.ok()) return closed;
+  }
   if (grpc::Status denied = CheckClusterToken(&context, cluster_token); !denied.ok()) {
     std::optional<std::string> team = teams == nullptr ? std::nullopt : teams->TeamOf(&context);
     if (!team) return denied;

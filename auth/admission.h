@@ -26,6 +26,7 @@
 #ifndef BERTH_AUTH_ADMISSION_H_
 #define BERTH_AUTH_ADMISSION_H_
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -53,6 +54,10 @@ struct AdmissionPolicy {
   // Teams' tokens (not owned; null: none) and the methods they may call.
   const TeamCredentials* teams = nullptr;
   absl::flat_hash_set<std::string> team_methods;
+  // Asked first, when set: OK when the service answers calls now, else the
+  // status every call gets (a standby head's UNAVAILABLE naming the active
+  // one; a raylet's refusal of a head an epoch behind).
+  std::function<grpc::Status(const grpc::ServerContextBase&)> gate;
 
   // OK, or why the call of `method` (short name) is refused.
   grpc::Status Admit(const grpc::ServerContextBase& context, absl::string_view method) const;

@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/files.h"
+#include "common/head_addresses.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/auth_context.h"
 
@@ -150,7 +151,17 @@ std::shared_ptr<grpc::Channel> TlsConfig::MakeChannel(const std::string& address
                                                       TlsRole server_role,
                                                       grpc::ChannelArguments args) const {
   if (enabled) args.SetSslTargetNameOverride(TlsRoleName(server_role));
-  return grpc::CreateCustomChannel(address, ChannelCredentials(), args);
+  if (SplitHeadAddresses(address).size() < 2) {
+    return grpc::CreateCustomChannel(address, ChannelCredentials(), args);
+  }
+  // A head and its standbys: calls go to the one whose health is SERVING
+  // (gRPC's client-side health checking needs round_robin).
+  absl::StatusOr<std::string> target = HeadsTarget(address, "address");
+  args.SetServiceConfigJSON(
+      R"({"loadBalancingConfig": [{"round_robin": {}}], "healthCheckConfig": {"serviceName": ""}})");
+  // An address that does not resolve makes a channel that fails its calls
+  // with the reason, as a single bad address does.
+  return grpc::CreateCustomChannel(target.ok() ? *target : address, ChannelCredentials(), args);
 }
 
 absl::StatusOr<TlsConfig> LoadTlsConfig(const TlsFiles& files, bool need_certificate) {

@@ -57,7 +57,8 @@ struct TlsConfig {
   // Channel credentials: insecure when off; else the CA and, if set, our
   // certificate.
   std::shared_ptr<grpc::ChannelCredentials> ChannelCredentials() const;
-  // Makes a channel to a server of `server_role` at `address`.
+  // Makes a channel to a server of `server_role` at `address`, or to
+  // whichever of a list of heads is active (common/head_addresses.h).
   std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address, TlsRole server_role,
                                              grpc::ChannelArguments args = {}) const;
 };

@@ -198,7 +198,7 @@ int Run(const Flags& flags) {
 int main(int argc, char** argv) {
   berth::Flags flags;
   CLI::App app{"berth-autoscaler: grows and shrinks node pools from berth's pending demand"};
-  app.add_option("--head", flags.head, "head address, HOST:PORT")->capture_default_str();
+  app.add_option("--head", flags.head, "head address, HOST:PORT, or the active head and its standbys, HOST:PORT,HOST:PORT")->capture_default_str();
   app.add_option("--config", flags.config, "node pools and provider, YAML")->required();
   app.add_option("--period-ms", flags.period_ms, "time between passes")
       ->check(CLI::Range(50, 3'600'000))

@@ -14,6 +14,8 @@
 #                     torch 1.13 and, when scripts/torch2-venv.sh made it, torch 2.x)
 #   replay            the Alibaba GPU trace, every variant (~40 min of one core; `make replay`)
 #   queue_replay      four teams sharing the cluster, three queueing policies (~8 min)
+#   failover          `berth up --heads 2`: kill -9 of the active head until
+#                     `berth status` answers through the standby, 10 rounds
 #   ray               berth and Ray side by side (installs Ray from PyPI once)
 #
 # BENCH="placement_bench loadgen ..." picks some (default: all but ray);
@@ -22,7 +24,7 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BUILD_DIR=${BUILD_DIR:-$ROOT/build}
 RESULTS=${RESULTS:-$ROOT/bench/results}
-BENCH=${BENCH:-placement_bench loadgen scale pending_jobs train_startup replay queue_replay}
+BENCH=${BENCH:-placement_bench loadgen scale pending_jobs train_startup replay queue_replay failover}
 DURATION=${DURATION:-5}
 mkdir -p "$RESULTS"
 cd "$ROOT"
@@ -70,6 +72,8 @@ for b in $BENCH; do
     queue_replay)
       run queue_replay "$BUILD_DIR/bench/berth-queue-replay" --data_dir="${REPLAY_DATA_ROOT:-$ROOT/../shared/data}" \
         --results_dir="$RESULTS" --hours 24 ;;
+    failover)
+      run failover bash "$ROOT/bench/failover/failover.sh" "$BUILD_DIR" 10 ;;
     ray)
       OUT="$RESULTS/ray" run ray_compare bash "$ROOT/bench/ray/compare.sh" ;;
     *)

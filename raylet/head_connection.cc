@@ -128,6 +128,7 @@ bool HeadConnection::Register(absl::Duration* heartbeat_interval) {
     return false;
   }
   last_failure_.clear();
+  if (options_.fence != nullptr) options_.fence->Saw(response.head_epoch());
   *heartbeat_interval = response.heartbeat_interval_ms() > 0
                             ? absl::Milliseconds(response.heartbeat_interval_ms())
                             : kDefaultHeartbeatInterval;
@@ -173,6 +174,7 @@ bool HeadConnection::Heartbeat() {
     LogInfo("heartbeats reach the head again");
     last_failure_.clear();
   }
+  if (options_.fence != nullptr) options_.fence->Saw(response.head_epoch());
   if (response.reregister_required()) {
     LogInfo("the head asks this node to register again");
     return false;

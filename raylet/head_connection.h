@@ -24,6 +24,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "auth/head_epoch.h"
 #include "berth/v1/head.grpc.pb.h"
 #include "grpcpp/channel.h"
 #include "placement/resource_set.h"
@@ -38,6 +39,8 @@ class HeadConnection {
     absl::Duration initial_backoff = absl::Milliseconds(100);
     absl::Duration max_backoff = absl::Seconds(2);
     std::string cluster_token;  // attached to every call; empty = none
+    // Told the epoch of each head that answers (not owned; null: none).
+    HeadEpochFence* fence = nullptr;
   };
   // What the connection reports, supplied by the raylet. Called on the
   // connection's thread.

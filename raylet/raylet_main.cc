@@ -23,6 +23,7 @@
 #include "auth/tls_flags.h"
 #include "berth/v1/head.pb.h"
 #include "common/files.h"
+#include "common/head_addresses.h"
 #include "common/help_json.h"
 #include "common/log.h"
 #include "common/log_flag.h"
@@ -165,8 +166,12 @@ int Fail(const absl::Status& status) {
 }
 
 int Run(const Flags& flags) {
-  absl::StatusOr<HostPort> head = ParseHostPort(flags.head, "--head");
-  if (!head.ok()) return Fail(head.status());
+  // One head, or the active head and its standbys (common/head_addresses.h).
+  for (const std::string& address : SplitHeadAddresses(flags.head)) {
+    if (absl::StatusOr<HostPort> head = ParseHostPort(address, "--head"); !head.ok())
+      return Fail(head.status());
+  }
+  if (SplitHeadAddresses(flags.head).empty()) return Fail(absl::InvalidArgumentError("--head: empty"));
   absl::StatusOr<HostPort> listen = ParseHostPort(flags.listen, "--listen");
   if (!listen.ok()) return Fail(listen.status());
   // Known before the server starts: the default node id and log dir need it.
@@ -233,9 +238,10 @@ int Run(const Flags& flags) {
   HeadConnection::Options connection_options;
   connection_options.node_id = node_id;
   connection_options.cluster_token = cluster_token;
+  HeadEpochFence fence;
+  connection_options.fence = &fence;
   HeadConnection head_connection(
-      tls->MakeChannel(head->ToString(), TlsRole::kHead, HeadChannelArguments()),
-      connection_options);
+      tls->MakeChannel(flags.head, TlsRole::kHead, HeadChannelArguments()), connection_options);
   WorkerProcessManager workers(
       {log_dir, node_dir + "/work", [&](const WorkerRecord& record) {
          v1::WorkerStatus status;
@@ -251,6 +257,7 @@ int Run(const Flags& flags) {
   service_options.hold_starts_file = flags.hold_starts_file;
   service_options.cluster_token = cluster_token;
   service_options.tls = *tls;
+  service_options.fence = &fence;
   RayletService service(service_options,
                         BundleReservations(reservable, static_cast<uint32_t>(gpus.devices.size())),
                         &workers);
@@ -366,7 +373,10 @@ int main(int argc, char** argv) {
 
   berth::Flags flags;
   CLI::App app{"berth-raylet: the berth node agent"};
-  app.add_option("--head", flags.head, "head address, HOST:PORT")->required();
+  app.add_option("--head", flags.head,
+                 "head address, HOST:PORT, or the active head and its standbys, "
+                 "HOST:PORT,HOST:PORT (the node follows whichever is active)")
+      ->required();
   app.add_option("--listen", flags.listen, "address to serve RayletService on")
       ->capture_default_str();
   app.add_option("--advertise-host", flags.advertise_host,

@@ -95,6 +95,9 @@ namespace {
 AdmissionPolicy HeadOnly(const RayletService::Options& options) {
   AdmissionPolicy policy{options.cluster_token, options.tls};
   policy.role_of_every_method = TlsRole::kHead;
+  if (HeadEpochFence* fence = options.fence) {
+    policy.gate = [fence](const grpc::ServerContextBase& context) { return fence->Admit(context); };
+  }
   return policy;
 }
 

@@ -23,6 +23,7 @@
 #include "absl/time/time.h"
 #include "auth/admission.h"
 #include "auth/cluster_tls.h"
+#include "auth/head_epoch.h"
 #include "berth/v1/head.pb.h"
 #include "berth/v1/raylet.grpc.pb.h"
 #include "placement/resource_set.h"
@@ -50,6 +51,9 @@ class RayletService final : public Admitted<v1::RayletService::Service> {
     std::string cluster_token;
     // With TLS on, every RPC needs the head's certificate (auth/cluster_tls.h).
     TlsConfig tls;
+    // Refuses calls of a head older than the newest seen (not owned; null:
+    // none).
+    HeadEpochFence* fence = nullptr;
   };
 
   RayletService(Options options, BundleReservations reservations, WorkerProcessManager* workers);

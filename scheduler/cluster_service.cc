@@ -21,6 +21,7 @@ grpc::Status ClusterServiceImpl::GetClusterStatus(grpc::ServerContext* context,
       *response->mutable_autoscaler() = state_->autoscaler;
     response->set_metrics_address(state_->metrics_address);
   }
+  *response->mutable_head() = state_->head();
   v1::ListTrainJobsResponse jobs;
   if (TrainJobController* controller = state_->jobs()) controller->List({}, &jobs);
   std::map<v1::TrainJobState, uint32_t> by_state;

@@ -1,23 +1,30 @@
 // berth-head: the cluster's scheduler. Serves NodeService,
 // PlacementGroupService and ClusterService (plus gRPC health and
-// reflection) and runs the scheduling loop.
+// reflection) and runs the scheduling loop. A second head on the same
+// state store is its standby and takes over when the first one's process
+// ends (docs/operations.md, "Heads").
 //
-//   berth-head --listen 127.0.0.1:6380 [--port-file PATH]
+//   berth-head --listen 127.0.0.1:6380 [--state-dir DIR] [--port-file PATH]
 #include <unistd.h>
 
+#include <atomic>
 #include <csignal>
 #include <cstdio>
 #include <filesystem>
 #include <memory>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "CLI/CLI.hpp"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
 #include "auth/cluster_token.h"
 #include "auth/tls_flags.h"
 #include "common/files.h"
+#include "common/head_addresses.h"
 #include "common/help_json.h"
 #include "common/log_flag.h"
 #include "common/metrics_server.h"
@@ -44,6 +51,162 @@ std::string DefaultWorkerBinary() {
   return "berth-worker";
 }
 
+struct ServeOptions {
+  std::string listen = "127.0.0.1:6380";
+  std::string port_file;
+  std::string advertise_address;
+  std::string heads;
+  std::string metrics_listen;
+  std::string metrics_port_file;
+};
+
+// Serves on `listen`, refusing a port another process listens on (gRPC sets
+// SO_REUSEPORT by default: a second head would listen beside the first and
+// the kernel would split the connections between them).
+std::unique_ptr<grpc::Server> Listen(const std::string& listen, const berth::HeadConfig& config,
+                                     berth::HeadServer& head, int* port) {
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  grpc::ServerBuilder builder;
+  // Client certificates are verified when presented (raylets'), not
+  // required: users and trainers authenticate with the cluster token.
+  builder.AddListeningPort(
+      listen, config.tls.ServerCredentials(/*require_client_certificate=*/false), port);
+  builder.SetMaxReceiveMessageSize(config.max_message_bytes);
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+  for (grpc::Service* service : head.services()) builder.RegisterService(service);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  if (server && *port != 0) return server;
+  int listen_port = 0;
+  const std::string holder =
+      absl::SimpleAtoi(listen.substr(listen.rfind(':') + 1), &listen_port) && listen_port > 0
+          ? berth::ListenerOfPort(listen_port)
+          : "";
+  berth::LogError("--listen: cannot serve on ", listen,
+                  holder.empty() ? "" : absl::StrCat(": the port is in use by ", holder));
+  return nullptr;
+}
+
+// /metrics of an active head, on `serve.metrics_listen` (none when empty).
+absl::StatusOr<std::unique_ptr<berth::MetricsServer>> StartMetrics(
+    const ServeOptions& serve, berth::HeadServer& head,
+    const std::vector<std::shared_ptr<prometheus::Collectable>>& collectables) {
+  if (serve.metrics_listen.empty()) return nullptr;
+  absl::StatusOr<std::unique_ptr<berth::MetricsServer>> metrics =
+      berth::MetricsServer::Start(serve.metrics_listen);
+  if (!metrics.ok()) return metrics.status();
+  for (const auto& c : collectables) (*metrics)->Register(c);
+  const std::string& address = serve.advertise_address;
+  head.SetMetricsAddress(
+      absl::StrCat(address.substr(0, address.rfind(':')), ":", (*metrics)->port()));
+  if (!serve.metrics_port_file.empty()) {
+    if (absl::Status s = berth::WritePortFile(serve.metrics_port_file, (*metrics)->port());
+        !s.ok()) {
+      return s;
+    }
+  }
+  berth::LogInfo("metrics on port ", (*metrics)->port());
+  return metrics;
+}
+
+// Runs the head until SIGINT or SIGTERM: active if it can claim `store`
+// (StateStore::Claim), else a standby that answers every call UNAVAILABLE
+// naming the active head, reports NOT_SERVING to gRPC health checks (so
+// clients given every head's address reach the active one), and takes over
+// (restores the state, a new epoch) once the active head lets go of the
+// store: its lock ends with its process, kill -9 included.
+int Serve(ServeOptions serve, berth::HeadConfig config, std::unique_ptr<berth::StateStore> store,
+          const sigset_t& signals) {
+  berth::StateStore* const claimed = store.get();
+  auto claim = [&](const std::string& what) {
+    return claimed == nullptr
+               ? absl::OkStatus()
+               : claimed->Claim(absl::StrCat("berth-head pid ", getpid(), " ", what));
+  };
+  const absl::Status first_claim = claim(absl::StrCat("starting on ", serve.listen));
+  if (!first_claim.ok() && !absl::IsFailedPrecondition(first_claim)) {
+    berth::LogError(first_claim.message());
+    return 1;
+  }
+  const bool standby = !first_claim.ok();
+  berth::HeadServer head(config, std::move(store));
+  head.StandBy(standby ? absl::StrCat(berth::kStandbyHeadAnswer, ": ", first_claim.message())
+                       : "this head is starting (restoring its state)");
+  int port = 0;
+  std::unique_ptr<grpc::Server> server = Listen(serve.listen, config, head, &port);
+  if (!server) return 1;
+  if (serve.advertise_address.empty()) {
+    serve.advertise_address = absl::StrCat(serve.listen.substr(0, serve.listen.rfind(':')), ":", port);
+  }
+  // SERVING once active: clients given every head's address pick it by that.
+  server->GetHealthCheckService()->SetServingStatus(false);
+
+  std::vector<std::shared_ptr<prometheus::Collectable>> collectables = head.MetricsCollectables();
+  std::unique_ptr<berth::MetricsServer> metrics;
+  auto become_active = [&]() -> absl::Status {
+    if (absl::Status s = claim(absl::StrCat("serving ", serve.advertise_address)); !s.ok()) return s;
+    if (absl::Status s = head.Restore(); !s.ok()) {
+      return absl::Status(s.code(), absl::StrCat("cannot restore state: ", s.message()));
+    }
+    head.Start(serve.advertise_address, serve.heads);
+    absl::StatusOr<std::unique_ptr<berth::MetricsServer>> started =
+        StartMetrics(serve, head, collectables);
+    if (!started.ok()) return started.status();
+    metrics = *std::move(started);
+    server->GetHealthCheckService()->SetServingStatus(true);
+    return absl::OkStatus();
+  };
+  if (!standby) {
+    if (absl::Status s = become_active(); !s.ok()) {
+      berth::LogError(s.message());
+      return 1;
+    }
+  }
+  if (!serve.port_file.empty()) {
+    if (absl::Status s = berth::WritePortFile(serve.port_file, port); !s.ok()) {
+      berth::LogError(s.message());
+      return 1;
+    }
+  }
+  berth::LogInfo("serving on port ", port, standby ? " as a standby: " : "",
+                 standby ? first_claim.message() : "");
+
+  std::atomic<bool> stopping{false};
+  std::atomic<bool> failed{false};
+  std::thread takeover;
+  if (standby) {
+    takeover = std::thread([&] {
+      // Polled: a lock released by a kill -9 is taken within the interval.
+      while (!stopping.load()) {
+        const absl::Status s = claim(absl::StrCat("serving ", serve.advertise_address));
+        if (s.ok()) break;
+        if (!absl::IsFailedPrecondition(s)) berth::LogWarning(s.message());
+        absl::SleepFor(absl::Milliseconds(100));
+      }
+      if (stopping.load()) return;
+      berth::LogInfo("the active head let go of the state store: taking over");
+      if (absl::Status s = become_active(); !s.ok()) {
+        berth::LogError(s.message());
+        failed.store(true);
+        kill(getpid(), SIGTERM);
+      }
+    });
+  }
+
+  int signal = 0;
+  sigwait(&signals, &signal);
+  berth::LogInfo("signal ", signal, ", shutting down");
+  stopping.store(true);
+  if (takeover.joinable()) takeover.join();
+  // No new RPCs first (handlers use the job controller), then stop the jobs
+  // and loops.
+  server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+  metrics.reset();  // its collectables read the head
+  collectables.clear();
+  head.Stop();
+  return failed.load() ? 1 : 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -51,8 +214,9 @@ int main(int argc, char** argv) {
   // Debian's Abseil leaves it on, at a cost on every lock.
   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
   CLI::App app{"berth-head: the berth cluster scheduler"};
-  std::string listen = "127.0.0.1:6380";
-  std::string port_file;
+  ServeOptions serve;
+  std::string& listen = serve.listen;
+  std::string& port_file = serve.port_file;
   berth::HeadConfig config;
   int64_t rpc_timeout_ms = 2000;
   app.add_option("--listen", listen, "host:port to serve on (port 0 picks a free port)");
@@ -65,16 +229,20 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, 1000));
   app.add_option("--raylet-rpc-timeout-ms", rpc_timeout_ms, "deadline of each call to a raylet")
       ->check(CLI::Range(10, 600000));
-  std::string advertise_address;
+  std::string& advertise_address = serve.advertise_address;
   app.add_option("--advertise-address", advertise_address,
                  "host:port raylets and trainers reach the head at (default: the listen "
                  "host and the bound port)");
+  app.add_option("--heads", serve.heads,
+                 "every head of the cluster, this one included, HOST:PORT,HOST:PORT: "
+                 "trainers get the list to follow whichever head is active (default: this "
+                 "head's address)");
   app.add_option("--worker-binary", config.train.job.worker_binary,
                  "berth-worker as the raylets run it (default: beside berth-head, else PATH)");
   app.add_option("--checkpoint-root", config.train.job.checkpoint_root,
                  "where trainers write checkpoints when a job names no storage_path");
-  std::string metrics_listen;
-  std::string metrics_port_file;
+  std::string& metrics_listen = serve.metrics_listen;
+  std::string& metrics_port_file = serve.metrics_port_file;
   std::string state_dir;
   std::string state_store;
   std::string token_file;
@@ -164,7 +332,6 @@ int main(int argc, char** argv) {
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
   std::unique_ptr<berth::StateStore> store;
-  berth::StateStore* claimed_store = nullptr;  // owned by the head once it runs
   if (!state_dir.empty() || !state_store.empty()) {
     absl::StatusOr<std::unique_ptr<berth::StateStore>> opened =
         state_store.empty() ? berth::OpenStateStore(state_dir, "--state-dir")
@@ -174,88 +341,6 @@ int main(int argc, char** argv) {
       return 1;
     }
     store = *std::move(opened);
-    // Before anything is read: a second head on a held store stops here.
-    if (absl::Status s = store->Claim(absl::StrCat("berth-head pid ", getpid(), ", --listen ", listen));
-        !s.ok()) {
-      berth::LogError(s.message());
-      return 1;
-    }
-    claimed_store = store.get();
   }
-  berth::HeadServer head(config, std::move(store));
-  if (absl::Status restored = head.Restore(); !restored.ok()) {
-    berth::LogError("cannot restore state: ", restored.message());
-    return 1;
-  }
-  grpc::EnableDefaultHealthCheckService(true);
-  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
-  grpc::ServerBuilder builder;
-  int port = 0;
-  // Client certificates are verified when presented (raylets'), not
-  // required: users and trainers authenticate with the cluster token.
-  builder.AddListeningPort(
-      listen, config.tls.ServerCredentials(/*require_client_certificate=*/false), &port);
-  builder.SetMaxReceiveMessageSize(config.max_message_bytes);
-  // gRPC sets SO_REUSEPORT by default: a second head on a taken port would
-  // listen beside the first and the kernel would split the connections.
-  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
-  for (grpc::Service* service : head.services()) builder.RegisterService(service);
-  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
-  if (!server || port == 0) {
-    int listen_port = 0;
-    const std::string holder =
-        absl::SimpleAtoi(listen.substr(listen.rfind(':') + 1), &listen_port) && listen_port > 0
-            ? berth::ListenerOfPort(listen_port)
-            : "";
-    berth::LogError("--listen: cannot serve on ", listen,
-                    holder.empty() ? "" : absl::StrCat(": the port is in use by ", holder));
-    return 1;
-  }
-  if (advertise_address.empty()) {
-    advertise_address = absl::StrCat(listen.substr(0, listen.rfind(':')), ":", port);
-  }
-  if (claimed_store != nullptr) {
-    claimed_store->Claim(absl::StrCat("berth-head pid ", getpid(), " serving ", advertise_address))
-        .IgnoreError();  // only the description; the claim holds
-  }
-  head.Start(advertise_address);
-  std::unique_ptr<berth::MetricsServer> metrics;
-  std::vector<std::shared_ptr<prometheus::Collectable>> collectables = head.MetricsCollectables();
-  if (!metrics_listen.empty()) {
-    absl::StatusOr<std::unique_ptr<berth::MetricsServer>> started =
-        berth::MetricsServer::Start(metrics_listen);
-    if (!started.ok()) {
-      berth::LogError(started.status().message());
-      return 1;
-    }
-    metrics = *std::move(started);
-    for (const auto& c : collectables) metrics->Register(c);
-    head.SetMetricsAddress(absl::StrCat(advertise_address.substr(0, advertise_address.rfind(':')),
-                                        ":", metrics->port()));
-    if (!metrics_port_file.empty()) {
-      if (absl::Status s = berth::WritePortFile(metrics_port_file, metrics->port()); !s.ok()) {
-        berth::LogError(s.message());
-        return 1;
-      }
-    }
-    berth::LogInfo("metrics on port ", metrics->port());
-  }
-  if (!port_file.empty()) {
-    if (absl::Status s = berth::WritePortFile(port_file, port); !s.ok()) {
-      berth::LogError(s.message());
-      return 1;
-    }
-  }
-  berth::LogInfo("serving on port ", port);
-
-  int signal = 0;
-  sigwait(&signals, &signal);
-  berth::LogInfo("signal ", signal, ", shutting down");
-  // No new RPCs first (handlers use the job controller), then stop the jobs
-  // and loops.
-  server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
-  metrics.reset();  // its collectables read the head
-  collectables.clear();
-  head.Stop();
-  return 0;
+  return Serve(serve, std::move(config), std::move(store), signals);
 }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "common/log.h"
 #include "common/metrics_server.h"
@@ -28,6 +29,7 @@ std::vector<grpc::Service*> HeadServer::services() {
 }
 
 absl::Status HeadServer::Restore() {
+  if (absl::Status s = AdvanceEpoch(); !s.ok()) return s;
   absl::StatusOr<std::vector<StateStore::Record>> nodes, groups, jobs, queues, credentials,
       workload;
   std::string source;
@@ -144,9 +146,22 @@ absl::Status HeadServer::Restore() {
   return absl::OkStatus();
 }
 
-void HeadServer::Start(const std::string& head_address) {
+absl::Status HeadServer::AdvanceEpoch() {
+  absl::StatusOr<std::vector<StateStore::Record>> meta = state_.store().Scan(HeadState::kMetaTable);
+  if (!meta.ok()) return meta.status();
+  uint64_t last = 0;
+  for (const auto& [key, value] : *meta) {
+    if (key == HeadState::kEpochKey && !absl::SimpleAtoi(value, &last)) {
+      return absl::DataLossError(absl::StrCat("state store: epoch '", value, "'"));
+    }
+  }
+  epoch_ = last + 1;
+  return state_.store().Put(HeadState::kMetaTable, HeadState::kEpochKey, absl::StrCat(epoch_));
+}
+
+void HeadServer::Start(const std::string& address, const std::string& heads) {
   TrainControllerConfig train = state_.config().train;
-  train.job.head_address = head_address;
+  train.job.head_address = heads.empty() ? address : heads;
   train.job.cluster_token = state_.config().cluster_token;
   // A node silent with most of the cluster is declared only after the
   // liveness timeout and as long again (node_liveness.h).
@@ -158,13 +173,19 @@ void HeadServer::Start(const std::string& head_address) {
   restored_jobs_.clear();
   state_.set_jobs(jobs_.get());
   scheduler_.Start();
+  raylets_.set_head_epoch(epoch_);
+  v1::HeadInfo head;
+  head.set_address(address);
+  head.set_epoch(epoch_);
+  head.set_active_since_unix_ms(HeadNowMs());
+  state_.BecomeActive(std::move(head));
+  LogInfo("active at ", address, ", epoch ", epoch_);
 }
 
 void HeadServer::Stop() {
-  // The jobs end first (their groups are removed through the scheduler),
-  // then the threads that tell the controller of events, then the
-  // controller.
-  if (jobs_) jobs_->Shutdown();
+  // The jobs go on without this head (a restarted head or a standby takes
+  // them over from the store); its threads stop, then the controller.
+  if (jobs_) jobs_->Leave();
   scheduler_.Stop();
   state_.set_jobs(nullptr);
   jobs_.reset();

@@ -37,16 +37,26 @@ class HeadServer {
   HeadServer(const HeadServer&) = delete;
   HeadServer& operator=(const HeadServer&) = delete;
 
-  // Loads what the store holds (before serving): nodes come back with a
-  // fresh liveness period, placement groups with their exact reservations;
-  // raylets are then told to release what the restored state does not hold.
+  // Until Start(), every call is answered UNAVAILABLE with `why` (a head
+  // restoring its state, or a standby naming the active head).
+  void StandBy(std::string why) { state_.StandBy(std::move(why)); }
+  // Loads what the store holds (the caller holds the store: StateStore::
+  // Claim): nodes come back with a fresh liveness period, placement groups
+  // with their exact reservations; raylets are then told to release what
+  // the restored state does not hold. Writes the head's epoch, one past
+  // the last active head's.
   absl::Status Restore();
   // The services to register with the gRPC server.
   std::vector<grpc::Service*> services();
   // Starts the scheduler and the train job controller (with the jobs
-  // restored). `head_address` is where raylets and trainers reach the head.
-  void Start(const std::string& head_address);
-  // Stops the jobs, then the loops (in-flight commits finish first).
+  // restored) and serves calls. `address` is where raylets and clients
+  // reach this head; `heads` every head of the cluster (this one, then its
+  // standbys), which trainers get to follow the active one; empty = only
+  // this one.
+  void Start(const std::string& address, const std::string& heads = "");
+  // Stops serving: the train jobs keep running (as written in the store, for
+  // the next active head), then the loops stop (in-flight commits finish
+  // first).
   void Stop();
 
   // What /metrics serves (docs/metrics.md): the event counters and the
@@ -65,7 +75,11 @@ class HeadServer {
   ClusterServiceImpl cluster_service_;
   TrainJobServiceImpl train_job_service_;
   QueueServiceImpl queue_service_;
+  // Reads the last active head's epoch and writes this head's, the next.
+  absl::Status AdvanceEpoch();
+
   std::vector<v1::TrainJobRecord> restored_jobs_;  // from Restore() to Start()
+  uint64_t epoch_ = 0;                             // written by Restore()
   // Created by Start(); its jobs end first in Stop(), it is destroyed last.
   std::unique_ptr<TrainJobController> jobs_;
 };

@@ -4,6 +4,7 @@
 #include <optional>
 #include <random>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/log.h"
 #include "wire/proto_convert.h"
@@ -44,7 +45,30 @@ AdmissionPolicy HeadAdmission(const HeadState& state, bool node_methods) {
       policy.role_of_method[method] = TlsRole::kNode;
     }
   }
+  policy.gate = [&state](const grpc::ServerContextBase&) { return state.Serving(); };
   return policy;
+}
+
+void HeadState::StandBy(std::string why) {
+  absl::MutexLock lock(&role_mu_);
+  not_serving_ = std::move(why);
+}
+
+void HeadState::BecomeActive(v1::HeadInfo head) {
+  absl::MutexLock lock(&role_mu_);
+  not_serving_.reset();
+  head_ = std::move(head);
+}
+
+grpc::Status HeadState::Serving() const {
+  absl::MutexLock lock(&role_mu_);
+  if (!not_serving_) return grpc::Status::OK;
+  return grpc::Status(grpc::StatusCode::UNAVAILABLE, *not_serving_);
+}
+
+v1::HeadInfo HeadState::head() const {
+  absl::MutexLock lock(&role_mu_);
+  return head_;
 }
 
 HeadState::HeadState(HeadConfig config, std::unique_ptr<StateStore> store)

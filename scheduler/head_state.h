@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <deque>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -82,6 +83,8 @@ class HeadState {
   static constexpr char kCredentialsTable[] = "credentials";  // digest -> team
   static constexpr char kWorkloadTable[] = "workload";        // one record, key kWorkloadKey
   static constexpr char kWorkloadKey[] = "window";
+  static constexpr char kMetaTable[] = "meta";  // the epoch, key kEpochKey
+  static constexpr char kEpochKey[] = "epoch";
 
   // `store` nullptr = in memory only.
   HeadState(HeadConfig config, std::unique_ptr<StateStore> store);
@@ -139,6 +142,21 @@ class HeadState {
   void set_jobs(TrainJobController* jobs) { jobs_.store(jobs); }
 
   static std::string NewPlacementGroupId();
+
+  // Active (the default), or not serving yet: starting, or standing by for
+  // the head that holds the state store (berth-head's main decides). Until
+  // BecomeActive every call is answered UNAVAILABLE with `why` (a standby's
+  // names the active head).
+  void StandBy(std::string why) ABSL_LOCKS_EXCLUDED(role_mu_);
+  void BecomeActive(v1::HeadInfo head) ABSL_LOCKS_EXCLUDED(role_mu_);
+  // OK while active; the standby's UNAVAILABLE otherwise.
+  grpc::Status Serving() const ABSL_LOCKS_EXCLUDED(role_mu_);
+  v1::HeadInfo head() const ABSL_LOCKS_EXCLUDED(role_mu_);
+
+ private:
+  mutable absl::Mutex role_mu_;
+  std::optional<std::string> not_serving_ ABSL_GUARDED_BY(role_mu_);  // why
+  v1::HeadInfo head_ ABSL_GUARDED_BY(role_mu_);
 };
 
 }  // namespace berth

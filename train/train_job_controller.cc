@@ -51,6 +51,17 @@ void TrainJobController::Shutdown() {
   for (std::thread& t : pool_) t.join();
 }
 
+void TrainJobController::Leave() {
+  {
+    absl::MutexLock lock(&mu_);
+    if (pool_stopping_) return;
+    shutting_down_ = true;
+    leaving_ = true;
+    pool_stopping_ = true;
+  }
+  for (std::thread& t : pool_) t.join();
+}
+
 void TrainJobController::AddLocked(const std::string& id, std::unique_ptr<Job> job) {
   Job& added = *job;
   if (!added.reconciler.placement_group_id().empty()) {
@@ -261,6 +272,7 @@ void TrainJobController::PoolLoop() {
       return DueLocked() || (!timers_.empty() && timers_.begin()->first < next_timer);
     };
     mu_.AwaitWithDeadline(absl::Condition(&due), next_timer);
+    if (leaving_) return;
     const absl::Time now = absl::Now();
     while (!timers_.empty() && timers_.begin()->first <= now) {
       auto [at, id] = *timers_.begin();
@@ -281,6 +293,7 @@ void TrainJobController::PoolLoop() {
     Drive(id);
     mu_.Lock();
     job.running = false;
+    if (leaving_) return;
     if (std::exchange(job.again, false)) WakeLocked(id, job);
   }
 }

@@ -93,6 +93,10 @@ class TrainJobController {
   // for them to end, and joins the pool. The event methods stay safe to
   // call (they change nothing any more) until the controller is destroyed.
   void Shutdown();
+  // Stops the pool without stopping the jobs (a head that exits, for a
+  // restarted head or a standby to watch them again from the store): steps
+  // under way finish, nothing more is done, later events change nothing.
+  void Leave();
 
   // Validates (errors name the field under `spec.`), then starts the job.
   // Idempotent by request_id.
@@ -157,6 +161,7 @@ class TrainJobController {
   size_t active_ ABSL_GUARDED_BY(mu_) = 0;  // jobs not done
   bool shutting_down_ ABSL_GUARDED_BY(mu_) = false;
   bool pool_stopping_ ABSL_GUARDED_BY(mu_) = false;
+  bool leaving_ ABSL_GUARDED_BY(mu_) = false;  // Leave(): the jobs go on without us
   std::vector<std::thread> pool_;
 };
 

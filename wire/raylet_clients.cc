@@ -1,6 +1,7 @@
 #include "wire/raylet_clients.h"
 
 #include "auth/cluster_token.h"
+#include "auth/head_epoch.h"
 #include "grpcpp/grpcpp.h"
 #include "wire/proto_convert.h"
 
@@ -21,6 +22,7 @@ absl::StatusOr<Response> RayletClients::Call(const std::string& address, Method 
   grpc::ClientContext context;
   context.set_deadline(absl::ToChronoTime(absl::Now() + timeout_));
   AttachClusterToken(&context, cluster_token_);
+  AttachHeadEpoch(&context, head_epoch_.load());
   Response response;
   grpc::Status status = (Stub(address)->*method)(&context, request, &response);
   if (!status.ok()) return FromGrpcStatus(status);

@@ -4,6 +4,8 @@
 #ifndef BERTH_WIRE_RAYLET_CLIENTS_H_
 #define BERTH_WIRE_RAYLET_CLIENTS_H_
 
+#include <atomic>
+#include <cstdint>
 #include <memory>
 #include <string>
 
@@ -40,6 +42,8 @@ class RayletClients {
                                                       const v1::ListWorkersRequest& request);
   absl::StatusOr<v1::ReadWorkerLogResponse> ReadWorkerLog(const std::string& address,
                                                           const v1::ReadWorkerLogRequest& request);
+  // Every call from now on carries the head's epoch (auth/head_epoch.h).
+  void set_head_epoch(uint64_t epoch) { head_epoch_.store(epoch); }
 
  private:
   v1::RayletService::Stub* Stub(const std::string& address);
@@ -49,6 +53,7 @@ class RayletClients {
   const absl::Duration timeout_;
   const std::string cluster_token_;
   const TlsConfig tls_;
+  std::atomic<uint64_t> head_epoch_{0};
   absl::Mutex mu_;
   absl::flat_hash_map<std::string, std::unique_ptr<v1::RayletService::Stub>> stubs_
       ABSL_GUARDED_BY(mu_);

@@ -7,6 +7,7 @@
 #include "absl/strings/str_join.h"
 #include "client/cmd/command.h"
 #include "client/format.h"
+#include "common/head_addresses.h"
 
 namespace berth {
 namespace {
@@ -25,10 +26,35 @@ std::string StateCounts(const Counts& counts, absl::string_view prefix, NameOf n
   return absl::StrJoin(parts, ", ");
 }
 
+// "Head: A (epoch 3)", or with several addresses given, each one's role:
+// the head that answered is active; every other address is asked alone.
+std::string HeadsLine(const Context& ctx, const v1::HeadInfo& active) {
+  const std::vector<std::string> addresses = SplitHeadAddresses(ctx.address);
+  const std::string epoch = absl::StrCat("epoch ", active.epoch());
+  if (addresses.size() < 2) return absl::StrCat("Head: ", active.address(), " (", epoch, ")\n");
+  std::vector<std::string> roles = {absl::StrCat(active.address(), " active (", epoch, ")")};
+  HeadClientOptions options = ctx.options;
+  options.timeout = absl::Seconds(2);
+  options.max_retries = 0;  // a head that is down is reported, not waited for
+  for (const std::string& address : addresses) {
+    if (address == active.address()) continue;
+    absl::StatusOr<std::unique_ptr<HeadClient>> alone = HeadClient::Create(address, options);
+    absl::Status answer = alone.ok() ? (*alone)->GetClusterStatus().status() : alone.status();
+    std::string role = "unreachable";
+    if (absl::StartsWith(answer.message(), kStandbyHeadAnswer)) {
+      role = "standby";
+    } else if (answer.ok()) {
+      role = "active too?";  // a second active head: say so rather than hide it
+    }
+    roles.push_back(absl::StrCat(address, " ", role));
+  }
+  return absl::StrCat("Heads: ", absl::StrJoin(roles, "; "), "\n");
+}
+
 int RunStatus(const Context& ctx, const NoFlags&) {
-  return Print(ctx, ctx.client.GetClusterStatus(), [](const v1::GetClusterStatusResponse& r) {
+  return Print(ctx, ctx.client.GetClusterStatus(), [&ctx](const v1::GetClusterStatusResponse& r) {
     return absl::StrCat(
-        FormatClusterStatus(r), "\nPlacement groups: ",
+        HeadsLine(ctx, r.head()), FormatClusterStatus(r), "\nPlacement groups: ",
         StateCounts(r.placement_groups(), "PLACEMENT_GROUP_STATE_",
                     [](v1::PlacementGroupState s) { return v1::PlacementGroupState_Name(s); }),
         "\nTrain jobs: ",

@@ -108,7 +108,7 @@ int WithHead(const Globals& globals, const std::function<int(const Context&)>& r
   if (!client.ok()) {
     return UsageError(absl::InvalidArgumentError(absl::StrCat("--", client.status().message())));
   }
-  return run(Context{**client, address, globals.json, options.timeout});
+  return run(Context{**client, address, globals.json, options.timeout, options});
 }
 
 }  // namespace berth

@@ -46,9 +46,10 @@ struct Globals {
 // What every action that talks to the head gets.
 struct Context {
   HeadClient& client;
-  const std::string& address;
+  const std::string& address;  // one head, or the active head and its standbys
   bool json;
   absl::Duration timeout;
+  const HeadClientOptions& options;  // how `client` was made
 };
 
 // A chosen command, run once parsing succeeded.

@@ -19,6 +19,7 @@
 #include "client/format.h"
 #include "client/local_cluster.h"
 #include "common/files.h"
+#include "common/head_addresses.h"
 #include "common/processes.h"
 
 namespace berth {
@@ -90,15 +91,18 @@ absl::StatusOr<std::string> WaitForPort(const LocalProcess& process, const std::
 // (`berth start --head`) continues the cluster; `up` and `down` clear it.
 std::string HeadStateDir(const Local& local) { return absl::StrCat(local.dir, "/head-state"); }
 
-// Starts a head listening on `listen` ("host:port", port 0 = any free one)
-// and returns its address once it serves.
+// Starts a head named `name` listening on host:port (port 0 = any free
+// one) and returns its address once it serves (as the active head, or as a
+// standby of the head that holds the local state). `heads` is every head of
+// the cluster, for the trainers; empty = this one.
 absl::StatusOr<std::string> StartHead(Local& local, LocalState& state, const std::string& host,
-                                      int port) {
+                                      int port, const std::string& name = "head",
+                                      const std::string& heads = "") {
   absl::StatusOr<std::string> head = local.Binary("berth-head", "scheduler");
   if (!head.ok()) return head.status();
   absl::StatusOr<std::string> worker = local.Binary("berth-worker", "worker");
   if (!worker.ok()) return worker.status();
-  const std::string port_file = absl::StrCat(local.dir, "/head.port");
+  const std::string port_file = absl::StrCat(local.dir, "/", name, ".port");
   std::filesystem::remove(port_file);
   // Secure by default: every RPC of the local cluster carries this token.
   if (access(LocalTokenPath().c_str(), F_OK) != 0) {
@@ -115,23 +119,26 @@ absl::StatusOr<std::string> StartHead(Local& local, LocalState& state, const std
     if (host != "127.0.0.1" && host != "localhost") hosts.push_back(host);
     if (absl::Status s = CreateClusterCertificates(LocalTlsDir(), hosts); !s.ok()) return s;
   }
-  absl::StatusOr<LocalProcess> process = local.Spawn(
-      state, "head", "head", *head, {"--listen",          absl::StrCat(host, ":", port),
-                                     "--port-file",       port_file,
-                                     "--worker-binary",   *worker,
-                                     "--checkpoint-root", absl::StrCat(local.dir, "/checkpoints"),
-                                     "--metrics-listen",  absl::StrCat(host, ":0"),
-                                     "--state-dir",       HeadStateDir(local),
-                                     "--token-file",      LocalTokenPath(),
-                                     "--tls-ca-file",     head_tls.ca_file,
-                                     "--tls-cert-file",   head_tls.cert_file,
-                                     "--tls-key-file",    head_tls.key_file});
+  std::vector<std::string> flags = {"--listen",          absl::StrCat(host, ":", port),
+                                    "--port-file",       port_file,
+                                    "--worker-binary",   *worker,
+                                    "--checkpoint-root", absl::StrCat(local.dir, "/checkpoints"),
+                                    "--metrics-listen",  absl::StrCat(host, ":0"),
+                                    "--state-dir",       HeadStateDir(local),
+                                    "--token-file",      LocalTokenPath(),
+                                    "--tls-ca-file",     head_tls.ca_file,
+                                    "--tls-cert-file",   head_tls.cert_file,
+                                    "--tls-key-file",    head_tls.key_file};
+  if (!heads.empty()) flags.insert(flags.end(), {"--heads", heads});
+  absl::StatusOr<LocalProcess> process = local.Spawn(state, "head", name, *head, flags);
   if (!process.ok()) return process.status();
   absl::StatusOr<std::string> bound = WaitForPort(*process, port_file);
   if (!bound.ok()) return bound.status();
-  state.head_address = absl::StrCat(host, ":", *bound);
+  const std::string address = absl::StrCat(host, ":", *bound);
+  state.head_address =
+      heads.empty() ? address : absl::StrJoin(SplitHeadAddresses(heads), ",");
   if (absl::Status written = WriteStateFile(local.state_file, state); !written.ok()) return written;
-  return state.head_address;
+  return address;
 }
 
 absl::StatusOr<LocalProcess> StartRaylet(Local& local, LocalState& state,
@@ -225,6 +232,7 @@ struct UpFlags {
   std::string memory_per_node = "32Gi";
   std::string node_spec;
   int port = 6380;
+  int heads = 1;
 };
 
 int RunUp(const Globals& globals, const UpFlags& flags) {
@@ -258,19 +266,35 @@ int RunUp(const Globals& globals, const UpFlags& flags) {
     StopLocal(local, *state);
     return LocalError(status);
   };
-  absl::StatusOr<std::string> address = StartHead(local, *state, "127.0.0.1", flags.port);
-  if (!address.ok()) return fail(address.status());
+  if (flags.heads > 1 && flags.port == 0) {
+    return UsageError(absl::InvalidArgumentError(
+        "--heads: needs a fixed --port (the heads take PORT, PORT+1, ...)"));
+  }
+  // The first head is active; the others stand by on the same state and
+  // take over when it is gone.
+  std::vector<std::string> head_addresses;
+  for (int i = 0; i < flags.heads; ++i)
+    head_addresses.push_back(absl::StrCat("127.0.0.1:", flags.port + i));
+  const std::string heads = flags.heads > 1 ? absl::StrJoin(head_addresses, ",") : "";
+  for (int i = 0; i < flags.heads; ++i) {
+    absl::StatusOr<std::string> started =
+        StartHead(local, *state, "127.0.0.1", flags.port == 0 ? 0 : flags.port + i,
+                  i == 0 ? "head" : absl::StrCat("head-", i + 1), heads);
+    if (!started.ok()) return fail(started.status());
+  }
+  const std::string address = state->head_address;
   std::vector<std::string> ids;
   for (const auto& [id, spec] : ExpandNodes(specs)) {
     absl::StatusOr<LocalProcess> raylet =
-        StartRaylet(local, *state, *address, id, RayletFlags(id, spec));
+        StartRaylet(local, *state, address, id, RayletFlags(id, spec));
     if (!raylet.ok()) return fail(raylet.status());
     ids.push_back(id);
   }
   absl::StatusOr<v1::ListNodesResponse> nodes = WaitForNodes(*state, ids);
   if (!nodes.ok()) return fail(nodes.status());
   if (globals.json) return PrintJson(*nodes);
-  std::cout << "head:  " << *address << "\nlogs:  " << local.log_dir << "\n\n"
+  std::cout << (flags.heads > 1 ? "heads: " : "head:  ") << address << "\nlogs:  " << local.log_dir
+            << "\n\n"
             << FormatNodes(*nodes) << "\nstop with `berth down`\n";
   return kExitOk;
 }
@@ -467,6 +491,12 @@ void AddLocalCommands(CLI::App& app, Action* action) {
                      "count) instead of --nodes and the per-node flags");
   up_cmd->add_option("--port", up->port, "Head port (0 = any free port)")
       ->check(CLI::Range(0, 65535))
+      ->capture_default_str();
+  up_cmd
+      ->add_option("--heads", up->heads,
+                   "Heads on one state: the first active, the others standbys on PORT+1, ... "
+                   "that take over within a second when it dies")
+      ->check(CLI::Range(1, 5))
       ->capture_default_str();
   OnChosenLocal(up_cmd, action, up, RunUp);
 

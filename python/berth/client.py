@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -151,8 +152,39 @@ class Job:
                                                                         request_id=str(uuid.uuid4())))
 
 
+def _heads_target(address: str):
+    """The gRPC target and options for one head, or for "a:p,b:q": the active
+    head and its standbys, as the CLI does it (common/head_addresses.h): one
+    channel over every address that sends calls to the head whose health is
+    SERVING (a standby answers NOT_SERVING)."""
+    addresses = [a.strip() for a in address.split(",") if a.strip()]
+    if len(addresses) < 2:
+        return address, []
+    resolved, family = [], None
+    for a in addresses:
+        host, sep, port = a.rpartition(":")
+        if not sep or not port:
+            raise InvalidArgumentError(f"address: '{a}' is not HOST:PORT")
+        host = host.strip("[]")
+        want = {None: socket.AF_UNSPEC, "ipv4": socket.AF_INET, "ipv6": socket.AF_INET6}[family]
+        try:
+            info = socket.getaddrinfo(host, int(port), want, socket.SOCK_STREAM)[0]
+        except (OSError, ValueError) as e:
+            raise InvalidArgumentError(f"address: cannot resolve '{host}' of '{a}': {e}")
+        ip = info[4][0]
+        if info[0] == socket.AF_INET6:
+            family, entry = "ipv6", f"[{ip}]:{port}"
+        else:
+            family, entry = "ipv4", f"{ip}:{port}"
+        resolved.append(entry)
+    config = json.dumps({"loadBalancingConfig": [{"round_robin": {}}],
+                         "healthCheckConfig": {"serviceName": ""}})
+    return f"{family}:{','.join(resolved)}", [("grpc.service_config", config)]
+
+
 class Client:
-    """A connection to a berth head."""
+    """A connection to a berth head, or to whichever of a cluster's heads is
+    active ("a:6380,b:6380")."""
 
     def __init__(self, address: Optional[str] = None, *, token_file: Optional[str] = None,
                  tls_ca_file: Optional[str] = None, tls_cert_file: Optional[str] = None,
@@ -186,14 +218,16 @@ class Client:
         elif not ca_file and os.path.exists(os.path.join(state_dir, "tls", "ca.crt")):
             tls = os.path.join(state_dir, "tls")
             ca_file, cert_file, key_file = (os.path.join(tls, f) for f in ("ca.crt", "client.crt", "client.key"))
+        target, options = _heads_target(self.address)
         if not ca_file:
-            return grpc.insecure_channel(self.address)
+            return grpc.insecure_channel(target, options=options)
         ca, cert, key = (_read(path) if path else None for path in (ca_file, cert_file, key_file))
         if ca is None:
             raise InvalidArgumentError(f"tls_ca_file: cannot read {ca_file}")
         credentials = grpc.ssl_channel_credentials(root_certificates=ca, private_key=key, certificate_chain=cert)
         # The head's certificate names the role, not the host (auth/cluster_tls.h).
-        return grpc.secure_channel(self.address, credentials, options=[("grpc.ssl_target_name_override", "berth-head")])
+        return grpc.secure_channel(target, credentials,
+                                   options=options + [("grpc.ssl_target_name_override", "berth-head")])
 
     def _stub(self):
         from berth.v1 import head_pb2_grpc

@@ -2,9 +2,14 @@
 submit, wait, status, logs, stop, the head's errors as exceptions, and a
 user script's berth.train.report() reaching the head."""
 
+import json
+import os
+import signal
+import socket
 import subprocess
 import sys
 import textwrap
+import time
 
 import pytest
 
@@ -103,3 +108,55 @@ def test_the_heads_errors_are_exceptions(cluster):
 def test_an_unreachable_head_is_unavailable():
     with pytest.raises(berth.UnavailableError):
         berth.Client("127.0.0.1:1", timeout=1).jobs()
+
+
+def _free_port_pair() -> int:
+    """A port P with P and P+1 free now (`berth up --heads 2` takes both)."""
+    for _ in range(50):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        with socket.socket() as a, socket.socket() as b:
+            try:
+                a.bind(("127.0.0.1", port))
+                b.bind(("127.0.0.1", port + 1))
+            except OSError:
+                continue
+        return port
+    pytest.fail("no two free ports in a row")
+
+
+def test_the_client_follows_the_active_head(tmp_path):
+    """`berth up --heads 2`: a client given both heads (from cluster.json)
+    reaches the active one, and the standby once the active one is killed."""
+    env = dict(os.environ, BERTH_HOME=str(tmp_path))
+    berth_cli = os.path.join(os.environ["BERTH_BUILD_DIR"], "client", "berth")
+    port = _free_port_pair()
+    subprocess.run([berth_cli, "up", "--nodes", "1", "--gpus-per-node", "1", "--heads", "2", "--port",
+                    str(port)], env=env, check=True, stdout=subprocess.DEVNULL, timeout=120)
+    try:
+        with open(tmp_path / "local" / "cluster.json") as f:
+            state = json.load(f)
+        assert state["head_address"] == f"127.0.0.1:{port},127.0.0.1:{port + 1}"
+        client = berth.Client(state["head_address"], token_file=str(tmp_path / "local" / "token"),
+                              tls_ca_file=str(tmp_path / "local" / "tls" / "ca.crt"),
+                              tls_cert_file=str(tmp_path / "local" / "tls" / "client.crt"),
+                              tls_key_file=str(tmp_path / "local" / "tls" / "client.key"), timeout=5)
+        assert client.jobs() == []
+        active = next(p for p in state["processes"] if p["name"] == "head")
+        # Only the head this cluster started: its executable and its port.
+        with open(f"/proc/{active['pid']}/cmdline", "rb") as f:
+            cmdline = f.read().split(b"\0")
+        assert os.path.basename(cmdline[0]) == b"berth-head" and f"127.0.0.1:{port}".encode() in cmdline
+        os.kill(active["pid"], signal.SIGKILL)
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                assert client.jobs() == []
+                break
+            except berth.UnavailableError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.1)
+    finally:
+        subprocess.run([berth_cli, "down"], env=env, stdout=subprocess.DEVNULL, timeout=120)

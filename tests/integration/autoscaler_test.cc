@@ -53,7 +53,13 @@ class AutoscalerTest : public ::testing::Test {
         if (f.path().extension() != ".pid") continue;
         std::ifstream in(f.path());
         pid_t pid = 0;
-        if (in >> pid && pid > 0) kill(pid, SIGKILL);
+        // Only a raylet still running under that pid, not whatever got it since.
+        std::error_code error;
+        if (in >> pid && pid > 0 &&
+            std::filesystem::read_symlink("/proc/" + std::to_string(pid) + "/exe", error) ==
+                std::filesystem::canonical(BERTH_RAYLET_BIN, error)) {
+          kill(pid, SIGKILL);
+        }
       }
     }
   }

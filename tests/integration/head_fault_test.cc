@@ -7,6 +7,9 @@
 #include <algorithm>
 #include <thread>
 
+#include "auth/head_epoch.h"
+#include "grpcpp/create_channel.h"
+#include "grpcpp/security/credentials.h"
 #include "tests/integration/train_job_fixture.h"
 
 namespace berth::testing {
@@ -66,7 +69,7 @@ TEST_F(HeadFaultTest, ANodeThatDiesWhileTheHeadIsPausedIsStillDeclared) {
   EXPECT_EQ(states["n0"], v1::NODE_STATE_ALIVE);
 }
 
-TEST_F(HeadFaultTest, ASecondHeadOnTheSamePortOrStateRefusesToServeAndSaysWhoHasIt) {
+TEST_F(HeadFaultTest, ASecondHeadOnThePortExitsAndOneOnTheStateOnlyStandsBy) {
   const std::string head_port = cluster_->head_address().substr(
       cluster_->head_address().rfind(':') + 1);
   {
@@ -86,15 +89,21 @@ TEST_F(HeadFaultTest, ASecondHeadOnTheSamePortOrStateRefusesToServeAndSaysWhoHas
                                " (berth-head)"));
   }
   {
-    // Same state directory, another port: the state is held.
-    ChildProcess second(cluster_->HeadCommand("127.0.0.1:0", cluster_->dir() + "/second.port"),
+    // Same state directory, another port: the state is held, so it only
+    // stands by, answering every call UNAVAILABLE with the holder's name.
+    const std::string port_file = cluster_->dir() + "/second.port";
+    ChildProcess second(cluster_->HeadCommand("127.0.0.1:0", port_file),
                         cluster_->dir() + "/second-state.log");
-    const std::optional<int> status = second.WaitFor(seconds(10));
-    ASSERT_TRUE(status.has_value()) << "a second head serves on the first one's state";
-    EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 1) << *status;
-    const std::string log = ReadFileOrEmpty(cluster_->dir() + "/second-state.log");
-    EXPECT_THAT(log, HasSubstr("is held by another head (berth-head pid " +
-                               std::to_string(cluster_->head_pid()) + " serving "));
+    const std::string port = ReadPortFile(port_file, seconds(10));
+    ASSERT_FALSE(port.empty()) << ReadFileOrEmpty(cluster_->dir() + "/second-state.log");
+    auto alone = v1::NodeService::NewStub(
+        grpc::CreateChannel("127.0.0.1:" + port, grpc::InsecureChannelCredentials()));
+    v1::ListNodesResponse listed;
+    const grpc::Status s = alone->ListNodes(Context().get(), {}, &listed);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAVAILABLE);
+    EXPECT_THAT(s.error_message(), HasSubstr("is held by another head (berth-head pid " +
+                                             std::to_string(cluster_->head_pid()) + " serving " +
+                                             cluster_->head_address() + ")"));
   }
   // The first head serves on, every call answered by it.
   for (int i = 0; i < 20; ++i) EXPECT_EQ(Nodes(*cluster_).size(), 2u);
@@ -120,6 +129,76 @@ TEST_F(HeadFaultTest, AJobThatEndsWhileItsHeadIsDownShowsItsLastStepAndCheckpoin
   EXPECT_EQ(done.failures(), 0u);
   EXPECT_EQ(done.last_step(), 20u);
   EXPECT_EQ(done.latest_checkpoint(), id + "/step-20");
+}
+
+// A head and its standby on one state directory; the raylets and the stubs
+// know both addresses.
+class FailoverTest : public TrainJobTest {
+ protected:
+  void SetUp() override {
+    cluster_ = std::make_unique<LocalCluster>();
+    cluster_->AddStandbyHead();
+    cluster_->AddRaylet({"n0", 2, "A10G", 8, "32Gi"});
+    cluster_->AddRaylet({"n1", 2, "A10G", 8, "32Gi"});
+  }
+
+  v1::HeadInfo ActiveHead() {
+    v1::GetClusterStatusResponse status;
+    grpc::Status s = cluster_->cluster().GetClusterStatus(Context(milliseconds(500)).get(), {}, &status);
+    return s.ok() ? status.head() : v1::HeadInfo();
+  }
+};
+
+TEST_F(FailoverTest, AStandbyAnswersEveryCallUnavailableNamingTheActiveHead) {
+  const std::string addresses = cluster_->head_address();
+  const std::string active = addresses.substr(0, addresses.find(','));
+  const std::string standby = addresses.substr(addresses.find(',') + 1);
+  EXPECT_EQ(ActiveHead().address(), active);
+  EXPECT_EQ(ActiveHead().epoch(), 1u);
+  auto alone = v1::ClusterService::NewStub(
+      grpc::CreateChannel(standby, grpc::InsecureChannelCredentials()));
+  v1::GetClusterStatusResponse status;
+  grpc::Status s = alone->GetClusterStatus(Context().get(), {}, &status);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAVAILABLE);
+  EXPECT_THAT(s.error_message(), HasSubstr("this head is a standby"));
+  EXPECT_THAT(s.error_message(), HasSubstr("serving " + active));
+}
+
+TEST_F(FailoverTest, AStandbyTakesOverAndARunningJobGoesOnAtItsAttempt) {
+  v1::TrainJobSpec spec = GpuJob(4);
+  spec.mutable_failure_config()->set_max_failures(0);
+  SetCommand(&spec, {"/bin/sh", "-c", "sleep 8"});
+  const std::string id = Submit(spec);
+  ASSERT_TRUE(
+      WaitUntil([&] { return Get(id).state() == v1::TRAIN_JOB_STATE_RUNNING; }, seconds(15)));
+
+  cluster_->KillHead(SIGKILL);
+  const auto killed = std::chrono::steady_clock::now();
+  ASSERT_TRUE(WaitUntil([&] { return ActiveHead().epoch() == 2; }, seconds(10)))
+      << "no head answered as the new active one";
+  const auto answered = std::chrono::steady_clock::now();
+  EXPECT_LT(answered - killed, seconds(10));
+  const std::string addresses = cluster_->head_address();
+  EXPECT_EQ(ActiveHead().address(), addresses.substr(addresses.find(',') + 1));
+
+  const v1::TrainJobInfo done = WaitDone(id, seconds(60));
+  EXPECT_EQ(done.state(), v1::TRAIN_JOB_STATE_SUCCEEDED) << done.message();
+  EXPECT_EQ(done.attempt(), 0u);
+  EXPECT_EQ(done.failures(), 0u);
+  for (const v1::NodeInfo& node : Nodes(*cluster_)) EXPECT_EQ(node.state(), v1::NODE_STATE_ALIVE);
+
+  // The raylets follow the new head: a call of the old epoch is refused.
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        grpc::ClientContext context;
+        context.set_deadline(std::chrono::system_clock::now() + seconds(2));
+        AttachHeadEpoch(&context, 1);
+        v1::ListWorkersResponse workers;
+        grpc::Status s = cluster_->raylet("n0").ListWorkers(&context, {}, &workers);
+        return s.error_code() == grpc::StatusCode::FAILED_PRECONDITION &&
+               s.error_message().find("a newer head (epoch 2)") != std::string::npos;
+      },
+      seconds(5)));
 }
 
 }  // namespace

@@ -24,7 +24,6 @@
 #include "grpcpp/grpcpp.h"
 
 namespace berth::testing {
-namespace {
 
 std::string ReadPortFile(const std::string& path, std::chrono::milliseconds timeout) {
   std::string port;
@@ -38,11 +37,14 @@ std::string ReadPortFile(const std::string& path, std::chrono::milliseconds time
   return port;
 }
 
+namespace {
+
 // A channel to a server of `role`; over TLS with our certificate of
 // `as` when the cluster has TLS (`tls_dir` not empty).
 std::shared_ptr<grpc::Channel> Channel(const std::string& address, const std::string& tls_dir,
                                        TlsRole role, TlsRole as) {
-  if (tls_dir.empty()) return grpc::CreateChannel(address, grpc::InsecureChannelCredentials());
+  // MakeChannel: an address list reaches whichever head is active.
+  if (tls_dir.empty()) return TlsConfig{}.MakeChannel(address, role);
   absl::StatusOr<TlsConfig> tls = LoadTlsConfig(ClusterTlsFiles(tls_dir, as), true);
   if (!tls.ok()) throw std::runtime_error(std::string(tls.status().message()));
   return tls->MakeChannel(address, role);
@@ -213,6 +215,10 @@ void LocalCluster::StartHead(const std::string& listen) {
   const std::string port = ReadPortFile(port_file, std::chrono::seconds(10));
   if (port.empty()) throw std::runtime_error("berth-head did not start; see " + dir_ + "/head.log");
   head_address_ = head_host_ + ":" + port;
+  ConnectStubs();
+}
+
+void LocalCluster::ConnectStubs() {
   auto channel =
       Channel(head_address_, with_tls_ ? tls_dir() : "", TlsRole::kHead, TlsRole::kClient);
   nodes_ = v1::NodeService::NewStub(channel);
@@ -220,6 +226,22 @@ void LocalCluster::StartHead(const std::string& listen) {
   cluster_ = v1::ClusterService::NewStub(channel);
   jobs_ = v1::TrainJobService::NewStub(channel);
   queues_ = v1::QueueService::NewStub(channel);
+}
+
+void LocalCluster::AddStandbyHead() {
+  const std::string port_file = dir_ + "/standby.port";
+  standby_ = std::make_unique<ChildProcess>(HeadCommand(head_host_ + ":0", port_file),
+                                            dir_ + "/standby.log");
+  const std::string port = ReadPortFile(port_file, std::chrono::seconds(10));
+  if (port.empty()) throw std::runtime_error("the standby did not start; see " + dir_ + "/standby.log");
+  head_address_ += "," + head_host_ + ":" + port;
+  ConnectStubs();
+}
+
+void LocalCluster::KillHead(int signal) {
+  head_->Signal(signal);
+  head_->Wait();
+  head_.reset();
 }
 
 std::vector<std::string> LocalCluster::HeadCommand(const std::string& listen,
@@ -275,6 +297,7 @@ LocalCluster::~LocalCluster() {
   }
   raylets_.clear();
   head_.reset();
+  standby_.reset();
   if (getenv("BERTH_KEEP_TEST_DIRS") == nullptr) {
     std::system(("rm -rf '" + dir_ + "'").c_str());
   }

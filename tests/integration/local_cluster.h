@@ -79,6 +79,13 @@ class LocalCluster {
   // Stops the head with `signal` (e.g. SIGKILL) and, `down_for` later,
   // starts a new one on the same address with the same state directory.
   void RestartHead(int signal, std::chrono::milliseconds down_for = std::chrono::milliseconds(0));
+  // Starts a second head on the same state: a standby that takes over when
+  // the first one dies. Before AddRaylet: the raylets, and the stubs here,
+  // are given both addresses and follow whichever head is active.
+  void AddStandbyHead();
+  pid_t standby_pid() const { return standby_ ? standby_->pid() : -1; }
+  // Stops the first head with `signal` for good (the standby takes over).
+  void KillHead(int signal);
   // The head's own command line (a second head started beside it gets the
   // same flags).
   std::vector<std::string> HeadCommand(const std::string& listen,
@@ -93,6 +100,7 @@ class LocalCluster {
   v1::QueueService::Stub& queues() { return *queues_; }
   v1::RayletService::Stub& raylet(const std::string& node_id);
   std::string raylet_address(const std::string& node_id) const;
+  // The head's address, or both heads' (AddStandbyHead).
   const std::string& head_address() const { return head_address_; }
   pid_t head_pid() const { return head_ ? head_->pid() : -1; }
   const std::string& dir() const { return dir_; }
@@ -118,6 +126,7 @@ class LocalCluster {
   };
   void StartRaylet(Raylet& r);
   void StartHead(const std::string& listen);
+  void ConnectStubs();  // to head_address_
 
   int heartbeat_ms_;
   std::vector<std::string> extra_head_flags_;
@@ -126,6 +135,7 @@ class LocalCluster {
   bool with_tls_;
   std::string dir_;
   std::unique_ptr<ChildProcess> head_;
+  std::unique_ptr<ChildProcess> standby_;
   std::string head_address_;
   std::unique_ptr<v1::NodeService::Stub> nodes_;
   std::unique_ptr<v1::PlacementGroupService::Stub> groups_;
@@ -134,6 +144,10 @@ class LocalCluster {
   std::unique_ptr<v1::QueueService::Stub> queues_;
   std::vector<std::unique_ptr<Raylet>> raylets_;
 };
+
+// The port a daemon wrote to its --port-file, once it is there whole; ""
+// after `timeout`.
+std::string ReadPortFile(const std::string& path, std::chrono::milliseconds timeout);
 
 // A client context with a deadline `timeout` from now.
 std::unique_ptr<grpc::ClientContext> Context(
