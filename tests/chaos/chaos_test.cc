@@ -1,7 +1,8 @@
 // Chaos: real head and raylets under a churn of placement group creates and
 // removes and of train jobs (two long ones, and short ones submitted all
-// along), while raylets and the head are killed with SIGKILL and restarted.
-// Afterwards the invariants must hold:
+// along), while raylets and the head are killed with SIGKILL and restarted
+// and the head is paused (SIGSTOP) past the liveness timeout. Throughout, a
+// head pause declares no node DEAD; afterwards the invariants must hold:
 //   - no live group lost (every group created and not removed is known,
 //     and settles back to CREATED once capacity returns);
 //   - no GPU instance held twice;
@@ -298,6 +299,37 @@ class ChaosTest : public ::testing::Test {
     return info.job();
   }
 
+  // Once every node is ALIVE, stops the head (SIGSTOP) for one and a half
+  // liveness timeouts, then watches for two more: a node declared DEAD then
+  // was blamed for the head's absence. Returns the violations.
+  int PauseHead() {
+    auto all_alive = [&] {
+      v1::ListNodesResponse nodes;
+      if (!cluster_.nodes().ListNodes(Context().get(), {}, &nodes).ok()) return false;
+      int alive = 0;
+      for (const v1::NodeInfo& n : nodes.nodes()) alive += n.state() == v1::NODE_STATE_ALIVE;
+      return alive == kNodes;
+    };
+    if (!WaitUntil(all_alive, seconds(30))) return 0;  // the books check catches a node for good
+    kill(cluster_.head_pid(), SIGSTOP);
+    std::this_thread::sleep_for(cluster_.liveness_timeout() * 3 / 2);
+    kill(cluster_.head_pid(), SIGCONT);
+    const auto until = std::chrono::steady_clock::now() + 2 * cluster_.liveness_timeout();
+    while (std::chrono::steady_clock::now() < until) {
+      v1::ListNodesResponse nodes;
+      if (cluster_.nodes().ListNodes(Context().get(), {}, &nodes).ok()) {
+        for (const v1::NodeInfo& n : nodes.nodes()) {
+          if (n.state() == v1::NODE_STATE_ALIVE) continue;
+          std::fprintf(stderr, "chaos: VIOLATION: node %s is %s after a head pause\n",
+                       n.node_id().c_str(), v1::NodeState_Name(n.state()).c_str());
+          return 1;
+        }
+      }
+      std::this_thread::sleep_for(milliseconds(100));
+    }
+    return 0;
+  }
+
   LocalCluster cluster_{100};
   int probes_ = 0;
 };
@@ -318,7 +350,8 @@ TEST_F(ChaosTest, ChurnWithKilledRayletsAndHeadsKeepsTheBooksExact) {
   }
 
   std::set<std::string> live;
-  int created = 0, removed = 0, head_kills = 0, raylet_kills = 0;
+  int created = 0, removed = 0, head_kills = 0, raylet_kills = 0, head_pauses = 0;
+  int violations = 0;
   for (int op = 0; op < operations; ++op) {
     if (op % kShortJobEvery == 50) {
       short_jobs.push_back(SubmitJob("chaos-short-" + std::to_string(op), "sleep 2"));
@@ -327,6 +360,9 @@ TEST_F(ChaosTest, ChurnWithKilledRayletsAndHeadsKeepsTheBooksExact) {
     if (op % 200 == 100) {
       cluster_.RestartHead(SIGKILL);
       ++head_kills;
+    } else if (op % 200 == 150) {
+      violations += PauseHead();
+      ++head_pauses;
     } else if (op % 200 == 0 && op > 0) {
       const int node = static_cast<int>(rng() % kNodes);
       cluster_.KillRaylet(NodeId(node), SIGKILL);
@@ -352,7 +388,6 @@ TEST_F(ChaosTest, ChurnWithKilledRayletsAndHeadsKeepsTheBooksExact) {
     live.erase(live.begin());
     ++removed;
   }
-  int violations = 0;
   bool settled = WaitUntil([&] { return CheckBooks(live, true, false) == 0; }, seconds(30));
   violations += CheckBooks(live, true);
   int processes_checked = 0;
@@ -439,12 +474,13 @@ TEST_F(ChaosTest, ChurnWithKilledRayletsAndHeadsKeepsTheBooksExact) {
   }
   violations += CheckBooks({}, false);
   std::printf(
-      "chaos: seed %u, %d operations, %d groups created, %d removed, %d head kills, %d raylet "
-      "kills, "
+      "chaos: seed %u, %d operations, %d groups created, %d removed, %d head kills, %d head "
+      "pauses, %d raylet kills, "
       "%zu train jobs (%d succeeded, %d stopped, %d restarts), %d job processes checked, "
       "settled=%s, "
       "violations=%d\n",
-      seed, operations, created, removed, head_kills, raylet_kills, all_jobs.size(), succeeded,
+      seed, operations, created, removed, head_kills, head_pauses, raylet_kills, all_jobs.size(),
+      succeeded,
       stopped_jobs, restarts, processes_checked, settled ? "yes" : "no", violations);
   EXPECT_EQ(violations, 0);
 }
