@@ -167,11 +167,12 @@ int Fail(const absl::Status& status) {
 
 int Run(const Flags& flags) {
   // One head, or the active head and its standbys (common/head_addresses.h).
-  for (const std::string& address : SplitHeadAddresses(flags.head)) {
+  const std::vector<std::string> heads = SplitHeadAddresses(flags.head);
+  if (heads.empty()) return Fail(absl::InvalidArgumentError("--head: empty"));
+  for (const std::string& address : heads) {
     if (absl::StatusOr<HostPort> head = ParseHostPort(address, "--head"); !head.ok())
       return Fail(head.status());
   }
-  if (SplitHeadAddresses(flags.head).empty()) return Fail(absl::InvalidArgumentError("--head: empty"));
   absl::StatusOr<HostPort> listen = ParseHostPort(flags.listen, "--listen");
   if (!listen.ok()) return Fail(listen.status());
   // Known before the server starts: the default node id and log dir need it.

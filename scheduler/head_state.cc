@@ -57,6 +57,7 @@ void HeadState::StandBy(std::string why) {
 void HeadState::BecomeActive(v1::HeadInfo head) {
   absl::MutexLock lock(&role_mu_);
   not_serving_.reset();
+  epoch_.store(head.epoch());
   head_ = std::move(head);
 }
 

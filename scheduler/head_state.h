@@ -152,11 +152,14 @@ class HeadState {
   // OK while active; the standby's UNAVAILABLE otherwise.
   grpc::Status Serving() const ABSL_LOCKS_EXCLUDED(role_mu_);
   v1::HeadInfo head() const ABSL_LOCKS_EXCLUDED(role_mu_);
+  // head().epoch() without the copy: read on every heartbeat.
+  uint64_t epoch() const { return epoch_.load(); }
 
  private:
   mutable absl::Mutex role_mu_;
   std::optional<std::string> not_serving_ ABSL_GUARDED_BY(role_mu_);  // why
   v1::HeadInfo head_ ABSL_GUARDED_BY(role_mu_);
+  std::atomic<uint64_t> epoch_{0};
 };
 
 }  // namespace berth

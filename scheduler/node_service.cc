@@ -50,7 +50,7 @@ grpc::Status NodeServiceImpl::RegisterNode(grpc::ServerContext* context,
   state_->kick = true;
   response->set_accepted(true);
   response->set_heartbeat_interval_ms(static_cast<uint32_t>(state_->nodes.heartbeat_period_ms()));
-  response->set_head_epoch(state_->head().epoch());
+  response->set_head_epoch(state_->epoch());
   for (v1::HeldBundle& h : held) *response->add_held_bundles() = std::move(h);
   lock.Release();
   state_->TellJobs(lost.groups);
@@ -66,7 +66,7 @@ grpc::Status NodeServiceImpl::Heartbeat(grpc::ServerContext* context,
   absl::ReleasableMutexLock lock(&state_->mu);
   const bool known = state_->nodes.Heartbeat(*request, HeadNowMs());
   response->set_ack(known);
-  response->set_head_epoch(state_->head().epoch());
+  response->set_head_epoch(state_->epoch());
   response->set_reregister_required(!known);
   if (!known) return grpc::Status::OK;
   std::optional<NodeIndex> index = state_->table.FindNode(request->node_id());
