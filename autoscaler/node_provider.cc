@@ -1,6 +1,5 @@
 #include "autoscaler/node_provider.h"
 
-#include <curl/curl.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
@@ -14,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
+#include "common/http_client.h"
 
 extern char** environ;
 
@@ -130,8 +130,6 @@ absl::StatusOr<std::unique_ptr<KubernetesProvider>> KubernetesProvider::Create(
     const std::string h = host;
     api = absl::StrCat("https://", h.find(':') != std::string::npos ? "[" + h + "]" : h, ":", port);
   }
-  static const bool curl_ready = curl_global_init(CURL_GLOBAL_DEFAULT) == CURLE_OK;
-  if (!curl_ready) return absl::InternalError("libcurl failed to initialise");
   return std::unique_ptr<KubernetesProvider>(
       new KubernetesProvider(config, std::string(absl::StripSuffix(api, "/")), timeout));
 }
@@ -166,41 +164,19 @@ absl::Status KubernetesProvider::Patch(const std::string& path, const std::strin
     return absl::FailedPreconditionError(
         absl::StrCat("provider.token_file ", config_.token_file, ": empty or unreadable"));
 
-  CURL* curl = curl_easy_init();
-  if (curl == nullptr) return absl::InternalError("curl_easy_init failed");
-  std::string response;
-  const std::string url = api_server_ + path;
-  curl_slist* headers = nullptr;
-  headers = curl_slist_append(headers, ("Authorization: Bearer " + bearer).c_str());
-  headers = curl_slist_append(headers, "Content-Type: application/merge-patch+json");
-  headers = curl_slist_append(headers, "Accept: application/json");
-  curl_easy_setopt(curl, CURLOPT_URL, url.c_str());
-  curl_easy_setopt(curl, CURLOPT_CUSTOMREQUEST, "PATCH");
-  curl_easy_setopt(curl, CURLOPT_POSTFIELDS, body.c_str());
-  curl_easy_setopt(curl, CURLOPT_POSTFIELDSIZE, static_cast<long>(body.size()));
-  curl_easy_setopt(curl, CURLOPT_HTTPHEADER, headers);
-  curl_easy_setopt(curl, CURLOPT_TIMEOUT_MS,
-                   static_cast<long>(absl::ToInt64Milliseconds(timeout_)));
-  curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
-  if (!config_.ca_file.empty() && access(config_.ca_file.c_str(), R_OK) == 0) {
-    curl_easy_setopt(curl, CURLOPT_CAINFO, config_.ca_file.c_str());
-  }
-  curl_easy_setopt(
-      curl, CURLOPT_WRITEFUNCTION, +[](char* data, size_t size, size_t n, void* out) {
-        static_cast<std::string*>(out)->append(data, size * n);
-        return size * n;
-      });
-  curl_easy_setopt(curl, CURLOPT_WRITEDATA, &response);
-  const CURLcode code = curl_easy_perform(curl);
-  long http = 0;
-  curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &http);
-  curl_slist_free_all(headers);
-  curl_easy_cleanup(curl);
-  if (code != CURLE_OK)
-    return absl::UnavailableError(absl::StrCat("PATCH ", url, ": ", curl_easy_strerror(code)));
-  if (http < 200 || http >= 300) {
-    return absl::UnavailableError(
-        absl::StrCat("PATCH ", url, ": HTTP ", http, ": ", Tail(response)));
+  HttpRequest request;
+  request.method = "PATCH";
+  request.url = api_server_ + path;
+  request.body = body;
+  request.headers = {"Authorization: Bearer " + bearer,
+                     "Content-Type: application/merge-patch+json", "Accept: application/json"};
+  request.timeout = timeout_;
+  request.ca_file = config_.ca_file;
+  absl::StatusOr<HttpResponse> response = HttpCall(request);
+  if (!response.ok()) return response.status();
+  if (response->status < 200 || response->status >= 300) {
+    return absl::UnavailableError(absl::StrCat("PATCH ", request.url, ": HTTP ", response->status,
+                                               ": ", Tail(response->body)));
   }
   return absl::OkStatus();
 }

@@ -73,7 +73,7 @@ absl::StatusOr<std::string> FindBinary(const std::string& binary, const std::str
 
 // A process this machine runs for the cluster.
 struct LocalProcess {
-  std::string role;  // "head" or "raylet"
+  std::string role;  // "head", "raylet" or "etcd"
   std::string name;  // "head" or the node id
   pid_t pid = 0;
   std::string binary;  // absolute path; guards against a reused pid

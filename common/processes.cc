@@ -1,8 +1,11 @@
 #include "common/processes.h"
 
 #include <dirent.h>
+#include <fcntl.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <cstring>
 #include <fstream>
 #include <sstream>
 #include <vector>
@@ -12,6 +15,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "common/files.h"
+#include "common/log.h"
 
 namespace berth {
 namespace {
@@ -90,7 +94,8 @@ std::string ListenerOfPort(int port) {
       if (n <= 0) continue;
       target[n] = '\0';
       for (const std::string& w : wanted) {
-        if (w == target) found = absl::StrCat("pid ", entry->d_name, " (", CommandName(entry->d_name), ")");
+        if (w == target)
+          found = absl::StrCat("pid ", entry->d_name, " (", CommandName(entry->d_name), ")");
       }
       if (!found.empty()) break;
     }
@@ -99,6 +104,26 @@ std::string ListenerOfPort(int port) {
   }
   closedir(proc);
   return found;
+}
+
+void ExecAgain(const std::vector<std::string>& command_line) {
+  // Descriptors opened without O_CLOEXEC (by libraries) would outlive the exec.
+  if (DIR* fds = opendir("/proc/self/fd")) {
+    const int own = dirfd(fds);
+    while (dirent* entry = readdir(fds)) {
+      int fd = -1;
+      if (absl::SimpleAtoi(entry->d_name, &fd) && fd > 2 && fd != own) {
+        fcntl(fd, F_SETFD, fcntl(fd, F_GETFD) | FD_CLOEXEC);
+      }
+    }
+    closedir(fds);
+  }
+  std::vector<char*> argv;
+  for (const std::string& arg : command_line) argv.push_back(const_cast<char*>(arg.c_str()));
+  argv.push_back(nullptr);
+  execv("/proc/self/exe", argv.data());
+  LogError("cannot start again: exec /proc/self/exe: ", std::strerror(errno));
+  _exit(1);
 }
 
 }  // namespace berth

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace berth {
 
@@ -26,6 +27,13 @@ bool SameProcess(pid_t pid, uint64_t start_ticks);
 // "pid 1234 (berth-head)", or "" when none is found (or /proc does not
 // show it, e.g. another user's process).
 std::string ListenerOfPort(int port);
+
+// Replaces this process with a fresh run of its own executable
+// (/proc/self/exe) and `command_line` (argv, argv[0] included): same pid,
+// same start time, every file descriptor but 0-2 closed (a listening
+// socket is free for the new run). Returns only if exec fails, then ends
+// the process (exit code 1): it must not go on as it was.
+[[noreturn]] void ExecAgain(const std::vector<std::string>& command_line);
 
 }  // namespace berth
 

@@ -11,12 +11,14 @@
 #include <csignal>
 #include <cstdio>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "CLI/CLI.hpp"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
@@ -58,6 +60,7 @@ struct ServeOptions {
   std::string heads;
   std::string metrics_listen;
   std::string metrics_port_file;
+  std::vector<std::string> command_line;  // to start again as a standby
 };
 
 // Serves on `listen`, refusing a port another process listens on (gRPC sets
@@ -109,6 +112,42 @@ absl::StatusOr<std::unique_ptr<berth::MetricsServer>> StartMetrics(
   return metrics;
 }
 
+// A standby's wait: polls `claim` (a lock released by a kill -9, a lapsed
+// lease, is taken within the interval), then `become_active`. False when
+// stopped first or when taking over failed (logged).
+bool TakeOver(const std::function<absl::Status()>& claim,
+              const std::function<absl::Status()>& become_active,
+              const std::atomic<bool>& stopping) {
+  while (!stopping.load()) {
+    const absl::Status s = claim();
+    if (s.ok()) break;
+    if (!absl::IsFailedPrecondition(s)) berth::LogWarning(s.message());
+    absl::SleepFor(absl::Milliseconds(100));
+  }
+  if (stopping.load()) return false;
+  berth::LogInfo("the active head let go of the state store: taking over");
+  if (absl::Status s = become_active(); !s.ok()) {
+    berth::LogError(s.message());
+    return false;
+  }
+  return true;
+}
+
+// An active head's claim, renewed until `stopping`. Once it is lost,
+// another head may be active: this one must not act. It starts again, the
+// same command, and stands by (its raylets already refuse its epoch, its
+// writes are fenced).
+void KeepClaim(berth::StateStore& store, const std::atomic<bool>& stopping,
+               const std::vector<std::string>& command_line) {
+  while (!stopping.load()) {
+    if (absl::Status s = store.Keep(); !s.ok()) {
+      berth::LogError(s.message(), "; stepping down: this head starts again as a standby");
+      berth::ExecAgain(command_line);
+    }
+    absl::SleepFor(absl::Milliseconds(100));
+  }
+}
+
 // Runs the head until SIGINT or SIGTERM: active if it can claim `store`
 // (StateStore::Claim), else a standby that answers every call UNAVAILABLE
 // naming the active head, reports NOT_SERVING to gRPC health checks (so
@@ -136,7 +175,8 @@ int Serve(ServeOptions serve, berth::HeadConfig config, std::unique_ptr<berth::S
   std::unique_ptr<grpc::Server> server = Listen(serve.listen, config, head, &port);
   if (!server) return 1;
   if (serve.advertise_address.empty()) {
-    serve.advertise_address = absl::StrCat(serve.listen.substr(0, serve.listen.rfind(':')), ":", port);
+    serve.advertise_address =
+        absl::StrCat(serve.listen.substr(0, serve.listen.rfind(':')), ":", port);
   }
   // SERVING once active: clients given every head's address pick it by that.
   server->GetHealthCheckService()->SetServingStatus(false);
@@ -144,7 +184,8 @@ int Serve(ServeOptions serve, berth::HeadConfig config, std::unique_ptr<berth::S
   std::vector<std::shared_ptr<prometheus::Collectable>> collectables = head.MetricsCollectables();
   std::unique_ptr<berth::MetricsServer> metrics;
   auto become_active = [&]() -> absl::Status {
-    if (absl::Status s = claim(absl::StrCat("serving ", serve.advertise_address)); !s.ok()) return s;
+    if (absl::Status s = claim(absl::StrCat("serving ", serve.advertise_address)); !s.ok())
+      return s;
     if (absl::Status s = head.Restore(); !s.ok()) {
       return absl::Status(s.code(), absl::StrCat("cannot restore state: ", s.message()));
     }
@@ -173,23 +214,18 @@ int Serve(ServeOptions serve, berth::HeadConfig config, std::unique_ptr<berth::S
 
   std::atomic<bool> stopping{false};
   std::atomic<bool> failed{false};
-  std::thread takeover;
-  if (standby) {
-    takeover = std::thread([&] {
-      // Polled: a lock released by a kill -9 is taken within the interval.
-      while (!stopping.load()) {
-        const absl::Status s = claim(absl::StrCat("serving ", serve.advertise_address));
-        if (s.ok()) break;
-        if (!absl::IsFailedPrecondition(s)) berth::LogWarning(s.message());
-        absl::SleepFor(absl::Milliseconds(100));
-      }
-      if (stopping.load()) return;
-      berth::LogInfo("the active head let go of the state store: taking over");
-      if (absl::Status s = become_active(); !s.ok()) {
-        berth::LogError(s.message());
+  std::thread claim_keeper;
+  if (claimed != nullptr) {
+    claim_keeper = std::thread([&] {
+      const bool active =
+          !standby ||
+          TakeOver([&] { return claim(absl::StrCat("serving ", serve.advertise_address)); },
+                   become_active, stopping);
+      if (!active && !stopping.load()) {
         failed.store(true);
         kill(getpid(), SIGTERM);
       }
+      if (active) KeepClaim(*claimed, stopping, serve.command_line);
     });
   }
 
@@ -197,7 +233,7 @@ int Serve(ServeOptions serve, berth::HeadConfig config, std::unique_ptr<berth::S
   sigwait(&signals, &signal);
   berth::LogInfo("signal ", signal, ", shutting down");
   stopping.store(true);
-  if (takeover.joinable()) takeover.join();
+  if (claim_keeper.joinable()) claim_keeper.join();
   // No new RPCs first (handlers use the job controller), then stop the jobs
   // and loops.
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
@@ -205,6 +241,26 @@ int Serve(ServeOptions serve, berth::HeadConfig config, std::unique_ptr<berth::S
   collectables.clear();
   head.Stop();
   return failed.load() ? 1 : 0;
+}
+
+// The store of --state-dir or --state-store. A shared store (etcd, Redis)
+// that does not answer is tried again every second until it does or a
+// signal comes: a head that stepped down, or started while the store was
+// out, waits for it instead of leaving the cluster one head short.
+absl::StatusOr<std::unique_ptr<berth::StateStore>> OpenStore(const std::string& state_dir,
+                                                             const std::string& state_store,
+                                                             const sigset_t& signals) {
+  const bool shared =
+      absl::StartsWith(state_store, "etcd://") || absl::StartsWith(state_store, "redis://");
+  for (int tries = 0;; ++tries) {
+    absl::StatusOr<std::unique_ptr<berth::StateStore>> opened =
+        state_store.empty() ? berth::OpenStateStore(state_dir, "--state-dir")
+                            : berth::OpenStateStore(state_store, "--state-store");
+    if (opened.ok() || !shared || !absl::IsUnavailable(opened.status())) return opened;
+    if (tries % 10 == 0) berth::LogWarning(opened.status().message(), "; trying again");
+    const timespec second{1, 0};
+    if (sigtimedwait(&signals, nullptr, &second) > 0) return opened.status();
+  }
 }
 
 }  // namespace
@@ -334,13 +390,13 @@ int main(int argc, char** argv) {
   std::unique_ptr<berth::StateStore> store;
   if (!state_dir.empty() || !state_store.empty()) {
     absl::StatusOr<std::unique_ptr<berth::StateStore>> opened =
-        state_store.empty() ? berth::OpenStateStore(state_dir, "--state-dir")
-                            : berth::OpenStateStore(state_store, "--state-store");
+        OpenStore(state_dir, state_store, signals);
     if (!opened.ok()) {
       berth::LogError(opened.status().message());
       return 1;
     }
     store = *std::move(opened);
   }
+  serve.command_line.assign(argv, argv + argc);
   return Serve(serve, std::move(config), std::move(store), signals);
 }

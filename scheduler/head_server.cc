@@ -29,7 +29,10 @@ std::vector<grpc::Service*> HeadServer::services() {
 }
 
 absl::Status HeadServer::Restore() {
-  if (absl::Status s = AdvanceEpoch(); !s.ok()) return s;
+  // The next epoch first: from here on every write of an older head fails.
+  absl::StatusOr<uint64_t> epoch = state_.store().AdvanceEpoch();
+  if (!epoch.ok()) return epoch.status();
+  epoch_ = *epoch;
   absl::StatusOr<std::vector<StateStore::Record>> nodes, groups, jobs, queues, credentials,
       workload;
   std::string source;
@@ -144,19 +147,6 @@ absl::Status HeadServer::Restore() {
           " queue(s) from ", source);
   state_.kick = true;
   return absl::OkStatus();
-}
-
-absl::Status HeadServer::AdvanceEpoch() {
-  absl::StatusOr<std::vector<StateStore::Record>> meta = state_.store().Scan(HeadState::kMetaTable);
-  if (!meta.ok()) return meta.status();
-  uint64_t last = 0;
-  for (const auto& [key, value] : *meta) {
-    if (key == HeadState::kEpochKey && !absl::SimpleAtoi(value, &last)) {
-      return absl::DataLossError(absl::StrCat("state store: epoch '", value, "'"));
-    }
-  }
-  epoch_ = last + 1;
-  return state_.store().Put(HeadState::kMetaTable, HeadState::kEpochKey, absl::StrCat(epoch_));
 }
 
 void HeadServer::Start(const std::string& address, const std::string& heads) {

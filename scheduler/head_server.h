@@ -75,9 +75,6 @@ class HeadServer {
   ClusterServiceImpl cluster_service_;
   TrainJobServiceImpl train_job_service_;
   QueueServiceImpl queue_service_;
-  // Reads the last active head's epoch and writes this head's, the next.
-  absl::Status AdvanceEpoch();
-
   std::vector<v1::TrainJobRecord> restored_jobs_;  // from Restore() to Start()
   uint64_t epoch_ = 0;                             // written by Restore()
   // Created by Start(); its jobs end first in Stop(), it is destroyed last.

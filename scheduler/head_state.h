@@ -83,8 +83,6 @@ class HeadState {
   static constexpr char kCredentialsTable[] = "credentials";  // digest -> team
   static constexpr char kWorkloadTable[] = "workload";        // one record, key kWorkloadKey
   static constexpr char kWorkloadKey[] = "window";
-  static constexpr char kMetaTable[] = "meta";  // the epoch, key kEpochKey
-  static constexpr char kEpochKey[] = "epoch";
 
   // `store` nullptr = in memory only.
   HeadState(HeadConfig config, std::unique_ptr<StateStore> store);

@@ -9,7 +9,7 @@ PACKAGES=(
   libabsl-dev prometheus-cpp-dev libgtest-dev libgmock-dev libbenchmark-dev
   libtorch-dev libgloo-dev
   libcli11-dev libyaml-cpp-dev nlohmann-json3-dev libcurl4-openssl-dev libssl-dev
-  prometheus yamllint libsqlite3-dev libhiredis-dev redis-server
+  prometheus yamllint libsqlite3-dev libhiredis-dev redis-server etcd-server etcd-client
   bazel-bootstrap bazel-rules-java
   clang libclang-rt-14-dev
   gnuplot-nox

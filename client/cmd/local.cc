@@ -18,6 +18,7 @@
 #include "client/cmd/command.h"
 #include "client/format.h"
 #include "client/local_cluster.h"
+#include "client/local_etcd.h"
 #include "common/files.h"
 #include "common/head_addresses.h"
 #include "common/processes.h"
@@ -93,11 +94,13 @@ std::string HeadStateDir(const Local& local) { return absl::StrCat(local.dir, "/
 
 // Starts a head named `name` listening on host:port (port 0 = any free
 // one) and returns its address once it serves (as the active head, or as a
-// standby of the head that holds the local state). `heads` is every head of
-// the cluster, for the trainers; empty = this one.
+// standby of the head that holds the state). `heads` is every head of the
+// cluster, for the trainers; empty = this one. `store`: the heads'
+// --state-store; empty = the local state folder.
 absl::StatusOr<std::string> StartHead(Local& local, LocalState& state, const std::string& host,
                                       int port, const std::string& name = "head",
-                                      const std::string& heads = "") {
+                                      const std::string& heads = "",
+                                      const std::string& store = "") {
   absl::StatusOr<std::string> head = local.Binary("berth-head", "scheduler");
   if (!head.ok()) return head.status();
   absl::StatusOr<std::string> worker = local.Binary("berth-worker", "worker");
@@ -119,24 +122,33 @@ absl::StatusOr<std::string> StartHead(Local& local, LocalState& state, const std
     if (host != "127.0.0.1" && host != "localhost") hosts.push_back(host);
     if (absl::Status s = CreateClusterCertificates(LocalTlsDir(), hosts); !s.ok()) return s;
   }
-  std::vector<std::string> flags = {"--listen",          absl::StrCat(host, ":", port),
-                                    "--port-file",       port_file,
-                                    "--worker-binary",   *worker,
-                                    "--checkpoint-root", absl::StrCat(local.dir, "/checkpoints"),
-                                    "--metrics-listen",  absl::StrCat(host, ":0"),
-                                    "--state-dir",       HeadStateDir(local),
-                                    "--token-file",      LocalTokenPath(),
-                                    "--tls-ca-file",     head_tls.ca_file,
-                                    "--tls-cert-file",   head_tls.cert_file,
-                                    "--tls-key-file",    head_tls.key_file};
+  std::vector<std::string> flags = {"--listen",
+                                    absl::StrCat(host, ":", port),
+                                    "--port-file",
+                                    port_file,
+                                    "--worker-binary",
+                                    *worker,
+                                    "--checkpoint-root",
+                                    absl::StrCat(local.dir, "/checkpoints"),
+                                    "--metrics-listen",
+                                    absl::StrCat(host, ":0"),
+                                    store.empty() ? "--state-dir" : "--state-store",
+                                    store.empty() ? HeadStateDir(local) : store,
+                                    "--token-file",
+                                    LocalTokenPath(),
+                                    "--tls-ca-file",
+                                    head_tls.ca_file,
+                                    "--tls-cert-file",
+                                    head_tls.cert_file,
+                                    "--tls-key-file",
+                                    head_tls.key_file};
   if (!heads.empty()) flags.insert(flags.end(), {"--heads", heads});
   absl::StatusOr<LocalProcess> process = local.Spawn(state, "head", name, *head, flags);
   if (!process.ok()) return process.status();
   absl::StatusOr<std::string> bound = WaitForPort(*process, port_file);
   if (!bound.ok()) return bound.status();
   const std::string address = absl::StrCat(host, ":", *bound);
-  state.head_address =
-      heads.empty() ? address : absl::StrJoin(SplitHeadAddresses(heads), ",");
+  state.head_address = heads.empty() ? address : absl::StrJoin(SplitHeadAddresses(heads), ",");
   if (absl::Status written = WriteStateFile(local.state_file, state); !written.ok()) return written;
   return address;
 }
@@ -210,16 +222,24 @@ absl::StatusOr<v1::ListNodesResponse> WaitForNodes(const LocalState& state,
   }
 }
 
+// Where `berth up --state-store etcd` keeps its members' data.
+std::string EtcdDataDir(const Local& local) { return absl::StrCat(local.dir, "/etcd"); }
+
 // Stops every process of `state`, raylets first so that they can still
-// report to the head, and removes the state file.
+// report to the head, then the heads, then the etcd members that keep the
+// heads' state, and removes the state file.
 void StopLocal(const Local& local, const LocalState& state) {
-  std::vector<LocalProcess> raylets, heads;
-  for (const LocalProcess& p : state.processes) (p.role == "head" ? heads : raylets).push_back(p);
+  std::vector<LocalProcess> raylets, heads, etcd;
+  for (const LocalProcess& p : state.processes) {
+    (p.role == "head" ? heads : p.role == "etcd" ? etcd : raylets).push_back(p);
+  }
   StopProcesses(raylets, kStopGrace);
   StopProcesses(heads, kStopGrace);
+  StopProcesses(etcd, kStopGrace);
   std::filesystem::remove(local.state_file);
   std::error_code ignored;
   std::filesystem::remove_all(HeadStateDir(local), ignored);
+  std::filesystem::remove_all(EtcdDataDir(local), ignored);
   std::filesystem::remove(LocalTokenPath(), ignored);
   std::filesystem::remove_all(LocalTlsDir(), ignored);
 }
@@ -233,7 +253,34 @@ struct UpFlags {
   std::string node_spec;
   int port = 6380;
   int heads = 1;
+  std::string state_store;
 };
+
+// Starts a 3-member etcd on loopback for the heads (`up --state-store
+// etcd`); the --state-store they are given.
+absl::StatusOr<std::string> StartLocalEtcd(Local& local, LocalState& state) {
+  const char* path = std::getenv("PATH");
+  absl::StatusOr<std::string> etcd = FindBinary("etcd", "", "", path == nullptr ? "" : path);
+  if (!etcd.ok()) {
+    return absl::FailedPreconditionError(
+        "--state-store etcd: needs etcd on PATH (Debian: apt install etcd-server)");
+  }
+  absl::StatusOr<std::vector<EtcdMember>> members = PlanLocalEtcd(EtcdDataDir(local), 3);
+  if (!members.ok()) return members.status();
+  std::vector<LocalProcess> started;
+  for (const EtcdMember& member : *members) {
+    absl::StatusOr<LocalProcess> process =
+        local.Spawn(state, "etcd", member.name, *etcd, member.flags);
+    if (!process.ok()) return process.status();
+    started.push_back(*process);
+  }
+  absl::Status healthy = WaitForEtcd(
+      *members,
+      [&](size_t i) { return IsRunning(started[i]) ? absl::OkStatus() : Exited(started[i]); },
+      kStartTimeout);
+  if (!healthy.ok()) return healthy;
+  return EtcdStoreUrl(*members);
+}
 
 int RunUp(const Globals& globals, const UpFlags& flags) {
   std::vector<NodeSpec> specs;
@@ -260,6 +307,7 @@ int RunUp(const Globals& globals, const UpFlags& flags) {
   state->log_dir = local.log_dir;
   std::error_code ignored;
   std::filesystem::remove_all(HeadStateDir(local), ignored);  // a new cluster
+  std::filesystem::remove_all(EtcdDataDir(local), ignored);
 
   // On any failure nothing is left running.
   auto fail = [&](const absl::Status& status) {
@@ -270,6 +318,12 @@ int RunUp(const Globals& globals, const UpFlags& flags) {
     return UsageError(absl::InvalidArgumentError(
         "--heads: needs a fixed --port (the heads take PORT, PORT+1, ...)"));
   }
+  std::string store = flags.state_store;
+  if (store == "etcd") {
+    absl::StatusOr<std::string> etcd = StartLocalEtcd(local, *state);
+    if (!etcd.ok()) return fail(etcd.status());
+    store = *etcd;
+  }
   // The first head is active; the others stand by on the same state and
   // take over when it is gone.
   std::vector<std::string> head_addresses;
@@ -279,7 +333,7 @@ int RunUp(const Globals& globals, const UpFlags& flags) {
   for (int i = 0; i < flags.heads; ++i) {
     absl::StatusOr<std::string> started =
         StartHead(local, *state, "127.0.0.1", flags.port == 0 ? 0 : flags.port + i,
-                  i == 0 ? "head" : absl::StrCat("head-", i + 1), heads);
+                  i == 0 ? "head" : absl::StrCat("head-", i + 1), heads, store);
     if (!started.ok()) return fail(started.status());
   }
   const std::string address = state->head_address;
@@ -498,6 +552,10 @@ void AddLocalCommands(CLI::App& app, Action* action) {
                    "that take over within a second when it dies")
       ->check(CLI::Range(1, 5))
       ->capture_default_str();
+  up_cmd->add_option("--state-store", up->state_store,
+                     "Where the heads keep their state: etcd (a 3-member etcd started here, as "
+                     "heads on several machines would use one), etcd://HOST:PORT,..., "
+                     "redis://HOST:PORT (default: a folder under BERTH_HOME)");
   OnChosenLocal(up_cmd, action, up, RunUp);
 
   OnChosenLocal(app.add_subcommand(
