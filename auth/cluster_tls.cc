@@ -155,10 +155,14 @@ std::shared_ptr<grpc::Channel> TlsConfig::MakeChannel(const std::string& address
     return grpc::CreateCustomChannel(address, ChannelCredentials(), args);
   }
   // A head and its standbys: calls go to the one whose health is SERVING
-  // (gRPC's client-side health checking needs round_robin).
+  // (gRPC's client-side health checking needs round_robin), and wait for
+  // one within their deadline: a call made during a failover reaches the
+  // new head as soon as it serves (waiting also keeps the channel reading
+  // the heads' health, which an idle channel checks only every few seconds).
   absl::StatusOr<std::string> target = HeadsTarget(address, "address");
   args.SetServiceConfigJSON(
-      R"({"loadBalancingConfig": [{"round_robin": {}}], "healthCheckConfig": {"serviceName": ""}})");
+      R"({"loadBalancingConfig": [{"round_robin": {}}], "healthCheckConfig": {"serviceName": ""},)"
+      R"( "methodConfig": [{"name": [{}], "waitForReady": true}]})");
   // An address that does not resolve makes a channel that fails its calls
   // with the reason, as a single bad address does.
   return grpc::CreateCustomChannel(target.ok() ? *target : address, ChannelCredentials(), args);

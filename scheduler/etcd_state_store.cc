@@ -37,6 +37,7 @@ class EtcdStateStore final : public StateStore {
   std::string Describe() const override { return url_; }
   absl::Status Claim(absl::string_view holder) override;
   absl::Status Keep() override;
+  bool ClaimUnexpired() const override { return lease_.Unexpired(); }
 
  private:
   EtcdStateStore(std::string url, std::vector<std::string> endpoints, std::string prefix,

@@ -133,6 +133,27 @@ bool TakeOver(const std::function<absl::Status()>& claim,
   return true;
 }
 
+// `command_line` with its --listen port set to `port`, the one bound now:
+// started again, the head serves where its clients know it (not on
+// another free port when it was given port 0).
+std::vector<std::string> ListeningAgainOn(std::vector<std::string> command_line, int port) {
+  for (size_t i = 1; i < command_line.size(); ++i) {
+    std::string& arg = command_line[i];
+    std::string* address = nullptr;
+    if ((arg == "--listen") && i + 1 < command_line.size()) {
+      address = &command_line[i + 1];
+    } else if (absl::StartsWith(arg, "--listen=")) {
+      address = &arg;
+    }
+    if (address != nullptr) {
+      *address = absl::StrCat(address->substr(0, address->rfind(':')), ":", port);
+      return command_line;
+    }
+  }
+  command_line.push_back(absl::StrCat("--listen=127.0.0.1:", port));  // the default host
+  return command_line;
+}
+
 // An active head's claim, renewed until `stopping`. Once it is lost,
 // another head may be active: this one must not act. It starts again, the
 // same command, and stands by (its raylets already refuse its epoch, its
@@ -225,7 +246,7 @@ int Serve(ServeOptions serve, berth::HeadConfig config, std::unique_ptr<berth::S
         failed.store(true);
         kill(getpid(), SIGTERM);
       }
-      if (active) KeepClaim(*claimed, stopping, serve.command_line);
+      if (active) KeepClaim(*claimed, stopping, ListeningAgainOn(serve.command_line, port));
     });
   }
 

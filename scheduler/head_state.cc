@@ -62,9 +62,15 @@ void HeadState::BecomeActive(v1::HeadInfo head) {
 }
 
 grpc::Status HeadState::Serving() const {
-  absl::MutexLock lock(&role_mu_);
-  if (!not_serving_) return grpc::Status::OK;
-  return grpc::Status(grpc::StatusCode::UNAVAILABLE, *not_serving_);
+  {
+    absl::MutexLock lock(&role_mu_);
+    if (not_serving_) return grpc::Status(grpc::StatusCode::UNAVAILABLE, *not_serving_);
+  }
+  if (!store_->ClaimUnexpired()) {
+    return grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                        "this head's lease on the state store lapsed: it is stepping down");
+  }
+  return grpc::Status::OK;
 }
 
 v1::HeadInfo HeadState::head() const {

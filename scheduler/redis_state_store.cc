@@ -76,6 +76,7 @@ class RedisStateStore final : public StateStore {
   absl::Status Apply(const std::vector<Write>& batch) override;
   absl::Status Claim(absl::string_view holder) override;
   absl::Status Keep() override;
+  bool ClaimUnexpired() const override { return lease_.Unexpired(); }
   absl::StatusOr<uint64_t> AdvanceEpoch() override;
   absl::StatusOr<std::vector<Record>> Scan(absl::string_view table) override {
     absl::StatusOr<std::vector<std::string>> flat = Command({"HGETALL", Hash(table)});

@@ -5,11 +5,12 @@
 //
 // Promises: a lease counts from when its last successful renewal was sent
 // (the store may have started its TTL any time after that), so held()
-// with !Lapsed() implies the store still holds it too. Not thread-safe: its
-// store calls it from one thread at a time (Claim, then Keep).
+// within the TTL implies the store still holds it too. Claim and Keep
+// update it from one thread at a time; Unexpired may be asked from any.
 #ifndef BERTH_SCHEDULER_STATE_LEASE_H_
 #define BERTH_SCHEDULER_STATE_LEASE_H_
 
+#include <atomic>
 #include <chrono>
 #include <string>
 
@@ -37,22 +38,31 @@ class Lease {
   explicit Lease(absl::Duration ttl) : ttl_(absl::ToChronoNanoseconds(ttl)) {}
 
   absl::Duration ttl() const { return absl::FromChrono(ttl_); }
-  bool held() const { return held_; }
+  bool held() const { return held_.load(); }
   // A renewal (or the claim) sent at `sent` succeeded.
   void Renewed(Clock::time_point sent) {
-    held_ = true;
-    renewed_ = sent;
+    renewed_.store(sent);
+    held_.store(true);
+    claimed_.store(true);
+  }
+  // False once a lease this process held may have lapsed (by its own
+  // clock, before Keep tells the store): an active head stops answering.
+  bool Unexpired(Clock::time_point now = Clock::now()) const {
+    return !claimed_.load() || (held_.load() && now - renewed_.load() < ttl_);
   }
   // A third of the TTL has passed since the last renewal.
-  bool RenewalDue(Clock::time_point now = Clock::now()) const { return now - renewed_ >= ttl_ / 3; }
+  bool RenewalDue(Clock::time_point now = Clock::now()) const {
+    return now - renewed_.load() >= ttl_ / 3;
+  }
   // ABORTED once the TTL has passed since the last renewal.
   absl::Status CheckNotLapsed(const std::string& store, Clock::time_point now = Clock::now()) {
-    if (now - renewed_ < ttl_) return absl::OkStatus();
-    held_ = false;
+    const Clock::duration since = now - renewed_.load();
+    if (since < ttl_) return absl::OkStatus();
+    held_.store(false);
     return absl::AbortedError(absl::StrCat(
         "state store ", store, ": this head's lease lapsed (not renewed for ",
         absl::FormatDuration(absl::Milliseconds(
-            std::chrono::duration_cast<std::chrono::milliseconds>(now - renewed_).count())),
+            std::chrono::duration_cast<std::chrono::milliseconds>(since).count())),
         ", TTL ", absl::FormatDuration(ttl()), "); another head may hold the store now"));
   }
   // A renewal got no answer: retried on the next Keep while time is left.
@@ -64,7 +74,7 @@ class Lease {
   }
   // The store says the lease or the claim is gone (another head holds it).
   absl::Status Lost(const std::string& store) {
-    held_ = false;
+    held_.store(false);
     return absl::AbortedError(absl::StrCat("state store ", store,
                                            ": this head's lease is gone; another head holds the "
                                            "store or will"));
@@ -72,8 +82,9 @@ class Lease {
 
  private:
   const Clock::duration ttl_;
-  bool held_ = false;
-  Clock::time_point renewed_{};
+  std::atomic<bool> held_{false};
+  std::atomic<bool> claimed_{false};  // held at some time
+  std::atomic<Clock::time_point> renewed_{Clock::time_point{}};
 };
 
 }  // namespace berth

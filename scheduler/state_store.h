@@ -68,6 +68,11 @@ class StateStore {
   // the lease's TTL, and another head may have taken over) and must stop
   // acting as its writer. SQLite and memory: always OK.
   virtual absl::Status Keep() { return absl::OkStatus(); }
+  // False from the moment a claimed lease may have lapsed, by this
+  // process's clock and without asking the store (Keep finds out at its
+  // next call): a head resumed after a pause stops answering as active at
+  // once. Cheap; thread-safe. SQLite and memory: always true.
+  virtual bool ClaimUnexpired() const { return true; }
   // Once claimed: the store's epoch + 1, written. From then on every write
   // commits only while this process still holds the store, checked in the
   // same transaction (SQLite: the store's epoch is still this one; etcd: the

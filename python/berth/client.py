@@ -177,8 +177,11 @@ def _heads_target(address: str):
         else:
             family, entry = "ipv4", f"{ip}:{port}"
         resolved.append(entry)
+    # Calls wait (within their timeout) for the head that serves: one made
+    # during a failover reaches the new head as soon as it is active.
     config = json.dumps({"loadBalancingConfig": [{"round_robin": {}}],
-                         "healthCheckConfig": {"serviceName": ""}})
+                         "healthCheckConfig": {"serviceName": ""},
+                         "methodConfig": [{"name": [{}], "waitForReady": True}]})
     return f"{family}:{','.join(resolved)}", [("grpc.service_config", config)]
 
 

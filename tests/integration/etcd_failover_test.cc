@@ -1,0 +1,195 @@
+// Heads on etcd under a running job, on real processes: a 3-member etcd
+// (the one `berth up --state-store etcd` starts), an active head and a
+// standby on it, two raylets. An etcd member's death, the etcd leader's,
+// the active head's kill -9, and each head paused in turn past its lease:
+// the job goes on at its first attempt through all of them, and at most one
+// head is active per epoch.
+#include <signal.h>
+
+#include <iostream>
+#include <thread>
+
+#include "client/local_etcd.h"
+#include "scheduler/etcd_client.h"
+#include "tests/integration/train_job_fixture.h"
+
+namespace berth::testing {
+namespace {
+
+// Three etcd members on loopback, killed with the test.
+class EtcdCluster {
+ public:
+  explicit EtcdCluster(const std::string& dir) : dir_(dir) {
+    absl::StatusOr<std::vector<EtcdMember>> plan = PlanLocalEtcd(dir + "/etcd", 3);
+    if (!plan.ok()) throw std::runtime_error(std::string(plan.status().message()));
+    members_ = *std::move(plan);
+    processes_.resize(members_.size());
+    for (size_t i = 0; i < members_.size(); ++i) Start(i);
+    absl::Status healthy = WaitForEtcd(
+        members_, [](size_t) { return absl::OkStatus(); }, absl::Seconds(30));
+    if (!healthy.ok()) throw std::runtime_error(std::string(healthy.message()));
+  }
+
+  std::string url() const { return EtcdStoreUrl(members_); }
+  size_t size() const { return members_.size(); }
+  void Kill(size_t i) { processes_[i].reset(); }  // SIGKILL, reaped
+  // Starts a killed member again on its data: it rejoins the cluster.
+  void Start(size_t i) {
+    std::vector<std::string> argv = {BERTH_ETCD};
+    argv.insert(argv.end(), members_[i].flags.begin(), members_[i].flags.end());
+    processes_[i] =
+        std::make_unique<ChildProcess>(argv, absl::StrCat(dir_, "/", members_[i].name, ".log"));
+  }
+  // The member that leads now, as a live member sees it; -1 when none.
+  int Leader() const {
+    for (size_t i = 0; i < members_.size(); ++i) {
+      if (!processes_[i]) continue;
+      EtcdClient client({members_[i].client_address}, absl::Seconds(2));
+      absl::StatusOr<nlohmann::json> status =
+          client.Call("maintenance/status", nlohmann::json::object());
+      if (!status.ok()) continue;
+      const int64_t leader = EtcdClient::IntField(*status, "leader");
+      for (size_t j = 0; j < members_.size(); ++j) {
+        if (!processes_[j]) continue;
+        EtcdClient other({members_[j].client_address}, absl::Seconds(2));
+        absl::StatusOr<nlohmann::json> own =
+            other.Call("maintenance/status", nlohmann::json::object());
+        if (own.ok() && EtcdClient::IntField((*own)["header"], "member_id") == leader) {
+          return static_cast<int>(j);
+        }
+      }
+    }
+    return -1;
+  }
+
+ private:
+  std::string dir_;
+  std::vector<EtcdMember> members_;
+  std::vector<std::unique_ptr<ChildProcess>> processes_;
+};
+
+class EtcdFailoverTest : public TrainJobTest {
+ protected:
+  void SetUp() override {
+    char dir[] = "/tmp/berth-etcd-XXXXXX";
+    ASSERT_NE(mkdtemp(dir), nullptr);
+    dir_ = dir;
+    etcd_ = std::make_unique<EtcdCluster>(dir_);
+    cluster_ = std::make_unique<LocalCluster>(
+        100, std::vector<std::string>{"--state-store", etcd_->url()});
+    cluster_->AddStandbyHead();
+    cluster_->AddRaylet({"n0", 2, "A10G", 8, "32Gi"});
+    cluster_->AddRaylet({"n1", 2, "A10G", 8, "32Gi"});
+  }
+  void TearDown() override {
+    if (HasFailure()) {
+      for (const char* log : {"/head.log", "/standby.log"}) {
+        std::cerr << log << ":\n" << ReadFileOrEmpty(cluster_->dir() + log) << "\n";
+      }
+    }
+    cluster_.reset();  // the heads before their store
+    etcd_.reset();
+    std::filesystem::remove_all(dir_);
+  }
+
+  v1::HeadInfo ActiveHead() {
+    v1::GetClusterStatusResponse status;
+    grpc::Status s =
+        cluster_->cluster().GetClusterStatus(Context(milliseconds(500)).get(), {}, &status);
+    return s.ok() ? status.head() : v1::HeadInfo();
+  }
+  // Waits until a head answers as active at `epoch`.
+  ::testing::AssertionResult ActiveAt(uint64_t epoch, seconds within) {
+    v1::HeadInfo head;
+    if (WaitUntil([&] { return (head = ActiveHead()).epoch() == epoch; }, within)) {
+      return ::testing::AssertionSuccess();
+    }
+    return ::testing::AssertionFailure() << "no head active at epoch " << epoch << " within "
+                                         << within.count() << " s; last: " << head.DebugString();
+  }
+  // A job of both nodes' GPUs that runs `seconds` and must not fail once.
+  std::string SubmitLongJob(int run_seconds) {
+    v1::TrainJobSpec spec = GpuJob(4);
+    spec.mutable_failure_config()->set_max_failures(0);
+    SetCommand(&spec, {"/bin/sh", "-c", absl::StrCat("sleep ", run_seconds)});
+    const std::string id = Submit(spec);
+    EXPECT_TRUE(
+        WaitUntil([&] { return Get(id).state() == v1::TRAIN_JOB_STATE_RUNNING; }, seconds(20)));
+    return id;
+  }
+  void ExpectSucceededAtFirstAttempt(const std::string& id) {
+    const v1::TrainJobInfo done = WaitDone(id, seconds(90));
+    EXPECT_EQ(done.state(), v1::TRAIN_JOB_STATE_SUCCEEDED) << done.message();
+    EXPECT_EQ(done.attempt(), 0u);
+    EXPECT_EQ(done.failures(), 0u);
+    // Nothing stays reserved: the whole cluster fits one more gang.
+    v1::TrainJobSpec all = GpuJob(4);
+    SetCommand(&all, {"/bin/true"});
+    const v1::TrainJobInfo after = WaitDone(Submit(all), seconds(60));
+    EXPECT_EQ(after.state(), v1::TRAIN_JOB_STATE_SUCCEEDED) << after.message();
+  }
+
+  std::string dir_;
+  std::unique_ptr<EtcdCluster> etcd_;
+};
+
+TEST_F(EtcdFailoverTest, EtcdMembersAndTheActiveHeadDieUnderARunningJob) {
+  ASSERT_TRUE(ActiveAt(1, seconds(5)));
+  const std::string id = SubmitLongJob(20);
+
+  // A member that does not lead: the other two are a quorum.
+  const int leader = etcd_->Leader();
+  ASSERT_GE(leader, 0);
+  const size_t follower = (static_cast<size_t>(leader) + 1) % etcd_->size();
+  etcd_->Kill(follower);
+  std::this_thread::sleep_for(seconds(2));
+  EXPECT_EQ(Get(id).state(), v1::TRAIN_JOB_STATE_RUNNING);
+  etcd_->Start(follower);
+  std::this_thread::sleep_for(seconds(2));
+
+  // The leader: the others elect one; the head's lease outlives the election.
+  etcd_->Kill(static_cast<size_t>(etcd_->Leader()));
+  std::this_thread::sleep_for(seconds(4));
+  EXPECT_EQ(ActiveHead().epoch(), 1u) << "an etcd election must not move the head";
+  EXPECT_EQ(Get(id).state(), v1::TRAIN_JOB_STATE_RUNNING);
+
+  // The active head: the standby takes over once its lease lapses.
+  cluster_->KillHead(SIGKILL);
+  const auto killed = std::chrono::steady_clock::now();
+  ASSERT_TRUE(ActiveAt(2, seconds(15)));
+  EXPECT_LT(std::chrono::steady_clock::now() - killed, seconds(10));
+  ExpectSucceededAtFirstAttempt(id);
+}
+
+TEST_F(EtcdFailoverTest, EachHeadPausedInTurnStepsDownAndTheJobGoesOn) {
+  ASSERT_TRUE(ActiveAt(1, seconds(5)));
+  const std::string id = SubmitLongJob(30);
+  const pid_t first = cluster_->head_pid();
+  const pid_t second = cluster_->standby_pid();
+
+  // Paused past its lease (5 s): the standby takes over; resumed, the old
+  // head finds its lease gone, steps down and stands by (same pid).
+  for (const auto& [paused, epoch] : {std::pair{first, 2u}, std::pair{second, 3u}}) {
+    ASSERT_EQ(kill(paused, SIGSTOP), 0);
+    const bool took_over = ActiveAt(epoch, seconds(15));
+    ASSERT_EQ(kill(paused, SIGCONT), 0);
+    ASSERT_TRUE(took_over);
+    // Watched for 3 s: the one answering as active is the new head.
+    const auto watch_until = std::chrono::steady_clock::now() + seconds(3);
+    while (std::chrono::steady_clock::now() < watch_until) {
+      const uint64_t answered = ActiveHead().epoch();
+      if (answered != 0) EXPECT_EQ(answered, epoch) << "the resumed head must not act";
+      std::this_thread::sleep_for(milliseconds(100));
+    }
+    ASSERT_TRUE(ActiveAt(epoch, seconds(5)));
+    EXPECT_EQ(Get(id).state(), v1::TRAIN_JOB_STATE_RUNNING);
+  }
+  const std::string first_log = ReadFileOrEmpty(cluster_->dir() + "/head.log");
+  EXPECT_THAT(first_log, HasSubstr("lease lapsed"));
+  EXPECT_THAT(first_log, HasSubstr("stepping down: this head starts again as a standby"));
+  EXPECT_THAT(ReadFileOrEmpty(cluster_->dir() + "/standby.log"), HasSubstr("stepping down"));
+  ExpectSucceededAtFirstAttempt(id);
+}
+
+}  // namespace
+}  // namespace berth::testing
