@@ -70,6 +70,7 @@ struct Flags {
   std::string log_dir;
   std::string refuse_prepare_file;
   std::string hold_starts_file;
+  std::string hold_commits_file;
   std::string node_pool;
   std::string token_file;
   TlsFiles tls;
@@ -256,6 +257,7 @@ int Run(const Flags& flags) {
   service_options.advertise_host = flags.advertise_host;
   service_options.refuse_prepare_file = flags.refuse_prepare_file;
   service_options.hold_starts_file = flags.hold_starts_file;
+  service_options.hold_commits_file = flags.hold_commits_file;
   service_options.cluster_token = cluster_token;
   service_options.tls = *tls;
   service_options.fence = &fence;
@@ -407,6 +409,8 @@ int main(int argc, char** argv) {
                  "test hook: refuse every prepare while this file exists");
   app.add_option("--hold-starts-file", flags.hold_starts_file,
                  "test hook: StartWorker waits while this file exists");
+  app.add_option("--hold-commits-file", flags.hold_commits_file,
+                 "test hook: commits wait while this file exists (30 s at most)");
   const berth::LogFlag log_flag(app);
   berth::AddHelpJsonFlag(app);
   CLI11_PARSE(app, argc, argv);

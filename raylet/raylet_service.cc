@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <fstream>
+#include <functional>
 #include <set>
 #include <utility>
 
@@ -20,6 +21,17 @@
 
 namespace berth {
 namespace {
+
+// Test hooks: waits while `file` exists (an empty name: not at all) or
+// until `give_up()`; false when it gave up.
+bool WaitWhileExists(const std::string& file, const std::function<bool()>& give_up) {
+  struct stat ignored;
+  while (!file.empty() && stat(file.c_str(), &ignored) == 0) {
+    if (give_up()) return false;
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  return true;
+}
 
 constexpr size_t kMaxIdBytes = 256;
 // Results remembered for retries; a head retries within seconds, so the
@@ -199,6 +211,14 @@ grpc::Status RayletService::CommitBundleResources(grpc::ServerContext* context,
 
 grpc::Status RayletService::Commit(const v1::CommitBundleResourcesRequest* request,
                                    v1::CommitBundleResourcesResponse* response) {
+  struct stat ignored;
+  if (!options_.hold_commits_file.empty() &&
+      stat(options_.hold_commits_file.c_str(), &ignored) == 0) {
+    LogInfo("commit ", request->placement_group_id(), ": holding commits while ",
+            options_.hold_commits_file, " exists");
+    const absl::Time give_up = absl::Now() + absl::Seconds(30);
+    WaitWhileExists(options_.hold_commits_file, [&] { return absl::Now() > give_up; });
+  }
   return Idempotent(
       "CommitBundleResources", request->request_id(), *request, response, [&]() -> absl::Status {
         const std::string& pg = request->placement_group_id();
@@ -307,16 +327,13 @@ grpc::Status RayletService::ReleaseUnusedBundles(grpc::ServerContext* context,
 grpc::Status RayletService::StartWorker(grpc::ServerContext* context,
                                         const v1::StartWorkerRequest* request,
                                         v1::StartWorkerResponse* response) {
-  if (!options_.hold_starts_file.empty()) {
-    struct stat ignored;
-    while (stat(options_.hold_starts_file.c_str(), &ignored) == 0) {
-      if (context->IsCancelled() ||
-          std::chrono::system_clock::now() + std::chrono::milliseconds(100) > context->deadline()) {
-        return grpc::Status(grpc::StatusCode::UNAVAILABLE,
-                            absl::StrCat("holding starts: ", options_.hold_starts_file, " exists"));
-      }
-      absl::SleepFor(absl::Milliseconds(20));
-    }
+  if (!WaitWhileExists(options_.hold_starts_file, [&] {
+        return context->IsCancelled() ||
+               std::chrono::system_clock::now() + std::chrono::milliseconds(100) >
+                   context->deadline();
+      })) {
+    return grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                        absl::StrCat("holding starts: ", options_.hold_starts_file, " exists"));
   }
   return Idempotent("StartWorker", request->request_id(), *request, response,
                     [&]() { return StartWorkerLocked(request->spec(), response); });

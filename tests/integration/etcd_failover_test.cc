@@ -3,7 +3,7 @@
 // standby on it, two raylets. An etcd member's death, the etcd leader's,
 // the active head's kill -9, and each head paused in turn past its lease:
 // the job goes on at its first attempt through all of them, and at most one
-// head is active per epoch.
+// head is active per epoch. A lone head paused past its lease comes back.
 #include <signal.h>
 
 #include <iostream>
@@ -77,7 +77,7 @@ class EtcdFailoverTest : public TrainJobTest {
     etcd_ = std::make_unique<EtcdCluster>(dir_);
     cluster_ = std::make_unique<LocalCluster>(
         100, std::vector<std::string>{"--state-store", etcd_->url()});
-    cluster_->AddStandbyHead();
+    if (with_standby_) cluster_->AddStandbyHead();
     cluster_->AddRaylet({"n0", 2, "A10G", 8, "32Gi"});
     cluster_->AddRaylet({"n1", 2, "A10G", 8, "32Gi"});
   }
@@ -129,8 +129,14 @@ class EtcdFailoverTest : public TrainJobTest {
     EXPECT_EQ(after.state(), v1::TRAIN_JOB_STATE_SUCCEEDED) << after.message();
   }
 
+  bool with_standby_ = true;
   std::string dir_;
   std::unique_ptr<EtcdCluster> etcd_;
+};
+
+class LoneEtcdHeadTest : public EtcdFailoverTest {
+ protected:
+  LoneEtcdHeadTest() { with_standby_ = false; }
 };
 
 TEST_F(EtcdFailoverTest, EtcdMembersAndTheActiveHeadDieUnderARunningJob) {
@@ -188,6 +194,23 @@ TEST_F(EtcdFailoverTest, EachHeadPausedInTurnStepsDownAndTheJobGoesOn) {
   EXPECT_THAT(first_log, HasSubstr("lease lapsed"));
   EXPECT_THAT(first_log, HasSubstr("stepping down: this head starts again as a standby"));
   EXPECT_THAT(ReadFileOrEmpty(cluster_->dir() + "/standby.log"), HasSubstr("stepping down"));
+  ExpectSucceededAtFirstAttempt(id);
+}
+
+// No standby: paused past its lease, the head steps down, starts again,
+// finds the store free, and is active again at the next epoch, with the
+// running job restored, not restarted.
+TEST_F(LoneEtcdHeadTest, APausedHeadWithNoStandbyComesBackAtTheNextEpoch) {
+  ASSERT_TRUE(ActiveAt(1, seconds(5)));
+  const std::string id = SubmitLongJob(20);
+  ASSERT_EQ(kill(cluster_->head_pid(), SIGSTOP), 0);
+  std::this_thread::sleep_for(seconds(8));
+  ASSERT_EQ(kill(cluster_->head_pid(), SIGCONT), 0);
+  ASSERT_TRUE(ActiveAt(2, seconds(15)));
+  EXPECT_EQ(Get(id).state(), v1::TRAIN_JOB_STATE_RUNNING);
+  for (const char* line : {"stepping down", "active at", "epoch 2"}) {
+    EXPECT_THAT(ReadFileOrEmpty(cluster_->dir() + "/head.log"), HasSubstr(line));
+  }
   ExpectSucceededAtFirstAttempt(id);
 }
 

@@ -5,6 +5,8 @@
 #include <signal.h>
 
 #include <algorithm>
+#include <cstdio>
+#include <fstream>
 #include <thread>
 
 #include "auth/head_epoch.h"
@@ -49,7 +51,8 @@ TEST_F(HeadFaultTest, AHeadPausedPastTheLivenessTimeoutDeclaresNoNodeDeadAndTheJ
   EXPECT_EQ(done.state(), v1::TRAIN_JOB_STATE_SUCCEEDED) << done.message();
   EXPECT_EQ(done.attempt(), 0u);
   EXPECT_EQ(done.failures(), 0u);
-  EXPECT_THAT(ReadFileOrEmpty(cluster_->dir() + "/head.log"), HasSubstr("the head did not run for"));
+  EXPECT_THAT(ReadFileOrEmpty(cluster_->dir() + "/head.log"),
+              HasSubstr("the head did not run for"));
 }
 
 TEST_F(HeadFaultTest, ANodeThatDiesWhileTheHeadIsPausedIsStillDeclared) {
@@ -70,8 +73,8 @@ TEST_F(HeadFaultTest, ANodeThatDiesWhileTheHeadIsPausedIsStillDeclared) {
 }
 
 TEST_F(HeadFaultTest, ASecondHeadOnThePortExitsAndOneOnTheStateOnlyStandsBy) {
-  const std::string head_port = cluster_->head_address().substr(
-      cluster_->head_address().rfind(':') + 1);
+  const std::string head_port =
+      cluster_->head_address().substr(cluster_->head_address().rfind(':') + 1);
   {
     // Same port, its own state: the port is taken.
     std::vector<std::string> argv =
@@ -85,8 +88,8 @@ TEST_F(HeadFaultTest, ASecondHeadOnThePortExitsAndOneOnTheStateOnlyStandsBy) {
     EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 1) << *status;
     const std::string log = ReadFileOrEmpty(cluster_->dir() + "/second-port.log");
     EXPECT_THAT(log, HasSubstr(cluster_->head_address()));
-    EXPECT_THAT(log, HasSubstr("in use by pid " + std::to_string(cluster_->head_pid()) +
-                               " (berth-head)"));
+    EXPECT_THAT(
+        log, HasSubstr("in use by pid " + std::to_string(cluster_->head_pid()) + " (berth-head)"));
   }
   {
     // Same state directory, another port: the state is held, so it only
@@ -139,14 +142,18 @@ class FailoverTest : public TrainJobTest {
     cluster_ = std::make_unique<LocalCluster>();
     cluster_->AddStandbyHead();
     cluster_->AddRaylet({"n0", 2, "A10G", 8, "32Gi"});
-    cluster_->AddRaylet({"n1", 2, "A10G", 8, "32Gi"});
+    hold_commits_ = cluster_->dir() + "/hold-commits";
+    cluster_->AddRaylet({"n1", 2, "A10G", 8, "32Gi", "", {"--hold-commits-file", hold_commits_}});
   }
 
   v1::HeadInfo ActiveHead() {
     v1::GetClusterStatusResponse status;
-    grpc::Status s = cluster_->cluster().GetClusterStatus(Context(milliseconds(500)).get(), {}, &status);
+    grpc::Status s =
+        cluster_->cluster().GetClusterStatus(Context(milliseconds(500)).get(), {}, &status);
     return s.ok() ? status.head() : v1::HeadInfo();
   }
+
+  std::string hold_commits_;  // n1 holds its commits while this file exists
 };
 
 TEST_F(FailoverTest, AStandbyAnswersEveryCallUnavailableNamingTheActiveHead) {
@@ -155,8 +162,8 @@ TEST_F(FailoverTest, AStandbyAnswersEveryCallUnavailableNamingTheActiveHead) {
   const std::string standby = addresses.substr(addresses.find(',') + 1);
   EXPECT_EQ(ActiveHead().address(), active);
   EXPECT_EQ(ActiveHead().epoch(), 1u);
-  auto alone = v1::ClusterService::NewStub(
-      grpc::CreateChannel(standby, grpc::InsecureChannelCredentials()));
+  auto alone =
+      v1::ClusterService::NewStub(grpc::CreateChannel(standby, grpc::InsecureChannelCredentials()));
   v1::GetClusterStatusResponse status;
   grpc::Status s = alone->GetClusterStatus(Context().get(), {}, &status);
   EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAVAILABLE);
@@ -199,6 +206,39 @@ TEST_F(FailoverTest, AStandbyTakesOverAndARunningJobGoesOnAtItsAttempt) {
                s.error_message().find("a newer head (epoch 2)") != std::string::npos;
       },
       seconds(5)));
+}
+
+// Killed between the two phases: n0 has committed the gang's bundles, n1
+// has prepared them and commits only once the head is dead (a commit the
+// dead head never learns of). The new head finds the gang not placed,
+// releases what the raylets hold for it, and places it again: the job runs
+// at its first attempt and nothing stays reserved.
+TEST_F(FailoverTest, AHeadKilledInTheMiddleOfATwoPhaseCommitLeavesNothingReservedTwice) {
+  { std::ofstream(hold_commits_) << "x"; }
+  v1::TrainJobSpec spec = GpuJob(4);  // both nodes
+  spec.mutable_failure_config()->set_max_failures(0);
+  SetCommand(&spec, {"/bin/sh", "-c", "sleep 2"});
+  const std::string id = Submit(spec);
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        return ReadFileOrEmpty(cluster_->dir() + "/n1.log").find("holding commits") !=
+               std::string::npos;
+      },
+      seconds(20)));
+  cluster_->KillHead(SIGKILL);
+  std::remove(hold_commits_.c_str());
+  ASSERT_TRUE(WaitUntil([&] { return ActiveHead().epoch() == 2; }, seconds(10)));
+
+  const v1::TrainJobInfo done = WaitDone(id, seconds(60));
+  EXPECT_EQ(done.state(), v1::TRAIN_JOB_STATE_SUCCEEDED) << done.message();
+  EXPECT_EQ(done.attempt(), 0u);
+  EXPECT_EQ(done.failures(), 0u);
+  // Every GPU is free again, on the head and on the raylets: a gang of all
+  // four is placed and runs.
+  v1::TrainJobSpec all = GpuJob(4);
+  SetCommand(&all, {"/bin/true"});
+  const v1::TrainJobInfo after = WaitDone(Submit(all), seconds(60));
+  EXPECT_EQ(after.state(), v1::TRAIN_JOB_STATE_SUCCEEDED) << after.message();
 }
 
 }  // namespace
