@@ -73,7 +73,8 @@ for b in $BENCH; do
       run queue_replay "$BUILD_DIR/bench/berth-queue-replay" --data_dir="${REPLAY_DATA_ROOT:-$ROOT/../shared/data}" \
         --results_dir="$RESULTS" --hours 24 ;;
     failover)
-      run failover bash "$ROOT/bench/failover/failover.sh" "$BUILD_DIR" 10 ;;
+      run failover bash "$ROOT/bench/failover/failover.sh" "$BUILD_DIR" 10
+      run failover-etcd bash "$ROOT/bench/failover/failover.sh" "$BUILD_DIR" 10 etcd ;;
     ray)
       OUT="$RESULTS/ray" run ray_compare bash "$ROOT/bench/ray/compare.sh" ;;
     *)
