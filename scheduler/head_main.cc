@@ -53,6 +53,13 @@ std::string DefaultWorkerBinary() {
   return "berth-worker";
 }
 
+// Whether `state_store` (--state-store) is shared with heads on other
+// machines, and so may not answer for a while (a leader election, no
+// quorum) without anything being wrong here.
+bool SharedStore(const std::string& state_store) {
+  return absl::StartsWith(state_store, "etcd://") || absl::StartsWith(state_store, "redis://");
+}
+
 struct ServeOptions {
   std::string listen = "127.0.0.1:6380";
   std::string port_file;
@@ -61,6 +68,7 @@ struct ServeOptions {
   std::string metrics_listen;
   std::string metrics_port_file;
   std::vector<std::string> command_line;  // to start again as a standby
+  std::string state_store;                // --state-store
 };
 
 // Serves on `listen`, refusing a port another process listens on (gRPC sets
@@ -118,10 +126,11 @@ absl::StatusOr<std::unique_ptr<berth::MetricsServer>> StartMetrics(
 bool TakeOver(const std::function<absl::Status()>& claim,
               const std::function<absl::Status()>& become_active,
               const std::atomic<bool>& stopping) {
-  while (!stopping.load()) {
+  for (int tries = 0; !stopping.load(); ++tries) {
     const absl::Status s = claim();
     if (s.ok()) break;
-    if (!absl::IsFailedPrecondition(s)) berth::LogWarning(s.message());
+    // A store that does not answer is logged now and then, not every try.
+    if (!absl::IsFailedPrecondition(s) && tries % 100 == 0) berth::LogWarning(s.message());
     absl::SleepFor(absl::Milliseconds(100));
   }
   if (stopping.load()) return false;
@@ -184,7 +193,10 @@ int Serve(ServeOptions serve, berth::HeadConfig config, std::unique_ptr<berth::S
                : claimed->Claim(absl::StrCat("berth-head pid ", getpid(), " ", what));
   };
   const absl::Status first_claim = claim(absl::StrCat("starting on ", serve.listen));
-  if (!first_claim.ok() && !absl::IsFailedPrecondition(first_claim)) {
+  // A shared store that does not answer now (etcd without a quorum) is
+  // waited for as a standby; a local one that cannot be locked is an error.
+  const bool wait_for_store = absl::IsUnavailable(first_claim) && SharedStore(serve.state_store);
+  if (!first_claim.ok() && !absl::IsFailedPrecondition(first_claim) && !wait_for_store) {
     berth::LogError(first_claim.message());
     return 1;
   }
@@ -271,8 +283,7 @@ int Serve(ServeOptions serve, berth::HeadConfig config, std::unique_ptr<berth::S
 absl::StatusOr<std::unique_ptr<berth::StateStore>> OpenStore(const std::string& state_dir,
                                                              const std::string& state_store,
                                                              const sigset_t& signals) {
-  const bool shared =
-      absl::StartsWith(state_store, "etcd://") || absl::StartsWith(state_store, "redis://");
+  const bool shared = SharedStore(state_store);
   for (int tries = 0;; ++tries) {
     absl::StatusOr<std::unique_ptr<berth::StateStore>> opened =
         state_store.empty() ? berth::OpenStateStore(state_dir, "--state-dir")
@@ -419,5 +430,6 @@ int main(int argc, char** argv) {
     store = *std::move(opened);
   }
   serve.command_line.assign(argv, argv + argc);
+  serve.state_store = state_store;
   return Serve(serve, std::move(config), std::move(store), signals);
 }

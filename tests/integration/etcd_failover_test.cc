@@ -134,6 +134,24 @@ class EtcdFailoverTest : public TrainJobTest {
   std::unique_ptr<EtcdCluster> etcd_;
 };
 
+// Two members of three lost: no quorum, so no write and no lease renewal.
+// The active head steps down once its lease lapses and every head waits for
+// etcd; when the members are back, one takes over at the next epoch and the
+// job, which ran on meanwhile, goes on at its first attempt.
+TEST_F(EtcdFailoverTest, EtcdLosesItsQuorumAndGetsItBack) {
+  ASSERT_TRUE(ActiveAt(1, seconds(5)));
+  const std::string id = SubmitLongJob(25);
+  etcd_->Kill(0);
+  etcd_->Kill(1);
+  std::this_thread::sleep_for(seconds(8));  // past the lease
+  EXPECT_THAT(ReadFileOrEmpty(cluster_->dir() + "/head.log"), HasSubstr("lease lapsed"));
+  etcd_->Start(0);
+  etcd_->Start(1);
+  ASSERT_TRUE(ActiveAt(2, seconds(30)));
+  EXPECT_EQ(Get(id).state(), v1::TRAIN_JOB_STATE_RUNNING);
+  ExpectSucceededAtFirstAttempt(id);
+}
+
 class LoneEtcdHeadTest : public EtcdFailoverTest {
  protected:
   LoneEtcdHeadTest() { with_standby_ = false; }
