@@ -162,7 +162,7 @@ void HeadServer::Start(const std::string& address, const std::string& heads) {
   jobs_->Restore(restored_jobs_);
   restored_jobs_.clear();
   state_.set_jobs(jobs_.get());
-  scheduler_.Start();
+  scheduler_.Start(epoch_);
   raylets_.set_head_epoch(epoch_);
   v1::HeadInfo head;
   head.set_address(address);

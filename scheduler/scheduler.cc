@@ -17,7 +17,8 @@ Scheduler::Scheduler(HeadState* state, RayletClients* raylets)
 
 Scheduler::~Scheduler() { Stop(); }
 
-void Scheduler::Start() {
+void Scheduler::Start(uint64_t head_epoch) {
+  head_epoch_ = head_epoch;
   for (int i = 0; i < state_->config().committer_threads; ++i) {
     committer_threads_.emplace_back([this] { CommitterLoop(); });
   }
@@ -43,6 +44,24 @@ void Scheduler::Submit(std::function<void()> work) {
   work_.push_back(std::move(work));
 }
 
+v1::BundleOp Scheduler::OfThisHead(v1::BundleOp op) const {
+  const std::string epoch = absl::StrCat("e", head_epoch_, "/");
+  switch (op.op_case()) {
+    case v1::BundleOp::kPrepare:
+      op.mutable_prepare()->set_request_id(epoch + op.prepare().request_id());
+      break;
+    case v1::BundleOp::kCommit:
+      op.mutable_commit()->set_request_id(epoch + op.commit().request_id());
+      break;
+    case v1::BundleOp::kCancel:
+      op.mutable_cancel()->set_request_id(epoch + op.cancel().request_id());
+      break;
+    case v1::BundleOp::OP_NOT_SET:
+      break;
+  }
+  return op;
+}
+
 void Scheduler::SubmitCancels(std::vector<CancelTask> cancels) {
   for (CancelTask& c : cancels) {
     v1::BundleOp op;
@@ -50,7 +69,7 @@ void Scheduler::SubmitCancels(std::vector<CancelTask> cancels) {
     request->set_placement_group_id(std::move(c.placement_group_id));
     request->set_request_id(std::move(c.request_id));
     for (uint32_t b : c.bundle_indices) request->add_bundle_indices(b);
-    batcher_.Enqueue(c.address, std::move(op), nullptr);
+    batcher_.Enqueue(c.address, OfThisHead(std::move(op)), nullptr);
   }
 }
 
@@ -75,7 +94,7 @@ void Scheduler::CommitterLoop() {
 void Scheduler::StartCommit(CommitTask task) {
   auto commit = std::make_shared<TwoPhaseCommit>(std::move(task));
   for (size_t i = 0; i < commit->task().nodes.size(); ++i) {
-    batcher_.Enqueue(commit->task().nodes[i].address, commit->Prepare(i),
+    batcher_.Enqueue(commit->task().nodes[i].address, OfThisHead(commit->Prepare(i)),
                      [this, commit, i](const BundleOpBatcher::Result& r) -> uint64_t {
                        if (!commit->OnPrepareAnswer(i, r.status, r.prepare)) return 0;
                        return AfterPrepares(commit);
@@ -93,7 +112,7 @@ uint64_t Scheduler::AfterPrepares(const std::shared_ptr<TwoPhaseCommit>& commit)
   if (commit->single_node())
     return FinishCommit(task, absl::OkStatus(), true);  // committed with the prepare
   for (size_t i = 0; i < task.nodes.size(); ++i) {
-    batcher_.Enqueue(task.nodes[i].address, commit->Commit(i),
+    batcher_.Enqueue(task.nodes[i].address, OfThisHead(commit->Commit(i)),
                      [this, commit, i](const BundleOpBatcher::Result& r) -> uint64_t {
                        if (!commit->OnCommitAnswer(i, r.status)) return 0;
                        if (!commit->status().ok()) return FailCommit(*commit, /*prepared=*/true);

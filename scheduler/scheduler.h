@@ -33,8 +33,9 @@ class Scheduler final : public PlacementGroupHost {
   Scheduler(const Scheduler&) = delete;
   Scheduler& operator=(const Scheduler&) = delete;
 
-  // Starts the scheduling loop and the committer threads.
-  void Start();
+  // Starts the scheduling loop and the committer threads of the head of
+  // `head_epoch`, which qualifies every reservation call's request id.
+  void Start(uint64_t head_epoch);
   // Stops the loop; in-flight commits and queued raylet work finish first.
   void Stop();
 
@@ -57,8 +58,15 @@ class Scheduler final : public PlacementGroupHost {
  private:
   void SchedulingLoop();
   // Logs and counts what a liveness check saw beyond deaths.
-  void ReportLivenessLocked(const LivenessVerdict& verdict) ABSL_EXCLUSIVE_LOCKS_REQUIRED(state_->mu);
+  void ReportLivenessLocked(const LivenessVerdict& verdict)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(state_->mu);
   void CommitterLoop();
+  // `op` with its request id made this head's (Start's epoch first): a
+  // raylet remembers the answers to ids it has seen, and a head restored
+  // from the store numbers its groups' commit attempts from where the
+  // records were, so an id of its own could be one an earlier head used,
+  // and be answered with that head's result, doing nothing.
+  v1::BundleOp OfThisHead(v1::BundleOp op) const;
   // Sends a group's two-phase commit through the batcher; the answers
   // advance it (AfterPrepares, then FinishCommit or FailCommit). Each
   // returns the state sequence the batcher makes durable for its call.
@@ -74,6 +82,7 @@ class Scheduler final : public PlacementGroupHost {
 
   HeadState* const state_;
   RayletClients* const raylets_;
+  uint64_t head_epoch_ = 0;  // set by Start, before any thread reads it
   BundleOpBatcher batcher_;
 
   absl::Mutex work_mu_;

@@ -755,7 +755,11 @@ std::string JobReconciler::ElasticToRelease(const JobWorld& world) const {
 
 bool JobReconciler::OnPreempting(absl::Time now, const JobWorld& world) {
   if (!world.group.ok() || !world.group->preempting()) return false;
-  info_.set_preemptions(info_.preemptions() + 1);
+  // A job already PENDING for this preemption was told before (a restarted
+  // head finds it under way): counted once.
+  const bool told = info_.state() == v1::TRAIN_JOB_STATE_PENDING &&
+                    info_.message() == world.group->preempted_by();
+  if (!told) info_.set_preemptions(info_.preemptions() + 1);
   SetState(now, v1::TRAIN_JOB_STATE_PENDING, world.group->preempted_by());
   if (processes_.empty()) {
     phase_ = Phase::kReleaseGroup;

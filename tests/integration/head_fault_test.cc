@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
+#include <iostream>
 #include <thread>
 
 #include "auth/head_epoch.h"
@@ -153,6 +154,14 @@ class FailoverTest : public TrainJobTest {
     return s.ok() ? status.head() : v1::HeadInfo();
   }
 
+  void TearDown() override {
+    if (HasFailure()) {
+      for (const char* log : {"/head.log", "/standby.log", "/n0.log", "/n1.log"}) {
+        std::cerr << log << ":\n" << ReadFileOrEmpty(cluster_->dir() + log) << "\n";
+      }
+    }
+  }
+
   std::string hold_commits_;  // n1 holds its commits while this file exists
 };
 
@@ -239,6 +248,43 @@ TEST_F(FailoverTest, AHeadKilledInTheMiddleOfATwoPhaseCommitLeavesNothingReserve
   SetCommand(&all, {"/bin/true"});
   const v1::TrainJobInfo after = WaitDone(Submit(all), seconds(60));
   EXPECT_EQ(after.state(), v1::TRAIN_JOB_STATE_SUCCEEDED) << after.message();
+}
+
+// Killed while a preemption is under way: the victim has been told to stop
+// (it takes a second to) when the head dies. The new head finishes it as
+// the old one would have: the high-priority job runs once the victim's
+// processes are gone, the victim runs again after it, and neither counts a
+// failure.
+TEST_F(FailoverTest, AHeadKilledDuringAPreemptionLetsBothJobsEndAsTheyWouldHave) {
+  const std::string mark = cluster_->dir() + "/ran-";
+  v1::TrainJobSpec low = GpuJob(4);
+  low.mutable_failure_config()->set_max_failures(0);
+  // Its first attempt runs until stopped; the next ends at once.
+  SetCommand(&low, {"/bin/sh", "-c",
+                    "m=" + mark +
+                        "$RANK; if [ -e $m ]; then exit 0; fi; touch $m; "
+                        "trap 'sleep 1; exit 0' TERM; sleep 60 & wait"});
+  const std::string victim = Submit(low);
+  ASSERT_TRUE(
+      WaitUntil([&] { return Get(victim).state() == v1::TRAIN_JOB_STATE_RUNNING; }, seconds(15)));
+
+  v1::TrainJobSpec high = GpuJob(4);
+  high.set_priority(10);
+  high.mutable_failure_config()->set_max_failures(0);
+  SetCommand(&high, {"/bin/sh", "-c", "sleep 2"});
+  const std::string winner = Submit(high);
+  ASSERT_TRUE(WaitUntil([&] { return Get(victim).preemptions() == 1; }, seconds(15)))
+      << Get(victim).DebugString();
+  cluster_->KillHead(SIGKILL);
+  ASSERT_TRUE(WaitUntil([&] { return ActiveHead().epoch() == 2; }, seconds(10)));
+
+  const v1::TrainJobInfo won = WaitDone(winner, seconds(60));
+  EXPECT_EQ(won.state(), v1::TRAIN_JOB_STATE_SUCCEEDED) << won.message();
+  EXPECT_EQ(won.attempt(), 0u);
+  const v1::TrainJobInfo resumed = WaitDone(victim, seconds(60));
+  EXPECT_EQ(resumed.state(), v1::TRAIN_JOB_STATE_SUCCEEDED) << resumed.message();
+  EXPECT_EQ(resumed.failures(), 0u);
+  EXPECT_EQ(resumed.preemptions(), 1u);
 }
 
 }  // namespace

@@ -816,6 +816,38 @@ TEST_F(JobReconcilerTest, ARestoredHalfStartedJobStopsWhatRunsAndTakesANewAttemp
   EXPECT_EQ(start.by_node[0].second[0].worker_id(), Worker(4, "trainer"));
 }
 
+// A head killed while a job was being preempted: the restored job, PENDING
+// for that preemption, stops what runs and lets its group go, counting the
+// preemption once.
+TEST_F(JobReconcilerTest, ARestoredJobUnderAPreemptionCountsItOnce) {
+  const std::string why = "preempted by job job-2 of queue default (priority)";
+  v1::TrainJobInfo info;
+  info.set_job_id(kJob);
+  *info.mutable_spec() = BuiltinSpec(1);
+  info.set_state(v1::TRAIN_JOB_STATE_PENDING);
+  info.set_message(why);
+  info.set_preemptions(1);
+  info.set_placement_group_id(kGroup);
+  v1::WorkerRank* rank = info.add_workers();
+  rank->set_node_id("n0");
+  rank->set_worker_id(Worker(0, "r0"));
+  job_.emplace(Restored(info));
+  group_ = Created({"n0"});
+  group_->set_preempting(true);
+  group_->set_preempted_by(why);
+  alive_ = {"n0"};
+  // Attempt 0's processes, told to stop by the previous head, still end.
+  ListWorkers scan = Expect<ListWorkers>(Step());
+  Result(Listing(scan.nodes, {{Worker(0, "r0"), "n0"}, {Worker(0, "trainer"), "n0"}}));
+  StopProcesses stop = Expect<StopProcesses>(Step());
+  Result(StopsSent{{Worker(0, "r0"), Worker(0, "trainer")}});
+  job_->OnWorkerExit(Exit(Worker(0, "r0"), 0, 0, SIGTERM));
+  job_->OnWorkerExit(Exit(Worker(0, "trainer"), 0, 0, SIGTERM));
+  Expect<ReleaseGroup>(Step());
+  EXPECT_EQ(job_->info().state(), v1::TRAIN_JOB_STATE_PENDING);
+  EXPECT_EQ(job_->info().preemptions(), 1u);
+}
+
 // A head killed after a job's end was decided, before its group was
 // removed (or before the end was written): the restored job removes what
 // is left and ends as decided, not "failed: the placement group is gone".
