@@ -160,6 +160,13 @@ std::shared_ptr<grpc::Channel> TlsConfig::MakeChannel(const std::string& address
   // new head as soon as it serves (waiting also keeps the channel reading
   // the heads' health, which an idle channel checks only every few seconds).
   absl::StatusOr<std::string> target = HeadsTarget(address, "address");
+  // A head cut off by the network sends no reset: pings find its
+  // connection dead within seconds, so calls stop going to it (the heads
+  // allow pings this often, head_main.cc).
+  args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, kHeadKeepaliveMs);
+  args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, kHeadKeepaliveMs);
+  args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+  args.SetInt(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
   args.SetServiceConfigJSON(
       R"({"loadBalancingConfig": [{"round_robin": {}}], "healthCheckConfig": {"serviceName": ""},)"
       R"( "methodConfig": [{"name": [{}], "waitForReady": true}]})");

@@ -1,5 +1,6 @@
 #include "client/local_etcd.h"
 
+#include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -16,13 +17,16 @@
 namespace berth {
 namespace {
 
-// A loopback port nothing listens on now (the kernel's pick for port 0).
-absl::StatusOr<int> FreeLoopbackPort() {
+// A port of `host` nothing listens on now (the kernel's pick for port 0).
+absl::StatusOr<int> FreePort(const std::string& host) {
   const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) return absl::UnavailableError(absl::StrCat("socket: ", std::strerror(errno)));
   sockaddr_in address{};
   address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (inet_pton(AF_INET, host.c_str(), &address.sin_addr) != 1) {
+    close(fd);
+    return absl::InvalidArgumentError(absl::StrCat("not an IPv4 address: ", host));
+  }
   socklen_t length = sizeof(address);
   const bool bound = bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) == 0 &&
                      getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) == 0;
@@ -34,19 +38,20 @@ absl::StatusOr<int> FreeLoopbackPort() {
 
 }  // namespace
 
-absl::StatusOr<std::vector<EtcdMember>> PlanLocalEtcd(const std::string& data_dir, int members) {
+absl::StatusOr<std::vector<EtcdMember>> PlanLocalEtcd(const std::string& data_dir, int members,
+                                                      const std::string& host) {
   std::vector<EtcdMember> plan;
   std::vector<std::string> peers;
   std::vector<std::string> initial_cluster;
   for (int i = 1; i <= members; ++i) {
-    absl::StatusOr<int> client = FreeLoopbackPort();
-    absl::StatusOr<int> peer = FreeLoopbackPort();
+    absl::StatusOr<int> client = FreePort(host);
+    absl::StatusOr<int> peer = FreePort(host);
     if (!client.ok()) return client.status();
     if (!peer.ok()) return peer.status();
     EtcdMember member;
     member.name = absl::StrCat("etcd-", i);
-    member.client_address = absl::StrCat("127.0.0.1:", *client);
-    peers.push_back(absl::StrCat("http://127.0.0.1:", *peer));
+    member.client_address = absl::StrCat(host, ":", *client);
+    peers.push_back(absl::StrCat("http://", host, ":", *peer));
     initial_cluster.push_back(absl::StrCat(member.name, "=", peers.back()));
     plan.push_back(std::move(member));
   }

@@ -26,7 +26,9 @@ struct EtcdMember {
   std::vector<std::string> flags;  // etcd's command line, without the binary
 };
 
-absl::StatusOr<std::vector<EtcdMember>> PlanLocalEtcd(const std::string& data_dir, int members);
+// `host`: the address every member listens on (the client and peer ports).
+absl::StatusOr<std::vector<EtcdMember>> PlanLocalEtcd(const std::string& data_dir, int members,
+                                                      const std::string& host = "127.0.0.1");
 
 // The --state-store of heads that use these members.
 std::string EtcdStoreUrl(const std::vector<EtcdMember>& members);

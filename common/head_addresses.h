@@ -19,6 +19,11 @@ namespace berth {
 // to name the active head).
 inline constexpr char kStandbyHeadAnswer[] = "this head is a standby";
 
+// How often a client of several heads pings each one's connection (and
+// how long it waits for the answer): a head cut off by the network is
+// found dead within twice this. Heads accept pings this often.
+inline constexpr int kHeadKeepaliveMs = 2000;
+
 // The addresses of a list, in order, blanks dropped.
 std::vector<std::string> SplitHeadAddresses(absl::string_view list);
 

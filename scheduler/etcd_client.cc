@@ -124,9 +124,10 @@ absl::StatusOr<int64_t> EtcdClient::GrantLease(absl::Duration ttl) {
   return id;
 }
 
-absl::StatusOr<int64_t> EtcdClient::KeepLeaseAlive(int64_t lease) {
+absl::StatusOr<int64_t> EtcdClient::KeepLeaseAlive(int64_t lease,
+                                                   std::optional<absl::Duration> deadline) {
   // A streaming RPC: the gateway answers one message {"result": ...}.
-  absl::StatusOr<nlohmann::json> answer = Call("lease/keepalive", {{"ID", Int(lease)}});
+  absl::StatusOr<nlohmann::json> answer = Call("lease/keepalive", {{"ID", Int(lease)}}, deadline);
   if (!answer.ok()) return answer.status();
   return IntField(answer->value("result", nlohmann::json::object()), "TTL");
 }

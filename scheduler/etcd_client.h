@@ -49,7 +49,8 @@ class EtcdClient {
   absl::StatusOr<int64_t> GrantLease(absl::Duration ttl);
   // The lease's remaining TTL in seconds after the renewal; 0 when it is
   // gone (expired or revoked).
-  absl::StatusOr<int64_t> KeepLeaseAlive(int64_t lease);
+  absl::StatusOr<int64_t> KeepLeaseAlive(int64_t lease,
+                                         std::optional<absl::Duration> deadline = std::nullopt);
   absl::Status RevokeLease(int64_t lease);
 
   // JSON for the gateway: bytes are base64, int64s are strings.

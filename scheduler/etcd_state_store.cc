@@ -219,7 +219,7 @@ absl::Status EtcdStateStore::Keep() {
   if (absl::Status lapsed = lease_.CheckNotLapsed(url_); !lapsed.ok()) return lapsed;
   if (!lease_.RenewalDue()) return absl::OkStatus();
   const Lease::Clock::time_point sent = Lease::Clock::now();
-  absl::StatusOr<int64_t> ttl = etcd_.KeepLeaseAlive(lease_id_);
+  absl::StatusOr<int64_t> ttl = etcd_.KeepLeaseAlive(lease_id_, lease_.Left());
   if (!ttl.ok()) return lease_.RenewalFailed(url_, ttl.status());
   if (*ttl <= 0) return lease_.Lost(url_);
   lease_.Renewed(sent);

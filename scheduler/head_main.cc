@@ -85,6 +85,10 @@ std::unique_ptr<grpc::Server> Listen(const std::string& listen, const berth::Hea
       listen, config.tls.ServerCredentials(/*require_client_certificate=*/false), port);
   builder.SetMaxReceiveMessageSize(config.max_message_bytes);
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+  // Clients of several heads ping every kHeadKeepaliveMs, idle or not.
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS,
+                             berth::kHeadKeepaliveMs / 2);
   for (grpc::Service* service : head.services()) builder.RegisterService(service);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (server && *port != 0) return server;

@@ -10,6 +10,7 @@
 #ifndef BERTH_SCHEDULER_STATE_LEASE_H_
 #define BERTH_SCHEDULER_STATE_LEASE_H_
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <string>
@@ -49,6 +50,12 @@ class Lease {
   // clock, before Keep tells the store): an active head stops answering.
   bool Unexpired(Clock::time_point now = Clock::now()) const {
     return !claimed_.load() || (held_.load() && now - renewed_.load() < ttl_);
+  }
+  // How long until the lease lapses (at least a moment): a renewal tried
+  // longer than that is too late anyway.
+  absl::Duration Left(Clock::time_point now = Clock::now()) const {
+    const Clock::duration left = ttl_ - (now - renewed_.load());
+    return std::max(absl::FromChrono(left), absl::Milliseconds(10));
   }
   // A third of the TTL has passed since the last renewal.
   bool RenewalDue(Clock::time_point now = Clock::now()) const {

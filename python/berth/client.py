@@ -182,7 +182,11 @@ def _heads_target(address: str):
     config = json.dumps({"loadBalancingConfig": [{"round_robin": {}}],
                          "healthCheckConfig": {"serviceName": ""},
                          "methodConfig": [{"name": [{}], "waitForReady": True}]})
-    return f"{family}:{','.join(resolved)}", [("grpc.service_config", config)]
+    # Pings find a head cut off by the network (no reset comes) within
+    # seconds; the heads allow pings this often.
+    keepalive = [("grpc.keepalive_time_ms", 2000), ("grpc.keepalive_timeout_ms", 2000),
+                 ("grpc.keepalive_permit_without_calls", 1), ("grpc.http2.max_pings_without_data", 0)]
+    return f"{family}:{','.join(resolved)}", [("grpc.service_config", config)] + keepalive
 
 
 class Client:

@@ -9,64 +9,11 @@
 #include <iostream>
 #include <thread>
 
-#include "client/local_etcd.h"
-#include "scheduler/etcd_client.h"
+#include "tests/integration/etcd_cluster.h"
 #include "tests/integration/train_job_fixture.h"
 
 namespace berth::testing {
 namespace {
-
-// Three etcd members on loopback, killed with the test.
-class EtcdCluster {
- public:
-  explicit EtcdCluster(const std::string& dir) : dir_(dir) {
-    absl::StatusOr<std::vector<EtcdMember>> plan = PlanLocalEtcd(dir + "/etcd", 3);
-    if (!plan.ok()) throw std::runtime_error(std::string(plan.status().message()));
-    members_ = *std::move(plan);
-    processes_.resize(members_.size());
-    for (size_t i = 0; i < members_.size(); ++i) Start(i);
-    absl::Status healthy = WaitForEtcd(
-        members_, [](size_t) { return absl::OkStatus(); }, absl::Seconds(30));
-    if (!healthy.ok()) throw std::runtime_error(std::string(healthy.message()));
-  }
-
-  std::string url() const { return EtcdStoreUrl(members_); }
-  size_t size() const { return members_.size(); }
-  void Kill(size_t i) { processes_[i].reset(); }  // SIGKILL, reaped
-  // Starts a killed member again on its data: it rejoins the cluster.
-  void Start(size_t i) {
-    std::vector<std::string> argv = {BERTH_ETCD};
-    argv.insert(argv.end(), members_[i].flags.begin(), members_[i].flags.end());
-    processes_[i] =
-        std::make_unique<ChildProcess>(argv, absl::StrCat(dir_, "/", members_[i].name, ".log"));
-  }
-  // The member that leads now, as a live member sees it; -1 when none.
-  int Leader() const {
-    for (size_t i = 0; i < members_.size(); ++i) {
-      if (!processes_[i]) continue;
-      EtcdClient client({members_[i].client_address}, absl::Seconds(2));
-      absl::StatusOr<nlohmann::json> status =
-          client.Call("maintenance/status", nlohmann::json::object());
-      if (!status.ok()) continue;
-      const int64_t leader = EtcdClient::IntField(*status, "leader");
-      for (size_t j = 0; j < members_.size(); ++j) {
-        if (!processes_[j]) continue;
-        EtcdClient other({members_[j].client_address}, absl::Seconds(2));
-        absl::StatusOr<nlohmann::json> own =
-            other.Call("maintenance/status", nlohmann::json::object());
-        if (own.ok() && EtcdClient::IntField((*own)["header"], "member_id") == leader) {
-          return static_cast<int>(j);
-        }
-      }
-    }
-    return -1;
-  }
-
- private:
-  std::string dir_;
-  std::vector<EtcdMember> members_;
-  std::vector<std::unique_ptr<ChildProcess>> processes_;
-};
 
 class EtcdFailoverTest : public TrainJobTest {
  protected:
@@ -143,8 +90,13 @@ TEST_F(EtcdFailoverTest, EtcdLosesItsQuorumAndGetsItBack) {
   const std::string id = SubmitLongJob(25);
   etcd_->Kill(0);
   etcd_->Kill(1);
-  std::this_thread::sleep_for(seconds(8));  // past the lease
-  EXPECT_THAT(ReadFileOrEmpty(cluster_->dir() + "/head.log"), HasSubstr("lease lapsed"));
+  // The active head steps down once its lease lapses.
+  EXPECT_TRUE(WaitUntil(
+      [&] {
+        return ReadFileOrEmpty(cluster_->dir() + "/head.log").find("lease lapsed") !=
+               std::string::npos;
+      },
+      seconds(15)));
   etcd_->Start(0);
   etcd_->Start(1);
   ASSERT_TRUE(ActiveAt(2, seconds(30)));

@@ -182,10 +182,12 @@ bool WaitUntil(const std::function<bool()>& condition, std::chrono::milliseconds
 }
 
 LocalCluster::LocalCluster(int heartbeat_ms, std::vector<std::string> extra_head_flags,
-                           std::string head_host, bool with_token, bool with_tls)
+                           std::string head_host, bool with_token, bool with_tls,
+                           std::string head_netns)
     : heartbeat_ms_(heartbeat_ms),
       extra_head_flags_(std::move(extra_head_flags)),
       head_host_(std::move(head_host)),
+      head_netns_(std::move(head_netns)),
       with_tls_(with_tls) {
   char dir[] = "/tmp/berth-it-XXXXXX";
   if (mkdtemp(dir) == nullptr) throw std::runtime_error("mkdtemp failed");
@@ -211,7 +213,10 @@ LocalCluster::LocalCluster(int heartbeat_ms, std::vector<std::string> extra_head
 void LocalCluster::StartHead(const std::string& listen) {
   const std::string port_file = dir_ + "/head.port";
   std::remove(port_file.c_str());
-  head_ = std::make_unique<ChildProcess>(HeadCommand(listen, port_file), dir_ + "/head.log");
+  std::vector<std::string> argv = HeadCommand(listen, port_file);
+  if (!head_netns_.empty())
+    argv.insert(argv.begin(), {"/usr/sbin/ip", "netns", "exec", head_netns_});
+  head_ = std::make_unique<ChildProcess>(argv, dir_ + "/head.log");
   const std::string port = ReadPortFile(port_file, std::chrono::seconds(10));
   if (port.empty()) throw std::runtime_error("berth-head did not start; see " + dir_ + "/head.log");
   head_address_ = head_host_ + ":" + port;
@@ -228,13 +233,15 @@ void LocalCluster::ConnectStubs() {
   queues_ = v1::QueueService::NewStub(channel);
 }
 
-void LocalCluster::AddStandbyHead() {
+void LocalCluster::AddStandbyHead(const std::string& host) {
   const std::string port_file = dir_ + "/standby.port";
-  standby_ = std::make_unique<ChildProcess>(HeadCommand(head_host_ + ":0", port_file),
+  const std::string standby_host = host.empty() ? head_host_ : host;
+  standby_ = std::make_unique<ChildProcess>(HeadCommand(standby_host + ":0", port_file),
                                             dir_ + "/standby.log");
   const std::string port = ReadPortFile(port_file, std::chrono::seconds(10));
-  if (port.empty()) throw std::runtime_error("the standby did not start; see " + dir_ + "/standby.log");
-  head_address_ += "," + head_host_ + ":" + port;
+  if (port.empty())
+    throw std::runtime_error("the standby did not start; see " + dir_ + "/standby.log");
+  head_address_ += "," + standby_host + ":" + port;
   ConnectStubs();
 }
 

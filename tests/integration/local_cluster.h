@@ -68,9 +68,10 @@ class LocalCluster {
   // certificates in dir()/tls (auth/cluster_tls.h): the head and raylets
   // speak mutual TLS; the stubs here use the client certificate for the
   // head and, standing in for the head, the head's for raylets.
+  // With `head_netns`, the first head runs in that network namespace.
   explicit LocalCluster(int heartbeat_ms = 100, std::vector<std::string> extra_head_flags = {},
                         std::string head_host = "127.0.0.1", bool with_token = false,
-                        bool with_tls = false);
+                        bool with_tls = false, std::string head_netns = "");
   ~LocalCluster();
 
   // Starts a raylet and waits until the head lists it ALIVE.
@@ -80,9 +81,10 @@ class LocalCluster {
   // starts a new one on the same address with the same state directory.
   void RestartHead(int signal, std::chrono::milliseconds down_for = std::chrono::milliseconds(0));
   // Starts a second head on the same state: a standby that takes over when
-  // the first one dies. Before AddRaylet: the raylets, and the stubs here,
-  // are given both addresses and follow whichever head is active.
-  void AddStandbyHead();
+  // the first one dies, listening on `host` (default: the first head's).
+  // Before AddRaylet: the raylets, and the stubs here, are given both
+  // addresses and follow whichever head is active.
+  void AddStandbyHead(const std::string& host = "");
   pid_t standby_pid() const { return standby_ ? standby_->pid() : -1; }
   // Stops the first head with `signal` for good (the standby takes over).
   void KillHead(int signal);
@@ -131,6 +133,7 @@ class LocalCluster {
   int heartbeat_ms_;
   std::vector<std::string> extra_head_flags_;
   std::string head_host_;
+  std::string head_netns_;
   std::string token_, token_file_;
   bool with_tls_;
   std::string dir_;

@@ -7,11 +7,14 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <filesystem>
 #include <memory>
 #include <set>
 
+#include "common/files.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/integration/etcd_cluster.h"
 #include "tests/integration/local_cluster.h"
 
 namespace berth::testing {
@@ -179,6 +182,43 @@ TEST(NetworkFaultTest, ACutOffRayletIsReplacedAndReleasesWhatItNoLongerOwns) {
 }
 
 #ifdef BERTH_WORKER_BIN
+// A job of `workers` GPU ranks, each running `shell`; its id.
+std::string SubmitShellJob(LocalCluster& cluster, const std::string& request_id, int workers,
+                           int max_failures, const std::string& shell) {
+  v1::SubmitTrainJobRequest submit;
+  submit.set_request_id(request_id);
+  submit.mutable_spec()->mutable_scaling_config()->set_num_workers(workers);
+  submit.mutable_spec()->mutable_scaling_config()->set_use_gpu(true);
+  submit.mutable_spec()->mutable_failure_config()->set_max_failures(max_failures);
+  for (const std::string& a : {std::string("/bin/sh"), std::string("-c"), shell}) {
+    submit.mutable_spec()->mutable_entrypoint()->mutable_command()->add_argv(a);
+  }
+  v1::SubmitTrainJobResponse submitted;
+  EXPECT_TRUE(cluster.jobs().SubmitTrainJob(Context().get(), submit, &submitted).ok());
+  return submitted.job_id();
+}
+
+v1::TrainJobInfo Job(LocalCluster& cluster, const std::string& id) {
+  v1::GetTrainJobRequest get;
+  get.set_job_id(id);
+  v1::GetTrainJobResponse response;
+  cluster.jobs().GetTrainJob(Context().get(), get, &response);
+  return response.job();
+}
+
+// The job once SUCCEEDED or FAILED (as it is when `timeout` passes first).
+v1::TrainJobInfo WaitEnded(LocalCluster& cluster, const std::string& id, seconds timeout) {
+  v1::TrainJobInfo done;
+  WaitUntil(
+      [&] {
+        done = Job(cluster, id);
+        return done.state() == v1::TRAIN_JOB_STATE_SUCCEEDED ||
+               done.state() == v1::TRAIN_JOB_STATE_FAILED;
+      },
+      timeout);
+  return done;
+}
+
 // A job whose ranks are on a node that is cut off: the attempt ends for the
 // node's death and the job finishes elsewhere; the ranks left running on the
 // cut-off node (its raylet cannot be told) are stopped once it is back.
@@ -188,24 +228,9 @@ TEST(NetworkFaultTest, ACutOffNodesRanksRestartElsewhereAndAreStoppedWhenItRetur
     GTEST_SKIP() << "cannot create a network namespace and veth pair here (needs CAP_NET_ADMIN)";
   const std::unique_ptr<LocalCluster> owned = ClusterWithANodeInside(netns);
   LocalCluster& cluster = *owned;
-  v1::SubmitTrainJobRequest submit;
-  submit.set_request_id("cut-off-job");
-  submit.mutable_spec()->mutable_scaling_config()->set_num_workers(2);
-  submit.mutable_spec()->mutable_scaling_config()->set_use_gpu(true);
-  submit.mutable_spec()->mutable_failure_config()->set_max_failures(1);
-  for (const char* a : {"/bin/sh", "-c", "if [ \"$BERTH_ATTEMPT\" = 0 ]; then sleep 120; fi"}) {
-    submit.mutable_spec()->mutable_entrypoint()->mutable_command()->add_argv(a);
-  }
-  v1::SubmitTrainJobResponse submitted;
-  ASSERT_TRUE(cluster.jobs().SubmitTrainJob(Context().get(), submit, &submitted).ok());
-  const std::string id = submitted.job_id();
-  auto job = [&] {
-    v1::GetTrainJobRequest get;
-    get.set_job_id(id);
-    v1::GetTrainJobResponse response;
-    cluster.jobs().GetTrainJob(Context().get(), get, &response);
-    return response.job();
-  };
+  const std::string id = SubmitShellJob(cluster, "cut-off-job", 2, 1,
+                                        "if [ \"$BERTH_ATTEMPT\" = 0 ]; then sleep 120; fi");
+  auto job = [&] { return Job(cluster, id); };
   auto processes_inside = [&] {
     return ProcessesWithEnv("TORCHELASTIC_ERROR_FILE", cluster.log_dir("inside") + "/" + id + "-");
   };
@@ -216,15 +241,7 @@ TEST(NetworkFaultTest, ACutOffNodesRanksRestartElsewhereAndAreStoppedWhenItRetur
   cluster.AddRaylet(outside);
 
   netns.SetLink(false);
-  v1::TrainJobInfo done;
-  ASSERT_TRUE(WaitUntil(
-      [&] {
-        done = job();
-        return done.state() == v1::TRAIN_JOB_STATE_SUCCEEDED ||
-               done.state() == v1::TRAIN_JOB_STATE_FAILED;
-      },
-      seconds(30)))
-      << done.DebugString();
+  const v1::TrainJobInfo done = WaitEnded(cluster, id, seconds(30));
   ASSERT_EQ(done.state(), v1::TRAIN_JOB_STATE_SUCCEEDED) << done.DebugString();
   ASSERT_GE(done.failure_causes_size(), 1);
   EXPECT_THAT(done.failure_causes(0), ::testing::HasSubstr("node inside died (missed heartbeats)"));
@@ -236,6 +253,64 @@ TEST(NetworkFaultTest, ACutOffNodesRanksRestartElsewhereAndAreStoppedWhenItRetur
   EXPECT_TRUE(WaitUntil([&] { return processes_inside().empty(); }, seconds(20)))
       << processes_inside().size()
       << " stale processes of the job still run on the node that came back";
+}
+
+// The active head cut off from everything (etcd, the raylets, the standby,
+// the clients): its lease lapses, the standby takes over, and the job goes
+// on; when the link is back, the old head finds its lease gone and stands
+// by. Heads on a 3-member etcd on the host side of the veth pair; the active
+// head alone in the namespace.
+TEST(NetworkFaultTest, AnActiveHeadCutOffFromEverythingIsReplacedAndStandsByWhenBack) {
+  Netns netns;
+  if (!netns.ok())
+    GTEST_SKIP() << "cannot create a network namespace and veth pair here (needs CAP_NET_ADMIN)";
+  char dir[] = "/tmp/berth-nf-etcd-XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  auto etcd = std::make_unique<EtcdCluster>(dir, netns.host_ip);
+  auto cluster =
+      std::make_unique<LocalCluster>(100, std::vector<std::string>{"--state-store", etcd->url()},
+                                     netns.ns_ip, false, false, netns.name());
+  cluster->AddStandbyHead(netns.host_ip);
+  for (const char* node : {"n0", "n1"}) {
+    RayletOptions options{node, 2, "A10G", 8, "32Gi"};
+    options.host = netns.host_ip;
+    cluster->AddRaylet(options);
+  }
+  const std::string id = SubmitShellJob(*cluster, "partitioned-head-job", 4, 0, "sleep 25");
+  auto job = [&] { return Job(*cluster, id); };
+  auto active_epoch = [&] {
+    v1::GetClusterStatusResponse status;
+    grpc::Status s = cluster->cluster().GetClusterStatus(
+        Context(std::chrono::milliseconds(500)).get(), {}, &status);
+    return s.ok() ? status.head().epoch() : uint64_t{0};
+  };
+  ASSERT_TRUE(WaitUntil([&] { return job().state() == v1::TRAIN_JOB_STATE_RUNNING; }, seconds(20)));
+  ASSERT_EQ(active_epoch(), 1u);
+
+  netns.SetLink(false);
+  ASSERT_TRUE(WaitUntil([&] { return active_epoch() == 2; }, seconds(20)))
+      << "the standby did not take over";
+  EXPECT_EQ(job().state(), v1::TRAIN_JOB_STATE_RUNNING);
+
+  netns.SetLink(true);
+  EXPECT_TRUE(WaitUntil(
+      [&] {
+        return ReadFileOrEmpty(cluster->dir() + "/head.log").find("stepping down") !=
+               std::string::npos;
+      },
+      seconds(15)));
+  const auto watch_until = std::chrono::steady_clock::now() + seconds(3);
+  while (std::chrono::steady_clock::now() < watch_until) {
+    const uint64_t epoch = active_epoch();
+    if (epoch != 0) EXPECT_EQ(epoch, 2u) << "the head that was cut off must not act";
+  }
+  const v1::TrainJobInfo done = WaitEnded(*cluster, id, seconds(60));
+  EXPECT_EQ(done.state(), v1::TRAIN_JOB_STATE_SUCCEEDED) << done.DebugString();
+  EXPECT_EQ(done.attempt(), 0u);
+  EXPECT_EQ(done.failures(), 0u);
+  cluster.reset();
+  etcd.reset();
+  std::filesystem::remove_all(dir);
 }
 #endif
 
