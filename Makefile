@@ -50,10 +50,13 @@ replay: build
 
 # The chaos test longer than CI runs it (tests/chaos/chaos_test.cc; CI: the
 # default seed, 1,200 operations). docs/reliability.md has a long run's figures.
+# HEAD_PAUSE_MS: how long each head pause lasts (default 1.5 liveness timeouts).
 SEED ?= 20261129
 ITERATIONS ?= 5000
+HEAD_PAUSE_MS ?=
 chaos: build
-	BERTH_CHAOS_SEED=$(SEED) BERTH_CHAOS_ITERATIONS=$(ITERATIONS) $(BUILD_DIR)/tests/chaos/chaos_test
+	BERTH_CHAOS_SEED=$(SEED) BERTH_CHAOS_ITERATIONS=$(ITERATIONS) \
+	  BERTH_CHAOS_HEAD_PAUSE_MS=$(HEAD_PAUSE_MS) $(BUILD_DIR)/tests/chaos/chaos_test
 
 # The secondary, offline Bazel build and its unit tests.
 bazel: setup

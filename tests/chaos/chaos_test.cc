@@ -300,8 +300,9 @@ class ChaosTest : public ::testing::Test {
   }
 
   // Once every node is ALIVE, stops the head (SIGSTOP) for one and a half
-  // liveness timeouts, then watches for two more: a node declared DEAD then
-  // was blamed for the head's absence. Returns the violations.
+  // liveness timeouts (BERTH_CHAOS_HEAD_PAUSE_MS sets another length), then
+  // watches for two more: a node declared DEAD then was blamed for the
+  // head's absence. Returns the violations.
   int PauseHead() {
     auto all_alive = [&] {
       v1::ListNodesResponse nodes;
@@ -311,8 +312,10 @@ class ChaosTest : public ::testing::Test {
       return alive == kNodes;
     };
     if (!WaitUntil(all_alive, seconds(30))) return 0;  // the books check catches a node for good
+    const milliseconds pause(
+        EnvOr("BERTH_CHAOS_HEAD_PAUSE_MS", (cluster_.liveness_timeout() * 3 / 2).count()));
     kill(cluster_.head_pid(), SIGSTOP);
-    std::this_thread::sleep_for(cluster_.liveness_timeout() * 3 / 2);
+    std::this_thread::sleep_for(pause);
     kill(cluster_.head_pid(), SIGCONT);
     const auto until = std::chrono::steady_clock::now() + 2 * cluster_.liveness_timeout();
     while (std::chrono::steady_clock::now() < until) {
@@ -480,8 +483,7 @@ TEST_F(ChaosTest, ChurnWithKilledRayletsAndHeadsKeepsTheBooksExact) {
       "settled=%s, "
       "violations=%d\n",
       seed, operations, created, removed, head_kills, head_pauses, raylet_kills, all_jobs.size(),
-      succeeded,
-      stopped_jobs, restarts, processes_checked, settled ? "yes" : "no", violations);
+      succeeded, stopped_jobs, restarts, processes_checked, settled ? "yes" : "no", violations);
   EXPECT_EQ(violations, 0);
 }
 

@@ -26,7 +26,12 @@ std::vector<v1::NodeInfo> Nodes(LocalCluster& cluster) {
   return {listed.nodes().begin(), listed.nodes().end()};
 }
 
-TEST_F(HeadFaultTest, AHeadPausedPastTheLivenessTimeoutDeclaresNoNodeDeadAndTheJobGoesOn) {
+// Paused for three liveness timeouts, or 15 s (the length the issue's
+// acceptance asks for): every heartbeat of the time is missed, by the
+// head's fault, not the nodes'.
+class HeadPauseTest : public HeadFaultTest, public ::testing::WithParamInterface<int> {};
+
+TEST_P(HeadPauseTest, AHeadPausedPastTheLivenessTimeoutDeclaresNoNodeDeadAndTheJobGoesOn) {
   v1::TrainJobSpec spec = GpuJob(4);  // both nodes
   spec.mutable_failure_config()->set_max_failures(0);
   SetCommand(&spec, {"/bin/sh", "-c", "sleep 8"});
@@ -34,10 +39,10 @@ TEST_F(HeadFaultTest, AHeadPausedPastTheLivenessTimeoutDeclaresNoNodeDeadAndTheJ
   ASSERT_TRUE(
       WaitUntil([&] { return Get(id).state() == v1::TRAIN_JOB_STATE_RUNNING; }, seconds(15)));
 
-  // Paused for three liveness timeouts: every heartbeat of the time is
-  // missed, by the head's fault, not the nodes'.
+  const milliseconds pause =
+      GetParam() == 0 ? 3 * cluster_->liveness_timeout() : milliseconds(GetParam());
   ASSERT_EQ(kill(cluster_->head_pid(), SIGSTOP), 0);
-  std::this_thread::sleep_for(3 * cluster_->liveness_timeout());
+  std::this_thread::sleep_for(pause);
   ASSERT_EQ(kill(cluster_->head_pid(), SIGCONT), 0);
 
   // Watched for as long again as a node would take to be declared.
@@ -55,6 +60,12 @@ TEST_F(HeadFaultTest, AHeadPausedPastTheLivenessTimeoutDeclaresNoNodeDeadAndTheJ
   EXPECT_THAT(ReadFileOrEmpty(cluster_->dir() + "/head.log"),
               HasSubstr("the head did not run for"));
 }
+
+INSTANTIATE_TEST_SUITE_P(Lengths, HeadPauseTest, ::testing::Values(0, 15000),
+                         [](const ::testing::TestParamInfo<int>& info) {
+                           return info.param == 0 ? std::string("ThreeLivenessTimeouts")
+                                                  : std::string("FifteenSeconds");
+                         });
 
 TEST_F(HeadFaultTest, ANodeThatDiesWhileTheHeadIsPausedIsStillDeclared) {
   ASSERT_EQ(kill(cluster_->head_pid(), SIGSTOP), 0);
