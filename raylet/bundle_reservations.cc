@@ -145,10 +145,17 @@ std::vector<BundleKey> BundleReservations::Cancel(const std::string& placement_g
   return released;
 }
 
-std::vector<BundleKey> BundleReservations::ReleaseUnused(const std::set<BundleKey>& in_use) {
+std::vector<BundleKey> BundleReservations::ReleaseUnused(
+    const std::set<BundleKey>& in_use, const std::vector<ReservedBundle>& expected) {
+  std::map<BundleKey, const ReservedBundle*> as_expected;
+  for (const ReservedBundle& b : expected) as_expected[b.key] = &b;
   std::vector<BundleKey> released;
   for (auto it = bundles_.begin(); it != bundles_.end();) {
-    if (in_use.count(it->first) > 0) {
+    const auto want = as_expected.find(it->first);
+    const bool differs =
+        want != as_expected.end() && (want->second->resources != it->second.resources ||
+                                      SortedByIndex(want->second->gpus) != it->second.gpus);
+    if (in_use.count(it->first) > 0 && !differs) {
       ++it;
       continue;
     }

@@ -90,7 +90,10 @@ class BundleReservations {
   std::vector<BundleKey> Cancel(const std::string& placement_group_id,
                                 const std::vector<uint32_t>& bundle_indices);
   // Releases every bundle not in `in_use`. Returns the keys released.
-  std::vector<BundleKey> ReleaseUnused(const std::set<BundleKey>& in_use);
+  // `expected`: bundles of `in_use` as the caller holds them; one held here
+  // with other resources or GPUs is released too.
+  std::vector<BundleKey> ReleaseUnused(const std::set<BundleKey>& in_use,
+                                       const std::vector<ReservedBundle>& expected = {});
 
   // nullptr if the bundle is not held here.
   const ReservedBundle* Find(const BundleKey& key) const;

@@ -312,7 +312,17 @@ grpc::Status RayletService::ReleaseUnusedBundles(grpc::ServerContext* context,
           }
           in_use.insert({key.placement_group_id(), key.bundle_index()});
         }
-        const std::vector<BundleKey> released = reservations_.ReleaseUnused(in_use);
+        std::vector<ReservedBundle> expected;
+        for (int i = 0; i < request->kept_size(); ++i) {
+          const v1::KeptBundle& kept = request->kept(i);
+          absl::StatusOr<BundleRequest> bundle =
+              BundleRequestFromProto(kept.bundle().bundle_index(), kept.bundle().resources(),
+                                     kept.bundle().gpus(), absl::StrCat("kept[", i, "].bundle"));
+          if (!bundle.ok()) return bundle.status();
+          expected.push_back(
+              {{kept.placement_group_id(), bundle->bundle_index}, bundle->resources, bundle->gpus});
+        }
+        const std::vector<BundleKey> released = reservations_.ReleaseUnused(in_use, expected);
         StopWorkersOf(released);
         for (const BundleKey& key : released) {
           v1::BundleKey* out = response->add_released();

@@ -122,9 +122,8 @@ absl::Status HeadServer::Restore() {
     const std::optional<NodeIndex> index = state_.table.FindNode(id);
     const std::string address = index ? state_.nodes.Address(*index) : "";
     if (address.empty()) continue;
-    v1::ReleaseUnusedBundlesRequest release;
-    release.set_request_id(absl::StrCat("restore/", id, "/", now));
-    for (const v1::HeldBundle& h : state_.groups.BundlesOn(id)) *release.add_in_use() = h.key();
+    const v1::ReleaseUnusedBundlesRequest release =
+        ReleaseAllBut(state_.groups.BundlesOn(id), absl::StrCat("restore/", id, "/", now));
     scheduler_.Submit([this, address, id = id, release] {
       absl::StatusOr<v1::ReleaseUnusedBundlesResponse> released =
           raylets_.ReleaseUnused(address, release);

@@ -156,4 +156,19 @@ std::string HeadState::NewPlacementGroupId() {
   return absl::StrFormat("pg-%012x", rng() & 0xffffffffffffULL);
 }
 
+v1::ReleaseUnusedBundlesRequest ReleaseAllBut(const std::vector<v1::HeldBundle>& held,
+                                              std::string request_id) {
+  v1::ReleaseUnusedBundlesRequest release;
+  release.set_request_id(std::move(request_id));
+  for (const v1::HeldBundle& h : held) {
+    *release.add_in_use() = h.key();
+    v1::KeptBundle* kept = release.add_kept();
+    kept->set_placement_group_id(h.key().placement_group_id());
+    kept->mutable_bundle()->set_bundle_index(h.key().bundle_index());
+    *kept->mutable_bundle()->mutable_resources() = h.resources();
+    *kept->mutable_bundle()->mutable_gpus() = h.gpus();
+  }
+  return release;
+}
+
 }  // namespace berth

@@ -25,6 +25,7 @@
 #include "auth/admission.h"
 #include "auth/cluster_tls.h"
 #include "berth/v1/head.pb.h"
+#include "berth/v1/raylet.pb.h"
 #include "berth/v1/state.pb.h"
 #include "queueing/queue_config.h"
 #include "scheduler/head_metrics.h"
@@ -63,6 +64,12 @@ class HeadState;
 // RegisterNode, Heartbeat, ReportWorkerExit) need a node certificate when
 // the cluster speaks TLS.
 AdmissionPolicy HeadAdmission(const HeadState& state, bool node_methods);
+
+// The call that makes a raylet let go of every bundle but `held` (the
+// head's books for its node), and of any of those it holds with other
+// resources or GPUs than the books say.
+v1::ReleaseUnusedBundlesRequest ReleaseAllBut(const std::vector<v1::HeldBundle>& held,
+                                              std::string request_id);
 
 class HeadState {
  private:

@@ -26,9 +26,8 @@ grpc::Status NodeServiceImpl::RegisterNode(grpc::ServerContext* context,
   absl::StatusOr<v1::ReleaseUnusedBundlesResponse> released =
       absl::FailedPreconditionError("no release sent");
   if (!request->address().empty() && request->node_id().size() <= 128) {
-    v1::ReleaseUnusedBundlesRequest release;
-    release.set_request_id(absl::StrCat("register/", request->request_id()));
-    for (const v1::HeldBundle& h : held) *release.add_in_use() = h.key();
+    const v1::ReleaseUnusedBundlesRequest release =
+        ReleaseAllBut(held, absl::StrCat("register/", request->request_id()));
     released = raylets_->ReleaseUnused(request->address(), release);
     if (released.ok() && released->released_size() > 0) {
       LogInfo("node ", request->node_id(), " released ", released->released_size(),

@@ -214,5 +214,21 @@ TEST(BundleReservationsTest, ReleaseUnusedKeepsOnlyBundlesInUse) {
   EXPECT_TRUE(node.ReleaseUnused({{"a", 1}}).empty());
 }
 
+// The head's books predate what the node holds (a placement on other GPUs
+// the head did not record before it stopped): the bundle is released for
+// the head to place again, not kept on GPUs the books do not name.
+TEST(BundleReservationsTest, ReleaseUnusedAlsoReleasesABundleHeldOnOtherGpus) {
+  BundleReservations node = Node();
+  const ResourceSet gpu = ResourceSet::Of({{"GPU", 1}});
+  ASSERT_TRUE(node.Prepare("a", {Bundle(0, gpu, {{0, Q(1)}})})->prepared);
+  ASSERT_TRUE(node.Prepare("b", {Bundle(0, gpu, {{1, Q(1)}})})->prepared);
+  const std::vector<BundleKey> released = node.ReleaseUnused(
+      {{"a", 0}, {"b", 0}},
+      {ReservedBundle{{"a", 0}, gpu, {{0, Q(1)}}}, ReservedBundle{{"b", 0}, gpu, {{2, Q(1)}}}});
+  EXPECT_EQ(released, (std::vector<BundleKey>{{"b", 0}}));
+  EXPECT_EQ(node.free_gpus().free(1), Q(1));
+  EXPECT_EQ(node.free_gpus().free(0), Q(0));
+}
+
 }  // namespace
 }  // namespace berth
