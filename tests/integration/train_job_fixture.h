@@ -98,6 +98,28 @@ class TrainJobTest : public ::testing::Test {
     return response.job();
   }
 
+  // The active head as a head answers (empty when none answers in 500 ms).
+  v1::HeadInfo ActiveHead() {
+    v1::GetClusterStatusResponse status;
+    grpc::Status s =
+        cluster_->cluster().GetClusterStatus(Context(milliseconds(500)).get(), {}, &status);
+    return s.ok() ? status.head() : v1::HeadInfo();
+  }
+
+  // `id` ends SUCCEEDED at attempt 0 with no failure, and nothing stays
+  // reserved, on the head or the raylets: a gang of the cluster's four GPUs
+  // is placed and runs.
+  void ExpectSucceededAtFirstAttempt(const std::string& id, seconds timeout) {
+    const v1::TrainJobInfo done = WaitDone(id, timeout);
+    EXPECT_EQ(done.state(), v1::TRAIN_JOB_STATE_SUCCEEDED) << done.message();
+    EXPECT_EQ(done.attempt(), 0u);
+    EXPECT_EQ(done.failures(), 0u);
+    v1::TrainJobSpec all = GpuJob(4);
+    SetCommand(&all, {"/bin/true"});
+    const v1::TrainJobInfo after = WaitDone(Submit(all), seconds(60));
+    EXPECT_EQ(after.state(), v1::TRAIN_JOB_STATE_SUCCEEDED) << after.message();
+  }
+
   v1::TrainJobInfo WaitDone(const std::string& id, seconds timeout = seconds(90)) {
     v1::TrainJobInfo info;
     WaitUntil(
