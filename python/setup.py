@@ -51,4 +51,4 @@ class BuildWithStubs(build_py):
                                   f"--grpc_python_out={out}"] + protos, check=True)
 
 
-setup(cmdclass={"build_py": BuildWithStubs}, install_requires=generator()[1] + ["pyyaml>=5.4"])
+setup(cmdclass={"build_py": BuildWithStubs}, install_requires=generator()[1] + ["pyyaml>=5.4", "cloudpickle>=2.0"])

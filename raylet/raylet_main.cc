@@ -6,6 +6,7 @@
 
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <optional>
 #include <string>
@@ -55,6 +56,22 @@ namespace {
 // the last exit reports.
 constexpr absl::Duration kShutdownGrace = absl::Seconds(2);
 
+// berth's worker-side Python package for this binary: lib/berth/python of
+// an install (bin/berth-raylet), else the build tree's python/ (the build
+// copies it there); "" when neither has it.
+std::string DefaultWorkerPythonPath() {
+  std::error_code error;
+  const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", error);
+  if (error) return "";
+  const std::filesystem::path prefix = self.parent_path().parent_path();
+  for (const auto& candidate : {prefix / "lib" / "berth" / "python", prefix / "python"}) {
+    if (std::filesystem::exists(candidate / "berth" / "train" / "__init__.py", error)) {
+      return candidate.string();
+    }
+  }
+  return "";
+}
+
 struct Flags {
   std::string head;
   std::string listen = "127.0.0.1:0";
@@ -71,6 +88,7 @@ struct Flags {
   std::string refuse_prepare_file;
   std::string hold_starts_file;
   std::string hold_commits_file;
+  std::string worker_pythonpath = DefaultWorkerPythonPath();
   std::string node_pool;
   std::string token_file;
   TlsFiles tls;
@@ -258,6 +276,7 @@ int Run(const Flags& flags) {
   service_options.refuse_prepare_file = flags.refuse_prepare_file;
   service_options.hold_starts_file = flags.hold_starts_file;
   service_options.hold_commits_file = flags.hold_commits_file;
+  service_options.worker_pythonpath = flags.worker_pythonpath;
   service_options.cluster_token = cluster_token;
   service_options.tls = *tls;
   service_options.fence = &fence;
@@ -409,6 +428,10 @@ int main(int argc, char** argv) {
                  "test hook: refuse every prepare while this file exists");
   app.add_option("--hold-starts-file", flags.hold_starts_file,
                  "test hook: StartWorker waits while this file exists");
+  app.add_option("--worker-pythonpath", flags.worker_pythonpath,
+                 "folder of berth's worker-side Python package (berth.train), added to every "
+                 "worker's PYTHONPATH (default: lib/berth/python of an install, or the build's "
+                 "python/); empty = none");
   app.add_option("--hold-commits-file", flags.hold_commits_file,
                  "test hook: commits wait while this file exists (30 s at most)");
   const berth::LogFlag log_flag(app);

@@ -378,6 +378,11 @@ absl::Status RayletService::StartWorkerLocked(const v1::WorkerSpec& spec,
   launch.bundle_index = spec.bundle_index();
   launch.argv.assign(spec.argv().begin(), spec.argv().end());
   launch.env.insert(spec.env().begin(), spec.env().end());
+  if (!options_.worker_pythonpath.empty()) {
+    std::string& path = launch.env["PYTHONPATH"];
+    path = path.empty() ? options_.worker_pythonpath
+                        : absl::StrCat(path, ":", options_.worker_pythonpath);
+  }
   // A trainer calls the head back; with TLS it verifies the head by this CA.
   if (options_.tls.enabled) launch.env["BERTH_TLS_CA_PEM"] = options_.tls.ca_pem;
   launch.cwd = spec.cwd();

@@ -48,6 +48,9 @@ class RayletService final : public Admitted<v1::RayletService::Service> {
     // Test hook: while this file exists (30 s at most), a commit waits, then
     // applies: a head can die with a two-phase commit half done.
     std::string hold_commits_file;
+    // berth's worker-side Python package (berth.train): appended to every
+    // worker's PYTHONPATH, so a rank's Python needs no berth installed.
+    std::string worker_pythonpath;
     // SIGTERM -> SIGKILL grace for workers of cancelled or released bundles.
     absl::Duration bundle_release_grace = absl::Seconds(2);
     // Every RPC must carry it (auth/cluster_token.h); empty = no check.

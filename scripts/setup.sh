@@ -13,7 +13,8 @@ PACKAGES=(
   bazel-bootstrap bazel-rules-java
   clang libclang-rt-14-dev
   gnuplot-nox
-  python3-torch python3-grpcio python3-protobuf python3-yaml python3-pytest python3-venv
+  python3-torch python3-grpcio python3-protobuf python3-yaml python3-pytest python3-venv python3-cloudpickle
+  python3-pandas
 )
 
 missing=()

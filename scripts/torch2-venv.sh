@@ -8,8 +8,9 @@
 set -euo pipefail
 VENV=${BERTH_TORCH2_VENV:-$HOME/.cache/berth/venv-torch2}
 # Lower bounds, not pins: the point is the line users install today.
-REQUIREMENTS=("torch>=2.1" "lightning>=2.1" "accelerate>=0.30" "grpcio>=1.51" "protobuf>=4.21" "pyyaml" "pytest")
-if ! "$VENV/bin/python" -c "import torch, lightning, accelerate, grpc, yaml, pytest" 2>/dev/null; then
+REQUIREMENTS=("torch>=2.1" "lightning>=2.1" "accelerate>=0.30" "grpcio>=1.51" "protobuf>=4.21" "pyyaml" "pytest"
+              "cloudpickle" "pandas")
+if ! "$VENV/bin/python" -c "import torch, lightning, accelerate, grpc, yaml, pytest, cloudpickle, pandas" 2>/dev/null; then
   echo "torch2-venv: installing ${REQUIREMENTS[*]} into $VENV (once per machine)" >&2
   /usr/bin/python3 -m venv "$VENV"
   "$VENV/bin/pip" install -q --disable-pip-version-check "${REQUIREMENTS[@]}" >&2

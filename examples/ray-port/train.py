@@ -1,80 +1,88 @@
-"""A Ray Train training function, ported to berth by changing the imports.
+"""ray_train.py ported to berth: `ray.train` replaced by `berth.train`,
+nothing else (README.md has the diff). Runs against the cluster berth.Client()
+finds (`berth up`):
 
-    ray.train.get_context()   -> berth.train.get_context()
-    ray.train.report(m, ckpt) -> berth.train.report(m, checkpoint=path)
-    ray.train.get_checkpoint()-> berth.train.get_checkpoint()   (a path, or None)
-
-Rank 0 saves a checkpoint every --checkpoint-every steps into the job's
-storage and reports it; after a restart every rank resumes from the latest
-one. --fail-at-step N raises ValueError on --fail-rank in the first attempt
-only, to see a restart resume; --step-seconds S makes each step take S
-seconds longer, to watch a job be preempted and resume.
+    python train.py --storage-path /tmp/results --name demo [--num-workers 2] [--use-gpu]
 """
 
 import argparse
-import hashlib
 import os
-import time
+import tempfile
 
 import torch
-import torch.distributed as dist
-from torch.nn.parallel import DistributedDataParallel
+from torch import nn
+from torch.utils.data import DataLoader, TensorDataset
 
-from berth import train
+import berth.train
+import berth.train.torch
+from berth.train import Checkpoint, CheckpointConfig, FailureConfig, RunConfig, ScalingConfig
+from berth.train.torch import TorchTrainer
 
 
 def train_func(config):
-    use_cuda = torch.cuda.is_available()
-    dist.init_process_group("nccl" if use_cuda else "gloo")
-    ctx = train.get_context()
-    device = torch.device("cuda", ctx.get_local_rank()) if use_cuda else torch.device("cpu")
-    if use_cuda:
-        torch.cuda.set_device(device)
     torch.manual_seed(0)
-    model = torch.nn.Sequential(torch.nn.Linear(8, 32), torch.nn.ReLU(), torch.nn.Linear(32, 1)).to(device)
+    model = berth.train.torch.prepare_model(nn.Sequential(nn.Linear(8, 32), nn.ReLU(), nn.Linear(32, 1)))
     optimizer = torch.optim.SGD(model.parameters(), lr=config["lr"])
-    start = 0
-    checkpoint = train.get_checkpoint()
+    x = torch.randn(1024, 8, generator=torch.Generator().manual_seed(1))
+    loader = berth.train.torch.prepare_data_loader(
+        DataLoader(TensorDataset(x, x.sum(1, keepdim=True)), batch_size=32, shuffle=True))
+    context = berth.train.get_context()
+
+    start_epoch = 0
+    checkpoint = berth.train.get_checkpoint()
     if checkpoint:
-        state = torch.load(os.path.join(checkpoint, "state.pt"), map_location=device)
-        model.load_state_dict(state["model"])
+        with checkpoint.as_directory() as folder:
+            state = torch.load(os.path.join(folder, "state.pt"), map_location="cpu")
+        getattr(model, "module", model).load_state_dict(state["model"])
         optimizer.load_state_dict(state["optimizer"])
-        start = state["step"]
-        print(f"rank {ctx.get_world_rank()} resuming from step {start} ({checkpoint})", flush=True)
-    ddp = DistributedDataParallel(model, device_ids=[ctx.get_local_rank()] if use_cuda else None)
-    for step in range(start + 1, config["steps"] + 1):
-        data = torch.Generator().manual_seed(step * 1000 + ctx.get_world_rank())
-        x = torch.randn(32, 8, generator=data)
-        loss = torch.nn.functional.mse_loss(ddp(x.to(device)), x.sum(1, keepdim=True).to(device))
-        optimizer.zero_grad()
-        loss.backward()
-        optimizer.step()
-        time.sleep(config["step_seconds"])
-        if (step == config["fail_at_step"] and ctx.get_world_rank() == config["fail_rank"]
-                and ctx.attempt == 0):
-            raise ValueError(f"boom at step {step}")
-        if step % config["checkpoint_every"] == 0 or step == config["steps"]:
-            path = None
-            if ctx.get_world_rank() == 0:
-                path = os.path.join(ctx.get_storage_path() or ".", "checkpoints", f"step-{step}")
-                os.makedirs(path, exist_ok=True)
-                torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(), "step": step},
-                           os.path.join(path, "state.pt"))
-            dist.barrier()  # the checkpoint is on disk before anyone reports it
-            train.report({"step": step, "loss": loss.item()}, checkpoint=path)
-    digest = hashlib.sha256(b"".join(p.detach().cpu().numpy().tobytes() for p in model.parameters()))
-    print(f"rank {ctx.get_world_rank()} params {digest.hexdigest()[:16]}", flush=True)
-    del ddp  # before the group: see examples/pytorch-ddp/train.py
-    dist.barrier()  # no collective in flight anywhere when the groups go
-    dist.destroy_process_group()
+        start_epoch = state["epoch"] + 1
+        print(f"rank {context.get_world_rank()} resumes at epoch {start_epoch}", flush=True)
+
+    for epoch in range(start_epoch, config["epochs"]):
+        if context.get_world_size() > 1:
+            loader.sampler.set_epoch(epoch)
+        total = 0.0
+        for inputs, targets in loader:
+            loss = nn.functional.mse_loss(model(inputs), targets)
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+            total += loss.item()
+        if epoch == config["fail_at_epoch"] and context.get_world_rank() == 1 and start_epoch == 0:
+            raise ValueError(f"rank 1 fails at epoch {epoch}")
+        metrics = {"epoch": epoch, "loss": total / len(loader)}
+        with tempfile.TemporaryDirectory() as folder:
+            checkpoint = None
+            if context.get_world_rank() == 0:
+                torch.save({"model": getattr(model, "module", model).state_dict(),
+                            "optimizer": optimizer.state_dict(), "epoch": epoch},
+                           os.path.join(folder, "state.pt"))
+                checkpoint = Checkpoint.from_directory(folder)
+            berth.train.report(metrics, checkpoint=checkpoint)
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--storage-path", required=True)
+    parser.add_argument("--name", default="ray-port")
+    parser.add_argument("--num-workers", type=int, default=2)
+    parser.add_argument("--use-gpu", action="store_true")
+    parser.add_argument("--epochs", type=int, default=5)
+    parser.add_argument("--fail-at-epoch", type=int, default=2)
+    args = parser.parse_args()
+    trainer = TorchTrainer(
+        train_func,
+        train_loop_config={"lr": 0.01, "epochs": args.epochs, "fail_at_epoch": args.fail_at_epoch},
+        scaling_config=ScalingConfig(num_workers=args.num_workers, use_gpu=args.use_gpu),
+        run_config=RunConfig(name=args.name, storage_path=args.storage_path,
+                             checkpoint_config=CheckpointConfig(num_to_keep=2),
+                             failure_config=FailureConfig(max_failures=1)))
+    result = trainer.fit()
+    print(f"metrics: {result.metrics}")
+    print(f"checkpoint: {result.checkpoint.path}")
+    with result.checkpoint.as_directory() as folder:
+        print(f"checkpoint files: {sorted(os.listdir(folder))}")
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--steps", type=int, default=40)
-    parser.add_argument("--lr", type=float, default=0.01)
-    parser.add_argument("--checkpoint-every", type=int, default=5)
-    parser.add_argument("--fail-at-step", type=int, default=0)
-    parser.add_argument("--fail-rank", type=int, default=1)
-    parser.add_argument("--step-seconds", type=float, default=0)
-    train_func(vars(parser.parse_args()))
+    main()

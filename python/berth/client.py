@@ -15,7 +15,7 @@ import socket
 import time
 import uuid
 from dataclasses import dataclass, field
-from typing import Dict, Iterator, List, Optional, Sequence, Union
+from typing import Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
 import grpc
 
@@ -133,7 +133,14 @@ class Job:
     def logs(self, rank: Optional[int] = None, follow: bool = False) -> Union[str, Iterator[str]]:
         """The ranks' output (one rank's with ``rank``). With ``follow``, an
         iterator of pieces of output until the job ends; else all of it."""
-        from berth.v1 import head_pb2
+        pieces = (text for _, _, text in self.log_pieces(rank, follow))
+        return pieces if follow else "".join(pieces)
+
+    def log_pieces(self, rank: Optional[int] = None, follow: bool = False) -> Iterator[Tuple[int, str, str]]:
+        """The ranks' output as (rank, "stdout" or "stderr", text) pieces, as
+        they come with ``follow`` (until the job ends); pieces need not end
+        at a line's end."""
+        from berth.v1 import common_pb2, head_pb2
 
         request = head_pb2.StreamTrainJobLogsRequest(job_id=self.id, follow=follow)
         if rank is not None:
@@ -141,8 +148,9 @@ class Job:
         # Following has no deadline: it ends with the job.
         chunks = self._client._stream("StreamTrainJobLogs", request,
                                       timeout=None if follow else self._client.timeout)
-        pieces = (chunk.data.decode("utf-8", "replace") for chunk in chunks)
-        return pieces if follow else "".join(pieces)
+        for chunk in chunks:
+            stream = common_pb2.LogStream.Name(chunk.stream).replace("LOG_STREAM_", "").lower()
+            yield chunk.rank, stream, chunk.data.decode("utf-8", "replace")
 
     def stop(self) -> None:
         """Stops the job (STOPPED once its processes are gone)."""

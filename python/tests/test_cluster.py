@@ -50,6 +50,8 @@ def run_python(client, code, num_workers=2, **kwargs):
 
 def test_reports_reach_the_head(cluster, tmp_path):
     client = berth.Client()
+    (tmp_path / "step-3").mkdir()
+    (tmp_path / "step-3" / "model.pt").write_text("weights")
     job = run_python(client, f"""
         from berth import train
         for step in range(1, 4):
@@ -60,7 +62,9 @@ def test_reports_reach_the_head(cluster, tmp_path):
     assert status.state == "SUCCEEDED", status.failure_causes
     assert status.step == 3
     assert status.metrics == {"step": 3.0, "loss": pytest.approx(1 / 3), "epoch": 0.0}
-    assert status.latest_checkpoint == f"{tmp_path}/step-3"
+    # Copied into the job's folder (the script's own may go).
+    assert os.path.basename(status.latest_checkpoint).startswith("checkpoint_")
+    assert open(os.path.join(status.latest_checkpoint, "model.pt")).read() == "weights"
 
 
 def test_a_failure_is_an_exception_in_the_cause(cluster):

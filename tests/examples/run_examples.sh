@@ -140,11 +140,12 @@ else
   fail "failure cause" "exit $rc; $(grep -E '^(state|message|failure)' <<<"$shown" | head -3)"
 fi
 
-# A Ray Train function ported to berth.train: rank 1 raises at step 7 in the
-# first attempt; the job restarts and every rank resumes from the step-5
-# checkpoint rank 0 reported, and its reports reach the head.
+# A resumable DDP script (berth.train from the PYTHONPATH the raylet sets):
+# rank 1 raises at step 7 in the first attempt; the job restarts and every
+# rank resumes from the step-5 checkpoint rank 0 reported, and its reports
+# reach the head.
 out=$(berth job submit --num-workers 4 --strategy SPREAD --max-failures 1 --wait 300 \
-      --env "PYTHONPATH=$ROOT/python" -- "$PY" "$ROOT/examples/ray-port/train.py" \
+      -- "$PY" "$ROOT/examples/resumable-ddp/train.py" \
       --steps 20 --checkpoint-every 5 --fail-at-step 7 2>&1)
 rc=$?
 id=$(head -1 <<<"$out")
@@ -152,9 +153,31 @@ shown=$(berth job "$id" 2>&1)
 resumed=$(berth logs "$id" 2>/dev/null | grep -c "resuming from step 5")
 if [[ $rc -eq 0 ]] && grep -q "^state: *SUCCEEDED" <<<"$shown" && grep -q "ValueError: boom at step 7" <<<"$shown" &&
    grep -q "^step: *20" <<<"$shown" && grep -q "^metrics: .*loss=" <<<"$shown" && [[ $resumed -eq 4 ]]; then
-  pass "ray-port restarts after rank 1's ValueError and resumes all 4 ranks from its reported step-5 checkpoint"
+  pass "resumable-ddp restarts after rank 1's ValueError and resumes all 4 ranks from its reported step-5 checkpoint"
 else
-  fail "ray-port restart" "exit $rc, $resumed ranks resumed; $(grep -E '^(state|message|failure|step|metrics)' <<<"$shown" | head -5)"
+  fail "resumable-ddp restart" "exit $rc, $resumed ranks resumed; $(grep -E '^(state|message|failure|step|metrics)' <<<"$shown" | head -5)"
+fi
+
+# A Ray Train program ported by replacing `ray.train` with `berth.train`
+# (examples/ray-port/train.py), its driver in this line's Python with the
+# SDK pip-installed beside it (and the grpcio and protobuf its stubs need):
+# rank 1 raises at epoch 2, the run restarts once, both ranks resume from
+# the epoch-1 checkpoint (a TemporaryDirectory that report() copied), fit()
+# returns epoch 4's metrics and a checkpoint holding state.pt, and the run
+# folder keeps exactly 2 checkpoints.
+SDK=$BERTH_HOME/sdk
+"$PY" -m pip install -q --disable-pip-version-check --target "$SDK" "$ROOT/python" >"$BERTH_HOME/pip.log" 2>&1 ||
+  tail -5 "$BERTH_HOME/pip.log" >&2
+out=$(cd "$BERTH_HOME" && PYTHONPATH=$SDK timeout 600 "$PY" "$ROOT/examples/ray-port/train.py" \
+      --storage-path "$BERTH_HOME/results" --name ray-port 2>&1)
+rc=$?
+kept=$(find "$BERTH_HOME/results/ray-port" -maxdepth 1 -name 'checkpoint_*' -type d | wc -l)
+if [[ $rc -eq 0 ]] && grep -q "^metrics: {'epoch': 4, 'loss': " <<<"$out" &&
+   grep -q "^checkpoint files: \['state.pt'\]" <<<"$out" && [[ $kept -eq 2 ]] &&
+   [[ $(grep -c "resumes at epoch 2" <<<"$out") -eq 2 ]] && grep -q "ValueError: rank 1 fails at epoch 2" <<<"$out"; then
+  pass "ray-port: fit() restarts after rank 1's ValueError, resumes both ranks at epoch 2, keeps 2 checkpoints"
+else
+  fail "ray-port" "exit $rc, $kept checkpoints kept; $(grep -E '^(metrics|checkpoint|berth)|Error' <<<"$out" | tail -5)"
 fi
 
 echo "$passed passed, $failed failed"

@@ -1,6 +1,6 @@
 // Sharing the cluster between two teams, on real processes: a real
 // berth-head, two berth-raylets with two simulated GPUs each, and a user's
-// PyTorch script (examples/ray-port/train.py, Gloo) as every job. Team A
+// PyTorch script (examples/resumable-ddp/train.py, Gloo) as every job. Team A
 // borrows every GPU; team B, within its quota, takes its half back: one of
 // A's jobs is preempted (SIGTERM, then the grace period), waits PENDING
 // with the reason, and when B's job has ended resumes from its checkpoint
@@ -45,7 +45,7 @@ class PreemptionTest : public TrainJobTest {
     v1::TrainJobSpec spec = GpuJob(2);
     spec.set_queue(queue);
     SetCommand(&spec,
-               {"/usr/bin/python3", BERTH_SOURCE_DIR "/examples/ray-port/train.py", "--steps",
+               {"/usr/bin/python3", BERTH_SOURCE_DIR "/examples/resumable-ddp/train.py", "--steps",
                 std::to_string(steps), "--checkpoint-every", std::to_string(checkpoint_every),
                 "--step-seconds", std::to_string(step_seconds)},
                {{"PYTHONPATH", BERTH_SOURCE_DIR "/python"}});

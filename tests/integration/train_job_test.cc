@@ -129,7 +129,7 @@ TEST_F(TrainJobTest, AUserScriptThatRaisesRestartsFromTheCheckpointItReported) {
   v1::TrainJobSpec spec = GpuJob(4);
   spec.mutable_failure_config()->set_max_failures(1);
   SetCommand(&spec,
-             {"/usr/bin/python3", BERTH_SOURCE_DIR "/examples/ray-port/train.py", "--steps", "20",
+             {"/usr/bin/python3", BERTH_SOURCE_DIR "/examples/resumable-ddp/train.py", "--steps", "20",
               "--checkpoint-every", "5", "--fail-at-step", "7"},
              {{"PYTHONPATH", BERTH_SOURCE_DIR "/python"}});
   const std::string id = Submit(spec);
@@ -209,7 +209,7 @@ TEST_F(TrainJobTest, AnElasticJobGrowsWhenANodeJoinsShrinksWhenItDiesAndSucceeds
   spec.mutable_scaling_config()->set_min_workers(2);
   (*spec.mutable_scaling_config()->mutable_resources_per_worker()->mutable_amounts())["GPU"] = 2;
   SetCommand(&spec,
-             {"/usr/bin/python3", BERTH_SOURCE_DIR "/examples/ray-port/train.py", "--steps", "80",
+             {"/usr/bin/python3", BERTH_SOURCE_DIR "/examples/resumable-ddp/train.py", "--steps", "80",
               "--checkpoint-every", "5", "--step-seconds", "0.25"},
              {{"PYTHONPATH", BERTH_SOURCE_DIR "/python"}});
   const std::string id = Submit(spec);
@@ -280,7 +280,7 @@ TEST_F(TrainJobTest, AnElasticJobThatLosesANodeOfItsOwnGroupShrinksAndGrowsBack)
   spec.mutable_scaling_config()->set_placement_strategy(v1::PLACEMENT_STRATEGY_SPREAD);
   spec.mutable_failure_config()->set_max_failures(0);
   SetCommand(&spec,
-             {"/usr/bin/python3", BERTH_SOURCE_DIR "/examples/ray-port/train.py", "--steps", "120",
+             {"/usr/bin/python3", BERTH_SOURCE_DIR "/examples/resumable-ddp/train.py", "--steps", "120",
               "--checkpoint-every", "5", "--step-seconds", "0.25"},
              {{"PYTHONPATH", BERTH_SOURCE_DIR "/python"}});
   const std::string id = Submit(spec);

@@ -43,6 +43,7 @@ class RayletServiceTest : public testing::Test {
     RayletService::Options options;
     options.refuse_prepare_file = dir_ + "/refuse";
     options.bundle_release_grace = absl::Milliseconds(200);
+    options.worker_pythonpath = "/opt/berth/python";
     service_ = std::make_unique<RayletService>(options, BundleReservations(NodeTotal(), 2),
                                                workers_.get());
     grpc::ServerBuilder builder;
@@ -377,6 +378,20 @@ TEST_F(RayletServiceTest, VisibleGpusMayNameAnyGpuOfTheGroupOnThisNode) {
   ASSERT_TRUE(stub_->StartWorker(Context().get(), start, &started).ok());
   ASSERT_TRUE(WaitForState("w", v1::WORKER_STATE_EXITED));
   EXPECT_EQ(ReadFileOrEmpty(dir_ + "/logs/w.out"), "1,0\n");
+}
+
+TEST_F(RayletServiceTest, WorkersGetBerthsPythonPackageAfterTheirOwnPythonPath) {
+  Reserve("pg", 1, {});
+  v1::StartWorkerRequest own = StartRequest("own", "pg", "echo $PYTHONPATH");
+  (*own.mutable_spec()->mutable_env())["PYTHONPATH"] = "/srv/lib";
+  v1::StartWorkerRequest none = StartRequest("none", "pg", "echo $PYTHONPATH");
+  for (const v1::StartWorkerRequest& start : {own, none}) {
+    v1::StartWorkerResponse started;
+    ASSERT_TRUE(stub_->StartWorker(Context().get(), start, &started).ok());
+    ASSERT_TRUE(WaitForState(start.spec().worker_id(), v1::WORKER_STATE_EXITED));
+  }
+  EXPECT_EQ(ReadFileOrEmpty(dir_ + "/logs/own.out"), "/srv/lib:/opt/berth/python\n");
+  EXPECT_EQ(ReadFileOrEmpty(dir_ + "/logs/none.out"), "/opt/berth/python\n");
 }
 
 TEST_F(RayletServiceTest, RefusePrepareFileMakesPreparesFailUntilRemoved) {

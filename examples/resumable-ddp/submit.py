@@ -1,4 +1,4 @@
-"""Submits examples/ray-port/train.py from Python, with the ScalingConfig a
+"""Submits examples/resumable-ddp/train.py from Python, with the ScalingConfig a
 Ray Train user already has (only the import changed), waits, and prints
 the rank table.
 
@@ -30,7 +30,7 @@ scaling = berth.ScalingConfig(num_workers=args.num_workers, use_gpu=args.use_gpu
 here = os.path.dirname(os.path.abspath(__file__))
 job = berth.Client().submit([sys.executable, "train.py", "--fail-at-step", str(args.fail_at_step)],
                             scaling_config=scaling, failure_config=berth.FailureConfig(max_failures=1),
-                            name="ray-port", working_dir=here)
+                            name="resumable-ddp", working_dir=here)
 status = job.wait(timeout=args.timeout)
 print(f"{job.id} {status.state} after {status.attempt + 1} attempt(s); step {status.step}, "
       f"metrics {status.metrics}; checkpoint {status.latest_checkpoint}")

@@ -1,0 +1,105 @@
+"""What ``fit()`` returns (Ray Train's Result) and raises
+(TrainingFailedError), read back from the run's folder: the reports rank 0
+made (``.berth/reports.jsonl``), the kept checkpoints (the snapshot), and
+the failed ranks' exceptions (``.berth/failures/``).
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+import pickle
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional, Tuple
+
+from berth.train._checkpoint import Checkpoint, load_snapshot
+
+
+class TrainingFailedError(RuntimeError):
+    """The run failed for good. ``worker_failures`` maps a failed rank of the
+    last attempt to its exception (also the error's ``__cause__``: the rank
+    that failed first); empty when no rank raised (a node was lost, a
+    process was killed): the message then says why."""
+
+    def __init__(self, message: str, worker_failures: Optional[Dict[int, BaseException]] = None) -> None:
+        super().__init__(message)
+        self.worker_failures = worker_failures or {}
+
+
+class WorkerGroupError(TrainingFailedError):
+    """Ray Train V2's: ranks raised (``worker_failures`` has them)."""
+
+
+class ControllerError(TrainingFailedError):
+    """Ray Train V2's: the run failed without a rank raising (a node was
+    lost, a process was killed, the job could not be placed)."""
+
+
+@dataclass
+class Result:
+    """A run's outcome: rank 0's last reported ``metrics``, the latest
+    ``checkpoint``, the ``error`` if it failed, the run folder (``path``),
+    and the kept checkpoints with their metrics (``best_checkpoints``)."""
+
+    metrics: Optional[Dict[str, Any]]
+    checkpoint: Optional[Checkpoint]
+    error: Optional[BaseException]
+    path: str
+    best_checkpoints: List[Tuple[Checkpoint, Dict[str, Any]]] = field(default_factory=list)
+
+    @classmethod
+    def from_path(cls, path: str) -> "Result":
+        """The result of the run in this folder (storage_path/name)."""
+        if not os.path.isdir(path):
+            raise ValueError(f"path: {path!r} is not a run folder")
+        reports = _reports(path)
+        kept = [(Checkpoint(e["path"]), e["metrics"]) for e in load_snapshot(path)]
+        return cls(metrics=reports[-1]["metrics"] if reports else None,
+                   checkpoint=kept[-1][0] if kept else None, error=None, path=path, best_checkpoints=kept)
+
+    @property
+    def metrics_dataframe(self):
+        """Every report rank 0 made in this run folder, one row each (pandas)."""
+        import pandas
+
+        return pandas.DataFrame([r["metrics"] for r in _reports(self.path)])
+
+    def get_best_checkpoint(self, metric: str, mode: str) -> Optional[Checkpoint]:
+        """The kept checkpoint with the best ``metric`` ("max" or "min");
+        None if none reported it."""
+        if mode not in ("max", "min"):
+            raise ValueError(f"mode: 'max' or 'min', not {mode!r}")
+        scored = [(m[metric], c) for c, m in self.best_checkpoints
+                  if isinstance(m.get(metric), (int, float)) and not isinstance(m.get(metric), bool)]
+        if not scored:
+            return None
+        pick = max if mode == "max" else min
+        return pick(scored, key=lambda s: s[0])[1]
+
+
+def _reports(run_dir: str) -> List[Dict[str, Any]]:
+    try:
+        with open(os.path.join(run_dir, ".berth", "reports.jsonl"), encoding="utf-8") as f:
+            return [json.loads(line) for line in f if line.strip()]
+    except FileNotFoundError:
+        return []
+
+
+def failures_dir(run_dir: str, job_id: str) -> str:
+    return os.path.join(run_dir, ".berth", "failures", job_id)
+
+
+def worker_failures(run_dir: str, job_id: str) -> List[Dict[str, Any]]:
+    """The last failed attempt's failures, the first to fail first: each
+    {"rank", "exception", "traceback"}."""
+    found = []
+    for path in glob.glob(os.path.join(failures_dir(run_dir, job_id), "attempt-*-rank-*.pkl")):
+        try:
+            with open(path, "rb") as f:
+                found.append(pickle.load(f))
+        except Exception as e:  # a pickle the driver cannot load: say which
+            found.append({"attempt": -1, "rank": -1, "time": 0, "traceback": "",
+                          "exception": RuntimeError(f"{path}: cannot load the rank's exception: {e}")})
+    last = max((f["attempt"] for f in found), default=0)
+    return sorted((f for f in found if f["attempt"] in (last, -1)), key=lambda f: f["time"])

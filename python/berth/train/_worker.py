@@ -1,0 +1,91 @@
+"""The rank side of TorchTrainer: ``python -m berth.train._worker PAYLOAD``.
+
+Every rank of a TorchTrainer job runs this: it checks that the run's folder
+is the driver's (a storage_path that is not shared is said so, as Ray's
+marker file does), loads the training function and its config from the
+payload the driver pickled (with the driver's cloudpickle, which travels
+beside the payload: versions do not read each other's), joins the process group
+(NCCL on GPUs, Gloo otherwise, or TorchConfig's backend), calls the
+function, and on an exception keeps it for the driver's TrainingFailedError
+and berth's failure cause. Needs only the standard library and torch.
+"""
+
+from __future__ import annotations
+
+import datetime
+import os
+import pickle
+import sys
+import time
+import traceback
+
+
+def _check_storage() -> None:
+    marker = os.environ["BERTH_TRAIN_MARKER"]
+    if not os.path.exists(marker):
+        raise SystemExit(
+            f"berth.train: RunConfig.storage_path is not shared with node {os.environ.get('BERTH_NODE_ID', '?')}: "
+            f"{marker}, which the driver wrote, is not there; give a storage_path on a filesystem every node "
+            "mounts")
+
+
+def _record_failure(error: BaseException) -> None:
+    from berth.train._result import failures_dir
+
+    folder = failures_dir(os.environ["BERTH_TRAIN_RUN_DIR"], os.environ.get("BERTH_JOB_ID", "job"))
+    attempt, rank = int(os.environ.get("BERTH_ATTEMPT", "0")), int(os.environ.get("RANK", "0"))
+    failure = {"attempt": attempt, "rank": rank, "time": time.time(), "exception": error,
+               "traceback": "".join(traceback.format_exception(type(error), error, error.__traceback__))}
+    try:
+        data = pickle.dumps(failure)
+    except Exception:  # an exception that does not pickle: its text does
+        failure["exception"] = RuntimeError(f"{type(error).__name__}: {error}")
+        data = pickle.dumps(failure)
+    os.makedirs(folder, exist_ok=True)
+    with open(os.path.join(folder, f"attempt-{attempt}-rank-{rank}.pkl"), "wb") as f:
+        f.write(data)
+
+
+def _run(payload: dict) -> None:
+    import torch
+    import torch.distributed as dist
+
+    from berth.train import _session
+    from berth.train import torch as train_torch
+
+    use_cuda = payload["use_gpu"] and torch.cuda.is_available()
+    if use_cuda:
+        torch.cuda.set_device(train_torch.get_device())
+    backend = payload["backend"] or ("nccl" if use_cuda else "gloo")
+    dist.init_process_group(backend, timeout=datetime.timedelta(seconds=payload["timeout_s"]))
+    # Reports and berth.train.collective move Python objects: over Gloo, so
+    # NCCL's streams never carry them.
+    _session._start(dist.group.WORLD if backend == "gloo" else dist.new_group(backend="gloo"))
+    function, config = payload["function"], payload["config"]
+    try:
+        function(config) if payload["takes_config"] else function()
+    except BaseException as e:
+        _record_failure(e)
+        raise
+    dist.barrier(group=_session._group)  # no rank leaves while another may still report
+    dist.destroy_process_group()
+
+
+def main(argv: list) -> None:
+    if len(argv) != 2:
+        raise SystemExit("usage: python -m berth.train._worker PAYLOAD (TorchTrainer.fit() runs it)")
+    _check_storage()
+    # The payload's functions load with the cloudpickle that pickled them
+    # (its private names change between versions): the driver's, beside it.
+    sys.path.insert(0, os.path.join(os.path.dirname(argv[1]), "site"))
+    with open(argv[1], "rb") as f:
+        payload = pickle.load(f)
+    from torch.distributed.elastic.multiprocessing.errors import record
+
+    # torch's @record writes the exception where berth reads a rank's
+    # failure cause (TORCHELASTIC_ERROR_FILE).
+    record(_run)(payload)
+
+
+if __name__ == "__main__":
+    main(sys.argv)

@@ -1,0 +1,171 @@
+"""TorchTrainer.fit() against a real `berth up` cluster (Gloo, Debian's
+torch): the function runs on every rank, report() merges every rank's
+checkpoint into one folder, a failure raises TrainingFailedError with the
+rank's own exception, a run resumes by name, ranks whose Python has torch
+and neither grpc nor cloudpickle run it, and Ctrl-C stops the job.
+
+Training functions are defined inside the tests: cloudpickle ships them by
+value (this module is not importable on the ranks)."""
+
+import glob
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+import berth
+from berth import train
+from berth.train.torch import TorchTrainer
+
+
+def _run_config(tmp_path, name, **kwargs):
+    return train.RunConfig(name=name, storage_path=str(tmp_path / "results"), **kwargs)
+
+
+def test_fit_runs_on_every_rank_and_merges_their_checkpoints(cluster, tmp_path):
+    greeting = "hello"  # a closure's variable travels with the function
+
+    def loop(config):
+        import tempfile
+
+        from berth.train import collective
+
+        context = train.get_context()
+        rank = context.get_world_rank()
+        word = collective.broadcast_from_rank_zero(f"{greeting}-from-{rank}")
+        collective.barrier()
+        with tempfile.TemporaryDirectory() as folder:
+            with open(os.path.join(folder, f"rank-{rank}.txt"), "w") as f:
+                f.write(word)
+            train.report({"rank": rank, "lr": config["lr"], "name": context.get_experiment_name()},
+                         checkpoint=train.Checkpoint.from_directory(folder))
+
+    result = TorchTrainer(loop, train_loop_config={"lr": 0.5}, scaling_config=train.ScalingConfig(num_workers=2),
+                          run_config=_run_config(tmp_path, "merge")).fit()
+    assert result.metrics == {"rank": 0, "lr": 0.5, "name": "merge"}  # rank 0's
+    assert result.path == str(tmp_path / "results" / "merge")
+    files = sorted(os.listdir(result.checkpoint.path))
+    assert files == ["rank-0.txt", "rank-1.txt"]
+    assert {open(os.path.join(result.checkpoint.path, f)).read() for f in files} == {"hello-from-0"}
+
+
+def test_a_failed_run_raises_the_ranks_own_exception(cluster, tmp_path):
+    def loop():
+        if train.get_context().get_world_rank() == 1:
+            raise KeyError("no such shard")
+        time.sleep(60)  # rank 0 is stopped when rank 1 fails
+
+    trainer = TorchTrainer(loop, scaling_config=train.ScalingConfig(num_workers=2),
+                           run_config=_run_config(tmp_path, "fails"))
+    with pytest.raises(train.TrainingFailedError) as raised:
+        trainer.fit()
+    assert isinstance(raised.value, train.WorkerGroupError)
+    assert isinstance(raised.value.worker_failures[1], KeyError)
+    assert isinstance(raised.value.__cause__, KeyError)
+    assert "rank 1 failed first" in str(raised.value) and "KeyError: 'no such shard'" in str(raised.value)
+
+
+def test_a_run_resumes_by_name(cluster, tmp_path):
+    def loop(config):
+        import tempfile
+
+        checkpoint = train.get_checkpoint()
+        start = 0
+        if checkpoint:
+            with checkpoint.as_directory() as folder:
+                start = int(open(os.path.join(folder, "epoch")).read()) + 1
+        for epoch in range(start, config["epochs"]):
+            with tempfile.TemporaryDirectory() as folder:
+                if train.get_context().get_world_rank() == 0:
+                    open(os.path.join(folder, "epoch"), "w").write(str(epoch))
+                train.report({"epoch": epoch, "start": start},
+                             checkpoint=train.Checkpoint.from_directory(folder))
+
+    config = _run_config(tmp_path, "resumed", checkpoint_config=train.CheckpointConfig(num_to_keep=1))
+    first = TorchTrainer(loop, train_loop_config={"epochs": 2}, run_config=config,
+                         scaling_config=train.ScalingConfig(num_workers=2)).fit()
+    assert first.metrics == {"epoch": 1, "start": 0}
+    second = TorchTrainer(loop, train_loop_config={"epochs": 4}, run_config=config,
+                          scaling_config=train.ScalingConfig(num_workers=2)).fit()
+    assert second.metrics == {"epoch": 3, "start": 2}
+    assert len(glob.glob(os.path.join(second.path, "checkpoint_*"))) - 1 == 1  # and the snapshot file
+
+
+def _python_with_torch_alone(tmp_path):
+    """A Python whose packages are Debian's but for grpc, protobuf,
+    cloudpickle and berth: a venv that sees links to the rest."""
+    venv = tmp_path / "torch-alone"
+    subprocess.run(["/usr/bin/python3", "-m", "venv", "--without-pip", str(venv)], check=True)
+    farm = tmp_path / "torch-alone-packages"
+    farm.mkdir()
+    for entry in os.listdir("/usr/lib/python3/dist-packages"):
+        if not entry.startswith(("grpc", "google", "protobuf", "cloudpickle", "berth")):
+            os.symlink(os.path.join("/usr/lib/python3/dist-packages", entry), farm / entry)
+    site_packages = subprocess.run([str(venv / "bin" / "python"), "-c",
+                                    "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                                   check=True, capture_output=True, text=True).stdout.strip()
+    with open(os.path.join(site_packages, "torch-alone.pth"), "w") as f:
+        f.write(str(farm) + "\n")
+    return str(venv / "bin" / "python")
+
+
+def test_ranks_need_torch_alone(cluster, tmp_path):
+    python = _python_with_torch_alone(tmp_path)
+    check = subprocess.run([python, "-c", "import torch, importlib.util as u; "
+                            "print(u.find_spec('grpc'), u.find_spec('cloudpickle'), u.find_spec('berth'))"],
+                           check=True, capture_output=True, text=True, env={"PATH": "/usr/bin:/bin"})
+    assert check.stdout.split() == ["None", "None", "None"]
+
+    def loop():
+        import importlib.util
+        import sys as rank_sys
+
+        train.report({"grpc": importlib.util.find_spec("grpc") is not None,
+                      "python": rank_sys.executable})
+
+    result = TorchTrainer(loop, scaling_config=train.ScalingConfig(num_workers=2),
+                          run_config=_run_config(tmp_path, "torch-alone",
+                                                 worker_runtime_env={"py_executable": python})).fit()
+    assert result.metrics == {"grpc": False, "python": python}
+
+
+def test_ctrl_c_stops_the_job(cluster, tmp_path):
+    script = tmp_path / "driver.py"
+    script.write_text(textwrap.dedent("""
+        import sys, time
+        from berth import train
+        from berth.train.torch import TorchTrainer
+
+        def loop():
+            train.report({"step": 1})
+            time.sleep(300)
+
+        TorchTrainer(loop, scaling_config=train.ScalingConfig(num_workers=2),
+                     run_config=train.RunConfig(name="ctrl-c", storage_path=sys.argv[1])).fit()
+    """))
+    driver = subprocess.Popen([sys.executable, str(script), str(tmp_path / "results")], env=cluster,
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    client = berth.Client()
+    try:
+        job = None
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            running = [j for j in client.jobs() if j.name == "ctrl-c" and j.state == "RUNNING" and j.step == 1]
+            if running:
+                job = running[0]
+                break
+            time.sleep(0.2)
+        assert job is not None, "the job never reported"
+        driver.send_signal(signal.SIGINT)
+        out, _ = driver.communicate(timeout=30)
+        assert driver.returncode != 0 and "KeyboardInterrupt" in out and f"stopping job {job.job_id}" in out
+        assert client.job(job.job_id).wait(timeout=30).state == "STOPPED"
+    finally:
+        if driver.poll() is None:
+            driver.kill()
+            driver.wait()
+        client.close()
