@@ -45,8 +45,7 @@ def test_a_rank_imports_berth_train_without_grpc():
 def test_run_config_refuses_what_berth_does_not_do():
     with pytest.raises(InvalidArgumentError, match="callbacks, stop: not supported"):
         train.RunConfig(callbacks=[object()], stop={"loss": 0.1})
-    with pytest.raises(InvalidArgumentError, match="storage_path: 's3://b/x': object-store URIs"):
-        train.RunConfig(storage_path="s3://b/x")
+    assert train.RunConfig(storage_path="s3://b/x/", name="r").run_dir == "s3://b/x/r"
     with pytest.raises(InvalidArgumentError, match="name: a folder name"):
         train.RunConfig(name="a/b")
     with pytest.raises(InvalidArgumentError, match=r"worker_runtime_env: pip: not supported"):
@@ -159,3 +158,26 @@ def test_the_ray_port_is_the_ray_program_with_its_imports_changed():
         return ast.unparse(tree)
 
     assert code("train.py") == code("ray_train.py").replace("ray.train", "berth.train")
+
+
+def test_checkpoints_in_an_object_store(tmp_path):
+    pytest.importorskip("fsspec")
+    run_dir = "memory://bucket/run"
+    source = tmp_path / "ckpt"
+    (source / "sub").mkdir(parents=True)
+    (source / "sub" / "w.pt").write_text("w")
+    from berth.train._storage import storage_for
+
+    storage = storage_for(run_dir)
+    for i in range(3):
+        target = storage.join(run_dir, f"checkpoint_{i}")
+        storage.put_dir(str(source), target)
+        _checkpoint.record_checkpoint(run_dir, target, {"i": i}, train.CheckpointConfig(num_to_keep=2).to_dict())
+    assert storage.list_names(run_dir) == ["checkpoint_1", "checkpoint_2", "checkpoint_manager_snapshot.json"]
+    latest = _checkpoint.latest_checkpoint(run_dir)
+    assert latest.path == "memory://bucket/run/checkpoint_2"
+    with latest.as_directory() as folder:
+        assert open(os.path.join(folder, "sub", "w.pt")).read() == "w"
+    assert not os.path.exists(folder)  # the temporary copy goes
+    latest.update_metadata({"epoch": 2})
+    assert train.Checkpoint(latest.path).get_metadata() == {"epoch": 2}

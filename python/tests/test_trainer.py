@@ -10,6 +10,7 @@ value (this module is not importable on the ranks)."""
 import glob
 import os
 import signal
+import socket
 import subprocess
 import sys
 import textwrap
@@ -169,3 +170,69 @@ def test_ctrl_c_stops_the_job(cluster, tmp_path):
             driver.kill()
             driver.wait()
         client.close()
+
+
+@pytest.fixture
+def s3_server(tmp_path, monkeypatch):
+    """An S3-protocol server of the test's own (moto's, on 127.0.0.1) with a
+    bucket "runs"; yields the env fsspec needs to reach it."""
+    pytest.importorskip("s3fs")
+    moto_server = os.path.join(os.path.dirname(sys.executable), "moto_server")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    server = subprocess.Popen([moto_server, "-H", "127.0.0.1", "-p", str(port)], stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL)
+    env = {"FSSPEC_S3_ENDPOINT_URL": f"http://127.0.0.1:{port}", "AWS_ACCESS_KEY_ID": "test",
+           "AWS_SECRET_ACCESS_KEY": "test", "AWS_DEFAULT_REGION": "us-east-1"}
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    try:
+        import fsspec
+        import fsspec.config
+
+        fsspec.config.set_conf_env(fsspec.config.conf)  # the endpoint, set after fsspec was imported
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                fsspec.filesystem("s3", skip_instance_cache=True).mkdir("runs")
+                break
+            except Exception:
+                if time.monotonic() > deadline or server.poll() is not None:
+                    raise
+                time.sleep(0.2)
+        yield env
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+
+
+def test_a_run_keeps_its_checkpoints_in_an_object_store(cluster, tmp_path, s3_server):
+    def loop():
+        import tempfile
+
+        checkpoint = train.get_checkpoint()
+        start = 0
+        if checkpoint:
+            with checkpoint.as_directory() as folder:
+                start = int(open(os.path.join(folder, "epoch")).read()) + 1
+        for epoch in range(start, 4):
+            if epoch == 2 and start == 0 and train.get_context().get_world_rank() == 1:
+                raise ValueError("rank 1 fails at epoch 2")
+            with tempfile.TemporaryDirectory() as folder:
+                open(os.path.join(folder, "epoch"), "w").write(str(epoch))
+                train.report({"epoch": epoch, "start": start}, checkpoint=train.Checkpoint.from_directory(folder))
+
+    config = train.RunConfig(name="in-s3", storage_path="s3://runs/team", worker_runtime_env={"env_vars": s3_server},
+                             checkpoint_config=train.CheckpointConfig(num_to_keep=2),
+                             failure_config=train.FailureConfig(max_failures=1))
+    result = TorchTrainer(loop, scaling_config=train.ScalingConfig(num_workers=2), run_config=config).fit()
+    assert result.metrics == {"epoch": 3, "start": 2}
+    assert result.path == "s3://runs/team/in-s3" and result.checkpoint.path.startswith("s3://runs/team/in-s3/")
+    with result.checkpoint.as_directory() as folder:
+        assert open(os.path.join(folder, "epoch")).read() == "3"
+    import fsspec
+
+    kept = [p for p in fsspec.filesystem("s3").ls("runs/team/in-s3", detail=False) if "/checkpoint_" in p
+            and not p.endswith(".json")]
+    assert len(kept) == 2

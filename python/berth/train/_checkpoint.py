@@ -1,11 +1,13 @@
-"""Checkpoints as Ray Train keeps them: a directory (``Checkpoint``) and,
-per run folder, the record of the persisted ones
-(``checkpoint_manager_snapshot.json``: every kept checkpoint with the
-metrics reported beside it, the latest last) that a restarted attempt and a
-re-run of the same ``RunConfig(storage_path, name)`` resume from.
+"""Checkpoints as Ray Train keeps them: a directory (``Checkpoint``: a
+folder, or a prefix of an object store) and, per run folder, the record of
+the persisted ones (``checkpoint_manager_snapshot.json``: every kept
+checkpoint with the metrics reported beside it, the latest last) that a
+restarted attempt and a re-run of the same ``RunConfig(storage_path, name)``
+resume from.
 
-Only the standard library: this runs on every rank. The snapshot is written
-by rank 0 alone, atomically (a reader sees the old one or the new one).
+Only the standard library for folders: this runs on every rank. The
+snapshot is written by rank 0 alone, atomically (a reader sees the old one
+or the new one).
 """
 
 from __future__ import annotations
@@ -18,53 +20,65 @@ import tempfile
 import time
 from typing import Any, Dict, Iterator, List, Optional, Tuple
 
+from berth.train._storage import is_uri, storage_for
+
 SNAPSHOT = "checkpoint_manager_snapshot.json"
 _METADATA = ".metadata.json"
 
 
 class Checkpoint:
-    """A directory of files a run saved. Also a path (``os.fspath``), so a
+    """A directory of files a run saved: a folder, or an object-store URI
+    (``s3://bucket/run/checkpoint_...``). Also a path (``os.fspath``), so a
     script that treated berth's checkpoints as paths keeps working."""
 
     def __init__(self, path: "str | os.PathLike", filesystem: Any = None) -> None:
         if filesystem is not None:
-            raise ValueError("filesystem: berth's checkpoints are paths (local or a shared filesystem); "
-                             "give none")
-        self.path = os.path.abspath(os.fspath(path))
+            raise ValueError("filesystem: berth finds the filesystem from the path (a folder, or a URI such "
+                             "as s3://bucket/x); give none")
+        path = os.fspath(path)
+        self.path = path if is_uri(path) else os.path.abspath(path)
 
     @classmethod
     def from_directory(cls, path: "str | os.PathLike") -> "Checkpoint":
         """The checkpoint in this directory (it must exist)."""
-        if not os.path.isdir(os.fspath(path)):
+        if not storage_for(os.fspath(path)).is_dir(os.fspath(path)):
             raise ValueError(f"path: {os.fspath(path)!r} is not a directory")
         return cls(path)
 
     def to_directory(self, path: "Optional[str | os.PathLike]" = None) -> str:
-        """Copies the checkpoint's files into ``path`` (a new temporary
-        directory if None) and returns it."""
+        """Copies the checkpoint's files into the local ``path`` (a new
+        temporary directory if None) and returns it."""
         target = os.fspath(path) if path is not None else tempfile.mkdtemp(prefix="checkpoint-")
-        shutil.copytree(self.path, target, dirs_exist_ok=True)
+        storage_for(self.path).get_dir(self.path, target)
         return target
 
     @contextlib.contextmanager
     def as_directory(self) -> Iterator[str]:
-        """The checkpoint as a local directory, to read (not to change)."""
-        yield self.path
+        """The checkpoint as a local directory, to read (not to change): the
+        folder itself, or a temporary copy of an object store's."""
+        if not is_uri(self.path):
+            yield self.path
+            return
+        copy = self.to_directory()
+        try:
+            yield copy
+        finally:
+            shutil.rmtree(copy, ignore_errors=True)
 
     def get_metadata(self) -> Dict[str, Any]:
-        try:
-            with open(os.path.join(self.path, _METADATA), encoding="utf-8") as f:
-                return json.load(f)
-        except FileNotFoundError:
-            return {}
+        data = storage_for(self.path).read_bytes(self._metadata_path())
+        return json.loads(data) if data is not None else {}
 
     def set_metadata(self, metadata: Dict[str, Any]) -> None:
         if not isinstance(metadata, dict):
             raise TypeError(f"metadata: a dict, not {type(metadata).__name__}")
-        _write_json(os.path.join(self.path, _METADATA), metadata)
+        storage_for(self.path).write_bytes(self._metadata_path(), json.dumps(metadata, default=str).encode())
 
     def update_metadata(self, metadata: Dict[str, Any]) -> None:
         self.set_metadata({**self.get_metadata(), **metadata})
+
+    def _metadata_path(self) -> str:
+        return storage_for(self.path).join(self.path, _METADATA)
 
     def __fspath__(self) -> str:
         return self.path
@@ -82,19 +96,6 @@ class Checkpoint:
         return hash(self.path)
 
 
-def _write_json(path: str, value: Any) -> None:
-    """Atomically: a temporary file in the same folder, then rename."""
-    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".tmp-")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(value, f, default=str)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
-
-
 def new_checkpoint_name() -> str:
     """Ray Train V2's folder name: checkpoint_<local time, microseconds>."""
     now = time.time()
@@ -105,16 +106,17 @@ def load_snapshot(run_dir: str) -> List[Dict[str, Any]]:
     """The run's kept checkpoints, oldest first: {"path", "metrics"}."""
     if not run_dir:
         return []
-    try:
-        with open(os.path.join(run_dir, SNAPSHOT), encoding="utf-8") as f:
-            entries = json.load(f).get("checkpoints", [])
-    except FileNotFoundError:
+    storage = storage_for(run_dir)
+    data = storage.read_bytes(storage.join(run_dir, SNAPSHOT))
+    if data is None:
         return []
+    try:
+        entries = json.loads(data).get("checkpoints", [])
     except ValueError as e:
-        raise RuntimeError(f"{os.path.join(run_dir, SNAPSHOT)}: not a checkpoint snapshot: {e}") from None
+        raise RuntimeError(f"{storage.join(run_dir, SNAPSHOT)}: not a checkpoint snapshot: {e}") from None
     # A path in the snapshot is relative to the run folder, so a run folder
     # that moved (or is mounted elsewhere) still resumes.
-    return [{"path": os.path.join(run_dir, e["path"]), "metrics": e.get("metrics", {})} for e in entries]
+    return [{"path": storage.join(run_dir, e["path"]), "metrics": e.get("metrics", {})} for e in entries]
 
 
 def latest_checkpoint(run_dir: str) -> Optional[Checkpoint]:
@@ -132,10 +134,10 @@ def _score(entry: Dict[str, Any], attribute: Optional[str], order: str) -> Tuple
 
 def record_checkpoint(run_dir: str, path: str, metrics: Dict[str, Any],
                       checkpoint_config: Optional[Dict[str, Any]]) -> None:
-    """Adds a persisted checkpoint to the run's snapshot, then deletes the
-    ones CheckpointConfig does not keep: the best ``num_to_keep`` by
-    ``checkpoint_score_attribute`` (the newest without one); the latest is
-    always kept, as a restart resumes from it."""
+    """Adds a persisted checkpoint (in `run_dir`) to the run's snapshot, then
+    deletes the ones CheckpointConfig does not keep: the best
+    ``num_to_keep`` by ``checkpoint_score_attribute`` (the newest without
+    one); the latest is always kept, as a restart resumes from it."""
     entries = load_snapshot(run_dir)
     entries = [e for e in entries if e["path"] != path] + [{"path": path, "metrics": metrics}]
     config = checkpoint_config or {}
@@ -148,8 +150,8 @@ def record_checkpoint(run_dir: str, path: str, metrics: Dict[str, Any],
         keep = set(ranked[:num_to_keep]) | {len(entries) - 1}
         dropped = [e for i, e in enumerate(entries) if i not in keep]
         entries = [e for i, e in enumerate(entries) if i in keep]
-    _write_json(os.path.join(run_dir, SNAPSHOT),
-                {"checkpoints": [{"path": os.path.relpath(e["path"], run_dir), "metrics": e["metrics"]}
-                                 for e in entries]})
+    storage = storage_for(run_dir)
+    relative = [{"path": storage.relative(run_dir, e["path"]), "metrics": e["metrics"]} for e in entries]
+    storage.write_bytes(storage.join(run_dir, SNAPSHOT), json.dumps({"checkpoints": relative}, default=str).encode())
     for e in dropped:  # after the snapshot no longer names them
-        shutil.rmtree(e["path"], ignore_errors=True)
+        storage.remove_dir(e["path"])

@@ -15,6 +15,7 @@ from typing import Any, Dict, Optional
 
 from berth.config import FailureConfig
 from berth.errors import InvalidArgumentError
+from berth.train._storage import is_uri
 
 DEFAULT_STORAGE_PATH = "~/berth_results"
 # runtime_env keys berth honours (Ray's names).
@@ -56,8 +57,9 @@ class CheckpointConfig:
 @dataclass
 class RunConfig:
     """Where a run keeps its checkpoints and results
-    (``storage_path/name``; a path every rank's node reaches: local, or a
-    shared filesystem), how often it may fail, which checkpoints it keeps,
+    (``storage_path/name``; a folder every rank's node reaches, local or a
+    shared filesystem, or an object-store URI such as ``s3://bucket/runs``
+    through fsspec), how often it may fail, which checkpoints it keeps,
     and the ranks' ``worker_runtime_env`` (``working_dir``: the ranks'
     working directory, default the driver's; ``env_vars``;
     ``py_executable``: the ranks' Python, default the driver's)."""
@@ -87,9 +89,6 @@ class RunConfig:
         if self.storage_path is not None and (not isinstance(self.storage_path, (str, os.PathLike))
                                               or not os.fspath(self.storage_path)):
             raise InvalidArgumentError(f"storage_path: a path, not {self.storage_path!r}")
-        if self.storage_path is not None and "://" in os.fspath(self.storage_path):
-            raise InvalidArgumentError(f"storage_path: {os.fspath(self.storage_path)!r}: object-store URIs "
-                                       "are not supported yet; give a path on a filesystem every node mounts")
         if self.failure_config is not None and not isinstance(self.failure_config, FailureConfig):
             raise InvalidArgumentError("failure_config: a berth.train.FailureConfig, not "
                                        f"{type(self.failure_config).__name__}")
@@ -123,6 +122,8 @@ class RunConfig:
 
     @property
     def run_dir(self) -> str:
-        """storage_path/name, absolute."""
-        storage = os.path.expanduser(os.fspath(self.storage_path or DEFAULT_STORAGE_PATH))
-        return os.path.join(os.path.abspath(storage), self.name)
+        """storage_path/name: an absolute path, or a URI."""
+        storage = os.fspath(self.storage_path or DEFAULT_STORAGE_PATH)
+        if is_uri(storage):
+            return storage.rstrip("/") + "/" + self.name
+        return os.path.join(os.path.abspath(os.path.expanduser(storage)), self.name)

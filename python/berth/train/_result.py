@@ -1,19 +1,21 @@
 """What ``fit()`` returns (Ray Train's Result) and raises
 (TrainingFailedError), read back from the run's folder: the reports rank 0
 made (``.berth/reports.jsonl``), the kept checkpoints (the snapshot), and
-the failed ranks' exceptions (``.berth/failures/``).
+the failed ranks' exceptions (``.berth/failures/``), in a folder or an
+object store.
 """
 
 from __future__ import annotations
 
-import glob
 import json
 import os
 import pickle
+import time
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Tuple
 
 from berth.train._checkpoint import Checkpoint, load_snapshot
+from berth.train._storage import is_uri, storage_for
 
 
 class TrainingFailedError(RuntimeError):
@@ -51,7 +53,7 @@ class Result:
     @classmethod
     def from_path(cls, path: str) -> "Result":
         """The result of the run in this folder (storage_path/name)."""
-        if not os.path.isdir(path):
+        if not storage_for(path).is_dir(path):
             raise ValueError(f"path: {path!r} is not a run folder")
         reports = _reports(path)
         kept = [(Checkpoint(e["path"]), e["metrics"]) for e in load_snapshot(path)]
@@ -78,28 +80,59 @@ class Result:
         return pick(scored, key=lambda s: s[0])[1]
 
 
+def append_report(run_dir: str, line: Dict[str, Any]) -> None:
+    """Keeps one of rank 0's reports in the run folder: a line of
+    .berth/reports.jsonl in a folder, one object each in an object store
+    (which cannot append)."""
+    storage = storage_for(run_dir)
+    text = json.dumps(line, default=str) + "\n"
+    if is_uri(run_dir):
+        storage.write_bytes(storage.join(run_dir, ".berth", "reports", f"{time.time_ns():020d}.json"), text.encode())
+        return
+    path = os.path.join(run_dir, ".berth", "reports.jsonl")
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "a", encoding="utf-8") as f:  # one write: a reader never sees half a line
+        f.write(text)
+
+
 def _reports(run_dir: str) -> List[Dict[str, Any]]:
-    try:
-        with open(os.path.join(run_dir, ".berth", "reports.jsonl"), encoding="utf-8") as f:
-            return [json.loads(line) for line in f if line.strip()]
-    except FileNotFoundError:
-        return []
+    storage = storage_for(run_dir)
+    if is_uri(run_dir):
+        folder = storage.join(run_dir, ".berth", "reports")
+        texts = [storage.read_bytes(storage.join(folder, name)) for name in storage.list_names(folder)]
+    else:
+        texts = [storage.read_bytes(os.path.join(run_dir, ".berth", "reports.jsonl"))]
+    return [json.loads(line) for text in texts if text for line in text.decode().splitlines() if line.strip()]
 
 
 def failures_dir(run_dir: str, job_id: str) -> str:
-    return os.path.join(run_dir, ".berth", "failures", job_id)
+    return storage_for(run_dir).join(run_dir, ".berth", "failures", job_id)
+
+
+def record_failure(run_dir: str, job_id: str, failure: Dict[str, Any]) -> None:
+    """Keeps a failed rank's {"attempt", "rank", "time", "exception",
+    "traceback"} for the driver's TrainingFailedError."""
+    try:
+        data = pickle.dumps(failure)
+    except Exception:  # an exception that does not pickle: its text does
+        error = failure["exception"]
+        data = pickle.dumps({**failure, "exception": RuntimeError(f"{type(error).__name__}: {error}")})
+    storage = storage_for(run_dir)
+    name = f"attempt-{failure['attempt']}-rank-{failure['rank']}.pkl"
+    storage.write_bytes(storage.join(failures_dir(run_dir, job_id), name), data)
 
 
 def worker_failures(run_dir: str, job_id: str) -> List[Dict[str, Any]]:
     """The last failed attempt's failures, the first to fail first: each
     {"rank", "exception", "traceback"}."""
+    storage = storage_for(run_dir)
+    folder = failures_dir(run_dir, job_id)
     found = []
-    for path in glob.glob(os.path.join(failures_dir(run_dir, job_id), "attempt-*-rank-*.pkl")):
+    for name in storage.list_names(folder):
         try:
-            with open(path, "rb") as f:
-                found.append(pickle.load(f))
+            found.append(pickle.loads(storage.read_bytes(storage.join(folder, name))))
         except Exception as e:  # a pickle the driver cannot load: say which
             found.append({"attempt": -1, "rank": -1, "time": 0, "traceback": "",
-                          "exception": RuntimeError(f"{path}: cannot load the rank's exception: {e}")})
+                          "exception": RuntimeError(f"{name}: cannot load the rank's exception: {e}")})
     last = max((f["attempt"] for f in found), default=0)
     return sorted((f for f in found if f["attempt"] in (last, -1)), key=lambda f: f["time"])

@@ -20,12 +20,13 @@ import json
 import math
 import numbers
 import os
-import shutil
 import time
 from dataclasses import dataclass
 from typing import Any, Dict, List, Optional
 
 from berth.train._checkpoint import Checkpoint, latest_checkpoint, new_checkpoint_name, record_checkpoint
+from berth.train._result import append_report
+from berth.train._storage import is_uri, storage_for
 
 _latest_reported_checkpoint: Optional[str] = None
 # The Gloo group reports coordinate over, under TorchTrainer; None in a
@@ -127,7 +128,7 @@ def report(metrics: Dict[str, Any], checkpoint: "Optional[Checkpoint | str | os.
     if isinstance(step, numbers.Integral) and not isinstance(step, bool) and step >= 0:
         line["step"] = int(step)
     if run_dir and _group is not None:
-        _append_line(os.path.join(run_dir, ".berth", "reports.jsonl"), line)
+        append_report(run_dir, line)
     path = os.environ.get("BERTH_REPORT_FILE")
     if path:
         _append_line(path, line)
@@ -142,8 +143,9 @@ def _checked_source(checkpoint: Any, checkpoint_dir_name: Optional[str]) -> Opti
         return None
     if not isinstance(checkpoint, (str, os.PathLike)):
         raise TypeError(f"checkpoint: a Checkpoint or a path, not {type(checkpoint).__name__}")
-    source = os.path.abspath(os.fspath(checkpoint))
-    if not os.path.isdir(source):
+    source = os.fspath(checkpoint)
+    source = source if is_uri(source) else os.path.abspath(source)
+    if not storage_for(source).is_dir(source):
         raise ValueError(f"checkpoint: {source!r} is not a directory")
     return source
 
@@ -160,18 +162,19 @@ def _plain_metrics(metrics: Dict[str, Any]) -> Dict[str, Any]:
 
 
 def _inside(path: str, folder: str) -> bool:
-    real_folder = os.path.realpath(folder)
-    return os.path.commonpath([os.path.realpath(path), real_folder]) == real_folder
+    return is_uri(path) == is_uri(folder) and storage_for(folder).contains(folder, path)
 
 
 def _persist(source: str, run_dir: str, name: str) -> str:
     """The checkpoint's place in the run folder, its files copied there
     (merged with what other ranks copied); the source itself when it is in
-    the run folder already or there is no run folder."""
-    if not run_dir or _inside(source, run_dir):
+    the run folder already, is not a local folder, or there is no run
+    folder."""
+    if not run_dir or is_uri(source) or _inside(source, run_dir):
         return source
-    target = os.path.join(run_dir, name)
-    shutil.copytree(source, target, dirs_exist_ok=True)
+    storage = storage_for(run_dir)
+    target = storage.join(run_dir, name)
+    storage.put_dir(source, target)
     return target
 
 

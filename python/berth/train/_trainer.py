@@ -4,8 +4,8 @@ every rank of a berth job and returns Ray Train's Result.
 The function goes by value (cloudpickle: functions of ``__main__``,
 closures and lambdas travel; functions of importable modules go by
 reference) into a payload in the run's folder, ``storage_path/name/.berth``,
-which every rank reads: that folder must be one every node reaches, as in
-Ray Train. Each rank runs ``python -m berth.train._worker PAYLOAD`` in the
+which every rank reads: a folder every node reaches, or an object store,
+as in Ray Train. Each rank runs ``python -m berth.train._worker PAYLOAD`` in the
 driver's Python and working directory unless ``worker_runtime_env`` says
 otherwise. fit() prints the ranks' output as it comes, and Ctrl-C stops the
 job. Only this module (and only in fit()) needs grpc: a rank imports none.
@@ -16,7 +16,6 @@ from __future__ import annotations
 import inspect
 import json
 import os
-import shutil
 import sys
 import threading
 import uuid
@@ -26,6 +25,7 @@ from berth.config import ScalingConfig
 from berth.errors import InvalidArgumentError
 from berth.train._checkpoint import Checkpoint
 from berth.train._config import RunConfig
+from berth.train._storage import storage_for
 from berth.train._result import ControllerError, Result, TrainingFailedError, WorkerGroupError, worker_failures
 
 
@@ -102,17 +102,15 @@ class DataParallelTrainer:
         self.run_config = run_config or RunConfig()
         self._resume_from = resume_from_checkpoint
 
-    def _write_payload(self, fit_dir: str) -> str:
+    def _write_payload(self, storage, fit_dir: str) -> str:
         import cloudpickle
 
-        payload = os.path.join(fit_dir, "payload.pkl")
-        with open(payload, "wb") as f:
-            cloudpickle.dump({"function": self._function, "config": self._config,
-                              "takes_config": self._takes_config, "backend": self._backend,
-                              "timeout_s": self._timeout_s, "use_gpu": _asks_gpu(self.scaling_config)}, f)
+        payload = storage.join(fit_dir, "payload.pkl")
+        storage.write_bytes(payload, cloudpickle.dumps(
+            {"function": self._function, "config": self._config, "takes_config": self._takes_config,
+             "backend": self._backend, "timeout_s": self._timeout_s, "use_gpu": _asks_gpu(self.scaling_config)}))
         # Loading the payload needs cloudpickle: the ranks get the driver's.
-        shutil.copytree(os.path.dirname(cloudpickle.__file__), os.path.join(fit_dir, "site", "cloudpickle"),
-                        ignore=shutil.ignore_patterns("__pycache__"))
+        storage.put_dir(os.path.dirname(cloudpickle.__file__), storage.join(fit_dir, "site", "cloudpickle"))
         return payload
 
     def fit(self) -> Result:
@@ -121,11 +119,11 @@ class DataParallelTrainer:
         from berth.client import Client  # the driver side: grpc
 
         run = self.run_config
-        fit_dir = os.path.join(run.run_dir, ".berth", "fit-" + uuid.uuid4().hex[:12])
-        os.makedirs(fit_dir)
-        payload = self._write_payload(fit_dir)
-        marker = os.path.join(fit_dir, "marker")
-        open(marker, "w").close()
+        storage = storage_for(run.run_dir)
+        fit_dir = storage.join(run.run_dir, ".berth", "fit-" + uuid.uuid4().hex[:12])
+        payload = self._write_payload(storage, fit_dir)
+        marker = storage.join(fit_dir, "marker")
+        storage.write_bytes(marker, b"")
         runtime_env = run.worker_runtime_env or {}
         env = dict(runtime_env.get("env_vars", {}))
         env.update(BERTH_TRAIN_RUN_DIR=run.run_dir, BERTH_TRAIN_NAME=run.name, BERTH_TRAIN_MARKER=marker)

@@ -15,35 +15,44 @@ from __future__ import annotations
 import datetime
 import os
 import pickle
+import shutil
 import sys
+import tempfile
 import time
 import traceback
 
 
 def _check_storage() -> None:
+    from berth.train._storage import storage_for
+
     marker = os.environ["BERTH_TRAIN_MARKER"]
-    if not os.path.exists(marker):
+    if storage_for(marker).read_bytes(marker) is None:
         raise SystemExit(
             f"berth.train: RunConfig.storage_path is not shared with node {os.environ.get('BERTH_NODE_ID', '?')}: "
             f"{marker}, which the driver wrote, is not there; give a storage_path on a filesystem every node "
-            "mounts")
+            "mounts, or an object-store URI")
+
+
+def _local_payload(payload: str) -> str:
+    """The payload as a local file: an object store's is copied (with the
+    cloudpickle beside it) into a temporary folder first."""
+    from berth.train._storage import is_uri, storage_for
+
+    if not is_uri(payload):
+        return payload
+    folder, name = payload.rsplit("/", 1)
+    local = tempfile.mkdtemp(prefix="berth-fit-")
+    storage_for(folder).get_dir(folder, local)
+    return os.path.join(local, name)
 
 
 def _record_failure(error: BaseException) -> None:
-    from berth.train._result import failures_dir
+    from berth.train._result import record_failure
 
-    folder = failures_dir(os.environ["BERTH_TRAIN_RUN_DIR"], os.environ.get("BERTH_JOB_ID", "job"))
-    attempt, rank = int(os.environ.get("BERTH_ATTEMPT", "0")), int(os.environ.get("RANK", "0"))
-    failure = {"attempt": attempt, "rank": rank, "time": time.time(), "exception": error,
-               "traceback": "".join(traceback.format_exception(type(error), error, error.__traceback__))}
-    try:
-        data = pickle.dumps(failure)
-    except Exception:  # an exception that does not pickle: its text does
-        failure["exception"] = RuntimeError(f"{type(error).__name__}: {error}")
-        data = pickle.dumps(failure)
-    os.makedirs(folder, exist_ok=True)
-    with open(os.path.join(folder, f"attempt-{attempt}-rank-{rank}.pkl"), "wb") as f:
-        f.write(data)
+    record_failure(os.environ["BERTH_TRAIN_RUN_DIR"], os.environ.get("BERTH_JOB_ID", "job"),
+                   {"attempt": int(os.environ.get("BERTH_ATTEMPT", "0")), "rank": int(os.environ.get("RANK", "0")),
+                    "time": time.time(), "exception": error,
+                    "traceback": "".join(traceback.format_exception(type(error), error, error.__traceback__))})
 
 
 def _run(payload: dict) -> None:
@@ -75,16 +84,21 @@ def main(argv: list) -> None:
     if len(argv) != 2:
         raise SystemExit("usage: python -m berth.train._worker PAYLOAD (TorchTrainer.fit() runs it)")
     _check_storage()
+    payload_path = _local_payload(argv[1])
     # The payload's functions load with the cloudpickle that pickled them
     # (its private names change between versions): the driver's, beside it.
-    sys.path.insert(0, os.path.join(os.path.dirname(argv[1]), "site"))
-    with open(argv[1], "rb") as f:
-        payload = pickle.load(f)
-    from torch.distributed.elastic.multiprocessing.errors import record
+    sys.path.insert(0, os.path.join(os.path.dirname(payload_path), "site"))
+    try:
+        with open(payload_path, "rb") as f:
+            payload = pickle.load(f)
+        from torch.distributed.elastic.multiprocessing.errors import record
 
-    # torch's @record writes the exception where berth reads a rank's
-    # failure cause (TORCHELASTIC_ERROR_FILE).
-    record(_run)(payload)
+        # torch's @record writes the exception where berth reads a rank's
+        # failure cause (TORCHELASTIC_ERROR_FILE).
+        record(_run)(payload)
+    finally:
+        if payload_path != argv[1]:
+            shutil.rmtree(os.path.dirname(payload_path), ignore_errors=True)
 
 
 if __name__ == "__main__":
