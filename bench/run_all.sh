@@ -17,8 +17,10 @@
 #   failover          `berth up --heads 2`: kill -9 of the active head until
 #                     `berth status` answers through the standby, 10 rounds
 #   ray               berth and Ray side by side (installs Ray from PyPI once)
+#   ray_train         the same TorchTrainer program on Ray Train and on berth,
+#                     2/4/8 workers (installs ray[train] into the torch 2.x venv once)
 #
-# BENCH="placement_bench loadgen ..." picks some (default: all but ray);
+# BENCH="placement_bench loadgen ..." picks some (default: all but ray and ray_train);
 # DURATION (seconds per loadgen run, default 5).
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -77,6 +79,8 @@ for b in $BENCH; do
       run failover-etcd bash "$ROOT/bench/failover/failover.sh" "$BUILD_DIR" 10 etcd ;;
     ray)
       OUT="$RESULTS/ray" run ray_compare bash "$ROOT/bench/ray/compare.sh" ;;
+    ray_train)
+      OUT="$BUILD_DIR/ray-train-compare" run ray_train bash "$ROOT/bench/ray_train/compare.sh" ;;
     *)
       echo "run_all.sh: unknown benchmark '$b'" >&2
       exit 2 ;;

@@ -447,6 +447,14 @@ std::string FormatTrainJob(const v1::TrainJobInfo& job) {
   if (!job.message().empty()) fields.AddRow({"message:", job.message()});
   fields.AddRow({"placement group:", job.placement_group_id()});
   fields.AddRow({"master:", job.master_address()});
+  if (job.spec().entrypoint().has_command()) {
+    // Where a rank's relative paths lead: the submitter's folder only when
+    // every node mounts it (berth copies nothing there).
+    const std::string& dir = job.spec().entrypoint().command().working_dir();
+    fields.AddRow({"working dir:", dir.empty() ? "each node's own folder for the job (not shared)"
+                                               : absl::StrCat(dir, " (the same path on every node: "
+                                                                   "a shared filesystem)")});
+  }
   fields.AddRow({"attempt:", absl::StrCat(job.attempt())});
   const int32_t max_failures = job.spec().failure_config().max_failures();
   fields.AddRow({"failures:",

@@ -308,6 +308,21 @@ TEST(FormatTest, TrainJobShowsFailuresCheckpointAndRankTable) {
                               "3     node-b  3       1           1          1     job-1-a1-r3\n"));
 }
 
+TEST(FormatTest, TrainJobSaysWhereACommandsRanksRun) {
+  v1::TrainJobInfo job = RunningJob();
+  v1::Entrypoint::Command& command = *job.mutable_spec()->mutable_entrypoint()->mutable_command();
+  command.add_argv("python3");
+  command.set_working_dir("/srv/train");
+  EXPECT_THAT(FormatTrainJob(job),
+              HasSubstr("working dir:      /srv/train (the same path on every node: a shared "
+                        "filesystem)\n"));
+  command.clear_working_dir();
+  EXPECT_THAT(FormatTrainJob(job),
+              HasSubstr("working dir:      each node's own folder for the job (not shared)\n"));
+  job.mutable_spec()->mutable_entrypoint()->mutable_builtin_trainer();
+  EXPECT_THAT(FormatTrainJob(job), Not(HasSubstr("working dir:")));
+}
+
 TEST(FormatTest, TrainJobShowsItsStartupStageByStage) {
   v1::TrainJobInfo job = RunningJob();
   v1::StartupTimeline& t = *job.mutable_startup();
