@@ -69,6 +69,7 @@ def main():
     parser.add_argument("--use-gpu", action="store_true")
     parser.add_argument("--epochs", type=int, default=5)
     parser.add_argument("--fail-at-epoch", type=int, default=2)
+    parser.add_argument("--worker-python", help="the ranks' Python (default: this one)")
     args = parser.parse_args()
     trainer = TorchTrainer(
         train_func,
@@ -76,7 +77,8 @@ def main():
         scaling_config=ScalingConfig(num_workers=args.num_workers, use_gpu=args.use_gpu),
         run_config=RunConfig(name=args.name, storage_path=args.storage_path,
                              checkpoint_config=CheckpointConfig(num_to_keep=2),
-                             failure_config=FailureConfig(max_failures=1)))
+                             failure_config=FailureConfig(max_failures=1),
+                             worker_runtime_env={"py_executable": args.worker_python} if args.worker_python else None))
     result = trainer.fit()
     print(f"metrics: {result.metrics}")
     print(f"checkpoint: {result.checkpoint.path}")

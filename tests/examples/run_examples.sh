@@ -180,5 +180,35 @@ else
   fail "ray-port" "exit $rc, $kept checkpoints kept; $(grep -E '^(metrics|checkpoint|berth)|Error' <<<"$out" | tail -5)"
 fi
 
+# The same port with ranks in a Python that has this line's torch and no
+# grpc, protobuf, cloudpickle or berth (a venv that sees links to the rest
+# of torch's site-packages): berth.train comes from the raylet's PYTHONPATH
+# and cloudpickle with the payload.
+torch_alone_python() {
+  local venv=$BERTH_HOME/torch-alone site entry packages
+  packages=$("$PY" -c "import os, torch; print(os.path.dirname(os.path.dirname(torch.__file__)))")
+  "$PY" -m venv --without-pip "$venv" 2>/dev/null || /usr/bin/python3 -m venv --without-pip "$venv"
+  mkdir -p "$BERTH_HOME/torch-alone-packages"
+  for entry in "$packages"/*; do
+    case $(basename "$entry") in grpc* | google* | protobuf* | cloudpickle* | berth*) continue ;; esac
+    ln -s "$entry" "$BERTH_HOME/torch-alone-packages/"
+  done
+  site=$("$venv/bin/python" -c "import sysconfig; print(sysconfig.get_paths()['purelib'])")
+  echo "$BERTH_HOME/torch-alone-packages" >"$site/torch-alone.pth"
+  echo "$venv/bin/python"
+}
+ALONE=$(torch_alone_python)
+missing=$("$ALONE" -c "import importlib.util as u, torch
+print(*[m for m in ('grpc', 'google.protobuf', 'cloudpickle', 'berth') if u.find_spec(m.split('.')[0]) is None])")
+out=$(cd "$BERTH_HOME" && PYTHONPATH=$SDK timeout 600 "$PY" "$ROOT/examples/ray-port/train.py" \
+      --storage-path "$BERTH_HOME/results" --name ray-port-torch-alone --worker-python "$ALONE" 2>&1)
+rc=$?
+if [[ $rc -eq 0 && $missing == "grpc google.protobuf cloudpickle berth" ]] &&
+   grep -q "^metrics: {'epoch': 4, 'loss': " <<<"$out" && [[ $(grep -c "resumes at epoch 2" <<<"$out") -eq 2 ]]; then
+  pass "ray-port with ranks whose Python has torch and no grpc, cloudpickle or berth"
+else
+  fail "ray-port, torch alone" "exit $rc, missing '$missing'; $(grep -E '^(metrics|berth)|Error' <<<"$out" | tail -5)"
+fi
+
 echo "$passed passed, $failed failed"
 [[ $failed -eq 0 ]]
