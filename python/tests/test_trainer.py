@@ -44,9 +44,15 @@ def test_fit_runs_on_every_rank_and_merges_their_checkpoints(cluster, tmp_path):
                 f.write(word)
             train.report({"rank": rank, "lr": config["lr"], "name": context.get_experiment_name()},
                          checkpoint=train.Checkpoint.from_directory(folder))
+        with open(os.path.join(config["seen"], f"rank-{rank}"), "w") as f:
+            f.write(train.get_checkpoint().path)  # right after report, on every rank
 
-    result = TorchTrainer(loop, train_loop_config={"lr": 0.5}, scaling_config=train.ScalingConfig(num_workers=2),
+    seen = tmp_path / "seen"
+    seen.mkdir()
+    result = TorchTrainer(loop, train_loop_config={"lr": 0.5, "seen": str(seen)},
+                          scaling_config=train.ScalingConfig(num_workers=2),
                           run_config=_run_config(tmp_path, "merge")).fit()
+    assert {(seen / f"rank-{r}").read_text() for r in (0, 1)} == {result.checkpoint.path}
     assert result.metrics == {"rank": 0, "lr": 0.5, "name": "merge"}  # rank 0's
     assert result.path == str(tmp_path / "results" / "merge")
     files = sorted(os.listdir(result.checkpoint.path))

@@ -117,10 +117,11 @@ def report(metrics: Dict[str, Any], checkpoint: "Optional[Checkpoint | str | os.
         persisted = _persist(source, run_dir, checkpoint_dir_name or new_checkpoint_name())
     else:
         persisted = source
+    if persisted is not None and (rank == 0 or _group is not None):
+        _latest_reported_checkpoint = persisted  # every rank's get_checkpoint() sees it at once
     if rank != 0:
         return
     if persisted is not None:
-        _latest_reported_checkpoint = persisted
         if run_dir and _inside(persisted, run_dir):
             record_checkpoint(run_dir, persisted, _plain_metrics(metrics), _checkpoint_config())
     line: Dict[str, Any] = {"metrics": _plain_metrics(metrics), "checkpoint": persisted, "time": time.time()}
