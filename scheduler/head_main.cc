@@ -39,18 +39,18 @@
 
 namespace {
 
-// berth-worker beside this binary (an install), or in the build tree's
-// worker/ folder, else by name from the raylet's PATH.
-std::string DefaultWorkerBinary() {
+// `name` (berth-worker, berth-relay) beside this binary (an install), or in
+// the build tree's worker/ folder, else by name from the raylet's PATH.
+std::string DefaultWorkerSideBinary(const std::string& name) {
   std::error_code error;
   const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", error);
   if (!error) {
-    for (const auto& candidate : {self.parent_path() / "berth-worker",
-                                  self.parent_path().parent_path() / "worker" / "berth-worker"}) {
+    for (const auto& candidate :
+         {self.parent_path() / name, self.parent_path().parent_path() / "worker" / name}) {
       if (std::filesystem::exists(candidate, error)) return candidate.string();
     }
   }
-  return "berth-worker";
+  return name;
 }
 
 // Whether `state_store` (--state-store) is shared with heads on other
@@ -331,6 +331,9 @@ int main(int argc, char** argv) {
                  "head's address)");
   app.add_option("--worker-binary", config.train.job.worker_binary,
                  "berth-worker as the raylets run it (default: beside berth-head, else PATH)");
+  app.add_option("--relay-binary", config.train.job.relay_binary,
+                 "berth-relay, a command job's driver, as the raylets run it (default: beside "
+                 "berth-head, else PATH)");
   app.add_option("--checkpoint-root", config.train.job.checkpoint_root,
                  "where trainers write checkpoints when a job names no storage_path");
   std::string& metrics_listen = serve.metrics_listen;
@@ -412,9 +415,10 @@ int main(int argc, char** argv) {
   config.tls = *tls;
   config.train.max_name_length = max_name_length;
   config.raylet_rpc_timeout = absl::Milliseconds(rpc_timeout_ms);
-  if (config.train.job.worker_binary.empty() || config.train.job.worker_binary == "berth-worker") {
-    config.train.job.worker_binary = DefaultWorkerBinary();
-  }
+  std::string& worker = config.train.job.worker_binary;
+  if (worker.empty() || worker == "berth-worker") worker = DefaultWorkerSideBinary("berth-worker");
+  std::string& relay = config.train.job.relay_binary;
+  if (relay.empty() || relay == "berth-relay") relay = DefaultWorkerSideBinary("berth-relay");
 
   // Signals are taken by sigwait below, not by whichever thread they hit.
   sigset_t signals;

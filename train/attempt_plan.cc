@@ -174,27 +174,24 @@ absl::StatusOr<AttemptPlan> PlanAttempt(const AttemptInputs& in) {
     w.set_cwd(user.working_dir());
   };
 
-  // The trainer: the job's driver. It hosts the built-in ranks' store; for a
-  // user command it relays berth.train.report() from rank 0's node.
+  // The trainer: the job's driver. It hosts the built-in ranks' store
+  // (berth-worker trainer); for a user command it relays berth.train.report()
+  // from rank 0's node (berth-relay, which loads no libtorch).
   v1::WorkerSpec trainer = new_worker("trainer", ranks[0]);
-  trainer.add_argv(in.worker_binary);
-  std::vector<std::string> trainer_args = {"trainer",
-                                           "--world-size",
-                                           absl::StrCat(attempt_env.world_size),
-                                           "--checkpoint-dir",
-                                           absl::StrCat(in.job_dir, "/checkpoints"),
-                                           "--head",
-                                           in.head_address,
-                                           "--job-id",
-                                           in.job_id};
+  std::vector<std::string> trainer_args;
   if (command) {
-    trainer_args.insert(trainer_args.end(), {"--report-file", attempt_env.report_file});
+    trainer_args = {in.relay_binary, "--report-file", attempt_env.report_file, "--world-size",
+                    absl::StrCat(attempt_env.world_size)};
   } else {
-    trainer_args.insert(trainer_args.end(), {"--port", absl::StrCat(in.master_port)});
+    trainer_args = {in.worker_binary,   "trainer",
+                    "--world-size",     absl::StrCat(attempt_env.world_size),
+                    "--checkpoint-dir", absl::StrCat(in.job_dir, "/checkpoints"),
+                    "--port",           absl::StrCat(in.master_port)};
     if (!in.latest_checkpoint.empty()) {
       trainer_args.insert(trainer_args.end(), {"--resume-from", in.latest_checkpoint});
     }
   }
+  trainer_args.insert(trainer_args.end(), {"--head", in.head_address, "--job-id", in.job_id});
   for (const std::string& a : trainer_args) trainer.add_argv(a);
   SetEnv(trainer, NodeEnv(attempt_env, ranks[0].node_id, 0, ranks[0].local_world_size, 0, true));
   // Only the trainer calls the head (ReportTrainProgress); ranks never see the token.

@@ -56,6 +56,7 @@ struct AttemptInputs {
   std::string latest_checkpoint;    // to resume from; "" = start afresh
   std::string head_address;         // the trainer reports here
   std::string worker_binary;        // berth-worker, as the raylets find it
+  std::string relay_binary;         // berth-relay (a command's driver), likewise
   std::string cluster_token;        // the trainer's only (ReportTrainProgress)
 };
 

@@ -914,6 +914,7 @@ void JobReconciler::OnPort(absl::Time now, const PortAllocated& port) {
   in.latest_checkpoint = info_.latest_checkpoint();
   in.head_address = options_.head_address;
   in.worker_binary = options_.worker_binary;
+  in.relay_binary = options_.relay_binary;
   in.cluster_token = options_.cluster_token;
   exits_.clear();
   logs_.clear();

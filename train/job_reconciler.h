@@ -148,6 +148,7 @@ struct JobStep {
 struct JobOptions {
   std::string head_address;                    // the trainer reports here
   std::string worker_binary = "berth-worker";  // run by the raylets (PATH lookup)
+  std::string relay_binary = "berth-relay";    // a command job's driver, likewise
   std::string checkpoint_root = "/tmp/berth/jobs";
   std::string cluster_token;  // the trainer's (BERTH_CLUSTER_TOKEN)
   absl::Duration stop_grace = absl::Seconds(2);

@@ -19,14 +19,31 @@ absl::Status ValidateTrainFlags(const TrainFlags& flags) {
   return absl::OkStatus();
 }
 
-absl::Status ValidateTrainerFlags(const TrainerFlags& flags) {
-  if (!flags.report_file.empty()) {
-    if (flags.port != 0) {
-      return absl::InvalidArgumentError("--port: a trainer with --report-file hosts no store");
-    }
-  } else if (flags.port == 0 || flags.port > 65535) {
+namespace {
+
+absl::Status ValidateReportTarget(const std::string& head, const std::string& job_id) {
+  if (head.empty() != job_id.empty()) {
     return absl::InvalidArgumentError(
-        absl::StrCat("--port: ", flags.port, " is not in [1, 65535] (or give --report-file)"));
+        head.empty() ? "--job-id: needs --head (where to report the job's progress)"
+                     : "--head: needs --job-id (which job to report progress for)");
+  }
+  if (!head.empty()) {
+    const size_t colon = head.rfind(':');
+    uint32_t port = 0;
+    if (colon == std::string::npos || colon == 0 ||
+        !absl::SimpleAtoi(head.substr(colon + 1), &port) || port == 0 || port > 65535) {
+      return absl::InvalidArgumentError(absl::StrCat("--head: \"", head, "\" is not HOST:PORT"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status ValidateTrainerFlags(const TrainerFlags& flags) {
+  if (flags.port == 0 || flags.port > 65535) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--port: ", flags.port, " is not in [1, 65535]"));
   }
   if (flags.world_size == 0) {
     return absl::InvalidArgumentError("--world-size: must be at least 1");
@@ -34,25 +51,22 @@ absl::Status ValidateTrainerFlags(const TrainerFlags& flags) {
   if (flags.checkpoint_dir.empty()) {
     return absl::InvalidArgumentError("--checkpoint-dir: must not be empty");
   }
-  if (flags.head.empty() != flags.job_id.empty()) {
-    return absl::InvalidArgumentError(
-        flags.head.empty() ? "--job-id: needs --head (where to report the job's progress)"
-                           : "--head: needs --job-id (which job to report progress for)");
-  }
-  if (!flags.head.empty()) {
-    const size_t colon = flags.head.rfind(':');
-    uint32_t port = 0;
-    if (colon == std::string::npos || colon == 0 ||
-        !absl::SimpleAtoi(flags.head.substr(colon + 1), &port) || port == 0 || port > 65535) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--head: \"", flags.head, "\" is not HOST:PORT"));
-    }
-  }
+  if (absl::Status s = ValidateReportTarget(flags.head, flags.job_id); !s.ok()) return s;
   if (!std::isfinite(flags.timeout_s) || flags.timeout_s <= 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("--timeout-s: ", flags.timeout_s, " is not a finite number > 0"));
   }
   return absl::OkStatus();
+}
+
+absl::Status ValidateRelayFlags(const RelayFlags& flags) {
+  if (flags.report_file.empty()) {
+    return absl::InvalidArgumentError("--report-file: must not be empty");
+  }
+  if (flags.world_size == 0) {
+    return absl::InvalidArgumentError("--world-size: must be at least 1");
+  }
+  return ValidateReportTarget(flags.head, flags.job_id);
 }
 
 }  // namespace berth

@@ -1,7 +1,8 @@
 // The flags of berth-worker's two modes, `train` (one rank) and `trainer`
-// (the job's driver), with defaults and validation. Pure (no torch, no
-// CLI11): the CLI parses into these structs, then Validate* says what is
-// wrong, naming the flag; the caller exits 2 on an error.
+// (the built-in job's driver), and of berth-relay (a command job's), with
+// defaults and validation. Pure (no torch, no CLI11): the CLI parses into
+// these structs, then Validate* says what is wrong, naming the flag; the
+// caller exits 2 on an error.
 #ifndef BERTH_WORKER_FLAGS_H_
 #define BERTH_WORKER_FLAGS_H_
 
@@ -28,11 +29,8 @@ struct TrainFlags {
 };
 
 struct TrainerFlags {
-  // The store's port (built-in ranks); 0 with report_file.
+  // The built-in ranks' store's port.
   uint32_t port = 0;
-  // A user command's trainer hosts no store: it relays the reports that
-  // rank 0 appends here (report_relay.h).
-  std::string report_file;
   uint32_t world_size = 0;
   std::string checkpoint_dir;
   std::string resume_from;
@@ -42,8 +40,19 @@ struct TrainerFlags {
   double timeout_s = 3600;
 };
 
+// berth-relay: a user command's driver hosts no store; it relays the
+// reports that rank 0 appends to report_file (report_relay.h).
+struct RelayFlags {
+  std::string report_file;
+  uint32_t world_size = 0;
+  // Both or neither: where to report progress (HOST:PORT) and as which job.
+  std::string head;
+  std::string job_id;
+};
+
 absl::Status ValidateTrainFlags(const TrainFlags& flags);
 absl::Status ValidateTrainerFlags(const TrainerFlags& flags);
+absl::Status ValidateRelayFlags(const RelayFlags& flags);
 
 }  // namespace berth
 

@@ -59,7 +59,7 @@ bool Fold(const std::vector<std::string>& lines, RelayState& state) {
 
 }  // namespace
 
-int RelayReports(const TrainerFlags& flags, const volatile std::sig_atomic_t& stop) {
+int RelayReports(const RelayFlags& flags, const volatile std::sig_atomic_t& stop) {
   const std::string dir = std::filesystem::path(flags.report_file).parent_path().string();
   if (absl::Status s = MakeDirectories(dir); !s.ok()) {
     LogError("--report-file: ", s.message());

@@ -1,4 +1,4 @@
-// The trainer of a user command job: relays the reports that rank 0's
+// berth-relay, the driver of a user command job: relays the reports that rank 0's
 // berth.train.report() appends to --report-file (progress_report.h) to the
 // head, every 100 ms, newest step and metrics first, and the latest
 // checkpoint. It hosts no store: the user's rank 0 does. Runs until
@@ -14,7 +14,7 @@
 
 namespace berth {
 
-int RelayReports(const TrainerFlags& flags, const volatile std::sig_atomic_t& stop);
+int RelayReports(const RelayFlags& flags, const volatile std::sig_atomic_t& stop);
 
 }  // namespace berth
 

@@ -21,7 +21,6 @@
 #include "common/log.h"
 #include "worker/checkpoint_files.h"
 #include "worker/head_reporter.h"
-#include "worker/report_relay.h"
 #include "worker/store_protocol.h"
 #include "worker/train.h"
 
@@ -219,7 +218,6 @@ int RunTrainer(const TrainerFlags& flags) {
     LogError("--checkpoint-dir: ", s.message());
     return kUsageExitCode;
   }
-  if (!flags.report_file.empty()) return RelayReports(flags, g_stop_signal);
   std::optional<std::string> resume_checkpoint;
   uint64_t resume_step = 0;
   if (!flags.resume_from.empty()) {

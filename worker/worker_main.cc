@@ -1,6 +1,6 @@
 // berth-worker: the built-in libtorch worker. Two modes:
 //   berth-worker train    one rank of a data-parallel job (torchrun env)
-//   berth-worker trainer  the job's driver: store host, checkpoints, reports
+//   berth-worker trainer  the built-in job's driver: store host, checkpoints, reports
 // Bad flags or environment: an error naming the flag or variable, exit 2.
 #include <cstdio>
 #include <string>
@@ -57,13 +57,11 @@ int main(int argc, char** argv) {
 
   CLI::App* trainer_mode = app.add_subcommand(
       "trainer",
-      "the job's driver: hosts the built-in ranks' store or relays a script's reports, "
-      "saves checkpoints, reports to the head");
-  trainer_mode->add_option("--port", trainer.port,
-                           "port of the built-in ranks' store (all interfaces)");
-  trainer_mode->add_option("--report-file", trainer.report_file,
-                           "a user command's job: relay rank 0's berth.train.report() lines from "
-                           "this file instead of hosting a store");
+      "the built-in job's driver: hosts the ranks' store, saves checkpoints, reports to the "
+      "head (a user command's driver is berth-relay)");
+  trainer_mode
+      ->add_option("--port", trainer.port, "port of the built-in ranks' store (all interfaces)")
+      ->required();
   trainer_mode->add_option("--world-size", trainer.world_size, "number of ranks")->required();
   trainer_mode
       ->add_option("--checkpoint-dir", trainer.checkpoint_dir,

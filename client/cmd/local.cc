@@ -105,6 +105,8 @@ absl::StatusOr<std::string> StartHead(Local& local, LocalState& state, const std
   if (!head.ok()) return head.status();
   absl::StatusOr<std::string> worker = local.Binary("berth-worker", "worker");
   if (!worker.ok()) return worker.status();
+  absl::StatusOr<std::string> relay = local.Binary("berth-relay", "worker");
+  if (!relay.ok()) return relay.status();
   const std::string port_file = absl::StrCat(local.dir, "/", name, ".port");
   std::filesystem::remove(port_file);
   // Secure by default: every RPC of the local cluster carries this token.
@@ -128,6 +130,8 @@ absl::StatusOr<std::string> StartHead(Local& local, LocalState& state, const std
                                     port_file,
                                     "--worker-binary",
                                     *worker,
+                                    "--relay-binary",
+                                    *relay,
                                     "--checkpoint-root",
                                     absl::StrCat(local.dir, "/checkpoints"),
                                     "--metrics-listen",

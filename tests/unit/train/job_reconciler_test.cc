@@ -79,8 +79,8 @@ class JobReconcilerTest : public ::testing::Test {
     return JobReconciler::Restored(record, *PlacementGroupForJob(info.spec()), Options());
   }
   // A new job of `spec` whose group is placed on n0 and n1, up to the
-  // launch of its processes.
-  void UpToTheLaunch(v1::TrainJobSpec spec) {
+  // launch of its processes (on port 1): the launch.
+  StartProcesses UpToTheLaunch(v1::TrainJobSpec spec) {
     New(spec);
     Expect<CreateGroup>(Step());
     Result(GroupCreated{std::string(kGroup)});
@@ -88,7 +88,7 @@ class JobReconcilerTest : public ::testing::Test {
     alive_ = {"n0", "n1"};
     Expect<AllocatePort>(Step());
     Result(PortAllocated{std::make_pair(std::string("h"), uint16_t{1})});
-    Expect<StartProcesses>(Step());
+    return Expect<StartProcesses>(Step());
   }
   static JobOptions Options() {
     JobOptions options;
@@ -743,6 +743,26 @@ TEST_F(JobReconcilerTest, AttemptsWhoseLaunchFailsAreRetriedWithBackoffNotInALoo
   // A launch that works resets the wait.
   group_ = Created({"n0", "n1"});
   Expect<AllocatePort>(Step());
+}
+
+TEST_F(JobReconcilerTest, ACommandJobsDriverIsTheRelayAndABuiltinJobsTheTrainer) {
+  for (const bool command : {true, false}) {
+    v1::TrainJobSpec spec = BuiltinSpec(2);
+    if (command) spec.mutable_entrypoint()->mutable_command()->add_argv("/bin/true");
+    StartProcesses start = UpToTheLaunch(spec);
+    const v1::WorkerSpec& driver = start.by_node[0].second[0];
+    EXPECT_EQ(driver.worker_id(), Worker(0, "trainer"));
+    const std::vector<std::string> argv(driver.argv().begin(), driver.argv().end());
+    // The relay loads no libtorch; only the built-in job's store needs it.
+    if (command) {
+      EXPECT_THAT(argv, ElementsAre("berth-relay", "--report-file", HasSubstr(kJob), "--world-size",
+                                    "2", "--head", "127.0.0.1:1", "--job-id", kJob));
+    } else {
+      EXPECT_THAT(argv, ElementsAre("berth-worker", "trainer", "--world-size", "2",
+                                    "--checkpoint-dir", HasSubstr(kJob), "--port", "1", "--head",
+                                    "127.0.0.1:1", "--job-id", kJob));
+    }
+  }
 }
 
 TEST_F(JobReconcilerTest, ACommandJobWaitsForItsRelayBeforeItSucceeds) {

@@ -82,5 +82,25 @@ TEST(WorkerFlagsTest, BadTrainerFlagsAreNamed) {
   }
 }
 
+TEST(WorkerFlagsTest, RelayFlagsAreNamed) {
+  RelayFlags flags;
+  flags.report_file = "/tmp/reports/attempt-0.jsonl";
+  flags.world_size = 2;
+  EXPECT_TRUE(ValidateRelayFlags(flags).ok());
+  flags.head = "10.0.0.1:6380";
+  flags.job_id = "job-1";
+  EXPECT_TRUE(ValidateRelayFlags(flags).ok());
+  flags.head = "10.0.0.1";
+  EXPECT_THAT(ValidateRelayFlags(flags).message(), HasSubstr("--head"));
+  flags.head.clear();
+  EXPECT_THAT(ValidateRelayFlags(flags).message(), HasSubstr("--job-id"));
+  flags = {};
+  flags.world_size = 2;
+  EXPECT_THAT(ValidateRelayFlags(flags).message(), HasSubstr("--report-file"));
+  flags.report_file = "r";
+  flags.world_size = 0;
+  EXPECT_THAT(ValidateRelayFlags(flags).message(), HasSubstr("--world-size"));
+}
+
 }  // namespace
 }  // namespace berth
