@@ -8,7 +8,7 @@ PACKAGES=(
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libabsl-dev prometheus-cpp-dev libgtest-dev libgmock-dev libbenchmark-dev
   libtorch-dev libgloo-dev
-  libcli11-dev libyaml-cpp-dev nlohmann-json3-dev libcurl4-openssl-dev libssl-dev
+  libcli11-dev libyaml-cpp-dev nlohmann-json3-dev libcurl4-openssl-dev libssl-dev libarchive-dev
   prometheus yamllint libsqlite3-dev libhiredis-dev redis-server etcd-server etcd-client
   bazel-bootstrap bazel-rules-java
   clang libclang-rt-14-dev
