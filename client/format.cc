@@ -450,10 +450,15 @@ std::string FormatTrainJob(const v1::TrainJobInfo& job) {
   if (job.spec().entrypoint().has_command()) {
     // Where a rank's relative paths lead: the submitter's folder only when
     // every node mounts it (berth copies nothing there).
-    const std::string& dir = job.spec().entrypoint().command().working_dir();
-    fields.AddRow({"working dir:", dir.empty() ? "each node's own folder for the job (not shared)"
-                                               : absl::StrCat(dir, " (the same path on every node: "
-                                                                   "a shared filesystem)")});
+    const v1::Entrypoint::Command& command = job.spec().entrypoint().command();
+    const std::string& dir = command.working_dir();
+    fields.AddRow({"working dir:",
+                   !command.working_dir_package().empty()
+                       ? absl::StrCat("package ", command.working_dir_package(),
+                                      " (uploaded; unpacked on each node)")
+                   : dir.empty()
+                       ? "each node's own folder for the job (not shared)"
+                       : absl::StrCat(dir, " (the same path on every node: a shared filesystem)")});
   }
   fields.AddRow({"attempt:", absl::StrCat(job.attempt())});
   const int32_t max_failures = job.spec().failure_config().max_failures();

@@ -102,14 +102,16 @@ class JobFileParser {
  public:
   explicit JobFileParser(absl::string_view file) : file_(file) {}
 
-  absl::StatusOr<v1::TrainJobSpec> Parse(const YAML::Node& root) const {
+  absl::StatusOr<v1::TrainJobSpec> Parse(const YAML::Node& root, JobRuntimeEnv* env) const {
     v1::TrainJobSpec spec;
     bool has_scaling = false;
     bool has_entrypoint = false;
+    std::optional<YAML::Node> runtime_env;
+    JobRuntimeEnv parsed_env;
     absl::Status status = ForEachKey(
         root, "",
         {"name", "queue", "priority", "priority_class", "time_limit", "scaling", "entrypoint",
-         "failure", "checkpoint_dir", "labels"},
+         "failure", "checkpoint_dir", "labels", "runtime_env"},
         [&](const std::string& key, const YAML::Node& value, const YAML::Node&) -> absl::Status {
           if (key == "name") return String(value, key, spec.mutable_name());
           if (key == "queue") return String(value, key, spec.mutable_queue());
@@ -137,9 +139,22 @@ class JobFileParser {
           }
           if (key == "failure") return Failure(value, key, spec.mutable_failure_config());
           if (key == "checkpoint_dir") return String(value, key, spec.mutable_storage_path());
+          if (key == "runtime_env") {
+            runtime_env = value;
+            return RuntimeEnv(value, key, &parsed_env);
+          }
           return Strings(value, key, spec.mutable_labels());
         });
     if (!status.ok()) return status;
+    if (runtime_env && !spec.entrypoint().has_command()) {
+      return Error(*runtime_env, "runtime_env", "only with entrypoint.command");
+    }
+    if (runtime_env && !spec.entrypoint().command().working_dir().empty()) {
+      return Error(*runtime_env, "runtime_env.working_dir",
+                   "give either entrypoint.working_dir (a folder on every node) or "
+                   "runtime_env.working_dir (uploaded), not both");
+    }
+    if (env != nullptr) *env = std::move(parsed_env);
     // The world size is the one setting without a safe default.
     if (!has_scaling) {
       return Error(root, "scaling", "required (with at least scaling.num_workers)");
@@ -544,6 +559,25 @@ class JobFileParser {
     return absl::OkStatus();
   }
 
+  // runtime_env: {working_dir: DIR, excludes: [glob, ...]}, as Ray's.
+  absl::Status RuntimeEnv(const YAML::Node& node, absl::string_view path,
+                          JobRuntimeEnv* out) const {
+    absl::Status status = ForEachKey(
+        node, path, {"working_dir", "excludes"},
+        [&](const std::string& key, const YAML::Node& value, const YAML::Node&) -> absl::Status {
+          const std::string key_path = Child(path, key);
+          if (key == "working_dir") return String(value, key_path, &out->working_dir);
+          google::protobuf::RepeatedPtrField<std::string> excludes;
+          if (absl::Status s = Args(value, key_path, &excludes); !s.ok()) return s;
+          out->excludes.assign(excludes.begin(), excludes.end());
+          return absl::OkStatus();
+        });
+    if (status.ok() && out->working_dir.empty()) {
+      return Error(node, Child(path, "working_dir"), "required (the folder to upload)");
+    }
+    return status;
+  }
+
   absl::Status Args(const YAML::Node& node, absl::string_view path,
                     google::protobuf::RepeatedPtrField<std::string>* out) const {
     if (!node.IsSequence()) return Expected(node, path, "a list of strings");
@@ -663,10 +697,12 @@ absl::StatusOr<std::string> ReadTextFile(const std::string& path) {
 
 }  // namespace
 
-absl::StatusOr<v1::TrainJobSpec> ParseJobFile(const std::string& text, const std::string& name) {
+absl::StatusOr<v1::TrainJobSpec> ParseJobFile(const std::string& text, const std::string& name,
+                                              JobRuntimeEnv* runtime_env) {
   return ParseOneDocument<v1::TrainJobSpec>(
-      text, name, "job file",
-      [](const JobFileParser& parser, const YAML::Node& root) { return parser.Parse(root); });
+      text, name, "job file", [runtime_env](const JobFileParser& parser, const YAML::Node& root) {
+        return parser.Parse(root, runtime_env);
+      });
 }
 
 absl::StatusOr<v1::ApplyQueuesRequest> ParseQueueFile(const std::string& text,
@@ -682,29 +718,33 @@ absl::StatusOr<v1::ApplyQueuesRequest> LoadQueueFile(const std::string& path) {
   return ParseQueueFile(*text, path);
 }
 
-absl::StatusOr<v1::TrainJobSpec> LoadJobFile(const std::string& path) {
+absl::StatusOr<v1::TrainJobSpec> LoadJobFile(const std::string& path, JobRuntimeEnv* runtime_env) {
   absl::StatusOr<std::string> text = ReadTextFile(path);
   if (!text.ok()) return text.status();
-  absl::StatusOr<v1::TrainJobSpec> spec = ParseJobFile(*text, path);
+  JobRuntimeEnv env;
+  absl::StatusOr<v1::TrainJobSpec> spec = ParseJobFile(*text, path, &env);
   // As a person reads the file: `~/` is their home (a venv's python in
   // ~/.venvs), and a relative working_dir is the job file's folder's
   // (`working_dir: .` beside train.py).
   if (spec.ok() && spec->entrypoint().has_command()) {
     const char* home = std::getenv("HOME");
     v1::Entrypoint::Command* command = spec->mutable_entrypoint()->mutable_command();
-    for (std::string* path : {command->mutable_argv(0), command->mutable_working_dir()}) {
+    for (std::string* path :
+         {command->mutable_argv(0), command->mutable_working_dir(), &env.working_dir}) {
       if (home != nullptr && absl::StartsWith(*path, "~/"))
         *path = absl::StrCat(home, path->substr(1));
     }
-    std::string* dir = command->mutable_working_dir();
-    if (!dir->empty() && !std::filesystem::path(*dir).is_absolute()) {
-      std::error_code ignored;
-      *dir =
-          std::filesystem::weakly_canonical(
-              std::filesystem::absolute(std::filesystem::path(path).parent_path() / *dir), ignored)
-              .string();
+    for (std::string* dir : {command->mutable_working_dir(), &env.working_dir}) {
+      if (!dir->empty() && !std::filesystem::path(*dir).is_absolute()) {
+        std::error_code ignored;
+        *dir = std::filesystem::weakly_canonical(
+                   std::filesystem::absolute(std::filesystem::path(path).parent_path() / *dir),
+                   ignored)
+                   .string();
+      }
     }
   }
+  if (runtime_env != nullptr) *runtime_env = std::move(env);
   return spec;
 }
 

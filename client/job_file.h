@@ -19,6 +19,9 @@
 //   #   args: [train.py, --epochs, "3"]
 //   #   env: {NCCL_DEBUG: INFO}
 //   #   working_dir: /srv/train
+//   runtime_env:                # a command's folder, uploaded (as Ray's):
+//     working_dir: .            #   each rank runs in its unpacked copy
+//     excludes: ["*.ckpt", data]
 //   failure: {max_failures: 2}
 //   checkpoint_dir: /shared/checkpoints
 //
@@ -35,6 +38,7 @@
 #define BERTH_CLIENT_JOB_FILE_H_
 
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "berth/v1/head.pb.h"
@@ -42,11 +46,22 @@
 
 namespace berth {
 
-// Reads and validates a job file. INVALID_ARGUMENT (or NOT_FOUND for a
-// missing file) with "<path>:<line>: <key path>: <what is wrong>".
-absl::StatusOr<v1::TrainJobSpec> LoadJobFile(const std::string& path);
+// The job file's `runtime_env:`, which the client carries out (it packs and
+// uploads working_dir, then names the package in the spec).
+struct JobRuntimeEnv {
+  std::string working_dir;            // empty: none
+  std::vector<std::string> excludes;  // globs (common/working_dir_package.h)
+};
+
+// Reads and validates a job file; `runtime_env` (optional) gets its
+// runtime_env, working_dir made absolute from the file's folder.
+// INVALID_ARGUMENT (or NOT_FOUND for a missing file) with
+// "<path>:<line>: <key path>: <what is wrong>".
+absl::StatusOr<v1::TrainJobSpec> LoadJobFile(const std::string& path,
+                                             JobRuntimeEnv* runtime_env = nullptr);
 // The same for YAML text already in memory; `name` stands for the path.
-absl::StatusOr<v1::TrainJobSpec> ParseJobFile(const std::string& text, const std::string& name);
+absl::StatusOr<v1::TrainJobSpec> ParseJobFile(const std::string& text, const std::string& name,
+                                              JobRuntimeEnv* runtime_env = nullptr);
 
 // Queue files (`berth queue apply -f queues.yaml`), parsed the same way:
 //

@@ -120,6 +120,29 @@ bool LinkStaysInside(absl::string_view path, absl::string_view target) {
   return true;
 }
 
+// The paths below `dir` to pack, relative to it, sorted, without the
+// excluded ones (nor anything below an excluded folder).
+absl::StatusOr<std::vector<fs::path>> ListEntries(const std::string& dir,
+                                                  const std::vector<std::string>& excludes) {
+  std::error_code error;
+  std::vector<std::string> patterns = DefaultPackageExcludes();
+  patterns.insert(patterns.end(), excludes.begin(), excludes.end());
+  std::vector<fs::path> entries;
+  fs::recursive_directory_iterator it(dir, error), end;
+  for (; !error && it != end; it.increment(error)) {
+    // Lexically: fs::relative resolves symlinks, naming a link by its target.
+    const fs::path relative = it->path().lexically_relative(dir);
+    if (Excluded(relative, patterns)) {
+      it.disable_recursion_pending();
+      continue;
+    }
+    entries.push_back(relative);
+  }
+  if (error)
+    return absl::PermissionDeniedError(absl::StrCat("listing ", dir, ": ", error.message()));
+  std::sort(entries.begin(), entries.end());
+}
+
 }  // namespace
 
 std::string DigestOf(absl::string_view bytes) {
@@ -151,22 +174,9 @@ absl::StatusOr<PackedDir> Pack(const std::string& dir, const std::vector<std::st
   if (!fs::is_directory(dir, error)) {
     return absl::NotFoundError(absl::StrCat(dir, " is not a folder"));
   }
-  std::vector<std::string> patterns = DefaultPackageExcludes();
-  patterns.insert(patterns.end(), excludes.begin(), excludes.end());
-  std::vector<fs::path> entries;
-  fs::recursive_directory_iterator it(dir, error), end;
-  for (; !error && it != end; it.increment(error)) {
-    // Lexically: fs::relative resolves symlinks, naming a link by its target.
-    const fs::path relative = it->path().lexically_relative(dir);
-    if (Excluded(relative, patterns)) {
-      it.disable_recursion_pending();
-      continue;
-    }
-    entries.push_back(relative);
-  }
-  if (error)
-    return absl::PermissionDeniedError(absl::StrCat("listing ", dir, ": ", error.message()));
-  std::sort(entries.begin(), entries.end());
+  absl::StatusOr<std::vector<fs::path>> listed = ListEntries(dir, excludes);
+  if (!listed.ok()) return listed.status();
+  const std::vector<fs::path>& entries = *listed;
 
   Output out;
   out.limit = limit_bytes;

@@ -43,6 +43,7 @@
 #include "raylet/bundle_reservations.h"
 #include "raylet/gpu_discovery.h"
 #include "raylet/head_connection.h"
+#include "raylet/head_packages.h"
 #include "raylet/raylet_metrics.h"
 #include "raylet/raylet_service.h"
 #include "raylet/tcp_port.h"
@@ -260,8 +261,9 @@ int Run(const Flags& flags) {
   connection_options.cluster_token = cluster_token;
   HeadEpochFence fence;
   connection_options.fence = &fence;
-  HeadConnection head_connection(
-      tls->MakeChannel(flags.head, TlsRole::kHead, HeadChannelArguments()), connection_options);
+  const std::shared_ptr<grpc::Channel> head_channel =
+      tls->MakeChannel(flags.head, TlsRole::kHead, HeadChannelArguments());
+  HeadConnection head_connection(head_channel, connection_options);
   WorkerProcessManager workers(
       {log_dir, node_dir + "/work", [&](const WorkerRecord& record) {
          v1::WorkerStatus status;
@@ -271,7 +273,15 @@ int Run(const Flags& flags) {
          metrics.OnWorkerExit(record);
          head_connection.ReportWorkerExit(status);
        }});
+  PackageCache packages(node_dir + "/packages", DownloadFromHead(head_channel, cluster_token), [&] {
+    std::set<std::string> folders;
+    for (const WorkerRecord& w : workers.List()) {
+      if (w.state == WorkerState::kRunning) folders.insert(w.cwd);
+    }
+    return folders;
+  });
   RayletService::Options service_options;
+  service_options.packages = &packages;
   service_options.advertise_host = flags.advertise_host;
   service_options.refuse_prepare_file = flags.refuse_prepare_file;
   service_options.hold_starts_file = flags.hold_starts_file;

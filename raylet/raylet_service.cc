@@ -345,11 +345,33 @@ grpc::Status RayletService::StartWorker(grpc::ServerContext* context,
     return grpc::Status(grpc::StatusCode::UNAVAILABLE,
                         absl::StrCat("holding starts: ", options_.hold_starts_file, " exists"));
   }
-  return Idempotent("StartWorker", request->request_id(), *request, response,
-                    [&]() { return StartWorkerLocked(request->spec(), response); });
+  // The package before the lock: a download must not hold up the node's
+  // other calls.
+  absl::StatusOr<std::string> package_folder = PackageFolder(request->spec(), context->deadline());
+  if (!package_folder.ok()) return ToGrpcStatus(package_folder.status());
+  return Idempotent("StartWorker", request->request_id(), *request, response, [&]() {
+    return StartWorkerLocked(request->spec(), *package_folder, response);
+  });
+}
+
+absl::StatusOr<std::string> RayletService::PackageFolder(
+    const v1::WorkerSpec& spec, std::chrono::system_clock::time_point deadline) {
+  const std::string& digest = spec.working_dir_package();
+  if (digest.empty()) return std::string();
+  if (!spec.cwd().empty()) {
+    return absl::InvalidArgumentError(
+        "spec.working_dir_package: give either a cwd or a package to run in, not both");
+  }
+  if (options_.packages == nullptr) {
+    return absl::FailedPreconditionError(
+        "spec.working_dir_package: this raylet keeps no package cache");
+  }
+  // Time to answer left after the download.
+  return options_.packages->Ensure(digest, absl::FromChrono(deadline) - absl::Milliseconds(500));
 }
 
 absl::Status RayletService::StartWorkerLocked(const v1::WorkerSpec& spec,
+                                              const std::string& package_folder,
                                               v1::StartWorkerResponse* response) {
   const std::string& pg = spec.placement_group_id();
   if (absl::Status s = ValidateString(pg, "spec.placement_group_id", kMaxIdBytes, true); !s.ok()) {
@@ -385,7 +407,7 @@ absl::Status RayletService::StartWorkerLocked(const v1::WorkerSpec& spec,
   }
   // A trainer calls the head back; with TLS it verifies the head by this CA.
   if (options_.tls.enabled) launch.env["BERTH_TLS_CA_PEM"] = options_.tls.ca_pem;
-  launch.cwd = spec.cwd();
+  launch.cwd = package_folder.empty() ? spec.cwd() : package_folder;
   if (spec.has_rank()) launch.rank = absl::StrCat(spec.rank().world_rank());
   if (spec.visible_gpu_indices().empty()) {
     for (const GpuShare& share : bundle->gpus) launch.visible_gpu_indices.push_back(share.index);

@@ -10,6 +10,7 @@
 #ifndef BERTH_RAYLET_RAYLET_SERVICE_H_
 #define BERTH_RAYLET_RAYLET_SERVICE_H_
 
+#include <chrono>
 #include <deque>
 #include <functional>
 #include <set>
@@ -28,6 +29,7 @@
 #include "berth/v1/raylet.grpc.pb.h"
 #include "placement/resource_set.h"
 #include "raylet/bundle_reservations.h"
+#include "raylet/package_cache.h"
 #include "raylet/worker_processes.h"
 
 namespace berth {
@@ -60,6 +62,9 @@ class RayletService final : public Admitted<v1::RayletService::Service> {
     // Refuses calls of a head older than the newest seen (not owned; null:
     // none).
     HeadEpochFence* fence = nullptr;
+    // Where workers' working-directory packages come from (not owned; null:
+    // a spec naming one is refused).
+    PackageCache* packages = nullptr;
   };
 
   RayletService(Options options, BundleReservations reservations, WorkerProcessManager* workers);
@@ -130,7 +135,12 @@ class RayletService final : public Admitted<v1::RayletService::Service> {
   grpc::Status Cancel(const v1::CancelResourceReserveRequest* request,
                       v1::CancelResourceReserveResponse* response);
   void StopWorkersOf(const std::vector<BundleKey>& bundles);
-  absl::Status StartWorkerLocked(const v1::WorkerSpec& spec, v1::StartWorkerResponse* response)
+  // The folder of the spec's working-directory package, fetched if needed;
+  // empty when it names none.
+  absl::StatusOr<std::string> PackageFolder(const v1::WorkerSpec& spec,
+                                            std::chrono::system_clock::time_point deadline);
+  absl::Status StartWorkerLocked(const v1::WorkerSpec& spec, const std::string& package_folder,
+                                 v1::StartWorkerResponse* response)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const Options options_;

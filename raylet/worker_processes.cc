@@ -318,6 +318,7 @@ absl::StatusOr<StartedWorker> WorkerProcessManager::Start(const WorkerLaunch& la
                    started_unix_ms,
                    0,
                    launch.rank};
+  worker.record.cwd = cwd;
   worker.error_file = std::move(error_file);
   absl::MutexLock lock(&mu_);
   workers_.emplace(launch.worker_id, std::move(worker));

@@ -68,6 +68,7 @@ struct WorkerRecord {
   int64_t started_unix_ms = 0;
   int64_t ended_unix_ms = 0;  // 0 while running
   std::string rank;           // as launched
+  std::string cwd;            // the working directory it was started in
   // kFailed only: what the process said (worker_error.h) and when.
   std::string error;
   int64_t failed_unix_us = 0;

@@ -385,6 +385,11 @@ int main(int argc, char** argv) {
   app.add_option("--max-message-bytes", config.max_message_bytes, "largest request accepted, bytes")
       ->check(CLI::Range(64 << 10, 256 << 20))
       ->capture_default_str();
+  uint64_t package_limit_mb = berth::kDefaultPackageLimitBytes >> 20;
+  app.add_option("--package-limit-mb", package_limit_mb,
+                 "largest working-directory package accepted (runtime_env working_dir), MiB")
+      ->check(CLI::Range(1, 4096))
+      ->capture_default_str();
   app.add_option("--committer-threads", config.committer_threads, "two-phase commits run at once")
       ->check(CLI::Range(1, 256));
   const berth::LogFlag log_flag(app);
@@ -392,6 +397,7 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
   log_flag.Init("berth-head");
   config.scheduler.max_name_length = max_name_length;
+  config.package_limit_bytes = package_limit_mb << 20;
   absl::StatusOr<berth::ScorerKind> scorer_kind =
       berth::ParseScorerKind(placement_scorer, "--placement-scorer");
   if (!scorer_kind.ok()) {

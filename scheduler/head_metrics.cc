@@ -281,8 +281,9 @@ HeadMetrics::HeadMetrics() : registry_(std::make_shared<prometheus::Registry>())
   head_stall_seconds_ =
       &prometheus::BuildCounter()
            .Name("berth_head_stall_seconds_total")
-           .Help("Time the head's liveness check ran late (the head paused, swapped or starved), "
-                 "not counted against any node's heartbeats.")
+           .Help(
+               "Time the head's liveness check ran late (the head paused, swapped or starved), "
+               "not counted against any node's heartbeats.")
            .Register(*registry_)
            .Add({});
   job_restarts_ = &prometheus::BuildCounter()

@@ -19,13 +19,14 @@ HeadServer::HeadServer(HeadConfig config, std::unique_ptr<StateStore> store)
       placement_group_service_(&state_, &scheduler_),
       cluster_service_(&state_),
       train_job_service_(&state_, &scheduler_, &raylets_),
-      queue_service_(&state_) {}
+      queue_service_(&state_),
+      package_service_(&state_) {}
 
 HeadServer::~HeadServer() { Stop(); }
 
 std::vector<grpc::Service*> HeadServer::services() {
-  return {&node_service_, &placement_group_service_, &cluster_service_, &train_job_service_,
-          &queue_service_};
+  return {&node_service_,      &placement_group_service_, &cluster_service_,
+          &train_job_service_, &queue_service_,           &package_service_};
 }
 
 absl::Status HeadServer::Restore() {
@@ -59,6 +60,7 @@ absl::Status HeadServer::Restore() {
     queue_config = *std::move(config);
   }
   for (const auto& [digest, team] : *credentials) state_.teams.Add(digest, team);
+  if (absl::Status s = state_.packages.Restore(state_.store(), absl::Now()); !s.ok()) return s;
   for (const auto& [id, value] : *jobs) {
     if (!restored_jobs_.emplace_back().ParseFromString(value)) {
       return absl::DataLossError(absl::StrCat("state store: train job record ", id));

@@ -1,9 +1,9 @@
 // HeadServer: berth-head. Its state (head_state.h) is shared by one class
 // per gRPC service (NodeService, PlacementGroupService, ClusterService,
-// TrainJobService; each admits its callers in auth/admission.h before a
-// handler runs), the Scheduler that owns the scheduling loop and the
-// committers (scheduler.h), and the train job controller. This class only
-// builds them, restores the state, and starts and stops them in order.
+// TrainJobService, QueueService, PackageService; each admits its callers in auth/admission.h before
+// a handler runs), the Scheduler that owns the scheduling loop and the committers (scheduler.h),
+// and the train job controller. This class only builds them, restores the state, and starts and
+// stops them in order.
 #ifndef BERTH_SCHEDULER_HEAD_SERVER_H_
 #define BERTH_SCHEDULER_HEAD_SERVER_H_
 
@@ -18,6 +18,7 @@
 #include "scheduler/cluster_service.h"
 #include "scheduler/head_state.h"
 #include "scheduler/node_service.h"
+#include "scheduler/package_service.h"
 #include "scheduler/placement_group_service.h"
 #include "scheduler/queue_service.h"
 #include "scheduler/scheduler.h"
@@ -75,6 +76,7 @@ class HeadServer {
   ClusterServiceImpl cluster_service_;
   TrainJobServiceImpl train_job_service_;
   QueueServiceImpl queue_service_;
+  PackageServiceImpl package_service_;
   std::vector<v1::TrainJobRecord> restored_jobs_;  // from Restore() to Start()
   uint64_t epoch_ = 0;                             // written by Restore()
   // Created by Start(); its jobs end first in Stop(), it is destroyed last.

@@ -36,6 +36,8 @@ AdmissionPolicy HeadAdmission(const HeadState& state, bool node_methods) {
                          "ListTrainJobs",
                          "StopTrainJob",
                          "StreamTrainJobLogs",
+                         "StatPackage",
+                         "UploadPackage",
                          "GetClusterStatus",
                          "ListNodes",
                          "GetQueue",
@@ -82,6 +84,13 @@ HeadState::HeadState(HeadConfig config, std::unique_ptr<StateStore> store)
     : config_(std::move(config)),
       store_(store ? std::move(store) : NewMemoryStateStore()),
       writer_(store_.get()),
+      packages(config_.package_limit_bytes,
+               [this](const std::vector<StateStore::Write>& batch) {
+                 uint64_t seq = writer_.staged();
+                 for (const StateStore::Write& w : batch)
+                   seq = writer_.Stage(w.table, w.key, w.value);
+                 return Durable(seq);
+               }),
       nodes(&table, config_.liveness),
       groups(&table, &nodes, config_.scheduler) {
   groups.set_observer(&metrics_);

@@ -27,9 +27,11 @@
 #include "berth/v1/head.pb.h"
 #include "berth/v1/raylet.pb.h"
 #include "berth/v1/state.pb.h"
+#include "common/working_dir_package.h"
 #include "queueing/queue_config.h"
 #include "scheduler/head_metrics.h"
 #include "scheduler/node_manager.h"
+#include "scheduler/package_store.h"
 #include "scheduler/placement_group_manager.h"
 #include "scheduler/state_store.h"
 #include "scheduler/state_writer.h"
@@ -51,6 +53,8 @@ struct HeadConfig {
   // TLS (auth/cluster_tls.h): the head's certificate, on its endpoint and
   // its calls to raylets; node RPCs then need a berth-node certificate.
   TlsConfig tls;
+  // The largest working-directory package accepted (--package-limit-mb).
+  uint64_t package_limit_bytes = kDefaultPackageLimitBytes;
 };
 
 int64_t HeadNowMs();
@@ -102,6 +106,7 @@ class HeadState {
   StateStore& store() { return *store_; }
 
   TeamCredentials teams;  // thread-safe; not under mu
+  PackageStore packages;  // thread-safe; not under mu
 
   absl::Mutex mu;
   NodeResourceTable table ABSL_GUARDED_BY(mu);

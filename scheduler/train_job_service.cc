@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/log.h"
+#include "common/working_dir_package.h"
 #include "wire/proto_convert.h"
 
 namespace berth {
@@ -29,6 +30,16 @@ grpc::Status TrainJobServiceImpl::SubmitTrainJob(grpc::ServerContext* context,
   TrainJobController* jobs = state_->jobs();
   if (jobs == nullptr) return NotStarted();
   const std::optional<std::string> team = state_->teams.TeamOf(context);
+  if (const std::string& digest = request->spec().entrypoint().command().working_dir_package();
+      !digest.empty()) {
+    constexpr char kField[] = "spec.entrypoint.command.working_dir_package";
+    if (absl::Status s = CheckDigest(digest, kField); !s.ok()) return ToGrpcStatus(s);
+    // Marks it wanted too, so it is not collected before the job names it.
+    if (!state_->packages.Stat(digest, absl::Now())) {
+      return ToGrpcStatus(absl::FailedPreconditionError(absl::StrCat(
+          kField, ": package ", digest, " is not stored on the head (upload it first)")));
+    }
+  }
   {
     absl::MutexLock lock(&state_->mu);
     const QueueConfig& queues = state_->groups.queue_config();

@@ -172,6 +172,7 @@ absl::StatusOr<AttemptPlan> PlanAttempt(const AttemptInputs& in) {
     for (const std::string& a : argv) w.add_argv(a);
     for (const auto& [k, v] : user.env()) (*w.mutable_env())[k] = v;
     w.set_cwd(user.working_dir());
+    w.set_working_dir_package(user.working_dir_package());
   };
 
   // The trainer: the job's driver. It hosts the built-in ranks' store

@@ -34,6 +34,11 @@ absl::Status ValidateEntrypoint(const v1::TrainJobSpec& spec) {
                                                      "\"]: set by berth for every worker"));
     }
   }
+  if (!command.working_dir().empty() && !command.working_dir_package().empty()) {
+    return absl::InvalidArgumentError(
+        "spec.entrypoint.command.working_dir_package: give either a working_dir on the nodes or "
+        "a package to unpack there, not both");
+  }
   if (!v1::Entrypoint::Launcher_IsValid(command.launcher())) {
     return absl::InvalidArgumentError(absl::StrCat(
         "spec.entrypoint.command.launcher: unknown value ", static_cast<int>(command.launcher())));

@@ -73,7 +73,8 @@ HeadClient::HeadClient(std::shared_ptr<grpc::Channel> channel, HeadClientOptions
       placement_groups_(v1::PlacementGroupService::NewStub(channel)),
       cluster_(v1::ClusterService::NewStub(channel)),
       train_jobs_(v1::TrainJobService::NewStub(channel)),
-      queues_(v1::QueueService::NewStub(channel)) {}
+      queues_(v1::QueueService::NewStub(channel)),
+      packages_(v1::PackageService::NewStub(channel)) {}
 
 template <typename Response, typename Rpc>
 absl::StatusOr<Response> HeadClient::Call(absl::Duration timeout, Rpc rpc) {
@@ -193,6 +194,40 @@ absl::StatusOr<v1::SubmitTrainJobResponse> HeadClient::SubmitTrainJob(
   if (request.request_id().empty()) request.set_request_id(NewRequestId());
   return Call<v1::SubmitTrainJobResponse>(options_.timeout, [&](auto* context, auto* response) {
     return train_jobs_->SubmitTrainJob(context, request, response);
+  });
+}
+
+absl::StatusOr<v1::UploadPackageResponse> HeadClient::UploadPackage(const std::string& digest,
+                                                                    absl::string_view bytes) {
+  v1::StatPackageRequest stat;
+  stat.set_digest(digest);
+  absl::StatusOr<v1::StatPackageResponse> stored =
+      Call<v1::StatPackageResponse>(options_.timeout, [&](auto* context, auto* response) {
+        return packages_->StatPackage(context, stat, response);
+      });
+  if (!stored.ok()) return stored.status();
+  if (stored->stored()) {
+    v1::UploadPackageResponse response;
+    response.set_digest(digest);
+    response.set_already_stored(true);
+    return response;
+  }
+  constexpr size_t kChunk = 1 << 20;
+  // At least 1 MiB/s, beside the usual deadline.
+  const absl::Duration timeout = options_.timeout + absl::Seconds(bytes.size() / kChunk);
+  return Call<v1::UploadPackageResponse>(timeout, [&](auto* context, auto* response) {
+    std::unique_ptr<grpc::ClientWriter<v1::UploadPackageRequest>> writer =
+        packages_->UploadPackage(context, response);
+    v1::UploadPackageRequest message;
+    message.mutable_header()->set_digest(digest);
+    message.mutable_header()->set_size_bytes(bytes.size());
+    bool open = writer->Write(message);
+    for (size_t offset = 0; open && offset < bytes.size(); offset += kChunk) {
+      message.set_data(std::string(bytes.substr(offset, kChunk)));
+      open = writer->Write(message);
+    }
+    writer->WritesDone();
+    return writer->Finish();  // the head's answer, also when it stopped reading early
   });
 }
 

@@ -81,6 +81,12 @@ class HeadClient {
       const v1::ListTrainJobsRequest& request = {});
   absl::StatusOr<v1::StopTrainJobResponse> StopTrainJob(v1::StopTrainJobRequest request);
 
+  // PackageService: stores `bytes` (a working-directory package,
+  // common/working_dir_package.h) as `digest` unless the head holds it
+  // already (asked first). Each attempt's deadline grows with the size.
+  absl::StatusOr<v1::UploadPackageResponse> UploadPackage(const std::string& digest,
+                                                          absl::string_view bytes);
+
   // QueueService.
   absl::StatusOr<v1::CreateQueueResponse> CreateQueue(const v1::CreateQueueRequest& request);
   absl::StatusOr<v1::UpdateQueueResponse> UpdateQueue(const v1::UpdateQueueRequest& request);
@@ -114,6 +120,7 @@ class HeadClient {
   const std::unique_ptr<v1::ClusterService::Stub> cluster_;
   const std::unique_ptr<v1::TrainJobService::Stub> train_jobs_;
   const std::unique_ptr<v1::QueueService::Stub> queues_;
+  const std::unique_ptr<v1::PackageService::Stub> packages_;
 };
 
 }  // namespace berth

@@ -18,9 +18,9 @@ v1::RayletService::Stub* RayletClients::Stub(const std::string& address) {
 
 template <typename Request, typename Response, typename Method>
 absl::StatusOr<Response> RayletClients::Call(const std::string& address, Method method,
-                                             const Request& request) {
+                                             const Request& request, absl::Duration extra_time) {
   grpc::ClientContext context;
-  context.set_deadline(absl::ToChronoTime(absl::Now() + timeout_));
+  context.set_deadline(absl::ToChronoTime(absl::Now() + timeout_ + extra_time));
   AttachClusterToken(&context, cluster_token_);
   AttachHeadEpoch(&context, head_epoch_.load());
   Response response;
@@ -64,7 +64,8 @@ absl::StatusOr<v1::ReleaseUnusedBundlesResponse> RayletClients::ReleaseUnused(
 absl::StatusOr<v1::StartWorkerResponse> RayletClients::StartWorker(
     const std::string& address, const v1::StartWorkerRequest& request) {
   return Call<v1::StartWorkerRequest, v1::StartWorkerResponse>(
-      address, &v1::RayletService::Stub::StartWorker, request);
+      address, &v1::RayletService::Stub::StartWorker, request,
+      request.spec().working_dir_package().empty() ? absl::ZeroDuration() : kPackageFetchTime);
 }
 
 absl::Status RayletClients::StopWorker(const std::string& address,

@@ -34,6 +34,10 @@ class RayletClients {
       const std::string& address, const v1::ApplyBundleOpsRequest& request);
   absl::StatusOr<v1::ReleaseUnusedBundlesResponse> ReleaseUnused(
       const std::string& address, const v1::ReleaseUnusedBundlesRequest& request);
+  // A start that names a working-directory package gets kPackageFetchTime
+  // more than the other calls: the node's raylet may download and unpack it
+  // first (once per node).
+  static constexpr absl::Duration kPackageFetchTime = absl::Seconds(60);
   absl::StatusOr<v1::StartWorkerResponse> StartWorker(const std::string& address,
                                                       const v1::StartWorkerRequest& request);
   absl::Status StopWorker(const std::string& address, const v1::StopWorkerRequest& request);
@@ -48,7 +52,8 @@ class RayletClients {
  private:
   v1::RayletService::Stub* Stub(const std::string& address);
   template <typename Request, typename Response, typename Method>
-  absl::StatusOr<Response> Call(const std::string& address, Method method, const Request& request);
+  absl::StatusOr<Response> Call(const std::string& address, Method method, const Request& request,
+                                absl::Duration extra_time = absl::ZeroDuration());
 
   const absl::Duration timeout_;
   const std::string cluster_token_;

@@ -16,6 +16,7 @@
 #include "client/format.h"
 #include "client/job_args.h"
 #include "client/job_file.h"
+#include "common/working_dir_package.h"
 #include "grpcpp/grpcpp.h"
 
 namespace berth {
@@ -122,12 +123,43 @@ struct SubmitFlags {
   double timeout_seconds = 600;
 };
 
+// Packs and uploads the runtime_env's working_dir, then names the package
+// in `spec`, as Ray's runtime_env does; the head refuses one over its limit.
+absl::Status UploadWorkingDir(const Context& ctx, const JobRuntimeEnv& env,
+                              v1::TrainJobSpec* spec) {
+  constexpr uint64_t kMostAnyHeadTakes = 4096ull << 20;  // berth-head --package-limit-mb's range
+  absl::StatusOr<PackedDir> packed = Pack(env.working_dir, env.excludes, kMostAnyHeadTakes);
+  if (!packed.ok()) {
+    return absl::Status(packed.status().code(),
+                        absl::StrCat("runtime_env.working_dir: ", packed.status().message()));
+  }
+  absl::StatusOr<v1::UploadPackageResponse> uploaded =
+      ctx.client.UploadPackage(packed->digest, packed->bytes);
+  if (!uploaded.ok()) {
+    return absl::Status(uploaded.status().code(),
+                        absl::StrCat("runtime_env.working_dir: uploading ", env.working_dir, ": ",
+                                     uploaded.status().message()));
+  }
+  std::cerr << "berth: working_dir " << env.working_dir << ": " << packed->files << " files, "
+            << packed->bytes.size() << " bytes, package " << packed->digest
+            << (uploaded->already_stored() ? " (on the head already)" : " (uploaded)") << "\n";
+  spec->mutable_entrypoint()->mutable_command()->set_working_dir_package(packed->digest);
+  return absl::OkStatus();
+}
+
 int RunSubmit(const Context& ctx, const SubmitFlags& flags) {
-  absl::StatusOr<v1::TrainJobSpec> spec = LoadJobFile(flags.file);
+  JobRuntimeEnv runtime_env;
+  absl::StatusOr<v1::TrainJobSpec> spec = LoadJobFile(flags.file, &runtime_env);
   // The message already names the file, line and key.
   if (!spec.ok()) {
     std::cerr << "berth: " << spec.status().message() << "\n";
     return kExitHeadError;
+  }
+  if (!runtime_env.working_dir.empty()) {
+    if (absl::Status s = UploadWorkingDir(ctx, runtime_env, &*spec); !s.ok()) {
+      std::cerr << "berth: " << s.message() << "\n";
+      return kExitHeadError;
+    }
   }
   return SubmitJob(ctx, *std::move(spec), flags.wait, flags.timeout_seconds);
 }

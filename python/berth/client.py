@@ -244,16 +244,39 @@ class Client:
         return grpc.secure_channel(target, credentials,
                                    options=options + [("grpc.ssl_target_name_override", "berth-head")])
 
-    def _stub(self):
+    def _stub(self, service: str = "TrainJobService"):
         from berth.v1 import head_pb2_grpc
 
-        return head_pb2_grpc.TrainJobServiceStub(self._channel)
+        return getattr(head_pb2_grpc, service + "Stub")(self._channel)
 
-    def _call(self, method: str, request):
+    def _call(self, method: str, request, service: str = "TrainJobService", timeout: Optional[float] = None):
         try:
-            return getattr(self._stub(), method)(request, timeout=self.timeout, metadata=self._metadata)
+            return getattr(self._stub(service), method)(request, timeout=timeout or self.timeout,
+                                                        metadata=self._metadata)
         except grpc.RpcError as e:
             raise from_rpc_error(e) from None
+
+    def upload_working_dir(self, working_dir: str, excludes: Sequence[str] = ()) -> str:
+        """Packs the folder ``working_dir`` (berth._package: ``excludes``
+        are globs) and uploads it to the head unless it holds it already;
+        returns the package's digest, for ``submit(working_dir_package=)``."""
+        from berth import _package
+        from berth.v1 import head_pb2
+
+        data, digest, _ = _package.pack(working_dir, excludes)
+        if self._call("StatPackage", head_pb2.StatPackageRequest(digest=digest), "PackageService").stored:
+            return digest
+        chunk = 1 << 20
+
+        def messages():
+            yield head_pb2.UploadPackageRequest(
+                header=head_pb2.UploadPackageRequest.Header(digest=digest, size_bytes=len(data)))
+            for offset in range(0, len(data), chunk):
+                yield head_pb2.UploadPackageRequest(data=data[offset:offset + chunk])
+
+        # At least 1 MiB/s beside the usual deadline.
+        self._call("UploadPackage", messages(), "PackageService", timeout=self.timeout + len(data) / chunk)
+        return digest
 
     def _stream(self, method: str, request, timeout: Optional[float]):
         try:
@@ -274,7 +297,7 @@ class Client:
     def submit(self, entrypoint: Union[Sequence[str], str, None] = None, *,
                scaling_config: Optional[ScalingConfig] = None,
                failure_config: Optional[FailureConfig] = None, name: str = "",
-               env: Optional[Dict[str, str]] = None, working_dir: str = "",
+               env: Optional[Dict[str, str]] = None, working_dir: str = "", working_dir_package: str = "",
                launcher: Optional[str] = None, per_node: bool = False, storage_path: str = "",
                labels: Optional[Dict[str, str]] = None,
                builtin: Optional[Dict[str, Union[int, float, str]]] = None,
@@ -288,7 +311,10 @@ class Client:
         empty is the default queue. ``priority`` orders it within its queue
         (higher first, and may preempt lower), or ``priority_class`` names
         one (``berth queue priority-class``); ``time_limit_s`` (like
-        Slurm's ``--time``; 0 = none) lets it start past a reserved gang."""
+        Slurm's ``--time``; 0 = none) lets it start past a reserved gang.
+        ``working_dir`` is a folder every node has (a shared filesystem);
+        ``working_dir_package`` one uploaded by ``upload_working_dir``,
+        unpacked on each node, as Ray's runtime_env working_dir."""
         import shlex
 
         from berth.v1 import head_pb2, train_pb2
@@ -319,6 +345,7 @@ class Client:
             for key, value in (env or {}).items():
                 command.env[key] = str(value)
             command.working_dir = working_dir
+            command.working_dir_package = working_dir_package
             command.per_node = per_node
             if launcher is not None:
                 if launcher not in LAUNCHERS:

@@ -242,3 +242,39 @@ def test_a_run_keeps_its_checkpoints_in_an_object_store(cluster, tmp_path, s3_se
     kept = [p for p in fsspec.filesystem("s3").ls("runs/team/in-s3", detail=False) if "/checkpoint_" in p
             and not p.endswith(".json")]
     assert len(kept) == 2
+
+
+def test_working_dir_is_uploaded_and_each_rank_runs_in_its_copy(cluster, tmp_path, monkeypatch):
+    # The program's folder, with a module the function imports and data
+    # that excludes leave out; the driver runs elsewhere, so the ranks find
+    # the module only in the uploaded copy.
+    project = tmp_path / "project"
+    (project / "shards").mkdir(parents=True)
+    (project / "helpers.py").write_text("def shard_name(rank):\n    return f'shard-{rank}'\n")
+    (project / "shards" / "big.bin").write_bytes(os.urandom(1 << 16))
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+
+    def loop(config):
+        import helpers  # from the package
+
+        rank = train.get_context().get_world_rank()
+        train.report({"shard": helpers.shard_name(rank), "cwd": os.getcwd(),
+                      "has_data": os.path.exists("shards/big.bin")})
+
+    runtime_env = {"working_dir": str(project), "excludes": ["shards"]}
+    result = TorchTrainer(loop, scaling_config=train.ScalingConfig(num_workers=2),
+                          run_config=_run_config(tmp_path, "wd", worker_runtime_env=runtime_env)).fit()
+    assert result.metrics["shard"] == "shard-0"
+    assert result.metrics["has_data"] is False
+    with berth.Client() as client:
+        digest = client.upload_working_dir(str(project), ["shards"])  # the same files: the same package
+    assert digest.startswith("sha256:") and len(digest) == 71
+    assert os.path.basename(result.metrics["cwd"]) == digest[len("sha256:"):]  # the node's unpacked copy
+    # A change makes another package.
+    (project / "helpers.py").write_text("def shard_name(rank):\n    return 'changed'\n")
+    with berth.Client() as client:
+        assert client.upload_working_dir(str(project), ["shards"]) != digest
+        with pytest.raises(berth.errors.BerthError, match="working_dir_package: package sha256:0+ is not stored"):
+            client.submit(["true"], working_dir_package="sha256:" + "0" * 64)

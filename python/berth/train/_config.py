@@ -19,7 +19,7 @@ from berth.train._storage import is_uri
 
 DEFAULT_STORAGE_PATH = "~/berth_results"
 # runtime_env keys berth honours (Ray's names).
-RUNTIME_ENV_KEYS = ("working_dir", "env_vars", "py_executable")
+RUNTIME_ENV_KEYS = ("working_dir", "excludes", "env_vars", "py_executable")
 
 
 @dataclass
@@ -60,9 +60,12 @@ class RunConfig:
     (``storage_path/name``; a folder every rank's node reaches, local or a
     shared filesystem, or an object-store URI such as ``s3://bucket/runs``
     through fsspec), how often it may fail, which checkpoints it keeps,
-    and the ranks' ``worker_runtime_env`` (``working_dir``: the ranks'
-    working directory, default the driver's; ``env_vars``;
-    ``py_executable``: the ranks' Python, default the driver's)."""
+    and the ranks' ``worker_runtime_env``: ``working_dir``, a folder
+    uploaded to the head and unpacked as every rank's working directory on
+    its node, as Ray's (``excludes``: globs left out; without it the ranks
+    run in the driver's folder, which every node must then mount);
+    ``env_vars``; ``py_executable``: the ranks' Python, default the
+    driver's."""
 
     name: Optional[str] = None
     storage_path: Optional[str] = None
@@ -115,6 +118,11 @@ class RunConfig:
         if "working_dir" in env and not os.path.isdir(os.fspath(env["working_dir"])):
             raise InvalidArgumentError(f"worker_runtime_env['working_dir']: {os.fspath(env['working_dir'])!r} "
                                        "is not a directory")
+        excludes = env.get("excludes", [])
+        if "working_dir" not in env and "excludes" in env:
+            raise InvalidArgumentError("worker_runtime_env['excludes']: only with 'working_dir'")
+        if not isinstance(excludes, (list, tuple)) or not all(isinstance(p, str) and p for p in excludes):
+            raise InvalidArgumentError(f"worker_runtime_env['excludes']: a list of globs, not {excludes!r}")
         variables = env.get("env_vars", {})
         if not isinstance(variables, dict) or not all(isinstance(k, str) and isinstance(v, str)
                                                       for k, v in variables.items()):

@@ -132,11 +132,13 @@ class DataParallelTrainer:
         if self._resume_from is not None:
             env["BERTH_TRAIN_RESUME_FROM"] = self._resume_from.path
         python = os.fspath(runtime_env.get("py_executable") or sys.executable)
-        working_dir = os.path.abspath(os.fspath(runtime_env.get("working_dir") or os.getcwd()))
         with Client() as client:
+            where = {"working_dir": os.getcwd()}  # a shared filesystem's, as Slurm's
+            if "working_dir" in runtime_env:
+                where = {"working_dir_package": client.upload_working_dir(runtime_env["working_dir"],
+                                                                          runtime_env.get("excludes", ()))}
             job = client.submit([python, "-m", "berth.train._worker", payload], scaling_config=self.scaling_config,
-                                failure_config=run.failure_config, name=run.name, env=env,
-                                working_dir=working_dir)
+                                failure_config=run.failure_config, name=run.name, env=env, **where)
             print(f"berth: run {run.name} is job {job.id}; results in {run.run_dir}", file=sys.stderr, flush=True)
             status = self._follow(job)
         if status.state == "SUCCEEDED":

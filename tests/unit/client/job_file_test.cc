@@ -241,6 +241,38 @@ entrypoint:
   EXPECT_EQ(command.working_dir(), "/srv/train");
 }
 
+TEST(JobFileTest, RuntimeEnvNamesTheFolderToUploadAndItsExcludes) {
+  JobRuntimeEnv env;
+  absl::StatusOr<v1::TrainJobSpec> spec = ParseJobFile(R"(
+scaling: {num_workers: 2}
+entrypoint: {command: python3, args: [train.py]}
+runtime_env:
+  working_dir: /home/me/project
+  excludes: ["*.ckpt", data]
+)",
+                                                       "job.yaml", &env);
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(env.working_dir, "/home/me/project");
+  EXPECT_THAT(env.excludes, testing::ElementsAre("*.ckpt", "data"));
+  EXPECT_TRUE(spec->entrypoint().command().working_dir().empty());
+
+  const auto error = [](const std::string& text) {
+    return std::string(ParseJobFile(text, "job.yaml").status().message());
+  };
+  EXPECT_EQ(error("scaling: {num_workers: 1}\nruntime_env: {working_dir: .}\n"),
+            "job.yaml:2: runtime_env: only with entrypoint.command");
+  EXPECT_EQ(error("scaling: {num_workers: 1}\nentrypoint: {command: x, working_dir: /srv}\n"
+                  "runtime_env: {working_dir: .}\n"),
+            "job.yaml:3: runtime_env.working_dir: give either entrypoint.working_dir (a folder on "
+            "every node) or runtime_env.working_dir (uploaded), not both");
+  EXPECT_EQ(
+      error("scaling: {num_workers: 1}\nentrypoint: {command: x}\nruntime_env: {excludes: [a]}\n"),
+      "job.yaml:3: runtime_env.working_dir: required (the folder to upload)");
+  EXPECT_THAT(
+      error("scaling: {num_workers: 1}\nentrypoint: {command: x}\nruntime_env: {pip: [a]}\n"),
+      testing::HasSubstr("runtime_env.pip"));
+}
+
 TEST(JobFileTest, DefaultsMatchTheCommandLine) {
   absl::StatusOr<v1::TrainJobSpec> spec = ParseJobFile("scaling:\n  num_workers: 3\n", "job.yaml");
   ASSERT_TRUE(spec.ok()) << spec.status();
@@ -286,7 +318,7 @@ TEST(JobFileTest, QuantitiesAsNumbersOrStrings) {
 TEST(JobFileTest, UnknownKeysNameTheKeyAndTheAllowedOnes) {
   EXPECT_EQ(ErrorOf("scaling:\n  num_workers: 1\nnmae: x\n"),
             "job.yaml:3: nmae: unknown key (allowed: name, queue, priority, priority_class, "
-            "time_limit, scaling, entrypoint, failure, checkpoint_dir, labels)");
+            "time_limit, scaling, entrypoint, failure, checkpoint_dir, labels, runtime_env)");
   EXPECT_EQ(ErrorOf("name: x\nscaling:\n  num_workers: 2\n  use_gpus: true\n"),
             "job.yaml:4: scaling.use_gpus: unknown key (allowed: num_workers, use_gpu, "
             "resources_per_worker, trainer_resources, rank_resources, label_selector, "
