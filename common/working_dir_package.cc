@@ -141,6 +141,7 @@ absl::StatusOr<std::vector<fs::path>> ListEntries(const std::string& dir,
   if (error)
     return absl::PermissionDeniedError(absl::StrCat("listing ", dir, ": ", error.message()));
   std::sort(entries.begin(), entries.end());
+  return entries;
 }
 
 }  // namespace
