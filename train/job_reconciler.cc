@@ -17,8 +17,9 @@ namespace berth {
 namespace {
 
 // How long the peers of a failed process get to fail too before the
-// attempt's cause is chosen: the earliest failure is the root cause, but
-// its exit is not always reported first.
+// attempt's cause is chosen, when a node of the attempt does not answer
+// (its processes' exits may come late). With every node answering, the
+// probe's listing has every exit so far and the peers are stopped at once.
 constexpr absl::Duration kFailureSettle = absl::Seconds(2);
 // The longest a finished command job waits for its report relay to be up.
 constexpr absl::Duration kRelayStartup = absl::Seconds(10);
@@ -359,8 +360,17 @@ JobStep JobReconciler::Step(absl::Time now, const JobWorld& world) {
           // Like torchrun's "first observed failure": the process that
           // failed first, by the time of its error, not the order of the
           // reports (its peers die of the broken connections after it).
-          // Its peers get a moment to report, those on unreachable nodes
-          // excepted.
+          // Every node answered the probe, so every exit so far is known
+          // (a root cause exits before its peers see the broken
+          // connections): stop the rest now rather than wait for them to
+          // fail on their own. Otherwise the peers on the nodes that
+          // answered get a moment to report.
+          if (unreachable_.empty()) {
+            cause_ = FirstFailure();
+            node_failure_ = false;
+            Stop(processes_, AfterStop::kCountFailure);
+            continue;
+          }
           bool all_exited = true;
           for (const auto& [id, node] : processes_) {
             if (!IsHelperProcess(id) && unreachable_.count(node) == 0 && exits_.count(id) == 0) {
@@ -969,7 +979,14 @@ void JobReconciler::OnListed(absl::Time now, const WorkersListed& listed) {
     case Listing::kLaunchFailed: {
       unreachable_.clear();
       for (const auto& [node, workers] : listed.by_node) {
-        if (!workers.ok()) unreachable_.insert(node);
+        if (!workers.ok()) {
+          unreachable_.insert(node);
+          continue;
+        }
+        // Exits the raylets know and whose reports have not come yet.
+        for (const v1::WorkerStatus& w : workers->workers()) {
+          if (processes_.count(w.worker_id()) > 0 && !Runs(w)) exits_.emplace(w.worker_id(), w);
+        }
       }
       if (listing_ == Listing::kUnreachable) {
         phase_ = Phase::kSettle;

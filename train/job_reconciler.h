@@ -12,7 +12,9 @@
 // CREATED the attempt's trainer, store host and ranks start (attempt_plan.h)
 // and the job is RUNNING until every rank exited 0 (SUCCEEDED), it was
 // stopped (STOPPED), or the attempt failed: a process failed (the cause is
-// the first observed failure, once its peers had kFailureSettle to report;
+// the first observed failure by the time of its error, among the exits the
+// raylets know when they are asked, and the peers are then stopped at once;
+// with a node not answering, its peers get kFailureSettle to report first;
 // a node that stopped answering is waited for up to node_dead_after, and if
 // it is declared DEAD its death is the cause), or the group lost bundles or
 // was placed again. A failed attempt's processes are stopped (and waited
@@ -208,7 +210,7 @@ class JobReconciler {
     kWatch,           // RUNNING
     kFinishing,       // every rank exited 0; the trainer gets a moment
     kProbe,           // a failure: which nodes still answer
-    kSettle,          // the failed process's peers get kFailureSettle to report
+    kSettle,          // the cause is chosen (peers get kFailureSettle if a node is silent)
     kAwaitNodeDeath,  // a node that does not answer may be declared DEAD
     kStopping,
     kAwaitStopped,

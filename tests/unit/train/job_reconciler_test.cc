@@ -314,13 +314,17 @@ TEST_F(JobReconcilerTest, TheCauseIsTheFirstFailureByTimeAndTheJobRestartsFromIt
   New(spec);
   JobProcesses processes = Run({"n0", "n1"});
   EXPECT_FALSE(ReportCheckpoint(50));  // progress alone is not an event to act on
-  // Rank 0 reports first, but rank 1 failed earlier: rank 1 is the cause.
+  // Rank 0 reports first, but rank 1 failed earlier (its raylet knows, its
+  // report has not come): rank 1 is the cause, and the rest are stopped at
+  // once.
   job_->OnWorkerExit(Exit(Worker(0, "r0"), 1, /*failed_us=*/2000));
   ListWorkers probe = Expect<ListWorkers>(Step());
   EXPECT_THAT(probe.nodes, ElementsAre("n0", "n1"));  // nodes of processes with no exit
-  Result(Listing(probe.nodes, processes));
-  EXPECT_EQ(Waits(Step()), now_ + absl::Seconds(2));  // its peers get a moment
-  job_->OnWorkerExit(Exit(Worker(0, "r1"), 3, /*failed_us=*/1000));
+  WorkersListed listed = Listing(probe.nodes, processes);
+  v1::WorkerStatus* r1 = listed.by_node.at("n1")->mutable_workers(0);
+  ASSERT_EQ(r1->worker_id(), Worker(0, "r1"));
+  *r1 = Exit(Worker(0, "r1"), 3, /*failed_us=*/1000);
+  Result(std::move(listed));
   StopAndExit();
   JobStep restart = Step();
   EXPECT_TRUE(restart.restarted);
@@ -342,8 +346,7 @@ TEST_F(JobReconcilerTest, TheCauseIsTheFirstFailureByTimeAndTheJobRestartsFromIt
   // A second failure is over max_failures (1).
   job_->OnWorkerExit(Exit(Worker(1, "trainer"), 0, 0, SIGKILL));
   Result(Listing(Expect<ListWorkers>(Step()).nodes, second));
-  now_ = Waits(Step());  // the ranks never report
-  StopAndExit();
+  StopAndExit();  // every node answered: the ranks are stopped at once
   Expect<RemoveGroup>(Step());
   Result(GroupRemoved{});
   EXPECT_EQ(job_->info().state(), v1::TRAIN_JOB_STATE_FAILED);
@@ -802,8 +805,6 @@ TEST_F(JobReconcilerTest, ARestoredRunningJobAsksItsRayletsForExitsItMissed) {
   Result(Listing(list.nodes, {{Worker(2, "r0"), "n0"}, {Worker(2, "trainer"), "n0"}}));
   ListWorkers probe = Expect<ListWorkers>(Step());
   Result(Listing(probe.nodes, {{Worker(2, "r0"), "n0"}, {Worker(2, "trainer"), "n0"}}));
-  EXPECT_EQ(Waits(Step()), now_ + absl::Seconds(2));
-  now_ += absl::Seconds(2);
   StopAndExit();
   Step();
   EXPECT_THAT(job_->info().failure_causes(0),
