@@ -166,8 +166,11 @@ bool IsPythonInterpreter(absl::string_view program) {
 
 std::vector<std::string> StoreHostArgv(const std::string& python, uint16_t port,
                                        uint32_t world_size) {
-  // Inline, so it needs nothing but the job's own torch.
-  static constexpr const char* kScript = R"py(import datetime, signal, sys, time
+  // Inline, so it needs nothing but the job's own torch. A TorchTrainer
+  // job's (BERTH_TRAIN_ZYGOTE=1) runs as a fork of the node's warm Python
+  // when it can (python/berth/train/_zygote.py), which imported torch once.
+  static constexpr const char* kScript = R"py(import os, sys
+BODY = r"""import datetime, signal, sys, time
 signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
 port, world = int(sys.argv[1]), int(sys.argv[2])
 try:
@@ -180,6 +183,15 @@ else:
     print(f"berth store host: c10d TCPStore on port {port} for {world} ranks (torch {torch.__version__})", flush=True)
 while True:  # until stopped; the raylet's keeper kills it with its raylet
     time.sleep(3600)
+"""
+if os.environ.get("BERTH_TRAIN_ZYGOTE") == "1":
+    try:
+        from berth.train._zygote import run_forked
+    except ImportError:
+        pass
+    else:
+        run_forked(["-c", BODY] + sys.argv[1:])
+exec(BODY)
 )py";
   return {python, "-c", kScript, absl::StrCat(port), absl::StrCat(world_size)};
 }

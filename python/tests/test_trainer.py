@@ -278,3 +278,50 @@ def test_working_dir_is_uploaded_and_each_rank_runs_in_its_copy(cluster, tmp_pat
         assert client.upload_working_dir(str(project), ["shards"]) != digest
         with pytest.raises(berth.errors.BerthError, match="working_dir_package: package sha256:0+ is not stored"):
             client.submit(["true"], working_dir_package="sha256:" + "0" * 64)
+
+
+def _parents(folder):
+    """(attempt, rank) -> (parent pid, its command)."""
+    seen = {}
+    for name in os.listdir(folder):
+        attempt, rank = name.split("-")
+        with open(os.path.join(folder, name)) as f:
+            parent, command = f.read().split(" ", 1)
+        seen[(int(attempt), int(rank))] = (int(parent), command)
+    return seen
+
+
+def test_ranks_and_their_restarts_fork_from_one_warm_python_per_node(cluster, tmp_path):
+    def note(folder, attempt, rank):  # in a rank: its parent process and that one's command
+        with open(f"/proc/{os.getppid()}/cmdline", "rb") as f:
+            command = f.read().replace(b"\0", b" ").decode()
+        with open(os.path.join(folder, f"{attempt}-{rank}"), "w") as f:
+            f.write(f"{os.getppid()} {command}")
+
+    def loop(config):
+        rank = train.get_context().get_world_rank()
+        attempt = int(os.environ["BERTH_ATTEMPT"])
+        note(config["seen"], attempt, rank)
+        if attempt == 0 and rank == 1:
+            raise ValueError("once")
+
+    seen_dir = tmp_path / "seen"
+    seen_dir.mkdir()
+    TorchTrainer(loop, train_loop_config={"seen": str(seen_dir)},
+                 scaling_config=train.ScalingConfig(num_workers=2),
+                 run_config=_run_config(tmp_path, "warm", failure_config=train.FailureConfig(max_failures=1))).fit()
+    seen = _parents(seen_dir)
+    assert sorted(seen) == [(0, 0), (0, 1), (1, 0), (1, 1)]
+    assert len({parent for parent, _ in seen.values()}) == 1  # both ranks, both attempts (one node)
+    assert "berth.train._zygote" in next(iter(seen.values()))[1]
+
+    # Turned off: each rank is its keeper's own child, as any command's.
+    cold_dir = tmp_path / "cold"
+    cold_dir.mkdir()
+    TorchTrainer(lambda c: note(c["seen"], 0, train.get_context().get_world_rank()),
+                 train_loop_config={"seen": str(cold_dir)}, scaling_config=train.ScalingConfig(num_workers=2),
+                 run_config=_run_config(tmp_path, "cold",
+                                        worker_runtime_env={"env_vars": {"BERTH_TRAIN_ZYGOTE": "0"}})).fit()
+    cold = _parents(cold_dir)
+    assert len({parent for parent, _ in cold.values()}) == 2
+    assert all("berth.train._zygote" not in command for _, command in cold.values())

@@ -125,7 +125,9 @@ class DataParallelTrainer:
         marker = storage.join(fit_dir, "marker")
         storage.write_bytes(marker, b"")
         runtime_env = run.worker_runtime_env or {}
-        env = dict(runtime_env.get("env_vars", {}))
+        # Ranks fork from a warm Python per node (berth.train._zygote) unless
+        # env_vars turn it off.
+        env = {"BERTH_TRAIN_ZYGOTE": "1", **runtime_env.get("env_vars", {})}
         env.update(BERTH_TRAIN_RUN_DIR=run.run_dir, BERTH_TRAIN_NAME=run.name, BERTH_TRAIN_MARKER=marker)
         if run.checkpoint_config is not None:
             env["BERTH_TRAIN_CHECKPOINT_CONFIG"] = json.dumps(run.checkpoint_config.to_dict())

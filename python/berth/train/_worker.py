@@ -8,6 +8,8 @@ beside the payload: versions do not read each other's), joins the process group
 (NCCL on GPUs, Gloo otherwise, or TorchConfig's backend), calls the
 function, and on an exception keeps it for the driver's TrainingFailedError
 and berth's failure cause. Needs only the standard library and torch.
+The rank runs as a fork of the node's warm Python when it can
+(berth.train._zygote), so it does not import torch itself.
 """
 
 from __future__ import annotations
@@ -83,6 +85,9 @@ def _run(payload: dict) -> None:
 def main(argv: list) -> None:
     if len(argv) != 2:
         raise SystemExit("usage: python -m berth.train._worker PAYLOAD (TorchTrainer.fit() runs it)")
+    from berth.train import _zygote
+
+    _zygote.run_forked(argv)  # ends here when a warm Python of the node ran the rank
     _check_storage()
     payload_path = _local_payload(argv[1])
     # The payload's functions load with the cloudpickle that pickled them
