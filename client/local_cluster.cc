@@ -20,6 +20,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
+#include "common/files.h"
 #include "common/processes.h"
 
 namespace berth {
@@ -163,22 +164,20 @@ std::vector<std::string> RayletFlags(const std::string& node_id, const NodeSpec&
 
 absl::StatusOr<std::string> FindBinary(const std::string& binary, const std::string& build_subdir,
                                        const std::string& self_exe, const std::string& path_env) {
-  const fs::path self_dir = fs::path(self_exe).parent_path();
-  std::vector<fs::path> candidates = {self_dir / binary,
-                                      self_dir.parent_path() / build_subdir / binary};
-  for (absl::string_view dir : absl::StrSplit(path_env, ':', absl::SkipEmpty())) {
-    candidates.push_back(fs::path(std::string(dir)) / binary);
+  const std::vector<std::string> beside = {binary, absl::StrCat("../", build_subdir, "/", binary)};
+  if (!self_exe.empty()) {
+    if (std::optional<std::string> found = FindBesideBinary(beside, "", self_exe)) return *found;
   }
-  std::vector<std::string> tried;
-  for (const fs::path& candidate : candidates) {
+  for (absl::string_view dir : absl::StrSplit(path_env, ':', absl::SkipEmpty())) {
+    const fs::path candidate = fs::path(std::string(dir)) / binary;
     if (access(candidate.c_str(), X_OK) == 0 && !fs::is_directory(candidate)) {
       return fs::absolute(candidate).lexically_normal().string();
     }
-    tried.push_back(candidate.string());
   }
-  return absl::NotFoundError(absl::StrCat("cannot find ", binary, "; tried ",
-                                          absl::StrJoin(tried.begin(), tried.begin() + 2, ", "),
-                                          " and $PATH"));
+  const fs::path self_dir = fs::path(self_exe).parent_path();
+  return absl::NotFoundError(
+      absl::StrCat("cannot find ", binary, "; tried ", (self_dir / beside[0]).string(), ", ",
+                   (self_dir / beside[1]).lexically_normal().string(), " and $PATH"));
 }
 
 std::string LocalStateDir(const char* berth_home, uid_t uid) {
@@ -197,9 +196,12 @@ std::string SerializeState(const LocalState& state) {
                          {"log_dir", state.log_dir},
                          {"processes", nlohmann::json::array()}};
   for (const LocalProcess& p : state.processes) {
-    json["processes"].push_back(
-        {{"role", p.role}, {"name", p.name}, {"pid", p.pid}, {"binary", p.binary}, {"log", p.log},
-         {"start_ticks", p.start_ticks}});
+    json["processes"].push_back({{"role", p.role},
+                                 {"name", p.name},
+                                 {"pid", p.pid},
+                                 {"binary", p.binary},
+                                 {"log", p.log},
+                                 {"start_ticks", p.start_ticks}});
   }
   return json.dump(2) + "\n";
 }

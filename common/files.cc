@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -60,6 +61,24 @@ absl::Status WriteSecretFile(const std::string& path, const std::string& content
   close(fd);
   if (!written) return absl::UnavailableError(absl::StrCat(path, ": cannot write"));
   return absl::OkStatus();
+}
+
+std::optional<std::string> FindBesideBinary(const std::vector<std::string>& relative_paths,
+                                            const std::string& marker,
+                                            const std::string& self_exe) {
+  std::error_code error;
+  const std::filesystem::path self = self_exe.empty()
+                                         ? std::filesystem::read_symlink("/proc/self/exe", error)
+                                         : std::filesystem::path(self_exe);
+  if (error) return std::nullopt;
+  for (const std::string& relative : relative_paths) {
+    const std::filesystem::path candidate =
+        std::filesystem::absolute(self.parent_path() / relative, error).lexically_normal();
+    if (std::filesystem::exists(marker.empty() ? candidate : candidate / marker, error)) {
+      return candidate.string();
+    }
+  }
+  return std::nullopt;
 }
 
 }  // namespace berth

@@ -2,7 +2,9 @@
 #ifndef BERTH_COMMON_FILES_H_
 #define BERTH_COMMON_FILES_H_
 
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -21,6 +23,16 @@ std::string ReadFileOrEmpty(const std::string& path);
 absl::StatusOr<std::string> ReadSecretFile(const std::string& path, const std::string& flag);
 // Writes `content` to `path` created with mode 0600 (also when it existed).
 absl::Status WriteSecretFile(const std::string& path, const std::string& content);
+
+// Where a file that ships with berth is, for the binary `self_exe` (empty:
+// this process's, /proc/self/exe): the first of `relative_paths`, taken
+// from that binary's folder, that exists and, when `marker` is set, has
+// `marker` inside it, e.g. {"berth-relay", "../worker/berth-relay"} (an
+// install, then the build tree); an absolute, normal path; nullopt when
+// none is there.
+std::optional<std::string> FindBesideBinary(const std::vector<std::string>& relative_paths,
+                                            const std::string& marker = "",
+                                            const std::string& self_exe = "");
 
 }  // namespace berth
 

@@ -61,16 +61,8 @@ constexpr absl::Duration kShutdownGrace = absl::Seconds(2);
 // an install (bin/berth-raylet), else the build tree's python/ (the build
 // copies it there); "" when neither has it.
 std::string DefaultWorkerPythonPath() {
-  std::error_code error;
-  const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", error);
-  if (error) return "";
-  const std::filesystem::path prefix = self.parent_path().parent_path();
-  for (const auto& candidate : {prefix / "lib" / "berth" / "python", prefix / "python"}) {
-    if (std::filesystem::exists(candidate / "berth" / "train" / "__init__.py", error)) {
-      return candidate.string();
-    }
-  }
-  return "";
+  return FindBesideBinary({"../lib/berth/python", "../python"}, "berth/train/__init__.py")
+      .value_or("");
 }
 
 struct Flags {

@@ -42,15 +42,7 @@ namespace {
 // `name` (berth-worker, berth-relay) beside this binary (an install), or in
 // the build tree's worker/ folder, else by name from the raylet's PATH.
 std::string DefaultWorkerSideBinary(const std::string& name) {
-  std::error_code error;
-  const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", error);
-  if (!error) {
-    for (const auto& candidate :
-         {self.parent_path() / name, self.parent_path().parent_path() / "worker" / name}) {
-      if (std::filesystem::exists(candidate, error)) return candidate.string();
-    }
-  }
-  return name;
+  return berth::FindBesideBinary({name, "../worker/" + name}).value_or(name);
 }
 
 // Whether `state_store` (--state-store) is shared with heads on other
