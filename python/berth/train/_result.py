@@ -80,19 +80,24 @@ class Result:
         return pick(scored, key=lambda s: s[0])[1]
 
 
+def append_json_line(path: str, line: Dict[str, Any]) -> None:
+    """Appends ``line`` to the JSON-lines file ``path`` in one write, so a
+    reader never sees half a line."""
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "a", encoding="utf-8") as f:
+        f.write(json.dumps(line, default=str) + "\n")
+
+
 def append_report(run_dir: str, line: Dict[str, Any]) -> None:
     """Keeps one of rank 0's reports in the run folder: a line of
     .berth/reports.jsonl in a folder, one object each in an object store
     (which cannot append)."""
-    storage = storage_for(run_dir)
-    text = json.dumps(line, default=str) + "\n"
     if is_uri(run_dir):
-        storage.write_bytes(storage.join(run_dir, ".berth", "reports", f"{time.time_ns():020d}.json"), text.encode())
+        storage = storage_for(run_dir)
+        storage.write_bytes(storage.join(run_dir, ".berth", "reports", f"{time.time_ns():020d}.json"),
+                            (json.dumps(line, default=str) + "\n").encode())
         return
-    path = os.path.join(run_dir, ".berth", "reports.jsonl")
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    with open(path, "a", encoding="utf-8") as f:  # one write: a reader never sees half a line
-        f.write(text)
+    append_json_line(os.path.join(run_dir, ".berth", "reports.jsonl"), line)
 
 
 def _reports(run_dir: str) -> List[Dict[str, Any]]:

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any, Dict, List, Optional
 
 from berth.train._checkpoint import Checkpoint, latest_checkpoint, new_checkpoint_name, record_checkpoint
-from berth.train._result import append_report
+from berth.train._result import append_json_line, append_report
 from berth.train._storage import is_uri, storage_for
 
 _latest_reported_checkpoint: Optional[str] = None
@@ -132,7 +132,7 @@ def report(metrics: Dict[str, Any], checkpoint: "Optional[Checkpoint | str | os.
         append_report(run_dir, line)
     path = os.environ.get("BERTH_REPORT_FILE")
     if path:
-        _append_line(path, line)
+        append_json_line(path, line)
 
 
 def _checked_source(checkpoint: Any, checkpoint_dir_name: Optional[str]) -> Optional[str]:
@@ -149,13 +149,6 @@ def _checked_source(checkpoint: Any, checkpoint_dir_name: Optional[str]) -> Opti
     if not storage_for(source).is_dir(source):
         raise ValueError(f"checkpoint: {source!r} is not a directory")
     return source
-
-
-def _append_line(path: str, line: Dict[str, Any]) -> None:
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    # One write of one line: a reader never sees half a report.
-    with open(path, "a", encoding="utf-8") as f:
-        f.write(json.dumps(line, default=str) + "\n")
 
 
 def _plain_metrics(metrics: Dict[str, Any]) -> Dict[str, Any]:

@@ -22,7 +22,6 @@ off). Standard library only until the zygote imports torch.
 
 from __future__ import annotations
 
-import array
 import fcntl
 import hashlib
 import json
