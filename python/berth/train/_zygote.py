@@ -40,6 +40,7 @@ IDLE_EXIT_S = 60
 # differ gets its own zygote.
 _IMPORT_ENV = ("PYTHONPATH", "PYTHONHOME", "LD_LIBRARY_PATH", "LD_PRELOAD")
 _STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT)
+_SETUP_FAILED = 121
 
 
 def _raylet_pid() -> Optional[int]:
@@ -138,9 +139,11 @@ def run_forked(argv: List[str]) -> None:
         # process stays until the child ends, to pass its status on.
         for sig in _STOP_SIGNALS:
             signal.signal(sig, signal.SIG_IGN)
-        _send(conn, {"argv": argv, "env": dict(os.environ), "cwd": os.getcwd(), "pgid": os.getpgrp()},
-              [0, 1, 2])
+        _send(conn, {"argv": argv, "env": dict(os.environ), "cwd": os.getcwd(), "pgid": os.getpgrp(),
+                     "client": os.getpid()}, [0, 1, 2])
         started, _ = _receive(conn)
+        if "pid" not in started:
+            raise ConnectionError(f"the fork could not take this rank's place: {started}")
     except (OSError, ConnectionError, ValueError) as e:
         for sig in _STOP_SIGNALS:
             signal.signal(sig, signal.SIG_DFL)
@@ -157,10 +160,30 @@ def run_forked(argv: List[str]) -> None:
     _end_as(status)
 
 
-def _child(request: dict, fds: List[int], run: Callable[[List[str]], None]) -> None:
-    """In the forked child: become the client's rank, run it, exit."""
+def _die_with(client: int) -> None:
+    """In the forked child: a thread that ends the rank if the process berth
+    started dies (killed: it would only exit after the rank), so no rank
+    outlives what its node agent knows of."""
+    import threading
+
+    try:
+        pidfd = os.pidfd_open(client)
+    except OSError:
+        os._exit(1)  # gone already
+
+    def watch() -> None:
+        select.select([pidfd], [], [])
+        os.kill(os.getpid(), signal.SIGKILL)
+
+    threading.Thread(target=watch, name="berth-zygote-client", daemon=True).start()
+
+
+def _child(request: dict, fds: List[int], conn: socket.socket, run: Callable[[List[str]], None]) -> None:
+    """In the forked child: become the client's rank, say so, run it, exit.
+    A failure before it says so leaves the client to run the rank itself."""
     try:
         os.setpgid(0, request["pgid"])
+        _die_with(request["client"])
         for target, fd in enumerate(fds):
             os.dup2(fd, target)
             os.close(fd)
@@ -173,6 +196,11 @@ def _child(request: dict, fds: List[int], run: Callable[[List[str]], None]) -> N
         os.environ["BERTH_IN_ZYGOTE"] = "1"
         sys.argv = list(request["argv"])
         sys.path[0] = request["cwd"]  # as `python -m` has it
+        _send(conn, {"pid": os.getpid()})
+        conn.close()
+    except BaseException:
+        os._exit(_SETUP_FAILED)
+    try:
         import random
 
         random.seed()  # not the zygote's state in every rank
@@ -255,14 +283,12 @@ def serve(path: str, raylet_pid: int, run: Callable[[List[str]], None]) -> None:
                 listener.close()
                 for other in children.values():
                     other.close()
-                conn.close()
                 for fd in (raylet, wakeup_r, wakeup_w):
                     os.close(fd)
-                _child(request, fds, run)
+                _child(request, fds, conn, run)
             for fd in fds:
                 os.close(fd)
-            children[pid] = conn
-            _send(conn, {"pid": pid})
+            children[pid] = conn  # the child says it started; this process, how it ended
         if children:
             idle_since = time.monotonic()
         elif time.monotonic() - idle_since > IDLE_EXIT_S:
