@@ -140,9 +140,6 @@ absl::Status UploadWorkingDir(const Context& ctx, const JobRuntimeEnv& env,
                         absl::StrCat("runtime_env.working_dir: uploading ", env.working_dir, ": ",
                                      uploaded.status().message()));
   }
-  std::cerr << "berth: working_dir " << env.working_dir << ": " << packed->files << " files, "
-            << packed->bytes.size() << " bytes, package " << packed->digest
-            << (uploaded->already_stored() ? " (on the head already)" : " (uploaded)") << "\n";
   spec->mutable_entrypoint()->mutable_command()->set_working_dir_package(packed->digest);
   return absl::OkStatus();
 }
