@@ -181,3 +181,13 @@ def test_checkpoints_in_an_object_store(tmp_path):
     assert not os.path.exists(folder)  # the temporary copy goes
     latest.update_metadata({"epoch": 2})
     assert train.Checkpoint(latest.path).get_metadata() == {"epoch": 2}
+
+
+def test_recording_a_checkpoint_drops_those_a_failed_attempt_left_unrecorded(tmp_path):
+    run_dir = str(tmp_path)
+    os.makedirs(os.path.join(run_dir, "checkpoint_orphan"))  # written, never recorded
+    os.makedirs(os.path.join(run_dir, "my_own_folder"))  # not berth's: left alone
+    kept = _checkpoints(run_dir, [{"loss": 1}, {"loss": 2}], train.CheckpointConfig(num_to_keep=2).to_dict())
+    assert kept == ["checkpoint_0", "checkpoint_1"]
+    assert os.path.isdir(os.path.join(run_dir, "my_own_folder"))
+    assert os.path.isfile(os.path.join(run_dir, _checkpoint.SNAPSHOT))

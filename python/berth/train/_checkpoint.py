@@ -137,7 +137,8 @@ def record_checkpoint(run_dir: str, path: str, metrics: Dict[str, Any],
     """Adds a persisted checkpoint (in `run_dir`) to the run's snapshot, then
     deletes the ones CheckpointConfig does not keep: the best
     ``num_to_keep`` by ``checkpoint_score_attribute`` (the newest without
-    one); the latest is always kept, as a restart resumes from it."""
+    one); the latest is always kept, as a restart resumes from it. Also
+    deletes the checkpoint folders a failed attempt left unrecorded."""
     entries = load_snapshot(run_dir)
     entries = [e for e in entries if e["path"] != path] + [{"path": path, "metrics": metrics}]
     config = checkpoint_config or {}
@@ -155,3 +156,10 @@ def record_checkpoint(run_dir: str, path: str, metrics: Dict[str, Any],
     storage.write_bytes(storage.join(run_dir, SNAPSHOT), json.dumps({"checkpoints": relative}, default=str).encode())
     for e in dropped:  # after the snapshot no longer names them
         storage.remove_dir(e["path"])
+    # A checkpoint an attempt wrote and never recorded (it failed within
+    # report(): a peer died, or berth stopped it) is no one's; report()
+    # records one at a time, so any other such folder is one of those.
+    named = {storage.relative(run_dir, e["path"]) for e in entries}
+    for name in storage.list_names(run_dir):
+        if name.startswith("checkpoint_") and name != SNAPSHOT and name not in named:
+            storage.remove_dir(storage.join(run_dir, name))
