@@ -227,6 +227,42 @@ def _child(request: dict, fds: List[int], conn: socket.socket, run: Callable[[Li
     os._exit(code)
 
 
+def _remove(*paths: str) -> None:
+    for path in paths:
+        try:
+            os.unlink(path)
+        except FileNotFoundError:
+            pass
+
+
+def _drain(fd: int) -> None:
+    try:
+        while os.read(fd, 512):
+            pass
+    except BlockingIOError:
+        pass
+
+
+def _reap(children: Dict[int, socket.socket]) -> None:
+    """Tells the client of each ended child how it ended."""
+    while children:
+        try:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+        conn = children.pop(pid, None)
+        if conn is None:
+            continue
+        try:
+            _send(conn, {"signal": os.WTERMSIG(status)} if os.WIFSIGNALED(status)
+                  else {"code": os.WEXITSTATUS(status)})
+        except OSError:
+            pass
+        conn.close()
+
+
 def serve(path: str, raylet_pid: int, run: Callable[[List[str]], None]) -> None:
     """The zygote's loop: a fork per request until the node agent is gone
     or nothing happened for IDLE_EXIT_S."""
@@ -235,10 +271,7 @@ def serve(path: str, raylet_pid: int, run: Callable[[List[str]], None]) -> None:
     signal.set_wakeup_fd(wakeup_w)
     signal.signal(signal.SIGCHLD, lambda *_: None)
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    try:
-        os.unlink(path)
-    except FileNotFoundError:
-        pass
+    _remove(path)
     listener.bind(path)
     listener.listen(64)
     children: Dict[int, socket.socket] = {}
@@ -248,27 +281,8 @@ def serve(path: str, raylet_pid: int, run: Callable[[List[str]], None]) -> None:
         if raylet in readable:
             break  # the node agent is gone; its keepers kill the ranks
         if wakeup_r in readable:
-            try:
-                while os.read(wakeup_r, 512):
-                    pass
-            except BlockingIOError:
-                pass
-        while children:
-            try:
-                pid, status = os.waitpid(-1, os.WNOHANG)
-            except ChildProcessError:
-                break
-            if pid == 0:
-                break
-            conn = children.pop(pid, None)
-            if conn is not None:
-                ended = {"signal": os.WTERMSIG(status)} if os.WIFSIGNALED(status) else \
-                    {"code": os.WEXITSTATUS(status)}
-                try:
-                    _send(conn, ended)
-                except OSError:
-                    pass
-                conn.close()
+            _drain(wakeup_r)
+        _reap(children)
         if listener in readable:
             conn, _ = listener.accept()
             try:
@@ -280,8 +294,7 @@ def serve(path: str, raylet_pid: int, run: Callable[[List[str]], None]) -> None:
             sys.stderr.flush()
             pid = os.fork()
             if pid == 0:
-                listener.close()
-                for other in children.values():
+                for other in [listener] + list(children.values()):
                     other.close()
                 for fd in (raylet, wakeup_r, wakeup_w):
                     os.close(fd)
@@ -294,11 +307,7 @@ def serve(path: str, raylet_pid: int, run: Callable[[List[str]], None]) -> None:
         elif time.monotonic() - idle_since > IDLE_EXIT_S:
             break
     listener.close()
-    for leftover in (path, path + ".lock", path + ".log"):  # a crash leaves its log
-        try:
-            os.unlink(leftover)
-        except FileNotFoundError:
-            pass
+    _remove(path, path + ".lock", path + ".log")  # a crash leaves its log
 
 
 def _run_request(argv: List[str]) -> None:
