@@ -94,7 +94,7 @@ JobReconciler JobReconciler::Restored(const v1::TrainJobRecord& record, Placemen
   job.stop_requested_ = record.stop_requested();
   const v1::TrainJobInfo& i = job.info_;
   for (const v1::WorkerRank& w : i.workers()) {
-    job.logs_.push_back({w.world_rank(), w.node_id(), w.worker_id()});
+    job.logs_.push_back({w.world_rank(), w.node_id(), w.worker_id(), i.attempt()});
   }
   if (!finished && IsTerminal(record.ending_state())) {
     job.End(record.ending_state(), record.ending_message());
@@ -927,7 +927,11 @@ void JobReconciler::OnPort(absl::Time now, const PortAllocated& port) {
   in.relay_binary = options_.relay_binary;
   in.cluster_token = options_.cluster_token;
   exits_.clear();
-  logs_.clear();
+  logs_.erase(std::remove_if(logs_.begin(), logs_.end(),
+                             [&](const RankLog& l) {
+                               return l.attempt + 1 < attempt_ || l.attempt == attempt_;
+                             }),
+              logs_.end());
   trainer_reported_ = false;
   info_.clear_workers();
   info_.set_attempt(attempt_);
@@ -939,7 +943,7 @@ void JobReconciler::OnPort(absl::Time now, const PortAllocated& port) {
   }
   for (const v1::WorkerRank& rank : plan->ranks) {
     *info_.add_workers() = rank;
-    logs_.push_back({rank.world_rank(), rank.node_id(), rank.worker_id()});
+    logs_.push_back({rank.world_rank(), rank.node_id(), rank.worker_id(), attempt_});
   }
   to_start_ = std::move(plan->by_node);
   phase_ = Phase::kStartProcesses;

@@ -75,6 +75,7 @@ struct RankLog {
   uint32_t rank = 0;
   std::string node_id;
   std::string worker_id;
+  uint32_t attempt = 0;
 };
 
 // What the head says now, read just before each Step.
@@ -175,6 +176,9 @@ class JobReconciler {
   v1::TrainJobRecord Record() const;
 
   const v1::TrainJobInfo& info() const { return info_; }
+  // The ranks of the current attempt, after those of the attempt before it:
+  // a follower that looks after a short attempt ended still gets its
+  // output (the failure that restarted the job).
   const std::vector<RankLog>& logs() const { return logs_; }
   bool stop_requested() const { return stop_requested_; }
   // Terminal, and nothing is left to do.
@@ -198,6 +202,9 @@ class JobReconciler {
   JobStep Step(absl::Time now, const JobWorld& world);
   // The result of the action the last Step returned.
   void OnResult(absl::Time now, JobActionResult result);
+  // Whether the record changed since the last Step or TakePersist (a
+  // result can make the job RUNNING): write it before anyone sees it.
+  bool TakePersist() { return std::exchange(persist_, false); }
 
  private:
   enum class Phase {

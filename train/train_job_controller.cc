@@ -362,6 +362,9 @@ void TrainJobController::Drive(const std::string& job_id) {
     absl::MutexLock lock(&mu_);
     Job& job = *jobs_.at(job_id);
     job.reconciler.OnResult(absl::Now(), std::move(result));
+    // Durable before the lock is let go: a job shown RUNNING is RUNNING for
+    // the head that restores it.
+    if (job.reconciler.TakePersist()) PersistLocked(job);
     if (!job.reconciler.placement_group_id().empty()) {
       by_group_[job.reconciler.placement_group_id()] = job_id;
     }

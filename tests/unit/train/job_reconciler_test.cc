@@ -343,6 +343,10 @@ TEST_F(JobReconcilerTest, TheCauseIsTheFirstFailureByTimeAndTheJobRestartsFromIt
       {Worker(1, "trainer"), "n0"}, {Worker(1, "r0"), "n0"}, {Worker(1, "r1"), "n1"}};
   Result(ProcessesStarted{absl::OkStatus(), second});
   EXPECT_EQ(job_->info().attempt(), 1u);
+  // Logs: the failed attempt's ranks stay readable beside the new ones.
+  std::vector<std::string> logged;
+  for (const RankLog& l : job_->logs()) logged.push_back(l.worker_id);
+  EXPECT_THAT(logged, ElementsAre(Worker(0, "r0"), Worker(0, "r1"), Worker(1, "r0"), Worker(1, "r1")));
   // A second failure is over max_failures (1).
   job_->OnWorkerExit(Exit(Worker(1, "trainer"), 0, 0, SIGKILL));
   Result(Listing(Expect<ListWorkers>(Step()).nodes, second));
