@@ -5,17 +5,13 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/working_dir_package.h"
+#include "train/train_job_spec.h"
 #include "wire/proto_convert.h"
 
 namespace berth {
 namespace {
 
 constexpr size_t kDownloadChunkBytes = 1 << 20;
-
-bool Unfinished(v1::TrainJobState s) {
-  return s != v1::TRAIN_JOB_STATE_SUCCEEDED && s != v1::TRAIN_JOB_STATE_FAILED &&
-         s != v1::TRAIN_JOB_STATE_STOPPED;
-}
 
 }  // namespace
 
@@ -101,7 +97,7 @@ void PackageServiceImpl::Collect() {
   std::set<std::string> in_use;
   for (const v1::TrainJobInfo& job : listed.jobs()) {
     const std::string& digest = job.spec().entrypoint().command().working_dir_package();
-    if (Unfinished(job.state()) && !digest.empty()) in_use.insert(digest);
+    if (!IsTerminal(job.state()) && !digest.empty()) in_use.insert(digest);
   }
   state_->packages.Collect(in_use, absl::Now());
 }

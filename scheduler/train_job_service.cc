@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/log.h"
 #include "common/working_dir_package.h"
+#include "train/train_job_spec.h"
 #include "wire/proto_convert.h"
 
 namespace berth {
@@ -163,10 +164,7 @@ grpc::Status TrainJobServiceImpl::StreamTrainJobLogs(grpc::ServerContext* contex
     if (wrote) continue;  // drain what is there before deciding anything
     if (!request->follow() || context->IsCancelled()) return grpc::Status::OK;
     v1::TrainJobInfo info;
-    if (jobs->Get(request->job_id(), &info).ok() && all_exited &&
-        (info.state() == v1::TRAIN_JOB_STATE_SUCCEEDED ||
-         info.state() == v1::TRAIN_JOB_STATE_FAILED ||
-         info.state() == v1::TRAIN_JOB_STATE_STOPPED)) {
+    if (jobs->Get(request->job_id(), &info).ok() && all_exited && IsTerminal(info.state())) {
       return grpc::Status::OK;
     }
     absl::SleepFor(absl::Milliseconds(200));

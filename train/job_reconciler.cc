@@ -39,11 +39,6 @@ constexpr BackoffPolicy kPlacementWait{absl::Milliseconds(100), 2, absl::Seconds
 // in a tight loop. A failure of running processes restarts at once.
 constexpr BackoffPolicy kLaunchRetry{absl::Seconds(1), 2, absl::Seconds(30)};
 
-bool IsTerminal(v1::TrainJobState s) {
-  return s == v1::TRAIN_JOB_STATE_SUCCEEDED || s == v1::TRAIN_JOB_STATE_FAILED ||
-         s == v1::TRAIN_JOB_STATE_STOPPED;
-}
-
 bool Failed(const v1::WorkerStatus& s) { return s.signal() != 0 || s.exit_code() != 0; }
 
 // The job's group no longer exists: someone removed it (a job removes its

@@ -49,6 +49,11 @@ absl::Status ValidateEntrypoint(const v1::TrainJobSpec& spec) {
 
 }  // namespace
 
+bool IsTerminal(v1::TrainJobState state) {
+  return state == v1::TRAIN_JOB_STATE_SUCCEEDED || state == v1::TRAIN_JOB_STATE_FAILED ||
+         state == v1::TRAIN_JOB_STATE_STOPPED;
+}
+
 bool IsPerNode(const v1::TrainJobSpec& spec) {
   const v1::Entrypoint::Command& c = spec.entrypoint().command();
   return spec.entrypoint().has_command() &&

@@ -27,6 +27,9 @@ absl::StatusOr<PlacementGroupSpec> PlacementGroupForJob(const v1::TrainJobSpec& 
 // A user command started once per node (a launcher, or per_node), which
 // starts the node's ranks itself.
 bool IsPerNode(const v1::TrainJobSpec& spec);
+
+// SUCCEEDED, FAILED or STOPPED: the job will do nothing more.
+bool IsTerminal(v1::TrainJobState state);
 // A per-rank Python command gets a store host of its own interpreter
 // (worker_env.h); a launcher's agent hosts its own.
 bool HasStoreHost(const v1::TrainJobSpec& spec);
