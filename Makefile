@@ -1,5 +1,6 @@
-# berth: the two commands are `make test` and `make demo`; both install what
-# they need first (scripts/setup.sh is quiet when everything is there).
+# berth: the main commands are `make test` (everything CI runs), `make check`
+# (the unit tests) and `make demo`; each installs what it needs first
+# (scripts/setup.sh is quiet when everything is there).
 BUILD_DIR ?= build
 JOBS ?= $(shell nproc)
 BAZEL ?= bazel
@@ -8,7 +9,7 @@ BAZEL ?= bazel
 export CCACHE_BASEDIR := $(CURDIR)
 export CCACHE_NOHASHDIR := 1
 
-.PHONY: all setup configure build test demo placement-demo bench bazel clean sanitize fuzz replay chaos
+.PHONY: all setup configure build check test demo placement-demo bench bazel clean sanitize fuzz replay chaos
 
 all: build
 
@@ -25,6 +26,12 @@ build: configure
 
 test: build
 	ctest --test-dir $(BUILD_DIR) --output-on-failure -j $(JOBS)
+
+# The unit tests only (ctest label `unit`): what to run while editing; builds
+# just them. `make test` runs everything CI runs.
+check: configure
+	cmake --build $(BUILD_DIR) -j $(JOBS) --target unit_tests
+	ctest --test-dir $(BUILD_DIR) --output-on-failure -j $(JOBS) -L unit
 
 # A local cluster, a train job followed to its end, status, `berth down`.
 # Builds only what the demo runs: the CLI and the three daemons it starts.

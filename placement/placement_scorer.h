@@ -7,8 +7,8 @@
 // a WorkloadWindow over the groups Observe()d. Until `min_tasks` GPU tasks
 // have arrived there is nothing to measure against, and BundlePlacer's
 // built-in ranking places; then a scorer is built from the window (after a
-// handful: the replay measured that the first hundred placed by the
-// built-in ranking cost about half a point of GPU allocation for good). It
+// handful: groups placed by the built-in ranking while the scorer waits
+// keep their places for as long as they run). It
 // is rebuilt each time the window has grown by `young_growth` while it is
 // filling (the estimate sharpens fastest then) if it moved at all, and
 // whenever it has moved more than `drift` (total variation,
@@ -63,7 +63,7 @@ struct PlacementScorerOptions {
   double uncertain_scarcity_boost = 3;
   size_t check_every = 100;
   double drift = 0.1;
-  // The weights the replay's sweep chose (docs/PERFORMANCE.md).
+  // The scarcity and stranding terms weigh as much as FGD's own.
   FragmentationOptions fragmentation{/*scarcity_weight=*/1, /*stranding_weight=*/1};
   uint64_t seed = 1;  // for "random"
 };

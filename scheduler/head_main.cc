@@ -359,7 +359,7 @@ int main(int argc, char** argv) {
   std::string placement_scorer(berth::ScorerKindName(config.scheduler.placement_scorer));
   app.add_option("--placement-scorer", placement_scorer,
                  "how to rank the nodes a bundle fits: fragmentation (learns the GPU task "
-                 "distribution from the groups created; the built-in ranking until 100 GPU "
+                 "distribution from the groups created; the built-in ranking until 5 GPU "
                  "tasks), builtin (best fit by the scarcest resource), first-fit, best-fit, "
                  "worst-fit (Ray's default), random")
       ->capture_default_str();

@@ -113,9 +113,8 @@ std::vector<ScorerChoice> Scorers(const std::vector<TaskShape>& shapes) {
       // FGD's measure alone, given the whole trace's distribution: the
       // paper's policy as this harness runs it.
       GivenFragmentation("fgd-like", shapes, {}),
-      // berth's measure (FGD plus stranding and scarcity; weights from a
-      // sweep of 0.5/1/2 on seeds 1-2, see docs/PERFORMANCE.md), given the
-      // whole trace's distribution rather than learning it.
+      // berth's measure (FGD plus stranding and scarcity, equal weights),
+      // given the whole trace's distribution rather than learning it.
       GivenFragmentation("fragmentation", shapes, {/*scarcity_weight=*/1, /*stranding_weight=*/1}),
   };
 }
