@@ -17,8 +17,10 @@ constexpr absl::string_view kWaitingForResources = "waiting for resources: ";
 
 }  // namespace
 
-void PlacerCapacity::Add(const std::string& gang_id, PlacementGroupSpec spec, bool learn) {
+void PlacerCapacity::Add(const std::string& gang_id,
+                         std::shared_ptr<const PlacementGroupSpec> shared, bool learn) {
   Remove(gang_id);
+  const PlacementGroupSpec& spec = *shared;
   if (scorer_ != nullptr && learn) scorer_->Observe(spec);
   std::string structure(PlacementStrategyName(spec.strategy()));
   std::vector<int64_t> amounts;
@@ -44,7 +46,7 @@ void PlacerCapacity::Add(const std::string& gang_id, PlacementGroupSpec spec, bo
   }
   const size_t hash = absl::HashOf(structure);
   Gang& g = gangs_
-                .emplace(gang_id, Gang{std::move(spec), std::move(structure), hash,
+                .emplace(gang_id, Gang{std::move(shared), std::move(structure), hash,
                                        std::move(amounts), std::move(typed_gpus)})
                 .first->second;
   if (spare_ && few_version_ == table_->alive_version()) CountFewPlaces(g, 1);
@@ -73,7 +75,7 @@ void PlacerCapacity::CountFewPlaces(Gang& g, int sign) {
     if (fresh) {
       std::vector<NodeIndex> nodes;
       for (NodeIndex i = 0; i < table_->slot_count() && nodes.size() < kFewPlaces; ++i) {
-        if (CouldHoldSpec(g.spec, i)) nodes.push_back(i);
+        if (CouldHoldSpec(*g.spec, i)) nodes.push_back(i);
       }
       if (nodes.size() < kFewPlaces && nodes.size() * 8 <= table_->alive_count()) {
         known->second.nodes = std::move(nodes);
@@ -225,7 +227,7 @@ bool PlacerCapacity::FreeCovers(const ResourceSet& demand, const Sums& extra,
 }
 
 bool PlacerCapacity::FreeCoversGang(const Gang& g, std::string* why) const {
-  if (!FreeCovers(g.spec.total(), {}, why)) return false;
+  if (!FreeCovers(g.spec->total(), {}, why)) return false;
   for (const auto& [types, gpus] : g.typed_gpus) {
     Wide free = 0;
     for (const std::string& type : types) {
@@ -266,7 +268,7 @@ std::optional<ResourceSet> PlacerCapacity::Decide(Gang& g,
   if (observer_ != nullptr) observer_->BeforeDecision();
   BundlePlacer placer(table_, ranking());
   if (avoid != nullptr) placer.WithoutExplanations().Avoiding(avoid);
-  absl::StatusOr<PlacementDecision> d = placer.Place(g.spec);
+  absl::StatusOr<PlacementDecision> d = placer.Place(*g.spec);
   if (observer_ != nullptr && d.ok()) observer_->AfterDecision(*d);
   if (!d.ok() || d->outcome != PlacementOutcome::kPlaced) {
     if (reason != nullptr) *reason = d.ok() ? d->reason : std::string(d.status().message());
@@ -403,7 +405,7 @@ std::optional<std::vector<uint64_t>> PlacerCapacity::PlacesWithout(
     for (const BundlePlacement& p : f->second.held)
       AddTo(freed_sum, SumsOf(p.allocation.resources), 1);
   }
-  if (!FreeCovers(it->second.spec.total(), freed_sum, nullptr)) return std::nullopt;
+  if (!FreeCovers(it->second.spec->total(), freed_sum, nullptr)) return std::nullopt;
   std::vector<const Allocation*> given_back;
   for (const Gang* f : freed_gangs) {
     for (const BundlePlacement& p : f->held) {
@@ -412,7 +414,7 @@ std::optional<std::vector<uint64_t>> PlacerCapacity::PlacesWithout(
   }
   ++decisions_;
   absl::StatusOr<PlacementDecision> d =
-      BundlePlacer(table_, ranking()).WithoutExplanations().Place(it->second.spec);
+      BundlePlacer(table_, ranking()).WithoutExplanations().Place(*it->second.spec);
   std::optional<std::vector<uint64_t>> places;
   if (d.ok() && d->outcome == PlacementOutcome::kPlaced) {
     places = NodesOf(d->placements);
@@ -440,7 +442,7 @@ std::optional<std::vector<uint64_t>> PlacerCapacity::PlacesWhenIdle(const std::s
   if (!fresh) return known->second;
   ++decisions_;
   absl::StatusOr<PlacementDecision> d =
-      BundlePlacer(&*idle_, nullptr).WithoutExplanations().Place(g.spec);
+      BundlePlacer(&*idle_, nullptr).WithoutExplanations().Place(*g.spec);
   if (!d.ok() || d->outcome != PlacementOutcome::kPlaced) return known->second = std::nullopt;
   for (const BundlePlacement& p : d->placements) idle_->Release(p.allocation).IgnoreError();
   return known->second = NodesOf(d->placements);
@@ -461,7 +463,7 @@ std::vector<uint64_t> PlacerCapacity::PlacesOf(const std::string& gang_id) const
 bool PlacerCapacity::CouldHold(const std::string& gang_id, uint64_t place) const {
   auto it = gangs_.find(gang_id);
   if (it == gangs_.end() || place >= table_->slot_count()) return false;
-  return CouldHoldSpec(it->second.spec, static_cast<NodeIndex>(place));
+  return CouldHoldSpec(*it->second.spec, static_cast<NodeIndex>(place));
 }
 
 bool PlacerCapacity::CouldHoldSpec(const PlacementGroupSpec& spec, NodeIndex node) const {

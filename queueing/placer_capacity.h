@@ -38,6 +38,7 @@
 #include <cstdint>
 #include <limits>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <utility>
@@ -73,8 +74,13 @@ class PlacerCapacity : public CapacityModel {
       : table_(table), scorer_(scorer) {}
 
   // The gang's bundles, before the scheduler sees its id. `learn`: the
-  // scorer observes it (not for a gang it has already seen).
-  void Add(const std::string& gang_id, PlacementGroupSpec spec, bool learn = true);
+  // scorer observes it (not for a gang it has already seen). The spec is
+  // immutable and may be shared with the caller, which then keeps no copy.
+  void Add(const std::string& gang_id, std::shared_ptr<const PlacementGroupSpec> spec,
+           bool learn = true);
+  void Add(const std::string& gang_id, PlacementGroupSpec spec, bool learn = true) {
+    Add(gang_id, std::make_shared<const PlacementGroupSpec>(std::move(spec)), learn);
+  }
   // Forgets the gang, releasing what it holds.
   void Remove(const std::string& gang_id);
   // What the gang holds; empty when nothing.
@@ -130,7 +136,7 @@ class PlacerCapacity : public CapacityModel {
   };
   using FewPlacesBySpec = std::map<std::pair<std::string, std::vector<int64_t>>, FewPlaces>;
   struct Gang {
-    PlacementGroupSpec spec;
+    std::shared_ptr<const PlacementGroupSpec> spec;
     std::string structure;         // strategy, and each bundle's selector and resource names
     size_t structure_hash = 0;     // of `structure`, the key of unfit_
     std::vector<int64_t> amounts;  // each bundle's amounts, in the order `structure` names them
@@ -200,9 +206,8 @@ class PlacerCapacity : public CapacityModel {
   // room free than now (a few per structure: the check is linear). A
   // Release takes out those that failed after the released gang was
   // placed: a gang placed and given back within a pass (it would delay a
-  // reservation) leaves the others (queue replay, gpuspec33: 89 such in
-  // the pass over 10,000 pending, after each of which the gangs decided
-  // again: 1,985 trial placements, 641 now). Keyed by the hash computed
+  // reservation) leaves the others, which would otherwise all decide
+  // again after each such gang. Keyed by the hash computed
   // once at Add, not the string: Place is asked for thousands of waiting
   // gangs a pass.
   static constexpr size_t kUnfitPerStructure = 32;

@@ -208,8 +208,11 @@ void QueueScheduler::Admit(Gang& g, ResourceSet charge, int64_t now_ms, bool bac
   g.view.state = GangState::kRunning;
   g.view.started_ms = now_ms;
   g.view.checkpointed_ms = 0;
-  g.view.reason = backfilled ? "running (backfilled past a reservation: preemptible by it)" : "";
-  g.view.preempted_by.clear();
+  // Assigned, not cleared: a running gang keeps no buffer of its wait.
+  g.view.reason = backfilled
+                      ? std::string("running (backfilled past a reservation: preemptible by it)")
+                      : std::string();
+  g.view.preempted_by = std::string();
   g.awaiting.clear();
 }
 
@@ -293,9 +296,8 @@ struct QueueScheduler::PassState {
   // Whether `charge` fits `queue`'s quota in this pass (QuotaLedger::Check).
   // Quota held for a starving gang is in the ledger but holds only against
   // its own queue: another queue may still borrow it, and the starving gang
-  // reclaims it when its room comes. Held for every queue, it left GPUs idle
-  // that only other queues' gangs fitted (queue replay: allocation +0.05
-  // points over seeds 1-10, up to +0.34, and fewer preemptions).
+  // reclaims it when its room comes. Held for every queue, it would leave
+  // GPUs idle that only other queues' gangs fit.
   QuotaVerdict Check(const QuotaLedger& ledger, absl::string_view queue, const ResourceSet& charge,
                      std::vector<std::pair<std::string, ResourceSet>> released = {}) const {
     for (const auto& [q, demand] : quota_held) {
@@ -675,8 +677,7 @@ std::optional<QueueScheduler::Reservation> QueueScheduler::Reserve(const Gang& g
 
 bool QueueScheduler::RespectsReservations(const Gang& g, bool within_nominal, int64_t now_ms,
                                           const std::vector<Reservation>& held,
-                                          CapacityModel& capacity,
-                                          std::set<std::pair<std::string, uint64_t>>* past,
+                                          CapacityModel& capacity, WaitKeys* past,
                                           std::string* reason,
                                           std::vector<uint64_t>* blocking) const {
   std::optional<std::vector<uint64_t>> mine;  // where g landed, once asked
@@ -787,7 +788,7 @@ void QueueScheduler::TryGang(Gang& g, PassState& pass) {
     // gang that fits few nodes first looks whether any gang there may be
     // preempted (no trial placement): else gangs pinned to a model whose
     // nodes all run gangs they may not preempt spend the budget, and the
-    // gangs after them never search (queue replay, gpuspec33).
+    // gangs after them never search.
     if (!starving && pass.searches == options_.max_preemption_searches &&
         !pass.capacity.FitsFewPlaces(g.request.id)) {
       return false;
@@ -861,7 +862,7 @@ void QueueScheduler::TryGang(Gang& g, PassState& pass) {
       return false;
     };
     if (!quota_where_placed()) return;
-    std::set<std::pair<std::string, uint64_t>> past;
+    WaitKeys past;
     std::string reason;
     std::vector<uint64_t> blocking;
     if (!RespectsReservations(g, quota.within_nominal, now_ms, pass.held, pass.capacity, &past,

@@ -40,8 +40,7 @@
 //   takes them from gangs that could run on many, of any queue: they
 //   came before it was known, or fell back there when nothing else was
 //   free, and would otherwise hold its queue's quota out of reach for as
-//   long as they run (queue replay, seeds 2 and 11: a team's G3-only gang
-//   kept below 90% of its entitlement for two hours). The preemptor then
+//   long as they run. The preemptor then
 //   holds its quota and its reservation until the victims have stopped
 //   (Preempted) and it fits; no gang starts on that room meanwhile,
 //   preemptible or not (it would only be preempted in turn, and the
@@ -52,15 +51,14 @@
 //   then; with no such time in sight, the places it would take on an idle
 //   cluster, which then drain. A later gang may start on those places only
 //   if it ends (by its limit) before that time, or as preemptible
-//   (kBackfill; where it lands is left to the placer: steering such gangs
-//   off the places cost allocation in the queue replay); otherwise it is
+//   (kBackfill; where it lands is left to the placer, which knows the
+//   cluster's fragmentation better than the reservation does); otherwise it is
 //   placed again off them if it fits there. The reservation of a gang that
 //   would borrow holds only against gangs that would borrow too: a gang of
 //   a queue within its nominal quota starts on its places freely and is
 //   never its victim (that room is its own queue's quota). Without one, a
 //   borrowing multi-node gang waits for whole nodes to come free by chance
-//   while small gangs refill them (queue replay, seeds 1-10: allocation
-//   +0.5 point on average, up to +1.5). A gang waiting
+//   while small gangs refill them. A gang waiting
 //   longer than starvation_bound goes first in its queue, whatever the
 //   priorities; within its nominal quota it gets a reservation no gang may
 //   take and the oldest of its queue holds its quota for the rest of the
@@ -89,6 +87,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/container/btree_set.h"
 #include "absl/status/status.h"
 #include "placement/resource_set.h"
 #include "queueing/capacity_model.h"
@@ -143,9 +142,7 @@ struct QueueSchedulerOptions {
   // above): the oldest of each queue, then the oldest others while fewer
   // than this many are. In a long overload most waiting gangs pass the
   // bound, and each one treated drains nodes and searches for victims past
-  // the budget: the 72-hour queue replay, treating them all, allocated
-  // 0.7-2.0 points less than strict FIFO and took up to 863 ms a pass
-  // (docs/PERFORMANCE.md).
+  // the budget, so treating them all costs allocation and pass time.
   size_t max_starving = 32;
   // Bounds on the work of one pass (each unit is a trial placement):
   // victims considered for one gang (the cheapest first), preemption
@@ -160,12 +157,8 @@ struct QueueSchedulerOptions {
   // How long such a gang waits before it empties places, if it would
   // borrow: emptying a node stops every gang on it, and gangs that end
   // often make the room first. A gang within its nominal quota does not
-  // wait: the room is its own queue's, and waiting for chance is what kept
-  // teams below their entitlement at the start of their bursts (queue
-  // replay, seeds 1-10, since victims cost the work since their last
-  // checkpoint: team-hours at >= 90% of entitlement 99.90% against 99.60%
-  // with every gang waiting 5 minutes, and allocation +0.99 points over
-  // strict FIFO against +0.79; docs/PERFORMANCE.md, stop 38).
+  // wait: the room is its own queue's, and waiting for chance would keep
+  // its team below its entitlement at the start of a burst.
   int64_t empty_places_after_ms = int64_t{5} * 60 * 1000;
   size_t max_preemption_searches = 16;
   size_t max_reservation_horizon = 64;
@@ -253,6 +246,8 @@ class QueueScheduler {
 
  private:
   struct PassState;  // one pass's working state
+  // Waits (gang, wait_epoch); btree sets: a gang keeps two, mostly empty.
+  using WaitKeys = absl::btree_set<std::pair<std::string, uint64_t>>;
   struct Gang {
     GangRequest request;
     uint64_t arrival = 0;
@@ -260,9 +255,9 @@ class QueueScheduler {
     // Each wait of a gang (it waits again after a preemption) is its own.
     uint64_t wait_epoch = 0;
     // The waits (gang, wait_epoch) of reservations it started past.
-    std::set<std::pair<std::string, uint64_t>> backfilled_past;
-    std::set<std::string> awaiting;  // victims a claimed gang waits for
-    uint64_t tried_in_pass = 0;      // the number of the pass that last tried it
+    WaitKeys backfilled_past;
+    absl::btree_set<std::string> awaiting;  // victims a claimed gang waits for
+    uint64_t tried_in_pass = 0;             // the number of the pass that last tried it
   };
   struct Reservation {
     std::string gang;
@@ -298,7 +293,7 @@ class QueueScheduler {
   // do not hold against.
   bool RespectsReservations(const Gang& g, bool within_nominal, int64_t now_ms,
                             const std::vector<Reservation>& held, CapacityModel& capacity,
-                            std::set<std::pair<std::string, uint64_t>>* past, std::string* reason,
+                            WaitKeys* past, std::string* reason,
                             std::vector<uint64_t>* blocking) const;
   void StartPreemptions(Gang& by, std::vector<Preemption> victims, PassResult* result);
   // Admits `g`, claims room for it by preemption, or says why it waits

@@ -19,7 +19,7 @@ namespace {
 // FNV-1a of its deterministic serialization (map order fixed), kept with
 // every group instead of the request itself (a third of a small group's
 // memory).
-std::string RequestFingerprint(const v1::CreatePlacementGroupRequest& request) {
+uint64_t RequestFingerprint(const v1::CreatePlacementGroupRequest& request) {
   std::string bytes;
   {
     google::protobuf::io::StringOutputStream stream(&bytes);
@@ -29,9 +29,7 @@ std::string RequestFingerprint(const v1::CreatePlacementGroupRequest& request) {
   }
   uint64_t hash = 0xcbf29ce484222325ULL;
   for (unsigned char c : bytes) hash = (hash ^ c) * 0x100000001b3ULL;
-  std::string fingerprint(sizeof(hash), '\0');
-  std::memcpy(fingerprint.data(), &hash, sizeof(hash));
-  return fingerprint;
+  return hash;
 }
 
 }  // namespace
@@ -218,8 +216,9 @@ absl::Status PlacementGroupManager::CheckTopologyKeys(const Topology& topology,
 std::string PlacementGroupManager::Insert(PlacementGroupSpec spec,
                                           const v1::CreatePlacementGroupRequest& meta,
                                           const std::string& new_id, int64_t now_ms) {
-  capacity_.Add(new_id, spec);  // the scorer observes it there
-  Group g(new_id, std::move(spec), config_.backoff());
+  auto shared = std::make_shared<const PlacementGroupSpec>(std::move(spec));
+  capacity_.Add(new_id, shared);  // the scorer observes it there
+  Group g(new_id, std::move(shared), config_.backoff());
   g.name = meta.name();
   g.job_id = meta.job_id();
   g.request_id = meta.request_id();
@@ -232,10 +231,8 @@ std::string PlacementGroupManager::Insert(PlacementGroupSpec spec,
   g.preemptible = !meta.has_preemptible() || meta.preemptible();
   g.time_limit_ms = meta.time_limit_s() * 1000;
   g.arrival = next_arrival_++;
-  g.placed.resize(g.spec.bundles().size());
   g.created_ms = now_ms;
   g.waiting_since_ms = now_ms;
-  g.reason = "waiting to be scheduled";
   Group& inserted = groups_.emplace(new_id, std::move(g)).first->second;
   IndexRequestId(inserted);
   if (!meta.name().empty()) by_name_[meta.name()] = new_id;
@@ -254,10 +251,10 @@ GangRequest PlacementGroupManager::GangOf(const Group& g) const {
       g.job_id.empty() ? absl::StrCat("placement group ", g.id) : absl::StrCat("job ", g.job_id);
   r.queue = g.queue;
   r.priority = g.priority;
-  r.demand = g.spec.total();
+  r.demand = g.spec->total();
   r.preemptible = g.preemptible;
   if (g.time_limit_ms > 0) r.time_limit_ms = g.time_limit_ms;
-  r.shape = absl::HashOf(g.spec);
+  r.shape = absl::HashOf(*g.spec);
   return r;
 }
 
@@ -307,19 +304,73 @@ std::vector<v1::QueueStatus> PlacementGroupManager::QueueStatuses(
       v1::PendingGang* gang = status.add_pending_gangs();
       gang->set_placement_group_id(mine[i]->id);
       gang->set_job_id(mine[i]->job_id);
-      gang->set_reason(mine[i]->reason);
+      gang->set_reason(ReasonText(*mine[i]));
       gang->set_waiting_since_unix_ms(mine[i]->waiting_since_ms);
     }
   }
   return out;
 }
 
+std::vector<BundlePlacement> PlacementGroupManager::Placed(const Group& g) const {
+  std::vector<BundlePlacement> placed = capacity_.Held(g.id);
+  std::sort(placed.begin(), placed.end(), [](const BundlePlacement& a, const BundlePlacement& b) {
+    return a.bundle_index < b.bundle_index;
+  });
+  return placed;
+}
+
+const BundlePlacement* PlacementGroupManager::PlacedAt(const Group& g, uint32_t bundle) const {
+  for (const BundlePlacement& p : capacity_.Held(g.id)) {
+    if (p.bundle_index == bundle) return &p;
+  }
+  return nullptr;
+}
+
 std::vector<uint32_t> PlacementGroupManager::PlacedBundles(const Group& g) const {
   std::vector<uint32_t> out;
-  for (uint32_t b = 0; b < g.placed.size(); ++b) {
-    if (g.placed[b]) out.push_back(b);
-  }
+  for (const BundlePlacement& p : capacity_.Held(g.id)) out.push_back(p.bundle_index);
+  std::sort(out.begin(), out.end());
   return out;
+}
+
+void PlacementGroupManager::SetReason(Group& g, Reason reason, std::string detail) {
+  g.reason = reason;
+  g.detail = std::move(detail);  // a move: an emptied detail lets go of its buffer
+}
+
+std::string PlacementGroupManager::ReasonText(const Group& g) const {
+  switch (g.reason) {
+    case Reason::kNone:
+      return "";
+    case Reason::kToBeScheduled:
+      return "waiting to be scheduled";
+    case Reason::kRestarted:
+      return "waiting to be scheduled (head restarted)";
+    case Reason::kRestartedLost:
+      return absl::StrCat(g.detail,
+                          " bundle(s) not found on their nodes after a head restart; rescheduling");
+    case Reason::kQueue: {
+      const GangView* view = queues_.Find(g.id);
+      return view == nullptr ? "" : view->reason;
+    }
+    case Reason::kPlacer:
+      return g.detail;
+    case Reason::kCommitting:
+      return "reserving bundles on the raylets (two-phase commit)";
+    case Reason::kCommitFailed:
+      return absl::StrCat("two-phase commit failed, retrying: ", g.detail);
+    case Reason::kNodeDiedInCommit:
+      return "a node holding some of its bundles died during the commit";
+    case Reason::kLost:
+      return absl::StrCat(g.detail, "; rescheduling");
+    case Reason::kStopping:
+      return absl::StrCat(g.preempted_by, "; stopping what runs in its bundles");
+    case Reason::kWaitingReadmission:
+      return absl::StrCat(g.preempted_by, "; waiting to be admitted again");
+    case Reason::kRemoved:
+      return "removed";
+  }
+  return "";
 }
 
 std::vector<CancelTask> PlacementGroupManager::CancelsFor(const Group& g,
@@ -327,7 +378,7 @@ std::vector<CancelTask> PlacementGroupManager::CancelsFor(const Group& g,
                                                           absl::string_view why) const {
   std::map<NodeIndex, std::vector<uint32_t>> by_node;
   for (uint32_t b : bundles) {
-    if (g.placed[b]) by_node[g.placed[b]->allocation.node].push_back(b);
+    if (const BundlePlacement* p = PlacedAt(g, b)) by_node[p->allocation.node].push_back(b);
   }
   std::vector<CancelTask> cancels;
   for (auto& [node, indices] : by_node) {
@@ -342,7 +393,6 @@ std::vector<CancelTask> PlacementGroupManager::CancelsFor(const Group& g,
 
 void PlacementGroupManager::ReleaseBundles(Group& g, const std::vector<uint32_t>& bundles) {
   capacity_.ReleaseBundles(g.id, bundles);
-  for (uint32_t b : bundles) g.placed[b].reset();
 }
 
 void PlacementGroupManager::Forget(const std::string& id) {
@@ -368,14 +418,13 @@ absl::StatusOr<std::vector<CancelTask>> PlacementGroupManager::Remove(const std:
   pass_due_ = true;
   if (!g.name.empty()) by_name_.erase(g.name);
   g.state = v1::PLACEMENT_GROUP_STATE_REMOVED;
-  g.reason = "removed";
+  SetReason(g, Reason::kRemoved);
   removed_order_.push_back(id);
   std::vector<CancelTask> cancels;
   if (!g.in_flight) {
     const std::vector<uint32_t> placed = PlacedBundles(g);
     cancels = CancelsFor(g, placed);
     capacity_.Remove(id);  // releases what it holds
-    for (uint32_t b : placed) g.placed[b].reset();
     // Freed resources may let waiting groups in now: the next Schedule
     // tries them all (once, however many groups a batch removed).
     freed_ = true;
@@ -405,22 +454,19 @@ void PlacementGroupManager::PlaceAdmitted(int64_t now_ms, std::vector<CommitTask
       ++it;
       continue;
     }
-    std::vector<BundlePlacement> kept;
-    for (const auto& p : g.placed) {
-      if (p) kept.push_back(*p);
-    }
+    const std::vector<BundlePlacement> kept = Placed(g);
     ++g.attempts;
     if (observer_) observer_->BeforeDecision();
-    absl::StatusOr<PlacementDecision> d = placer.Place(g.spec, kept);
+    absl::StatusOr<PlacementDecision> d = placer.Place(*g.spec, kept);
     if (observer_ && d.ok()) observer_->AfterDecision(*d);
     if (!d.ok()) {  // cannot happen for a validated group; keep it waiting
-      g.reason = std::string(d.status().message());
+      SetReason(g, Reason::kPlacer, std::string(d.status().message()));
       g.next_try_ms = now_ms + config_.max_backoff_ms;
       ++it;
       continue;
     }
     if (d->outcome == PlacementOutcome::kInfeasible && !kept.empty() &&
-        !g.spec.topology().required.empty()) {
+        !g.spec->topology().required.empty()) {
       // Its domain can never take its lost bundles back: the gang moves
       // whole. What it kept is let go of (on the raylets too), and it is
       // placed again, anywhere the topology allows.
@@ -430,20 +476,20 @@ void PlacementGroupManager::PlaceAdmitted(int64_t now_ms, std::vector<CommitTask
       preemption_work_.cancels.insert(preemption_work_.cancels.end(), cancels.begin(),
                                       cancels.end());
       ReleaseBundles(g, bundles);
-      g.reason = d->reason;
+      SetReason(g, Reason::kPlacer, d->reason);
       changed_.insert(g.id);
       continue;  // tried again at once, from nothing
     }
     if (d->outcome == PlacementOutcome::kInfeasible) {
       g.infeasible = true;
-      g.reason = d->reason;
+      SetReason(g, Reason::kPlacer, d->reason);
       it = queue_.erase(it);
       infeasible_.insert(g.id);
       continue;
     }
     g.infeasible = false;
     if (d->outcome == PlacementOutcome::kRetryLater) {
-      g.reason = d->reason;
+      SetReason(g, Reason::kPlacer, d->reason);
       g.next_try_ms = now_ms + absl::ToInt64Milliseconds(g.backoff.Next());
       ++it;
       continue;
@@ -462,7 +508,7 @@ CommitTask PlacementGroupManager::StartCommit(Group& g, std::vector<BundlePlacem
   ++in_flight_;
   ++g.attempt;
   g.committing.clear();
-  g.reason = "reserving bundles on the raylets (two-phase commit)";
+  SetReason(g, Reason::kCommitting);
   CommitTask task{g.id, g.attempt, {}};
   std::map<NodeIndex, size_t> node_slot;
   for (BundlePlacement& p : placements) {
@@ -472,7 +518,6 @@ CommitTask PlacementGroupManager::StartCommit(Group& g, std::vector<BundlePlacem
     task.nodes[slot->second].bundles.push_back(
         {p.bundle_index, p.allocation.resources, p.allocation.gpus});
     g.committing.push_back(p.bundle_index);
-    g.placed[p.bundle_index] = std::move(p);
   }
   return task;
 }
@@ -494,7 +539,7 @@ void PlacementGroupManager::RunPass(int64_t now_ms, std::vector<CommitTask>* tas
   for (const std::string& id : waiting_) {
     Group& g = groups_.at(id);
     ++g.attempts;
-    if (const GangView* view = queues_.Find(id)) g.reason = view->reason;
+    if (queues_.Find(id) != nullptr) SetReason(g, Reason::kQueue);
     g.infeasible = capacity_.Infeasible(id);
     if (!g.infeasible) ++waiting_feasible_;
   }
@@ -508,7 +553,7 @@ void PlacementGroupManager::StartPreemption(const Preemption& p, int64_t now_ms)
   v.preempting = true;
   ++v.preemptions;
   if (observer_) observer_->OnPreempted(v.queue);
-  v.reason = absl::StrCat(v.preempted_by, "; stopping what runs in its bundles");
+  SetReason(v, Reason::kStopping);
   changed_.insert(v.id);
   Dequeue(v);  // it no longer places lost bundles
   if (!v.job_id.empty()) {
@@ -529,7 +574,7 @@ std::vector<CancelTask> PlacementGroupManager::FinishPreemption(Group& g, int64_
   g.infeasible = false;
   g.state = v1::PLACEMENT_GROUP_STATE_PENDING;
   g.waiting_since_ms = now_ms;
-  g.reason = absl::StrCat(g.preempted_by, "; waiting to be admitted again");
+  SetReason(g, Reason::kWaitingReadmission);
   g.backoff.Reset();
   waiting_.insert(g.id);
   queues_.Preempted(g.id, now_ms);
@@ -604,7 +649,6 @@ std::vector<CancelTask> PlacementGroupManager::OnCommitDone(const std::string& i
     }
     std::vector<CancelTask> cancels = CancelsFor(g, to_cancel);
     capacity_.Remove(id);  // releases what it holds
-    for (uint32_t b : PlacedBundles(g)) g.placed[b].reset();
     return cancels;
   }
   // A victim chosen during its commit: one created directly lets go now;
@@ -619,17 +663,18 @@ std::vector<CancelTask> PlacementGroupManager::OnCommitDone(const std::string& i
   // from before as well as the ones committing: OnNodeDead skipped the group
   // while it was in flight.
   std::vector<uint32_t> lost;
-  for (uint32_t b : PlacedBundles(g)) {
-    if (table_->node(g.placed[b]->allocation.node).state == NodeState::kDead ||
-        g.released_in_flight.count(b) > 0) {
-      lost.push_back(b);
+  for (const BundlePlacement& p : Placed(g)) {
+    const std::vector<uint32_t>& released = g.released_in_flight;
+    if (table_->node(p.allocation.node).state == NodeState::kDead ||
+        std::find(released.begin(), released.end(), p.bundle_index) != released.end()) {
+      lost.push_back(p.bundle_index);
     }
   }
   g.released_in_flight.clear();
   ReleaseBundles(g, lost);
   if (!result.ok()) {
     ReleaseBundles(g, committing);
-    g.reason = absl::StrCat("two-phase commit failed, retrying: ", result.message());
+    SetReason(g, Reason::kCommitFailed, std::string(result.message()));
     if (!lost.empty()) {
       g.state = v1::PLACEMENT_GROUP_STATE_RESCHEDULING;
       g.waiting_since_ms = now_ms;
@@ -640,16 +685,16 @@ std::vector<CancelTask> PlacementGroupManager::OnCommitDone(const std::string& i
     return {};
   }
   g.backoff.Reset();
-  if (lost.empty() && PlacedBundles(g).size() == g.placed.size()) {
+  if (lost.empty() && PlacedBundles(g).size() == g.spec->bundles().size()) {
     g.state = v1::PLACEMENT_GROUP_STATE_CREATED;
-    g.reason.clear();
-    g.preempted_by.clear();
+    SetReason(g, Reason::kNone);
+    g.preempted_by = std::string();
     g.placed_ms = now_ms;
     if (observer_) observer_->OnCreated(now_ms - g.waiting_since_ms);
   } else {
     g.state = v1::PLACEMENT_GROUP_STATE_RESCHEDULING;
     g.waiting_since_ms = now_ms;
-    g.reason = "a node holding some of its bundles died during the commit";
+    SetReason(g, Reason::kNodeDiedInCommit);
     Enqueue(g, now_ms);
   }
   return {};
@@ -668,9 +713,10 @@ void PlacementGroupManager::OnNodeDead(const std::string& node_id, int64_t now_m
   for (auto& [id, g] : groups_) {
     if (g.state == v1::PLACEMENT_GROUP_STATE_REMOVED || g.in_flight) continue;
     std::vector<uint32_t> lost;
-    for (uint32_t b = 0; b < g.placed.size(); ++b) {
-      if (g.placed[b] && g.placed[b]->allocation.node == *index) lost.push_back(b);
+    for (const BundlePlacement& p : capacity_.Held(id)) {
+      if (p.allocation.node == *index) lost.push_back(p.bundle_index);
     }
+    std::sort(lost.begin(), lost.end());
     if (lost.empty()) continue;
     LoseBundles(g, lost, absl::StrCat(lost.size(), " bundle(s) lost with node ", node_id), now_ms);
   }
@@ -687,9 +733,11 @@ std::vector<std::string> PlacementGroupManager::OnBundlesReleased(
     if (it == groups_.end() || it->second.state == v1::PLACEMENT_GROUP_STATE_REMOVED) continue;
     Group& g = it->second;
     const uint32_t b = key.bundle_index();
-    if (b >= g.placed.size() || !g.placed[b] || g.placed[b]->allocation.node != *index) continue;
+    const BundlePlacement* p = PlacedAt(g, b);
+    if (p == nullptr || p->allocation.node != *index) continue;
     if (g.in_flight) {
-      g.released_in_flight.insert(b);
+      std::vector<uint32_t>& released = g.released_in_flight;
+      if (std::find(released.begin(), released.end(), b) == released.end()) released.push_back(b);
     } else {
       lost[g.id].push_back(b);
     }
@@ -714,26 +762,26 @@ void PlacementGroupManager::LoseBundles(Group& g, const std::vector<uint32_t>& l
   g.waiting_since_ms = now_ms;
   g.backoff.Reset();
   if (g.preempting) return;  // its job lets go of the rest
-  g.reason = absl::StrCat(why, "; rescheduling");
+  SetReason(g, Reason::kLost, why);
   Enqueue(g, now_ms);
 }
 
 void PlacementGroupManager::ToProto(const Group& g, v1::PlacementGroupInfo* info) const {
   info->set_placement_group_id(g.id);
   info->set_name(g.name);
-  info->set_strategy(StrategyToProto(g.spec.strategy()));
-  for (const Bundle& b : g.spec.bundles()) BundleToProto(b, info->add_bundles());
+  info->set_strategy(StrategyToProto(g.spec->strategy()));
+  for (const Bundle& b : g.spec->bundles()) BundleToProto(b, info->add_bundles());
   info->set_state(g.state);
-  for (uint32_t b = 0; b < g.placed.size(); ++b) {
-    if (!g.placed[b]) continue;
+  const std::vector<BundlePlacement> placed = Placed(g);
+  for (const BundlePlacement& p : placed) {
     v1::BundleLocation* loc = info->add_locations();
-    loc->set_bundle_index(b);
-    loc->set_node_id(table_->node(g.placed[b]->allocation.node).id);
-    GpuSharesToProto(g.placed[b]->allocation.gpus, loc->mutable_gpus());
+    loc->set_bundle_index(p.bundle_index);
+    loc->set_node_id(table_->node(p.allocation.node).id);
+    GpuSharesToProto(p.allocation.gpus, loc->mutable_gpus());
   }
   info->set_infeasible(g.infeasible);
   info->set_pending_reason(
-      g.state == v1::PLACEMENT_GROUP_STATE_CREATED && !g.preempting ? "" : g.reason);
+      g.state == v1::PLACEMENT_GROUP_STATE_CREATED && !g.preempting ? "" : ReasonText(g));
   info->set_created_unix_ms(g.created_ms);
   info->set_placed_unix_ms(g.placed_ms);
   info->set_scheduling_attempts(g.attempts);
@@ -745,14 +793,13 @@ void PlacementGroupManager::ToProto(const Group& g, v1::PlacementGroupInfo* info
   info->set_preemptible(g.preemptible);
   info->set_time_limit_s(g.time_limit_ms / 1000);
   info->set_preemptions(g.preemptions);
-  TopologyToProto(g.spec.topology(), info->mutable_topology());
+  TopologyToProto(g.spec->topology(), info->mutable_topology());
   // The innermost key whose one value every placed bundle shares.
-  for (const std::string& key : g.spec.topology().keys()) {
+  for (const std::string& key : g.spec->topology().keys()) {
     std::optional<std::string> shared;
     bool one = true;
-    for (const std::optional<BundlePlacement>& p : g.placed) {
-      if (!p) continue;
-      const Labels& labels = table_->node(p->allocation.node).labels;
+    for (const BundlePlacement& p : placed) {
+      const Labels& labels = table_->node(p.allocation.node).labels;
       auto value = labels.find(key);
       if (value == labels.end() || (shared && *shared != value->second)) {
         one = false;
@@ -887,14 +934,16 @@ void PlacementGroupManager::ClusterStatus(v1::GetClusterStatusResponse* response
       response->set_oldest_pending_since_unix_ms(g.waiting_since_ms);
     }
     v1::PendingDemand d;
-    for (uint32_t b = 0; b < g.placed.size(); ++b) {
-      if (!g.placed[b]) BundleToProto(g.spec.bundles()[b], d.add_shape());
+    const std::vector<uint32_t> placed = PlacedBundles(g);
+    for (uint32_t b = 0; b < g.spec->bundles().size(); ++b) {
+      if (!std::binary_search(placed.begin(), placed.end(), b))
+        BundleToProto(g.spec->bundles()[b], d.add_shape());
     }
-    d.set_strategy(StrategyToProto(g.spec.strategy()));
+    d.set_strategy(StrategyToProto(g.spec->strategy()));
     const std::string key = d.SerializeAsString();
     auto [it, fresh] = demand.try_emplace(key, std::move(d));
     if (fresh) {
-      it->second.set_reason(g.reason);
+      it->second.set_reason(ReasonText(g));
       it->second.set_infeasible(g.infeasible);
       order.push_back(key);
     }

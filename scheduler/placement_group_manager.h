@@ -26,6 +26,7 @@
 #include <cstdint>
 #include <deque>
 #include <map>
+#include <memory>
 #include <optional>
 #include <set>
 #include <string>
@@ -262,16 +263,36 @@ class PlacementGroupManager {
   std::string Insert(PlacementGroupSpec spec, const v1::CreatePlacementGroupRequest& meta,
                      const std::string& new_id, int64_t now_ms);
 
+  // Why a group waits (or was let go of): the kind, rendered to text by
+  // ReasonText; Group::detail carries what the text needs beyond the kind.
+  enum class Reason : uint8_t {
+    kNone,                // CREATED
+    kToBeScheduled,       // new, before its first pass
+    kRestarted,           // restored PENDING after a head restart
+    kRestartedLost,       // restored with bundles missing (detail: how many)
+    kQueue,               // waiting in its queue: the queue scheduler's reason
+    kPlacer,              // admitted, placing what it lacks (detail: the placer's reason)
+    kCommitting,          // in two-phase commit
+    kCommitFailed,        // detail: the commit's error
+    kNodeDiedInCommit,    // a node died during its commit
+    kLost,                // bundles lost (detail: how and where)
+    kStopping,            // preempted, its job stopping (preempted_by says why)
+    kWaitingReadmission,  // preempted and let go (preempted_by says why)
+    kRemoved,
+  };
+
   struct Group {
-    Group(std::string group_id, PlacementGroupSpec group_spec, BackoffPolicy backoff_policy)
+    Group(std::string group_id, std::shared_ptr<const PlacementGroupSpec> group_spec,
+          BackoffPolicy backoff_policy)
         : id(std::move(group_id)), spec(std::move(group_spec)), backoff(backoff_policy) {}
     std::string id;
     std::string name;
     std::string job_id;
     std::string request_id;
-    std::string queue;        // as resolved: `default` when none was named
-    std::string fingerprint;  // of the create request, to detect reused request ids
-    PlacementGroupSpec spec;
+    std::string queue;         // as resolved: `default` when none was named
+    uint64_t fingerprint = 0;  // of the create request, to detect reused request ids
+    // Shared with capacity_, which holds what is placed of it (Placed()).
+    std::shared_ptr<const PlacementGroupSpec> spec;
     int32_t priority = 0;
     bool preemptible = true;
     int64_t time_limit_ms = 0;  // 0: none
@@ -281,13 +302,13 @@ class PlacementGroupManager {
     uint32_t preemptions = 0;
     uint64_t arrival = 0;
     v1::PlacementGroupState state = v1::PLACEMENT_GROUP_STATE_PENDING;
-    std::vector<std::optional<BundlePlacement>> placed;  // by bundle index
-    std::vector<uint32_t> committing;                    // bundles of the commit in flight
-    std::set<uint32_t> released_in_flight;  // by their raylet during the commit: lost at its end
+    std::vector<uint32_t> committing;          // bundles of the commit in flight
+    std::vector<uint32_t> released_in_flight;  // by their raylet during the commit: lost at its end
     uint64_t attempt = 0;
     bool in_flight = false;
     bool infeasible = false;
-    std::string reason;
+    Reason reason = Reason::kToBeScheduled;
+    std::string detail;  // of `reason`; empty when it needs none
     int64_t created_ms = 0;
     int64_t placed_ms = 0;
     int64_t waiting_since_ms = 0;  // created, or last went RESCHEDULING
@@ -322,7 +343,12 @@ class PlacementGroupManager {
   void StartPreemption(const Preemption& p, int64_t now_ms);
   // A preempted group lets go of its bundles and waits again.
   std::vector<CancelTask> FinishPreemption(Group& g, int64_t now_ms);
+  // What is placed of the group (capacity_ holds it), by bundle index.
+  std::vector<BundlePlacement> Placed(const Group& g) const;
+  const BundlePlacement* PlacedAt(const Group& g, uint32_t bundle) const;
   std::vector<uint32_t> PlacedBundles(const Group& g) const;
+  void SetReason(Group& g, Reason reason, std::string detail = {});
+  std::string ReasonText(const Group& g) const;
   void ToProto(const Group& g, v1::PlacementGroupInfo* info) const;
   void Forget(const std::string& id);
 

@@ -2,6 +2,7 @@
 // persists of each group and restores after a restart, and the bundles it
 // believes a node holds. In a file of its own to keep each under ~700 lines.
 #include <algorithm>
+#include <cstring>
 
 #include "absl/strings/str_cat.h"
 #include "queueing/queue_config.h"
@@ -9,6 +10,22 @@
 #include "wire/proto_convert.h"
 
 namespace berth {
+namespace {
+
+// The record keeps a create request's fingerprint as its 8 bytes.
+std::string FingerprintBytes(uint64_t fingerprint) {
+  std::string bytes(sizeof(fingerprint), '\0');
+  std::memcpy(bytes.data(), &fingerprint, sizeof(fingerprint));
+  return bytes;
+}
+
+uint64_t FingerprintFromBytes(const std::string& bytes) {
+  uint64_t fingerprint = 0;
+  std::memcpy(&fingerprint, bytes.data(), std::min(bytes.size(), sizeof(fingerprint)));
+  return fingerprint;
+}
+
+}  // namespace
 
 std::vector<std::string> PlacementGroupManager::TakeChanged() {
   std::vector<std::string> ids(changed_.begin(), changed_.end());
@@ -26,24 +43,23 @@ std::optional<v1::PlacementGroupRecord> PlacementGroupManager::Export(const std:
   r.set_name(g.name);
   r.set_job_id(g.job_id);
   r.set_request_id(g.request_id);
-  r.set_fingerprint(g.fingerprint);
-  for (const Bundle& b : g.spec.bundles()) BundleToProto(b, r.add_bundles());
-  r.set_strategy(StrategyToProto(g.spec.strategy()));
-  TopologyToProto(g.spec.topology(), r.mutable_topology());
+  r.set_fingerprint(FingerprintBytes(g.fingerprint));
+  for (const Bundle& b : g.spec->bundles()) BundleToProto(b, r.add_bundles());
+  r.set_strategy(StrategyToProto(g.spec->strategy()));
+  TopologyToProto(g.spec->topology(), r.mutable_topology());
   r.set_priority(g.priority);
   r.set_queue(g.queue);
   // A commit in flight has an unknown outcome: written as not yet placed.
   r.set_state(g.state == v1::PLACEMENT_GROUP_STATE_PREPARED ? v1::PLACEMENT_GROUP_STATE_PENDING
                                                             : g.state);
-  for (uint32_t b = 0; b < g.placed.size(); ++b) {
-    if (!g.placed[b] ||
-        std::find(g.committing.begin(), g.committing.end(), b) != g.committing.end())
+  for (const BundlePlacement& p : Placed(g)) {
+    if (std::find(g.committing.begin(), g.committing.end(), p.bundle_index) != g.committing.end())
       continue;
     v1::BundleRecord* placed = r.add_placed();
-    placed->set_bundle_index(b);
-    placed->set_node_id(table_->node(g.placed[b]->allocation.node).id);
-    ResourceSetToProto(g.placed[b]->allocation.resources, placed->mutable_resources());
-    GpuSharesToProto(g.placed[b]->allocation.gpus, placed->mutable_gpus());
+    placed->set_bundle_index(p.bundle_index);
+    placed->set_node_id(table_->node(p.allocation.node).id);
+    ResourceSetToProto(p.allocation.resources, placed->mutable_resources());
+    GpuSharesToProto(p.allocation.gpus, placed->mutable_gpus());
   }
   r.set_created_unix_ms(g.created_ms);
   r.set_placed_unix_ms(g.placed_ms);
@@ -70,11 +86,12 @@ absl::Status PlacementGroupManager::Restore(const v1::PlacementGroupRecord& r, i
   absl::StatusOr<PlacementGroupSpec> spec =
       PlacementGroupSpecFromProto(r.bundles(), r.strategy(), true, r.topology());
   if (!spec.ok()) return spec.status();
-  Group g(id, *std::move(spec), config_.backoff());
+  Group g(id, std::make_shared<const PlacementGroupSpec>(*std::move(spec)), config_.backoff());
+  g.reason = Reason::kNone;
   g.name = r.name();
   g.job_id = r.job_id();
   g.request_id = r.request_id();
-  g.fingerprint = r.fingerprint();
+  g.fingerprint = FingerprintFromBytes(r.fingerprint());
   g.priority = r.priority();
   g.queue = queue;
   g.preemptible = !r.non_preemptible();
@@ -86,14 +103,14 @@ absl::Status PlacementGroupManager::Restore(const v1::PlacementGroupRecord& r, i
   g.created_ms = r.created_unix_ms();
   g.placed_ms = r.placed_unix_ms();
   g.waiting_since_ms = now_ms;
-  g.placed.resize(g.spec.bundles().size());
   capacity_.Add(id, g.spec, /*learn=*/!workload_restored_);
   size_t lost = 0;
   for (const v1::BundleRecord& placed : r.placed()) {
     std::optional<NodeIndex> node = table_->FindNode(placed.node_id());
     absl::StatusOr<ResourceSet> resources = ResourceSetFromProto(placed.resources(), "resources");
     absl::StatusOr<std::vector<GpuShare>> gpus = GpuSharesFromProto(placed.gpus(), "gpus");
-    if (placed.bundle_index() >= g.placed.size() || !resources.ok() || !gpus.ok()) {
+    if (placed.bundle_index() >= g.spec->bundles().size() ||
+        PlacedAt(g, placed.bundle_index()) != nullptr || !resources.ok() || !gpus.ok()) {
       capacity_.Remove(id);  // gives back what it reserved so far
       return absl::InvalidArgumentError(
           absl::StrCat("placement group record '", id, "': bad bundle record"));
@@ -104,20 +121,18 @@ absl::Status PlacementGroupManager::Restore(const v1::PlacementGroupRecord& r, i
       ++lost;
       continue;
     }
-    g.placed[placed.bundle_index()] = BundlePlacement{placed.bundle_index(), std::move(allocation)};
-    capacity_.Hold(id, *g.placed[placed.bundle_index()]);
+    capacity_.Hold(id, BundlePlacement{placed.bundle_index(), std::move(allocation)});
   }
-  const bool complete = PlacedBundles(g).size() == g.placed.size();
+  const bool complete = PlacedBundles(g).size() == g.spec->bundles().size();
   if (complete && r.state() == v1::PLACEMENT_GROUP_STATE_CREATED) {
     g.state = v1::PLACEMENT_GROUP_STATE_CREATED;
   } else if (r.state() == v1::PLACEMENT_GROUP_STATE_CREATED ||
              r.state() == v1::PLACEMENT_GROUP_STATE_RESCHEDULING || lost > 0) {
     g.state = v1::PLACEMENT_GROUP_STATE_RESCHEDULING;
-    g.reason = absl::StrCat(
-        lost, " bundle(s) not found on their nodes after a head restart; rescheduling");
+    SetReason(g, Reason::kRestartedLost, absl::StrCat(lost));
   } else {
     g.state = v1::PLACEMENT_GROUP_STATE_PENDING;
-    g.reason = "waiting to be scheduled (head restarted)";
+    SetReason(g, Reason::kRestarted);
   }
   // Its place in the queue scheduler: admitted once it was placed (it holds
   // its quota while it places what it lost), or being preempted.
@@ -132,7 +147,7 @@ absl::Status PlacementGroupManager::Restore(const v1::PlacementGroupRecord& r, i
     gang.state = GangState::kPreempting;
   } else if (g.state != v1::PLACEMENT_GROUP_STATE_PENDING) {
     gang.state = GangState::kRunning;
-    gang.charge = complete ? capacity_.Charge(id) : g.spec.total();
+    gang.charge = complete ? capacity_.Charge(id) : g.spec->total();
     g.admitted = true;
   }
   queues_.Restore(gang).IgnoreError();  // its queue is known, its id new
@@ -162,13 +177,21 @@ std::vector<v1::HeldBundle> PlacementGroupManager::BundlesOn(const std::string& 
   if (!index) return held;
   for (const auto& [id, g] : groups_) {
     if (g.state == v1::PLACEMENT_GROUP_STATE_REMOVED && !g.in_flight) continue;
-    for (uint32_t b = 0; b < g.placed.size(); ++b) {
-      if (!g.placed[b] || g.placed[b]->allocation.node != *index) continue;
+    std::vector<const BundlePlacement*> here;
+    for (const BundlePlacement& p : capacity_.Held(id)) {
+      if (p.allocation.node == *index) here.push_back(&p);
+    }
+    std::sort(here.begin(), here.end(), [](const BundlePlacement* a, const BundlePlacement* b) {
+      return a->bundle_index < b->bundle_index;
+    });
+    for (const BundlePlacement* placement : here) {
+      const BundlePlacement& p = *placement;
+      const uint32_t b = p.bundle_index;
       v1::HeldBundle h;
       h.mutable_key()->set_placement_group_id(id);
       h.mutable_key()->set_bundle_index(b);
-      ResourceSetToProto(g.placed[b]->allocation.resources, h.mutable_resources());
-      GpuSharesToProto(g.placed[b]->allocation.gpus, h.mutable_gpus());
+      ResourceSetToProto(p.allocation.resources, h.mutable_resources());
+      GpuSharesToProto(p.allocation.gpus, h.mutable_gpus());
       h.set_committed(std::find(g.committing.begin(), g.committing.end(), b) == g.committing.end());
       held.push_back(std::move(h));
     }
