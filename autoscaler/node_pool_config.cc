@@ -113,11 +113,20 @@ class ConfigParser {
     for (auto [key, field] :
          {std::pair{"namespace", &out->ns}, std::pair{"api_server", &out->api_server},
           std::pair{"token_file", &out->token_file}, std::pair{"ca_file", &out->ca_file}}) {
-      if (!node[key]) continue;
-      absl::StatusOr<std::string> value = String(node[key], absl::StrCat("provider.", key));
-      if (!value.ok()) return value.status();
-      *field = *value;
+      if (auto s = OptionalString(node, key, absl::StrCat("provider.", key), field); !s.ok()) {
+        return s;
+      }
     }
+    return absl::OkStatus();
+  }
+
+  // Sets `*out` from map[key] if it is there (`path` names the field).
+  absl::Status OptionalString(const YAML::Node& map, const char* key, const std::string& path,
+                              std::string* out) const {
+    if (!map[key]) return absl::OkStatus();
+    absl::StatusOr<std::string> value = String(map[key], path);
+    if (!value.ok()) return value.status();
+    *out = *value;
     return absl::OkStatus();
   }
 
@@ -131,6 +140,21 @@ class ConfigParser {
       return s;
     }
     NodePool pool;
+    for (auto parse_fields : {&ConfigParser::ParsePoolName, &ConfigParser::ParseAccelerator,
+                              &ConfigParser::ParseCpusAndMemory,
+                              &ConfigParser::ParseCustomResources, &ConfigParser::ParseLabels,
+                              &ConfigParser::ParseNodeCounts, &ConfigParser::ParseTimeouts}) {
+      if (absl::Status s = (this->*parse_fields)(node, path, &pool); !s.ok()) return s;
+    }
+    if (auto s = OptionalString(node, "deployment", path + ".deployment", &pool.deployment);
+        !s.ok()) {
+      return s;
+    }
+    return pool;
+  }
+
+  absl::Status ParsePoolName(const YAML::Node& node, const std::string& path,
+                             NodePool* pool) const {
     if (!node["name"]) return Error(node, path + ".name", "required");
     absl::StatusOr<std::string> name = String(node["name"], path + ".name");
     if (!name.ok()) return name.status();
@@ -138,7 +162,13 @@ class ConfigParser {
       return Error(node["name"], path + ".name",
                    "must be a non-empty label value ([A-Za-z0-9_.-], 63 chars)");
     }
-    pool.name = *name;
+    pool->name = *name;
+    return absl::OkStatus();
+  }
+
+  // accelerator_type and gpus: both or neither.
+  absl::Status ParseAccelerator(const YAML::Node& node, const std::string& path,
+                                NodePool* pool) const {
     if (node["accelerator_type"]) {
       absl::StatusOr<std::string> type =
           String(node["accelerator_type"], path + ".accelerator_type");
@@ -146,61 +176,80 @@ class ConfigParser {
       if (auto s = ValidateLabelValue(*type, path + ".accelerator_type"); !s.ok()) {
         return Error(node["accelerator_type"], path + ".accelerator_type", s.message());
       }
-      pool.accelerator_type = *type;
+      pool->accelerator_type = *type;
     }
     if (node["gpus"]) {
       absl::StatusOr<int64_t> gpus = Count(node["gpus"], path + ".gpus", 1024);
       if (!gpus.ok()) return gpus.status();
-      pool.gpus = static_cast<uint32_t>(*gpus);
+      pool->gpus = static_cast<uint32_t>(*gpus);
     }
-    if (pool.gpus > 0 && pool.accelerator_type.empty()) {
+    if (pool->gpus > 0 && pool->accelerator_type.empty()) {
       return Error(node, path + ".accelerator_type", "required when gpus > 0");
     }
-    if (pool.gpus == 0 && !pool.accelerator_type.empty()) {
+    if (pool->gpus == 0 && !pool->accelerator_type.empty()) {
       return Error(node["accelerator_type"], path + ".gpus", "an accelerator_type needs gpus > 0");
     }
-    if (pool.gpus > 0) pool.resources.Set(kGpu, Quantity::Whole(pool.gpus));
+    if (pool->gpus > 0) pool->resources.Set(kGpu, Quantity::Whole(pool->gpus));
+    return absl::OkStatus();
+  }
+
+  absl::Status ParseCpusAndMemory(const YAML::Node& node, const std::string& path,
+                                  NodePool* pool) const {
     for (auto [key, resource] : {std::pair{"cpus", kCpu}, std::pair{"memory", kMemory}}) {
-      if (!node[key]) return Error(node, absl::StrCat(path, ".", key), "required");
-      absl::StatusOr<std::string> text = String(node[key], absl::StrCat(path, ".", key));
+      const std::string field = absl::StrCat(path, ".", key);
+      if (!node[key]) return Error(node, field, "required");
+      absl::StatusOr<std::string> text = String(node[key], field);
       if (!text.ok()) return text.status();
-      absl::StatusOr<Quantity> amount = Quantity::Parse(*text, absl::StrCat(path, ".", key));
-      if (!amount.ok())
-        return Error(node[key], absl::StrCat(path, ".", key), amount.status().message());
-      pool.resources.Set(resource, *amount);
+      absl::StatusOr<Quantity> amount = Quantity::Parse(*text, field);
+      if (!amount.ok()) return Error(node[key], field, amount.status().message());
+      pool->resources.Set(resource, *amount);
     }
-    if (const YAML::Node resources = node["resources"]) {
-      if (!resources.IsMap())
-        return Error(resources, path + ".resources", "expected a map name: amount");
-      for (const auto& entry : resources) {
-        const std::string key = entry.first.as<std::string>("");
-        const std::string field = absl::StrCat(path, ".resources[\"", key, "\"]");
-        if (auto s = ValidateResourceName(key, field); !s.ok())
-          return Error(entry.first, field, s.message());
-        if (key == kGpu || key == kCpu || key == kMemory) {
-          return Error(entry.first, field, "set gpus, cpus and memory with their own keys");
-        }
-        absl::StatusOr<Quantity> amount = Quantity::Parse(entry.second.as<std::string>(""), field);
-        if (!amount.ok()) return Error(entry.second, field, amount.status().message());
-        pool.resources.Set(key, *amount);
+    return absl::OkStatus();
+  }
+
+  absl::Status ParseCustomResources(const YAML::Node& node, const std::string& path,
+                                    NodePool* pool) const {
+    const YAML::Node resources = node["resources"];
+    if (!resources) return absl::OkStatus();
+    if (!resources.IsMap())
+      return Error(resources, path + ".resources", "expected a map name: amount");
+    for (const auto& entry : resources) {
+      const std::string key = entry.first.as<std::string>("");
+      const std::string field = absl::StrCat(path, ".resources[\"", key, "\"]");
+      if (auto s = ValidateResourceName(key, field); !s.ok())
+        return Error(entry.first, field, s.message());
+      if (key == kGpu || key == kCpu || key == kMemory) {
+        return Error(entry.first, field, "set gpus, cpus and memory with their own keys");
       }
+      absl::StatusOr<Quantity> amount = Quantity::Parse(entry.second.as<std::string>(""), field);
+      if (!amount.ok()) return Error(entry.second, field, amount.status().message());
+      pool->resources.Set(key, *amount);
     }
-    if (const YAML::Node labels = node["labels"]) {
-      if (!labels.IsMap()) return Error(labels, path + ".labels", "expected a map key: value");
-      for (const auto& entry : labels) {
-        const std::string key = entry.first.as<std::string>("");
-        const std::string value = entry.second.as<std::string>("");
-        const std::string field = absl::StrCat(path, ".labels[\"", key, "\"]");
-        if (auto s = ValidateLabelKey(key, field); !s.ok())
-          return Error(entry.first, field, s.message());
-        if (auto s = ValidateLabelValue(value, field); !s.ok())
-          return Error(entry.second, field, s.message());
-        if (!NodeMaySetLabel(key) || key == kNodePoolLabel)
-          return Error(entry.first, field,
-                       "berth.io/ labels are set by berth (the topology keys excepted)");
-        pool.labels[key] = value;
-      }
+    return absl::OkStatus();
+  }
+
+  absl::Status ParseLabels(const YAML::Node& node, const std::string& path, NodePool* pool) const {
+    const YAML::Node labels = node["labels"];
+    if (!labels) return absl::OkStatus();
+    if (!labels.IsMap()) return Error(labels, path + ".labels", "expected a map key: value");
+    for (const auto& entry : labels) {
+      const std::string key = entry.first.as<std::string>("");
+      const std::string value = entry.second.as<std::string>("");
+      const std::string field = absl::StrCat(path, ".labels[\"", key, "\"]");
+      if (auto s = ValidateLabelKey(key, field); !s.ok())
+        return Error(entry.first, field, s.message());
+      if (auto s = ValidateLabelValue(value, field); !s.ok())
+        return Error(entry.second, field, s.message());
+      if (!NodeMaySetLabel(key) || key == kNodePoolLabel)
+        return Error(entry.first, field,
+                     "berth.io/ labels are set by berth (the topology keys excepted)");
+      pool->labels[key] = value;
     }
+    return absl::OkStatus();
+  }
+
+  absl::Status ParseNodeCounts(const YAML::Node& node, const std::string& path,
+                               NodePool* pool) const {
     absl::StatusOr<int64_t> min_nodes =
         node["min_nodes"] ? Count(node["min_nodes"], path + ".min_nodes", 10000) : 0;
     if (!min_nodes.ok()) return min_nodes.status();
@@ -209,21 +258,21 @@ class ConfigParser {
     if (!max_nodes.ok()) return max_nodes.status();
     if (*min_nodes > *max_nodes)
       return Error(node["min_nodes"], path + ".min_nodes", "must be <= max_nodes");
-    pool.min_nodes = static_cast<uint32_t>(*min_nodes);
-    pool.max_nodes = static_cast<uint32_t>(*max_nodes);
-    for (auto [key, field] : {std::pair{"idle_timeout_s", &pool.idle_timeout_ms},
-                              std::pair{"launch_timeout_s", &pool.launch_timeout_ms}}) {
+    pool->min_nodes = static_cast<uint32_t>(*min_nodes);
+    pool->max_nodes = static_cast<uint32_t>(*max_nodes);
+    return absl::OkStatus();
+  }
+
+  absl::Status ParseTimeouts(const YAML::Node& node, const std::string& path,
+                             NodePool* pool) const {
+    for (auto [key, field] : {std::pair{"idle_timeout_s", &pool->idle_timeout_ms},
+                              std::pair{"launch_timeout_s", &pool->launch_timeout_ms}}) {
       if (!node[key]) continue;
       absl::StatusOr<int64_t> seconds = Count(node[key], absl::StrCat(path, ".", key), 30 * 86400);
       if (!seconds.ok()) return seconds.status();
       *field = *seconds * 1000;
     }
-    if (node["deployment"]) {
-      absl::StatusOr<std::string> deployment = String(node["deployment"], path + ".deployment");
-      if (!deployment.ok()) return deployment.status();
-      pool.deployment = *deployment;
-    }
-    return pool;
+    return absl::OkStatus();
   }
 
   std::string file_;

@@ -1,77 +1,39 @@
 #include "autoscaler/scaling_planner.h"
 
 #include <algorithm>
-#include <optional>
+#include <utility>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "placement/bundle_placer.h"
-#include "placement/node_resource_table.h"
-#include "wire/proto_convert.h"
+#include "autoscaler/simulated_cluster.h"
 
 namespace berth {
 namespace {
 
-// "{GPU: 1} * 8 (STRICT_PACK)": runs of identical bundles counted.
-std::string DemandText(const v1::PendingDemand& d) {
-  std::vector<std::pair<std::string, int>> runs;
-  for (const v1::Bundle& b : d.shape()) {
-    std::vector<std::string> amounts;
-    for (const auto& [name, amount] : b.resources().amounts()) {
-      amounts.push_back(
-          absl::StartsWith(name, kAcceleratorResourcePrefix)
-              ? absl::StrCat("accelerator ", name.substr(kAcceleratorResourcePrefix.size()))
-              : absl::StrCat(name, ": ", amount));
-    }
-    std::sort(amounts.begin(), amounts.end());
-    std::string text = absl::StrCat("{", absl::StrJoin(amounts, ", "), "}");
-    if (!runs.empty() && runs.back().first == text) {
-      ++runs.back().second;
-    } else {
-      runs.push_back({std::move(text), 1});
-    }
-  }
-  std::string strategy = v1::PlacementStrategy_Name(d.strategy());
-  strategy = strategy.substr(std::string("PLACEMENT_STRATEGY_").size());
-  return absl::StrCat(absl::StrJoin(runs, " + ",
-                                    [](std::string* out, const std::pair<std::string, int>& run) {
-                                      absl::StrAppend(
-                                          out, run.first,
-                                          run.second > 1 ? absl::StrCat(" * ", run.second) : "");
-                                    }),
-                      " (", strategy, ")");
+bool Registered(const v1::NodeInfo& node) {
+  return node.state() == v1::NODE_STATE_ALIVE || node.state() == v1::NODE_STATE_DRAINING;
 }
 
-// The node's free resources as a reservation of (total - available) on a
-// fresh node: the whole GPUs and the fraction are taken separately, as a
-// bundle could not ask for 2.5 GPUs.
-void ReserveUsed(NodeResourceTable* table, NodeIndex index, const ResourceSet& total,
-                 const ResourceSet& available) {
-  ResourceSet used;
-  for (const auto& [name, amount] : total.entries()) {
-    const Quantity left = available.Get(name);
-    if (amount > left) used.Set(name, Quantity::FromUnits(amount.units() - left.units()));
-  }
-  const Quantity gpus = used.Get(kGpu);
-  const Quantity fraction = Quantity::FromUnits(gpus.units() % Quantity::kUnitsPerWhole);
-  used.Set(kGpu, Quantity::FromUnits(gpus.units() - fraction.units()));
-  if (!used.entries().empty()) table->Allocate(index, used).IgnoreError();
-  if (!fraction.IsZero()) {
-    ResourceSet part;
-    part.Set(kGpu, fraction);
-    table->Allocate(index, part).IgnoreError();
-  }
+// Nothing is reserved on the node: all of its total is available.
+bool HoldsNoBundle(const v1::NodeInfo& node) {
+  return std::all_of(node.total().amounts().begin(), node.total().amounts().end(),
+                     [&](const auto& e) {
+                       if (absl::StartsWith(e.first, kAcceleratorResourcePrefix)) return true;
+                       auto a = node.available().amounts().find(e.first);
+                       return a != node.available().amounts().end() && a->second >= e.second - 1e-9;
+                     });
 }
 
-NodeSpec PoolNodeSpec(const NodePool& pool, const std::string& id) {
-  NodeSpec spec;
-  spec.node_id = id;
-  spec.resources = pool.resources;
-  spec.labels = pool.labels;
-  spec.labels[std::string(kNodePoolLabel)] = pool.name;
-  spec.accelerator_type = pool.accelerator_type;
-  return spec;
+v1::AutoscalerAction& AddAction(v1::AutoscalerActionKind kind, const NodePool& pool,
+                                uint32_t target_nodes, int64_t now_ms,
+                                std::vector<v1::AutoscalerAction>* actions) {
+  v1::AutoscalerAction& a = actions->emplace_back();
+  a.set_kind(kind);
+  a.set_pool(pool.name);
+  a.set_target_nodes(target_nodes);
+  a.set_decided_unix_ms(now_ms);
+  return a;
 }
 
 }  // namespace
@@ -87,15 +49,46 @@ const NodePool* ScalingPlanner::PoolOf(const v1::NodeInfo& node) const {
   return nullptr;
 }
 
+std::map<std::string, uint32_t> ScalingPlanner::Targets() const {
+  std::map<std::string, uint32_t> targets;
+  for (const auto& [name, s] : state_) targets[name] = s.target;
+  return targets;
+}
+
 ScalingPlan ScalingPlanner::Plan(const ScalingInput& input) {
   ScalingPlan plan;
-  const int64_t now = input.now_ms;
+  const std::map<std::string, uint32_t> registered = CountRegistered(input.nodes);
+  const std::map<std::string, uint32_t> launching = UpdateTargets(registered, input.now_ms);
 
-  // Registered nodes per pool (ALIVE or DRAINING, not being removed).
-  std::map<std::string, uint32_t> registered;
-  std::set<std::string> present;
+  SimulatedCluster cluster;
   for (const v1::NodeInfo& node : input.nodes) {
-    if (node.state() != v1::NODE_STATE_ALIVE && node.state() != v1::NODE_STATE_DRAINING) continue;
+    if (node.state() == v1::NODE_STATE_ALIVE && !removing_.count(node.node_id())) {
+      cluster.AddRegisteredNode(node);
+    }
+  }
+  for (const NodePool& pool : pools_) {
+    for (uint32_t i = 0; i < launching.at(pool.name); ++i) cluster.AddPoolNode(pool);
+  }
+  PendingDemandFit fit = FitPendingDemand(pools_, Targets(), input.pending, &cluster);
+
+  AddScaleUps(fit, input.now_ms, &plan.actions);
+  const ScaleDownChoice scale_down = ChooseScaleDown(input, fit, cluster.receives_demand());
+  AddDrains(scale_down, input.now_ms, &plan.actions);
+  AddRemovals(scale_down, input.now_ms, &plan.actions);
+  plan.unsatisfiable = std::move(fit.unsatisfiable);
+  plan.pools = PoolStatuses(registered);
+  return plan;
+}
+
+// Registered nodes per pool (ALIVE or DRAINING, not being removed); a node
+// being removed is forgotten once it is gone.
+std::map<std::string, uint32_t> ScalingPlanner::CountRegistered(
+    const std::vector<v1::NodeInfo>& nodes) {
+  std::map<std::string, uint32_t> registered;
+  for (const NodePool& pool : pools_) registered[pool.name] = 0;
+  std::set<std::string> present;
+  for (const v1::NodeInfo& node : nodes) {
+    if (!Registered(node)) continue;
     present.insert(node.node_id());
     const NodePool* pool = PoolOf(node);
     if (pool && !removing_.count(node.node_id())) ++registered[pool->name];
@@ -103,241 +96,135 @@ ScalingPlan ScalingPlanner::Plan(const ScalingInput& input) {
   for (auto it = removing_.begin(); it != removing_.end();) {
     it = present.count(*it) ? std::next(it) : removing_.erase(it);
   }
+  return registered;
+}
 
-  // Targets: at least min_nodes and what is registered; a scale-up that
-  // never arrived is given up after launch_timeout and asked again.
+// Targets: at least what is registered; a scale-up that never arrived is
+// given up after launch_timeout and asked again. Returns the nodes each
+// pool was asked for and has not yet registered.
+std::map<std::string, uint32_t> ScalingPlanner::UpdateTargets(
+    const std::map<std::string, uint32_t>& registered, int64_t now_ms) {
   std::map<std::string, uint32_t> launching;
   for (const NodePool& pool : pools_) {
     PoolState& s = state_[pool.name];
-    const uint32_t have = registered[pool.name];
+    const uint32_t have = registered.at(pool.name);
     if (!s.target_known || s.target < have) {
       s.target = have;
       s.target_known = true;
-      s.target_since_ms = now;
+      s.target_since_ms = now_ms;
     }
-    if (s.target > have && now - s.target_since_ms >= pool.launch_timeout_ms) {
+    if (s.target > have && now_ms - s.target_since_ms >= pool.launch_timeout_ms) {
       s.target = have;
-      s.target_since_ms = now;
+      s.target_since_ms = now_ms;
     }
     launching[pool.name] = s.target - have;
   }
+  return launching;
+}
 
-  // The simulated cluster: free resources of ALIVE nodes, plus the nodes
-  // already asked for.
-  NodeResourceTable table;
-  for (const v1::NodeInfo& node : input.nodes) {
-    if (node.state() != v1::NODE_STATE_ALIVE || removing_.count(node.node_id())) continue;
-    absl::StatusOr<ResourceSet> total = ResourceSetFromProto(node.total(), "total");
-    absl::StatusOr<ResourceSet> available = ResourceSetFromProto(node.available(), "available");
-    if (!total.ok() || !available.ok()) continue;
-    NodeSpec spec;
-    spec.node_id = node.node_id();
-    for (const auto& [name, amount] : total->entries()) {
-      if (!absl::StartsWith(name, kAcceleratorResourcePrefix)) spec.resources.Set(name, amount);
-    }
-    spec.labels = Labels(node.labels().begin(), node.labels().end());
-    if (auto type = spec.labels.find(std::string(kAcceleratorTypeLabel));
-        type != spec.labels.end()) {
-      spec.accelerator_type = type->second;
-    }
-    absl::StatusOr<NodeIndex> index = table.AddNode(std::move(spec));
-    if (index.ok()) ReserveUsed(&table, *index, *total, *available);
-  }
-  int next_id = 0;
-  auto add_pool_node = [&](const NodePool& pool) {
-    return table.AddNode(PoolNodeSpec(pool, absl::StrCat("new:", pool.name, ":", next_id++))).ok();
-  };
-  for (const NodePool& pool : pools_) {
-    for (uint32_t i = 0; i < launching[pool.name]; ++i) add_pool_node(pool);
-  }
-
-  // Place the pending gangs, adding nodes where they do not fit.
-  BundlePlacer placer(&table);
-  std::set<std::string> receives_demand;  // existing nodes a pending gang will use
-  std::map<std::string, uint32_t> added;
-  std::map<std::string, std::vector<std::string>> added_for;  // pool -> demand texts
-  auto placed_on = [&](const PlacementDecision& d) {
-    for (const BundlePlacement& p : d.placements)
-      receives_demand.insert(table.node(p.allocation.node).id);
-  };
-  // Adds up to `room` nodes of `pool` until `spec` fits; keeps them if it does.
-  auto grow_until_placed = [&](const NodePool& pool, const PlacementGroupSpec& spec,
-                               uint32_t room) -> uint32_t {
-    std::vector<std::string> ids;
-    for (uint32_t k = 1; k <= room; ++k) {
-      ids.push_back(absl::StrCat("new:", pool.name, ":", next_id));
-      if (!add_pool_node(pool)) break;
-      absl::StatusOr<PlacementDecision> d = placer.Place(spec);
-      if (d.ok() && d->outcome == PlacementOutcome::kPlaced) {
-        placed_on(*d);
-        return k;
-      }
-    }
-    for (const std::string& id : ids) table.RemoveNode(id).IgnoreError();
-    return 0;
-  };
-  for (const v1::PendingDemand& demand : input.pending) {
-    absl::StatusOr<PlacementGroupSpec> spec =
-        PlacementGroupSpecFromProto(demand.shape(), demand.strategy(), /*allow_internal=*/true);
-    if (!spec.ok()) continue;  // the head validated it; nothing to plan for
-    for (uint32_t copy = 0; copy < std::max<uint32_t>(demand.count(), 1); ++copy) {
-      absl::StatusOr<PlacementDecision> now_fits = placer.Place(*spec);
-      if (now_fits.ok() && now_fits->outcome == PlacementOutcome::kPlaced) {
-        placed_on(*now_fits);
-        continue;
-      }
-      // Each new node must hold at least one bundle, so a gang never needs
-      // more new nodes than it has bundles.
-      const uint32_t bundles = static_cast<uint32_t>(spec->bundles().size());
-      bool placed = false;
-      for (const NodePool& pool : pools_) {
-        const uint32_t have = state_[pool.name].target + added[pool.name];
-        const uint32_t room = std::min(bundles, pool.max_nodes > have ? pool.max_nodes - have : 0u);
-        if (const uint32_t k = grow_until_placed(pool, *spec, room); k > 0) {
-          added[pool.name] += k;
-          added_for[pool.name].push_back(DemandText(demand));
-          placed = true;
-          break;
-        }
-      }
-      if (placed) continue;
-      // Would a pool hold it without its max_nodes? Then it waits for room.
-      std::string capped;
-      for (const NodePool& pool : pools_) {
-        NodeResourceTable probe_table;
-        BundlePlacer probe(&probe_table);
-        for (uint32_t k = 0; k < bundles; ++k) {
-          probe_table.AddNode(PoolNodeSpec(pool, absl::StrCat("probe:", k))).IgnoreError();
-        }
-        absl::StatusOr<PlacementDecision> d = probe.Place(*spec);
-        if (d.ok() && d->outcome == PlacementOutcome::kPlaced) {
-          capped = pool.name;
-          break;
-        }
-      }
-      v1::UnsatisfiableDemand* u = nullptr;
-      for (v1::UnsatisfiableDemand& seen : plan.unsatisfiable) {
-        if (seen.strategy() == demand.strategy() && seen.shape_size() == demand.shape_size() &&
-            std::equal(seen.shape().begin(), seen.shape().end(), demand.shape().begin(),
-                       [](const v1::Bundle& a, const v1::Bundle& b) {
-                         return a.SerializeAsString() == b.SerializeAsString();
-                       })) {
-          u = &seen;
-        }
-      }
-      if (u != nullptr) continue;
-      u = &plan.unsatisfiable.emplace_back();
-      *u->mutable_shape() = demand.shape();
-      u->set_strategy(demand.strategy());
-      u->set_reason(
-          capped.empty()
-              ? "no node pool's node shape (resources, accelerator type, labels) can hold it"
-              : absl::StrCat(
-                    "pool ", capped, " could hold it but is at max_nodes (",
-                    [&] {
-                      for (const NodePool& p : pools_) {
-                        if (p.name == capped) return p.max_nodes;
-                      }
-                      return 0u;
-                    }(),
-                    ")"));
-    }
-  }
-
-  // Scale up: every pool that gained nodes, and pools below min_nodes.
+// Scale up: every pool that gained nodes, and pools below min_nodes.
+void ScalingPlanner::AddScaleUps(const PendingDemandFit& fit, int64_t now_ms,
+                                 std::vector<v1::AutoscalerAction>* actions) {
   for (const NodePool& pool : pools_) {
     PoolState& s = state_[pool.name];
-    const uint32_t want = std::max(s.target + added[pool.name], pool.min_nodes);
+    const uint32_t added = fit.added.at(pool.name);
+    const uint32_t want = std::max(s.target + added, pool.min_nodes);
     if (want <= s.target) continue;
-    v1::AutoscalerAction& a = plan.actions.emplace_back();
-    a.set_kind(v1::AUTOSCALER_ACTION_KIND_SCALE_UP);
-    a.set_pool(pool.name);
-    a.set_target_nodes(want);
-    a.set_decided_unix_ms(now);
-    a.set_reason(
-        added[pool.name] == 0
-            ? absl::StrCat("min_nodes is ", pool.min_nodes)
-            : absl::StrCat(added[pool.name], " new node(s) for ", added_for[pool.name].size(),
-                           " pending gang(s): ", absl::StrJoin(added_for[pool.name], "; ")));
+    AddAction(v1::AUTOSCALER_ACTION_KIND_SCALE_UP, pool, want, now_ms, actions)
+        .set_reason(added == 0
+                        ? absl::StrCat("min_nodes is ", pool.min_nodes)
+                        : absl::StrCat(added, " new node(s) for ",
+                                       fit.added_for.at(pool.name).size(), " pending gang(s): ",
+                                       absl::StrJoin(fit.added_for.at(pool.name), "; ")));
     s.target = want;
-    s.target_since_ms = now;
+    s.target_since_ms = now_ms;
   }
+}
 
-  // Scale down: drain nodes idle for idle_timeout, remove drained empty ones.
-  std::map<std::string, uint32_t> keep;  // pool -> nodes that stay
-  for (const NodePool& pool : pools_) keep[pool.name] = state_[pool.name].target;
-  std::map<std::string, std::vector<std::string>> drain, remove;
+// A pool node that holds no bundle is idle unless pending demand will use
+// it or its pool is growing; one idle for idle_timeout is drained while its
+// pool keeps more than min_nodes. A node the autoscaler drained is removed
+// once it is empty.
+ScalingPlanner::ScaleDownChoice ScalingPlanner::ChooseScaleDown(
+    const ScalingInput& input, const PendingDemandFit& fit,
+    const std::set<std::string>& receives_demand) {
+  ScaleDownChoice choice;
+  for (const NodePool& pool : pools_) choice.keep[pool.name] = state_[pool.name].target;
   std::set<std::string> idle_now;
   for (const v1::NodeInfo& node : input.nodes) {
     const NodePool* pool = PoolOf(node);
     if (pool == nullptr || removing_.count(node.node_id())) continue;
-    const bool empty = std::all_of(
-        node.total().amounts().begin(), node.total().amounts().end(), [&](const auto& e) {
-          if (absl::StartsWith(e.first, kAcceleratorResourcePrefix)) return true;
-          auto a = node.available().amounts().find(e.first);
-          return a != node.available().amounts().end() && a->second >= e.second - 1e-9;
-        });
+    const bool empty = HoldsNoBundle(node);
     if (node.state() == v1::NODE_STATE_DRAINING) {
       if (empty && absl::StartsWith(node.drain_reason(), kAutoscalerDrainPrefix)) {
-        remove[pool->name].push_back(node.node_id());
+        choice.remove[pool->name].push_back(node.node_id());
       }
       continue;
     }
     if (node.state() != v1::NODE_STATE_ALIVE || !empty || receives_demand.count(node.node_id()) ||
-        added[pool->name] > 0) {
+        fit.added.at(pool->name) > 0) {
       continue;
     }
     idle_now.insert(node.node_id());
-    const int64_t since = idle_since_ms_.try_emplace(node.node_id(), now).first->second;
-    if (now - since >= pool->idle_timeout_ms && keep[pool->name] > pool->min_nodes) {
-      --keep[pool->name];
-      drain[pool->name].push_back(node.node_id());
+    const int64_t since = idle_since_ms_.try_emplace(node.node_id(), input.now_ms).first->second;
+    if (input.now_ms - since >= pool->idle_timeout_ms &&
+        choice.keep[pool->name] > pool->min_nodes) {
+      --choice.keep[pool->name];
+      choice.drain[pool->name].push_back(node.node_id());
     }
   }
   for (auto it = idle_since_ms_.begin(); it != idle_since_ms_.end();) {
     it = idle_now.count(it->first) ? std::next(it) : idle_since_ms_.erase(it);
   }
+  return choice;
+}
+
+void ScalingPlanner::AddDrains(const ScaleDownChoice& choice, int64_t now_ms,
+                               std::vector<v1::AutoscalerAction>* actions) {
   for (const NodePool& pool : pools_) {
-    if (!drain[pool.name].empty()) {
-      v1::AutoscalerAction& a = plan.actions.emplace_back();
-      a.set_kind(v1::AUTOSCALER_ACTION_KIND_DRAIN);
-      a.set_pool(pool.name);
-      a.set_target_nodes(keep[pool.name]);
-      a.set_decided_unix_ms(now);
-      for (const std::string& id : drain[pool.name]) a.add_node_ids(id);
-      a.set_reason(
-          absl::StrCat(kAutoscalerDrainPrefix, " idle for ", pool.idle_timeout_ms / 1000, " s"));
-      for (const std::string& id : drain[pool.name]) idle_since_ms_.erase(id);
-    }
+    auto drain = choice.drain.find(pool.name);
+    if (drain == choice.drain.end()) continue;
+    v1::AutoscalerAction& a = AddAction(v1::AUTOSCALER_ACTION_KIND_DRAIN, pool,
+                                        choice.keep.at(pool.name), now_ms, actions);
+    for (const std::string& id : drain->second) a.add_node_ids(id);
+    a.set_reason(
+        absl::StrCat(kAutoscalerDrainPrefix, " idle for ", pool.idle_timeout_ms / 1000, " s"));
+    for (const std::string& id : drain->second) idle_since_ms_.erase(id);
   }
+}
+
+void ScalingPlanner::AddRemovals(const ScaleDownChoice& choice, int64_t now_ms,
+                                 std::vector<v1::AutoscalerAction>* actions) {
   for (const NodePool& pool : pools_) {
-    if (remove[pool.name].empty()) continue;
+    auto remove = choice.remove.find(pool.name);
+    if (remove == choice.remove.end()) continue;
     PoolState& s = state_[pool.name];
-    const uint32_t gone = static_cast<uint32_t>(remove[pool.name].size());
+    const uint32_t gone = static_cast<uint32_t>(remove->second.size());
     s.target = s.target > gone ? s.target - gone : 0;
-    s.target_since_ms = now;
-    v1::AutoscalerAction& a = plan.actions.emplace_back();
-    a.set_kind(v1::AUTOSCALER_ACTION_KIND_REMOVE);
-    a.set_pool(pool.name);
-    a.set_target_nodes(s.target);
-    a.set_decided_unix_ms(now);
-    for (const std::string& id : remove[pool.name]) {
+    s.target_since_ms = now_ms;
+    v1::AutoscalerAction& a =
+        AddAction(v1::AUTOSCALER_ACTION_KIND_REMOVE, pool, s.target, now_ms, actions);
+    for (const std::string& id : remove->second) {
       a.add_node_ids(id);
       removing_.insert(id);
     }
     a.set_reason("drained and empty");
   }
+}
 
+std::vector<v1::NodePoolStatus> ScalingPlanner::PoolStatuses(
+    const std::map<std::string, uint32_t>& registered) const {
+  std::vector<v1::NodePoolStatus> statuses;
   for (const NodePool& pool : pools_) {
-    v1::NodePoolStatus& p = plan.pools.emplace_back();
+    v1::NodePoolStatus& p = statuses.emplace_back();
     p.set_name(pool.name);
     p.set_accelerator_type(pool.accelerator_type);
-    p.set_nodes(registered[pool.name]);
-    p.set_target_nodes(state_[pool.name].target);
+    p.set_nodes(registered.at(pool.name));
+    p.set_target_nodes(state_.at(pool.name).target);
     p.set_min_nodes(pool.min_nodes);
     p.set_max_nodes(pool.max_nodes);
   }
-  return plan;
+  return statuses;
 }
 
 void ScalingPlanner::OnActionFailed(const v1::AutoscalerAction& action) {

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "autoscaler/node_pool_config.h"
+#include "autoscaler/pending_demand_fit.h"
 #include "berth/v1/head.pb.h"
 
 namespace berth {
@@ -60,8 +61,31 @@ class ScalingPlanner {
     bool target_known = false;
     int64_t target_since_ms = 0;
   };
+  // Per pool: the nodes to drain, the drained ones to remove, and how many
+  // stay once the drains are done.
+  struct ScaleDownChoice {
+    std::map<std::string, uint32_t> keep;
+    std::map<std::string, std::vector<std::string>> drain;
+    std::map<std::string, std::vector<std::string>> remove;
+  };
 
   const NodePool* PoolOf(const v1::NodeInfo& node) const;
+  std::map<std::string, uint32_t> Targets() const;
+
+  // The phases of a Plan, in order.
+  std::map<std::string, uint32_t> CountRegistered(const std::vector<v1::NodeInfo>& nodes);
+  std::map<std::string, uint32_t> UpdateTargets(const std::map<std::string, uint32_t>& registered,
+                                                int64_t now_ms);
+  void AddScaleUps(const PendingDemandFit& fit, int64_t now_ms,
+                   std::vector<v1::AutoscalerAction>* actions);
+  ScaleDownChoice ChooseScaleDown(const ScalingInput& input, const PendingDemandFit& fit,
+                                  const std::set<std::string>& receives_demand);
+  void AddDrains(const ScaleDownChoice& choice, int64_t now_ms,
+                 std::vector<v1::AutoscalerAction>* actions);
+  void AddRemovals(const ScaleDownChoice& choice, int64_t now_ms,
+                   std::vector<v1::AutoscalerAction>* actions);
+  std::vector<v1::NodePoolStatus> PoolStatuses(
+      const std::map<std::string, uint32_t>& registered) const;
 
   std::vector<NodePool> pools_;
   std::map<std::string, PoolState> state_;        // by pool name
