@@ -8,7 +8,9 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <thread>
 #include <utility>
@@ -177,14 +179,305 @@ int Fail(const absl::Status& status) {
   return 1;
 }
 
-int Run(const Flags& flags) {
-  // One head, or the active head and its standbys (common/head_addresses.h).
-  const std::vector<std::string> heads = SplitHeadAddresses(flags.head);
-  if (heads.empty()) return Fail(absl::InvalidArgumentError("--head: empty"));
+// SIGTERM and SIGINT.
+sigset_t StopSignals() {
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  return signals;
+}
+
+// One head, or the active head and its standbys (common/head_addresses.h).
+absl::Status ValidateHeads(const std::string& flag) {
+  const std::vector<std::string> heads = SplitHeadAddresses(flag);
+  if (heads.empty()) return absl::InvalidArgumentError("--head: empty");
   for (const std::string& address : heads) {
     if (absl::StatusOr<HostPort> head = ParseHostPort(address, "--head"); !head.ok())
-      return Fail(head.status());
+      return head.status();
   }
+  return absl::OkStatus();
+}
+
+// CPUs, memory and the custom resources; GPUs are discovered.
+absl::StatusOr<ResourceSet> ConfiguredResources(const Flags& flags) {
+  absl::StatusOr<Quantity> cpus = CpuCount(flags.num_cpus);
+  if (!cpus.ok()) return cpus.status();
+  absl::StatusOr<Quantity> memory = MemoryBytes(flags.memory);
+  if (!memory.ok()) return memory.status();
+  absl::StatusOr<ResourceSet> resources = CustomResources(flags.resources);
+  if (!resources.ok()) return resources.status();
+  resources->Set(kCpu, *cpus);
+  resources->Set(kMemory, *memory);
+  return resources;
+}
+
+// --labels and the node pool's label.
+absl::StatusOr<Labels> ConfiguredLabels(const Flags& flags) {
+  absl::StatusOr<Labels> labels = NodeLabels(flags.labels);
+  if (!labels.ok()) return labels.status();
+  if (!flags.node_pool.empty()) {
+    if (absl::Status s = ValidateLabelValue(flags.node_pool, "--node-pool"); !s.ok()) return s;
+    (*labels)[std::string(kNodePoolLabel)] = flags.node_pool;
+  }
+  return labels;
+}
+
+// What this node is and how it talks, from the flags: all checked before
+// anything starts.
+struct NodeConfig {
+  HostPort listen;  // with the reserved port
+  std::string node_id;
+  std::string node_dir;  // /tmp/berth/<node_id>
+  std::string log_dir;
+  ResourceSet total;  // what the head is told
+  // `total`, plus accelerator_type:<T>: bundles asking for it reserve from
+  // it here as on the head, though only the head announces it.
+  ResourceSet reservable;
+  Labels labels;
+  DiscoveredGpus gpus;
+  std::string accelerator_type;  // of the GPUs; empty without
+  std::string cluster_token;     // empty = none
+  TlsConfig tls;
+};
+
+absl::StatusOr<NodeConfig> LoadNodeConfig(const Flags& flags, const HostPort& listen) {
+  NodeConfig config;
+  config.listen = listen;
+  config.node_id =
+      flags.node_id.empty() ? absl::StrCat(HostName(), "-", listen.port) : flags.node_id;
+  if (absl::Status s = ValidateString(config.node_id, "--node-id", 256, true); !s.ok()) return s;
+  config.node_dir = absl::StrCat("/tmp/berth/", config.node_id);
+  config.log_dir = flags.log_dir.empty() ? config.node_dir + "/logs" : flags.log_dir;
+  absl::StatusOr<ResourceSet> resources = ConfiguredResources(flags);
+  if (!resources.ok()) return resources.status();
+  absl::StatusOr<Labels> labels = ConfiguredLabels(flags);
+  if (!labels.ok()) return labels.status();
+  config.labels = *std::move(labels);
+  if (!flags.accelerator_type.empty()) {
+    if (absl::Status s = ValidateLabelValue(flags.accelerator_type, "--accelerator-type"); !s.ok())
+      return s;
+  }
+
+  config.gpus = DiscoverGpus({flags.num_gpus, flags.accelerator_type, config.node_id});
+  if (!config.gpus.devices.empty()) {
+    config.accelerator_type = config.gpus.devices.front().accelerator_type;
+  }
+  config.total = *std::move(resources);
+  config.total.Set(kGpu, Quantity::Whole(static_cast<int64_t>(config.gpus.devices.size())));
+  config.reservable = config.total;
+  if (!config.accelerator_type.empty()) {
+    config.reservable.Set(AcceleratorResourceName(config.accelerator_type), Quantity::Whole(1));
+  }
+  LogInfo("node ", config.node_id, ": ", config.total.ToString(), ", GPUs ", config.gpus.source,
+          config.accelerator_type.empty()
+              ? ""
+              : absl::StrCat(", accelerator type ", config.accelerator_type),
+          ", logs in ", config.log_dir);
+
+  if (!flags.token_file.empty()) {
+    absl::StatusOr<std::string> token = LoadClusterToken(flags.token_file, "--token-file");
+    if (!token.ok()) return token.status();
+    config.cluster_token = *token;
+  }
+  absl::StatusOr<TlsConfig> tls = LoadTlsConfig(flags.tls, /*need_certificate=*/true);
+  if (!tls.ok()) return tls.status();
+  config.tls = *std::move(tls);
+  return config;
+}
+
+// The running node: RayletService over the node's bundles and workers, the
+// head connection, and the metrics. Each member outlives those declared
+// after it, which use it: workers that end while stopping are still
+// reported to the head connection.
+class NodeAgent {
+ public:
+  NodeAgent(const Flags& flags, const NodeConfig& config);
+  NodeAgent(const NodeAgent&) = delete;
+  NodeAgent& operator=(const NodeAgent&) = delete;
+
+  // Serves RayletService on the reserved port (given up once the server
+  // holds it) and the metrics, and writes the port files. On an error
+  // nothing is served.
+  absl::Status Serve(std::optional<TcpPortReservation>* reservation);
+  // Registers with the head and heartbeats, in the background.
+  void ConnectToHead();
+  // Until SIGTERM or SIGINT; then stops serving, kills every worker and
+  // reports, each within kShutdownGrace.
+  void RunUntilStopped();
+
+ private:
+  HeadConnection::Options HeadConnectionOptions();
+  WorkerProcessManager::Options WorkerOptions();
+  RayletService::Options ServiceOptions();
+  uint32_t GpuCount() const { return static_cast<uint32_t>(config_.gpus.devices.size()); }
+  absl::Status StartServer();
+  absl::Status StartMetrics();
+  v1::RegisterNodeRequest Registration() const;
+
+  const Flags& flags_;
+  const NodeConfig& config_;
+  RayletMetrics metrics_;
+  HeadEpochFence fence_;
+  const std::shared_ptr<grpc::Channel> head_channel_;
+  HeadConnection head_connection_;
+  WorkerProcessManager workers_;
+  PackageCache packages_;
+  RayletService service_;
+  int bound_port_ = 0;
+  std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<MetricsServer> metrics_server_;
+  std::shared_ptr<CallbackCollectable> state_metrics_;
+};
+
+NodeAgent::NodeAgent(const Flags& flags, const NodeConfig& config)
+    : flags_(flags),
+      config_(config),
+      metrics_(config.node_id),
+      head_channel_(config.tls.MakeChannel(flags.head, TlsRole::kHead, HeadChannelArguments())),
+      head_connection_(head_channel_, HeadConnectionOptions()),
+      workers_(WorkerOptions()),
+      packages_(config.node_dir + "/packages",
+                DownloadFromHead(head_channel_, config.cluster_token),
+                [this] {
+                  std::set<std::string> folders;
+                  for (const WorkerRecord& w : workers_.List()) {
+                    if (w.state == WorkerState::kRunning) folders.insert(w.cwd);
+                  }
+                  return folders;
+                }),
+      service_(ServiceOptions(), BundleReservations(config.reservable, GpuCount()), &workers_) {}
+
+HeadConnection::Options NodeAgent::HeadConnectionOptions() {
+  HeadConnection::Options options;
+  options.node_id = config_.node_id;
+  options.cluster_token = config_.cluster_token;
+  options.fence = &fence_;
+  return options;
+}
+
+WorkerProcessManager::Options NodeAgent::WorkerOptions() {
+  return {config_.log_dir, config_.node_dir + "/work", [this](const WorkerRecord& record) {
+            v1::WorkerStatus status;
+            WorkerRecordToProto(record, &status);
+            LogInfo("worker ", record.worker_id, " ended: ", v1::WorkerState_Name(status.state()),
+                    ", exit code ", record.exit_code, ", signal ", record.signal);
+            metrics_.OnWorkerExit(record);
+            head_connection_.ReportWorkerExit(status);
+          }};
+}
+
+RayletService::Options NodeAgent::ServiceOptions() {
+  RayletService::Options options;
+  options.packages = &packages_;
+  options.advertise_host = flags_.advertise_host;
+  options.refuse_prepare_file = flags_.refuse_prepare_file;
+  options.hold_starts_file = flags_.hold_starts_file;
+  options.hold_commits_file = flags_.hold_commits_file;
+  options.worker_pythonpath = flags_.worker_pythonpath;
+  options.cluster_token = config_.cluster_token;
+  options.tls = config_.tls;
+  options.fence = &fence_;
+  return options;
+}
+
+absl::Status NodeAgent::Serve(std::optional<TcpPortReservation>* reservation) {
+  if (absl::Status s = StartServer(); !s.ok()) return s;
+  reservation->reset();  // the server holds the port now
+  absl::Status status = StartMetrics();
+  if (status.ok()) {
+    LogInfo("serving RayletService on ", config_.listen.ToString(), ", advertised as ",
+            HostPort{flags_.advertise_host, config_.listen.port}.ToString());
+    if (!flags_.port_file.empty()) status = WritePortFile(flags_.port_file, bound_port_);
+  }
+  if (!status.ok()) server_->Shutdown();
+  return status;
+}
+
+absl::Status NodeAgent::StartServer() {
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort(config_.listen.ToString(),
+                           config_.tls.ServerCredentials(/*require_client_certificate=*/true),
+                           &bound_port_);
+  builder.RegisterService(&service_);
+  server_ = builder.BuildAndStart();
+  if (server_ == nullptr || bound_port_ == 0) {
+    return absl::UnavailableError(
+        absl::StrCat("--listen: cannot serve on ", config_.listen.ToString()));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status NodeAgent::StartMetrics() {
+  state_metrics_ = std::make_shared<CallbackCollectable>([this] {
+    return RayletStateFamilies({config_.node_id, config_.accelerator_type, GpuCount(),
+                                service_.Bundles(), workers_.List()});
+  });
+  if (flags_.metrics_listen.empty()) return absl::OkStatus();
+  absl::StatusOr<std::unique_ptr<MetricsServer>> started =
+      MetricsServer::Start(flags_.metrics_listen);
+  if (!started.ok()) return started.status();
+  metrics_server_ = *std::move(started);
+  metrics_server_->Register(metrics_.registry());
+  metrics_server_->Register(state_metrics_);
+  LogInfo("serving metrics on port ", metrics_server_->port());
+  if (flags_.metrics_port_file.empty()) return absl::OkStatus();
+  return WritePortFile(flags_.metrics_port_file, metrics_server_->port());
+}
+
+v1::RegisterNodeRequest NodeAgent::Registration() const {
+  v1::RegisterNodeRequest registration;
+  registration.set_node_id(config_.node_id);
+  registration.set_address(HostPort{flags_.advertise_host, config_.listen.port}.ToString());
+  if (metrics_server_) {
+    registration.set_metrics_address(
+        HostPort{flags_.advertise_host, static_cast<uint16_t>(metrics_server_->port())}.ToString());
+  }
+  ResourceSetToProto(config_.total, registration.mutable_total());
+  registration.mutable_labels()->insert(config_.labels.begin(), config_.labels.end());
+  for (const GpuDevice& gpu : config_.gpus.devices) {
+    v1::GpuInstance* out = registration.add_gpus();
+    out->set_index(gpu.index);
+    out->set_uuid(gpu.uuid);
+    out->set_accelerator_type(gpu.accelerator_type);
+    out->set_memory_bytes(gpu.memory_bytes);
+  }
+  return registration;
+}
+
+void NodeAgent::ConnectToHead() {
+  head_connection_.Start({
+      [this, registration = Registration()] {
+        service_.BeginRegistration();
+        return registration;
+      },
+      [this] { return service_.Available(); },
+      [this] { return static_cast<uint32_t>(workers_.RunningCount()); },
+      [this](const v1::RegisterNodeResponse& response) {
+        // Logged by the service; what it could not restore goes to the head.
+        service_.SyncHeldBundles(response.held_bundles()).IgnoreError();
+      },
+      [this] { return service_.Unrestored(); },
+      [this](const std::vector<v1::BundleKey>& keys) { service_.AcknowledgeUnrestored(keys); },
+  });
+}
+
+void NodeAgent::RunUntilStopped() {
+  // Blocked in main() before any thread existed.
+  const sigset_t stop_signals = StopSignals();
+  int received = 0;
+  sigwait(&stop_signals, &received);
+  LogInfo("received ", strsignal(received), ": shutting down");
+  metrics_server_.reset();  // its collectables read the service and the workers
+  server_->Shutdown(absl::ToChronoTime(absl::Now() + kShutdownGrace));
+  workers_.StopAll(kShutdownGrace);
+  head_connection_.Shutdown(kShutdownGrace);
+}
+
+int Run(const Flags& flags) {
+  if (absl::Status s = ValidateHeads(flags.head); !s.ok()) return Fail(s);
   absl::StatusOr<HostPort> listen = ParseHostPort(flags.listen, "--listen");
   if (!listen.ok()) return Fail(listen.status());
   // Known before the server starts: the default node id and log dir need it.
@@ -196,186 +489,13 @@ int Run(const Flags& flags) {
     reservation.emplace(*std::move(reserved));
   }
   listen->port = reservation->port();
+  absl::StatusOr<NodeConfig> config = LoadNodeConfig(flags, *listen);
+  if (!config.ok()) return Fail(config.status());
 
-  const std::string node_id =
-      flags.node_id.empty() ? absl::StrCat(HostName(), "-", listen->port) : flags.node_id;
-  if (absl::Status s = ValidateString(node_id, "--node-id", 256, true); !s.ok()) return Fail(s);
-  const std::string node_dir = absl::StrCat("/tmp/berth/", node_id);
-  const std::string log_dir = flags.log_dir.empty() ? node_dir + "/logs" : flags.log_dir;
-
-  absl::StatusOr<Quantity> cpus = CpuCount(flags.num_cpus);
-  if (!cpus.ok()) return Fail(cpus.status());
-  absl::StatusOr<Quantity> memory = MemoryBytes(flags.memory);
-  if (!memory.ok()) return Fail(memory.status());
-  absl::StatusOr<ResourceSet> custom = CustomResources(flags.resources);
-  if (!custom.ok()) return Fail(custom.status());
-  absl::StatusOr<Labels> labels = NodeLabels(flags.labels);
-  if (!labels.ok()) return Fail(labels.status());
-  if (!flags.node_pool.empty()) {
-    if (absl::Status s = ValidateLabelValue(flags.node_pool, "--node-pool"); !s.ok())
-      return Fail(s);
-    (*labels)[std::string(kNodePoolLabel)] = flags.node_pool;
-  }
-  if (!flags.accelerator_type.empty()) {
-    if (absl::Status s = ValidateLabelValue(flags.accelerator_type, "--accelerator-type");
-        !s.ok()) {
-      return Fail(s);
-    }
-  }
-
-  const DiscoveredGpus gpus = DiscoverGpus({flags.num_gpus, flags.accelerator_type, node_id});
-  const std::string accelerator_type =
-      gpus.devices.empty() ? "" : gpus.devices.front().accelerator_type;
-  ResourceSet total = *custom;
-  total.Set(kCpu, *cpus);
-  total.Set(kMemory, *memory);
-  total.Set(kGpu, Quantity::Whole(static_cast<int64_t>(gpus.devices.size())));
-  // Bundles asking for accelerator_type:<T> reserve from it here as on the
-  // head, though only the head announces it.
-  ResourceSet reservable = total;
-  if (!accelerator_type.empty())
-    reservable.Set(AcceleratorResourceName(accelerator_type), Quantity::Whole(1));
-  LogInfo("node ", node_id, ": ", total.ToString(), ", GPUs ", gpus.source,
-          accelerator_type.empty() ? "" : absl::StrCat(", accelerator type ", accelerator_type),
-          ", logs in ", log_dir);
-
-  std::string cluster_token;
-  if (!flags.token_file.empty()) {
-    absl::StatusOr<std::string> token = LoadClusterToken(flags.token_file, "--token-file");
-    if (!token.ok()) return Fail(token.status());
-    cluster_token = *token;
-  }
-  absl::StatusOr<TlsConfig> tls = LoadTlsConfig(flags.tls, /*need_certificate=*/true);
-  if (!tls.ok()) return Fail(tls.status());
-  RayletMetrics metrics(node_id);
-  HeadConnection::Options connection_options;
-  connection_options.node_id = node_id;
-  connection_options.cluster_token = cluster_token;
-  HeadEpochFence fence;
-  connection_options.fence = &fence;
-  const std::shared_ptr<grpc::Channel> head_channel =
-      tls->MakeChannel(flags.head, TlsRole::kHead, HeadChannelArguments());
-  HeadConnection head_connection(head_channel, connection_options);
-  WorkerProcessManager workers(
-      {log_dir, node_dir + "/work", [&](const WorkerRecord& record) {
-         v1::WorkerStatus status;
-         WorkerRecordToProto(record, &status);
-         LogInfo("worker ", record.worker_id, " ended: ", v1::WorkerState_Name(status.state()),
-                 ", exit code ", record.exit_code, ", signal ", record.signal);
-         metrics.OnWorkerExit(record);
-         head_connection.ReportWorkerExit(status);
-       }});
-  PackageCache packages(node_dir + "/packages", DownloadFromHead(head_channel, cluster_token), [&] {
-    std::set<std::string> folders;
-    for (const WorkerRecord& w : workers.List()) {
-      if (w.state == WorkerState::kRunning) folders.insert(w.cwd);
-    }
-    return folders;
-  });
-  RayletService::Options service_options;
-  service_options.packages = &packages;
-  service_options.advertise_host = flags.advertise_host;
-  service_options.refuse_prepare_file = flags.refuse_prepare_file;
-  service_options.hold_starts_file = flags.hold_starts_file;
-  service_options.hold_commits_file = flags.hold_commits_file;
-  service_options.worker_pythonpath = flags.worker_pythonpath;
-  service_options.cluster_token = cluster_token;
-  service_options.tls = *tls;
-  service_options.fence = &fence;
-  RayletService service(service_options,
-                        BundleReservations(reservable, static_cast<uint32_t>(gpus.devices.size())),
-                        &workers);
-
-  grpc::EnableDefaultHealthCheckService(true);
-  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
-  grpc::ServerBuilder builder;
-  int bound_port = 0;
-  builder.AddListeningPort(
-      listen->ToString(), tls->ServerCredentials(/*require_client_certificate=*/true), &bound_port);
-  builder.RegisterService(&service);
-  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
-  if (server == nullptr || bound_port == 0) {
-    return Fail(
-        absl::UnavailableError(absl::StrCat("--listen: cannot serve on ", listen->ToString())));
-  }
-  reservation.reset();  // the server holds the port now
-  std::unique_ptr<MetricsServer> metrics_server;
-  auto state_metrics = std::make_shared<CallbackCollectable>([&] {
-    return RayletStateFamilies({node_id, accelerator_type,
-                                static_cast<uint32_t>(gpus.devices.size()), service.Bundles(),
-                                workers.List()});
-  });
-  if (!flags.metrics_listen.empty()) {
-    absl::StatusOr<std::unique_ptr<MetricsServer>> started =
-        MetricsServer::Start(flags.metrics_listen);
-    if (!started.ok()) {
-      server->Shutdown();
-      return Fail(started.status());
-    }
-    metrics_server = *std::move(started);
-    metrics_server->Register(metrics.registry());
-    metrics_server->Register(state_metrics);
-    LogInfo("serving metrics on port ", metrics_server->port());
-    if (!flags.metrics_port_file.empty()) {
-      if (absl::Status s = WritePortFile(flags.metrics_port_file, metrics_server->port());
-          !s.ok()) {
-        server->Shutdown();
-        return Fail(s);
-      }
-    }
-  }
-  const std::string address = HostPort{flags.advertise_host, listen->port}.ToString();
-  LogInfo("serving RayletService on ", listen->ToString(), ", advertised as ", address);
-  if (!flags.port_file.empty()) {
-    if (absl::Status s = WritePortFile(flags.port_file, bound_port); !s.ok()) {
-      server->Shutdown();
-      return Fail(s);
-    }
-  }
-
-  v1::RegisterNodeRequest registration;
-  registration.set_node_id(node_id);
-  registration.set_address(address);
-  if (metrics_server) {
-    registration.set_metrics_address(
-        HostPort{flags.advertise_host, static_cast<uint16_t>(metrics_server->port())}.ToString());
-  }
-  ResourceSetToProto(total, registration.mutable_total());
-  registration.mutable_labels()->insert(labels->begin(), labels->end());
-  for (const GpuDevice& gpu : gpus.devices) {
-    v1::GpuInstance* out = registration.add_gpus();
-    out->set_index(gpu.index);
-    out->set_uuid(gpu.uuid);
-    out->set_accelerator_type(gpu.accelerator_type);
-    out->set_memory_bytes(gpu.memory_bytes);
-  }
-  head_connection.Start({
-      [&registration, &service] {
-        service.BeginRegistration();
-        return registration;
-      },
-      [&service] { return service.Available(); },
-      [&workers] { return static_cast<uint32_t>(workers.RunningCount()); },
-      [&service](const v1::RegisterNodeResponse& response) {
-        // Logged by the service; what it could not restore goes to the head.
-        service.SyncHeldBundles(response.held_bundles()).IgnoreError();
-      },
-      [&service] { return service.Unrestored(); },
-      [&service](const std::vector<v1::BundleKey>& keys) { service.AcknowledgeUnrestored(keys); },
-  });
-
-  // SIGTERM / SIGINT were blocked in main() before any thread existed.
-  sigset_t stop_signals;
-  sigemptyset(&stop_signals);
-  sigaddset(&stop_signals, SIGTERM);
-  sigaddset(&stop_signals, SIGINT);
-  int received = 0;
-  sigwait(&stop_signals, &received);
-  LogInfo("received ", strsignal(received), ": shutting down");
-  metrics_server.reset();  // its collectables read the service and the workers
-  server->Shutdown(absl::ToChronoTime(absl::Now() + kShutdownGrace));
-  workers.StopAll(kShutdownGrace);
-  head_connection.Shutdown(kShutdownGrace);
+  NodeAgent node(flags, *config);
+  if (absl::Status s = node.Serve(&reservation); !s.ok()) return Fail(s);
+  node.ConnectToHead();
+  node.RunUntilStopped();
   LogInfo("stopped");
   return 0;
 }
@@ -388,11 +508,8 @@ int main(int argc, char** argv) {
   // Debian's Abseil leaves it on, at a cost on every lock.
   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
   // Blocked in every thread (threads inherit the mask) and taken by sigwait
-  // in Run; workers unblock them before exec.
-  sigset_t stop_signals;
-  sigemptyset(&stop_signals);
-  sigaddset(&stop_signals, SIGTERM);
-  sigaddset(&stop_signals, SIGINT);
+  // in NodeAgent::RunUntilStopped; workers unblock them before exec.
+  const sigset_t stop_signals = berth::StopSignals();
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
 
   berth::Flags flags;

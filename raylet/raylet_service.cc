@@ -16,6 +16,7 @@
 #include "common/log.h"
 #include "google/protobuf/io/coded_stream.h"
 #include "google/protobuf/io/zero_copy_stream_impl_lite.h"
+#include "raylet/raylet_convert.h"
 #include "raylet/tcp_port.h"
 #include "wire/proto_convert.h"
 
@@ -50,58 +51,9 @@ std::string Fingerprint(const google::protobuf::Message& message) {
   return bytes;
 }
 
-absl::StatusOr<BundleRequest> BundleRequestFromProto(
-    uint32_t bundle_index, const v1::ResourceSet& resources,
-    const google::protobuf::RepeatedPtrField<v1::GpuShare>& gpus, const std::string& field) {
-  BundleRequest request;
-  request.bundle_index = bundle_index;
-  absl::StatusOr<ResourceSet> set =
-      ResourceSetFromProto(resources, absl::StrCat(field, ".resources"));
-  if (!set.ok()) return set.status();
-  request.resources = *std::move(set);
-  absl::StatusOr<std::vector<GpuShare>> shares =
-      GpuSharesFromProto(gpus, absl::StrCat(field, ".gpus"));
-  if (!shares.ok()) return shares.status();
-  request.gpus = *std::move(shares);
-  return request;
-}
-
-v1::WorkerState WorkerStateToProto(WorkerState state) {
-  switch (state) {
-    case WorkerState::kRunning:
-      return v1::WORKER_STATE_RUNNING;
-    case WorkerState::kExited:
-      return v1::WORKER_STATE_EXITED;
-    case WorkerState::kFailed:
-      return v1::WORKER_STATE_FAILED;
-    case WorkerState::kKilled:
-      return v1::WORKER_STATE_KILLED;
-  }
-  return v1::WORKER_STATE_UNSPECIFIED;
-}
-
 std::string IndicesToString(const google::protobuf::RepeatedField<uint32_t>& indices) {
   return indices.empty() ? "all" : absl::StrJoin(indices, ",");
 }
-
-}  // namespace
-
-void WorkerRecordToProto(const WorkerRecord& record, v1::WorkerStatus* proto) {
-  proto->set_worker_id(record.worker_id);
-  proto->set_job_id(record.job_id);
-  proto->set_pid(record.pid);
-  proto->set_state(WorkerStateToProto(record.state));
-  proto->set_exit_code(record.exit_code);
-  proto->set_signal(record.signal);
-  proto->set_started_unix_ms(record.started_unix_ms);
-  proto->set_ended_unix_ms(record.ended_unix_ms);
-  proto->set_placement_group_id(record.placement_group_id);
-  proto->set_bundle_index(record.bundle_index);
-  proto->set_error(record.error);
-  proto->set_failed_unix_us(record.failed_unix_us);
-}
-
-namespace {
 
 // Only the head places bundles and starts processes here.
 AdmissionPolicy HeadOnly(const RayletService::Options& options) {
@@ -310,7 +262,7 @@ grpc::Status RayletService::ReleaseUnusedBundles(grpc::ServerContext* context,
               !s.ok()) {
             return s;
           }
-          in_use.insert({key.placement_group_id(), key.bundle_index()});
+          in_use.insert(BundleKeyFromProto(key));
         }
         std::vector<ReservedBundle> expected;
         for (int i = 0; i < request->kept_size(); ++i) {
@@ -324,11 +276,7 @@ grpc::Status RayletService::ReleaseUnusedBundles(grpc::ServerContext* context,
         }
         const std::vector<BundleKey> released = reservations_.ReleaseUnused(in_use, expected);
         StopWorkersOf(released);
-        for (const BundleKey& key : released) {
-          v1::BundleKey* out = response->add_released();
-          out->set_placement_group_id(key.placement_group_id);
-          out->set_bundle_index(key.bundle_index);
-        }
+        for (const BundleKey& key : released) BundleKeyToProto(key, response->add_released());
         LogInfo("release unused: kept ", in_use.size(), ", released ", released.size());
         return absl::OkStatus();
       });
@@ -550,7 +498,7 @@ absl::Status RayletService::SyncHeldBundles(
   // The head placed these after it answered; they are not stale.
   std::set<BundleKey> keep = prepared_since_registration_;
   for (const v1::HeldBundle& h : held) {
-    keep.insert({h.key().placement_group_id(), h.key().bundle_index()});
+    keep.insert(BundleKeyFromProto(h.key()));
   }
   const std::vector<BundleKey> released = reservations_.ReleaseUnused(keep);
   StopWorkersOf(released);
@@ -584,17 +532,13 @@ absl::Status RayletService::SyncHeldBundles(
 std::vector<v1::BundleKey> RayletService::Unrestored() const {
   absl::MutexLock lock(&mu_);
   std::vector<v1::BundleKey> keys;
-  for (const BundleKey& k : unrestored_) {
-    v1::BundleKey& key = keys.emplace_back();
-    key.set_placement_group_id(k.placement_group_id);
-    key.set_bundle_index(k.bundle_index);
-  }
+  for (const BundleKey& key : unrestored_) BundleKeyToProto(key, &keys.emplace_back());
   return keys;
 }
 
 void RayletService::AcknowledgeUnrestored(const std::vector<v1::BundleKey>& keys) {
   absl::MutexLock lock(&mu_);
-  for (const v1::BundleKey& k : keys) unrestored_.erase({k.placement_group_id(), k.bundle_index()});
+  for (const v1::BundleKey& key : keys) unrestored_.erase(BundleKeyFromProto(key));
 }
 
 void RayletService::StopWorkersOf(const std::vector<BundleKey>& bundles) {

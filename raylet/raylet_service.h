@@ -30,11 +30,10 @@
 #include "placement/resource_set.h"
 #include "raylet/bundle_reservations.h"
 #include "raylet/package_cache.h"
+#include "raylet/raylet_convert.h"
 #include "raylet/worker_processes.h"
 
 namespace berth {
-
-void WorkerRecordToProto(const WorkerRecord& record, v1::WorkerStatus* proto);
 
 // Who may call is decided before any handler runs (auth/admission.h).
 class RayletService final : public Admitted<v1::RayletService::Service> {

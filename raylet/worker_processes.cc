@@ -1,16 +1,11 @@
 #include "raylet/worker_processes.h"
 
 #include <fcntl.h>
-#include <poll.h>
 #include <signal.h>
-#include <sys/prctl.h>
-#include <sys/resource.h>
-#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
-#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -22,6 +17,7 @@
 #include "absl/strings/str_join.h"
 #include "common/log.h"
 #include "raylet/worker_error.h"
+#include "raylet/worker_spawn.h"
 
 namespace berth {
 namespace {
@@ -65,119 +61,31 @@ absl::Status ValidateLaunch(const WorkerLaunch& launch) {
   return absl::OkStatus();
 }
 
-// What a child reports through its CLOEXEC pipe when it cannot exec.
-struct ChildFailure {
-  enum Stage : int { kProcessGroup, kRedirect, kChdir, kFork, kExec } stage;
-  int error;
-};
-
-const char* StageName(int stage) {
-  switch (stage) {
-    case ChildFailure::kProcessGroup:
-      return "setpgid";
-    case ChildFailure::kRedirect:
-      return "redirecting output";
-    case ChildFailure::kChdir:
-      return "chdir";
-    case ChildFailure::kFork:
-      return "fork";
-    default:
-      return "exec";
-  }
-}
-
-int OpenForAppend(const std::string& path) {
-  return open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-}
-
 int64_t NowUnixMs() { return absl::ToUnixMillis(absl::Now()); }
 
 constexpr const char* kErrorFileEnv = "TORCHELASTIC_ERROR_FILE";
 
-// The keeper's descriptors besides stdio (CLOEXEC: the program gets neither).
-constexpr int kReportFd = 3;
-constexpr int kLifelineFd = 4;
-
-// The keeper: waits for the program and exits as it did, so the raylet
-// reaps the same status it would from the program itself; if the raylet's
-// lifeline ends first (the raylet died, however), kills the whole group,
-// itself included. Only async-signal-safe calls (raw syscalls).
-[[noreturn]] void KeepUntilExit(pid_t program) {
-  prctl(PR_SET_NAME, "berth-keeper", 0, 0, 0);
-  const int pidfd = static_cast<int>(syscall(SYS_pidfd_open, program, 0));
-  struct pollfd fds[2] = {{kLifelineFd, POLLIN, 0}, {pidfd, POLLIN, 0}};
-  while (true) {
-    // Without pidfds (kernels before 5.3) the program is polled.
-    const int ready = poll(fds, pidfd >= 0 ? 2 : 1, pidfd >= 0 ? -1 : 100);
-    if (ready > 0 && fds[0].revents != 0) killpg(0, SIGKILL);  // the raylet is gone
-    int status = 0;
-    if (waitpid(program, &status, WNOHANG) != program) continue;
-    if (WIFEXITED(status)) _exit(WEXITSTATUS(status));
-    const int sig = WTERMSIG(status);
-    const struct rlimit no_core = {0, 0};
-    setrlimit(RLIMIT_CORE, &no_core);  // the program's core, if any, is written
-    struct sigaction default_action = {};
-    default_action.sa_handler = SIG_DFL;
-    sigaction(sig, &default_action, nullptr);
-    kill(getpid(), sig);
-    _exit(128 + sig);  // a signal whose default is to continue
-  }
+// torch's @record writes the exception to TORCHELASTIC_ERROR_FILE: the
+// launch's own, else <log_prefix>.error.json.
+std::string ErrorFilePath(const WorkerLaunch& launch, const std::string& log_prefix) {
+  if (auto it = launch.env.find(kErrorFileEnv); it != launch.env.end()) return it->second;
+  return log_prefix + ".error.json";
 }
 
-// Only async-signal-safe calls from fork to exec: the raylet is threaded.
-// The child leads the worker's process group as its keeper and forks the
-// program; exec failures reach the raylet through `report_fd`.
-[[noreturn]] void RunChild(int report_fd, int lifeline_fd, int stdin_fd, int stdout_fd,
-                           int stderr_fd, const char* cwd, char* const argv[], char* const envp[]) {
-  auto fail = [&report_fd](ChildFailure::Stage stage) {
-    const ChildFailure failure{stage, errno};
-    ssize_t ignored = write(report_fd, &failure, sizeof(failure));
-    (void)ignored;
-    _exit(127);
-  };
-  if (setpgid(0, 0) != 0) fail(ChildFailure::kProcessGroup);
-  // The raylet blocks or ignores some signals; workers start clean.
-  sigset_t none;
-  sigemptyset(&none);
-  sigprocmask(SIG_SETMASK, &none, nullptr);
-  struct sigaction default_action = {};
-  default_action.sa_handler = SIG_DFL;
-  for (int sig = 1; sig < NSIG; ++sig) sigaction(sig, &default_action, nullptr);
-  // Out of the way of 0-4 first, then into place: any of these may be 3 or 4.
-  const int report_high = fcntl(report_fd, F_DUPFD_CLOEXEC, 10);
-  const int lifeline_high = fcntl(lifeline_fd, F_DUPFD_CLOEXEC, 10);
-  if (report_high < 0 || lifeline_high < 0) fail(ChildFailure::kRedirect);
-  report_fd = report_high;
-  if (dup2(stdin_fd, 0) < 0 || dup2(stdout_fd, 1) < 0 || dup2(stderr_fd, 2) < 0 ||
-      dup3(report_high, kReportFd, O_CLOEXEC) < 0 ||
-      dup3(lifeline_high, kLifelineFd, O_CLOEXEC) < 0) {
-    fail(ChildFailure::kRedirect);
+// The launch's environment, with CUDA_VISIBLE_DEVICES naming its GPUs and
+// TORCHELASTIC_ERROR_FILE set (to `error_file`) unless the launch sets it.
+std::vector<std::string> WorkerEnvironment(const WorkerLaunch& launch,
+                                           const std::string& error_file) {
+  std::vector<std::string> entries;
+  for (const auto& [name, value] : launch.env) {
+    if (name != "CUDA_VISIBLE_DEVICES") entries.push_back(absl::StrCat(name, "=", value));
   }
-  report_fd = kReportFd;
-  // Nothing else of the raylet's stays open: not the sockets of libraries,
-  // not the lifeline's write end (the keeper must see it close).
-  if (close_range(kLifelineFd + 1, ~0U, 0) != 0) fail(ChildFailure::kRedirect);
-  if (chdir(cwd) != 0) fail(ChildFailure::kChdir);
-  // Stop signals are for the program; the keeper outlives it to pass on
-  // its status, and SIGKILL to the group ends both. Ignored before the
-  // fork: else a program that started and said so at once could be stopped
-  // while the keeper had not yet run on, and the keeper died of the SIGTERM
-  // meant for the program (ASan CI: a worker that ignores SIGTERM reported
-  // killed by it 20 ms after a stop with a 300 ms grace).
-  const int kStopSignals[] = {SIGTERM, SIGINT, SIGHUP, SIGQUIT};
-  struct sigaction ignore = {};
-  ignore.sa_handler = SIG_IGN;
-  for (int sig : kStopSignals) sigaction(sig, &ignore, nullptr);
-  const pid_t program = fork();
-  if (program < 0) fail(ChildFailure::kFork);
-  if (program == 0) {
-    // An ignored signal stays ignored across exec.
-    for (int sig : kStopSignals) sigaction(sig, &default_action, nullptr);
-    execvpe(argv[0], argv, envp);
-    fail(ChildFailure::kExec);
+  if (launch.env.count(kErrorFileEnv) == 0) {
+    entries.push_back(absl::StrCat(kErrorFileEnv, "=", error_file));
   }
-  close(kReportFd);  // EOF for the raylet once the program has exec'd
-  KeepUntilExit(program);
+  entries.push_back(
+      absl::StrCat("CUDA_VISIBLE_DEVICES=", absl::StrJoin(launch.visible_gpu_indices, ",")));
+  return entries;
 }
 
 }  // namespace
@@ -211,7 +119,25 @@ absl::StatusOr<StartedWorker> WorkerProcessManager::Start(const WorkerLaunch& la
     auto it = workers_.find(launch.worker_id);
     if (it != workers_.end()) return StartedWorker{it->second.record.pid, true};
   }
+  absl::StatusOr<std::string> cwd = CreateDirectories(launch);
+  if (!cwd.ok()) return cwd.status();
 
+  const std::string log_prefix = absl::StrCat(options_.log_dir, "/", launch.worker_id);
+  std::string error_file = ErrorFilePath(launch, log_prefix);
+  // A file of an earlier life of this worker id must not be taken for this
+  // one's.
+  std::error_code ignored;
+  std::filesystem::remove(error_file, ignored);
+  absl::StatusOr<SpawnedWorker> spawned =
+      SpawnWorkerProcess({launch.worker_id, launch.argv, WorkerEnvironment(launch, error_file),
+                          *cwd, log_prefix, lifeline_[0]});
+  if (!spawned.ok()) return spawned.status();
+  Add(launch, *spawned, *std::move(cwd), std::move(error_file));
+  return StartedWorker{spawned->pid, false};
+}
+
+absl::StatusOr<std::string> WorkerProcessManager::CreateDirectories(
+    const WorkerLaunch& launch) const {
   const std::string cwd = !launch.cwd.empty()
                               ? launch.cwd
                               : absl::StrCat(options_.work_dir_root, "/",
@@ -229,101 +155,26 @@ absl::StatusOr<StartedWorker> WorkerProcessManager::Start(const WorkerLaunch& la
           absl::StrCat("creating working directory ", cwd, ": ", error.message()));
     }
   }
+  return cwd;
+}
 
-  // Everything the child needs is built before fork.
-  const std::string log_prefix = absl::StrCat(options_.log_dir, "/", launch.worker_id);
-  std::vector<std::string> env_entries;
-  for (const auto& [name, value] : launch.env) {
-    if (name != "CUDA_VISIBLE_DEVICES") env_entries.push_back(absl::StrCat(name, "=", value));
-  }
-  // torch's @record writes the exception here; a file of an earlier life
-  // of this worker id must not be taken for this one's.
-  std::string error_file = log_prefix + ".error.json";
-  if (auto it = launch.env.find(kErrorFileEnv); it != launch.env.end()) {
-    error_file = it->second;
-  } else {
-    env_entries.push_back(absl::StrCat(kErrorFileEnv, "=", error_file));
-  }
-  std::filesystem::remove(error_file, error);
-  env_entries.push_back(
-      absl::StrCat("CUDA_VISIBLE_DEVICES=", absl::StrJoin(launch.visible_gpu_indices, ",")));
-  std::vector<char*> argv;
-  for (const std::string& arg : launch.argv) argv.push_back(const_cast<char*>(arg.c_str()));
-  argv.push_back(nullptr);
-  std::vector<char*> envp;
-  for (const std::string& entry : env_entries) envp.push_back(const_cast<char*>(entry.c_str()));
-  envp.push_back(nullptr);
-
-  const int stdin_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
-  const int stdout_fd = OpenForAppend(log_prefix + ".out");
-  const int stderr_fd = OpenForAppend(log_prefix + ".err");
-  int report_pipe[2] = {-1, -1};
-  const bool opened =
-      stdin_fd >= 0 && stdout_fd >= 0 && stderr_fd >= 0 && pipe2(report_pipe, O_CLOEXEC) == 0;
-  const int open_errno = errno;
-  auto close_all = [&] {
-    for (int fd : {stdin_fd, stdout_fd, stderr_fd, report_pipe[0], report_pipe[1]}) {
-      if (fd >= 0) close(fd);
-    }
-  };
-  if (!opened) {
-    close_all();
-    return absl::InternalError(
-        absl::StrCat("opening ", log_prefix, ".{out,err}: ", std::strerror(open_errno)));
-  }
-
-  const int64_t started_unix_ms = NowUnixMs();
-  const pid_t pid = fork();
-  if (pid < 0) {
-    const int fork_errno = errno;
-    close_all();
-    return absl::InternalError(absl::StrCat("fork: ", std::strerror(fork_errno)));
-  }
-  if (pid == 0) {
-    RunChild(report_pipe[1], lifeline_[0], stdin_fd, stdout_fd, stderr_fd, cwd.c_str(), argv.data(),
-             envp.data());
-  }
-  // Also from the parent, so the group exists before anyone signals it.
-  setpgid(pid, pid);
-  close(report_pipe[1]);
-  report_pipe[1] = -1;
-  // EOF means exec succeeded (the pipe closed on exec); data means it failed.
-  ChildFailure failure{};
-  ssize_t n;
-  do {
-    n = read(report_pipe[0], &failure, sizeof(failure));
-  } while (n < 0 && errno == EINTR);
-  close_all();
-  if (n > 0) {
-    int status = 0;
-    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-    }
-    return absl::InternalError(
-        absl::StrCat("starting worker ", launch.worker_id, ": ", StageName(failure.stage),
-                     failure.stage == ChildFailure::kExec    ? absl::StrCat(" ", launch.argv[0])
-                     : failure.stage == ChildFailure::kChdir ? absl::StrCat(" ", cwd)
-                                                             : "",
-                     ": ", std::strerror(failure.error)));
-  }
-
+void WorkerProcessManager::Add(const WorkerLaunch& launch, const SpawnedWorker& spawned,
+                               std::string cwd, std::string error_file) {
   Worker worker;
-  worker.record = {launch.worker_id,
-                   launch.job_id,
-                   launch.placement_group_id,
-                   launch.bundle_index,
-                   pid,
-                   WorkerState::kRunning,
-                   0,
-                   0,
-                   started_unix_ms,
-                   0,
-                   launch.rank};
-  worker.record.cwd = cwd;
+  WorkerRecord& record = worker.record;
+  record.worker_id = launch.worker_id;
+  record.job_id = launch.job_id;
+  record.placement_group_id = launch.placement_group_id;
+  record.bundle_index = launch.bundle_index;
+  record.pid = spawned.pid;
+  record.state = WorkerState::kRunning;
+  record.started_unix_ms = absl::ToUnixMillis(spawned.started);
+  record.rank = launch.rank;
+  record.cwd = std::move(cwd);
   worker.error_file = std::move(error_file);
   absl::MutexLock lock(&mu_);
   workers_.emplace(launch.worker_id, std::move(worker));
   wake_reaper_.Signal();
-  return StartedWorker{pid, false};
 }
 
 absl::Status WorkerProcessManager::Stop(const std::string& worker_id, absl::Duration grace) {

@@ -79,6 +79,8 @@ struct StartedWorker {
   bool already_running = false;  // the worker id was started before
 };
 
+struct SpawnedWorker;  // worker_spawn.h
+
 class WorkerProcessManager {
  public:
   struct Options {
@@ -120,6 +122,12 @@ class WorkerProcessManager {
     absl::Time kill_at = absl::InfiniteFuture();  // SIGKILL deadline once stopping
   };
 
+  // The launch's working directory (created unless the launch names one),
+  // after creating the log directory.
+  absl::StatusOr<std::string> CreateDirectories(const WorkerLaunch& launch) const;
+  // Starts watching a worker that was just spawned.
+  void Add(const WorkerLaunch& launch, const SpawnedWorker& spawned, std::string cwd,
+           std::string error_file);
   void ReapLoop();
   // Collects ended workers and sends due SIGKILLs; returns the records of
   // workers that ended.
