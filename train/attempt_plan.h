@@ -7,6 +7,7 @@
 #define BERTH_TRAIN_ATTEMPT_PLAN_H_
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <utility>
@@ -15,12 +16,20 @@
 #include "absl/status/statusor.h"
 #include "berth/v1/head.pb.h"
 #include "berth/v1/raylet.pb.h"
+#include "berth/v1/train.pb.h"
 #include "train/rank_assignment.h"
 
 namespace berth {
 
 // An attempt's processes are named <job>-a<attempt>-<role>: -trainer, -store,
 // -r<rank> (a rank), -n<node rank> (a launcher).
+
+// The worker id of an attempt's process in `role` ("trainer", "r1").
+std::string AttemptProcessId(const std::string& job_id, uint32_t attempt, const std::string& role);
+// The processes of the attempt `job` records (its attempt and ranks),
+// worker id -> node id: each rank's, and the trainer's and the store
+// host's on rank 0's node.
+std::map<std::string, std::string> RecordedProcesses(const v1::TrainJobInfo& job);
 
 // "rank 1", "the trainer", "the launcher of node rank 0": what a process of
 // an attempt is, from its worker id.

@@ -43,6 +43,13 @@
 // reason, the group lets go of its bundles (ReleaseGroup), and when it is
 // placed again the next attempt resumes from the latest checkpoint. A
 // preemption is not a failure: max_failures does not count it.
+//
+// The reconciler is the state machine; its decisions are units of their
+// own: failure_triage.h (a failed attempt's cause, and whether the job
+// restarts, shrinks or fails, charged or not), elastic_membership.h (the
+// workers of the next attempt, and when a running one grows or shrinks)
+// and attempt_exits.h (what the processes' exits and the raylets' listings
+// say). The actions and their results are in job_world.h.
 #ifndef BERTH_TRAIN_JOB_RECONCILER_H_
 #define BERTH_TRAIN_JOB_RECONCILER_H_
 
@@ -63,12 +70,14 @@
 #include "berth/v1/state.pb.h"
 #include "common/backoff.h"
 #include "placement/placement_group_spec.h"
+#include "train/attempt_exits.h"
+#include "train/attempt_plan.h"
+#include "train/elastic_membership.h"
+#include "train/failure_triage.h"
+#include "train/job_world.h"
 #include "train/rank_assignment.h"
 
 namespace berth {
-
-// The processes of an attempt: worker id -> node id.
-using JobProcesses = std::map<std::string, std::string>;
 
 // Where a rank's output is, for log streaming.
 struct RankLog {
@@ -77,68 +86,6 @@ struct RankLog {
   std::string worker_id;
   uint32_t attempt = 0;
 };
-
-// What the head says now, read just before each Step.
-struct JobWorld {
-  // The job's group (read when placement_group_id() is set).
-  absl::StatusOr<v1::PlacementGroupInfo> group = absl::NotFoundError("no placement group");
-  // The job's elastic groups (elastic_group_ids()), by id.
-  std::map<std::string, absl::StatusOr<v1::PlacementGroupInfo>> elastic;
-  // Those of WatchedNodes() that are ALIVE or DRAINING (have a raylet).
-  // WatchedNodes() covers every node any phase reached in one Step asks
-  // about, so a Step that moves on may still use it.
-  std::set<std::string> alive;
-};
-
-// The actions, each answered by the result of the same name below.
-struct CreateGroup {
-  PlacementGroupSpec spec;
-  v1::CreatePlacementGroupRequest meta;
-};
-struct AllocatePort {  // the rendezvous port on rank 0's node
-  std::string node_id;
-};
-struct StartProcesses {  // each node's in order; the nodes in parallel
-  std::vector<std::pair<std::string, std::vector<v1::WorkerSpec>>> by_node;
-};
-struct ListWorkers {  // the job's workers on each node
-  std::set<std::string> nodes;
-};
-struct StopProcesses {  // with the job's grace period
-  JobProcesses processes;
-};
-struct RemoveGroup {
-  std::string placement_group_id;
-};
-struct ReleaseGroup {  // a preempted group's processes stopped: let go of its bundles
-  std::string placement_group_id;
-};
-using JobAction = std::variant<CreateGroup, AllocatePort, StartProcesses, ListWorkers,
-                               StopProcesses, RemoveGroup, ReleaseGroup>;
-
-struct GroupCreated {
-  absl::StatusOr<std::string> placement_group_id;
-};
-struct PortAllocated {
-  absl::StatusOr<std::pair<std::string, uint16_t>> endpoint;  // host (as peers reach it), port
-};
-struct ProcessesStarted {
-  absl::Status status;   // the first failure; the others were not started
-  JobProcesses started;  // those that did start (to be stopped on a failure)
-};
-struct WorkersListed {
-  // UNAVAILABLE for a node that is not alive or whose raylet did not answer.
-  std::map<std::string, absl::StatusOr<v1::ListWorkersResponse>> by_node;
-};
-struct StopsSent {
-  std::vector<std::string> awaited;  // the processes on live nodes, whose exits to wait for
-};
-struct GroupRemoved {};
-struct GroupReleased {
-  absl::Status status;
-};
-using JobActionResult = std::variant<GroupCreated, PortAllocated, ProcessesStarted, WorkersListed,
-                                     StopsSent, GroupRemoved, GroupReleased>;
 
 // One Step's answer.
 struct JobStep {
@@ -217,7 +164,7 @@ class JobReconciler {
     kWatch,           // RUNNING
     kFinishing,       // every rank exited 0; the trainer gets a moment
     kProbe,           // a failure: which nodes still answer
-    kSettle,          // the cause is chosen (peers get kFailureSettle if a node is silent)
+    kSettle,          // the cause is chosen (peers get a moment if a node is silent)
     kAwaitNodeDeath,  // a node that does not answer may be declared DEAD
     kStopping,
     kAwaitStopped,
@@ -240,6 +187,33 @@ class JobReconciler {
 
   JobReconciler(v1::TrainJobInfo info, PlacementGroupSpec spec, JobOptions options, Phase phase);
 
+  static JobStep Act(JobAction action);
+  static JobStep WaitUntil(absl::Time wake_at);
+  // A phase's decision: an action or a wait, or nullopt once it moved to
+  // another phase.
+  std::optional<JobStep> StepPhase(absl::Time now, const JobWorld& world);
+  // The request for a group of the job.
+  CreateGroup GroupRequest(PlacementGroupSpec spec, std::string name, std::string request_id) const;
+  JobStep CreateJobGroup() const;
+  JobStep CreateElasticGroup() const;
+  JobStep ResumeScan(const JobWorld& world);
+  std::optional<JobStep> AwaitPlacement(absl::Time now, const JobWorld& world);
+  // The job waits for its group (its elastic groups go meanwhile).
+  JobStep WaitForPlacement(absl::Time now, const JobWorld& world);
+  // A new attempt on bundles `core` of the job's group and the elastic
+  // groups placed: its ranks, then its port.
+  std::optional<JobStep> StartAttempt(absl::Time now, const JobWorld& world,
+                                      const std::vector<uint32_t>& core);
+  std::optional<JobStep> Watch(absl::Time now, const JobWorld& world);
+  // The running attempt's exits: done, failed, or grown.
+  std::optional<JobStep> WatchExits(absl::Time now, const JobWorld& world);
+  std::optional<JobStep> Finishing(absl::Time now);
+  std::optional<JobStep> Probe(absl::Time now, const JobWorld& world);
+  std::optional<JobStep> Settle(absl::Time now);
+  std::optional<JobStep> AwaitingNodeDeath(absl::Time now, const JobWorld& world);
+  std::optional<JobStep> AwaitStopped(absl::Time now);
+  std::optional<JobStep> ReleasingGroup(absl::Time now);
+
   void SetState(absl::Time now, v1::TrainJobState state, const std::string& message);
   void Stop(JobProcesses processes, AfterStop after);
   void AfterStopped(absl::Time now);
@@ -251,44 +225,22 @@ class JobReconciler {
   void End(v1::TrainJobState state, std::string message);
   // An elastic job restarts with the workers placed now (resize_reason_ says why).
   void Resize(absl::Time now);
-  bool elastic() const { return elastic_spec_.has_value(); }
-  // Whether rank `w` runs in one of the job's elastic groups (not its own).
-  bool InElasticGroup(const v1::WorkerRank& w) const;
-  // The elastic groups the attempt's ranks run in.
-  std::set<std::string> ElasticInUse() const;
-  // How many of the attempt's ranks run in the job's own group.
-  size_t CoreWorkers() const;
-  // Why an elastic attempt must restart with the workers placed now (a node
-  // it runs on died, a bundle it uses was lost, a group it uses is being
-  // preempted), or "".
-  std::string ElasticLoss(const JobWorld& world) const;
-  // The bundles of the job's group an attempt may start on: all of them once
-  // it is CREATED; for an elastic job that lost some, those the last attempt
-  // kept, rank 0's among them, while with the placed elastic groups they
-  // make min_workers. Empty: the job waits.
-  std::vector<uint32_t> CoreBundlesToRun(const JobWorld& world) const;
-  // Workers placed (and not being preempted) that the attempt does not use:
-  // elastic groups, and the job's own bundles placed again.
-  size_t ElasticReady(const JobWorld& world) const;
-  // The next elastic group to let go of (being preempted, unused), or "".
-  std::string ElasticToRelease(const JobWorld& world) const;
+  bool elastic() const { return membership_.elastic(); }
   void AwaitNodeDeath(absl::Time now);
-  // A phase's decision: an action or a wait, or nullopt once it moved to
-  // another phase.
-  std::optional<JobStep> Watch(absl::Time now, const JobWorld& world);
-  std::optional<JobStep> Finishing(absl::Time now);
-  std::optional<JobStep> AwaitingNodeDeath(absl::Time now, const JobWorld& world);
-  // Why the attempt can no longer run where it started; "" while it can.
-  std::string PlacementChange(const JobWorld& world) const;
+  void OnGroupCreated(absl::Time now, const GroupCreated& created);
+  void OnStarted(absl::Time now, ProcessesStarted started);
+  void OnReleased(absl::Time now, const GroupReleased& released);
+  void OnRemoved(absl::Time now);
   void OnListed(absl::Time now, const WorkersListed& listed);
   void OnPort(absl::Time now, const PortAllocated& port);
-  // The attempt's first observed failure (by the time of its error).
-  std::string FirstFailure() const;
-  std::set<std::string> NodesOf(const JobProcesses& processes) const;
-  JobStep Act(JobAction action);
+  // What PlanAttempt needs of the job for the attempt about to start.
+  AttemptInputs PlanInputs(const std::string& master_addr, uint16_t master_port) const;
 
   v1::TrainJobInfo info_;
-  PlacementGroupSpec spec_;
+  PlacementGroupSpec spec_;  // the job's own group (an elastic job's first min_workers)
+  // Elastic: the bundle of every elastic group.
+  std::optional<PlacementGroupSpec> elastic_spec_;
+  ElasticMembership membership_;
   JobOptions options_;
   Phase phase_;
   bool stop_requested_ = false;
@@ -297,7 +249,7 @@ class JobReconciler {
   bool trainer_reported_ = false;
   // Final statuses of the processes, by worker id (the current attempt's
   // and the stopped ones').
-  std::map<std::string, v1::WorkerStatus> exits_;
+  ProcessExits exits_;
   std::vector<RankLog> logs_;
   bool persist_ = false;
   bool restarted_ = false;
@@ -311,24 +263,18 @@ class JobReconciler {
   Backoff placement_wait_;        // between looks at a group that waits for room
   Backoff launch_retry_;          // between attempts whose launch failed
   Backoff release_retry_;         // between asks to let go of a preempted group
-  bool launch_failed_ = false;    // the attempt failed before its processes ran
   bool restart_pending_ = false;  // a restart was decided: yield until restart_at_
   absl::Time restart_at_ = absl::InfinitePast();
   Listing listing_ = Listing::kRecordExits;
   std::set<std::string> to_list_;
   std::set<std::string> unreachable_;
-  std::string cause_;  // of the attempt's failure
-  bool node_failure_ = false;
+  AttemptFailure failure_;  // of the attempt that failed
   absl::Time deadline_ = absl::InfinitePast();
   JobProcesses to_stop_;
   std::vector<std::string> awaited_;
   AfterStop after_stop_ = AfterStop::kEndStopped;
-  bool stop_after_node_wait_ = true;  // the processes still run (not a failed launch)
-  // Elastic: the bundle of every elastic group, and what the attempt uses.
-  std::optional<PlacementGroupSpec> elastic_spec_;
+  bool stop_after_node_wait_ = true;    // the processes still run (not a failed launch)
   std::string resize_reason_;           // of the restart under way
-  int64_t grow_after_checkpoint_ = -1;  // elastic groups wait for a checkpoint after this step
-  std::string dead_node_;               // the node whose death ended the attempt
   std::string releasing_;               // an elastic group being let go of
   bool dropping_elastic_ = false;       // the last elastic group is being removed
   std::vector<std::string> to_remove_;  // groups End() removes, the last first

@@ -124,6 +124,97 @@ absl::Status ValidateElastic(const ScalingConfig& config) {
   return absl::OkStatus();
 }
 
+// The per-rank fields (resources_per_worker_list, label_selector,
+// rank_resources) fit num_workers.
+absl::Status ValidatePerRankFields(const ScalingConfig& config) {
+  const int64_t n = config.num_workers;
+  if (config.resources_per_worker_list) {
+    if (config.resources_per_worker) {
+      return absl::InvalidArgumentError(
+          "scaling_config.resources_per_worker_list: give either resources_per_worker (every "
+          "worker alike) or resources_per_worker_list (one entry per worker), not both");
+    }
+    if (static_cast<int64_t>(config.resources_per_worker_list->size()) != n) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "scaling_config.resources_per_worker_list: ", config.resources_per_worker_list->size(),
+          " entries for num_workers ", n, "; give one per worker"));
+    }
+  }
+  const size_t selectors = config.label_selector.size();
+  if (selectors > 1 && static_cast<int64_t>(selectors) != n) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("scaling_config.label_selector: ", selectors, " entries for num_workers ", n,
+                     "; give one for every worker or one per worker"));
+  }
+  for (const auto& [rank, amounts] : config.rank_resources) {
+    if (rank < 0 || rank >= n) {
+      return absl::InvalidArgumentError(absl::StrCat("scaling_config.rank_resources[", rank,
+                                                     "]: no such rank; ranks are 0..", n - 1));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// Rank `i`'s bundle: its worker resources (`alike`, or its own entry of
+// resources_per_worker_list), its rank_resources merged in, its selector.
+absl::StatusOr<Bundle> RankBundle(const ScalingConfig& config,
+                                  const std::optional<ResourceSet>& alike, int64_t i) {
+  Bundle bundle;
+  if (alike) {
+    bundle.resources = *alike;
+  } else {
+    absl::StatusOr<ResourceSet> r =
+        WorkerResources(config, &(*config.resources_per_worker_list)[i],
+                        absl::StrCat("scaling_config.resources_per_worker_list[", i, "]"));
+    if (!r.ok()) return r.status();
+    bundle.resources = *std::move(r);
+  }
+  if (auto extra = config.rank_resources.find(i); extra != config.rank_resources.end()) {
+    const std::string field = absl::StrCat("scaling_config.rank_resources[", i, "]");
+    absl::StatusOr<ResourceSet> r = UserResources(extra->second, field);
+    if (!r.ok()) return r.status();
+    if (absl::Status s = GpusNeedUseGpu(config, *r, field); !s.ok()) return s;
+    if (absl::Status s = Merge(*r, field, &bundle.resources); !s.ok()) return s;
+  }
+  const size_t selectors = config.label_selector.size();
+  if (selectors > 0) bundle.selector = config.label_selector[selectors == 1 ? 0 : i];
+  return bundle;
+}
+
+// Bundle i = rank i's worker, before the trainer is merged in.
+absl::StatusOr<std::vector<Bundle>> WorkerBundles(const ScalingConfig& config) {
+  // Ranks without an entry of their own share one worker bundle.
+  std::optional<ResourceSet> alike;
+  if (!config.resources_per_worker_list) {
+    absl::StatusOr<ResourceSet> r = WorkerResources(
+        config, config.resources_per_worker ? &*config.resources_per_worker : nullptr,
+        "scaling_config.resources_per_worker");
+    if (!r.ok()) return r.status();
+    alike = *std::move(r);
+  }
+  std::vector<Bundle> bundles;
+  bundles.reserve(config.num_workers);
+  for (int64_t i = 0; i < config.num_workers; ++i) {
+    absl::StatusOr<Bundle> bundle = RankBundle(config, alike, i);
+    if (!bundle.ok()) return bundle.status();
+    bundles.push_back(*std::move(bundle));
+  }
+  return bundles;
+}
+
+// The trainer's resources (trainer_resources, unset: {CPU: 1}) merged
+// into rank 0's bundle.
+absl::Status MergeTrainer(const ScalingConfig& config, Bundle* rank0) {
+  ResourceSet trainer = ResourceSet::Of({{kCpu, 1}});
+  if (config.trainer_resources) {
+    absl::StatusOr<ResourceSet> r =
+        UserResources(*config.trainer_resources, "scaling_config.trainer_resources");
+    if (!r.ok()) return r.status();
+    trainer = *std::move(r);
+  }
+  return Merge(trainer, "scaling_config.trainer_resources", &rank0->resources);
+}
+
 }  // namespace
 
 absl::StatusOr<ElasticGroups> SplitElastic(const PlacementGroupSpec& group, size_t min_workers) {
@@ -154,78 +245,13 @@ absl::StatusOr<PlacementGroupSpec> BuildTrainPlacementGroup(const ScalingConfig&
   if (!config.accelerator_type.empty()) {
     if (absl::Status s = ValidateAcceleratorType(config.accelerator_type); !s.ok()) return s;
   }
-  if (config.resources_per_worker_list) {
-    if (config.resources_per_worker) {
-      return absl::InvalidArgumentError(
-          "scaling_config.resources_per_worker_list: give either resources_per_worker (every "
-          "worker alike) or resources_per_worker_list (one entry per worker), not both");
-    }
-    if (static_cast<int64_t>(config.resources_per_worker_list->size()) != n) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "scaling_config.resources_per_worker_list: ", config.resources_per_worker_list->size(),
-          " entries for num_workers ", n, "; give one per worker"));
-    }
-  }
-  const size_t selectors = config.label_selector.size();
-  if (selectors > 1 && static_cast<int64_t>(selectors) != n) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("scaling_config.label_selector: ", selectors, " entries for num_workers ", n,
-                     "; give one for every worker or one per worker"));
-  }
-  for (const auto& [rank, amounts] : config.rank_resources) {
-    if (rank < 0 || rank >= n) {
-      return absl::InvalidArgumentError(absl::StrCat("scaling_config.rank_resources[", rank,
-                                                     "]: no such rank; ranks are 0..", n - 1));
-    }
-  }
+  if (absl::Status s = ValidatePerRankFields(config); !s.ok()) return s;
   if (absl::Status s = ValidateElastic(config); !s.ok()) return s;
-
-  // Ranks without an entry of their own share one worker bundle.
-  std::optional<ResourceSet> alike;
-  if (!config.resources_per_worker_list) {
-    absl::StatusOr<ResourceSet> r = WorkerResources(
-        config, config.resources_per_worker ? &*config.resources_per_worker : nullptr,
-        "scaling_config.resources_per_worker");
-    if (!r.ok()) return r.status();
-    alike = *std::move(r);
-  }
-  std::vector<Bundle> bundles;
-  bundles.reserve(n);
-  for (int64_t i = 0; i < n; ++i) {
-    Bundle bundle;
-    if (alike) {
-      bundle.resources = *alike;
-    } else {
-      absl::StatusOr<ResourceSet> r =
-          WorkerResources(config, &(*config.resources_per_worker_list)[i],
-                          absl::StrCat("scaling_config.resources_per_worker_list[", i, "]"));
-      if (!r.ok()) return r.status();
-      bundle.resources = *std::move(r);
-    }
-    if (auto extra = config.rank_resources.find(i); extra != config.rank_resources.end()) {
-      const std::string field = absl::StrCat("scaling_config.rank_resources[", i, "]");
-      absl::StatusOr<ResourceSet> r = UserResources(extra->second, field);
-      if (!r.ok()) return r.status();
-      if (absl::Status s = GpusNeedUseGpu(config, *r, field); !s.ok()) return s;
-      if (absl::Status s = Merge(*r, field, &bundle.resources); !s.ok()) return s;
-    }
-    if (selectors > 0) bundle.selector = config.label_selector[selectors == 1 ? 0 : i];
-    bundles.push_back(std::move(bundle));
-  }
-
-  ResourceSet trainer = ResourceSet::Of({{kCpu, 1}});
-  if (config.trainer_resources) {
-    absl::StatusOr<ResourceSet> r =
-        UserResources(*config.trainer_resources, "scaling_config.trainer_resources");
-    if (!r.ok()) return r.status();
-    trainer = *std::move(r);
-  }
-  if (absl::Status s = Merge(trainer, "scaling_config.trainer_resources", &bundles[0].resources);
-      !s.ok()) {
-    return s;
-  }
+  absl::StatusOr<std::vector<Bundle>> bundles = WorkerBundles(config);
+  if (!bundles.ok()) return bundles.status();
+  if (absl::Status s = MergeTrainer(config, &(*bundles)[0]); !s.ok()) return s;
   absl::StatusOr<PlacementGroupSpec> spec =
-      PlacementGroupSpec::Create(std::move(bundles), *strategy, config.topology);
+      PlacementGroupSpec::Create(*std::move(bundles), *strategy, config.topology);
   if (!spec.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("scaling_config: ", spec.status().message()));
   }

@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <atomic>
+#include <iterator>
 #include <random>
+#include <variant>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -20,7 +22,9 @@ std::string HostOf(const std::string& address) {
 
 const char* ActionName(const JobAction& action) {
   static constexpr const char* kNames[] = {"create group", "allocate port",  "start processes",
-                                           "list workers", "stop processes", "remove group"};
+                                           "list workers", "stop processes", "remove group",
+                                           "release group"};
+  static_assert(std::size(kNames) == std::variant_size_v<JobAction>, "a name for every action");
   return kNames[action.index()];
 }
 
@@ -408,10 +412,10 @@ JobActionResult TrainJobController::Execute(const std::string& job_id, JobAction
 
 ProcessesStarted TrainJobController::Start(StartProcesses action) {
   // The nodes in parallel (up to kMaxParallelNodes at once), each node's
-  // processes one by one: one by one overall, a job took a round trip per
-  // process, tens of milliseconds each on a node busy loading the processes
-  // started before. Not all at once: a raylet forks one process at a time,
-  // so calls queued behind each other would spend their deadlines waiting.
+  // processes one by one: one by one overall, a job would wait a round trip
+  // per process, each slow on a node busy loading the processes started
+  // before. Not all at once: a raylet forks one process at a time, so calls
+  // queued behind each other would spend their deadlines waiting.
   constexpr size_t kMaxParallelNodes = 32;
   auto& by_node = action.by_node;
   absl::Mutex mu;
