@@ -69,38 +69,30 @@ absl::Status ParseCommand(const JobSubmitArgs& args, v1::Entrypoint::Command* ou
   return absl::OkStatus();
 }
 
-}  // namespace
-
-absl::StatusOr<int64_t> ParseTimeLimitSeconds(absl::string_view text, absl::string_view field) {
-  absl::Duration limit;
-  if (!absl::ParseDuration(text, &limit) || limit == absl::InfiniteDuration() ||
-      limit < absl::Seconds(1) || limit % absl::Seconds(1) != absl::ZeroDuration()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        field, ": '", text, "' is not a time limit of whole seconds, like 90m, 2h or 1h30m"));
-  }
-  return absl::ToInt64Seconds(limit);
-}
-
-absl::StatusOr<v1::TrainJobSpec> BuildTrainJobSpec(const JobSubmitArgs& args) {
-  v1::TrainJobSpec spec;
-  spec.set_name(args.name);
-  spec.set_queue(args.queue);
-  spec.set_priority(args.priority);
-  spec.set_priority_class(args.priority_class);
+// What the job is called, where it queues, how long it may run and where
+// its checkpoints go.
+absl::Status ParseJobFields(const JobSubmitArgs& args, v1::TrainJobSpec* spec) {
+  spec->set_name(args.name);
+  spec->set_queue(args.queue);
+  spec->set_priority(args.priority);
+  spec->set_priority_class(args.priority_class);
   if (!args.time_limit.empty()) {
     absl::StatusOr<int64_t> limit = ParseTimeLimitSeconds(args.time_limit, "--time-limit");
     if (!limit.ok()) return limit.status();
-    spec.set_time_limit_s(*limit);
+    spec->set_time_limit_s(*limit);
   }
-  spec.set_storage_path(args.storage_path);
+  spec->set_storage_path(args.storage_path);
+  return absl::OkStatus();
+}
 
+// --num-workers and, elastic, --min-workers.
+absl::Status ParseWorkerCounts(const JobSubmitArgs& args, v1::ScalingConfig* scaling) {
   // One bundle per worker, so the placement group's limit is the job's.
   if (args.num_workers < 1 ||
       static_cast<uint64_t>(args.num_workers) > PlacementGroupSpec::kMaxBundles) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--num-workers: ", args.num_workers, " is not in 1..", PlacementGroupSpec::kMaxBundles));
   }
-  v1::ScalingConfig* scaling = spec.mutable_scaling_config();
   scaling->set_num_workers(static_cast<uint32_t>(args.num_workers));
   if (args.min_workers < 0 || args.min_workers > args.num_workers) {
     return absl::InvalidArgumentError(absl::StrCat("--min-workers: ", args.min_workers,
@@ -108,12 +100,11 @@ absl::StatusOr<v1::TrainJobSpec> BuildTrainJobSpec(const JobSubmitArgs& args) {
                                                    args.num_workers, ")"));
   }
   scaling->set_min_workers(static_cast<uint32_t>(args.min_workers));
-  scaling->set_use_gpu(args.use_gpu);
-  scaling->set_accelerator_type(args.accelerator_type);
-  scaling->mutable_topology()->set_required(args.topology_required);
-  for (const std::string& key : args.topology_preferred) {
-    scaling->mutable_topology()->add_preferred(key);
-  }
+  return absl::OkStatus();
+}
+
+// --resources-per-worker once (every worker's) or once per worker.
+absl::Status ParseResourcesPerWorker(const JobSubmitArgs& args, v1::ScalingConfig* scaling) {
   const size_t per_worker = args.resources_per_worker.size();
   for (size_t i = 0; i < per_worker; ++i) {
     absl::StatusOr<v1::ResourceSet> resources =
@@ -124,6 +115,11 @@ absl::StatusOr<v1::TrainJobSpec> BuildTrainJobSpec(const JobSubmitArgs& args) {
     *(per_worker == 1 ? scaling->mutable_resources_per_worker()
                       : scaling->add_resources_per_worker_list()) = *std::move(resources);
   }
+  return absl::OkStatus();
+}
+
+// --rank-resources RANK:NAME=QUANTITY,..., at most once per rank.
+absl::Status ParseRankResources(const JobSubmitArgs& args, v1::ScalingConfig* scaling) {
   for (size_t i = 0; i < args.rank_resources.size(); ++i) {
     const std::string field = absl::StrCat("--rank-resources[", i, "]");
     const std::pair<absl::string_view, absl::string_view> parts =
@@ -142,6 +138,11 @@ absl::StatusOr<v1::TrainJobSpec> BuildTrainJobSpec(const JobSubmitArgs& args) {
     if (!resources.ok()) return resources.status();
     (*scaling->mutable_rank_resources())[rank] = *std::move(resources);
   }
+  return absl::OkStatus();
+}
+
+// --label-selector once (every worker's) or once per worker.
+absl::Status ParseLabelSelectors(const JobSubmitArgs& args, v1::ScalingConfig* scaling) {
   for (size_t i = 0; i < args.label_selector.size(); ++i) {
     absl::StatusOr<LabelSelector> selector = LabelSelector::Parse(
         args.label_selector[i], args.label_selector.size() == 1
@@ -150,6 +151,21 @@ absl::StatusOr<v1::TrainJobSpec> BuildTrainJobSpec(const JobSubmitArgs& args) {
     if (!selector.ok()) return selector.status();
     LabelSelectorToProto(*selector, scaling->add_label_selector());
   }
+  return absl::OkStatus();
+}
+
+// How many workers, where they run and what each needs.
+absl::Status ParseScaling(const JobSubmitArgs& args, v1::ScalingConfig* scaling) {
+  if (absl::Status s = ParseWorkerCounts(args, scaling); !s.ok()) return s;
+  scaling->set_use_gpu(args.use_gpu);
+  scaling->set_accelerator_type(args.accelerator_type);
+  scaling->mutable_topology()->set_required(args.topology_required);
+  for (const std::string& key : args.topology_preferred) {
+    scaling->mutable_topology()->add_preferred(key);
+  }
+  if (absl::Status s = ParseResourcesPerWorker(args, scaling); !s.ok()) return s;
+  if (absl::Status s = ParseRankResources(args, scaling); !s.ok()) return s;
+  if (absl::Status s = ParseLabelSelectors(args, scaling); !s.ok()) return s;
   if (args.trainer_resources) {
     absl::StatusOr<v1::ResourceSet> resources =
         ParseResourcesArg(*args.trainer_resources, "--trainer-resources");
@@ -159,7 +175,25 @@ absl::StatusOr<v1::TrainJobSpec> BuildTrainJobSpec(const JobSubmitArgs& args) {
   absl::StatusOr<v1::PlacementStrategy> strategy = ParseStrategyArg(args.strategy);
   if (!strategy.ok()) return strategy.status();
   scaling->set_placement_strategy(*strategy);
+  return absl::OkStatus();
+}
 
+}  // namespace
+
+absl::StatusOr<int64_t> ParseTimeLimitSeconds(absl::string_view text, absl::string_view field) {
+  absl::Duration limit;
+  if (!absl::ParseDuration(text, &limit) || limit == absl::InfiniteDuration() ||
+      limit < absl::Seconds(1) || limit % absl::Seconds(1) != absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        field, ": '", text, "' is not a time limit of whole seconds, like 90m, 2h or 1h30m"));
+  }
+  return absl::ToInt64Seconds(limit);
+}
+
+absl::StatusOr<v1::TrainJobSpec> BuildTrainJobSpec(const JobSubmitArgs& args) {
+  v1::TrainJobSpec spec;
+  if (absl::Status s = ParseJobFields(args, &spec); !s.ok()) return s;
+  if (absl::Status s = ParseScaling(args, spec.mutable_scaling_config()); !s.ok()) return s;
   if (args.max_failures < -1 || args.max_failures > std::numeric_limits<int32_t>::max()) {
     return absl::InvalidArgumentError(absl::StrCat("--max-failures: ", args.max_failures,
                                                    " is not -1 (unlimited) or a count >= 0"));

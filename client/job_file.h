@@ -33,7 +33,10 @@
 // Unknown keys, wrong types, empty values and bad values are errors that
 // name the file, the line and the key path (`job.yaml:7:
 // scaling.num_workers: ...`; user-chosen keys in brackets:
-// `scaling.trainer_resources["memory"]`).
+// `scaling.trainer_resources["memory"]`). The reading itself is
+// client/yaml_reader.h's; this unit is the job file's schema: its keys and
+// how they fill a TrainJobSpec. Queue files are read the same way
+// (client/queue_file.h, included here for the callers of LoadQueueFile).
 #ifndef BERTH_CLIENT_JOB_FILE_H_
 #define BERTH_CLIENT_JOB_FILE_H_
 
@@ -41,8 +44,8 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "berth/v1/head.pb.h"
 #include "berth/v1/train.pb.h"
+#include "client/queue_file.h"
 
 namespace berth {
 
@@ -62,25 +65,6 @@ absl::StatusOr<v1::TrainJobSpec> LoadJobFile(const std::string& path,
 // The same for YAML text already in memory; `name` stands for the path.
 absl::StatusOr<v1::TrainJobSpec> ParseJobFile(const std::string& text, const std::string& name,
                                               JobRuntimeEnv* runtime_env = nullptr);
-
-// Queue files (`berth queue apply -f queues.yaml`), parsed the same way:
-//
-//   cohorts: [org]
-//   priority_classes:
-//     - {name: high, value: 100}
-//   queues:
-//     - name: team-a
-//       cohort: org
-//       team: team-a
-//       quota: {GPU: 8, "GPU:A10G": 4, CPU: 64, memory: 512Gi}
-//       borrowing_limit: {GPU: 4}
-//       lending_limit: {GPU: 8}
-//       weight: 2
-//
-// The head checks names and amounts; errors name file:line and the key.
-absl::StatusOr<v1::ApplyQueuesRequest> LoadQueueFile(const std::string& path);
-absl::StatusOr<v1::ApplyQueuesRequest> ParseQueueFile(const std::string& text,
-                                                      const std::string& name);
 
 }  // namespace berth
 

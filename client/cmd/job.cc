@@ -318,83 +318,99 @@ void AddTopLevelJobCommands(CLI::App& app, CLI::App* job, Action* action) {
   });
 }
 
-}  // namespace
+// `berth job submit`'s flags of the workers: how many, what each needs and
+// where they run.
+void AddScalingFlags(CLI::App* cmd, JobSubmitArgs& args) {
+  cmd->add_option("--num-workers", args.num_workers, "Number of workers (world size)")->required();
+  cmd->add_option("--min-workers", args.min_workers,
+                  "Elastic: start once this many workers fit, grow toward --num-workers "
+                  "at checkpoints, shrink to no fewer when a node is lost");
+  cmd->add_flag("--use-gpu", args.use_gpu, "Workers use GPUs (GPU=1 each by default)");
+  cmd->add_option("--resources-per-worker", args.resources_per_worker,
+                  "Resources of each worker, e.g. \"GPU=1,CPU=2\"; given once per "
+                  "worker, the i-th is rank i's");
+  cmd->add_option("--rank-resources", args.rank_resources,
+                  "Extra resources of one rank, merged into its bundle, e.g. "
+                  "\"0:memory=200Gi\" (repeatable)");
+  cmd->add_option("--label-selector", args.label_selector,
+                  "Nodes the workers may use, e.g. \"zone in (a,b), !spot\"; given once "
+                  "per worker, the i-th is rank i's");
+  cmd->add_option("--trainer-resources", args.trainer_resources,
+                  "Resources of the trainer, shared with rank 0's bundle, e.g. "
+                  "\"CPU=1,memory=200Gi\" (default CPU=1)");
+  cmd->add_option("--accelerator-type", args.accelerator_type,
+                  "GPU model the workers need, e.g. A10G");
+  cmd->add_option("--topology-required", args.topology_required,
+                  "A node label key whose one value every rank shares, e.g. "
+                  "berth.io/topology-rack; the job waits until one domain has room");
+  cmd->add_option("--topology-preferred", args.topology_preferred,
+                  "Label keys to keep the ranks within, innermost first (repeatable), "
+                  "e.g. berth.io/nvlink-domain then berth.io/topology-rack");
+  cmd->add_option("--strategy", args.strategy, "PACK, SPREAD, STRICT_PACK or STRICT_SPREAD")
+      ->capture_default_str();
+}
 
-void AddJobCommands(CLI::App& app, Action* action) {
-  CLI::App* job = app.add_subcommand("job", "Distributed training jobs");
-  job->require_subcommand(0, 1);
-  AddTopLevelJobCommands(app, job, action);
+// `berth job submit`'s flags of the job as a whole: restarts, name, queue,
+// priority, time limit and checkpoints.
+void AddJobFieldFlags(CLI::App* cmd, JobSubmitArgs& args) {
+  cmd->add_option("--max-failures", args.max_failures,
+                  "Restarts from the latest checkpoint before the job fails; -1 = unlimited")
+      ->capture_default_str();
+  cmd->add_option("--name", args.name, "Name (need not be unique)");
+  cmd->add_option("--queue", args.queue, "Queue to submit to (default: the default queue)");
+  cmd->add_option("--priority", args.priority,
+                  "Order within its queue (higher first); may preempt lower ones")
+      ->capture_default_str();
+  cmd->add_option("--priority-class", args.priority_class,
+                  "A priority class (berth queue priority-class) instead of --priority");
+  cmd->add_option("--time-limit", args.time_limit,
+                  "Like Slurm's --time, e.g. 2h: lets the job start past a reserved "
+                  "gang without delaying it");
+  cmd->add_option("--storage-path", args.storage_path,
+                  "Where checkpoints go (default: the head's storage)");
+}
 
+// `berth job submit`'s flags of what the ranks run: the built-in trainer's,
+// or a command after `--` and its environment.
+void AddEntrypointFlags(CLI::App* cmd, JobSubmitArgs& args) {
+  cmd->add_option(
+      "--steps", args.steps,
+      absl::StrCat("Built-in trainer: training steps (default ", kDefaultTrainSteps, ")"));
+  cmd->add_option("--lr", args.lr, "Built-in trainer: learning rate");
+  cmd->add_option("--batch-size", args.batch_size, "Built-in trainer: per-worker batch");
+  cmd->add_option("--checkpoint-every", args.checkpoint_every,
+                  "Built-in trainer: checkpoint every this many steps (0 = at the end)");
+  // One value per --env, so that the `--` before the command ends the
+  // flags rather than just this option's values.
+  cmd->add_option("--env", args.env, "Command: KEY=VALUE for every rank (repeatable)")
+      ->allow_extra_args(false);
+  cmd->add_option("COMMAND", args.command, "After `--`: the program and arguments every rank runs");
+}
+
+void AddJobSubmitCommand(CLI::App* job, Action* action) {
   auto submit = std::make_shared<JobSubmitFlags>();
-  JobSubmitArgs& args = submit->args;
   CLI::App* submit_cmd = job->add_subcommand(
       "submit",
       "Submit a train job; prints its id. Without a command after `--` it runs the built-in "
       "trainer");
-  submit_cmd->add_option("--num-workers", args.num_workers, "Number of workers (world size)")
-      ->required();
-  submit_cmd->add_option("--min-workers", args.min_workers,
-                         "Elastic: start once this many workers fit, grow toward --num-workers "
-                         "at checkpoints, shrink to no fewer when a node is lost");
-  submit_cmd->add_flag("--use-gpu", args.use_gpu, "Workers use GPUs (GPU=1 each by default)");
-  submit_cmd->add_option("--resources-per-worker", args.resources_per_worker,
-                         "Resources of each worker, e.g. \"GPU=1,CPU=2\"; given once per "
-                         "worker, the i-th is rank i's");
-  submit_cmd->add_option("--rank-resources", args.rank_resources,
-                         "Extra resources of one rank, merged into its bundle, e.g. "
-                         "\"0:memory=200Gi\" (repeatable)");
-  submit_cmd->add_option("--label-selector", args.label_selector,
-                         "Nodes the workers may use, e.g. \"zone in (a,b), !spot\"; given once "
-                         "per worker, the i-th is rank i's");
-  submit_cmd->add_option("--trainer-resources", args.trainer_resources,
-                         "Resources of the trainer, shared with rank 0's bundle, e.g. "
-                         "\"CPU=1,memory=200Gi\" (default CPU=1)");
-  submit_cmd->add_option("--accelerator-type", args.accelerator_type,
-                         "GPU model the workers need, e.g. A10G");
-  submit_cmd->add_option("--topology-required", args.topology_required,
-                         "A node label key whose one value every rank shares, e.g. "
-                         "berth.io/topology-rack; the job waits until one domain has room");
-  submit_cmd->add_option("--topology-preferred", args.topology_preferred,
-                         "Label keys to keep the ranks within, innermost first (repeatable), "
-                         "e.g. berth.io/nvlink-domain then berth.io/topology-rack");
-  submit_cmd->add_option("--strategy", args.strategy, "PACK, SPREAD, STRICT_PACK or STRICT_SPREAD")
-      ->capture_default_str();
-  submit_cmd
-      ->add_option("--max-failures", args.max_failures,
-                   "Restarts from the latest checkpoint before the job fails; -1 = unlimited")
-      ->capture_default_str();
-  submit_cmd->add_option("--name", args.name, "Name (need not be unique)");
-  submit_cmd->add_option("--queue", args.queue, "Queue to submit to (default: the default queue)");
-  submit_cmd
-      ->add_option("--priority", args.priority,
-                   "Order within its queue (higher first); may preempt lower ones")
-      ->capture_default_str();
-  submit_cmd->add_option("--priority-class", args.priority_class,
-                         "A priority class (berth queue priority-class) instead of --priority");
-  submit_cmd->add_option("--time-limit", args.time_limit,
-                         "Like Slurm's --time, e.g. 2h: lets the job start past a reserved "
-                         "gang without delaying it");
-  submit_cmd->add_option("--storage-path", args.storage_path,
-                         "Where checkpoints go (default: the head's storage)");
-  submit_cmd->add_option(
-      "--steps", args.steps,
-      absl::StrCat("Built-in trainer: training steps (default ", kDefaultTrainSteps, ")"));
-  submit_cmd->add_option("--lr", args.lr, "Built-in trainer: learning rate");
-  submit_cmd->add_option("--batch-size", args.batch_size, "Built-in trainer: per-worker batch");
-  submit_cmd->add_option("--checkpoint-every", args.checkpoint_every,
-                         "Built-in trainer: checkpoint every this many steps (0 = at the end)");
-  // One value per --env, so that the `--` before the command ends the
-  // flags rather than just this option's values.
-  submit_cmd->add_option("--env", args.env, "Command: KEY=VALUE for every rank (repeatable)")
-      ->allow_extra_args(false);
-  submit_cmd->add_option("COMMAND", args.command,
-                         "After `--`: the program and arguments every rank runs");
+  AddScalingFlags(submit_cmd, submit->args);
+  AddJobFieldFlags(submit_cmd, submit->args);
+  AddEntrypointFlags(submit_cmd, submit->args);
   submit->wait = submit_cmd
                      ->add_option("--wait", submit->wait_seconds,
                                   "Follow the job up to SECONDS until it ends, then print it; "
                                   "exit 0 only if it SUCCEEDED")
                      ->check(CLI::Range(0.0, 7 * 24 * 3600.0));
   OnChosen(submit_cmd, action, submit, RunJobSubmit);
+}
+
+}  // namespace
+
+void AddJobCommands(CLI::App& app, Action* action) {
+  CLI::App* job = app.add_subcommand("job", "Distributed training jobs");
+  job->require_subcommand(0, 1);
+  AddTopLevelJobCommands(app, job, action);
+  AddJobSubmitCommand(job, action);
 
   auto get = std::make_shared<JobIdFlags>();
   CLI::App* get_cmd = job->add_subcommand("get", "Show one job, its failures and its rank table");

@@ -10,7 +10,7 @@
 #include "absl/strings/str_join.h"
 #include "client/cmd/command.h"
 #include "client/format.h"
-#include "client/job_file.h"
+#include "client/queue_file.h"
 #include "placement/resource_set.h"
 
 namespace berth {

@@ -1,11 +1,16 @@
 #include "client/job_file.h"
 
+#include <algorithm>
 #include <filesystem>
+#include <map>
+#include <set>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "client/job_args.h"
+#include "client/yaml_reader.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -328,6 +333,66 @@ TEST(JobFileTest, UnknownKeysNameTheKeyAndTheAllowedOnes) {
             "learning_rate, batch_size, checkpoint_every)");
   EXPECT_EQ(ErrorOf("scaling:\n  num_workers: 1\n  num_workers: 2\n"),
             "job.yaml:3: scaling.num_workers: given twice");
+}
+
+// The keys an "unknown key (allowed: ...)" error lists, sorted.
+std::vector<std::string> AllowedKeys(const std::string& error) {
+  const std::string prefix = "(allowed: ";
+  const size_t start = error.find(prefix);
+  if (start == std::string::npos || error.back() != ')') return {error};
+  std::vector<std::string> keys = absl::StrSplit(
+      error.substr(start + prefix.size(), error.size() - start - prefix.size() - 1), ", ");
+  std::sort(keys.begin(), keys.end());
+  return keys;
+}
+
+// `message`'s FieldKeys with `renamed`, less `omitted`, plus `extra`, sorted.
+std::vector<std::string> KeysOf(const google::protobuf::Descriptor& message,
+                                const std::map<std::string, std::string>& renamed,
+                                const std::set<std::string>& omitted,
+                                const std::vector<std::string>& extra) {
+  std::vector<std::string> keys;
+  for (const std::string& key : FieldKeys(message, renamed)) {
+    if (omitted.count(key) == 0) keys.push_back(key);
+  }
+  keys.insert(keys.end(), extra.begin(), extra.end());
+  std::sort(keys.begin(), keys.end());
+  return keys;
+}
+
+// Sections whose keys are listed by hand (in the order errors name them)
+// have their message's fields, but for the differences named here: a new
+// field fails this test until the file reads it or it is named here.
+TEST(JobFileTest, HandListedKeysAreTheirMessagesFieldsButForTheNamedDifferences) {
+  EXPECT_EQ(AllowedKeys(ErrorOf("scaling: {num_workers: 1}\nx: 1\n")),
+            KeysOf(*v1::TrainJobSpec::descriptor(),
+                   {{"scaling_config", "scaling"},
+                    {"failure_config", "failure"},
+                    {"storage_path", "checkpoint_dir"},
+                    {"time_limit_s", "time_limit"}},
+                   {}, {"runtime_env"}));
+  EXPECT_EQ(AllowedKeys(ErrorOf("scaling: {num_workers: 1, x: 1}\n")),
+            KeysOf(*v1::ScalingConfig::descriptor(), {},
+                   {"min_workers", "resources_per_worker_list"}, {}));
+  EXPECT_EQ(AllowedKeys(ErrorOf("scaling: {num_workers: 1}\nentrypoint: {x: 1}\n")),
+            KeysOf(*v1::Entrypoint::Command::descriptor(), {{"argv", "args"}},
+                   {"working_dir_package"}, {"builtin", "command"}));
+  auto queue_error = [](const std::string& text) {
+    return std::string(ParseQueueFile(text, "queues.yaml").status().message());
+  };
+  EXPECT_EQ(AllowedKeys(queue_error("x: 1\n")),
+            KeysOf(*v1::ApplyQueuesRequest::descriptor(), {}, {}, {}));
+  EXPECT_EQ(AllowedKeys(queue_error("queues: [{x: 1}]\n")),
+            KeysOf(*v1::Queue::descriptor(), {{"nominal_quota", "quota"}}, {"status"}, {}));
+}
+
+// Sections whose keys are their message's field names (FieldKeys) read
+// each by name; a new field fails this test until the file reads it.
+TEST(JobFileTest, KeysFromTheProtosAreTheOnesRead) {
+  EXPECT_EQ(ErrorOf("failure: {x: 1}\nscaling: {num_workers: 1}\n"),
+            "job.yaml:1: failure.x: unknown key (allowed: max_failures, count_node_failures)");
+  EXPECT_EQ(ParseQueueFile("priority_classes: [{x: 1}]\n", "queues.yaml").status().message(),
+            "queues.yaml:1: priority_classes[0].x: unknown key (allowed: name, value)");
 }
 
 TEST(JobFileTest, WrongTypesNameTheExpectedType) {
