@@ -323,6 +323,12 @@ class PlacementGroupManager {
   void Enqueue(Group& g, int64_t due_ms);
   void Dequeue(const Group& g);
   void IndexRequestId(const Group& g);
+  // Restore's steps: the group a record describes (checked), its placed
+  // bundles reserved again (how many were lost), its gang in the queue
+  // scheduler.
+  absl::StatusOr<Group> GroupFromRecord(const v1::PlacementGroupRecord& r, int64_t now_ms) const;
+  absl::StatusOr<size_t> RestorePlacements(const Group& g, const v1::PlacementGroupRecord& r);
+  void RestoreGang(Group& g, bool complete, int64_t now_ms);
   // Releases the table reservations of `bundles` and forgets them.
   void ReleaseBundles(Group& g, const std::vector<uint32_t>& bundles);
   // `lost` (placed, not in two-phase commit) are gone: the group lets go of

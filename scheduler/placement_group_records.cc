@@ -1,6 +1,6 @@
 // PlacementGroupManager's records (placement_group_manager.h): what the head
 // persists of each group and restores after a restart, and the bundles it
-// believes a node holds. In a file of its own to keep each under ~700 lines.
+// believes a node holds.
 #include <algorithm>
 #include <cstring>
 
@@ -72,7 +72,8 @@ std::optional<v1::PlacementGroupRecord> PlacementGroupManager::Export(const std:
   return r;
 }
 
-absl::Status PlacementGroupManager::Restore(const v1::PlacementGroupRecord& r, int64_t now_ms) {
+absl::StatusOr<PlacementGroupManager::Group> PlacementGroupManager::GroupFromRecord(
+    const v1::PlacementGroupRecord& r, int64_t now_ms) const {
   const std::string& id = r.placement_group_id();
   if (id.empty() || groups_.count(id) > 0) {
     return absl::InvalidArgumentError(
@@ -103,7 +104,11 @@ absl::Status PlacementGroupManager::Restore(const v1::PlacementGroupRecord& r, i
   g.created_ms = r.created_unix_ms();
   g.placed_ms = r.placed_unix_ms();
   g.waiting_since_ms = now_ms;
-  capacity_.Add(id, g.spec, /*learn=*/!workload_restored_);
+  return g;
+}
+
+absl::StatusOr<size_t> PlacementGroupManager::RestorePlacements(const Group& g,
+                                                                const v1::PlacementGroupRecord& r) {
   size_t lost = 0;
   for (const v1::BundleRecord& placed : r.placed()) {
     std::optional<NodeIndex> node = table_->FindNode(placed.node_id());
@@ -111,9 +116,9 @@ absl::Status PlacementGroupManager::Restore(const v1::PlacementGroupRecord& r, i
     absl::StatusOr<std::vector<GpuShare>> gpus = GpuSharesFromProto(placed.gpus(), "gpus");
     if (placed.bundle_index() >= g.spec->bundles().size() ||
         PlacedAt(g, placed.bundle_index()) != nullptr || !resources.ok() || !gpus.ok()) {
-      capacity_.Remove(id);  // gives back what it reserved so far
+      capacity_.Remove(g.id);  // gives back what it reserved so far
       return absl::InvalidArgumentError(
-          absl::StrCat("placement group record '", id, "': bad bundle record"));
+          absl::StrCat("placement group record '", g.id, "': bad bundle record"));
     }
     Allocation allocation{node.value_or(0), *std::move(resources), *std::move(gpus)};
     if (!node || table_->node(*node).state == NodeState::kDead ||
@@ -121,19 +126,12 @@ absl::Status PlacementGroupManager::Restore(const v1::PlacementGroupRecord& r, i
       ++lost;
       continue;
     }
-    capacity_.Hold(id, BundlePlacement{placed.bundle_index(), std::move(allocation)});
+    capacity_.Hold(g.id, BundlePlacement{placed.bundle_index(), std::move(allocation)});
   }
-  const bool complete = PlacedBundles(g).size() == g.spec->bundles().size();
-  if (complete && r.state() == v1::PLACEMENT_GROUP_STATE_CREATED) {
-    g.state = v1::PLACEMENT_GROUP_STATE_CREATED;
-  } else if (r.state() == v1::PLACEMENT_GROUP_STATE_CREATED ||
-             r.state() == v1::PLACEMENT_GROUP_STATE_RESCHEDULING || lost > 0) {
-    g.state = v1::PLACEMENT_GROUP_STATE_RESCHEDULING;
-    SetReason(g, Reason::kRestartedLost, absl::StrCat(lost));
-  } else {
-    g.state = v1::PLACEMENT_GROUP_STATE_PENDING;
-    SetReason(g, Reason::kRestarted);
-  }
+  return lost;
+}
+
+void PlacementGroupManager::RestoreGang(Group& g, bool complete, int64_t now_ms) {
   // Its place in the queue scheduler: admitted once it was placed (it holds
   // its quota while it places what it lost), or being preempted.
   QueueScheduler::GangRecord gang;
@@ -147,13 +145,34 @@ absl::Status PlacementGroupManager::Restore(const v1::PlacementGroupRecord& r, i
     gang.state = GangState::kPreempting;
   } else if (g.state != v1::PLACEMENT_GROUP_STATE_PENDING) {
     gang.state = GangState::kRunning;
-    gang.charge = complete ? capacity_.Charge(id) : g.spec->total();
+    gang.charge = complete ? capacity_.Charge(g.id) : g.spec->total();
     g.admitted = true;
   }
   queues_.Restore(gang).IgnoreError();  // its queue is known, its id new
   next_arrival_ = std::max(next_arrival_, g.arrival + 1);
-  auto [it, inserted] = groups_.emplace(id, std::move(g));
-  Group& restored = it->second;
+}
+
+absl::Status PlacementGroupManager::Restore(const v1::PlacementGroupRecord& r, int64_t now_ms) {
+  absl::StatusOr<Group> group = GroupFromRecord(r, now_ms);
+  if (!group.ok()) return group.status();
+  Group& g = *group;
+  const std::string id = g.id;
+  capacity_.Add(id, g.spec, /*learn=*/!workload_restored_);
+  absl::StatusOr<size_t> lost = RestorePlacements(g, r);
+  if (!lost.ok()) return lost.status();
+  const bool complete = PlacedBundles(g).size() == g.spec->bundles().size();
+  if (complete && r.state() == v1::PLACEMENT_GROUP_STATE_CREATED) {
+    g.state = v1::PLACEMENT_GROUP_STATE_CREATED;
+  } else if (r.state() == v1::PLACEMENT_GROUP_STATE_CREATED ||
+             r.state() == v1::PLACEMENT_GROUP_STATE_RESCHEDULING || *lost > 0) {
+    g.state = v1::PLACEMENT_GROUP_STATE_RESCHEDULING;
+    SetReason(g, Reason::kRestartedLost, absl::StrCat(*lost));
+  } else {
+    g.state = v1::PLACEMENT_GROUP_STATE_PENDING;
+    SetReason(g, Reason::kRestarted);
+  }
+  RestoreGang(g, complete, now_ms);
+  Group& restored = groups_.emplace(id, *std::move(group)).first->second;
   IndexRequestId(restored);
   if (!restored.name.empty()) by_name_[restored.name] = id;
   if (!restored.admitted && !restored.preempting) {
@@ -167,7 +186,7 @@ absl::Status PlacementGroupManager::Restore(const v1::PlacementGroupRecord& r, i
     preemption_work_.cancels.insert(preemption_work_.cancels.end(), cancels.begin(), cancels.end());
   }
   pass_due_ = true;
-  if (lost > 0) changed_.insert(id);
+  if (*lost > 0) changed_.insert(id);
   return absl::OkStatus();
 }
 
