@@ -2,46 +2,24 @@
 // request checked (idempotency by request_id, names, limits, queue and
 // priority class, topology keys), then queued as a gang of its queue.
 #include <algorithm>
-#include <cstring>
 #include <iterator>
 #include <utility>
 
 #include "absl/hash/hash.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "google/protobuf/io/coded_stream.h"
-#include "google/protobuf/io/zero_copy_stream_impl_lite.h"
 #include "queueing/queue_config.h"
 #include "scheduler/placement_group_manager.h"
+#include "wire/message_fingerprint.h"
 #include "wire/proto_convert.h"
 
 namespace berth {
-namespace {
-
-// What identifies a create request for the request_id check: a 64-bit
-// FNV-1a of its deterministic serialization (map order fixed), kept with
-// every group instead of the request itself (a third of a small group's
-// memory).
-uint64_t RequestFingerprint(const v1::CreatePlacementGroupRequest& request) {
-  std::string bytes;
-  {
-    google::protobuf::io::StringOutputStream stream(&bytes);
-    google::protobuf::io::CodedOutputStream out(&stream);
-    out.SetSerializationDeterministic(true);
-    request.SerializeToCodedStream(&out);
-  }
-  uint64_t hash = 0xcbf29ce484222325ULL;
-  for (unsigned char c : bytes) hash = (hash ^ c) * 0x100000001b3ULL;
-  return hash;
-}
-
-}  // namespace
 std::optional<std::string> PlacementGroupManager::Existing(
     const v1::CreatePlacementGroupRequest& request, absl::Status* status) const {
   auto it = by_request_id_.find(request.request_id());
   if (it == by_request_id_.end()) return std::nullopt;
   auto group = groups_.find(it->second);
-  if (group != groups_.end() && group->second.fingerprint != RequestFingerprint(request)) {
+  if (group != groups_.end() && group->second.fingerprint != MessageFingerprint(request)) {
     *status = absl::InvalidArgumentError(
         absl::StrCat("request_id: '", request.request_id(), "' was used for a different request"));
   }
@@ -205,7 +183,7 @@ std::string PlacementGroupManager::Insert(PlacementGroupSpec spec,
   g.job_id = meta.job_id();
   g.request_id = meta.request_id();
   g.queue = meta.queue().empty() ? std::string(kDefaultQueue) : meta.queue();
-  g.fingerprint = RequestFingerprint(meta);
+  g.fingerprint = MessageFingerprint(meta);
   // CheckNew resolved its class.
   g.priority = queues_.config()
                    .PriorityOf(meta.priority_class(), meta.priority(), "priority_class")

@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "scheduler/placement_group_manager.h"
+#include "wire/message_fingerprint.h"
 #include "wire/proto_convert.h"
 
 namespace berth {
@@ -263,7 +264,7 @@ void PlacementGroupManager::ClusterStatus(v1::GetClusterStatusResponse* response
         BundleToProto(g.spec->bundles()[b], d.add_shape());
     }
     d.set_strategy(StrategyToProto(g.spec->strategy()));
-    const std::string key = d.SerializeAsString();
+    const std::string key = DeterministicBytes(d);
     auto [it, fresh] = demand.try_emplace(key, std::move(d));
     if (fresh) {
       it->second.set_reason(ReasonText(g));

@@ -10,6 +10,7 @@
 #include "absl/strings/str_format.h"
 #include "common/log.h"
 #include "train/train_job_spec.h"
+#include "wire/message_fingerprint.h"
 #include "wire/proto_convert.h"
 
 namespace berth {
@@ -85,7 +86,7 @@ absl::StatusOr<std::string> TrainJobController::Submit(const v1::SubmitTrainJobR
   if (!group.ok()) return group.status();
 
   absl::MutexLock lock(&mu_);
-  const std::string fingerprint = request.SerializeAsString();
+  const uint64_t fingerprint = MessageFingerprint(request);
   if (auto it = by_request_id_.find(request.request_id()); it != by_request_id_.end()) {
     if (jobs_.at(it->second)->fingerprint != fingerprint) {
       return absl::InvalidArgumentError(
@@ -241,7 +242,7 @@ void TrainJobController::Restore(const std::vector<v1::TrainJobRecord>& records)
     v1::SubmitTrainJobRequest submitted;
     *submitted.mutable_spec() = record.info().spec();
     submitted.set_request_id(record.request_id());
-    job->fingerprint = submitted.SerializeAsString();
+    job->fingerprint = MessageFingerprint(submitted);
     AddLocked(id, std::move(job));
   }
 }

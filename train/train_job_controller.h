@@ -123,11 +123,11 @@ class TrainJobController {
     explicit Job(JobReconciler r) : reconciler(std::move(r)) {}
     JobReconciler reconciler;
     std::string request_id;
-    std::string fingerprint;
-    bool queued = false;    // in ready_
-    bool running = false;   // a pool thread is stepping it
-    bool again = false;     // an event came while it was being stepped
-    bool finished = false;  // done, and counted out of active_
+    uint64_t fingerprint = 0;  // MessageFingerprint of its submit request
+    bool queued = false;       // in ready_
+    bool running = false;      // a pool thread is stepping it
+    bool again = false;        // an event came while it was being stepped
+    bool finished = false;     // done, and counted out of active_
     absl::Time wake_at = absl::InfiniteFuture();
   };
 
