@@ -87,98 +87,17 @@
 #include <utility>
 #include <vector>
 
-#include "absl/container/btree_set.h"
 #include "absl/status/status.h"
 #include "placement/resource_set.h"
 #include "queueing/capacity_model.h"
 #include "queueing/queue_config.h"
+#include "queueing/queue_scheduler_types.h"
+#include "queueing/queued_gang.h"
 #include "queueing/quota_ledger.h"
 
 namespace berth {
 
-struct GangRequest {
-  std::string id;
-  std::string queue;  // empty: the default queue
-  int32_t priority = 0;
-  // What the gang charges its quota before it is placed (its bundles' sum,
-  // `GPU:<T>` when it is pinned to type T); Place's charge replaces it.
-  ResourceSet demand;
-  bool preemptible = true;
-  std::optional<int64_t> time_limit_ms;  // like Slurm's --time; none: unbounded
-  // Gangs of one non-zero shape pose the same placement problem (the
-  // caller's hash of their bundles and strategy): a pass that found no
-  // victims for one does not search again for the others of its queue
-  // and priority. 0: a shape of its own.
-  uint64_t shape = 0;
-  // How reasons name it to users (e.g. "job job-1f2e"); empty: its id.
-  std::string name;
-};
-
-// kNewer: a gang of the preemptor's queue and priority that arrived after
-// it (WithinQueuePreemption::kLowerOrNewerEqualPriority).
-enum class PreemptionRule { kReclaim, kPriority, kNewer, kBackfill, kSparedNodes };
-absl::string_view PreemptionRuleName(PreemptionRule rule);
-
-struct Preemption {
-  std::string victim;
-  std::string by;
-  PreemptionRule rule;
-  std::string reason;  // "preempted by gang X of queue Y (...)"
-};
-
-struct PassResult {
-  std::vector<std::string> admitted;  // placed and held: start them
-  std::vector<Preemption> preempted;  // stop them, then call Preempted
-};
-
-struct QueueSchedulerOptions {
-  bool preemption = true;
-  // Reservations for gangs that fit their quota but not the nodes; without
-  // them a pass skips a gang that does not fit (berth before queues).
-  bool reservations = true;
-  int64_t starvation_bound_ms = int64_t{4} * 3600 * 1000;
-  size_t max_reservations = 8;  // each costs every later admission a check
-  // Gangs past the starvation bound that a pass treats as starving (see
-  // above): the oldest of each queue, then the oldest others while fewer
-  // than this many are. In a long overload most waiting gangs pass the
-  // bound, and each one treated drains nodes and searches for victims past
-  // the budget, so treating them all costs allocation and pass time.
-  size_t max_starving = 32;
-  // Bounds on the work of one pass (each unit is a trial placement):
-  // victims considered for one gang (the cheapest first), preemption
-  // searches (a starving gang searches regardless, and is not counted; nor is a search that
-  // finds no gang it may preempt on the nodes the gang could use), and running gangs a
-  // reservation looks at (the soonest to end; a gang that fits only after more of them end reserves
-  // the places it would take on an idle cluster).
-  size_t max_victims_considered = 32;
-  // Victims considered when the cheapest do not make room and the gang
-  // needs places emptied whole (a multi-node gang of whole-node bundles).
-  size_t max_victims_to_empty_places = 256;
-  // How long such a gang waits before it empties places, if it would
-  // borrow: emptying a node stops every gang on it, and gangs that end
-  // often make the room first. A gang within its nominal quota does not
-  // wait: the room is its own queue's, and waiting for chance would keep
-  // its team below its entitlement at the start of a burst.
-  int64_t empty_places_after_ms = int64_t{5} * 60 * 1000;
-  size_t max_preemption_searches = 16;
-  size_t max_reservation_horizon = 64;
-};
-
-enum class GangState { kPending, kClaimed, kRunning, kPreempting };
-absl::string_view GangStateName(GangState state);
-
-// A gang as the scheduler sees it, for status and tests.
-struct GangView {
-  GangState state = GangState::kPending;
-  std::string reason;
-  ResourceSet charge;  // counted against the quota (claimed, running)
-  int64_t waiting_since_ms = 0;
-  int64_t started_ms = 0;
-  // Its last checkpoint in this run (Checkpointed); 0: none yet.
-  int64_t checkpointed_ms = 0;
-  uint32_t preemptions = 0;
-  std::string preempted_by;  // why it was last preempted, until it runs again
-};
+struct PassState;  // one pass's working state (pass_state.h)
 
 struct QueueView {
   ResourceSet usage;
@@ -188,6 +107,10 @@ struct QueueView {
   size_t running = 0;
 };
 
+// Owns the gangs and runs a pass, which delegates to units internal to
+// queueing/: queue_order (who is tried next), pass_quota (admission
+// verdicts), preemption_rules and victim_search (whom to preempt),
+// reservations (backfill), all over one PassState.
 class QueueScheduler {
  public:
   QueueScheduler(QueueConfig config, QueueSchedulerOptions options)
@@ -245,65 +168,34 @@ class QueueScheduler {
   const QuotaLedger& ledger() const { return ledger_; }
 
  private:
-  struct PassState;  // one pass's working state
-  // Waits (gang, wait_epoch); btree sets: a gang keeps two, mostly empty.
-  using WaitKeys = absl::btree_set<std::pair<std::string, uint64_t>>;
-  struct Gang {
-    GangRequest request;
-    uint64_t arrival = 0;
-    GangView view;
-    // Each wait of a gang (it waits again after a preemption) is its own.
-    uint64_t wait_epoch = 0;
-    // The waits (gang, wait_epoch) of reservations it started past.
-    WaitKeys backfilled_past;
-    absl::btree_set<std::string> awaiting;  // victims a claimed gang waits for
-    uint64_t tried_in_pass = 0;             // the number of the pass that last tried it
-  };
-  struct Reservation {
-    std::string gang;
-    std::vector<std::string> freed;  // running gangs that end by `start_ms`
-    int64_t start_ms = 0;
-    bool starving = false;
-    // Where it will go then (CapacityModel::PlacesOf), if the model says.
-    std::optional<std::vector<uint64_t>> places;
-    bool claimed = false;    // a preemptor's: its victims are stopping to make this room
-    bool borrowing = false;  // its gang would borrow: it holds only against borrowers
-  };
-
   void Insert(const GangRecord& record);
-  void Admit(Gang& g, ResourceSet charge, int64_t now_ms, bool backfilled);
-  struct Victims {
-    std::vector<Preemption> preemptions;
-    std::optional<std::vector<uint64_t>> places;  // where `g` goes once they stop
-  };
-  // The minimal set of running gangs whose end makes room for `g`, or none.
-  // Gangs admitted in this pass or holding a reservation are not victims,
-  // nor gangs on none of the nodes `g` could use. Finding none such ends the
-  // search for free; else, with `spends_budget`, it spends one of the pass's
-  // max_preemption_searches, and none left ends it with *over_budget set.
-  std::optional<Victims> ChooseVictims(const Gang& g, PassState& pass, bool spends_budget,
-                                       bool* over_budget) const;
-  // None when `g` fits not even the idle cluster.
-  std::optional<Reservation> Reserve(const Gang& g, bool starving, const PassState& pass) const;
-  // Whether `g`, just placed, leaves each reservation its room; if not,
-  // whether it may start anyway as preemptible (*past lists them). When it
-  // may not, *blocking gets the places of the reservations it would delay
-  // (empty if one of them has no places: no placement could keep off it).
-  // `within_nominal`: `g`'s quota verdict, which borrowers' reservations
-  // do not hold against.
-  bool RespectsReservations(const Gang& g, bool within_nominal, int64_t now_ms,
-                            const std::vector<Reservation>& held, CapacityModel& capacity,
-                            WaitKeys* past, std::string* reason,
-                            std::vector<uint64_t>* blocking) const;
-  void StartPreemptions(Gang& by, std::vector<Preemption> victims, PassResult* result);
+  void Admit(QueuedGang& g, ResourceSet charge, int64_t now_ms, bool backfilled);
+  // A claimed gang starts once its victims' room is free, waits again if
+  // that room went elsewhere (then it joins *pending), and else keeps a
+  // reservation on it.
+  void ResumeClaimed(QueuedGang& g, PassState& pass, std::vector<QueuedGang*>* pending);
+  void StartPreemptions(QueuedGang& by, std::vector<Preemption> victims, PassResult* result);
   // Admits `g`, claims room for it by preemption, or says why it waits
   // (and whether its queue admits nothing more this pass).
-  void TryGang(Gang& g, PassState& pass);
+  void TryGang(QueuedGang& g, PassState& pass);
+  // `g` does not fit its quota: it preempts, or waits for quota (past the
+  // starvation bound, holding room or closing its queue).
+  void WaitForQuota(QueuedGang& g, PassState& pass, bool starving, const QuotaVerdict& quota);
+  // Claims room for `g` by preemption, if some victims would make it.
+  bool TryPreempt(QueuedGang& g, PassState& pass, bool starving);
+  // Keeps room for waiting `g`: quota held for a starving gang within its
+  // nominal quota, and a reservation.
+  void HoldRoom(const QueuedGang& g, PassState& pass, bool starving, const QuotaVerdict& quota);
+  // `g` was placed at `charge`: it starts if its quota there and the
+  // reservations let it (placed again off them if need be), else the
+  // placement is given back and it waits.
+  void StartPlaced(QueuedGang& g, PassState& pass, const QuotaVerdict& quota,
+                   std::optional<ResourceSet> charge);
 
   QueueConfig config_;
   QueueSchedulerOptions options_;
   QuotaLedger ledger_;
-  std::map<std::string, Gang> gangs_;
+  std::map<std::string, QueuedGang> gangs_;
   uint64_t next_arrival_ = 0;
   uint64_t passes_ = 0;
   // Gangs that held a reservation at the end of the last pass: the next

@@ -25,6 +25,35 @@ std::string Show(Wide units) {
       .ToString();
 }
 
+// A queue without a cohort: `d` of `r` fits when u + d <= n; else `v` says
+// why not.
+void CheckNominal(const QueueSpec& q, const std::string& r, Wide u, Wide d, Wide n,
+                  QuotaVerdict* v) {
+  if (u + d <= n) return;
+  v->fits = false;
+  v->never = v->never || d > n;
+  if (v->reason.empty()) {
+    v->reason = absl::StrCat("queue ", q.name, ": ", r, " ", Show(u), " in use + ", Show(d),
+                             " asked would pass its quota of ", Show(n));
+  }
+}
+
+// A queue in a cohort: whether u + d passes its quota `n` plus its
+// borrowing limit of `r`, if it has one (then `v` says so).
+bool PassesBorrowingLimit(const QueueSpec& q, const std::string& r, Wide u, Wide d, Wide n,
+                          QuotaVerdict* v) {
+  const auto borrow = q.borrowing_limit.find(r);
+  if (borrow == q.borrowing_limit.end() || u + d <= n + borrow->second.units()) return false;
+  v->fits = false;
+  v->never = v->never || d > n + borrow->second.units();
+  if (v->reason.empty()) {
+    v->reason = absl::StrCat("queue ", q.name, ": ", r, " ", Show(u), " in use + ", Show(d),
+                             " asked would pass its quota of ", Show(n), " plus borrowing limit ",
+                             Show(borrow->second.units()));
+  }
+  return true;
+}
+
 }  // namespace
 
 const ResourceSet& QuotaLedger::Usage(absl::string_view queue) const {
@@ -105,60 +134,57 @@ QuotaVerdict QuotaLedger::Check(
   for (const auto& [r, nominal] : q->nominal) {
     const Wide d = charge.Get(r).units();
     if (d == 0) continue;
-    // q's usage, and the use of the pool by the cohort's other members, as
-    // if `released` were given back.
-    Wide u = Usage(q->name).Get(r).units();
-    Wide others = 0;
-    const Pool* cohort_pool = q->cohort.empty() ? nullptr : FindPool(q->cohort, r);
-    if (!q->cohort.empty())
-      others = (cohort_pool == nullptr ? 0 : cohort_pool->used) - PoolUse(*q, r, u);
-    for (const auto& [name, c] : released) {
-      const Wide amount = c.Get(r).units();
-      if (amount == 0) continue;
-      if (name == q->name) {
-        u = std::max<Wide>(0, u - amount);
-        continue;
-      }
-      const QueueSpec* member = config_->FindQueue(name);
-      if (member == nullptr || member->cohort != q->cohort || q->cohort.empty()) continue;
-      const Wide mu = Usage(name).Get(r).units();
-      others -= PoolUse(*member, r, mu) - PoolUse(*member, r, std::max<Wide>(0, mu - amount));
-    }
-    const Wide n = nominal.units();
-    if (u + d > n) v.within_nominal = false;
-    if (q->cohort.empty()) {
-      if (u + d <= n) continue;
-      v.fits = false;
-      v.never = v.never || d > n;
-      if (v.reason.empty()) {
-        v.reason = absl::StrCat("queue ", q->name, ": ", r, " ", Show(u), " in use + ", Show(d),
-                                " asked would pass its quota of ", Show(n));
-      }
-      continue;
-    }
-    const auto borrow = q->borrowing_limit.find(r);
-    if (borrow != q->borrowing_limit.end() && u + d > n + borrow->second.units()) {
-      v.fits = false;
-      v.never = v.never || d > n + borrow->second.units();
-      if (v.reason.empty()) {
-        v.reason = absl::StrCat("queue ", q->name, ": ", r, " ", Show(u), " in use + ", Show(d),
-                                " asked would pass its quota of ", Show(n),
-                                " plus borrowing limit ", Show(borrow->second.units()));
-      }
-      continue;
-    }
-    const Wide pool = cohort_pool == nullptr ? 0 : cohort_pool->lent;
-    const Wide own_guaranteed = n - Limit(q->lending_limit, r, nominal).units();
-    if (others + PoolUse(*q, r, u + d) <= pool) continue;
-    v.fits = false;
-    v.never = v.never || std::max<Wide>(0, d - own_guaranteed) > pool;
-    if (v.reason.empty()) {
-      v.reason = absl::StrCat("cohort ", q->cohort, " has no ", r, " to lend queue ", q->name, ": ",
-                              Show(others), " of its ", Show(pool),
-                              " is in use by the other queues; ", Show(d), " asked");
-    }
+    CheckResource(*q, r, nominal, d, released, &v);
   }
   return v;
+}
+
+void QuotaLedger::CheckResource(const QueueSpec& q, const std::string& r, const Quantity& nominal,
+                                Wide d,
+                                const std::vector<std::pair<std::string, ResourceSet>>& released,
+                                QuotaVerdict* v) const {
+  // q's usage, and the use of the pool by the cohort's other members, as
+  // if `released` were given back.
+  Wide u = Usage(q.name).Get(r).units();
+  Wide others = 0;
+  const Pool* cohort_pool = q.cohort.empty() ? nullptr : FindPool(q.cohort, r);
+  if (!q.cohort.empty())
+    others = (cohort_pool == nullptr ? 0 : cohort_pool->used) - PoolUse(q, r, u);
+  CountReleased(q, r, released, &u, &others);
+  const Wide n = nominal.units();
+  if (u + d > n) v->within_nominal = false;
+  if (q.cohort.empty()) {
+    CheckNominal(q, r, u, d, n, v);
+    return;
+  }
+  if (PassesBorrowingLimit(q, r, u, d, n, v)) return;
+  const Wide pool = cohort_pool == nullptr ? 0 : cohort_pool->lent;
+  const Wide own_guaranteed = n - Limit(q.lending_limit, r, nominal).units();
+  if (others + PoolUse(q, r, u + d) <= pool) return;
+  v->fits = false;
+  v->never = v->never || std::max<Wide>(0, d - own_guaranteed) > pool;
+  if (v->reason.empty()) {
+    v->reason = absl::StrCat("cohort ", q.cohort, " has no ", r, " to lend queue ", q.name, ": ",
+                             Show(others), " of its ", Show(pool),
+                             " is in use by the other queues; ", Show(d), " asked");
+  }
+}
+
+void QuotaLedger::CountReleased(const QueueSpec& q, const std::string& r,
+                                const std::vector<std::pair<std::string, ResourceSet>>& released,
+                                Wide* u, Wide* others) const {
+  for (const auto& [name, c] : released) {
+    const Wide amount = c.Get(r).units();
+    if (amount == 0) continue;
+    if (name == q.name) {
+      *u = std::max<Wide>(0, *u - amount);
+      continue;
+    }
+    const QueueSpec* member = config_->FindQueue(name);
+    if (member == nullptr || member->cohort != q.cohort || q.cohort.empty()) continue;
+    const Wide mu = Usage(name).Get(r).units();
+    *others -= PoolUse(*member, r, mu) - PoolUse(*member, r, std::max<Wide>(0, mu - amount));
+  }
 }
 
 ResourceSet QuotaLedger::Borrowed(absl::string_view queue) const {

@@ -77,6 +77,16 @@ class QuotaLedger {
   static Wide PoolUse(const QueueSpec& q, const std::string& r, Wide u);
   // Adds `sign` times the pool use of `queue` at its usage now.
   void CountPoolUse(const QueueSpec& q, int sign);
+  // Check for one resource `r` of q's quota, charged `d` (not zero): clears
+  // what of *v it fails, and gives the first reason.
+  void CheckResource(const QueueSpec& q, const std::string& r, const Quantity& nominal, Wide d,
+                     const std::vector<std::pair<std::string, ResourceSet>>& released,
+                     QuotaVerdict* v) const;
+  // Takes `released` off q's usage *u of `r` and off the pool use *others
+  // of the cohort's other members.
+  void CountReleased(const QueueSpec& q, const std::string& r,
+                     const std::vector<std::pair<std::string, ResourceSet>>& released, Wide* u,
+                     Wide* others) const;
 
   const QueueConfig* config_ = nullptr;
   uint64_t version_ = 0;

@@ -1,0 +1,130 @@
+#include "queueing/reservations.h"
+
+#include <algorithm>
+#include <iterator>
+#include <tuple>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "queueing/pass_state.h"
+
+namespace berth {
+namespace {
+
+// Whether `g`, just placed, takes room reservation `r` needs: it does not
+// end before `r` starts, `r` holds against it, and it landed on `r`'s
+// places (a model without places: `r`'s gang no longer fits once `freed`
+// end). *mine: where `g` landed, asked once.
+bool TakesRoomOf(const QueuedGang& g, bool within_nominal, const Reservation& r,
+                 const PassState& pass, std::optional<std::vector<uint64_t>>* mine) {
+  if (r.gang == g.request.id) return false;
+  if (g.request.time_limit_ms && r.start_ms != kNever &&
+      pass.now_ms + *g.request.time_limit_ms <= r.start_ms) {
+    return false;  // ends before the reserved gang can start
+  }
+  // Room held for a borrowing gang is not taken from a queue's own quota.
+  if (r.borrowing && within_nominal) return false;
+  // It leaves the reserved gang its room: off its places, or (a model
+  // without places) the reserved gang still fits once `freed` end.
+  if (r.places && !r.places->empty()) {
+    if (!*mine) *mine = pass.capacity.PlacesOf(g.request.id);
+    std::vector<uint64_t> shared;
+    std::set_intersection((*mine)->begin(), (*mine)->end(), r.places->begin(), r.places->end(),
+                          std::back_inserter(shared));
+    if (shared.empty()) return false;
+  } else if (pass.capacity.FitsWithout(r.gang, r.freed)) {
+    return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+std::optional<Reservation> Reserve(const QueuedGang& g, bool starving, const PassState& pass,
+                                   size_t max_horizon) {
+  const int64_t now_ms = pass.now_ms;
+  CapacityModel& capacity = pass.capacity;
+  // Running gangs by the time they end at the latest (preempting ones now),
+  // the soonest max_horizon of them.
+  std::vector<std::pair<int64_t, const std::string*>> ending;
+  for (const QueuedGang* c : pass.live) {
+    if (c->view.state == GangState::kPreempting) {
+      ending.emplace_back(now_ms, &c->request.id);
+    } else if (c->view.state == GangState::kRunning && c->request.time_limit_ms) {
+      ending.emplace_back(c->view.started_ms + *c->request.time_limit_ms, &c->request.id);
+    }
+  }
+  const size_t horizon = std::min(ending.size(), max_horizon);
+  std::partial_sort(ending.begin(), ending.begin() + horizon, ending.end(),
+                    [](const auto& a, const auto& b) {
+                      return std::tie(a.first, *a.second) < std::tie(b.first, *b.second);
+                    });
+  ending.resize(horizon);
+  auto prefix = [&](size_t k) {
+    std::vector<std::string> ids;
+    for (size_t i = 0; i < k; ++i) ids.push_back(*ending[i].second);
+    return ids;
+  };
+  Reservation r{g.request.id, {}, kNever, starving, {}};
+  // Where it goes with the fewest gangs ended found so far (the last trial
+  // that fit: the answer's places, not asked again).
+  std::optional<std::vector<uint64_t>> at_hi;
+  if (!ending.empty()) at_hi = capacity.PlacesWithout(g.request.id, prefix(ending.size()));
+  if (!at_hi) {
+    // No start in sight: it keeps the places it would take on an idle
+    // cluster, which drain as their gangs end.
+    r.places = capacity.PlacesWhenIdle(g.request.id);
+    if (!r.places) return std::nullopt;
+    for (const QueuedGang* c : pass.live) r.freed.push_back(c->request.id);
+    return r;
+  }
+  // The fewest gangs to end (freeing more only helps): binary search.
+  size_t lo = 0, hi = ending.size();
+  while (lo < hi) {
+    const size_t mid = (lo + hi) / 2;
+    if (std::optional<std::vector<uint64_t>> places =
+            capacity.PlacesWithout(g.request.id, prefix(mid))) {
+      hi = mid;
+      at_hi = std::move(places);
+    } else {
+      lo = mid + 1;
+    }
+  }
+  r.freed = prefix(lo);
+  r.start_ms = lo == 0 ? now_ms : std::max(now_ms, ending[lo - 1].first);
+  r.places = std::move(at_hi);
+  return r;
+}
+
+bool RespectsReservations(const QueuedGang& g, bool within_nominal, const PassState& pass,
+                          const std::map<std::string, QueuedGang>& gangs, ReservationCheck* check) {
+  std::optional<std::vector<uint64_t>> mine;  // where g landed, once asked
+  bool respects = true, avoidable = true;
+  for (const Reservation& r : pass.held) {
+    if (!TakesRoomOf(g, within_nominal, r, pass, &mine)) continue;
+    if (!r.starving && !r.claimed && g.request.preemptible) {
+      check->past.emplace(r.gang, gangs.at(r.gang).wait_epoch);
+      continue;
+    }
+    if (respects) {
+      check->reason = absl::StrCat("would delay ", r.gang, ", which holds a reservation",
+                                   r.starving  ? " (it has waited past the starvation bound)"
+                                   : r.claimed ? " (it preempted gangs for that room)"
+                                               : "");
+    }
+    respects = false;
+    if (r.places && !r.places->empty()) {
+      check->blocking.insert(check->blocking.end(), r.places->begin(), r.places->end());
+    } else {
+      avoidable = false;
+    }
+  }
+  if (respects) return true;  // check->blocking is read only on a refusal
+  std::vector<uint64_t>& blocking = check->blocking;
+  if (!avoidable) blocking.clear();
+  std::sort(blocking.begin(), blocking.end());
+  blocking.erase(std::unique(blocking.begin(), blocking.end()), blocking.end());
+  return false;
+}
+
+}  // namespace berth
