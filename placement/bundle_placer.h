@@ -7,27 +7,29 @@
 // ranking (best fit for PACK / STRICT_PACK, most free for SPREAD /
 // STRICT_SPREAD) -> selection, over the table's ordered indices, so a
 // decision visits a handful of nodes rather than the whole cluster. The
-// placer keeps no state between calls: each works on its own Call.
+// placer keeps no state between calls: each works on its own NodeSearch
+// (node_search.h, the feasibility and ranking stages).
 //
 // Outcomes: kPlaced reserves the bundles in the table (the head's view is
 // updated at decision time, so concurrent groups never double book); the
 // caller releases them with NodeResourceTable::Release. kRetryLater means
 // the group fits the ALIVE nodes' totals but not what is free now;
 // kInfeasible means no set of ALIVE nodes could ever hold it. Neither
-// changes the table. Both carry a reason a person can act on. Whole GPUs a
-// call takes on one node go out in increasing bundle order (bundle i's ids
-// below bundle j's for i < j), whatever order the bundles were placed in, so
-// a train job's ranks on a node follow its GPU ids (train/rank_assignment.h).
+// changes the table. Both carry a reason a person can act on
+// (placement_explanation.h). Whole GPUs a call takes on one node go out in
+// increasing bundle order (bundle i's ids below bundle j's for i < j),
+// whatever order the bundles were placed in, so a train job's ranks on a
+// node follow its GPU ids (train/rank_assignment.h).
 //
 // Topology (PlacementGroupSpec::topology): the bundles go into one domain
 // of a key (the nodes that share its value, NodeResourceTable::Domains).
 // The domains whose free capacity covers the group are tried tightest
-// first (least of the group's primary resource left over, so big domains
-// stay whole for big gangs; then the order domains were first seen); within
-// one, the strategy places as usual over its nodes alone. A group with
-// bundles placed already stays in their domain. `required` waits (or is
-// infeasible) with the domain's shortfall as its reason; `preferred` tries
-// each key in turn, then the whole cluster.
+// first (topology_domains.h: least of the group's primary resource left
+// over, so big domains stay whole for big gangs; then the order domains
+// were first seen); within one, the strategy places as usual over its
+// nodes alone. A group with bundles placed already stays in their domain.
+// `required` waits (or is infeasible) with the domain's shortfall as its
+// reason; `preferred` tries each key in turn, then the whole cluster.
 //
 // Ranking goes through one path, a NodeScorer (node_scorer.h): the optional
 // scorer given ranks the searches over free capacity (its best feasible
@@ -48,31 +50,11 @@
 #include "placement/node_filters.h"
 #include "placement/node_resource_table.h"
 #include "placement/node_scorer.h"
+#include "placement/node_search.h"
+#include "placement/placement_decision.h"
 #include "placement/placement_group_spec.h"
 
 namespace berth {
-
-enum class PlacementOutcome { kPlaced, kRetryLater, kInfeasible };
-absl::string_view PlacementOutcomeName(PlacementOutcome outcome);
-
-struct BundlePlacement {
-  uint32_t bundle_index = 0;
-  Allocation allocation;
-};
-
-struct PlacementDecision {
-  PlacementOutcome outcome = PlacementOutcome::kRetryLater;
-  // kPlaced: the bundles placed by this call, in bundle order.
-  std::vector<BundlePlacement> placements;
-  // kPlaced with a topology: the domain they went into, `key=value`; empty
-  // when a preferred topology fell back to the whole cluster.
-  std::string topology_domain;
-  // Why the group is not placed; empty when it is.
-  std::string reason;
-  // How many nodes each filter (node_filters.h) ruled out while deciding,
-  // in the filters' order; only those that ruled out any.
-  std::vector<std::pair<absl::string_view, uint64_t>> rejected_by;
-};
 
 class BundlePlacer {
  public:
@@ -103,81 +85,32 @@ class BundlePlacer {
   }
 
  private:
-  // Bundles that must land on one node together.
-  struct Demand {
-    std::vector<uint32_t> bundles;  // in placement order
-    ResourceSet sum;
-  };
-  enum class Preference { kBestFit, kMostFree };
-  enum class Capacity { kFree, kTotal };
-  struct Constraints {
-    const absl::flat_hash_set<NodeIndex>* exclude = nullptr;
-    std::optional<NodeIndex> only;
-  };
-  // What one Place() call works on: the group, and how many nodes each
-  // filter (NodeFilters(), by position) ruled out.
-  struct Call {
-    const PlacementGroupSpec& spec;
-    std::vector<uint64_t> rejected;
-    // The nodes of the topology domain being tried; nullptr: every node.
-    const absl::btree_set<NodeIndex>* within = nullptr;
-  };
-  // A domain a topology group may go into, with how well it fits.
-  struct DomainChoice {
-    const NodeResourceTable::Domain* domain;
-    int64_t left_over;  // of the group's primary resource, once it is in
-    size_t seen;        // NodeResourceTable::DomainIndex order
-  };
+  using Demand = NodeSearch::Demand;
+  using Preference = NodeSearch::Preference;
+  using Capacity = NodeSearch::Capacity;
 
-  absl::StatusOr<PlacementDecision> Place(Call& call,
+  absl::StatusOr<PlacementDecision> Place(NodeSearch& search,
                                           const std::vector<BundlePlacement>& already_placed);
-  Demand MakeDemand(Call& call, std::vector<uint32_t> bundles) const;
-  // Pools that may hold the demand, in tiers: a demand without GPUs tries
-  // nodes without GPUs first, so it does not strand GPUs.
-  std::vector<std::vector<const NodeResourceTable::Pool*>> CandidatePools(Call& call,
-                                                                          const Demand& d) const;
-  bool Fits(Call& call, NodeIndex node, const Demand& d, Capacity capacity) const;
-  std::optional<NodeIndex> FindNode(Call& call, const Demand& d, Preference preference,
-                                    Capacity capacity, const Constraints& constraints) const;
-
-  absl::Status PlaceOnNode(Call& call, NodeIndex node, const Demand& d,
+  absl::Status PlaceOnNode(NodeSearch& search, NodeIndex node, const Demand& d,
                            std::vector<BundlePlacement>* out);
-  // Places `order` by the group's strategy (over call.within, if set).
-  bool PlaceByStrategy(Call& call, const std::vector<uint32_t>& order,
+  // Places `order` by the group's strategy (over the search's domain, if set).
+  bool PlaceByStrategy(NodeSearch& search, const std::vector<uint32_t>& order,
                        const absl::flat_hash_set<NodeIndex>& placed_nodes,
                        std::optional<NodeIndex> pinned, std::vector<BundlePlacement>* out);
-  // Places `order` in one domain of a topology key, trying them best first;
-  // returns the domain's value, or nullopt (nothing placed) if none took it.
-  std::optional<std::string> PlaceInDomain(Call& call, const std::string& key,
+  // Places `order` in one domain of a topology key, trying them best first
+  // (topology_domains.h); returns the domain's value, or nullopt (nothing
+  // placed) if none took it.
+  std::optional<std::string> PlaceInDomain(NodeSearch& search, const std::string& key,
                                            const std::vector<uint32_t>& order,
                                            const std::vector<BundlePlacement>& already_placed,
                                            const absl::flat_hash_set<NodeIndex>& placed_nodes,
                                            std::optional<NodeIndex> pinned,
                                            std::vector<BundlePlacement>* out);
-  static bool WorseDomain(const DomainChoice& a, const DomainChoice& b);
-  // The domains of `key` that may take `need` (the already placed bundles'
-  // domain only, if they share one), as a heap (std::make_heap) by WorseDomain.
-  std::vector<DomainChoice> CandidateDomains(const NodeResourceTable::DomainIndex& index,
-                                             const std::string& key, const Demand& need,
-                                             const std::vector<BundlePlacement>& already_placed);
-  // Why a required topology group is not placed.
-  PlacementDecision ExplainTopology(Call& call, const std::vector<uint32_t>& order,
-                                    const std::vector<BundlePlacement>& already_placed);
-  bool PlacePack(Call& call, const std::vector<uint32_t>& order, std::vector<BundlePlacement>* out);
-  bool PlaceSpread(Call& call, const std::vector<uint32_t>& order, bool strict,
+  bool PlacePack(NodeSearch& search, const std::vector<uint32_t>& order,
+                 std::vector<BundlePlacement>* out);
+  bool PlaceSpread(NodeSearch& search, const std::vector<uint32_t>& order, bool strict,
                    const absl::flat_hash_set<NodeIndex>& excluded,
                    std::vector<BundlePlacement>* out);
-
-  // Why an unplaceable group cannot be placed: infeasible when the ALIVE
-  // nodes' totals could never hold it, else retry with the free-capacity gap.
-  PlacementDecision Explain(Call& call, const std::vector<uint32_t>& order,
-                            const absl::flat_hash_set<NodeIndex>& excluded,
-                            std::optional<NodeIndex> pinned) const;
-  // Size of a maximum matching of bundles to distinct nodes by totals.
-  size_t DistinctNodeMatching(Call& call, const std::vector<uint32_t>& order,
-                              const absl::flat_hash_set<NodeIndex>& excluded) const;
-  std::string DescribeShortfall(Call& call, const Demand& d, Capacity capacity) const;
-  std::string DescribeDemand(Call& call, const Demand& d) const;
 
   NodeResourceTable* table_;
   NodeScorer* scorer_;

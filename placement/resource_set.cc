@@ -172,12 +172,6 @@ std::string ResourceSet::FirstShortfall(const ResourceSet& request) const {
   return "";
 }
 
-std::map<std::string, double> ResourceSet::ToDoubles() const {
-  std::map<std::string, double> out;
-  for (const auto& [name, amount] : entries_) out[name] = amount.ToDouble();
-  return out;
-}
-
 std::string FormatMemory(Quantity bytes) {
   static constexpr const char* kUnits[] = {"", "Ki", "Mi", "Gi", "Ti", "Pi"};
   double value = bytes.ToDouble();

@@ -72,7 +72,6 @@ class ResourceSet {
   bool empty() const { return entries_.empty(); }
   size_t size() const { return entries_.size(); }
   const std::vector<Entry>& entries() const { return entries_; }
-  std::map<std::string, double> ToDoubles() const;
   // "{CPU: 4, GPU: 1, memory: 200Gi}": memory shown in binary units.
   std::string ToString() const;
 
