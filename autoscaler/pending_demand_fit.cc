@@ -15,10 +15,9 @@ namespace {
 std::string BundleText(const v1::Bundle& bundle) {
   std::vector<std::string> amounts;
   for (const auto& [name, amount] : bundle.resources().amounts()) {
-    amounts.push_back(
-        absl::StartsWith(name, kAcceleratorResourcePrefix)
-            ? absl::StrCat("accelerator ", name.substr(kAcceleratorResourcePrefix.size()))
-            : absl::StrCat(name, ": ", amount));
+    std::optional<absl::string_view> type = PinnedAcceleratorType(name);
+    amounts.push_back(type ? absl::StrCat("accelerator ", *type)
+                           : absl::StrCat(name, ": ", amount));
   }
   std::sort(amounts.begin(), amounts.end());
   return absl::StrCat("{", absl::StrJoin(amounts, ", "), "}");

@@ -19,7 +19,7 @@ bool Registered(const v1::NodeInfo& node) {
 bool HoldsNoBundle(const v1::NodeInfo& node) {
   return std::all_of(node.total().amounts().begin(), node.total().amounts().end(),
                      [&](const auto& e) {
-                       if (absl::StartsWith(e.first, kAcceleratorResourcePrefix)) return true;
+                       if (PinnedAcceleratorType(e.first)) return true;
                        auto a = node.available().amounts().find(e.first);
                        return a != node.available().amounts().end() && a->second >= e.second - 1e-9;
                      });

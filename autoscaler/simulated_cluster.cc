@@ -37,9 +37,7 @@ void ReserveUsed(NodeResourceTable* table, NodeIndex index, const ResourceSet& t
 NodeSpec RegisteredNodeSpec(const v1::NodeInfo& node, const ResourceSet& total) {
   NodeSpec spec;
   spec.node_id = node.node_id();
-  for (const auto& [name, amount] : total.entries()) {
-    if (!absl::StartsWith(name, kAcceleratorResourcePrefix)) spec.resources.Set(name, amount);
-  }
+  spec.resources = WithoutAcceleratorTypes(total);
   spec.labels = Labels(node.labels().begin(), node.labels().end());
   if (auto type = spec.labels.find(std::string(kAcceleratorTypeLabel)); type != spec.labels.end()) {
     spec.accelerator_type = type->second;

@@ -33,10 +33,9 @@ absl::StatusOr<v1::ResourceSet> ParseResources(absl::string_view text, absl::str
   if (!amounts.ok()) return amounts.status();
   v1::ResourceSet out;
   for (const auto& [name, amount] : *amounts) {
-    if (absl::StartsWith(name, kAcceleratorResourcePrefix)) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          field, ": ", name, " is internal; ",
-          absl::Substitute(accelerator_hint, name.substr(kAcceleratorResourcePrefix.size()))));
+    if (std::optional<absl::string_view> type = PinnedAcceleratorType(name)) {
+      return InternalAcceleratorResource(absl::StrCat(field, "[\"", name, "\"]"), *type,
+                                         accelerator_hint);
     }
     (*out.mutable_amounts())[name] = amount.ToDouble();
   }

@@ -302,10 +302,10 @@ std::string FormatClusterStatus(const v1::GetClusterStatusResponse& status) {
   // Accelerator types have their own table below.
   std::map<std::string, std::pair<double, double>> resources;  // name -> (available, total)
   for (const auto& [name, total] : status.total().amounts()) {
-    if (!absl::StartsWith(name, kAcceleratorResourcePrefix)) resources[name].second = total;
+    if (!PinnedAcceleratorType(name)) resources[name].second = total;
   }
   for (const auto& [name, available] : status.available().amounts()) {
-    if (!absl::StartsWith(name, kAcceleratorResourcePrefix)) resources[name].first = available;
+    if (!PinnedAcceleratorType(name)) resources[name].first = available;
   }
   Table totals({"RESOURCE", "AVAILABLE", "TOTAL"});
   for (const auto& [name, amounts] : resources) {

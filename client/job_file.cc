@@ -113,10 +113,10 @@ class JobFileReader {
           if (absl::Status s = ValidateResourceName(name, path); !s.ok()) {
             return yaml_.At(key.Mark(), s);
           }
-          if (absl::StartsWith(name, kAcceleratorResourcePrefix)) {
-            return yaml_.Error(key, EntryPath(path, name),
-                               absl::StrCat("is internal; write scaling.accelerator_type: ",
-                                            name.substr(kAcceleratorResourcePrefix.size())));
+          if (std::optional<absl::string_view> type = PinnedAcceleratorType(name)) {
+            return yaml_.Error(
+                key, EntryPath(path, name),
+                InternalAcceleratorResourceText(*type, "write scaling.accelerator_type: $0"));
           }
           absl::StatusOr<double> amount = yaml_.ResourceQuantity(value, EntryPath(path, name));
           if (!amount.ok()) return amount.status();

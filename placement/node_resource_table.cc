@@ -46,10 +46,9 @@ absl::StatusOr<NodeIndex> NodeResourceTable::AddNode(NodeSpec spec, absl::string
     if (absl::Status s = ValidateResourceName(name, absl::StrCat(field, ".resources")); !s.ok()) {
       return s;
     }
-    if (absl::StartsWith(name, kAcceleratorResourcePrefix)) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          where,
-          ": set by the head from accelerator_type; give the node's accelerator_type instead"));
+    if (std::optional<absl::string_view> type = PinnedAcceleratorType(name)) {
+      return InternalAcceleratorResource(where, *type,
+                                         "the head sets it from the node's accelerator_type");
     }
     if (amount > Quantity::FromUnits(Quantity::kMaxUnits)) {
       return absl::InvalidArgumentError(absl::StrCat(where, ": larger than the maximum quantity"));

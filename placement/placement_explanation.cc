@@ -21,8 +21,8 @@ std::string FormatAmount(absl::string_view name, Quantity q) {
 std::vector<std::string> PinnedAcceleratorTypes(const ResourceSet& set) {
   std::vector<std::string> types;
   for (const auto& [name, amount] : set.entries()) {
-    if (absl::StartsWith(name, kAcceleratorResourcePrefix)) {
-      types.push_back(name.substr(kAcceleratorResourcePrefix.size()));
+    if (std::optional<absl::string_view> type = PinnedAcceleratorType(name)) {
+      types.emplace_back(*type);
     }
   }
   return types;
@@ -308,10 +308,7 @@ PlacementDecision PlacementExplainer::Explain(const std::vector<uint32_t>& order
 }
 
 std::string PlacementExplainer::DescribeDemand(const Demand& d) const {
-  ResourceSet shown;
-  for (const auto& [name, amount] : d.sum.entries()) {
-    if (!absl::StartsWith(name, kAcceleratorResourcePrefix)) shown.Set(name, amount);
-  }
+  const ResourceSet shown = WithoutAcceleratorTypes(d.sum);
   std::string text = d.bundles.size() == 1
                          ? absl::StrCat("bundle ", d.bundles[0], " needs ")
                          : absl::StrCat(d.bundles.size(), " bundles need, on one node, ");
@@ -339,7 +336,7 @@ std::string PlacementExplainer::DescribeShortfall(const Demand& d, Capacity capa
                         d.sum.Get(kGpu).IsZero() ? "" : " with GPUs", " matches");
   }
   for (const auto& [name, amount] : d.sum.entries()) {
-    if (absl::StartsWith(name, kAcceleratorResourcePrefix)) continue;
+    if (PinnedAcceleratorType(name)) continue;
     const Quantity best = candidates.Most(name, amount);
     if (best < amount) {
       return absl::StrCat(text, "; the ", total ? "largest " : "most free ", scope, "node has ",

@@ -138,8 +138,8 @@ std::optional<std::vector<std::string>> AllowedAcceleratorTypes(
   };
   for (uint32_t b : indices) {
     for (const auto& [name, amount] : bundles[b].resources.entries()) {
-      if (absl::StartsWith(name, kAcceleratorResourcePrefix)) {
-        restrict({std::string(name.substr(kAcceleratorResourcePrefix.size()))});
+      if (std::optional<absl::string_view> type = PinnedAcceleratorType(name)) {
+        restrict({std::string(*type)});
       }
     }
     if (auto v = bundles[b].selector.AllowedValues(kAcceleratorTypeLabel)) restrict(*v);

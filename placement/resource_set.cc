@@ -10,6 +10,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "absl/strings/substitute.h"
 
 namespace berth {
 namespace {
@@ -42,6 +43,30 @@ bool NodeMaySetLabel(absl::string_view key) {
 
 std::string AcceleratorResourceName(absl::string_view accelerator_type) {
   return absl::StrCat(kAcceleratorResourcePrefix, accelerator_type);
+}
+
+std::optional<absl::string_view> PinnedAcceleratorType(absl::string_view resource) {
+  if (!absl::ConsumePrefix(&resource, kAcceleratorResourcePrefix)) return std::nullopt;
+  return resource;
+}
+
+ResourceSet WithoutAcceleratorTypes(const ResourceSet& set) {
+  ResourceSet shown;
+  for (const auto& [name, amount] : set.entries()) {
+    if (!PinnedAcceleratorType(name)) shown.Set(name, amount);
+  }
+  return shown;
+}
+
+std::string InternalAcceleratorResourceText(absl::string_view type, absl::string_view instead) {
+  return absl::StrCat("the accelerator_type: resource is internal; ",
+                      absl::Substitute(instead, type));
+}
+
+absl::Status InternalAcceleratorResource(absl::string_view where, absl::string_view type,
+                                         absl::string_view instead) {
+  return absl::InvalidArgumentError(
+      absl::StrCat(where, ": ", InternalAcceleratorResourceText(type, instead)));
 }
 
 absl::Status ValidateResourceName(absl::string_view name, absl::string_view field) {

@@ -9,6 +9,7 @@
 #define BERTH_PLACEMENT_RESOURCE_SET_H_
 
 #include <map>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -43,7 +44,20 @@ bool NodeMaySetLabel(absl::string_view key);
 // What a bundle takes of `accelerator_type:<T>`, as in Ray.
 inline constexpr Quantity kAcceleratorRequest = Quantity::FromUnits(10);
 
+// The one place that knows the `accelerator_type:<T>` resource's form:
+// its name for model T, the model a resource name pins (nullopt for any
+// other resource), a set without such entries (what users are shown), and
+// the refusal of one a user wrote.
 std::string AcceleratorResourceName(absl::string_view accelerator_type);
+std::optional<absl::string_view> PinnedAcceleratorType(absl::string_view resource);
+class ResourceSet;
+ResourceSet WithoutAcceleratorTypes(const ResourceSet& set);
+// "the accelerator_type: resource is internal; <instead>", `instead` with
+// "$0" standing for the model (absl::Substitute): how to ask for it there.
+std::string InternalAcceleratorResourceText(absl::string_view type, absl::string_view instead);
+// INVALID_ARGUMENT "<where>: " and that text.
+absl::Status InternalAcceleratorResource(absl::string_view where, absl::string_view type,
+                                         absl::string_view instead);
 
 class ResourceSet {
  public:

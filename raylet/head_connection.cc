@@ -23,8 +23,7 @@ constexpr absl::Duration kDefaultHeartbeatInterval = absl::Seconds(1);
 // says is not.
 bool WorthRetrying(grpc::StatusCode code) {
   return code != grpc::StatusCode::INVALID_ARGUMENT &&
-         code != grpc::StatusCode::PERMISSION_DENIED &&
-         code != grpc::StatusCode::UNAUTHENTICATED;
+         code != grpc::StatusCode::PERMISSION_DENIED && code != grpc::StatusCode::UNAUTHENTICATED;
 }
 
 std::string RandomToken() {
@@ -147,11 +146,7 @@ bool HeadConnection::Heartbeat() {
   // The head derives the accelerator_type:<T> resource from the node's GPUs
   // and rejects it from raylets, so it is neither registered nor reported.
   const ResourceSet free = callbacks_.available();
-  ResourceSet available;
-  for (const auto& [name, amount] : free.entries()) {
-    if (!absl::StartsWith(name, kAcceleratorResourcePrefix)) available.Set(name, amount);
-  }
-  ResourceSetToProto(available, request.mutable_available());
+  ResourceSetToProto(WithoutAcceleratorTypes(free), request.mutable_available());
   request.set_running_worker_count(callbacks_.running_workers());
   request.set_sequence(++heartbeat_sequence_);
   const std::vector<v1::BundleKey> unrestored =

@@ -122,8 +122,7 @@ absl::StatusOr<ResourceSet> CustomResources(absl::string_view text) {
   if (!amounts.ok()) return amounts.status();
   ResourceSet resources;
   for (const auto& [name, amount] : *amounts) {
-    if (name == kCpu || name == kGpu || name == kMemory ||
-        absl::StartsWith(name, kAcceleratorResourcePrefix)) {
+    if (name == kCpu || name == kGpu || name == kMemory || PinnedAcceleratorType(name)) {
       return absl::InvalidArgumentError(
           absl::StrCat("--resources[\"", name,
                        "\"]: set CPU, memory and GPUs with --num-cpus, --memory, "

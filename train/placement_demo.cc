@@ -30,11 +30,7 @@ void AddNodes(NodeResourceTable& table, const std::string& prefix, int count, do
 }
 
 std::string ShownResources(const ResourceSet& set) {
-  ResourceSet shown;
-  for (const auto& [name, amount] : set.entries()) {
-    if (!absl::StartsWith(name, kAcceleratorResourcePrefix)) shown.Set(name, amount);
-  }
-  return shown.ToString();
+  return WithoutAcceleratorTypes(set).ToString();
 }
 
 // Places one group and prints the outcome; returns its placements.

@@ -16,11 +16,9 @@ constexpr int64_t kMaxWorkers = 4096;
 absl::StatusOr<ResourceSet> UserResources(const std::map<std::string, double>& amounts,
                                           const std::string& field) {
   for (const auto& [name, value] : amounts) {
-    if (absl::StartsWith(name, kAcceleratorResourcePrefix)) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(field, "[\"", name, "\"]: the accelerator_type: resource is internal; set ",
-                       "scaling_config.accelerator_type: \"",
-                       name.substr(kAcceleratorResourcePrefix.size()), "\" instead"));
+    if (std::optional<absl::string_view> type = PinnedAcceleratorType(name)) {
+      return InternalAcceleratorResource(absl::StrCat(field, "[\"", name, "\"]"), *type,
+                                         "set scaling_config.accelerator_type: \"$0\" instead");
     }
   }
   // Zero amounts are dropped, as in Ray: ResourceSet keeps no zero entries.

@@ -133,12 +133,12 @@ absl::StatusOr<PlacementGroupSpec> PlacementGroupSpecFromProto(
   for (int i = 0; i < bundles.size(); ++i) {
     const std::string field = absl::StrCat("bundles[", i, "]");
     for (const auto& [name, amount] : bundles[i].resources().amounts()) {
-      if (!allow_internal && absl::StartsWith(name, kAcceleratorResourcePrefix)) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            field, ".resources.amounts[\"", name,
-            "\"]: the accelerator_type: resource is internal; select the accelerator with ", field,
-            ".selector: ", kAcceleratorTypeLabel, " in (",
-            name.substr(kAcceleratorResourcePrefix.size()), ")"));
+      std::optional<absl::string_view> type = PinnedAcceleratorType(name);
+      if (!allow_internal && type) {
+        return InternalAcceleratorResource(
+            absl::StrCat(field, ".resources.amounts[\"", name, "\"]"), *type,
+            absl::StrCat("select the accelerator with ", field,
+                         ".selector: ", kAcceleratorTypeLabel, " in ($0)"));
       }
     }
     absl::StatusOr<ResourceSet> resources =

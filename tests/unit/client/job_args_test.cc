@@ -176,8 +176,8 @@ TEST(JobArgsTest, BadResourcesNameTheFlag) {
       {"", "CPU=1", "--resources-per-worker: no resources"},
       {"GPU=1", "CPU=1,CPU=2", "--trainer-resources: CPU given twice"},
       {"accelerator_type:A10G=1", "CPU=1",
-       "--resources-per-worker: accelerator_type:A10G is internal; select the accelerator with "
-       "--accelerator-type A10G"},
+       "--resources-per-worker[\"accelerator_type:A10G\"]: the accelerator_type: resource is "
+       "internal; select the accelerator with --accelerator-type A10G"},
   };
   for (const Case& c : cases) {
     JobSubmitArgs args = FourGpuWorkers();

@@ -452,8 +452,8 @@ TEST(JobFileTest, BadQuantities) {
             "job.yaml:3: scaling.trainer_resources[\"CPU\"]: expected a quantity, got a map");
   EXPECT_EQ(ErrorOf("scaling:\n  num_workers: 1\n  resources_per_worker:\n    GPU: 1\n"
                     "    accelerator_type:A10G: 0.001\n"),
-            "job.yaml:5: scaling.resources_per_worker[\"accelerator_type:A10G\"]: is internal; "
-            "write scaling.accelerator_type: A10G");
+            "job.yaml:5: scaling.resources_per_worker[\"accelerator_type:A10G\"]: the "
+            "accelerator_type: resource is internal; write scaling.accelerator_type: A10G");
   EXPECT_THAT(ErrorOf("scaling:\n  num_workers: 1\n  resources_per_worker: {\"G PU\": 1}\n"),
               StartsWith("job.yaml:3: scaling.resources_per_worker[\"G PU\"]: resource names"));
 }
