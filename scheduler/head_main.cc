@@ -272,13 +272,15 @@ int Serve(ServeOptions serve, berth::HeadConfig config, std::unique_ptr<berth::S
   return failed.load() ? 1 : 0;
 }
 
-// The store of --state-dir or --state-store. A shared store (etcd, Redis)
-// that does not answer is tried again every second until it does or a
-// signal comes: a head that stepped down, or started while the store was
-// out, waits for it instead of leaving the cluster one head short.
+// The store of --state-dir or --state-store; none (in memory only) when
+// both are empty. A shared store (etcd, Redis) that does not answer is
+// tried again every second until it does or a signal comes: a head that
+// stepped down, or started while the store was out, waits for it instead
+// of leaving the cluster one head short.
 absl::StatusOr<std::unique_ptr<berth::StateStore>> OpenStore(const std::string& state_dir,
                                                              const std::string& state_store,
                                                              const sigset_t& signals) {
+  if (state_dir.empty() && state_store.empty()) return std::unique_ptr<berth::StateStore>();
   const bool shared = SharedStore(state_store);
   for (int tries = 0;; ++tries) {
     absl::StatusOr<std::unique_ptr<berth::StateStore>> opened =
@@ -291,6 +293,200 @@ absl::StatusOr<std::unique_ptr<berth::StateStore>> OpenStore(const std::string& 
   }
 }
 
+// What the command line sets: how the head serves (ServeOptions), its
+// HeadConfig, and the flags that HeadConfigOf checks and turns into config.
+struct HeadFlags {
+  ServeOptions serve;
+  berth::HeadConfig config;
+  int64_t rpc_timeout_ms = 2000;
+  std::string state_dir;
+  std::string token_file;
+  berth::TlsFiles tls_files;
+  size_t max_name_length = 128;
+  std::string placement_scorer;
+  uint64_t package_limit_mb = berth::kDefaultPackageLimitBytes >> 20;
+};
+
+// Where this head serves.
+void AddListenFlags(CLI::App& app, ServeOptions& serve) {
+  app.add_option("--listen", serve.listen, "host:port to serve on (port 0 picks a free port)");
+  app.add_option("--port-file", serve.port_file, "write the bound port here once serving");
+}
+
+// Node liveness and the head's calls to raylets.
+void AddRayletFlags(CLI::App& app, HeadFlags& flags) {
+  app.add_option("--heartbeat-period-ms", flags.config.liveness.heartbeat_period_ms,
+                 "how often raylets heartbeat")
+      ->check(CLI::Range(10, 600000));
+  app.add_option("--heartbeat-misses", flags.config.liveness.misses,
+                 "missed heartbeat periods before a node is DEAD")
+      ->check(CLI::Range(1, 1000));
+  app.add_option("--raylet-rpc-timeout-ms", flags.rpc_timeout_ms,
+                 "deadline of each call to a raylet")
+      ->check(CLI::Range(10, 600000));
+}
+
+// Where raylets, trainers and clients reach this head and its standbys.
+void AddAdvertiseFlags(CLI::App& app, ServeOptions& serve) {
+  app.add_option("--advertise-address", serve.advertise_address,
+                 "host:port raylets and trainers reach the head at (default: the listen "
+                 "host and the bound port)");
+  app.add_option("--heads", serve.heads,
+                 "every head of the cluster, this one included, HOST:PORT,HOST:PORT: "
+                 "trainers get the list to follow whichever head is active (default: this "
+                 "head's address)");
+}
+
+// What the raylets run for a train job, and where its checkpoints go.
+void AddTrainJobFlags(CLI::App& app, berth::TrainControllerConfig& train) {
+  app.add_option("--worker-binary", train.job.worker_binary,
+                 "berth-worker as the raylets run it (default: beside berth-head, else PATH)");
+  app.add_option("--relay-binary", train.job.relay_binary,
+                 "berth-relay, a command job's driver, as the raylets run it (default: beside "
+                 "berth-head, else PATH)");
+  app.add_option("--checkpoint-root", train.job.checkpoint_root,
+                 "where trainers write checkpoints when a job names no storage_path");
+}
+
+// The cluster token and TLS.
+void AddAuthFlags(CLI::App& app, HeadFlags& flags) {
+  app.add_option("--token-file", flags.token_file,
+                 "require this cluster token (authorization: Bearer) on every RPC; mode 0600");
+  berth::AddTlsFlags(app, flags.tls_files, "berth-head");
+}
+
+// Where the head keeps its state across restarts.
+void AddStateStoreFlags(CLI::App& app, HeadFlags& flags) {
+  app.add_option(
+      "--state-dir", flags.state_dir,
+      "keep nodes and placement groups in DIR/head.sqlite, so a restarted head continues");
+  app.add_option("--state-store", flags.serve.state_store,
+                 "where to keep state instead: redis://HOST:PORT[/DB] (HA), sqlite:PATH, or "
+                 "memory: (lost on exit)")
+      ->excludes("--state-dir");
+}
+
+// Where Prometheus /metrics is served.
+void AddMetricsFlags(CLI::App& app, ServeOptions& serve) {
+  app.add_option("--metrics-listen", serve.metrics_listen,
+                 "serve Prometheus /metrics on HOST:PORT (port 0 picks one); empty = off");
+  app.add_option("--metrics-port-file", serve.metrics_port_file,
+                 "write the bound metrics port here");
+}
+
+// How many groups wait, how big they are, and how their nodes are chosen.
+void AddPlacementFlags(CLI::App& app, HeadFlags& flags) {
+  berth::SchedulerConfig& scheduler = flags.config.scheduler;
+  app.add_option("--max-bundles-per-group", scheduler.max_bundles_per_group,
+                 "bundles in one placement group")
+      ->check(CLI::Range(1, 4096))
+      ->capture_default_str();
+  app.add_option("--max-pending-groups", scheduler.max_pending_groups,
+                 "placement groups waiting to be placed at once")
+      ->check(CLI::Range(1, 10'000'000))
+      ->capture_default_str();
+  flags.placement_scorer = std::string(berth::ScorerKindName(scheduler.placement_scorer));
+  app.add_option("--placement-scorer", flags.placement_scorer,
+                 "how to rank the nodes a bundle fits: fragmentation (learns the GPU task "
+                 "distribution from the groups created; the built-in ranking until 5 GPU "
+                 "tasks), builtin (best fit by the scarcest resource), first-fit, best-fit, "
+                 "worst-fit (Ray's default), random")
+      ->capture_default_str();
+}
+
+// How many train jobs, and how many threads step them.
+void AddTrainLimitFlags(CLI::App& app, berth::TrainControllerConfig& train) {
+  app.add_option("--max-active-jobs", train.max_active_jobs, "train jobs not yet finished")
+      ->check(CLI::Range(1, 1'000'000))
+      ->capture_default_str();
+  app.add_option("--train-threads", train.worker_threads,
+                 "threads that step the train jobs and make their raylet calls (a fixed pool, "
+                 "however many jobs there are)")
+      ->check(CLI::Range(1, 256))
+      ->capture_default_str();
+}
+
+// What one request may carry, and how many commits run at once.
+void AddRequestLimitFlags(CLI::App& app, HeadFlags& flags) {
+  app.add_option("--max-name-length", flags.max_name_length, "characters in a group or job name")
+      ->check(CLI::Range(1, 4096))
+      ->capture_default_str();
+  app.add_option("--max-message-bytes", flags.config.max_message_bytes,
+                 "largest request accepted, bytes")
+      ->check(CLI::Range(64 << 10, 256 << 20))
+      ->capture_default_str();
+  app.add_option("--package-limit-mb", flags.package_limit_mb,
+                 "largest working-directory package accepted (runtime_env working_dir), MiB")
+      ->check(CLI::Range(1, 4096))
+      ->capture_default_str();
+  app.add_option("--committer-threads", flags.config.committer_threads,
+                 "two-phase commits run at once")
+      ->check(CLI::Range(1, 256));
+}
+
+// Every flag, one concern at a time, in the order --help lists them.
+void AddHeadFlags(CLI::App& app, HeadFlags& flags) {
+  AddListenFlags(app, flags.serve);
+  AddRayletFlags(app, flags);
+  AddAdvertiseFlags(app, flags.serve);
+  AddTrainJobFlags(app, flags.config.train);
+  AddAuthFlags(app, flags);
+  AddStateStoreFlags(app, flags);
+  AddMetricsFlags(app, flags.serve);
+  AddPlacementFlags(app, flags);
+  AddTrainLimitFlags(app, flags.config.train);
+  AddRequestLimitFlags(app, flags);
+}
+
+// The HeadConfig the flags describe: the scorer named, the token and TLS
+// files read, the worker-side binaries found.
+absl::StatusOr<berth::HeadConfig> HeadConfigOf(const HeadFlags& flags) {
+  berth::HeadConfig config = flags.config;
+  config.scheduler.max_name_length = flags.max_name_length;
+  config.package_limit_bytes = flags.package_limit_mb << 20;
+  absl::StatusOr<berth::ScorerKind> scorer_kind =
+      berth::ParseScorerKind(flags.placement_scorer, "--placement-scorer");
+  if (!scorer_kind.ok()) return scorer_kind.status();
+  config.scheduler.placement_scorer = *scorer_kind;
+  if (!flags.token_file.empty()) {
+    absl::StatusOr<std::string> token = berth::LoadClusterToken(flags.token_file, "--token-file");
+    if (!token.ok()) return token.status();
+    config.cluster_token = *token;
+  }
+  absl::StatusOr<berth::TlsConfig> tls =
+      berth::LoadTlsConfig(flags.tls_files, /*need_certificate=*/true);
+  if (!tls.ok()) return tls.status();
+  config.tls = *tls;
+  config.train.max_name_length = flags.max_name_length;
+  config.raylet_rpc_timeout = absl::Milliseconds(flags.rpc_timeout_ms);
+  std::string& worker = config.train.job.worker_binary;
+  if (worker.empty() || worker == "berth-worker") worker = DefaultWorkerSideBinary("berth-worker");
+  std::string& relay = config.train.job.relay_binary;
+  if (relay.empty() || relay == "berth-relay") relay = DefaultWorkerSideBinary("berth-relay");
+  return config;
+}
+
+int Fail(const absl::Status& status) {
+  berth::LogError(status.message());
+  return 1;
+}
+
+// The config checked, the signals blocked, the store opened, then Serve.
+int Run(HeadFlags flags) {
+  absl::StatusOr<berth::HeadConfig> config = HeadConfigOf(flags);
+  if (!config.ok()) return Fail(config.status());
+  // Signals are taken by sigwait in Serve, not by whichever thread they hit.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  absl::StatusOr<std::unique_ptr<berth::StateStore>> store =
+      OpenStore(flags.state_dir, flags.serve.state_store, signals);
+  if (!store.ok()) return Fail(store.status());
+  return Serve(std::move(flags.serve), *std::move(config), *std::move(store), signals);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -298,144 +494,12 @@ int main(int argc, char** argv) {
   // Debian's Abseil leaves it on, at a cost on every lock.
   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
   CLI::App app{"berth-head: the berth cluster scheduler"};
-  ServeOptions serve;
-  std::string& listen = serve.listen;
-  std::string& port_file = serve.port_file;
-  berth::HeadConfig config;
-  int64_t rpc_timeout_ms = 2000;
-  app.add_option("--listen", listen, "host:port to serve on (port 0 picks a free port)");
-  app.add_option("--port-file", port_file, "write the bound port here once serving");
-  app.add_option("--heartbeat-period-ms", config.liveness.heartbeat_period_ms,
-                 "how often raylets heartbeat")
-      ->check(CLI::Range(10, 600000));
-  app.add_option("--heartbeat-misses", config.liveness.misses,
-                 "missed heartbeat periods before a node is DEAD")
-      ->check(CLI::Range(1, 1000));
-  app.add_option("--raylet-rpc-timeout-ms", rpc_timeout_ms, "deadline of each call to a raylet")
-      ->check(CLI::Range(10, 600000));
-  std::string& advertise_address = serve.advertise_address;
-  app.add_option("--advertise-address", advertise_address,
-                 "host:port raylets and trainers reach the head at (default: the listen "
-                 "host and the bound port)");
-  app.add_option("--heads", serve.heads,
-                 "every head of the cluster, this one included, HOST:PORT,HOST:PORT: "
-                 "trainers get the list to follow whichever head is active (default: this "
-                 "head's address)");
-  app.add_option("--worker-binary", config.train.job.worker_binary,
-                 "berth-worker as the raylets run it (default: beside berth-head, else PATH)");
-  app.add_option("--relay-binary", config.train.job.relay_binary,
-                 "berth-relay, a command job's driver, as the raylets run it (default: beside "
-                 "berth-head, else PATH)");
-  app.add_option("--checkpoint-root", config.train.job.checkpoint_root,
-                 "where trainers write checkpoints when a job names no storage_path");
-  std::string& metrics_listen = serve.metrics_listen;
-  std::string& metrics_port_file = serve.metrics_port_file;
-  std::string state_dir;
-  std::string state_store;
-  std::string token_file;
-  app.add_option("--token-file", token_file,
-                 "require this cluster token (authorization: Bearer) on every RPC; mode 0600");
-  berth::TlsFiles tls_files;
-  berth::AddTlsFlags(app, tls_files, "berth-head");
-  size_t max_name_length = 128;
-  app.add_option(
-      "--state-dir", state_dir,
-      "keep nodes and placement groups in DIR/head.sqlite, so a restarted head continues");
-  app.add_option("--state-store", state_store,
-                 "where to keep state instead: redis://HOST:PORT[/DB] (HA), sqlite:PATH, or "
-                 "memory: (lost on exit)")
-      ->excludes("--state-dir");
-  app.add_option("--metrics-listen", metrics_listen,
-                 "serve Prometheus /metrics on HOST:PORT (port 0 picks one); empty = off");
-  app.add_option("--metrics-port-file", metrics_port_file, "write the bound metrics port here");
-  app.add_option("--max-bundles-per-group", config.scheduler.max_bundles_per_group,
-                 "bundles in one placement group")
-      ->check(CLI::Range(1, 4096))
-      ->capture_default_str();
-  app.add_option("--max-pending-groups", config.scheduler.max_pending_groups,
-                 "placement groups waiting to be placed at once")
-      ->check(CLI::Range(1, 10'000'000))
-      ->capture_default_str();
-  std::string placement_scorer(berth::ScorerKindName(config.scheduler.placement_scorer));
-  app.add_option("--placement-scorer", placement_scorer,
-                 "how to rank the nodes a bundle fits: fragmentation (learns the GPU task "
-                 "distribution from the groups created; the built-in ranking until 5 GPU "
-                 "tasks), builtin (best fit by the scarcest resource), first-fit, best-fit, "
-                 "worst-fit (Ray's default), random")
-      ->capture_default_str();
-  app.add_option("--max-active-jobs", config.train.max_active_jobs, "train jobs not yet finished")
-      ->check(CLI::Range(1, 1'000'000))
-      ->capture_default_str();
-  app.add_option("--train-threads", config.train.worker_threads,
-                 "threads that step the train jobs and make their raylet calls (a fixed pool, "
-                 "however many jobs there are)")
-      ->check(CLI::Range(1, 256))
-      ->capture_default_str();
-  app.add_option("--max-name-length", max_name_length, "characters in a group or job name")
-      ->check(CLI::Range(1, 4096))
-      ->capture_default_str();
-  app.add_option("--max-message-bytes", config.max_message_bytes, "largest request accepted, bytes")
-      ->check(CLI::Range(64 << 10, 256 << 20))
-      ->capture_default_str();
-  uint64_t package_limit_mb = berth::kDefaultPackageLimitBytes >> 20;
-  app.add_option("--package-limit-mb", package_limit_mb,
-                 "largest working-directory package accepted (runtime_env working_dir), MiB")
-      ->check(CLI::Range(1, 4096))
-      ->capture_default_str();
-  app.add_option("--committer-threads", config.committer_threads, "two-phase commits run at once")
-      ->check(CLI::Range(1, 256));
+  HeadFlags flags;
+  AddHeadFlags(app, flags);
   const berth::LogFlag log_flag(app);
   berth::AddHelpJsonFlag(app);
   CLI11_PARSE(app, argc, argv);
   log_flag.Init("berth-head");
-  config.scheduler.max_name_length = max_name_length;
-  config.package_limit_bytes = package_limit_mb << 20;
-  absl::StatusOr<berth::ScorerKind> scorer_kind =
-      berth::ParseScorerKind(placement_scorer, "--placement-scorer");
-  if (!scorer_kind.ok()) {
-    berth::LogError(scorer_kind.status().message());
-    return 1;
-  }
-  config.scheduler.placement_scorer = *scorer_kind;
-  if (!token_file.empty()) {
-    absl::StatusOr<std::string> token = berth::LoadClusterToken(token_file, "--token-file");
-    if (!token.ok()) {
-      berth::LogError(token.status().message());
-      return 1;
-    }
-    config.cluster_token = *token;
-  }
-  absl::StatusOr<berth::TlsConfig> tls = berth::LoadTlsConfig(tls_files, /*need_certificate=*/true);
-  if (!tls.ok()) {
-    berth::LogError(tls.status().message());
-    return 1;
-  }
-  config.tls = *tls;
-  config.train.max_name_length = max_name_length;
-  config.raylet_rpc_timeout = absl::Milliseconds(rpc_timeout_ms);
-  std::string& worker = config.train.job.worker_binary;
-  if (worker.empty() || worker == "berth-worker") worker = DefaultWorkerSideBinary("berth-worker");
-  std::string& relay = config.train.job.relay_binary;
-  if (relay.empty() || relay == "berth-relay") relay = DefaultWorkerSideBinary("berth-relay");
-
-  // Signals are taken by sigwait below, not by whichever thread they hit.
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGINT);
-  sigaddset(&signals, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
-
-  std::unique_ptr<berth::StateStore> store;
-  if (!state_dir.empty() || !state_store.empty()) {
-    absl::StatusOr<std::unique_ptr<berth::StateStore>> opened =
-        OpenStore(state_dir, state_store, signals);
-    if (!opened.ok()) {
-      berth::LogError(opened.status().message());
-      return 1;
-    }
-    store = *std::move(opened);
-  }
-  serve.command_line.assign(argv, argv + argc);
-  serve.state_store = state_store;
-  return Serve(serve, std::move(config), std::move(store), signals);
+  flags.serve.command_line.assign(argv, argv + argc);
+  return Run(std::move(flags));
 }

@@ -1,8 +1,11 @@
 #include "scheduler/head_metrics.h"
 
+#include <algorithm>
 #include <map>
 #include <string>
 #include <tuple>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_join.h"
@@ -43,10 +46,6 @@ std::string StateName(const std::string& enum_name, absl::string_view prefix) {
   return std::string(absl::StripPrefix(enum_name, prefix));
 }
 
-bool IsInternal(const std::string& resource) {
-  return absl::StartsWith(resource, kAcceleratorResourcePrefix);
-}
-
 double Amount(const v1::ResourceSet& set, absl::string_view name) {
   auto it = set.amounts().find(std::string(name));
   return it == set.amounts().end() ? 0 : it->second;
@@ -58,7 +57,7 @@ using ResourceUse = std::map<std::string, std::pair<double, double>>;
 void AddUse(const v1::ResourceSet& total, const v1::ResourceSet& available, double sign,
             ResourceUse* use) {
   for (const auto& [name, amount] : total.amounts()) {
-    if (IsInternal(name)) continue;
+    if (PinnedAcceleratorType(name)) continue;
     auto& [t, a] = (*use)[name];
     t += sign * amount;
     a += sign * (amount - Amount(available, name));
@@ -84,43 +83,20 @@ prometheus::MetricFamily StateCounts(std::string name, std::string help,
   return family.Take();
 }
 
-}  // namespace
+using Families = std::vector<prometheus::MetricFamily>;
 
-std::string BundleAcceleratorType(const v1::Bundle& bundle) {
-  for (const auto& [name, amount] : bundle.resources().amounts()) {
-    if (IsInternal(name) && amount > 0) return name.substr(kAcceleratorResourcePrefix.size());
-  }
-  for (const v1::LabelSelectorRequirement& r : bundle.selector().requirements()) {
-    if (r.key() == kAcceleratorTypeLabel && r.op() == v1::LABEL_OPERATOR_IN &&
-        r.values_size() == 1) {
-      return r.values(0);
-    }
-  }
-  return "any";
-}
-
-std::string BundleShape(const v1::Bundle& bundle) {
-  std::map<std::string, double> amounts;
-  for (const auto& [name, amount] : bundle.resources().amounts()) {
-    if (!IsInternal(name) && amount != 0) amounts[name] = amount;
-  }
-  absl::StatusOr<ResourceSet> set = ResourceSet::FromDoubles(amounts, "shape");
-  if (!set.ok()) return "invalid";
-  return std::string(absl::StripSuffix(absl::StripPrefix(set->ToString(), "{"), "}"));
-}
-
-std::vector<prometheus::MetricFamily> HeadStateFamilies(const HeadSnapshot& snapshot) {
-  const v1::GetClusterStatusResponse& status = snapshot.status;
-  std::vector<prometheus::MetricFamily> out;
-
+// berth_nodes, by state.
+void AddNodeCounts(const v1::GetClusterStatusResponse& status, Families* out) {
   GaugeFamily nodes("berth_nodes", "Nodes the head knows, by state.");
   nodes.Add({{"state", "ALIVE"}}, status.alive_nodes())
       .Add({{"state", "DRAINING"}}, status.draining_nodes())
       .Add({{"state", "DEAD"}}, status.dead_nodes());
-  out.push_back(nodes.Take());
+  out->push_back(nodes.Take());
+}
 
-  // Per accelerator type; nodes without GPUs are what the per-type sums
-  // leave of the cluster's totals.
+// The cluster's capacity and allocation per accelerator type; nodes without
+// GPUs are what the per-type sums leave of the cluster's totals.
+void AddResourceUse(const v1::GetClusterStatusResponse& status, Families* out) {
   std::map<std::string, ResourceUse> use;
   AddUse(status.total(), status.available(), 1, &use[kNone]);
   for (const v1::AcceleratorTypeCount& a : status.accelerators()) {
@@ -139,14 +115,17 @@ std::vector<prometheus::MetricFamily> HeadStateFamilies(const HeadSnapshot& snap
       allocated.Add({{"resource", name}, {"accelerator_type", type}}, ta.second);
     }
   }
-  out.push_back(total.Take());
-  out.push_back(allocated.Take());
+  out->push_back(total.Take());
+  out->push_back(allocated.Take());
+}
 
+// The GPUs of each ALIVE or DRAINING node, and how many are reserved.
+void AddNodeGpus(const v1::ListNodesResponse& nodes, Families* out) {
   GaugeFamily node_gpus("berth_node_gpus", "GPU instances of each ALIVE or DRAINING node.");
   GaugeFamily node_gpus_allocated(
       "berth_node_gpus_allocated",
       "GPUs of the node reserved by bundles (fractional shares summed).");
-  for (const v1::NodeInfo& node : snapshot.nodes.nodes()) {
+  for (const v1::NodeInfo& node : nodes.nodes()) {
     if (node.state() != v1::NODE_STATE_ALIVE && node.state() != v1::NODE_STATE_DRAINING) continue;
     if (node.gpus_size() == 0) continue;
     auto type = node.labels().find(std::string(kAcceleratorTypeLabel));
@@ -156,54 +135,74 @@ std::vector<prometheus::MetricFamily> HeadStateFamilies(const HeadSnapshot& snap
     node_gpus.Add(labels, node.gpus_size());
     node_gpus_allocated.Add(labels, Amount(node.total(), kGpu) - Amount(node.available(), kGpu));
   }
-  out.push_back(node_gpus.Take());
-  out.push_back(node_gpus_allocated.Take());
+  out->push_back(node_gpus.Take());
+  out->push_back(node_gpus_allocated.Take());
+}
 
-  out.push_back(StateCounts("berth_placement_groups", "Placement groups by state.",
-                            status.placement_groups(), v1::PlacementGroupState_descriptor(),
-                            "PLACEMENT_GROUP_STATE_"));
+// Unplaced bundles and their GPUs by (accelerator type, shape, strategy).
+using DemandKey = std::tuple<std::string, std::string, std::string>;
+using DemandByShape = std::map<DemandKey, std::pair<double, double>>;  // bundles, GPUs
 
-  // Pending demand, per bundle shape.
-  using DemandKey = std::tuple<std::string, std::string, std::string>;  // type, shape, strategy
-  std::map<DemandKey, std::pair<double, double>> demand;                // bundles, GPUs
-  uint32_t infeasible = 0;
+// The strategy label of a pending gang: PACK when it names none.
+std::string StrategyName(v1::PlacementStrategy strategy) {
+  return StateName(v1::PlacementStrategy_Name(strategy == v1::PLACEMENT_STRATEGY_UNSPECIFIED
+                                                  ? v1::PLACEMENT_STRATEGY_PACK
+                                                  : strategy),
+                   "PLACEMENT_STRATEGY_");
+}
+
+DemandByShape PendingDemandByShape(const v1::GetClusterStatusResponse& status) {
+  DemandByShape demand;
   for (const v1::PendingDemand& d : status.pending_demand()) {
-    if (d.infeasible()) infeasible += d.count();
-    const std::string strategy =
-        StateName(v1::PlacementStrategy_Name(d.strategy() == v1::PLACEMENT_STRATEGY_UNSPECIFIED
-                                                 ? v1::PLACEMENT_STRATEGY_PACK
-                                                 : d.strategy()),
-                  "PLACEMENT_STRATEGY_");
+    const std::string strategy = StrategyName(d.strategy());
     for (const v1::Bundle& b : d.shape()) {
       auto& [bundles, gpus] = demand[{BundleAcceleratorType(b), BundleShape(b), strategy}];
       bundles += d.count();
       gpus += d.count() * Amount(b.resources(), kGpu);
     }
   }
+  return demand;
+}
+
+// Groups by state, the infeasible ones, the pending demand per bundle shape
+// and the age of the oldest waiting group.
+void AddPlacementGroups(const HeadSnapshot& snapshot, Families* out) {
+  const v1::GetClusterStatusResponse& status = snapshot.status;
+  out->push_back(StateCounts("berth_placement_groups", "Placement groups by state.",
+                             status.placement_groups(), v1::PlacementGroupState_descriptor(),
+                             "PLACEMENT_GROUP_STATE_"));
+  uint32_t infeasible = 0;
+  for (const v1::PendingDemand& d : status.pending_demand()) {
+    if (d.infeasible()) infeasible += d.count();
+  }
   GaugeFamily infeasible_family(
       "berth_placement_groups_infeasible",
       "PENDING/RESCHEDULING groups that no set of alive nodes could hold.");
   infeasible_family.Add({}, infeasible);
-  out.push_back(infeasible_family.Take());
+  out->push_back(infeasible_family.Take());
   GaugeFamily pending_bundles("berth_pending_bundles",
                               "Unplaced bundles of PENDING/RESCHEDULING groups, by bundle shape.");
   GaugeFamily pending_gpus("berth_pending_gpus",
                            "GPUs asked for by unplaced bundles, by bundle shape.");
-  for (const auto& [key, value] : demand) {
+  for (const auto& [key, value] : PendingDemandByShape(status)) {
     const MetricLabels labels = {{"accelerator_type", std::get<0>(key)},
                                  {"shape", std::get<1>(key)},
                                  {"strategy", std::get<2>(key)}};
     pending_bundles.Add(labels, value.first);
     pending_gpus.Add(labels, value.second);
   }
-  out.push_back(pending_bundles.Take());
-  out.push_back(pending_gpus.Take());
+  out->push_back(pending_bundles.Take());
+  out->push_back(pending_gpus.Take());
   GaugeFamily age("berth_pending_gang_age_seconds",
                   "How long the oldest PENDING/RESCHEDULING group has waited (0 when none waits).");
   const int64_t since = status.oldest_pending_since_unix_ms();
   age.Add({}, since == 0 ? 0.0 : std::max<int64_t>(0, snapshot.now_ms - since) / 1000.0);
-  out.push_back(age.Take());
+  out->push_back(age.Take());
+}
 
+// Each queue's quota, usage and borrowing per resource, its gangs and its
+// fair share.
+void AddQueues(const v1::GetClusterStatusResponse& status, Families* out) {
   GaugeFamily quota("berth_queue_quota", "Nominal quota of each queue, per resource.");
   GaugeFamily usage("berth_queue_usage", "What each queue's admitted gangs are charged.");
   GaugeFamily borrowed("berth_queue_borrowed",
@@ -225,25 +224,69 @@ std::vector<prometheus::MetricFamily> HeadStateFamilies(const HeadSnapshot& snap
     share.Add({{"queue", q.name()}}, q.fair_share());
   }
   for (GaugeFamily* family : {&quota, &usage, &borrowed, &queue_pending, &queue_running, &share})
-    out.push_back(family->Take());
+    out->push_back(family->Take());
+}
 
-  out.push_back(StateCounts("berth_train_jobs", "Train jobs by state.", status.train_jobs(),
-                            v1::TrainJobState_descriptor(), "TRAIN_JOB_STATE_"));
+// berth_train_jobs, by state.
+void AddTrainJobs(const v1::GetClusterStatusResponse& status, Families* out) {
+  out->push_back(StateCounts("berth_train_jobs", "Train jobs by state.", status.train_jobs(),
+                             v1::TrainJobState_descriptor(), "TRAIN_JOB_STATE_"));
+}
 
+// The pools as berth-autoscaler last reported them, and the gangs no pool
+// could hold.
+void AddAutoscaler(const v1::AutoscalerStatus& autoscaler, Families* out) {
   GaugeFamily pool_nodes("berth_autoscaler_pool_nodes",
                          "Nodes of each pool, as last reported by berth-autoscaler.");
   GaugeFamily pool_target("berth_autoscaler_pool_target_nodes",
                           "Size the autoscaler last asked for, per pool.");
-  for (const v1::NodePoolStatus& pool : status.autoscaler().pools()) {
+  for (const v1::NodePoolStatus& pool : autoscaler.pools()) {
     pool_nodes.Add({{"pool", pool.name()}}, pool.nodes());
     pool_target.Add({{"pool", pool.name()}}, pool.target_nodes());
   }
-  out.push_back(pool_nodes.Take());
-  out.push_back(pool_target.Take());
+  out->push_back(pool_nodes.Take());
+  out->push_back(pool_target.Take());
   GaugeFamily unsatisfiable("berth_autoscaler_infeasible_gangs",
                             "Pending gangs that no configured pool could ever hold.");
-  unsatisfiable.Add({}, status.autoscaler().unsatisfiable_size());
-  out.push_back(unsatisfiable.Take());
+  unsatisfiable.Add({}, autoscaler.unsatisfiable_size());
+  out->push_back(unsatisfiable.Take());
+}
+
+}  // namespace
+
+std::string BundleAcceleratorType(const v1::Bundle& bundle) {
+  for (const auto& [name, amount] : bundle.resources().amounts()) {
+    std::optional<absl::string_view> type = PinnedAcceleratorType(name);
+    if (type && amount > 0) return std::string(*type);
+  }
+  for (const v1::LabelSelectorRequirement& r : bundle.selector().requirements()) {
+    if (r.key() == kAcceleratorTypeLabel && r.op() == v1::LABEL_OPERATOR_IN &&
+        r.values_size() == 1) {
+      return r.values(0);
+    }
+  }
+  return "any";
+}
+
+std::string BundleShape(const v1::Bundle& bundle) {
+  std::map<std::string, double> amounts;
+  for (const auto& [name, amount] : bundle.resources().amounts()) {
+    if (!PinnedAcceleratorType(name) && amount != 0) amounts[name] = amount;
+  }
+  absl::StatusOr<ResourceSet> set = ResourceSet::FromDoubles(amounts, "shape");
+  if (!set.ok()) return "invalid";
+  return std::string(absl::StripSuffix(absl::StripPrefix(set->ToString(), "{"), "}"));
+}
+
+std::vector<prometheus::MetricFamily> HeadStateFamilies(const HeadSnapshot& snapshot) {
+  Families out;
+  AddNodeCounts(snapshot.status, &out);
+  AddResourceUse(snapshot.status, &out);
+  AddNodeGpus(snapshot.nodes, &out);
+  AddPlacementGroups(snapshot, &out);
+  AddQueues(snapshot.status, &out);
+  AddTrainJobs(snapshot.status, &out);
+  AddAutoscaler(snapshot.status.autoscaler(), &out);
   return out;
 }
 

@@ -1,5 +1,9 @@
 #include "scheduler/head_metrics.h"
 
+#include <map>
+#include <string>
+#include <vector>
+
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/unit/metric_samples.h"
@@ -8,6 +12,7 @@ namespace berth {
 namespace {
 
 using ::testing::DoubleEq;
+using ::testing::ElementsAre;
 using ::testing::Optional;
 using testing::Sample;
 using testing::SeriesCount;
@@ -127,6 +132,58 @@ TEST(HeadMetricsTest, StateGaugesFollowTheSnapshot) {
   EXPECT_THAT(Sample(f, "berth_pending_gpus", shape), Optional(12.0));
   EXPECT_THAT(Sample(f, "berth_pending_gang_age_seconds", {}), Optional(60.0));
   EXPECT_THAT(Sample(f, "berth_autoscaler_infeasible_gangs", {}), Optional(0.0));
+}
+
+// Every state gauge of docs/metrics.md, each family once, in the order a
+// scrape lists them.
+TEST(HeadMetricsTest, StateFamiliesComeOnceInScrapeOrder) {
+  std::vector<std::string> names;
+  for (const prometheus::MetricFamily& family : HeadStateFamilies(Snapshot())) {
+    EXPECT_EQ(family.type, prometheus::MetricType::Gauge) << family.name;
+    names.push_back(family.name);
+  }
+  EXPECT_THAT(
+      names, ElementsAre(
+                 "berth_nodes", "berth_resource_capacity", "berth_resource_allocated",
+                 "berth_node_gpus", "berth_node_gpus_allocated", "berth_placement_groups",
+                 "berth_placement_groups_infeasible", "berth_pending_bundles", "berth_pending_gpus",
+                 "berth_pending_gang_age_seconds", "berth_queue_quota", "berth_queue_usage",
+                 "berth_queue_borrowed", "berth_queue_pending_gangs", "berth_queue_running_gangs",
+                 "berth_queue_fair_share", "berth_train_jobs", "berth_autoscaler_pool_nodes",
+                 "berth_autoscaler_pool_target_nodes", "berth_autoscaler_infeasible_gangs"));
+}
+
+TEST(HeadMetricsTest, QueueAndAutoscalerGaugesFollowTheSnapshot) {
+  HeadSnapshot s = Snapshot();
+  v1::GetClusterStatusResponse& status = s.status;
+  status.mutable_pending_demand(0)->set_infeasible(true);
+  status.set_oldest_pending_since_unix_ms(0);
+  v1::QueueStatus* q = status.add_queues();
+  q->set_name("research");
+  (*q->mutable_nominal_quota())["GPU"] = 8;
+  (*q->mutable_usage())["GPU"] = 10;
+  (*q->mutable_borrowed())["GPU"] = 2;
+  q->set_pending(4);
+  q->set_running(3);
+  q->set_fair_share(0.625);
+  v1::NodePoolStatus* pool = status.mutable_autoscaler()->add_pools();
+  pool->set_name("a10g");
+  pool->set_nodes(2);
+  pool->set_target_nodes(5);
+  status.mutable_autoscaler()->add_unsatisfiable();
+  const std::vector<prometheus::MetricFamily> f = HeadStateFamilies(s);
+  EXPECT_THAT(Sample(f, "berth_placement_groups_infeasible", {}), Optional(3.0));
+  EXPECT_THAT(Sample(f, "berth_pending_gang_age_seconds", {}), Optional(0.0));
+  const std::map<std::string, std::string> gpu = {{"queue", "research"}, {"resource", "GPU"}};
+  EXPECT_THAT(Sample(f, "berth_queue_quota", gpu), Optional(8.0));
+  EXPECT_THAT(Sample(f, "berth_queue_usage", gpu), Optional(10.0));
+  EXPECT_THAT(Sample(f, "berth_queue_borrowed", gpu), Optional(2.0));
+  EXPECT_THAT(Sample(f, "berth_queue_pending_gangs", {{"queue", "research"}}), Optional(4.0));
+  EXPECT_THAT(Sample(f, "berth_queue_running_gangs", {{"queue", "research"}}), Optional(3.0));
+  EXPECT_THAT(Sample(f, "berth_queue_fair_share", {{"queue", "research"}}), Optional(0.625));
+  EXPECT_THAT(Sample(f, "berth_autoscaler_pool_nodes", {{"pool", "a10g"}}), Optional(2.0));
+  EXPECT_THAT(Sample(f, "berth_autoscaler_pool_target_nodes", {{"pool", "a10g"}}), Optional(5.0));
+  EXPECT_THAT(Sample(f, "berth_autoscaler_infeasible_gangs", {}), Optional(1.0));
 }
 
 TEST(HeadMetricsTest, BundleShapeAndAcceleratorType) {
