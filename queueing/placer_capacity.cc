@@ -263,7 +263,7 @@ const PlacerCapacity::Unfit* PlacerCapacity::KnownUnfit(const Gang& g) {
 
 std::optional<ResourceSet> PlacerCapacity::Decide(Gang& g,
                                                   const absl::flat_hash_set<NodeIndex>* avoid,
-                                                  std::string* reason) {
+                                                  std::string* reason, bool* waiting) {
   ++decisions_;
   if (observer_ != nullptr) observer_->BeforeDecision();
   BundlePlacer placer(table_, ranking());
@@ -272,6 +272,7 @@ std::optional<ResourceSet> PlacerCapacity::Decide(Gang& g,
   if (observer_ != nullptr && d.ok()) observer_->AfterDecision(*d);
   if (!d.ok() || d->outcome != PlacementOutcome::kPlaced) {
     if (reason != nullptr) *reason = d.ok() ? d->reason : std::string(d.status().message());
+    if (waiting != nullptr) *waiting = d.ok() && d->outcome == PlacementOutcome::kRetryLater;
     if (avoid == nullptr) g.infeasible = d.ok() && d->outcome == PlacementOutcome::kInfeasible;
     return std::nullopt;
   }
@@ -295,12 +296,13 @@ std::optional<ResourceSet> PlacerCapacity::Place(const std::string& gang_id, std
     g.infeasible = u->infeasible;
     return std::nullopt;
   }
-  auto remember = [&] {
+  // `waiting`: the gang did not fit the free room (as opposed to any set
+  // of nodes); a gang that can never be placed is not said to be waiting.
+  auto remember = [&](bool waiting) {
     std::vector<Unfit>& alike = unfit_[g.structure_hash];
     if (alike.size() >= kUnfitPerStructure) return;
-    // A gang that can never be placed is not said to be waiting.
     absl::string_view why = *reason;
-    const bool waiting = absl::ConsumePrefix(&why, kWaitingForResources);
+    if (waiting) absl::ConsumePrefix(&why, kWaitingForResources);
     alike.push_back({&g.structure, &g.amounts, *reason,
                      absl::StrCat(waiting ? kWaitingForResources : "", "it asks at least what ",
                                   gang_id, " asks, bundle by bundle, which ",
@@ -310,7 +312,7 @@ std::optional<ResourceSet> PlacerCapacity::Place(const std::string& gang_id, std
   SyncFree();
   if (g.decided && !FreeCoversGang(g, reason)) {
     *reason = absl::StrCat(kWaitingForResources, *reason);
-    remember();
+    remember(true);
     return std::nullopt;
   }
   g.decided = true;
@@ -320,8 +322,9 @@ std::optional<ResourceSet> PlacerCapacity::Place(const std::string& gang_id, std
   if (const absl::flat_hash_set<NodeIndex>* spared = SparedFor(g)) {
     charge = Decide(g, spared, nullptr);
   }
-  if (!charge) charge = Decide(g, nullptr, reason);
-  if (!charge) remember();
+  bool waiting = false;
+  if (!charge) charge = Decide(g, nullptr, reason, &waiting);
+  if (!charge) remember(waiting);
   return charge;
 }
 

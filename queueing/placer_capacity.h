@@ -172,9 +172,11 @@ class PlacerCapacity : public CapacityModel {
   ResourceSet ChargeOf(const std::vector<BundlePlacement>& placements) const;
   // The unfit_ entry of a spec that asks at least what `g` asks, or null.
   const Unfit* KnownUnfit(const Gang& g);
-  // One decision of the placer for `g` (observed), its bundles held if placed.
+  // One decision of the placer for `g` (observed), its bundles held if placed;
+  // else *waiting says whether it was the free room it lacked (the
+  // decision's outcome kRetryLater), not any set of nodes.
   std::optional<ResourceSet> Decide(Gang& g, const absl::flat_hash_set<NodeIndex>* avoid,
-                                    std::string* reason);
+                                    std::string* reason, bool* waiting = nullptr);
   static std::vector<uint64_t> NodesOf(const std::vector<BundlePlacement>& placements);
   // Sums the free CPU, GPU and memory again if the table changed since the
   // last call (not through this adapter); `delta` then applies a change of
