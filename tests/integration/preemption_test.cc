@@ -6,8 +6,6 @@
 // with the reason, and when B's job has ended resumes from its checkpoint
 // and succeeds, with no failure counted. The victim is the job that loses
 // the least: the one that checkpoints often, though it started first.
-#include <thread>
-
 #include "tests/integration/train_job_fixture.h"
 
 namespace berth::testing {
@@ -64,7 +62,13 @@ TEST_F(PreemptionTest, ATeamBelowItsQuotaPreemptsABorrowerWhichResumesFromItsChe
   ASSERT_TRUE(
       WaitUntil([&] { return Get(a2).state() == v1::TRAIN_JOB_STATE_RUNNING; }, seconds(60)))
       << Get(a2).DebugString();
-  std::this_thread::sleep_for(seconds(8));  // a2 has 8 s of work to lose; a1 about 1 s
+  // A preemption loses the work since a job's start or its last checkpoint.
+  // a2 has run since before it was RUNNING; once a1 reports a checkpoint
+  // after that, a1 has less to lose than a2 from then on, however long the
+  // steps take.
+  const uint64_t a1_step = Get(a1).latest_checkpoint_step();
+  ASSERT_TRUE(WaitUntil([&] { return Get(a1).latest_checkpoint_step() > a1_step; }, seconds(30)))
+      << "a1 reported no checkpoint after a2 started: " << Get(a1).DebugString();
 
   // Team B arrives: the job that checkpointed last is preempted within seconds.
   const std::string b = Submit(Job("team-b", 4, 0));

@@ -10,6 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
+#include "absl/time/clock.h"
 #include "berth/v1/raylet.grpc.pb.h"
 #include "grpcpp/security/server_credentials.h"
 #include "grpcpp/server.h"
@@ -112,7 +113,10 @@ TEST_F(BundleOpBatcherTest, OpsQueuedDuringACallGoTogetherInOrder) {
   };
   batcher.Enqueue(address_, Prepare("pg-0"), record("pg-0", 0));
   // The first call is now in flight (held by the raylet): these 50 queue.
-  while (raylet_.calls_ == 0) absl::SleepFor(absl::Milliseconds(1));
+  for (const absl::Time deadline = absl::Now() + absl::Seconds(10); raylet_.calls_ == 0;) {
+    ASSERT_LT(absl::Now(), deadline) << "the first ApplyBundleOps call never reached the raylet";
+    absl::SleepFor(absl::Milliseconds(1));
+  }
   for (int i = 1; i <= 50; ++i) {
     const std::string pg = i == 7 ? "refuse" : absl::StrCat("pg-", i);
     batcher.Enqueue(address_, Prepare(pg), record(pg, static_cast<uint64_t>(i)));

@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
+#include "absl/time/clock.h"
 #include "gtest/gtest.h"
 
 namespace berth {
@@ -42,14 +43,19 @@ TEST(StateWriterTest, ConcurrentChangesShareBatches) {
   // The first writer blocks in the store; the others stage meanwhile and
   // are all carried by the next batch.
   std::thread first([&] { EXPECT_TRUE(writer.WaitDurable(writer.Stage("t", "k0", "v0")).ok()); });
-  while (writer.staged() == 0) std::this_thread::yield();
+  // Past the deadline the test fails and goes on: the release lets every
+  // thread end, so none is left joinable.
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  while (writer.staged() == 0 && absl::Now() < deadline) std::this_thread::yield();
+  EXPECT_EQ(writer.staged(), 1u) << "the first write never reached the store";
   std::vector<std::thread> others;
   for (int i = 1; i <= 16; ++i) {
     others.emplace_back([&, i] {
       EXPECT_TRUE(writer.WaitDurable(writer.Stage("t", absl::StrCat("k", i), "v")).ok());
     });
   }
-  while (writer.staged() < 17) std::this_thread::yield();
+  while (writer.staged() < 17 && absl::Now() < deadline) std::this_thread::yield();
+  EXPECT_EQ(writer.staged(), 17u) << "the other writers did not all stage";
   release.Notify();
   first.join();
   for (std::thread& t : others) t.join();
