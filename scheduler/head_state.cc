@@ -2,11 +2,11 @@
 
 #include <chrono>
 #include <optional>
-#include <random>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/log.h"
+#include "common/random_id.h"
 #include "wire/proto_convert.h"
 #include "wire/queue_convert.h"
 
@@ -161,8 +161,7 @@ void HeadState::PersistJob(const v1::TrainJobRecord& record) {
 }
 
 std::string HeadState::NewPlacementGroupId() {
-  static thread_local std::mt19937_64 rng(std::random_device{}());
-  return absl::StrFormat("pg-%012x", rng() & 0xffffffffffffULL);
+  return absl::StrFormat("pg-%012x", RandomIdBits() & 0xffffffffffffULL);
 }
 
 v1::ReleaseUnusedBundlesRequest ReleaseAllBut(const std::vector<v1::HeldBundle>& held,

@@ -3,12 +3,12 @@
 #include <algorithm>
 #include <atomic>
 #include <iterator>
-#include <random>
 #include <variant>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/log.h"
+#include "common/random_id.h"
 #include "train/train_job_spec.h"
 #include "wire/message_fingerprint.h"
 #include "wire/proto_convert.h"
@@ -100,10 +100,9 @@ absl::StatusOr<std::string> TrainJobController::Submit(const v1::SubmitTrainJobR
         absl::StrCat(active_, " train jobs are not finished (berth-head --max-active-jobs ",
                      config_.max_active_jobs, "); stop some or retry later"));
   }
-  static thread_local std::mt19937_64 rng(std::random_device{}());
   std::string id;
   do {
-    id = absl::StrFormat("job-%08x", rng() & 0xffffffffULL);
+    id = absl::StrFormat("job-%08x", RandomIdBits() & 0xffffffffULL);
   } while (jobs_.count(id) > 0);
   const absl::Time now = absl::Now();
   v1::TrainJobInfo info;
