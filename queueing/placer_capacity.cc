@@ -371,6 +371,24 @@ void PlacerCapacity::Hold(const std::string& gang_id, BundlePlacement placement)
   it->second.placed_by = 0;  // reserved by the caller, at a time unknown here
 }
 
+absl::StatusOr<PlacementDecision> PlacerCapacity::PlaceRemainder(const std::string& gang_id) {
+  auto it = gangs_.find(gang_id);
+  if (it == gangs_.end()) return absl::NotFoundError(absl::StrCat("unknown gang ", gang_id));
+  std::vector<BundlePlacement> kept = it->second.held;
+  std::sort(kept.begin(), kept.end(), [](const BundlePlacement& a, const BundlePlacement& b) {
+    return a.bundle_index < b.bundle_index;
+  });
+  ++decisions_;
+  if (observer_ != nullptr) observer_->BeforeDecision();
+  absl::StatusOr<PlacementDecision> d =
+      BundlePlacer(table_, ranking()).Place(*it->second.spec, kept);
+  if (observer_ != nullptr && d.ok()) observer_->AfterDecision(*d);
+  if (d.ok() && d->outcome == PlacementOutcome::kPlaced) {
+    for (const BundlePlacement& p : d->placements) Hold(gang_id, p);
+  }
+  return d;
+}
+
 void PlacerCapacity::ReleaseBundles(const std::string& gang_id,
                                     const std::vector<uint32_t>& bundle_indices) {
   auto it = gangs_.find(gang_id);

@@ -89,6 +89,11 @@ class PlacerCapacity : public CapacityModel {
   // itself (a restored group's, a lost bundle placed again); Release gives
   // it back with the rest.
   void Hold(const std::string& gang_id, BundlePlacement placement);
+  // One decision (observed) for what an admitted gang lacks (bundles lost
+  // with a node or of a failed commit) beside the bundles it holds, which
+  // it then holds too; as BundlePlacer::Place with those kept. The one
+  // placer of admitted gangs: a waiting gang is placed by Place.
+  absl::StatusOr<PlacementDecision> PlaceRemainder(const std::string& gang_id);
   // Gives back some of the gang's bundles (those lost with a node, those of
   // a failed commit).
   void ReleaseBundles(const std::string& gang_id, const std::vector<uint32_t>& bundle_indices);

@@ -138,7 +138,6 @@ std::vector<CommitTask> PlacementGroupManager::Schedule(int64_t now_ms) {
 }
 
 void PlacementGroupManager::PlaceAdmitted(int64_t now_ms, std::vector<CommitTask>* tasks) {
-  BundlePlacer placer(table_, scorer_.current());
   const bool freed = std::exchange(freed_, false);
   for (auto it = queue_.begin(); it != queue_.end() && in_flight_ < config_.max_in_flight;) {
     Group& g = groups_.at(it->second);
@@ -146,18 +145,16 @@ void PlacementGroupManager::PlaceAdmitted(int64_t now_ms, std::vector<CommitTask
       ++it;
       continue;
     }
-    const std::vector<BundlePlacement> kept = Placed(g);
+    const bool kept_some = !capacity_.Held(g.id).empty();
     ++g.attempts;
-    if (observer_) observer_->BeforeDecision();
-    absl::StatusOr<PlacementDecision> d = placer.Place(*g.spec, kept);
-    if (observer_ && d.ok()) observer_->AfterDecision(*d);
+    absl::StatusOr<PlacementDecision> d = capacity_.PlaceRemainder(g.id);
     if (!d.ok()) {  // cannot happen for a validated group; keep it waiting
       SetReason(g, Reason::kPlacer, std::string(d.status().message()));
       g.next_try_ms = now_ms + config_.max_backoff_ms;
       ++it;
       continue;
     }
-    if (d->outcome == PlacementOutcome::kInfeasible && !kept.empty() &&
+    if (d->outcome == PlacementOutcome::kInfeasible && kept_some &&
         !g.spec->topology().required.empty()) {
       // Its domain can never take its lost bundles back: the gang moves
       // whole. What it kept is let go of (on the raylets too), and it is
@@ -186,9 +183,9 @@ void PlacementGroupManager::PlaceAdmitted(int64_t now_ms, std::vector<CommitTask
       ++it;
       continue;
     }
-    // Placed: reserved in the table; hand the commit to the caller.
+    // Placed: reserved in the table and held by capacity_; hand the commit
+    // to the caller.
     it = queue_.erase(it);
-    for (const BundlePlacement& p : d->placements) capacity_.Hold(g.id, p);
     tasks->push_back(StartCommit(g, std::move(d->placements)));
   }
   // Stopped at max_in_flight: the groups not reached keep their turn.

@@ -342,7 +342,8 @@ class PlacementGroupManager {
   GangRequest GangOf(const Group& g) const;
   // Hands an admitted or re-placed group's new placements to two-phase commit.
   CommitTask StartCommit(Group& g, std::vector<BundlePlacement> placements);
-  // Places what admitted groups lack (lost bundles, failed commits).
+  // Places what admitted groups lack (lost bundles, failed commits), in
+  // turn and with backoff, through capacity_ (PlacerCapacity::PlaceRemainder).
   void PlaceAdmitted(int64_t now_ms, std::vector<CommitTask>* tasks);
   // Runs a queue scheduler pass and carries out its decisions.
   void RunPass(int64_t now_ms, std::vector<CommitTask>* tasks);

@@ -49,6 +49,27 @@ TEST_F(PlacerCapacityTest, AChargeCountsTheGpusOfEachAcceleratorType) {
   EXPECT_EQ(totals.Get("GPU:H100"), Quantity::Whole(8));
 }
 
+TEST_F(PlacerCapacityTest, TheRemainderIsPlacedBesideWhatTheGangKeeps) {
+  capacity_.Add("g", Gang(4));
+  std::string why;
+  ASSERT_TRUE(capacity_.Place("g", &why)) << why;
+  const NodeIndex node = capacity_.Held("g").front().allocation.node;
+  capacity_.ReleaseBundles("g", {1, 3});
+  ASSERT_EQ(capacity_.Held("g").size(), 2u);
+  absl::StatusOr<PlacementDecision> d = capacity_.PlaceRemainder("g");
+  ASSERT_TRUE(d.ok()) << d.status();
+  ASSERT_EQ(d->outcome, PlacementOutcome::kPlaced) << d->reason;
+  // Only the two it lacked were placed, on its node (STRICT_PACK), and it
+  // holds all four again.
+  ASSERT_EQ(d->placements.size(), 2u);
+  EXPECT_EQ(d->placements[0].bundle_index, 1u);
+  EXPECT_EQ(d->placements[1].bundle_index, 3u);
+  for (const BundlePlacement& p : d->placements) EXPECT_EQ(p.allocation.node, node);
+  EXPECT_EQ(capacity_.Held("g").size(), 4u);
+  EXPECT_EQ(capacity_.Charge("g").Get(kGpu), Quantity::Whole(4));
+  EXPECT_EQ(capacity_.PlaceRemainder("unknown").status().code(), absl::StatusCode::kNotFound);
+}
+
 TEST_F(PlacerCapacityTest, FitsWithoutLeavesTheTableExactlyAsItWas) {
   capacity_.Add("a", Gang(8));
   capacity_.Add("b", Gang(8));
