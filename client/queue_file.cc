@@ -98,8 +98,7 @@ class QueueFileReader {
 
 absl::StatusOr<v1::ApplyQueuesRequest> ParseQueueFile(const std::string& text,
                                                       const std::string& name) {
-  // Errors about the root call it a job file, as they always have.
-  const YamlReader yaml(name, "job file");
+  const YamlReader yaml(name, "queue file");
   v1::ApplyQueuesRequest request;
   absl::Status status = yaml.ReadOneDocument(text, "queue file", [&](const YAML::Node& root) {
     return QueueFileReader(yaml).Read(root, &request);

@@ -393,6 +393,8 @@ TEST(JobFileTest, KeysFromTheProtosAreTheOnesRead) {
             "job.yaml:1: failure.x: unknown key (allowed: max_failures, count_node_failures)");
   EXPECT_EQ(ParseQueueFile("priority_classes: [{x: 1}]\n", "queues.yaml").status().message(),
             "queues.yaml:1: priority_classes[0].x: unknown key (allowed: name, value)");
+  EXPECT_EQ(ParseQueueFile("- a\n- b\n", "queues.yaml").status().message(),
+            "queues.yaml:1: queue file: expected a map, got a list");
 }
 
 TEST(JobFileTest, WrongTypesNameTheExpectedType) {
