@@ -17,6 +17,14 @@ struct BackoffPolicy {
   absl::Duration initial = absl::Milliseconds(100);
   double multiplier = 2;  // >= 1
   absl::Duration max = absl::InfiniteDuration();
+
+  // The wait after `previous` (zero: the first): `initial`, then each
+  // `multiplier` times the one before, never more than `max`. For a caller
+  // that keeps only the last wait of many things under one policy.
+  absl::Duration After(absl::Duration previous) const {
+    const absl::Duration next = previous == absl::ZeroDuration() ? initial : previous * multiplier;
+    return next > max ? max : next;
+  }
 };
 
 class Backoff {
@@ -26,8 +34,7 @@ class Backoff {
   // The wait before the next try: `initial` the first time after
   // construction or Reset, then growing.
   absl::Duration Next() {
-    next_ = next_ == absl::ZeroDuration() ? policy_.initial : next_ * policy_.multiplier;
-    if (next_ > policy_.max) next_ = policy_.max;
+    next_ = policy_.After(next_);
     return next_;
   }
   void Reset() { next_ = absl::ZeroDuration(); }

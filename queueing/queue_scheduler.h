@@ -122,6 +122,11 @@ class QueueScheduler {
   // (FAILED_PRECONDITION naming it), and then nothing changes.
   absl::Status Reconfigure(QueueConfig config);
   const QueueConfig& config() const { return config_; }
+  // QueueSchedulerOptions::gang_name, for a caller that can name its gangs
+  // only once it exists.
+  void set_gang_name(std::function<std::string(const std::string& gang_id)> name) {
+    options_.gang_name = std::move(name);
+  }
 
   // Queues a gang (NOT_FOUND naming `queue` for an unknown queue,
   // ALREADY_EXISTS for a known id).

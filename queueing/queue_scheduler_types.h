@@ -11,6 +11,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -34,8 +35,6 @@ struct GangRequest {
   // victims for one does not search again for the others of its queue
   // and priority. 0: a shape of its own.
   uint64_t shape = 0;
-  // How reasons name it to users (e.g. "job job-1f2e"); empty: its id.
-  std::string name;
 };
 
 // kNewer: a gang of the preemptor's queue and priority that arrived after
@@ -56,6 +55,9 @@ struct PassResult {
 };
 
 struct QueueSchedulerOptions {
+  // How reasons name a gang to users (e.g. "job job-1f2e"), asked when a
+  // reason names it: the caller knows what its gangs are. Unset: its id.
+  std::function<std::string(const std::string& gang_id)> gang_name;
   bool preemption = true;
   // Reservations for gangs that fit their quota but not the nodes; without
   // them a pass skips a gang that does not fit (berth before queues).

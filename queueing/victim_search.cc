@@ -70,7 +70,8 @@ class VictimSearch {
   // Drops the victims off the places `g` took in the chosen set's trial, and
   // then, newest choice first, any victim not needed.
   void Prune(std::vector<const Candidate*>* chosen);
-  std::vector<Preemption> ToPreemptions(const std::vector<const Candidate*>& chosen) const;
+  std::vector<Preemption> ToPreemptions(const std::vector<const Candidate*>& chosen,
+                                        const QueueSchedulerOptions& options) const;
 
   const QueuedGang& g_;
   PassState& pass_;
@@ -100,7 +101,7 @@ std::optional<Victims> VictimSearch::Run(const QueueSchedulerOptions& options) {
   }
   std::vector<const Candidate*> chosen = ShortestPrefix(eligible);
   Prune(&chosen);
-  return Victims{ToPreemptions(chosen), std::move(fit_places_)};
+  return Victims{ToPreemptions(chosen, options), std::move(fit_places_)};
 }
 
 void VictimSearch::GroupByPlace() {
@@ -254,14 +255,15 @@ void VictimSearch::Prune(std::vector<const Candidate*>* chosen) {
   }
 }
 
-std::vector<Preemption> VictimSearch::ToPreemptions(
-    const std::vector<const Candidate*>& chosen) const {
+std::vector<Preemption> VictimSearch::ToPreemptions(const std::vector<const Candidate*>& chosen,
+                                                    const QueueSchedulerOptions& options) const {
   const GangRequest& by = g_.request;
+  const std::string name = options.gang_name ? options.gang_name(by.id) : by.id;
   std::vector<Preemption> out;
   for (const Candidate* c : chosen) {
     out.push_back({c->gang->request.id, by.id, c->rule,
-                   absl::StrCat("preempted by ", by.name.empty() ? by.id : by.name, " of queue ",
-                                by.queue, " (", PreemptionRuleName(c->rule), ")")});
+                   absl::StrCat("preempted by ", name, " of queue ", by.queue, " (",
+                                PreemptionRuleName(c->rule), ")")});
   }
   return out;
 }

@@ -60,6 +60,11 @@ std::vector<uint32_t> PlacementGroupManager::PlacedBundles(const Group& g) const
   return out;
 }
 
+int64_t PlacementGroupManager::NextTry(Group& g, int64_t now_ms) const {
+  g.backoff = config_.backoff().After(g.backoff);
+  return now_ms + absl::ToInt64Milliseconds(g.backoff);
+}
+
 void PlacementGroupManager::SetReason(Group& g, Reason reason, std::string detail) {
   g.reason = reason;
   g.detail = std::move(detail);  // a move: an emptied detail lets go of its buffer
@@ -179,7 +184,7 @@ void PlacementGroupManager::PlaceAdmitted(int64_t now_ms, std::vector<CommitTask
     g.infeasible = false;
     if (d->outcome == PlacementOutcome::kRetryLater) {
       SetReason(g, Reason::kPlacer, d->reason);
-      g.next_try_ms = now_ms + absl::ToInt64Milliseconds(g.backoff.Next());
+      g.next_try_ms = NextTry(g, now_ms);
       ++it;
       continue;
     }
@@ -264,7 +269,7 @@ std::vector<CancelTask> PlacementGroupManager::FinishPreemption(Group& g, int64_
   g.state = v1::PLACEMENT_GROUP_STATE_PENDING;
   g.waiting_since_ms = now_ms;
   SetReason(g, Reason::kWaitingReadmission);
-  g.backoff.Reset();
+  g.backoff = absl::ZeroDuration();
   waiting_.insert(g.id);
   queues_.Preempted(g.id, now_ms);
   pass_due_ = true;
@@ -370,10 +375,10 @@ std::vector<CancelTask> PlacementGroupManager::OnCommitDone(const std::string& i
     } else if (g.state == v1::PLACEMENT_GROUP_STATE_PREPARED) {
       g.state = v1::PLACEMENT_GROUP_STATE_PENDING;
     }
-    Enqueue(g, now_ms + absl::ToInt64Milliseconds(g.backoff.Next()));
+    Enqueue(g, NextTry(g, now_ms));
     return {};
   }
-  g.backoff.Reset();
+  g.backoff = absl::ZeroDuration();
   if (lost.empty() && PlacedBundles(g).size() == g.spec->bundles().size()) {
     g.state = v1::PLACEMENT_GROUP_STATE_CREATED;
     SetReason(g, Reason::kNone);
@@ -449,7 +454,7 @@ void PlacementGroupManager::LoseBundles(Group& g, const std::vector<uint32_t>& l
   ReleaseBundles(g, lost);
   g.state = v1::PLACEMENT_GROUP_STATE_RESCHEDULING;
   g.waiting_since_ms = now_ms;
-  g.backoff.Reset();
+  g.backoff = absl::ZeroDuration();
   if (g.preempting) return;  // its job lets go of the rest
   SetReason(g, Reason::kLost, why);
   Enqueue(g, now_ms);

@@ -132,7 +132,9 @@ class PlacementGroupManager {
         config_(config),
         scorer_(config.placement_scorer, config.scorer_options),
         capacity_(table, &scorer_),
-        queues_(QueueConfig(), config.queueing) {}
+        queues_(QueueConfig(), config.queueing) {
+    queues_.set_gang_name([this](const std::string& id) { return GangName(id); });
+  }
   PlacementGroupManager(const PlacementGroupManager&) = delete;
   PlacementGroupManager& operator=(const PlacementGroupManager&) = delete;
 
@@ -282,9 +284,8 @@ class PlacementGroupManager {
   };
 
   struct Group {
-    Group(std::string group_id, std::shared_ptr<const PlacementGroupSpec> group_spec,
-          BackoffPolicy backoff_policy)
-        : id(std::move(group_id)), spec(std::move(group_spec)), backoff(backoff_policy) {}
+    Group(std::string group_id, std::shared_ptr<const PlacementGroupSpec> group_spec)
+        : id(std::move(group_id)), spec(std::move(group_spec)) {}
     std::string id;
     std::string name;
     std::string job_id;
@@ -313,7 +314,8 @@ class PlacementGroupManager {
     int64_t placed_ms = 0;
     int64_t waiting_since_ms = 0;  // created, or last went RESCHEDULING
     int64_t next_try_ms = 0;
-    Backoff backoff;  // while it does not fit (SchedulerConfig's policy)
+    // Its last wait while it does not fit (SchedulerConfig's policy: NextTry).
+    absl::Duration backoff = absl::ZeroDuration();
     uint32_t attempts = 0;
   };
   // RESCHEDULING first, then higher priority, then arrival.
@@ -338,8 +340,10 @@ class PlacementGroupManager {
   // `why` makes the raylets' dedupe key unique ("remove", "preempt-3").
   std::vector<CancelTask> CancelsFor(const Group& g, const std::vector<uint32_t>& bundles,
                                      absl::string_view why = "remove") const;
-  // The queue scheduler's gang for a group.
+  // The queue scheduler's gang for a group, and how its reasons name it
+  // ("job X", or "placement group X" for one created directly).
   GangRequest GangOf(const Group& g) const;
+  std::string GangName(const std::string& id) const;
   // Hands an admitted or re-placed group's new placements to two-phase commit.
   CommitTask StartCommit(Group& g, std::vector<BundlePlacement> placements);
   // Places what admitted groups lack (lost bundles, failed commits), in
@@ -355,6 +359,8 @@ class PlacementGroupManager {
   const BundlePlacement* PlacedAt(const Group& g, uint32_t bundle) const;
   std::vector<uint32_t> PlacedBundles(const Group& g) const;
   void SetReason(Group& g, Reason reason, std::string detail = {});
+  // When `g`, which did not fit, is tried again: `now_ms` plus the next wait.
+  int64_t NextTry(Group& g, int64_t now_ms) const;
   std::string ReasonText(const Group& g) const;
   void ToProto(const Group& g, v1::PlacementGroupInfo* info) const;
   void Forget(const std::string& id);

@@ -87,7 +87,7 @@ absl::StatusOr<PlacementGroupManager::Group> PlacementGroupManager::GroupFromRec
   absl::StatusOr<PlacementGroupSpec> spec =
       PlacementGroupSpecFromProto(r.bundles(), r.strategy(), true, r.topology());
   if (!spec.ok()) return spec.status();
-  Group g(id, std::make_shared<const PlacementGroupSpec>(*std::move(spec)), config_.backoff());
+  Group g(id, std::make_shared<const PlacementGroupSpec>(*std::move(spec)));
   g.reason = Reason::kNone;
   g.name = r.name();
   g.job_id = r.job_id();

@@ -178,7 +178,7 @@ std::string PlacementGroupManager::Insert(PlacementGroupSpec spec,
                                           const std::string& new_id, int64_t now_ms) {
   auto shared = std::make_shared<const PlacementGroupSpec>(std::move(spec));
   capacity_.Add(new_id, shared);  // the scorer observes it there
-  Group g(new_id, std::move(shared), config_.backoff());
+  Group g(new_id, std::move(shared));
   g.name = meta.name();
   g.job_id = meta.job_id();
   g.request_id = meta.request_id();
@@ -207,8 +207,6 @@ std::string PlacementGroupManager::Insert(PlacementGroupSpec spec,
 GangRequest PlacementGroupManager::GangOf(const Group& g) const {
   GangRequest r;
   r.id = g.id;
-  r.name =
-      g.job_id.empty() ? absl::StrCat("placement group ", g.id) : absl::StrCat("job ", g.job_id);
   r.queue = g.queue;
   r.priority = g.priority;
   r.demand = g.spec->total();
@@ -217,4 +215,11 @@ GangRequest PlacementGroupManager::GangOf(const Group& g) const {
   r.shape = absl::HashOf(*g.spec);
   return r;
 }
+
+std::string PlacementGroupManager::GangName(const std::string& id) const {
+  auto it = groups_.find(id);
+  if (it == groups_.end() || it->second.job_id.empty()) return absl::StrCat("placement group ", id);
+  return absl::StrCat("job ", it->second.job_id);
+}
+
 }  // namespace berth
