@@ -54,7 +54,7 @@ std::optional<PreemptionRule> PreemptionRules::RuleFor(const PassState::Victim& 
       within_queue_ != WithinQueuePreemption::kNever) {
     return PreemptionRule::kPriority;
   }
-  if (same_queue && c->request.priority == by.priority && c->arrival > g_.arrival &&
+  if (same_queue && c->request.priority == by.priority && c->view.arrival > g_.view.arrival &&
       within_queue_ == WithinQueuePreemption::kLowerOrNewerEqualPriority) {
     return PreemptionRule::kNewer;
   }

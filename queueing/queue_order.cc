@@ -22,8 +22,9 @@ std::vector<QueuedGang*> QueueOrder::StarvingFirst(
   for (QueuedGang* g : pending) {
     if (PastStarvationBound(*g)) first.push_back(g);
   }
-  std::sort(first.begin(), first.end(),
-            [](const QueuedGang* a, const QueuedGang* b) { return a->arrival < b->arrival; });
+  std::sort(first.begin(), first.end(), [](const QueuedGang* a, const QueuedGang* b) {
+    return a->view.arrival < b->view.arrival;
+  });
   // Treated as starving: the oldest of each queue, then the oldest others.
   std::set<absl::string_view> queues_starving;
   std::vector<const QueuedGang*> starving_others;
@@ -58,7 +59,7 @@ std::vector<QueueOrder::Turns> QueueOrder::ByQueue(const std::vector<QueuedGang*
   auto key = [&](const QueuedGang* g) {
     const bool starving = PastStarvationBound(*g);
     return std::make_tuple(starving ? 0 : 1, starving ? 0 : -int64_t{g->request.priority},
-                           g->arrival);
+                           g->view.arrival);
   };
   for (Turns& q : queues) {
     std::sort(q.gangs.begin(), q.gangs.end(),

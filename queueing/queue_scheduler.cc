@@ -67,7 +67,7 @@ absl::Status QueueScheduler::Submit(GangRequest request, int64_t now_ms) {
     return absl::AlreadyExistsError(absl::StrCat("gang ", request.id, " is already queued"));
   }
   QueuedGang g;
-  g.arrival = next_arrival_++;
+  g.view.arrival = next_arrival_++;
   g.view.waiting_since_ms = now_ms;
   g.view.reason = "waiting for its turn";
   std::string id = request.id;
@@ -81,7 +81,7 @@ std::vector<QueueScheduler::GangRecord> QueueScheduler::Export() const {
   for (const auto& [id, g] : gangs_) {
     GangRecord r;
     r.request = g.request;
-    r.arrival = g.arrival;
+    r.arrival = g.view.arrival;
     r.state = g.view.state == GangState::kClaimed ? GangState::kPending : g.view.state;
     if (r.state == GangState::kRunning) r.charge = g.view.charge;
     r.waiting_since_ms = g.view.waiting_since_ms;
@@ -130,7 +130,7 @@ void QueueScheduler::Insert(const GangRecord& r) {
   QueuedGang g;
   g.request = r.request;
   g.request.queue = QueueOf(r.request);
-  g.arrival = r.arrival;
+  g.view.arrival = r.arrival;
   g.view.waiting_since_ms = r.waiting_since_ms;
   g.view.preemptions = r.preemptions;
   g.view.preempted_by = r.preempted_by;
@@ -179,6 +179,11 @@ void QueueScheduler::Checkpointed(const std::string& id, int64_t at_ms) {
 const GangView* QueueScheduler::Find(const std::string& id) const {
   auto it = gangs_.find(id);
   return it == gangs_.end() ? nullptr : &it->second.view;
+}
+
+const GangRequest* QueueScheduler::Request(const std::string& id) const {
+  auto it = gangs_.find(id);
+  return it == gangs_.end() ? nullptr : &it->second.request;
 }
 
 QueueView QueueScheduler::Queue(const std::string& name, const ResourceSet& capacity) const {

@@ -169,6 +169,8 @@ class QueueScheduler {
   PassResult Pass(int64_t now_ms, CapacityModel& capacity);
 
   const GangView* Find(const std::string& id) const;
+  // What the gang was submitted with (its queue resolved); null when unknown.
+  const GangRequest* Request(const std::string& id) const;
   QueueView Queue(const std::string& name, const ResourceSet& capacity) const;
   const QuotaLedger& ledger() const { return ledger_; }
 

@@ -96,6 +96,7 @@ absl::string_view GangStateName(GangState state);
 // A gang as the scheduler sees it, for status and tests.
 struct GangView {
   GangState state = GangState::kPending;
+  uint64_t arrival = 0;  // its place in line: the order gangs were submitted
   std::string reason;
   ResourceSet charge;  // counted against the quota (claimed, running)
   int64_t waiting_since_ms = 0;

@@ -23,7 +23,6 @@ using WaitKeys = absl::btree_set<std::pair<std::string, uint64_t>>;
 
 struct QueuedGang {
   GangRequest request;
-  uint64_t arrival = 0;
   GangView view;
   // Each wait of a gang (it waits again after a preemption) is its own.
   uint64_t wait_epoch = 0;

@@ -9,7 +9,12 @@
 namespace berth {
 
 PlacementGroupManager::QueueKey PlacementGroupManager::KeyOf(const Group& g) const {
-  return {g.state == v1::PLACEMENT_GROUP_STATE_RESCHEDULING ? 0 : 1, -g.priority, g.arrival};
+  return {g.state == v1::PLACEMENT_GROUP_STATE_RESCHEDULING ? 0 : 1, -RequestOf(g).priority,
+          ViewOf(g).arrival};
+}
+
+bool PlacementGroupManager::Infeasible(const Group& g) const {
+  return waiting_.count(g.id) != 0 ? capacity_.Infeasible(g.id) : infeasible_.count(g.id) != 0;
 }
 
 void PlacementGroupManager::Enqueue(Group& g, int64_t due_ms) {
@@ -111,11 +116,20 @@ absl::StatusOr<std::vector<CancelTask>> PlacementGroupManager::Remove(const std:
   changed_.insert(id);
   Dequeue(g);
   waiting_.erase(id);
-  queues_.Finish(id);
-  pass_due_ = true;
   if (!g.name.empty()) by_name_.erase(g.name);
   g.state = v1::PLACEMENT_GROUP_STATE_REMOVED;
   SetReason(g, Reason::kRemoved);
+  // What Get and List show of it from now on: the queue scheduler forgets
+  // it, and it holds nothing (what a commit in flight placed is released
+  // when the commit ends).
+  auto removed = std::make_unique<Group::Removed>();
+  removed->arrival = ViewOf(g).arrival;
+  ToProto(g, &removed->info);
+  removed->info.clear_locations();
+  removed->info.clear_topology_domain();
+  g.removed = std::move(removed);
+  queues_.Finish(id);
+  pass_due_ = true;
   removed_order_.push_back(id);
   std::vector<CancelTask> cancels;
   if (!g.in_flight) {
@@ -175,13 +189,11 @@ void PlacementGroupManager::PlaceAdmitted(int64_t now_ms, std::vector<CommitTask
       continue;  // tried again at once, from nothing
     }
     if (d->outcome == PlacementOutcome::kInfeasible) {
-      g.infeasible = true;
       SetReason(g, Reason::kPlacer, d->reason);
       it = queue_.erase(it);
       infeasible_.insert(g.id);
       continue;
     }
-    g.infeasible = false;
     if (d->outcome == PlacementOutcome::kRetryLater) {
       SetReason(g, Reason::kPlacer, d->reason);
       g.next_try_ms = NextTry(g, now_ms);
@@ -222,10 +234,8 @@ void PlacementGroupManager::RunPass(int64_t now_ms, std::vector<CommitTask>* tas
   next_pass_ms_ = now_ms + config_.max_backoff_ms;
   for (const std::string& id : result.admitted) {
     Group& g = groups_.at(id);
-    if (observer_) observer_->OnAdmitted(g.queue, now_ms - g.waiting_since_ms);
+    if (observer_) observer_->OnAdmitted(RequestOf(g).queue, now_ms - g.waiting_since_ms);
     waiting_.erase(id);
-    g.admitted = true;
-    g.infeasible = false;
     tasks->push_back(StartCommit(g, capacity_.Held(id)));
   }
   for (const Preemption& p : result.preempted) StartPreemption(p, now_ms);
@@ -234,8 +244,7 @@ void PlacementGroupManager::RunPass(int64_t now_ms, std::vector<CommitTask>* tas
     Group& g = groups_.at(id);
     ++g.attempts;
     if (queues_.Find(id) != nullptr) SetReason(g, Reason::kQueue);
-    g.infeasible = capacity_.Infeasible(id);
-    if (!g.infeasible) ++waiting_feasible_;
+    if (!capacity_.Infeasible(id)) ++waiting_feasible_;
   }
 }
 
@@ -243,10 +252,7 @@ void PlacementGroupManager::StartPreemption(const Preemption& p, int64_t now_ms)
   auto it = groups_.find(p.victim);
   if (it == groups_.end()) return;
   Group& v = it->second;
-  v.preempted_by = p.reason;
-  v.preempting = true;
-  ++v.preemptions;
-  if (observer_) observer_->OnPreempted(v.queue);
+  if (observer_) observer_->OnPreempted(RequestOf(v).queue);
   SetReason(v, Reason::kStopping);
   changed_.insert(v.id);
   Dequeue(v);  // it no longer places lost bundles
@@ -260,12 +266,10 @@ void PlacementGroupManager::StartPreemption(const Preemption& p, int64_t now_ms)
 
 std::vector<CancelTask> PlacementGroupManager::FinishPreemption(Group& g, int64_t now_ms) {
   const std::vector<uint32_t> placed = PlacedBundles(g);
-  std::vector<CancelTask> cancels = CancelsFor(g, placed, absl::StrCat("preempt-", g.preemptions));
+  std::vector<CancelTask> cancels =
+      CancelsFor(g, placed, absl::StrCat("preempt-", ViewOf(g).preemptions));
   ReleaseBundles(g, placed);
   Dequeue(g);
-  g.preempting = false;
-  g.admitted = false;
-  g.infeasible = false;
   g.state = v1::PLACEMENT_GROUP_STATE_PENDING;
   g.waiting_since_ms = now_ms;
   SetReason(g, Reason::kWaitingReadmission);
@@ -288,7 +292,7 @@ absl::StatusOr<std::vector<CancelTask>> PlacementGroupManager::ReleasePreempted(
     return absl::NotFoundError(absl::StrCat("placement_group_id: no placement group '", id, "'"));
   }
   Group& g = it->second;
-  if (!g.preempting) {
+  if (g.state == v1::PLACEMENT_GROUP_STATE_REMOVED || !Preempting(g)) {
     return absl::FailedPreconditionError(
         absl::StrCat("placement_group_id: ", id, " is not being preempted"));
   }
@@ -347,7 +351,7 @@ std::vector<CancelTask> PlacementGroupManager::OnCommitDone(const std::string& i
   }
   // A victim chosen during its commit: one created directly lets go now;
   // a job's group waits for its job (ReleasePreempted).
-  if (g.preempting) {
+  if (Preempting(g)) {
     if (!result.ok()) ReleaseBundles(g, committing);
     if (g.job_id.empty()) return FinishPreemption(g, now_ms);
     if (g.state == v1::PLACEMENT_GROUP_STATE_PREPARED) g.state = v1::PLACEMENT_GROUP_STATE_PENDING;
@@ -382,7 +386,6 @@ std::vector<CancelTask> PlacementGroupManager::OnCommitDone(const std::string& i
   if (lost.empty() && PlacedBundles(g).size() == g.spec->bundles().size()) {
     g.state = v1::PLACEMENT_GROUP_STATE_CREATED;
     SetReason(g, Reason::kNone);
-    g.preempted_by = std::string();
     g.placed_ms = now_ms;
     if (observer_) observer_->OnCreated(now_ms - g.waiting_since_ms);
   } else {
@@ -455,7 +458,7 @@ void PlacementGroupManager::LoseBundles(Group& g, const std::vector<uint32_t>& l
   g.state = v1::PLACEMENT_GROUP_STATE_RESCHEDULING;
   g.waiting_since_ms = now_ms;
   g.backoff = absl::ZeroDuration();
-  if (g.preempting) return;  // its job lets go of the rest
+  if (Preempting(g)) return;  // its job lets go of the rest
   SetReason(g, Reason::kLost, why);
   Enqueue(g, now_ms);
 }

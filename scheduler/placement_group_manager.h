@@ -283,6 +283,11 @@ class PlacementGroupManager {
     kRemoved,
   };
 
+  // What the manager keeps of a group: its API identity and life cycle.
+  // How it is scheduled (queue, priority, admission, preemption, place in
+  // line) is the queue scheduler's (queues_), what is placed of it
+  // capacity_'s; a removed group, which both have forgotten, keeps what
+  // Get and List show of it (`removed`).
   struct Group {
     Group(std::string group_id, std::shared_ptr<const PlacementGroupSpec> group_spec)
         : id(std::move(group_id)), spec(std::move(group_spec)) {}
@@ -290,19 +295,15 @@ class PlacementGroupManager {
     std::string name;
     std::string job_id;
     std::string request_id;
-    std::string queue;         // as resolved: `default` when none was named
     uint64_t fingerprint = 0;  // of the create request, to detect reused request ids
     // Shared with capacity_, which holds what is placed of it (Placed()).
     std::shared_ptr<const PlacementGroupSpec> spec;
-    int32_t priority = 0;
-    bool preemptible = true;
-    int64_t time_limit_ms = 0;  // 0: none
-    bool admitted = false;      // by the queue scheduler: it holds its quota
-    bool preempting = false;    // chosen as a victim; its bundles are still held
-    std::string preempted_by;   // why it was last preempted, until placed again
-    uint32_t preemptions = 0;
-    uint64_t arrival = 0;
     v1::PlacementGroupState state = v1::PLACEMENT_GROUP_STATE_PENDING;
+    struct Removed {
+      v1::PlacementGroupInfo info;  // as it was when removed
+      uint64_t arrival = 0;
+    };
+    std::unique_ptr<const Removed> removed;
     std::vector<uint32_t> committing;          // bundles of the commit in flight
     std::vector<uint32_t> released_in_flight;  // by their raylet during the commit: lost at its end
     uint64_t attempt = 0;
@@ -322,6 +323,14 @@ class PlacementGroupManager {
   using QueueKey = std::tuple<int, int32_t, uint64_t>;
 
   QueueKey KeyOf(const Group& g) const;
+  // The queue scheduler's request and view of a live (not REMOVED) group.
+  const GangRequest& RequestOf(const Group& g) const { return *queues_.Request(g.id); }
+  const GangView& ViewOf(const Group& g) const { return *queues_.Find(g.id); }
+  // Chosen as a victim; its bundles are still held until it lets go.
+  bool Preempting(const Group& g) const { return ViewOf(g).state == GangState::kPreempting; }
+  // Waiting for a node change: a waiting group that fits not even the idle
+  // cluster, or an admitted one whose lost bundles can never be placed.
+  bool Infeasible(const Group& g) const;
   void Enqueue(Group& g, int64_t due_ms);
   void Dequeue(const Group& g);
   void IndexRequestId(const Group& g);
@@ -330,7 +339,8 @@ class PlacementGroupManager {
   // scheduler.
   absl::StatusOr<Group> GroupFromRecord(const v1::PlacementGroupRecord& r, int64_t now_ms) const;
   absl::StatusOr<size_t> RestorePlacements(const Group& g, const v1::PlacementGroupRecord& r);
-  void RestoreGang(Group& g, bool complete, int64_t now_ms);
+  void RestoreGang(const Group& g, const v1::PlacementGroupRecord& r, bool complete,
+                   int64_t now_ms);
   // Releases the table reservations of `bundles` and forgets them.
   void ReleaseBundles(Group& g, const std::vector<uint32_t>& bundles);
   // `lost` (placed, not in two-phase commit) are gone: the group lets go of
@@ -340,8 +350,10 @@ class PlacementGroupManager {
   // `why` makes the raylets' dedupe key unique ("remove", "preempt-3").
   std::vector<CancelTask> CancelsFor(const Group& g, const std::vector<uint32_t>& bundles,
                                      absl::string_view why = "remove") const;
-  // The queue scheduler's gang for a group, and how its reasons name it
-  // ("job X", or "placement group X" for one created directly).
+  // The queue scheduler's gang for a group (what its spec decides: id,
+  // demand, shape; the caller adds queue, priority, preemptible and time
+  // limit), and how its reasons name it ("job X", or "placement group X"
+  // for one created directly).
   GangRequest GangOf(const Group& g) const;
   std::string GangName(const std::string& id) const;
   // Hands an admitted or re-placed group's new placements to two-phase commit.
@@ -386,7 +398,6 @@ class PlacementGroupManager {
   int64_t next_pass_ms_ = 0;
   PreemptionWork preemption_work_;
   std::deque<std::string> removed_order_;
-  uint64_t next_arrival_ = 0;
   size_t in_flight_ = 0;
   bool freed_ = false;  // a removal freed resources since the last Schedule
   PlacementObserver* observer_ = nullptr;

@@ -47,8 +47,10 @@ std::optional<v1::PlacementGroupRecord> PlacementGroupManager::Export(const std:
   for (const Bundle& b : g.spec->bundles()) BundleToProto(b, r.add_bundles());
   r.set_strategy(StrategyToProto(g.spec->strategy()));
   TopologyToProto(g.spec->topology(), r.mutable_topology());
-  r.set_priority(g.priority);
-  r.set_queue(g.queue);
+  const GangRequest& gang = RequestOf(g);
+  const GangView& view = ViewOf(g);
+  r.set_priority(gang.priority);
+  r.set_queue(gang.queue);
   // A commit in flight has an unknown outcome: written as not yet placed.
   r.set_state(g.state == v1::PLACEMENT_GROUP_STATE_PREPARED ? v1::PLACEMENT_GROUP_STATE_PENDING
                                                             : g.state);
@@ -63,12 +65,12 @@ std::optional<v1::PlacementGroupRecord> PlacementGroupManager::Export(const std:
   }
   r.set_created_unix_ms(g.created_ms);
   r.set_placed_unix_ms(g.placed_ms);
-  r.set_arrival(g.arrival);
-  r.set_non_preemptible(!g.preemptible);
-  r.set_time_limit_s(g.time_limit_ms / 1000);
-  r.set_preempted_by(g.preempted_by);
-  r.set_preempting(g.preempting);
-  r.set_preemptions(g.preemptions);
+  r.set_arrival(view.arrival);
+  r.set_non_preemptible(!gang.preemptible);
+  r.set_time_limit_s(gang.time_limit_ms.value_or(0) / 1000);
+  r.set_preempted_by(view.preempted_by);
+  r.set_preempting(view.state == GangState::kPreempting);
+  r.set_preemptions(view.preemptions);
   return r;
 }
 
@@ -93,14 +95,6 @@ absl::StatusOr<PlacementGroupManager::Group> PlacementGroupManager::GroupFromRec
   g.job_id = r.job_id();
   g.request_id = r.request_id();
   g.fingerprint = FingerprintFromBytes(r.fingerprint());
-  g.priority = r.priority();
-  g.queue = queue;
-  g.preemptible = !r.non_preemptible();
-  g.time_limit_ms = r.time_limit_s() * 1000;
-  g.preempted_by = r.preempted_by();
-  g.preempting = r.preempting();
-  g.preemptions = r.preemptions();
-  g.arrival = r.arrival();
   g.created_ms = r.created_unix_ms();
   g.placed_ms = r.placed_unix_ms();
   g.waiting_since_ms = now_ms;
@@ -131,25 +125,28 @@ absl::StatusOr<size_t> PlacementGroupManager::RestorePlacements(const Group& g,
   return lost;
 }
 
-void PlacementGroupManager::RestoreGang(Group& g, bool complete, int64_t now_ms) {
+void PlacementGroupManager::RestoreGang(const Group& g, const v1::PlacementGroupRecord& r,
+                                        bool complete, int64_t now_ms) {
   // Its place in the queue scheduler: admitted once it was placed (it holds
   // its quota while it places what it lost), or being preempted.
   QueueScheduler::GangRecord gang;
   gang.request = GangOf(g);
-  gang.arrival = g.arrival;
+  gang.request.queue = r.queue();
+  gang.request.priority = r.priority();
+  gang.request.preemptible = !r.non_preemptible();
+  if (r.time_limit_s() > 0) gang.request.time_limit_ms = r.time_limit_s() * 1000;
+  gang.arrival = r.arrival();
   gang.waiting_since_ms = now_ms;
   gang.started_ms = g.placed_ms;
-  gang.preemptions = g.preemptions;
-  gang.preempted_by = g.preempted_by;
-  if (g.preempting) {
+  gang.preemptions = r.preemptions();
+  gang.preempted_by = r.preempted_by();
+  if (r.preempting()) {
     gang.state = GangState::kPreempting;
   } else if (g.state != v1::PLACEMENT_GROUP_STATE_PENDING) {
     gang.state = GangState::kRunning;
     gang.charge = complete ? capacity_.Charge(g.id) : g.spec->total();
-    g.admitted = true;
   }
   queues_.Restore(gang).IgnoreError();  // its queue is known, its id new
-  next_arrival_ = std::max(next_arrival_, g.arrival + 1);
 }
 
 absl::Status PlacementGroupManager::Restore(const v1::PlacementGroupRecord& r, int64_t now_ms) {
@@ -171,17 +168,19 @@ absl::Status PlacementGroupManager::Restore(const v1::PlacementGroupRecord& r, i
     g.state = v1::PLACEMENT_GROUP_STATE_PENDING;
     SetReason(g, Reason::kRestarted);
   }
-  RestoreGang(g, complete, now_ms);
+  RestoreGang(g, r, complete, now_ms);
   Group& restored = groups_.emplace(id, *std::move(group)).first->second;
   IndexRequestId(restored);
   if (!restored.name.empty()) by_name_[restored.name] = id;
-  if (!restored.admitted && !restored.preempting) {
+  const GangState admission = ViewOf(restored).state;
+  if (admission == GangState::kPending) {
     waiting_.insert(id);
-  } else if (restored.state != v1::PLACEMENT_GROUP_STATE_CREATED && !restored.preempting) {
+  } else if (restored.state != v1::PLACEMENT_GROUP_STATE_CREATED &&
+             admission != GangState::kPreempting) {
     Enqueue(restored, now_ms);
   }
   // One created directly lets go now; a job's group, once its job stopped.
-  if (restored.preempting && restored.job_id.empty()) {
+  if (admission == GangState::kPreempting && restored.job_id.empty()) {
     std::vector<CancelTask> cancels = FinishPreemption(restored, now_ms);
     preemption_work_.cancels.insert(preemption_work_.cancels.end(), cancels.begin(), cancels.end());
   }

@@ -182,22 +182,21 @@ std::string PlacementGroupManager::Insert(PlacementGroupSpec spec,
   g.name = meta.name();
   g.job_id = meta.job_id();
   g.request_id = meta.request_id();
-  g.queue = meta.queue().empty() ? std::string(kDefaultQueue) : meta.queue();
   g.fingerprint = MessageFingerprint(meta);
-  // CheckNew resolved its class.
-  g.priority = queues_.config()
-                   .PriorityOf(meta.priority_class(), meta.priority(), "priority_class")
-                   .value_or(meta.priority());
-  g.preemptible = !meta.has_preemptible() || meta.preemptible();
-  g.time_limit_ms = meta.time_limit_s() * 1000;
-  g.arrival = next_arrival_++;
   g.created_ms = now_ms;
   g.waiting_since_ms = now_ms;
   Group& inserted = groups_.emplace(new_id, std::move(g)).first->second;
   IndexRequestId(inserted);
   if (!meta.name().empty()) by_name_[meta.name()] = new_id;
-  // CheckNew resolved its queue, and its id is new.
-  queues_.Submit(GangOf(inserted), now_ms).IgnoreError();
+  GangRequest gang = GangOf(inserted);
+  gang.queue = meta.queue();
+  // CheckNew resolved its class and queue, and its id is new.
+  gang.priority = queues_.config()
+                      .PriorityOf(meta.priority_class(), meta.priority(), "priority_class")
+                      .value_or(meta.priority());
+  gang.preemptible = !meta.has_preemptible() || meta.preemptible();
+  if (meta.time_limit_s() > 0) gang.time_limit_ms = meta.time_limit_s() * 1000;
+  queues_.Submit(std::move(gang), now_ms).IgnoreError();
   waiting_.insert(new_id);
   pass_due_ = true;
   changed_.insert(new_id);
@@ -207,11 +206,7 @@ std::string PlacementGroupManager::Insert(PlacementGroupSpec spec,
 GangRequest PlacementGroupManager::GangOf(const Group& g) const {
   GangRequest r;
   r.id = g.id;
-  r.queue = g.queue;
-  r.priority = g.priority;
   r.demand = g.spec->total();
-  r.preemptible = g.preemptible;
-  if (g.time_limit_ms > 0) r.time_limit_ms = g.time_limit_ms;
   r.shape = absl::HashOf(*g.spec);
   return r;
 }

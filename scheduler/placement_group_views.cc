@@ -19,7 +19,8 @@ std::vector<v1::QueueStatus> PlacementGroupManager::QueueStatuses(
   std::map<std::string, std::vector<const Group*>> waiting;
   for (const std::string& id : waiting_) {
     const Group& g = groups_.at(id);
-    if (!only || g.queue == *only) waiting[g.queue].push_back(&g);
+    const std::string& queue = RequestOf(g).queue;
+    if (!only || queue == *only) waiting[queue].push_back(&g);
   }
   const ResourceSet totals = capacity_.Capacity();
   std::vector<v1::QueueStatus> out;
@@ -39,11 +40,11 @@ std::vector<v1::QueueStatus> PlacementGroupManager::QueueStatuses(
     status.set_running(static_cast<uint32_t>(view.running));
     std::vector<const Group*>& mine = waiting[name];
     const size_t shown = std::min(mine.size(), kPendingShown);
-    std::partial_sort(mine.begin(), mine.begin() + shown, mine.end(),
-                      [](const Group* a, const Group* b) {
-                        return std::make_pair(-int64_t{a->priority}, a->arrival) <
-                               std::make_pair(-int64_t{b->priority}, b->arrival);
-                      });
+    std::partial_sort(
+        mine.begin(), mine.begin() + shown, mine.end(), [&](const Group* a, const Group* b) {
+          return std::make_pair(-int64_t{RequestOf(*a).priority}, ViewOf(*a).arrival) <
+                 std::make_pair(-int64_t{RequestOf(*b).priority}, ViewOf(*b).arrival);
+        });
     for (size_t i = 0; i < shown; ++i) {
       v1::PendingGang* gang = status.add_pending_gangs();
       gang->set_placement_group_id(mine[i]->id);
@@ -81,9 +82,9 @@ std::string PlacementGroupManager::ReasonText(const Group& g) const {
     case Reason::kLost:
       return absl::StrCat(g.detail, "; rescheduling");
     case Reason::kStopping:
-      return absl::StrCat(g.preempted_by, "; stopping what runs in its bundles");
+      return absl::StrCat(ViewOf(g).preempted_by, "; stopping what runs in its bundles");
     case Reason::kWaitingReadmission:
-      return absl::StrCat(g.preempted_by, "; waiting to be admitted again");
+      return absl::StrCat(ViewOf(g).preempted_by, "; waiting to be admitted again");
     case Reason::kRemoved:
       return "removed";
   }
@@ -91,6 +92,13 @@ std::string PlacementGroupManager::ReasonText(const Group& g) const {
 }
 
 void PlacementGroupManager::ToProto(const Group& g, v1::PlacementGroupInfo* info) const {
+  if (g.removed != nullptr) {
+    *info = g.removed->info;
+    return;
+  }
+  const GangRequest& gang = RequestOf(g);
+  const GangView& view = ViewOf(g);
+  const bool preempting = view.state == GangState::kPreempting;
   info->set_placement_group_id(g.id);
   info->set_name(g.name);
   info->set_strategy(StrategyToProto(g.spec->strategy()));
@@ -103,20 +111,20 @@ void PlacementGroupManager::ToProto(const Group& g, v1::PlacementGroupInfo* info
     loc->set_node_id(table_->node(p.allocation.node).id);
     GpuSharesToProto(p.allocation.gpus, loc->mutable_gpus());
   }
-  info->set_infeasible(g.infeasible);
+  info->set_infeasible(Infeasible(g));
   info->set_pending_reason(
-      g.state == v1::PLACEMENT_GROUP_STATE_CREATED && !g.preempting ? "" : ReasonText(g));
+      g.state == v1::PLACEMENT_GROUP_STATE_CREATED && !preempting ? "" : ReasonText(g));
   info->set_created_unix_ms(g.created_ms);
   info->set_placed_unix_ms(g.placed_ms);
   info->set_scheduling_attempts(g.attempts);
   info->set_job_id(g.job_id);
-  info->set_priority(g.priority);
-  info->set_queue(g.queue);
-  info->set_preempted_by(g.preempted_by);
-  info->set_preempting(g.preempting);
-  info->set_preemptible(g.preemptible);
-  info->set_time_limit_s(g.time_limit_ms / 1000);
-  info->set_preemptions(g.preemptions);
+  info->set_priority(gang.priority);
+  info->set_queue(gang.queue);
+  info->set_preempted_by(view.preempted_by);
+  info->set_preempting(preempting);
+  info->set_preemptible(gang.preemptible);
+  info->set_time_limit_s(gang.time_limit_ms.value_or(0) / 1000);
+  info->set_preemptions(view.preemptions);
   TopologyToProto(g.spec->topology(), info->mutable_topology());
   // The innermost key whose one value every placed bundle shares.
   for (const std::string& key : g.spec->topology().keys()) {
@@ -170,8 +178,11 @@ void PlacementGroupManager::List(const v1::ListPlacementGroupsRequest& request,
     if (!request.job_id().empty() && g.job_id != request.job_id()) continue;
     sorted.push_back(&g);
   }
+  auto arrival = [&](const Group* g) {
+    return g->removed != nullptr ? g->removed->arrival : ViewOf(*g).arrival;
+  };
   std::sort(sorted.begin(), sorted.end(),
-            [](const Group* a, const Group* b) { return a->arrival < b->arrival; });
+            [&](const Group* a, const Group* b) { return arrival(a) < arrival(b); });
   for (const Group* g : sorted) ToProto(*g, response->add_placement_groups());
 }
 
@@ -179,7 +190,9 @@ absl::Status PlacementGroupManager::MayUse(const std::string& id, absl::string_v
                                            absl::string_view field) const {
   auto it = groups_.find(id);
   if (it == groups_.end()) return absl::OkStatus();
-  return queues_.config().MayUse(it->second.queue, team, field);
+  const Group& g = it->second;
+  return queues_.config().MayUse(
+      g.removed != nullptr ? g.removed->info.queue() : RequestOf(g).queue, team, field);
 }
 
 std::optional<v1::PlacementGroupState> PlacementGroupManager::State(const std::string& id) const {
@@ -268,7 +281,7 @@ void PlacementGroupManager::ClusterStatus(v1::GetClusterStatusResponse* response
     auto [it, fresh] = demand.try_emplace(key, std::move(d));
     if (fresh) {
       it->second.set_reason(ReasonText(g));
-      it->second.set_infeasible(g.infeasible);
+      it->second.set_infeasible(Infeasible(g));
       order.push_back(key);
     }
     it->second.set_count(it->second.count() + 1);
