@@ -18,19 +18,20 @@ std::string QueueOf(const GangRequest& r) {
   return r.queue.empty() ? std::string(kDefaultQueue) : r.queue;
 }
 
-// Says why `g` waits: `what` and `detail`, after why it was last preempted
-// (a preempted gang keeps saying so while it waits). Most waiting gangs
-// give the same reason pass after pass: it is written only when it changed.
-void SayWaiting(QueuedGang& g, absl::string_view what, absl::string_view detail = "") {
-  const std::string& by = g.view.preempted_by;
-  const absl::string_view sep = by.empty() ? "" : "; ";
-  absl::string_view now = g.view.reason;
-  if (now.size() == by.size() + sep.size() + what.size() + detail.size() &&
-      absl::ConsumePrefix(&now, by) && absl::ConsumePrefix(&now, sep) &&
-      absl::ConsumePrefix(&now, what) && now == detail) {
+// Says why `g` waits. Most waiting gangs give the same reason pass after
+// pass: it is written only when it changed (a gang keeps no new buffer).
+void SayWaiting(QueuedGang& g, GangWait kind, std::shared_ptr<const QuotaShortfall> quota = nullptr,
+                absl::string_view detail = "") {
+  GangReason& now = g.view.reason;
+  if (now.kind == kind && now.detail == detail &&
+      (now.quota == quota || (now.quota && quota && *now.quota == *quota))) {
     return;
   }
-  g.view.reason = absl::StrCat(by, sep, what, detail);
+  GangReason r;
+  r.kind = kind;
+  r.quota = std::move(quota);
+  r.detail = std::string(detail);
+  now = std::move(r);
 }
 
 // Where it landed, `g` may charge a typed quota its demand did not name:
@@ -40,8 +41,21 @@ bool FitsQuotaWherePlaced(QueuedGang& g, PassState& pass, const ResourceSet& cha
   const QuotaVerdict placed = pass.quota.Check(g.request.queue, charge);
   if (placed.fits) return true;
   pass.capacity.Release(g.request.id);
-  SayWaiting(g, "waiting for quota where it fits: ", placed.reason);
+  SayWaiting(g, GangWait::kQuotaWherePlaced, placed.shortfall);
   return false;
+}
+
+// `g` would delay the reservation `check` names.
+void SayReservation(QueuedGang& g, const ReservationCheck& check) {
+  if (g.view.reason.kind == GangWait::kReservation && g.view.reason.detail == check.delays &&
+      g.view.reason.holder == check.holder) {
+    return;
+  }
+  GangReason r;
+  r.kind = GangWait::kReservation;
+  r.detail = check.delays;
+  r.holder = check.holder;
+  g.view.reason = std::move(r);
 }
 
 }  // namespace
@@ -69,7 +83,6 @@ absl::Status QueueScheduler::Submit(GangRequest request, int64_t now_ms) {
   QueuedGang g;
   g.view.arrival = next_arrival_++;
   g.view.waiting_since_ms = now_ms;
-  g.view.reason = "waiting for its turn";
   std::string id = request.id;
   g.request = std::move(request);
   gangs_.emplace(std::move(id), std::move(g));
@@ -134,14 +147,13 @@ void QueueScheduler::Insert(const GangRecord& r) {
   g.view.waiting_since_ms = r.waiting_since_ms;
   g.view.preemptions = r.preemptions;
   g.view.preempted_by = r.preempted_by;
-  g.view.reason = r.preempted_by.empty() ? "waiting for its turn" : r.preempted_by;
   QueuedGang& placed = gangs_.emplace(r.request.id, std::move(g)).first->second;
   if (r.state == GangState::kRunning) {
     Admit(placed, r.charge, r.started_ms, false);
   } else if (r.state == GangState::kPreempting) {
     placed.view.state = GangState::kPreempting;
     placed.view.started_ms = r.started_ms;
-    placed.view.reason = r.preempted_by;
+    placed.view.reason.kind = GangWait::kStopping;
   }
   next_arrival_ = std::max(next_arrival_, r.arrival + 1);
 }
@@ -207,10 +219,9 @@ void QueueScheduler::Admit(QueuedGang& g, ResourceSet charge, int64_t now_ms, bo
   g.view.started_ms = now_ms;
   g.view.checkpointed_ms = 0;
   // Assigned, not cleared: a running gang keeps no buffer of its wait.
-  g.view.reason = backfilled
-                      ? std::string("running (backfilled past a reservation: preemptible by it)")
-                      : std::string();
-  g.view.preempted_by = std::string();
+  g.view.reason = GangReason();
+  g.view.reason.kind = backfilled ? GangWait::kBackfilled : GangWait::kRunning;
+  g.view.preempted_by = nullptr;
   g.awaiting.clear();
 }
 
@@ -222,8 +233,9 @@ void QueueScheduler::StartPreemptions(QueuedGang& by, std::vector<Preemption> vi
     ledger_.Remove(v.request.queue, v.view.charge);
     v.view.charge = ResourceSet();
     v.view.state = GangState::kPreempting;
-    v.view.reason = p.reason;
-    v.view.preempted_by = p.reason;
+    v.view.reason = GangReason();
+    v.view.reason.kind = GangWait::kStopping;
+    v.view.preempted_by = std::make_shared<const Preemption>(p);
     ++v.view.preemptions;
     by.awaiting.insert(p.victim);
     result->preempted.push_back(std::move(p));
@@ -231,7 +243,9 @@ void QueueScheduler::StartPreemptions(QueuedGang& by, std::vector<Preemption> vi
   by.view.state = GangState::kClaimed;
   by.view.charge = by.request.demand;
   ledger_.Add(by.request.queue, by.view.charge);
-  by.view.reason = absl::StrCat("waiting for ", by.awaiting.size(), " preempted gang(s) to stop");
+  by.view.reason = GangReason();
+  by.view.reason.kind = GangWait::kVictims;
+  by.view.reason.victims = static_cast<uint32_t>(by.awaiting.size());
 }
 
 void QueueScheduler::TryGang(QueuedGang& g, PassState& pass) {
@@ -240,13 +254,11 @@ void QueueScheduler::TryGang(QueuedGang& g, PassState& pass) {
   const bool starving = pass.starving.contains(&g);
   const QuotaVerdict& quota = pass.quota.QuotaOf(g);
   if (auto closed = pass.closed.find(queue); closed != pass.closed.end()) {
-    SayWaiting(g, absl::StrCat("waiting behind ", closed->second,
-                               ", which has waited past the starvation bound"));
+    SayWaiting(g, GangWait::kBehindStarving, nullptr, closed->second);
     return;
   }
   if (!g.request.preemptible && !quota.within_nominal) {
-    SayWaiting(g, absl::StrCat("preemptible: false runs only within the queue's nominal quota: ",
-                               quota.reason.empty() ? "it would borrow" : quota.reason));
+    SayWaiting(g, GangWait::kNominalOnly, quota.shortfall);
     if (starving) pass.closed.emplace(queue, g.request.id);
     return;
   }
@@ -261,11 +273,11 @@ void QueueScheduler::TryGang(QueuedGang& g, PassState& pass) {
   }
   // Fits its quota, not the nodes.
   if (pass.capacity.Infeasible(g.request.id)) {
-    SayWaiting(g, "infeasible: ", why);
+    SayWaiting(g, GangWait::kInfeasible, nullptr, why);
     return;
   }
   if (TryPreempt(g, pass, starving)) return;
-  SayWaiting(g, "waiting for room: ", why);
+  SayWaiting(g, GangWait::kRoom, nullptr, why);
   HoldRoom(g, pass, starving, quota);
 }
 
@@ -273,9 +285,9 @@ void QueueScheduler::WaitForQuota(QueuedGang& g, PassState& pass, bool starving,
                                   const QuotaVerdict& quota) {
   if (!quota.never && TryPreempt(g, pass, starving)) return;
   if (quota.never) {
-    SayWaiting(g, quota.reason, "; it can never fit");
+    SayWaiting(g, GangWait::kQuotaNever, quota.shortfall);
   } else {
-    SayWaiting(g, "waiting for quota: ", quota.reason);
+    SayWaiting(g, GangWait::kQuota, quota.shortfall);
   }
   // Past the bound, within its nominal quota it waits for other queues to
   // give back what they borrow, which gangs behind it cannot take; beyond
@@ -358,7 +370,7 @@ void QueueScheduler::StartPlaced(QueuedGang& g, PassState& pass, const QuotaVerd
     if (check.blocking.empty() || (memo && pass.unfit_off_reserved.contains(key)) ||
         !(charge = pass.capacity.PlaceAvoiding(g.request.id, check.blocking))) {
       if (memo && !check.blocking.empty()) pass.unfit_off_reserved.insert(key);
-      SayWaiting(g, check.reason);
+      SayReservation(g, check);
       return;
     }
     if (!FitsQuotaWherePlaced(g, pass, *charge)) return;
@@ -366,7 +378,7 @@ void QueueScheduler::StartPlaced(QueuedGang& g, PassState& pass, const QuotaVerd
     check.blocking.clear();
     if (!RespectsReservations(g, quota.within_nominal, pass, gangs_, &check)) {
       pass.capacity.Release(g.request.id);
-      SayWaiting(g, check.reason);
+      SayReservation(g, check);
       return;
     }
   }

@@ -153,7 +153,7 @@ class QueueScheduler {
     int64_t waiting_since_ms = 0;
     int64_t started_ms = 0;
     uint32_t preemptions = 0;
-    std::string preempted_by;
+    std::shared_ptr<const Preemption> preempted_by;  // null: none
   };
   // In place-in-line order.
   std::vector<GangRecord> Export() const;

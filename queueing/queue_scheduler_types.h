@@ -1,23 +1,27 @@
 // The values QueueScheduler takes and gives about gangs: a gang's request,
-// its state as the scheduler sees it, a preemption and the rule behind it,
-// one pass's result, and the scheduler's options. Apart from
-// queue_scheduler.h (which includes this header, so its users need no
-// other) so that the units a pass delegates to can name them.
+// its state as the scheduler sees it, why it waits or runs as it does, a
+// preemption and the rule behind it, one pass's result, and the
+// scheduler's options. Apart from queue_scheduler.h (which includes this
+// header, so its users need no other) so that the units a pass delegates
+// to can name them.
 //
-// Promises: plain values; PreemptionRuleName and GangStateName give the
-// names users see (reasons, status, metrics).
+// Promises: plain values. Decisions are typed (GangWait, PreemptionRule,
+// QuotaShortfall) and rendered to the text users see only here:
+// PreemptionRuleName, GangStateName, PreemptionText, GangReasonText.
 #ifndef BERTH_QUEUEING_QUEUE_SCHEDULER_TYPES_H_
 #define BERTH_QUEUEING_QUEUE_SCHEDULER_TYPES_H_
 
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/strings/string_view.h"
 #include "placement/resource_set.h"
+#include "queueing/quota_ledger.h"
 
 namespace berth {
 
@@ -41,13 +45,18 @@ struct GangRequest {
 // it (WithinQueuePreemption::kLowerOrNewerEqualPriority).
 enum class PreemptionRule { kReclaim, kPriority, kNewer, kBackfill, kSparedNodes };
 absl::string_view PreemptionRuleName(PreemptionRule rule);
+// The rule PreemptionRuleName names `name`; nullopt for none.
+std::optional<PreemptionRule> PreemptionRuleFromName(absl::string_view name);
 
 struct Preemption {
   std::string victim;
   std::string by;
-  PreemptionRule rule;
-  std::string reason;  // "preempted by gang X of queue Y (...)"
+  PreemptionRule rule = PreemptionRule::kReclaim;
+  std::string by_name;   // how reasons named `by` then (QueueSchedulerOptions::gang_name)
+  std::string by_queue;  // `by`'s queue
 };
+// "preempted by job X of queue Y (reclaim)"
+std::string PreemptionText(const Preemption& p);
 
 struct PassResult {
   std::vector<std::string> admitted;  // placed and held: start them
@@ -93,19 +102,53 @@ struct QueueSchedulerOptions {
 enum class GangState { kPending, kClaimed, kRunning, kPreempting };
 absl::string_view GangStateName(GangState state);
 
+// Why a gang waits, or how it runs: the kind, and what the kind names.
+enum class GangWait : uint8_t {
+  kTurn,              // not tried yet
+  kBehindStarving,    // its queue waits behind `gang`, past the starvation bound
+  kNominalOnly,       // not preemptible, and would borrow (`quota`; null: no limit passed)
+  kQuota,             // its queue's quota (`quota`)
+  kQuotaNever,        // its queue's quota, which it can never fit (`quota`)
+  kQuotaWherePlaced,  // the quota of where it landed (`quota`: a typed GPU, say)
+  kInfeasible,        // no set of nodes could hold it (`placement`)
+  kRoom,              // no free room (`placement`)
+  kReservation,       // it would delay `gang`'s reservation (`holder`)
+  kVictims,           // claimed room: `victims` preempted gangs are stopping
+  kStopping,          // preempted: it stops what runs (GangView::preempted_by)
+  kRunning,
+  kBackfilled,  // running past a reservation, preemptible by it
+};
+struct GangReason {
+  // Of a reservation a gang would delay: why it holds it.
+  enum class Holder : uint8_t { kWaiting, kStarving, kClaimed };
+  GangWait kind = GangWait::kTurn;
+  Holder holder = Holder::kWaiting;
+  uint32_t victims = 0;
+  std::shared_ptr<const QuotaShortfall> quota;
+  // kBehindStarving, kReservation: the gang's id; kInfeasible, kRoom: the
+  // placer's reason.
+  std::string detail;
+  friend bool operator==(const GangReason& a, const GangReason& b);
+};
+
 // A gang as the scheduler sees it, for status and tests.
 struct GangView {
   GangState state = GangState::kPending;
   uint64_t arrival = 0;  // its place in line: the order gangs were submitted
-  std::string reason;
+  GangReason reason;
   ResourceSet charge;  // counted against the quota (claimed, running)
   int64_t waiting_since_ms = 0;
   int64_t started_ms = 0;
   // Its last checkpoint in this run (Checkpointed); 0: none yet.
   int64_t checkpointed_ms = 0;
   uint32_t preemptions = 0;
-  std::string preempted_by;  // why it was last preempted, until it runs again
+  // Its last preemption, until it runs again; null when none.
+  std::shared_ptr<const Preemption> preempted_by;
 };
+// Why the gang waits (or how it runs), as users read it: after why it was
+// last preempted, while it waits again. GangWaitText: without that.
+std::string GangReasonText(const GangView& view);
+std::string GangWaitText(const GangReason& reason);
 
 }  // namespace berth
 

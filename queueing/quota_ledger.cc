@@ -1,6 +1,7 @@
 #include "queueing/quota_ledger.h"
 
 #include <algorithm>
+#include <tuple>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -20,9 +21,25 @@ Quantity Limit(const QuotaAmounts& limits, const std::string& resource, Quantity
   return it == limits.end() ? otherwise : it->second;
 }
 
-std::string Show(Wide units) {
-  return Quantity::FromUnits(static_cast<int64_t>(std::min<Wide>(units, Quantity::kMaxUnits)))
-      .ToString();
+Quantity Capped(Wide units) {
+  return Quantity::FromUnits(static_cast<int64_t>(std::min<Wide>(units, Quantity::kMaxUnits)));
+}
+
+// The first shortfall a check finds is the one it reports.
+void Short(QuotaVerdict* v, QuotaShortfall s) {
+  if (v->shortfall == nullptr) v->shortfall = std::make_shared<const QuotaShortfall>(std::move(s));
+}
+
+QuotaShortfall Over(QuotaShortfall::Limit limit, const QueueSpec& q, const std::string& r, Wide u,
+                    Wide d, Wide n) {
+  QuotaShortfall s;
+  s.limit = limit;
+  s.queue = q.name;
+  s.resource = r;
+  s.in_use = Capped(u);
+  s.asked = Capped(d);
+  s.quota = Capped(n);
+  return s;
 }
 
 // A queue without a cohort: `d` of `r` fits when u + d <= n; else `v` says
@@ -32,10 +49,7 @@ void CheckNominal(const QueueSpec& q, const std::string& r, Wide u, Wide d, Wide
   if (u + d <= n) return;
   v->fits = false;
   v->never = v->never || d > n;
-  if (v->reason.empty()) {
-    v->reason = absl::StrCat("queue ", q.name, ": ", r, " ", Show(u), " in use + ", Show(d),
-                             " asked would pass its quota of ", Show(n));
-  }
+  Short(v, Over(QuotaShortfall::Limit::kNominal, q, r, u, d, n));
 }
 
 // A queue in a cohort: whether u + d passes its quota `n` plus its
@@ -46,15 +60,41 @@ bool PassesBorrowingLimit(const QueueSpec& q, const std::string& r, Wide u, Wide
   if (borrow == q.borrowing_limit.end() || u + d <= n + borrow->second.units()) return false;
   v->fits = false;
   v->never = v->never || d > n + borrow->second.units();
-  if (v->reason.empty()) {
-    v->reason = absl::StrCat("queue ", q.name, ": ", r, " ", Show(u), " in use + ", Show(d),
-                             " asked would pass its quota of ", Show(n), " plus borrowing limit ",
-                             Show(borrow->second.units()));
-  }
+  QuotaShortfall s = Over(QuotaShortfall::Limit::kBorrowingLimit, q, r, u, d, n);
+  s.borrowing_limit = borrow->second;
+  Short(v, std::move(s));
   return true;
 }
 
 }  // namespace
+
+bool operator==(const QuotaShortfall& a, const QuotaShortfall& b) {
+  return std::tie(a.limit, a.queue, a.cohort, a.resource, a.in_use, a.asked, a.quota,
+                  a.borrowing_limit, a.others,
+                  a.pool) == std::tie(b.limit, b.queue, b.cohort, b.resource, b.in_use, b.asked,
+                                      b.quota, b.borrowing_limit, b.others, b.pool);
+}
+
+std::string QuotaShortfallText(const QuotaShortfall& s) {
+  switch (s.limit) {
+    case QuotaShortfall::Limit::kNominal:
+      return absl::StrCat("queue ", s.queue, ": ", s.resource, " ", s.in_use.ToString(),
+                          " in use + ", s.asked.ToString(), " asked would pass its quota of ",
+                          s.quota.ToString());
+    case QuotaShortfall::Limit::kBorrowingLimit:
+      return absl::StrCat("queue ", s.queue, ": ", s.resource, " ", s.in_use.ToString(),
+                          " in use + ", s.asked.ToString(), " asked would pass its quota of ",
+                          s.quota.ToString(), " plus borrowing limit ",
+                          s.borrowing_limit.ToString());
+    case QuotaShortfall::Limit::kCohortPool:
+      return absl::StrCat("cohort ", s.cohort, " has no ", s.resource, " to lend queue ", s.queue,
+                          ": ", s.others.ToString(), " of its ", s.pool.ToString(),
+                          " is in use by the other queues; ", s.asked.ToString(), " asked");
+    case QuotaShortfall::Limit::kQueueDeleted:
+      return absl::StrCat("queue '", s.queue, "' was deleted");
+  }
+  return "";
+}
 
 const ResourceSet& QuotaLedger::Usage(absl::string_view queue) const {
   auto it = usage_.find(queue);
@@ -126,7 +166,10 @@ QuotaVerdict QuotaLedger::Check(
   const QueueSpec* q = config_->FindQueue(queue);
   if (q == nullptr) {
     v.never = true;
-    v.reason = absl::StrCat("queue '", queue, "' was deleted");
+    QuotaShortfall s;
+    s.limit = QuotaShortfall::Limit::kQueueDeleted;
+    s.queue = std::string(queue);
+    Short(&v, std::move(s));
     return v;
   }
   v.fits = true;
@@ -163,10 +206,16 @@ void QuotaLedger::CheckResource(const QueueSpec& q, const std::string& r, const 
   if (others + PoolUse(q, r, u + d) <= pool) return;
   v->fits = false;
   v->never = v->never || std::max<Wide>(0, d - own_guaranteed) > pool;
-  if (v->reason.empty()) {
-    v->reason = absl::StrCat("cohort ", q.cohort, " has no ", r, " to lend queue ", q.name, ": ",
-                             Show(others), " of its ", Show(pool),
-                             " is in use by the other queues; ", Show(d), " asked");
+  if (v->shortfall == nullptr) {
+    QuotaShortfall s;
+    s.limit = QuotaShortfall::Limit::kCohortPool;
+    s.queue = q.name;
+    s.cohort = q.cohort;
+    s.resource = r;
+    s.asked = Capped(d);
+    s.others = Capped(others);
+    s.pool = Capped(pool);
+    Short(v, std::move(s));
   }
 }
 

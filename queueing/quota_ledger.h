@@ -16,6 +16,7 @@
 #define BERTH_QUEUEING_QUOTA_LEDGER_H_
 
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -25,6 +26,30 @@
 
 namespace berth {
 
+// Which limit a gang's charge would pass, and by what: the first resource of
+// the queue's quota that does not fit. QuotaShortfallText renders it.
+struct QuotaShortfall {
+  enum class Limit : uint8_t {
+    kNominal,         // a queue without a cohort: in_use + asked > quota
+    kBorrowingLimit,  // in a cohort: in_use + asked > quota + borrowing_limit
+    kCohortPool,      // the cohort lends less than it asks: others of pool in use
+    kQueueDeleted,    // its queue is no longer configured
+  };
+  Limit limit = Limit::kNominal;
+  std::string queue;
+  std::string cohort;    // kCohortPool
+  std::string resource;  // not for kQueueDeleted
+  Quantity in_use;       // kNominal, kBorrowingLimit: the queue's usage
+  Quantity asked;
+  Quantity quota;            // kNominal, kBorrowingLimit: its nominal quota
+  Quantity borrowing_limit;  // kBorrowingLimit
+  Quantity others;           // kCohortPool: used by the cohort's other queues
+  Quantity pool;             // kCohortPool: what the cohort lends
+  friend bool operator==(const QuotaShortfall& a, const QuotaShortfall& b);
+};
+// "queue a: GPU 6 in use + 4 asked would pass its quota of 8", ...
+std::string QuotaShortfallText(const QuotaShortfall& s);
+
 struct QuotaVerdict {
   bool fits = false;
   // U + D <= N on every resource the quota names: the queue takes no more
@@ -32,7 +57,9 @@ struct QuotaVerdict {
   bool within_nominal = false;
   // No usage could ever make it fit (D alone passes N + B, or the pool).
   bool never = false;
-  std::string reason;  // why it does not fit; empty when it does
+  // Why it does not fit; null when it does. Shared: a pass gives gangs of
+  // one shape one verdict.
+  std::shared_ptr<const QuotaShortfall> shortfall;
 };
 
 class QuotaLedger {

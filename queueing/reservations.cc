@@ -107,10 +107,10 @@ bool RespectsReservations(const QueuedGang& g, bool within_nominal, const PassSt
       continue;
     }
     if (respects) {
-      check->reason = absl::StrCat("would delay ", r.gang, ", which holds a reservation",
-                                   r.starving  ? " (it has waited past the starvation bound)"
-                                   : r.claimed ? " (it preempted gangs for that room)"
-                                               : "");
+      check->delays = r.gang;
+      check->holder = r.starving  ? GangReason::Holder::kStarving
+                      : r.claimed ? GangReason::Holder::kClaimed
+                                  : GangReason::Holder::kWaiting;
     }
     respects = false;
     if (r.places && !r.places->empty()) {

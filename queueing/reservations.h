@@ -48,8 +48,11 @@ std::optional<Reservation> Reserve(const QueuedGang& g, bool starving, const Pas
 
 // What RespectsReservations found out about a gang just placed.
 struct ReservationCheck {
-  WaitKeys past;       // the waits of reservations it may start past as preemptible
-  std::string reason;  // on a refusal: why (the first reservation it would delay)
+  WaitKeys past;  // the waits of reservations it may start past as preemptible
+  // On a refusal: the first reservation it would delay (its gang), and why
+  // that gang holds it.
+  std::string delays;
+  GangReason::Holder holder = GangReason::Holder::kWaiting;
   // On a refusal: the places of the reservations it would delay (empty if
   // one of them has no places: no placement could keep off it).
   std::vector<uint64_t> blocking;

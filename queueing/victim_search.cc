@@ -261,9 +261,7 @@ std::vector<Preemption> VictimSearch::ToPreemptions(const std::vector<const Cand
   const std::string name = options.gang_name ? options.gang_name(by.id) : by.id;
   std::vector<Preemption> out;
   for (const Candidate* c : chosen) {
-    out.push_back({c->gang->request.id, by.id, c->rule,
-                   absl::StrCat("preempted by ", name, " of queue ", by.queue, " (",
-                                PreemptionRuleName(c->rule), ")")});
+    out.push_back({c->gang->request.id, by.id, c->rule, name, by.queue});
   }
   return out;
 }

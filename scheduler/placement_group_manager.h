@@ -374,6 +374,8 @@ class PlacementGroupManager {
   // When `g`, which did not fit, is tried again: `now_ms` plus the next wait.
   int64_t NextTry(Group& g, int64_t now_ms) const;
   std::string ReasonText(const Group& g) const;
+  // Its last preemption as text; "" when none.
+  std::string PreemptedBy(const Group& g) const;
   void ToProto(const Group& g, v1::PlacementGroupInfo* info) const;
   void Forget(const std::string& id);
 

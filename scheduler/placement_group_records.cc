@@ -68,7 +68,13 @@ std::optional<v1::PlacementGroupRecord> PlacementGroupManager::Export(const std:
   r.set_arrival(view.arrival);
   r.set_non_preemptible(!gang.preemptible);
   r.set_time_limit_s(gang.time_limit_ms.value_or(0) / 1000);
-  r.set_preempted_by(view.preempted_by);
+  if (const Preemption* p = view.preempted_by.get()) {
+    v1::PreemptionRecord* out = r.mutable_preemption();
+    out->set_by(p->by);
+    out->set_by_name(p->by_name);
+    out->set_by_queue(p->by_queue);
+    out->set_rule(std::string(PreemptionRuleName(p->rule)));
+  }
   r.set_preempting(view.state == GangState::kPreempting);
   r.set_preemptions(view.preemptions);
   return r;
@@ -139,7 +145,13 @@ void PlacementGroupManager::RestoreGang(const Group& g, const v1::PlacementGroup
   gang.waiting_since_ms = now_ms;
   gang.started_ms = g.placed_ms;
   gang.preemptions = r.preemptions();
-  gang.preempted_by = r.preempted_by();
+  if (r.has_preemption()) {
+    const v1::PreemptionRecord& p = r.preemption();
+    gang.preempted_by = std::make_shared<const Preemption>(
+        Preemption{r.placement_group_id(), p.by(),
+                   PreemptionRuleFromName(p.rule()).value_or(PreemptionRule::kReclaim), p.by_name(),
+                   p.by_queue()});
+  }
   if (r.preempting()) {
     gang.state = GangState::kPreempting;
   } else if (g.state != v1::PLACEMENT_GROUP_STATE_PENDING) {

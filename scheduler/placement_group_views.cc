@@ -56,6 +56,11 @@ std::vector<v1::QueueStatus> PlacementGroupManager::QueueStatuses(
   return out;
 }
 
+std::string PlacementGroupManager::PreemptedBy(const Group& g) const {
+  const Preemption* p = ViewOf(g).preempted_by.get();
+  return p == nullptr ? "" : PreemptionText(*p);
+}
+
 std::string PlacementGroupManager::ReasonText(const Group& g) const {
   switch (g.reason) {
     case Reason::kNone:
@@ -69,7 +74,7 @@ std::string PlacementGroupManager::ReasonText(const Group& g) const {
                           " bundle(s) not found on their nodes after a head restart; rescheduling");
     case Reason::kQueue: {
       const GangView* view = queues_.Find(g.id);
-      return view == nullptr ? "" : view->reason;
+      return view == nullptr ? "" : GangReasonText(*view);
     }
     case Reason::kPlacer:
       return g.detail;
@@ -82,9 +87,9 @@ std::string PlacementGroupManager::ReasonText(const Group& g) const {
     case Reason::kLost:
       return absl::StrCat(g.detail, "; rescheduling");
     case Reason::kStopping:
-      return absl::StrCat(ViewOf(g).preempted_by, "; stopping what runs in its bundles");
+      return absl::StrCat(PreemptedBy(g), "; stopping what runs in its bundles");
     case Reason::kWaitingReadmission:
-      return absl::StrCat(ViewOf(g).preempted_by, "; waiting to be admitted again");
+      return absl::StrCat(PreemptedBy(g), "; waiting to be admitted again");
     case Reason::kRemoved:
       return "removed";
   }
@@ -120,7 +125,7 @@ void PlacementGroupManager::ToProto(const Group& g, v1::PlacementGroupInfo* info
   info->set_job_id(g.job_id);
   info->set_priority(gang.priority);
   info->set_queue(gang.queue);
-  info->set_preempted_by(view.preempted_by);
+  info->set_preempted_by(PreemptedBy(g));
   info->set_preempting(preempting);
   info->set_preemptible(gang.preemptible);
   info->set_time_limit_s(gang.time_limit_ms.value_or(0) / 1000);

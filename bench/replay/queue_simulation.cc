@@ -171,10 +171,13 @@ void ExplainWaits(std::ostream& out, int64_t now_s, const WaitSample& at,
   for (const auto& [id, l] : live) {
     const GangView* v = scheduler.Find(id);
     if (v == nullptr || v->state == GangState::kRunning) continue;
-    absl::string_view reason = v->reason;
-    if (!v->preempted_by.empty()) absl::ConsumePrefix(&reason, absl::StrCat(v->preempted_by, "; "));
-    auto& [gangs, gpus] = waiting[{at.teams[l.gang->team].name, std::string(reason.substr(0, 40)),
-                                   l.gang->gpus >= 16}];
+    // What it waits for now, without why it was last preempted.
+    const std::string reason =
+        v->reason.kind == GangWait::kStopping || v->reason.kind == GangWait::kTurn
+            ? GangReasonText(*v)
+            : GangWaitText(v->reason);
+    auto& [gangs, gpus] =
+        waiting[{at.teams[l.gang->team].name, reason.substr(0, 40), l.gang->gpus >= 16}];
     ++gangs;
     gpus += l.gang->gpus;
   }

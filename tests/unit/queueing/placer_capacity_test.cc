@@ -334,7 +334,7 @@ TEST(PlacerCapacityPreemption, AStarvingGangThatCannotReclaimDoesNotStopItsQueue
       scheduler.Submit({"small", "a", 0, ResourceSet::Of({{kGpu, 1}, {kCpu, 1}})}, now + 95).ok());
   PassResult r = scheduler.Pass(now + 100, capacity);  // big has starved, small has not
   EXPECT_EQ(scheduler.Find("big")->state, GangState::kPending);
-  EXPECT_THAT(scheduler.Find("big")->reason, ::testing::HasSubstr("waiting for quota"));
+  EXPECT_EQ(scheduler.Find("big")->reason.kind, GangWait::kQuota);
   EXPECT_EQ(scheduler.Find("small")->state, GangState::kClaimed);
   ASSERT_FALSE(r.preempted.empty());
   for (const Preemption& p : r.preempted) {
@@ -380,8 +380,8 @@ TEST(PlacerCapacityPreemption, AStarvingGangHoldsItsQuotaOnlyAgainstItsOwnQueue)
   PassResult r = scheduler.Pass(100, capacity);
   EXPECT_THAT(r.admitted, ::testing::ElementsAre("wide"));
   EXPECT_THAT(r.preempted, ::testing::IsEmpty());
-  EXPECT_THAT(scheduler.Find("big")->reason, ::testing::HasSubstr("waiting for room"));
-  EXPECT_THAT(scheduler.Find("small")->reason, ::testing::HasSubstr("waiting for quota"));
+  EXPECT_EQ(scheduler.Find("big")->reason.kind, GangWait::kRoom);
+  EXPECT_EQ(scheduler.Find("small")->reason.kind, GangWait::kQuota);
   capacity.Remove("pins");
   scheduler.Finish("pins");
   r = scheduler.Pass(200, capacity);
@@ -460,7 +460,8 @@ TEST(PlacerCapacityPreemption, NoGangStartsOnTheRoomAPreemptorClaimed) {
   EXPECT_EQ(r.preempted[0].victim, "low");
   EXPECT_THAT(r.admitted, ::testing::IsEmpty());
   EXPECT_EQ(scheduler.Find("hi")->state, GangState::kClaimed);
-  EXPECT_THAT(scheduler.Find("filler")->reason, ::testing::HasSubstr("would delay hi"));
+  EXPECT_EQ(scheduler.Find("filler")->reason.kind, GangWait::kReservation);
+  EXPECT_EQ(scheduler.Find("filler")->reason.detail, "hi");
   capacity.Release("low");
   scheduler.Preempted("low", ++now);
   r = scheduler.Pass(now, capacity);
@@ -499,7 +500,8 @@ TEST(PlacerCapacityReservations, AGangThatWouldDelayAReservationStartsOffItsPlac
   EXPECT_EQ(capacity.PlacesOf("u"), std::vector<uint64_t>{2});
   EXPECT_EQ(capacity.PlacesOf("v"), std::vector<uint64_t>{2});
   EXPECT_EQ(scheduler.Find("w")->state, GangState::kPending);
-  EXPECT_THAT(scheduler.Find("w")->reason, ::testing::HasSubstr("would delay big"));
+  EXPECT_EQ(scheduler.Find("w")->reason.kind, GangWait::kReservation);
+  EXPECT_EQ(scheduler.Find("w")->reason.detail, "big");
   EXPECT_EQ(table.node(0).gpus.TotalFree(), Quantity::Whole(1));
   // f0 ends: big starts on n0, its reserved place.
   capacity.Remove("f0");
@@ -638,7 +640,7 @@ TEST(PlacerCapacitySparing, AGangOnTheFewNodesALargeGangNeedsYieldsThem) {
     }
     ASSERT_THAT(Victims(r), ::testing::ElementsAre("small"));
     EXPECT_EQ(r.preempted[0].rule, PreemptionRule::kSparedNodes);
-    EXPECT_THAT(r.preempted[0].reason, ::testing::HasSubstr("(spared nodes)"));
+    EXPECT_THAT(PreemptionText(r.preempted[0]), ::testing::HasSubstr("(spared nodes)"));
     capacity.Release("small");
     scheduler.Preempted("small", now);
     EXPECT_THAT(scheduler.Pass(now++, capacity).admitted,

@@ -79,12 +79,14 @@ TEST(QueueScheduler, GangsOfOneShapeGetAFreshQuotaVerdictOnceOneIsAdmitted) {
     ASSERT_TRUE(c.scheduler.Submit(r, 0).ok());
   }
   EXPECT_THAT(c.Pass(1).admitted, ElementsAre("s0"));
-  EXPECT_THAT(c.scheduler.Find("s1")->reason, HasSubstr("waiting for quota"));
-  EXPECT_THAT(c.scheduler.Find("s2")->reason, HasSubstr("waiting for quota"));
+  EXPECT_EQ(c.scheduler.Find("s1")->reason.kind, GangWait::kQuota);
+  EXPECT_EQ(c.scheduler.Find("s2")->reason.kind, GangWait::kQuota);
+  // Gangs of one shape share one verdict.
+  EXPECT_EQ(c.scheduler.Find("s1")->reason.quota, c.scheduler.Find("s2")->reason.quota);
   c.End("s0");
   EXPECT_THAT(c.Pass(2).admitted, ElementsAre("s1"));
   EXPECT_EQ(c.State("s1"), GangState::kRunning);
-  EXPECT_THAT(c.scheduler.Find("s2")->reason,
+  EXPECT_THAT(GangReasonText(*c.scheduler.Find("s2")),
               HasSubstr("GPU 3 in use + 3 asked would pass its quota of 4"));
 }
 
@@ -101,7 +103,9 @@ TEST(QueueScheduler, AQueueBelowItsQuotaReclaimsWhatAnotherBorrowed) {
   EXPECT_THAT(Victims(r), UnorderedElementsAre("a2", "a3"));
   for (const Preemption& p : r.preempted) {
     EXPECT_EQ(p.rule, PreemptionRule::kReclaim);
-    EXPECT_THAT(p.reason, HasSubstr("preempted by b0 of queue b"));
+    EXPECT_EQ(p.by, "b0");
+    EXPECT_EQ(p.by_queue, "b");
+    EXPECT_EQ(PreemptionText(p), "preempted by b0 of queue b (reclaim)");
   }
   EXPECT_EQ(c.State("b0"), GangState::kClaimed);
   EXPECT_EQ(c.State("a3"), GangState::kPreempting);
@@ -111,7 +115,9 @@ TEST(QueueScheduler, AQueueBelowItsQuotaReclaimsWhatAnotherBorrowed) {
   EXPECT_THAT(c.Pass(41).admitted, ElementsAre("b0"));
   EXPECT_EQ(c.State("a2"), GangState::kPending);
   EXPECT_EQ(c.scheduler.Find("a2")->preemptions, 1u);
-  EXPECT_THAT(c.scheduler.Find("a2")->reason, HasSubstr("preempted by b0"));
+  ASSERT_NE(c.scheduler.Find("a2")->preempted_by, nullptr);
+  EXPECT_EQ(c.scheduler.Find("a2")->preempted_by->by, "b0");
+  EXPECT_THAT(GangReasonText(*c.scheduler.Find("a2")), HasSubstr("preempted by b0"));
   c.End("b0");
   EXPECT_THAT(c.Pass(50).admitted, ElementsAre("a2", "a3"));  // back in their old order
 }
@@ -206,7 +212,7 @@ TEST(QueueScheduler, LowerOrNewerEqualPriorityPreemptsTheLaterGangsOfTheQueueAnd
     }
     ASSERT_THAT(Victims(r), ElementsAre("small"));
     EXPECT_EQ(r.preempted[0].rule, PreemptionRule::kNewer);
-    EXPECT_THAT(r.preempted[0].reason, HasSubstr("(newer, same priority)"));
+    EXPECT_THAT(PreemptionText(r.preempted[0]), HasSubstr("(newer, same priority)"));
     c.Stopped(r, 6);
     EXPECT_THAT(c.Pass(7).admitted, ElementsAre("big"));
     // small came after big: it waits, and preempts nothing.
@@ -288,7 +294,7 @@ TEST(QueueScheduler, NoPreemptionWhenTheFreedRoomWouldNotBeEnough) {
   PassResult r = c.Pass(4);
   EXPECT_THAT(r.preempted, IsEmpty());  // 2 freed GPUs would not fit 4
   EXPECT_EQ(c.State("low"), GangState::kRunning);
-  EXPECT_THAT(c.scheduler.Find("high")->reason, HasSubstr("waiting for room"));
+  EXPECT_EQ(c.scheduler.Find("high")->reason.kind, GangWait::kRoom);
 }
 
 TEST(QueueScheduler, AProtectedGangRunsOnlyWithinItsQueuesQuota) {
@@ -296,7 +302,7 @@ TEST(QueueScheduler, AProtectedGangRunsOnlyWithinItsQueuesQuota) {
   c.Submit("a0", "a", 4, 0, 0, std::nullopt, false);
   c.Submit("a1", "a", 4, 1, 0, std::nullopt, false);
   EXPECT_THAT(c.Pass(2).admitted, ElementsAre("a0"));
-  EXPECT_THAT(c.scheduler.Find("a1")->reason, HasSubstr("preemptible: false"));
+  EXPECT_EQ(c.scheduler.Find("a1")->reason.kind, GangWait::kNominalOnly);
 }
 
 TEST(QueueScheduler, QueuesSplitIdleCapacityByWeightedDominantShare) {
@@ -324,13 +330,14 @@ TEST(QueueScheduler, BackfillStartsOnlyWhatCannotDelayTheReservedGang) {
   c.Submit("long", "", 2, 12, 0, /*limit=*/5000, false);  // would delay, may not be preempted
   PassResult r = c.Pass(100);
   EXPECT_THAT(r.admitted, ElementsAre("short"));
-  EXPECT_THAT(c.scheduler.Find("long")->reason, HasSubstr("would delay big"));
+  EXPECT_EQ(c.scheduler.Find("long")->reason.kind, GangWait::kReservation);
+  EXPECT_EQ(c.scheduler.Find("long")->reason.detail, "big");
   c.End("short");
   c.Submit("open", "", 2, 13);  // no limit: only as preemptible
   r = c.Pass(700);
   EXPECT_THAT(r.admitted, ElementsAre("open"));
   EXPECT_EQ(c.State("long"), GangState::kPending);
-  EXPECT_THAT(c.scheduler.Find("open")->reason, HasSubstr("backfilled"));
+  EXPECT_EQ(c.scheduler.Find("open")->reason.kind, GangWait::kBackfilled);
   // When "running" ends, "big" takes back the room "open" borrowed.
   c.End("running");
   r = c.Pass(1000);
@@ -359,7 +366,7 @@ TEST(QueueScheduler, ABorrowingGangsReservationLeavesAnotherQueuesQuotaAlone) {
   ABorrowsAndA2Waits(c);
   c.Submit("b0", "b", 1, 5);
   EXPECT_THAT(c.Pass(6).admitted, ElementsAre("b0"));
-  EXPECT_THAT(c.scheduler.Find("b0")->reason, IsEmpty());  // not "backfilled past a2"
+  EXPECT_EQ(c.scheduler.Find("b0")->reason.kind, GangWait::kRunning);  // not "backfilled past a2"
   c.End("a0");
   PassResult r = c.Pass(1000);
   EXPECT_THAT(r.preempted, IsEmpty());
@@ -375,7 +382,7 @@ TEST(QueueScheduler, ABorrowingGangPreemptsTheBorrowersThatStartedPastIt) {
   ABorrowsAndA2Waits(c);
   c.Submit("a3", "a", 1, 5);  // would borrow too
   EXPECT_THAT(c.Pass(6).admitted, ElementsAre("a3"));
-  EXPECT_THAT(c.scheduler.Find("a3")->reason, HasSubstr("backfilled past a reservation"));
+  EXPECT_EQ(c.scheduler.Find("a3")->reason.kind, GangWait::kBackfilled);
   c.End("a0");  // 3 GPUs free: a2 fits once a3 stops
   PassResult r = c.Pass(1000);
   ASSERT_THAT(Victims(r), ElementsAre("a3"));
@@ -467,7 +474,7 @@ TEST(QueueScheduler, AGangThatFitsNoIdleClusterKeepsNoRoomFromTheGangsBehindIt) 
   c.Submit("huge", "q", 16, 0);
   c.Submit("fixed", "q", 2, 1, 0, std::nullopt, /*preemptible=*/false);
   EXPECT_THAT(c.Pass(2).admitted, ElementsAre("fixed"));
-  EXPECT_THAT(c.scheduler.Find("huge")->reason, HasSubstr("infeasible"));
+  EXPECT_EQ(c.scheduler.Find("huge")->reason.kind, GangWait::kInfeasible);
   c.Submit("later", "q", 6, 3);
   EXPECT_THAT(c.Pass(2000).admitted, ElementsAre("later"));  // huge waited past the bound
   EXPECT_EQ(c.State("huge"), GangState::kPending);

@@ -30,7 +30,14 @@ TEST(QuotaLedger, WithoutACohortAQueueStaysWithinItsQuota) {
   QuotaVerdict v = ledger.Check("solo", Gpus(4));
   EXPECT_FALSE(v.fits);
   EXPECT_FALSE(v.never);
-  EXPECT_THAT(v.reason, HasSubstr("quota of 8"));
+  ASSERT_NE(v.shortfall, nullptr);
+  EXPECT_EQ(v.shortfall->limit, QuotaShortfall::Limit::kNominal);
+  EXPECT_EQ(v.shortfall->resource, "GPU");
+  EXPECT_EQ(v.shortfall->in_use, Quantity::Whole(6));
+  EXPECT_EQ(v.shortfall->asked, Quantity::Whole(4));
+  EXPECT_EQ(v.shortfall->quota, Quantity::Whole(8));
+  EXPECT_EQ(QuotaShortfallText(*v.shortfall),
+            "queue solo: GPU 6 in use + 4 asked would pass its quota of 8");
   EXPECT_TRUE(ledger.Check("solo", Gpus(4), {{"solo", Gpus(2)}}).fits);
   EXPECT_TRUE(ledger.Check("solo", Gpus(9)).never);
   // CPU is not in the quota: unlimited.
@@ -61,7 +68,11 @@ TEST(QuotaLedger, CohortMembersBorrowIdleQuotaUpToTheirLimits) {
   v = ledger.Check("b", Gpus(6));
   EXPECT_FALSE(v.fits);
   EXPECT_TRUE(v.within_nominal);  // so b may reclaim what a borrowed
-  EXPECT_THAT(v.reason, HasSubstr("cohort c"));
+  ASSERT_NE(v.shortfall, nullptr);
+  EXPECT_EQ(v.shortfall->limit, QuotaShortfall::Limit::kCohortPool);
+  EXPECT_EQ(v.shortfall->cohort, "c");
+  EXPECT_EQ(v.shortfall->queue, "b");
+  EXPECT_THAT(QuotaShortfallText(*v.shortfall), HasSubstr("cohort c has no GPU to lend queue b"));
 }
 
 TEST(QuotaLedger, ALendingLimitKeepsPartOfTheQuotaForItsOwner) {

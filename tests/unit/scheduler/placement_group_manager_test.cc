@@ -372,6 +372,13 @@ TEST_F(PlacementGroupManagerTest, ARestoredHeadKeepsUsageOrderAndPreemption) {
   v1::PlacementGroupInfo victim;
   ASSERT_TRUE(restored.Get(get, &victim).ok());
   EXPECT_TRUE(victim.preempting());
+  // Why, as it was said before the restart: the preemption is kept typed
+  // (preemptor, its queue, the rule), not as its text.
+  EXPECT_EQ(victim.preempted_by(), Info(ids[1]).preempted_by());
+  EXPECT_EQ(victim.preempted_by(),
+            absl::StrCat("preempted by placement group ", ids[2], " of queue team-b (reclaim)"));
+  EXPECT_EQ(pgs_.Export(ids[1])->preemption().rule(), "reclaim");
+  EXPECT_EQ(pgs_.Export(ids[1])->preemption().by(), ids[2]);
   // Released, the victim's room goes to B (claimed before), not to the
   // group of A that came later.
   ASSERT_TRUE(restored.ReleasePreempted(ids[1], now_).ok());
