@@ -77,6 +77,7 @@ absl::StatusOr<NodeManager::Registration> NodeManager::Register(
   if (existing != nodes_.end()) {
     // The DEAD record goes; its bundles were already rescheduled.
     if (absl::Status s = table_->RemoveNode(request.node_id()); !s.ok()) return s;
+    drain_reasons_.erase(request.node_id());
     nodes_.erase(existing);
     replaced_dead = true;
   }
@@ -91,7 +92,11 @@ absl::StatusOr<NodeManager::Registration> NodeManager::Register(
   NodeRecord record;
   record.index = *index;
   record.address = request.address();
-  record.registration = request.SerializeAsString();
+  // Without what the table keeps (RegistrationOf puts it back).
+  v1::RegisterNodeRequest kept = request;
+  kept.clear_total();
+  kept.clear_labels();
+  record.registration = kept.SerializeAsString();
   record.last_heartbeat_ms = now_ms;
   nodes_[request.node_id()] = std::move(record);
   liveness_.Heard(request.node_id());
@@ -111,7 +116,8 @@ bool NodeManager::Heartbeat(const v1::HeartbeatRequest& request, int64_t now_ms)
 
 LivenessVerdict NodeManager::CheckLiveness(int64_t monotonic_ms) {
   LivenessVerdict verdict = liveness_.Check(monotonic_ms);
-  for (const std::string& id : verdict.dead) table_->SetNodeState(id, NodeState::kDead).IgnoreError();
+  for (const std::string& id : verdict.dead)
+    table_->SetNodeState(id, NodeState::kDead).IgnoreError();
   return verdict;
 }
 
@@ -121,12 +127,19 @@ std::optional<v1::RegisterNodeRequest> NodeManager::RegistrationOf(
   if (it == nodes_.end()) return std::nullopt;
   v1::RegisterNodeRequest registration;
   registration.ParseFromString(it->second.registration);
+  // The table's totals and labels, less what it derived from the node's
+  // accelerator type.
+  const NodeResourceTable::Node& node = table_->node(it->second.index);
+  ResourceSetToProto(WithoutAcceleratorTypes(node.total), registration.mutable_total());
+  for (const auto& [key, value] : node.labels) {
+    if (key != kAcceleratorTypeLabel) (*registration.mutable_labels())[key] = value;
+  }
   return registration;
 }
 
 std::string NodeManager::DrainReason(const std::string& node_id) const {
-  auto it = nodes_.find(node_id);
-  return it == nodes_.end() ? "" : it->second.drain_reason;
+  auto it = drain_reasons_.find(node_id);
+  return it == drain_reasons_.end() ? "" : it->second;
 }
 
 absl::Status NodeManager::Drain(const v1::DrainNodeRequest& request) {
@@ -140,7 +153,8 @@ absl::Status NodeManager::Drain(const v1::DrainNodeRequest& request) {
     return absl::FailedPreconditionError(
         absl::StrCat("node_id: node '", request.node_id(), "' is DEAD"));
   }
-  it->second.drain_reason = request.reason().empty() ? "drained by operator" : request.reason();
+  drain_reasons_[request.node_id()] =
+      request.reason().empty() ? "drained by operator" : request.reason();
   return table_->SetNodeState(request.node_id(), NodeState::kDraining);
 }
 
@@ -179,7 +193,7 @@ absl::Status NodeManager::ListNodes(const v1::ListNodesRequest& request,
     info->mutable_labels()->insert(node.labels.begin(), node.labels.end());
     *info->mutable_gpus() = registration.gpus();
     info->set_last_heartbeat_unix_ms(record.last_heartbeat_ms);
-    info->set_drain_reason(record.drain_reason);
+    info->set_drain_reason(DrainReason(node.id));
   }
   return absl::OkStatus();
 }

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/node_hash_map.h"
 #include "absl/status/statusor.h"
 #include "berth/v1/head.pb.h"
 #include "placement/node_resource_table.h"
@@ -66,18 +67,22 @@ class NodeManager {
   struct NodeRecord {
     NodeIndex index = 0;
     std::string address;  // read on every raylet call; the rest stays serialized
-    // The RegisterNodeRequest as accepted, serialized: a tenth of the
-    // parsed message's memory, read only by ListNodes and restarts.
+    // The RegisterNodeRequest as accepted, serialized (a tenth of the
+    // parsed message's memory, read only by ListNodes and restarts),
+    // without the totals and labels the table keeps.
     std::string registration;
     int64_t last_heartbeat_ms = 0;
     uint64_t sequence = 0;
-    std::string drain_reason;
   };
 
   NodeResourceTable* table_;
   LivenessConfig config_;
   NodeLiveness liveness_;
-  absl::flat_hash_map<std::string, NodeRecord> nodes_;  // by node id
+  // By node id. Node-based: a record is large, and a flat table's empty
+  // slots would cost as much as a third of the records.
+  absl::node_hash_map<std::string, NodeRecord> nodes_;
+  // Why each node drains, of those an operator drained (few).
+  absl::flat_hash_map<std::string, std::string> drain_reasons_;
 };
 
 }  // namespace berth

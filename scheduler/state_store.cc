@@ -3,6 +3,7 @@
 #include <filesystem>
 #include <map>
 
+#include "absl/container/btree_map.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -47,7 +48,9 @@ class MemoryStateStore final : public StateStore {
   std::string Describe() const override { return "memory"; }
 
  private:
-  std::map<std::string, std::map<std::string, std::string>> tables_;
+  // B-trees: a table holds a record per node and per group, and a tree
+  // node per record would cost more than many records.
+  std::map<std::string, absl::btree_map<std::string, std::string>> tables_;
 };
 
 }  // namespace

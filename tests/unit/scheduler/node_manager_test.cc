@@ -1,6 +1,7 @@
 #include "scheduler/node_manager.h"
 
 #include "gmock/gmock.h"
+#include "google/protobuf/util/message_differencer.h"
 #include "gtest/gtest.h"
 
 namespace berth {
@@ -53,6 +54,22 @@ TEST_F(NodeManagerTest, RegisterSetsAcceleratorResourceAndLabel) {
   EXPECT_EQ(list.nodes(0).gpus_size(), 4);
   EXPECT_EQ(list.nodes(0).state(), v1::NODE_STATE_ALIVE);
   EXPECT_EQ(list.nodes(0).available().amounts().at("GPU"), 4);
+}
+
+// What a restarted head registers the node with again: the request as it
+// came, though the manager keeps its totals and labels only in the table
+// (which adds the accelerator's resource and label to them).
+TEST_F(NodeManagerTest, TheRegistrationComesBackAsItWasAccepted) {
+  v1::RegisterNodeRequest r = Registration("n1", 4, "A10G");
+  (*r.mutable_labels())["berth.io/node-pool"] = "gpu-pool";
+  r.set_metrics_address("127.0.0.1:9100");
+  ASSERT_TRUE(nodes_.Register(r, 0).ok());
+  std::optional<v1::RegisterNodeRequest> back = nodes_.RegistrationOf("n1");
+  ASSERT_TRUE(back.has_value());
+  EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(*back, r))
+      << back->DebugString() << "\nvs\n"
+      << r.DebugString();
+  EXPECT_FALSE(nodes_.RegistrationOf("n2").has_value());
 }
 
 TEST_F(NodeManagerTest, DuplicateRegistrationIsAlreadyExistsButRetryIsFine) {
