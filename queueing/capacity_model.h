@@ -13,9 +13,21 @@
 #include <string>
 #include <vector>
 
+#include "placement/placement_decision.h"
 #include "placement/resource_set.h"
 
 namespace berth {
+
+// What CapacityModel::PlaceRemainder did for an admitted gang that lacks
+// bundles.
+struct RemainderPlacement {
+  PlacementOutcome outcome = PlacementOutcome::kInfeasible;
+  std::string reason;                   // unless placed
+  std::vector<BundlePlacement> placed;  // kPlaced: held now too, in bundle order
+  // What it held and let go of to be placed whole elsewhere (a required
+  // topology whose domain cannot take its lost bundles back).
+  std::vector<BundlePlacement> let_go;
+};
 
 class CapacityModel {
  public:
@@ -44,6 +56,12 @@ class CapacityModel {
   // (kSparedNodes).
   virtual bool HoldsPlacesSparedFor(const std::string& holder, const std::string& gang_id) const {
     return false;
+  }
+  // Places what an admitted gang lacks (bundles lost, or of a failed
+  // commit) beside what it holds, and holds it too. A model of whole gangs
+  // only cannot.
+  virtual RemainderPlacement PlaceRemainder(const std::string& gang_id) {
+    return {PlacementOutcome::kInfeasible, "the capacity model places whole gangs only", {}, {}};
   }
   // Gives back what Place holds for the gang (a gang that ended, was
   // preempted, or that the scheduler takes back within a pass).

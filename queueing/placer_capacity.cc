@@ -371,22 +371,52 @@ void PlacerCapacity::Hold(const std::string& gang_id, BundlePlacement placement)
   it->second.placed_by = 0;  // reserved by the caller, at a time unknown here
 }
 
-absl::StatusOr<PlacementDecision> PlacerCapacity::PlaceRemainder(const std::string& gang_id) {
-  auto it = gangs_.find(gang_id);
-  if (it == gangs_.end()) return absl::NotFoundError(absl::StrCat("unknown gang ", gang_id));
-  std::vector<BundlePlacement> kept = it->second.held;
+absl::StatusOr<PlacementDecision> PlacerCapacity::DecideRemainder(Gang& g) {
+  std::vector<BundlePlacement> kept = g.held;
   std::sort(kept.begin(), kept.end(), [](const BundlePlacement& a, const BundlePlacement& b) {
     return a.bundle_index < b.bundle_index;
   });
   ++decisions_;
   if (observer_ != nullptr) observer_->BeforeDecision();
-  absl::StatusOr<PlacementDecision> d =
-      BundlePlacer(table_, ranking()).Place(*it->second.spec, kept);
+  absl::StatusOr<PlacementDecision> d = BundlePlacer(table_, ranking()).Place(*g.spec, kept);
   if (observer_ != nullptr && d.ok()) observer_->AfterDecision(*d);
-  if (d.ok() && d->outcome == PlacementOutcome::kPlaced) {
-    for (const BundlePlacement& p : d->placements) Hold(gang_id, p);
-  }
   return d;
+}
+
+RemainderPlacement PlacerCapacity::PlaceRemainder(const std::string& gang_id) {
+  RemainderPlacement out;
+  auto it = gangs_.find(gang_id);
+  if (it == gangs_.end()) {
+    out.reason = absl::StrCat("unknown gang ", gang_id);
+    return out;
+  }
+  Gang& g = it->second;
+  absl::StatusOr<PlacementDecision> d = DecideRemainder(g);
+  if (d.ok() && d->outcome == PlacementOutcome::kInfeasible && !g.held.empty() &&
+      !g.spec->topology().required.empty()) {
+    // Its domain can never take its lost bundles back: the gang moves whole.
+    out.let_go = g.held;
+    std::sort(out.let_go.begin(), out.let_go.end(),
+              [](const BundlePlacement& a, const BundlePlacement& b) {
+                return a.bundle_index < b.bundle_index;
+              });
+    std::vector<uint32_t> bundles;
+    for (const BundlePlacement& p : out.let_go) bundles.push_back(p.bundle_index);
+    ReleaseBundles(gang_id, bundles);
+    d = DecideRemainder(g);
+  }
+  if (!d.ok()) {  // cannot happen for a validated gang: it waits
+    out.outcome = PlacementOutcome::kRetryLater;
+    out.reason = std::string(d.status().message());
+    return out;
+  }
+  out.outcome = d->outcome;
+  out.reason = std::move(d->reason);
+  if (d->outcome == PlacementOutcome::kPlaced) {
+    for (const BundlePlacement& p : d->placements) Hold(gang_id, p);
+    out.placed = std::move(d->placements);
+  }
+  return out;
 }
 
 void PlacerCapacity::ReleaseBundles(const std::string& gang_id,

@@ -89,11 +89,14 @@ class PlacerCapacity : public CapacityModel {
   // itself (a restored group's, a lost bundle placed again); Release gives
   // it back with the rest.
   void Hold(const std::string& gang_id, BundlePlacement placement);
-  // One decision (observed) for what an admitted gang lacks (bundles lost
+  // A decision (observed) for what an admitted gang lacks (bundles lost
   // with a node or of a failed commit) beside the bundles it holds, which
-  // it then holds too; as BundlePlacer::Place with those kept. The one
-  // placer of admitted gangs: a waiting gang is placed by Place.
-  absl::StatusOr<PlacementDecision> PlaceRemainder(const std::string& gang_id);
+  // it then holds too; as BundlePlacement::Place with those kept. A gang of
+  // a required topology whose domain can never take its lost bundles back
+  // lets go of what it holds and is placed whole, anywhere the topology
+  // allows (a second decision). The one placer of admitted gangs: a
+  // waiting gang is placed by Place.
+  RemainderPlacement PlaceRemainder(const std::string& gang_id) override;
   // Gives back some of the gang's bundles (those lost with a node, those of
   // a failed commit).
   void ReleaseBundles(const std::string& gang_id, const std::vector<uint32_t>& bundle_indices);
@@ -183,6 +186,8 @@ class PlacerCapacity : public CapacityModel {
   std::optional<ResourceSet> Decide(Gang& g, const absl::flat_hash_set<NodeIndex>* avoid,
                                     std::string* reason, bool* waiting = nullptr);
   static std::vector<uint64_t> NodesOf(const std::vector<BundlePlacement>& placements);
+  // PlaceRemainder's decision for `g` (observed), beside what it holds.
+  absl::StatusOr<PlacementDecision> DecideRemainder(Gang& g);
   // Sums the free CPU, GPU and memory again if the table changed since the
   // last call (not through this adapter); `delta` then applies a change of
   // this adapter's own.

@@ -165,6 +165,7 @@ void QueueScheduler::Finish(const std::string& id) {
   if (state == GangState::kRunning || state == GangState::kClaimed) {
     ledger_.Remove(it->second.request.queue, it->second.view.charge);
   }
+  StopLacking(it->second);
   gangs_.erase(it);
 }
 
@@ -223,6 +224,7 @@ void QueueScheduler::Admit(QueuedGang& g, ResourceSet charge, int64_t now_ms, bo
   g.view.reason.kind = backfilled ? GangWait::kBackfilled : GangWait::kRunning;
   g.view.preempted_by = nullptr;
   g.awaiting.clear();
+  g.backoff_ms = 0;
 }
 
 void QueueScheduler::StartPreemptions(QueuedGang& by, std::vector<Preemption> victims,
@@ -231,6 +233,7 @@ void QueueScheduler::StartPreemptions(QueuedGang& by, std::vector<Preemption> vi
     QueuedGang& v = gangs_.at(p.victim);
     // The quota comes back now; the room when the caller reports Preempted.
     ledger_.Remove(v.request.queue, v.view.charge);
+    StopLacking(v);
     v.view.charge = ResourceSet();
     v.view.state = GangState::kPreempting;
     v.view.reason = GangReason();

@@ -84,6 +84,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -127,6 +128,10 @@ class QueueScheduler {
   void set_gang_name(std::function<std::string(const std::string& gang_id)> name) {
     options_.gang_name = std::move(name);
   }
+  // QueueSchedulerOptions::lacking_backoff, likewise.
+  void set_lacking_backoff(std::function<int64_t(int64_t previous_ms)> backoff) {
+    options_.lacking_backoff = std::move(backoff);
+  }
 
   // Queues a gang (NOT_FOUND naming `queue` for an unknown queue,
   // ALREADY_EXISTS for a known id).
@@ -167,6 +172,30 @@ class QueueScheduler {
   absl::Status Restore(const GangRecord& record);
 
   PassResult Pass(int64_t now_ms, CapacityModel& capacity);
+
+  // An admitted gang lacks bundles (`lost` with a node, or of a failed
+  // commit): it keeps its quota and its place, and PlaceLacking places the
+  // rest, lost ones first, then by priority and arrival; at once, or
+  // (`after_backoff`) after the next wait of lacking_backoff. Not for a
+  // gang being preempted (it lets go of the rest); unknown ids are ignored.
+  void Lacks(const std::string& id, int64_t now_ms, bool lost, bool after_backoff);
+  // Places the remainders of the lacking gangs due at `now_ms` (of every
+  // lacking gang when `all`: room came free), in turn, until `most` are
+  // placed; the rest keep their turn. A gang placed lacks nothing until
+  // Lacks says so again.
+  struct Remainder {
+    std::string id;
+    RemainderPlacement placement;
+  };
+  std::vector<Remainder> PlaceLacking(int64_t now_ms, CapacityModel& capacity, size_t most,
+                                      bool all);
+  // The nodes changed: remainders that no set of nodes could take are due.
+  void NodesChanged(int64_t now_ms);
+  // When the next lacking gang is due; nullopt when none waits on time.
+  std::optional<int64_t> NextLackingDue() const;
+  size_t lacking() const { return lacking_.size(); }
+  // Whether `id` lacks bundles no set of nodes could take.
+  bool LacksInfeasibly(const std::string& id) const;
 
   const GangView* Find(const std::string& id) const;
   // What the gang was submitted with (its queue resolved); null when unknown.
@@ -209,6 +238,11 @@ class QueueScheduler {
   // pass tries them first, so no gang ordered before them takes their room.
   std::vector<std::string> reserved_;
   std::set<std::string> reserved_last_;  // reserved_ as this pass began
+  // The lacking gangs in turn: (lost first, higher priority, arrival).
+  using LackingKey = std::tuple<int, int32_t, uint64_t>;
+  static LackingKey KeyOf(const QueuedGang& g);
+  void StopLacking(QueuedGang& g);
+  std::map<LackingKey, QueuedGang*> lacking_;
 };
 
 }  // namespace berth

@@ -67,6 +67,9 @@ struct QueueSchedulerOptions {
   // How reasons name a gang to users (e.g. "job job-1f2e"), asked when a
   // reason names it: the caller knows what its gangs are. Unset: its id.
   std::function<std::string(const std::string& gang_id)> gang_name;
+  // The wait before an admitted gang lacking bundles is tried again, after
+  // `previous_ms` (0: the first): the caller's backoff. Unset: none.
+  std::function<int64_t(int64_t previous_ms)> lacking_backoff;
   bool preemption = true;
   // Reservations for gangs that fit their quota but not the nodes; without
   // them a pass skips a gang that does not fit (berth before queues).

@@ -10,6 +10,7 @@
 #define BERTH_QUEUEING_QUEUED_GANG_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <utility>
 
@@ -30,6 +31,17 @@ struct QueuedGang {
   WaitKeys backfilled_past;
   absl::btree_set<std::string> awaiting;  // victims a claimed gang waits for
   uint64_t tried_in_pass = 0;             // the number of the pass that last tried it
+  // Admitted, it lacks bundles (QueueScheduler::Lacks): its remainder is
+  // placed from next_try_ms (its last wait backoff_ms), RESCHEDULING ones
+  // (`lost`) first; `infeasible`: no set of nodes could take it, until
+  // the nodes change.
+  struct Lacking {
+    bool lost = false;
+    bool infeasible = false;
+    int64_t next_try_ms = 0;
+  };
+  std::optional<Lacking> lacking;
+  int64_t backoff_ms = 0;
 };
 
 }  // namespace berth

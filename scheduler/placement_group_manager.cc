@@ -8,29 +8,14 @@
 
 namespace berth {
 
-PlacementGroupManager::QueueKey PlacementGroupManager::KeyOf(const Group& g) const {
-  return {g.state == v1::PLACEMENT_GROUP_STATE_RESCHEDULING ? 0 : 1, -RequestOf(g).priority,
-          ViewOf(g).arrival};
-}
-
 bool PlacementGroupManager::Infeasible(const Group& g) const {
-  return waiting_.count(g.id) != 0 ? capacity_.Infeasible(g.id) : infeasible_.count(g.id) != 0;
-}
-
-void PlacementGroupManager::Enqueue(Group& g, int64_t due_ms) {
-  g.next_try_ms = due_ms;
-  queue_[KeyOf(g)] = g.id;
+  return waiting_.count(g.id) != 0 ? capacity_.Infeasible(g.id) : queues_.LacksInfeasibly(g.id);
 }
 
 void PlacementGroupManager::IndexRequestId(const Group& g) {
   // The key views g.request_id: replace any entry whose key views another group's.
   by_request_id_.erase(g.request_id);
   by_request_id_.emplace(g.request_id, g.id);
-}
-
-void PlacementGroupManager::Dequeue(const Group& g) {
-  queue_.erase(KeyOf(g));
-  infeasible_.erase(g.id);
 }
 
 absl::Status PlacementGroupManager::Reconfigure(QueueConfig config) {
@@ -65,11 +50,6 @@ std::vector<uint32_t> PlacementGroupManager::PlacedBundles(const Group& g) const
   return out;
 }
 
-int64_t PlacementGroupManager::NextTry(Group& g, int64_t now_ms) const {
-  g.backoff = config_.backoff().After(g.backoff);
-  return now_ms + absl::ToInt64Milliseconds(g.backoff);
-}
-
 void PlacementGroupManager::SetReason(Group& g, Reason reason, std::string detail) {
   g.reason = reason;
   g.detail = std::move(detail);  // a move: an emptied detail lets go of its buffer
@@ -78,10 +58,20 @@ void PlacementGroupManager::SetReason(Group& g, Reason reason, std::string detai
 std::vector<CancelTask> PlacementGroupManager::CancelsFor(const Group& g,
                                                           const std::vector<uint32_t>& bundles,
                                                           absl::string_view why) const {
-  std::map<NodeIndex, std::vector<uint32_t>> by_node;
-  for (uint32_t b : bundles) {
-    if (const BundlePlacement* p = PlacedAt(g, b)) by_node[p->allocation.node].push_back(b);
+  std::vector<uint32_t> sorted = bundles;
+  std::sort(sorted.begin(), sorted.end());
+  std::vector<BundlePlacement> placed;
+  for (const BundlePlacement& p : capacity_.Held(g.id)) {
+    if (std::binary_search(sorted.begin(), sorted.end(), p.bundle_index)) placed.push_back(p);
   }
+  return CancelsFor(g, placed, why);
+}
+
+std::vector<CancelTask> PlacementGroupManager::CancelsFor(
+    const Group& g, const std::vector<BundlePlacement>& placed, absl::string_view why) const {
+  std::map<NodeIndex, std::vector<uint32_t>> by_node;
+  for (const BundlePlacement& p : placed) by_node[p.allocation.node].push_back(p.bundle_index);
+  for (auto& [node, indices] : by_node) std::sort(indices.begin(), indices.end());
   std::vector<CancelTask> cancels;
   for (auto& [node, indices] : by_node) {
     const std::string address = nodes_->Address(node);
@@ -114,7 +104,6 @@ absl::StatusOr<std::vector<CancelTask>> PlacementGroupManager::Remove(const std:
   Group& g = it->second;
   if (g.state == v1::PLACEMENT_GROUP_STATE_REMOVED) return std::vector<CancelTask>{};
   changed_.insert(id);
-  Dequeue(g);
   waiting_.erase(id);
   if (!g.name.empty()) by_name_.erase(g.name);
   g.state = v1::PLACEMENT_GROUP_STATE_REMOVED;
@@ -150,60 +139,36 @@ absl::StatusOr<std::vector<CancelTask>> PlacementGroupManager::Remove(const std:
 
 std::vector<CommitTask> PlacementGroupManager::Schedule(int64_t now_ms) {
   std::vector<CommitTask> tasks;
-  PlaceAdmitted(now_ms, &tasks);
+  PlaceLacking(now_ms, &tasks);
   if (in_flight_ < config_.max_in_flight && (pass_due_ || now_ms >= next_pass_ms_))
     RunPass(now_ms, &tasks);
   return tasks;
 }
 
-void PlacementGroupManager::PlaceAdmitted(int64_t now_ms, std::vector<CommitTask>* tasks) {
+void PlacementGroupManager::PlaceLacking(int64_t now_ms, std::vector<CommitTask>* tasks) {
   const bool freed = std::exchange(freed_, false);
-  for (auto it = queue_.begin(); it != queue_.end() && in_flight_ < config_.max_in_flight;) {
-    Group& g = groups_.at(it->second);
-    if (!freed && g.next_try_ms > now_ms) {
-      ++it;
-      continue;
-    }
-    const bool kept_some = !capacity_.Held(g.id).empty();
+  if (in_flight_ >= config_.max_in_flight) {
+    freed_ = freed;
+    return;
+  }
+  for (QueueScheduler::Remainder& r :
+       queues_.PlaceLacking(now_ms, capacity_, config_.max_in_flight - in_flight_, freed)) {
+    Group& g = groups_.at(r.id);
     ++g.attempts;
-    absl::StatusOr<PlacementDecision> d = capacity_.PlaceRemainder(g.id);
-    if (!d.ok()) {  // cannot happen for a validated group; keep it waiting
-      SetReason(g, Reason::kPlacer, std::string(d.status().message()));
-      g.next_try_ms = now_ms + config_.max_backoff_ms;
-      ++it;
-      continue;
-    }
-    if (d->outcome == PlacementOutcome::kInfeasible && kept_some &&
-        !g.spec->topology().required.empty()) {
-      // Its domain can never take its lost bundles back: the gang moves
-      // whole. What it kept is let go of (on the raylets too), and it is
-      // placed again, anywhere the topology allows.
-      const std::vector<uint32_t> bundles = PlacedBundles(g);
+    if (!r.placement.let_go.empty()) {
+      // It moves whole: what it kept is let go of on the raylets too.
       std::vector<CancelTask> cancels =
-          CancelsFor(g, bundles, absl::StrCat("move-", g.attempt, "-", g.attempts));
+          CancelsFor(g, r.placement.let_go, absl::StrCat("move-", g.attempt, "-", g.attempts));
       preemption_work_.cancels.insert(preemption_work_.cancels.end(), cancels.begin(),
                                       cancels.end());
-      ReleaseBundles(g, bundles);
-      SetReason(g, Reason::kPlacer, d->reason);
       changed_.insert(g.id);
-      continue;  // tried again at once, from nothing
     }
-    if (d->outcome == PlacementOutcome::kInfeasible) {
-      SetReason(g, Reason::kPlacer, d->reason);
-      it = queue_.erase(it);
-      infeasible_.insert(g.id);
-      continue;
+    if (r.placement.outcome == PlacementOutcome::kPlaced) {
+      // Reserved in the table and held by capacity_: hand the commit on.
+      tasks->push_back(StartCommit(g, std::move(r.placement.placed)));
+    } else {
+      SetReason(g, Reason::kPlacer, std::move(r.placement.reason));
     }
-    if (d->outcome == PlacementOutcome::kRetryLater) {
-      SetReason(g, Reason::kPlacer, d->reason);
-      g.next_try_ms = NextTry(g, now_ms);
-      ++it;
-      continue;
-    }
-    // Placed: reserved in the table and held by capacity_; hand the commit
-    // to the caller.
-    it = queue_.erase(it);
-    tasks->push_back(StartCommit(g, std::move(d->placements)));
   }
   // Stopped at max_in_flight: the groups not reached keep their turn.
   freed_ = freed && in_flight_ >= config_.max_in_flight;
@@ -255,7 +220,6 @@ void PlacementGroupManager::StartPreemption(const Preemption& p, int64_t now_ms)
   if (observer_) observer_->OnPreempted(RequestOf(v).queue);
   SetReason(v, Reason::kStopping);
   changed_.insert(v.id);
-  Dequeue(v);  // it no longer places lost bundles
   if (!v.job_id.empty()) {
     preemption_work_.job_groups.push_back(v.id);
   } else if (!v.in_flight) {
@@ -269,11 +233,9 @@ std::vector<CancelTask> PlacementGroupManager::FinishPreemption(Group& g, int64_
   std::vector<CancelTask> cancels =
       CancelsFor(g, placed, absl::StrCat("preempt-", ViewOf(g).preemptions));
   ReleaseBundles(g, placed);
-  Dequeue(g);
   g.state = v1::PLACEMENT_GROUP_STATE_PENDING;
   g.waiting_since_ms = now_ms;
   SetReason(g, Reason::kWaitingReadmission);
-  g.backoff = absl::ZeroDuration();
   waiting_.insert(g.id);
   queues_.Preempted(g.id, now_ms);
   pass_due_ = true;
@@ -306,14 +268,11 @@ absl::StatusOr<std::vector<CancelTask>> PlacementGroupManager::ReleasePreempted(
 std::optional<int64_t> PlacementGroupManager::NextDue() const {
   std::optional<int64_t> due;
   if (in_flight_ >= config_.max_in_flight) return due;
-  if (freed_ && !queue_.empty()) return 0;
+  if (freed_ && queues_.lacking() > 0) return 0;
   // Infeasible groups wait for a change (which makes a pass due).
   if (!waiting_.empty() && (pass_due_ || waiting_feasible_ > 0))
     due = pass_due_ ? 0 : next_pass_ms_;
-  for (const auto& [key, id] : queue_) {
-    const int64_t t = groups_.at(id).next_try_ms;
-    if (!due || t < *due) due = t;
-  }
+  if (std::optional<int64_t> t = queues_.NextLackingDue(); t && (!due || *t < *due)) due = t;
   return due;
 }
 
@@ -379,10 +338,10 @@ std::vector<CancelTask> PlacementGroupManager::OnCommitDone(const std::string& i
     } else if (g.state == v1::PLACEMENT_GROUP_STATE_PREPARED) {
       g.state = v1::PLACEMENT_GROUP_STATE_PENDING;
     }
-    Enqueue(g, NextTry(g, now_ms));
+    queues_.Lacks(id, now_ms, g.state == v1::PLACEMENT_GROUP_STATE_RESCHEDULING,
+                  /*after_backoff=*/true);
     return {};
   }
-  g.backoff = absl::ZeroDuration();
   if (lost.empty() && PlacedBundles(g).size() == g.spec->bundles().size()) {
     g.state = v1::PLACEMENT_GROUP_STATE_CREATED;
     SetReason(g, Reason::kNone);
@@ -392,14 +351,13 @@ std::vector<CancelTask> PlacementGroupManager::OnCommitDone(const std::string& i
     g.state = v1::PLACEMENT_GROUP_STATE_RESCHEDULING;
     g.waiting_since_ms = now_ms;
     SetReason(g, Reason::kNodeDiedInCommit);
-    Enqueue(g, now_ms);
+    queues_.Lacks(id, now_ms, /*lost=*/true, /*after_backoff=*/false);
   }
   return {};
 }
 
 void PlacementGroupManager::OnNodesChanged(int64_t now_ms) {
-  for (const std::string& id : infeasible_) Enqueue(groups_.at(id), now_ms);
-  infeasible_.clear();
+  queues_.NodesChanged(now_ms);
   capacity_.NodesChanged();
   pass_due_ = true;
 }
@@ -424,20 +382,29 @@ std::vector<std::string> PlacementGroupManager::OnBundlesReleased(
     int64_t now_ms) {
   std::optional<NodeIndex> index = table_->FindNode(node_id);
   if (!index) return {};
+  // The released bundles by group, then those the books put on this node
+  // (one look at each group's bundles, however many it released).
+  std::map<std::string, std::vector<uint32_t>> by_group;
+  for (const v1::BundleKey& key : released)
+    by_group[key.placement_group_id()].push_back(key.bundle_index());
   std::map<std::string, std::vector<uint32_t>> lost;  // by group
-  for (const v1::BundleKey& key : released) {
-    auto it = groups_.find(key.placement_group_id());
+  for (auto& [id, bundles] : by_group) {
+    auto it = groups_.find(id);
     if (it == groups_.end() || it->second.state == v1::PLACEMENT_GROUP_STATE_REMOVED) continue;
     Group& g = it->second;
-    const uint32_t b = key.bundle_index();
-    const BundlePlacement* p = PlacedAt(g, b);
-    if (p == nullptr || p->allocation.node != *index) continue;
-    if (g.in_flight) {
-      std::vector<uint32_t>& released = g.released_in_flight;
-      if (std::find(released.begin(), released.end(), b) == released.end()) released.push_back(b);
-    } else {
-      lost[g.id].push_back(b);
+    std::sort(bundles.begin(), bundles.end());
+    for (const BundlePlacement& p : capacity_.Held(id)) {
+      const uint32_t b = p.bundle_index;
+      if (p.allocation.node != *index || !std::binary_search(bundles.begin(), bundles.end(), b))
+        continue;
+      if (!g.in_flight) {
+        lost[id].push_back(b);
+      } else if (std::find(g.released_in_flight.begin(), g.released_in_flight.end(), b) ==
+                 g.released_in_flight.end()) {
+        g.released_in_flight.push_back(b);
+      }
     }
+    if (auto l = lost.find(id); l != lost.end()) std::sort(l->second.begin(), l->second.end());
   }
   std::vector<std::string> changed;
   for (const auto& [id, bundles] : lost) {
@@ -453,14 +420,12 @@ std::vector<std::string> PlacementGroupManager::OnBundlesReleased(
 void PlacementGroupManager::LoseBundles(Group& g, const std::vector<uint32_t>& lost,
                                         const std::string& why, int64_t now_ms) {
   changed_.insert(g.id);
-  Dequeue(g);
   ReleaseBundles(g, lost);
   g.state = v1::PLACEMENT_GROUP_STATE_RESCHEDULING;
   g.waiting_since_ms = now_ms;
-  g.backoff = absl::ZeroDuration();
   if (Preempting(g)) return;  // its job lets go of the rest
   SetReason(g, Reason::kLost, why);
-  Enqueue(g, now_ms);
+  queues_.Lacks(g.id, now_ms, /*lost=*/true, /*after_backoff=*/false);
 }
 
 }  // namespace berth

@@ -14,8 +14,9 @@
 // arrival and fair-share order, with reservations, backfill and preemption.
 // A pass runs when something changed (a group came or went, nodes changed,
 // a preempted group let go) and at least every max_backoff_ms. An admitted
-// group that loses bundles, or whose commit fails, keeps its quota and
-// places what it lacks first, with backoff (100 ms x1.5, capped at 1 s).
+// group that loses bundles, or whose commit fails, keeps its quota, and
+// the queue scheduler admits what it lacks first (QueueScheduler::Lacks,
+// PlaceLacking), with backoff (100 ms x1.5, capped at 1 s).
 //
 // Preemption: a victim is marked preempting (its bundles still held). One
 // created directly is released at once and waits PENDING again; a train
@@ -134,6 +135,9 @@ class PlacementGroupManager {
         capacity_(table, &scorer_),
         queues_(QueueConfig(), config.queueing) {
     queues_.set_gang_name([this](const std::string& id) { return GangName(id); });
+    queues_.set_lacking_backoff([policy = config.backoff()](int64_t previous_ms) {
+      return absl::ToInt64Milliseconds(policy.After(absl::Milliseconds(previous_ms)));
+    });
   }
   PlacementGroupManager(const PlacementGroupManager&) = delete;
   PlacementGroupManager& operator=(const PlacementGroupManager&) = delete;
@@ -314,15 +318,8 @@ class PlacementGroupManager {
     int64_t created_ms = 0;
     int64_t placed_ms = 0;
     int64_t waiting_since_ms = 0;  // created, or last went RESCHEDULING
-    int64_t next_try_ms = 0;
-    // Its last wait while it does not fit (SchedulerConfig's policy: NextTry).
-    absl::Duration backoff = absl::ZeroDuration();
     uint32_t attempts = 0;
   };
-  // RESCHEDULING first, then higher priority, then arrival.
-  using QueueKey = std::tuple<int, int32_t, uint64_t>;
-
-  QueueKey KeyOf(const Group& g) const;
   // The queue scheduler's request and view of a live (not REMOVED) group.
   const GangRequest& RequestOf(const Group& g) const { return *queues_.Request(g.id); }
   const GangView& ViewOf(const Group& g) const { return *queues_.Find(g.id); }
@@ -331,8 +328,6 @@ class PlacementGroupManager {
   // Waiting for a node change: a waiting group that fits not even the idle
   // cluster, or an admitted one whose lost bundles can never be placed.
   bool Infeasible(const Group& g) const;
-  void Enqueue(Group& g, int64_t due_ms);
-  void Dequeue(const Group& g);
   void IndexRequestId(const Group& g);
   // Restore's steps: the group a record describes (checked), its placed
   // bundles reserved again (how many were lost), its gang in the queue
@@ -350,6 +345,8 @@ class PlacementGroupManager {
   // `why` makes the raylets' dedupe key unique ("remove", "preempt-3").
   std::vector<CancelTask> CancelsFor(const Group& g, const std::vector<uint32_t>& bundles,
                                      absl::string_view why = "remove") const;
+  std::vector<CancelTask> CancelsFor(const Group& g, const std::vector<BundlePlacement>& placed,
+                                     absl::string_view why) const;
   // The queue scheduler's gang for a group (what its spec decides: id,
   // demand, shape; the caller adds queue, priority, preemptible and time
   // limit), and how its reasons name it ("job X", or "placement group X"
@@ -358,9 +355,9 @@ class PlacementGroupManager {
   std::string GangName(const std::string& id) const;
   // Hands an admitted or re-placed group's new placements to two-phase commit.
   CommitTask StartCommit(Group& g, std::vector<BundlePlacement> placements);
-  // Places what admitted groups lack (lost bundles, failed commits), in
-  // turn and with backoff, through capacity_ (PlacerCapacity::PlaceRemainder).
-  void PlaceAdmitted(int64_t now_ms, std::vector<CommitTask>* tasks);
+  // Places what admitted groups lack (lost bundles, failed commits): the
+  // queue scheduler's turn, PlacerCapacity's placement.
+  void PlaceLacking(int64_t now_ms, std::vector<CommitTask>* tasks);
   // Runs a queue scheduler pass and carries out its decisions.
   void RunPass(int64_t now_ms, std::vector<CommitTask>* tasks);
   void StartPreemption(const Preemption& p, int64_t now_ms);
@@ -371,8 +368,6 @@ class PlacementGroupManager {
   const BundlePlacement* PlacedAt(const Group& g, uint32_t bundle) const;
   std::vector<uint32_t> PlacedBundles(const Group& g) const;
   void SetReason(Group& g, Reason reason, std::string detail = {});
-  // When `g`, which did not fit, is tried again: `now_ms` plus the next wait.
-  int64_t NextTry(Group& g, int64_t now_ms) const;
   std::string ReasonText(const Group& g) const;
   // Its last preemption as text; "" when none.
   std::string PreemptedBy(const Group& g) const;
@@ -392,11 +387,9 @@ class PlacementGroupManager {
   // Keys view Group::request_id (groups_ is node-based: stable addresses).
   absl::flat_hash_map<absl::string_view, std::string> by_request_id_;
   absl::flat_hash_map<std::string, std::string> by_name_;  // live groups only
-  std::map<QueueKey, std::string> queue_;                  // admitted groups waiting for bundles
-  std::set<std::string> infeasible_;  // of those, the ones waiting for a node change
-  std::set<std::string> waiting_;     // groups the queue scheduler has not admitted
-  bool pass_due_ = true;              // something changed since the last pass
-  size_t waiting_feasible_ = 0;       // of waiting_, those not infeasible at the last pass
+  std::set<std::string> waiting_;  // groups the queue scheduler has not admitted
+  bool pass_due_ = true;           // something changed since the last pass
+  size_t waiting_feasible_ = 0;    // of waiting_, those not infeasible at the last pass
   int64_t next_pass_ms_ = 0;
   PreemptionWork preemption_work_;
   std::deque<std::string> removed_order_;

@@ -189,7 +189,8 @@ absl::Status PlacementGroupManager::Restore(const v1::PlacementGroupRecord& r, i
     waiting_.insert(id);
   } else if (restored.state != v1::PLACEMENT_GROUP_STATE_CREATED &&
              admission != GangState::kPreempting) {
-    Enqueue(restored, now_ms);
+    queues_.Lacks(id, now_ms, restored.state == v1::PLACEMENT_GROUP_STATE_RESCHEDULING,
+                  /*after_backoff=*/false);
   }
   // One created directly lets go now; a job's group, once its job stopped.
   if (admission == GangState::kPreempting && restored.job_id.empty()) {

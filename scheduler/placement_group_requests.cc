@@ -132,7 +132,7 @@ absl::Status PlacementGroupManager::CheckNew(const PlacementGroupSpec& spec,
     return absl::InvalidArgumentError(
         absl::StrCat("time_limit_s: ", meta.time_limit_s(), " is negative; 0 means no limit"));
   }
-  const size_t pending = waiting_.size() + queue_.size() + infeasible_.size() + also_pending;
+  const size_t pending = waiting_.size() + queues_.lacking() + also_pending;
   if (pending >= config_.max_pending_groups) {
     return absl::ResourceExhaustedError(
         absl::StrCat(pending,

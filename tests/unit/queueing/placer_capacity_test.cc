@@ -56,18 +56,18 @@ TEST_F(PlacerCapacityTest, TheRemainderIsPlacedBesideWhatTheGangKeeps) {
   const NodeIndex node = capacity_.Held("g").front().allocation.node;
   capacity_.ReleaseBundles("g", {1, 3});
   ASSERT_EQ(capacity_.Held("g").size(), 2u);
-  absl::StatusOr<PlacementDecision> d = capacity_.PlaceRemainder("g");
-  ASSERT_TRUE(d.ok()) << d.status();
-  ASSERT_EQ(d->outcome, PlacementOutcome::kPlaced) << d->reason;
+  RemainderPlacement d = capacity_.PlaceRemainder("g");
+  ASSERT_EQ(d.outcome, PlacementOutcome::kPlaced) << d.reason;
   // Only the two it lacked were placed, on its node (STRICT_PACK), and it
   // holds all four again.
-  ASSERT_EQ(d->placements.size(), 2u);
-  EXPECT_EQ(d->placements[0].bundle_index, 1u);
-  EXPECT_EQ(d->placements[1].bundle_index, 3u);
-  for (const BundlePlacement& p : d->placements) EXPECT_EQ(p.allocation.node, node);
+  ASSERT_EQ(d.placed.size(), 2u);
+  EXPECT_EQ(d.placed[0].bundle_index, 1u);
+  EXPECT_EQ(d.placed[1].bundle_index, 3u);
+  for (const BundlePlacement& p : d.placed) EXPECT_EQ(p.allocation.node, node);
+  EXPECT_TRUE(d.let_go.empty());
   EXPECT_EQ(capacity_.Held("g").size(), 4u);
   EXPECT_EQ(capacity_.Charge("g").Get(kGpu), Quantity::Whole(4));
-  EXPECT_EQ(capacity_.PlaceRemainder("unknown").status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(capacity_.PlaceRemainder("unknown").outcome, PlacementOutcome::kInfeasible);
 }
 
 TEST_F(PlacerCapacityTest, FitsWithoutLeavesTheTableExactlyAsItWas) {

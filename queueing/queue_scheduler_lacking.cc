@@ -1,0 +1,82 @@
+// QueueScheduler's admitted gangs that lack bundles (queue_scheduler.h):
+// the admission of their remainder, in turn and with backoff.
+#include <algorithm>
+
+#include "queueing/queue_scheduler.h"
+
+namespace berth {
+
+QueueScheduler::LackingKey QueueScheduler::KeyOf(const QueuedGang& g) {
+  return {g.lacking->lost ? 0 : 1, -g.request.priority, g.view.arrival};
+}
+
+void QueueScheduler::StopLacking(QueuedGang& g) {
+  if (!g.lacking) return;
+  lacking_.erase(KeyOf(g));
+  g.lacking.reset();
+}
+
+void QueueScheduler::Lacks(const std::string& id, int64_t now_ms, bool lost, bool after_backoff) {
+  auto it = gangs_.find(id);
+  if (it == gangs_.end() || it->second.view.state != GangState::kRunning) return;
+  QueuedGang& g = it->second;
+  StopLacking(g);
+  if (after_backoff) {
+    if (options_.lacking_backoff) g.backoff_ms = options_.lacking_backoff(g.backoff_ms);
+  } else {
+    g.backoff_ms = 0;
+  }
+  g.lacking = QueuedGang::Lacking{lost, false, now_ms + (after_backoff ? g.backoff_ms : 0)};
+  lacking_.emplace(KeyOf(g), &g);
+}
+
+std::vector<QueueScheduler::Remainder> QueueScheduler::PlaceLacking(int64_t now_ms,
+                                                                    CapacityModel& capacity,
+                                                                    size_t most, bool all) {
+  std::vector<Remainder> out;
+  size_t placed = 0;
+  for (auto it = lacking_.begin(); it != lacking_.end() && placed < most;) {
+    QueuedGang& g = *it->second;
+    ++it;  // a gang placed leaves lacking_
+    if (g.lacking->infeasible || (!all && g.lacking->next_try_ms > now_ms)) continue;
+    Remainder& r = out.emplace_back(Remainder{g.request.id, capacity.PlaceRemainder(g.request.id)});
+    switch (r.placement.outcome) {
+      case PlacementOutcome::kPlaced:
+        StopLacking(g);
+        ++placed;
+        break;
+      case PlacementOutcome::kInfeasible:
+        g.lacking->infeasible = true;
+        break;
+      case PlacementOutcome::kRetryLater:
+        if (options_.lacking_backoff) g.backoff_ms = options_.lacking_backoff(g.backoff_ms);
+        g.lacking->next_try_ms = now_ms + g.backoff_ms;
+        break;
+    }
+  }
+  return out;
+}
+
+void QueueScheduler::NodesChanged(int64_t now_ms) {
+  for (auto& [key, g] : lacking_) {
+    if (!g->lacking->infeasible) continue;
+    g->lacking->infeasible = false;
+    g->lacking->next_try_ms = now_ms;
+  }
+}
+
+std::optional<int64_t> QueueScheduler::NextLackingDue() const {
+  std::optional<int64_t> due;
+  for (const auto& [key, g] : lacking_) {
+    if (g->lacking->infeasible) continue;
+    if (!due || g->lacking->next_try_ms < *due) due = g->lacking->next_try_ms;
+  }
+  return due;
+}
+
+bool QueueScheduler::LacksInfeasibly(const std::string& id) const {
+  auto it = gangs_.find(id);
+  return it != gangs_.end() && it->second.lacking && it->second.lacking->infeasible;
+}
+
+}  // namespace berth
