@@ -28,19 +28,13 @@ QueueView PlacementGroupManager::Queue(const std::string& name) const {
   return queues_.Queue(name, capacity_.Capacity());
 }
 
-std::vector<BundlePlacement> PlacementGroupManager::Placed(const Group& g) const {
-  std::vector<BundlePlacement> placed = capacity_.Held(g.id);
-  std::sort(placed.begin(), placed.end(), [](const BundlePlacement& a, const BundlePlacement& b) {
-    return a.bundle_index < b.bundle_index;
+std::vector<const BundlePlacement*> PlacementGroupManager::Placed(const Group& g) const {
+  std::vector<const BundlePlacement*> placed;
+  for (const BundlePlacement& p : capacity_.Held(g.id)) placed.push_back(&p);
+  std::sort(placed.begin(), placed.end(), [](const BundlePlacement* a, const BundlePlacement* b) {
+    return a->bundle_index < b->bundle_index;
   });
   return placed;
-}
-
-const BundlePlacement* PlacementGroupManager::PlacedAt(const Group& g, uint32_t bundle) const {
-  for (const BundlePlacement& p : capacity_.Held(g.id)) {
-    if (p.bundle_index == bundle) return &p;
-  }
-  return nullptr;
 }
 
 std::vector<uint32_t> PlacementGroupManager::PlacedBundles(const Group& g) const {
@@ -320,11 +314,11 @@ std::vector<CancelTask> PlacementGroupManager::OnCommitDone(const std::string& i
   // from before as well as the ones committing: OnNodeDead skipped the group
   // while it was in flight.
   std::vector<uint32_t> lost;
-  for (const BundlePlacement& p : Placed(g)) {
+  for (const BundlePlacement* p : Placed(g)) {
     const std::vector<uint32_t>& released = g.released_in_flight;
-    if (table_->node(p.allocation.node).state == NodeState::kDead ||
-        std::find(released.begin(), released.end(), p.bundle_index) != released.end()) {
-      lost.push_back(p.bundle_index);
+    if (table_->node(p->allocation.node).state == NodeState::kDead ||
+        std::find(released.begin(), released.end(), p->bundle_index) != released.end()) {
+      lost.push_back(p->bundle_index);
     }
   }
   g.released_in_flight.clear();

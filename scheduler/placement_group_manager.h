@@ -364,8 +364,8 @@ class PlacementGroupManager {
   // A preempted group lets go of its bundles and waits again.
   std::vector<CancelTask> FinishPreemption(Group& g, int64_t now_ms);
   // What is placed of the group (capacity_ holds it), by bundle index.
-  std::vector<BundlePlacement> Placed(const Group& g) const;
-  const BundlePlacement* PlacedAt(const Group& g, uint32_t bundle) const;
+  // Pointers into capacity_'s record: valid until the group's bundles change.
+  std::vector<const BundlePlacement*> Placed(const Group& g) const;
   std::vector<uint32_t> PlacedBundles(const Group& g) const;
   void SetReason(Group& g, Reason reason, std::string detail = {});
   std::string ReasonText(const Group& g) const;

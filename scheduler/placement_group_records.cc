@@ -54,14 +54,14 @@ std::optional<v1::PlacementGroupRecord> PlacementGroupManager::Export(const std:
   // A commit in flight has an unknown outcome: written as not yet placed.
   r.set_state(g.state == v1::PLACEMENT_GROUP_STATE_PREPARED ? v1::PLACEMENT_GROUP_STATE_PENDING
                                                             : g.state);
-  for (const BundlePlacement& p : Placed(g)) {
-    if (std::find(g.committing.begin(), g.committing.end(), p.bundle_index) != g.committing.end())
+  for (const BundlePlacement* p : Placed(g)) {
+    if (std::find(g.committing.begin(), g.committing.end(), p->bundle_index) != g.committing.end())
       continue;
     v1::BundleRecord* placed = r.add_placed();
-    placed->set_bundle_index(p.bundle_index);
-    placed->set_node_id(table_->node(p.allocation.node).id);
-    ResourceSetToProto(p.allocation.resources, placed->mutable_resources());
-    GpuSharesToProto(p.allocation.gpus, placed->mutable_gpus());
+    placed->set_bundle_index(p->bundle_index);
+    placed->set_node_id(table_->node(p->allocation.node).id);
+    ResourceSetToProto(p->allocation.resources, placed->mutable_resources());
+    GpuSharesToProto(p->allocation.gpus, placed->mutable_gpus());
   }
   r.set_created_unix_ms(g.created_ms);
   r.set_placed_unix_ms(g.placed_ms);
@@ -110,16 +110,18 @@ absl::StatusOr<PlacementGroupManager::Group> PlacementGroupManager::GroupFromRec
 absl::StatusOr<size_t> PlacementGroupManager::RestorePlacements(const Group& g,
                                                                 const v1::PlacementGroupRecord& r) {
   size_t lost = 0;
+  std::vector<bool> seen(g.spec->bundles().size());
   for (const v1::BundleRecord& placed : r.placed()) {
     std::optional<NodeIndex> node = table_->FindNode(placed.node_id());
     absl::StatusOr<ResourceSet> resources = ResourceSetFromProto(placed.resources(), "resources");
     absl::StatusOr<std::vector<GpuShare>> gpus = GpuSharesFromProto(placed.gpus(), "gpus");
-    if (placed.bundle_index() >= g.spec->bundles().size() ||
-        PlacedAt(g, placed.bundle_index()) != nullptr || !resources.ok() || !gpus.ok()) {
+    if (placed.bundle_index() >= seen.size() || seen[placed.bundle_index()] || !resources.ok() ||
+        !gpus.ok()) {
       capacity_.Remove(g.id);  // gives back what it reserved so far
       return absl::InvalidArgumentError(
           absl::StrCat("placement group record '", g.id, "': bad bundle record"));
     }
+    seen[placed.bundle_index()] = true;
     Allocation allocation{node.value_or(0), *std::move(resources), *std::move(gpus)};
     if (!node || table_->node(*node).state == NodeState::kDead ||
         !table_->Reserve(allocation).ok()) {
@@ -208,15 +210,9 @@ std::vector<v1::HeldBundle> PlacementGroupManager::BundlesOn(const std::string& 
   if (!index) return held;
   for (const auto& [id, g] : groups_) {
     if (g.state == v1::PLACEMENT_GROUP_STATE_REMOVED && !g.in_flight) continue;
-    std::vector<const BundlePlacement*> here;
-    for (const BundlePlacement& p : capacity_.Held(id)) {
-      if (p.allocation.node == *index) here.push_back(&p);
-    }
-    std::sort(here.begin(), here.end(), [](const BundlePlacement* a, const BundlePlacement* b) {
-      return a->bundle_index < b->bundle_index;
-    });
-    for (const BundlePlacement* placement : here) {
+    for (const BundlePlacement* placement : Placed(g)) {
       const BundlePlacement& p = *placement;
+      if (p.allocation.node != *index) continue;
       const uint32_t b = p.bundle_index;
       v1::HeldBundle h;
       h.mutable_key()->set_placement_group_id(id);

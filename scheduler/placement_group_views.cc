@@ -109,12 +109,12 @@ void PlacementGroupManager::ToProto(const Group& g, v1::PlacementGroupInfo* info
   info->set_strategy(StrategyToProto(g.spec->strategy()));
   for (const Bundle& b : g.spec->bundles()) BundleToProto(b, info->add_bundles());
   info->set_state(g.state);
-  const std::vector<BundlePlacement> placed = Placed(g);
-  for (const BundlePlacement& p : placed) {
+  const std::vector<const BundlePlacement*> placed = Placed(g);
+  for (const BundlePlacement* p : placed) {
     v1::BundleLocation* loc = info->add_locations();
-    loc->set_bundle_index(p.bundle_index);
-    loc->set_node_id(table_->node(p.allocation.node).id);
-    GpuSharesToProto(p.allocation.gpus, loc->mutable_gpus());
+    loc->set_bundle_index(p->bundle_index);
+    loc->set_node_id(table_->node(p->allocation.node).id);
+    GpuSharesToProto(p->allocation.gpus, loc->mutable_gpus());
   }
   info->set_infeasible(Infeasible(g));
   info->set_pending_reason(
@@ -135,8 +135,8 @@ void PlacementGroupManager::ToProto(const Group& g, v1::PlacementGroupInfo* info
   for (const std::string& key : g.spec->topology().keys()) {
     std::optional<std::string> shared;
     bool one = true;
-    for (const BundlePlacement& p : placed) {
-      const Labels& labels = table_->node(p.allocation.node).labels;
+    for (const BundlePlacement* p : placed) {
+      const Labels& labels = table_->node(p->allocation.node).labels;
       auto value = labels.find(key);
       if (value == labels.end() || (shared && *shared != value->second)) {
         one = false;
