@@ -2,6 +2,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/unit/autoscaler/node_pool_test_util.h"
 
 namespace berth {
 namespace {
@@ -10,16 +11,7 @@ using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 
-NodePool Pool(std::string name, std::string type, uint32_t gpus, uint32_t max_nodes) {
-  NodePool p;
-  p.name = std::move(name);
-  p.accelerator_type = std::move(type);
-  p.gpus = gpus;
-  p.resources.Set(kGpu, Quantity::Whole(gpus));
-  p.resources.Set(kCpu, Quantity::Whole(32));
-  p.max_nodes = max_nodes;
-  return p;
-}
+using testing::GpuPool;
 
 v1::PendingDemand Gang(int bundles, double gpus, v1::PlacementStrategy strategy, int count = 1) {
   v1::PendingDemand d;
@@ -31,7 +23,7 @@ v1::PendingDemand Gang(int bundles, double gpus, v1::PlacementStrategy strategy,
 }
 
 TEST(PendingDemandFitTest, EachCopyOfAGangGetsItsNodesAndIsNamedPerGang) {
-  const std::vector<NodePool> pools = {Pool("a10g", "A10G", 4, 8)};
+  const std::vector<NodePool> pools = {GpuPool("a10g", "A10G", 4, 8)};
   SimulatedCluster cluster;
   const PendingDemandFit fit =
       FitPendingDemand(pools, {{"a10g", 0}},
@@ -43,7 +35,8 @@ TEST(PendingDemandFitTest, EachCopyOfAGangGetsItsNodesAndIsNamedPerGang) {
 }
 
 TEST(PendingDemandFitTest, TheNextPoolGrowsWhenTheFirstIsAtItsTarget) {
-  const std::vector<NodePool> pools = {Pool("small", "A10G", 4, 2), Pool("big", "A10G", 4, 8)};
+  const std::vector<NodePool> pools = {GpuPool("small", "A10G", 4, 2),
+                                       GpuPool("big", "A10G", 4, 8)};
   SimulatedCluster cluster;
   // small was asked for its max_nodes already: no room to grow.
   const PendingDemandFit fit = FitPendingDemand(
@@ -53,7 +46,7 @@ TEST(PendingDemandFitTest, TheNextPoolGrowsWhenTheFirstIsAtItsTarget) {
 }
 
 TEST(PendingDemandFitTest, AnUnsatisfiableGangIsReportedOnce) {
-  const std::vector<NodePool> pools = {Pool("a10g", "A10G", 4, 1)};
+  const std::vector<NodePool> pools = {GpuPool("a10g", "A10G", 4, 1)};
   SimulatedCluster cluster;
   const PendingDemandFit fit = FitPendingDemand(
       pools, {{"a10g", 1}},

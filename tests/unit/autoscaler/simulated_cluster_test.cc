@@ -2,6 +2,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/unit/autoscaler/node_pool_test_util.h"
 #include "wire/proto_convert.h"
 
 namespace berth {
@@ -10,16 +11,7 @@ namespace {
 using ::testing::ElementsAre;
 using ::testing::IsEmpty;
 
-NodePool Pool(std::string name, std::string type, uint32_t gpus) {
-  NodePool p;
-  p.name = std::move(name);
-  p.accelerator_type = std::move(type);
-  p.gpus = gpus;
-  p.resources.Set(kGpu, Quantity::Whole(gpus));
-  p.resources.Set(kCpu, Quantity::Whole(32));
-  p.max_nodes = 8;
-  return p;
-}
+using testing::GpuPool;
 
 void Set(v1::ResourceSet* set, const std::string& name, double value) {
   (*set->mutable_amounts())[name] = value;
@@ -52,7 +44,7 @@ PlacementGroupSpec Gang(int bundles, double gpus, v1::PlacementStrategy strategy
 }
 
 TEST(SimulatedClusterTest, AFractionOfAGpuInUseTakesAWholeGpuFromABundle) {
-  const NodePool a10g = Pool("a10g", "A10G", 4);
+  const NodePool a10g = GpuPool("a10g", "A10G", 4);
   SimulatedCluster cluster;
   cluster.AddRegisteredNode(Node("a-1", a10g, 3.5));
   // 3.5 GPUs free, but only 3 whole ones: no room for 4 one-GPU bundles.
@@ -63,7 +55,7 @@ TEST(SimulatedClusterTest, AFractionOfAGpuInUseTakesAWholeGpuFromABundle) {
 }
 
 TEST(SimulatedClusterTest, APlacedGangKeepsItsReservation) {
-  const NodePool a10g = Pool("a10g", "A10G", 4);
+  const NodePool a10g = GpuPool("a10g", "A10G", 4);
   SimulatedCluster cluster;
   ASSERT_TRUE(cluster.AddPoolNode(a10g));
   EXPECT_TRUE(cluster.Place(Gang(1, 3, v1::PLACEMENT_STRATEGY_PACK)));
@@ -71,7 +63,7 @@ TEST(SimulatedClusterTest, APlacedGangKeepsItsReservation) {
 }
 
 TEST(SimulatedClusterTest, GrowingTooLittleKeepsNoNodes) {
-  const NodePool a10g = Pool("a10g", "A10G", 4);
+  const NodePool a10g = GpuPool("a10g", "A10G", 4);
   SimulatedCluster cluster;
   const PlacementGroupSpec gang = Gang(2, 4, v1::PLACEMENT_STRATEGY_STRICT_SPREAD);
   EXPECT_EQ(cluster.GrowUntilPlaced(a10g, gang, 1), 0u);
@@ -82,7 +74,7 @@ TEST(SimulatedClusterTest, GrowingTooLittleKeepsNoNodes) {
 }
 
 TEST(SimulatedClusterTest, PoolNodesCouldHoldAsksOnlyTheNodeShape) {
-  const NodePool t4 = Pool("t4", "T4", 1);
+  const NodePool t4 = GpuPool("t4", "T4", 1);
   EXPECT_TRUE(PoolNodesCouldHold(t4, Gang(3, 1, v1::PLACEMENT_STRATEGY_STRICT_SPREAD)));
   EXPECT_FALSE(PoolNodesCouldHold(t4, Gang(3, 1, v1::PLACEMENT_STRATEGY_STRICT_PACK)));
   EXPECT_FALSE(PoolNodesCouldHold(t4, Gang(1, 2, v1::PLACEMENT_STRATEGY_PACK)));

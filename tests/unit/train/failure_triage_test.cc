@@ -6,6 +6,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/unit/train/worker_status_test_util.h"
 
 namespace berth {
 namespace {
@@ -24,13 +25,7 @@ AttemptFailure NodeFailure(const std::string& dead_node = "") {
 }
 
 v1::WorkerStatus Exit(const std::string& worker, int code, int64_t failed_us, int signal = 0) {
-  v1::WorkerStatus status;
-  status.set_worker_id(worker);
-  status.set_state(code == 0 && signal == 0 ? v1::WORKER_STATE_EXITED : v1::WORKER_STATE_FAILED);
-  status.set_exit_code(code);
-  status.set_signal(signal);
-  status.set_failed_unix_us(failed_us);
-  return status;
+  return testing::ExitStatus("", worker, code, failed_us, signal);
 }
 
 // A group CREATED with bundle i on nodes[i].

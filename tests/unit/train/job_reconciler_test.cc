@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/unit/train/worker_status_test_util.h"
 #include "train/train_job_spec.h"
 
 namespace berth {
@@ -48,14 +49,7 @@ v1::PlacementGroupInfo Created(const std::vector<std::string>& nodes, int64_t pl
 }
 
 v1::WorkerStatus Exit(const std::string& worker, int code, int64_t failed_us = 0, int signal = 0) {
-  v1::WorkerStatus status;
-  status.set_job_id(kJob);
-  status.set_worker_id(worker);
-  status.set_state(code == 0 && signal == 0 ? v1::WORKER_STATE_EXITED : v1::WORKER_STATE_FAILED);
-  status.set_exit_code(code);
-  status.set_signal(signal);
-  status.set_failed_unix_us(failed_us);
-  return status;
+  return testing::ExitStatus(kJob, worker, code, failed_us, signal);
 }
 
 std::string Worker(int attempt, const std::string& suffix) {
@@ -189,7 +183,7 @@ class JobReconcilerTest : public ::testing::Test {
     const v1::WorkerSpec& trainer = start.by_node[0].second[0];
     EXPECT_EQ(trainer.worker_id(), Worker(1, "trainer"));
     EXPECT_THAT(std::vector<std::string>(trainer.argv().begin(), trainer.argv().end()),
-                testing::Contains(checkpoint));
+                ::testing::Contains(checkpoint));
   }
   // Stops the processes asked for: all of them exit.
   // min 2 / max 3, max_failures 0, RUNNING on n0, n1 (the job's group)
@@ -346,7 +340,8 @@ TEST_F(JobReconcilerTest, TheCauseIsTheFirstFailureByTimeAndTheJobRestartsFromIt
   // Logs: the failed attempt's ranks stay readable beside the new ones.
   std::vector<std::string> logged;
   for (const RankLog& l : job_->logs()) logged.push_back(l.worker_id);
-  EXPECT_THAT(logged, ElementsAre(Worker(0, "r0"), Worker(0, "r1"), Worker(1, "r0"), Worker(1, "r1")));
+  EXPECT_THAT(logged,
+              ElementsAre(Worker(0, "r0"), Worker(0, "r1"), Worker(1, "r0"), Worker(1, "r1")));
   // A second failure is over max_failures (1).
   job_->OnWorkerExit(Exit(Worker(1, "trainer"), 0, 0, SIGKILL));
   Result(Listing(Expect<ListWorkers>(Step()).nodes, second));
