@@ -196,6 +196,18 @@ class PlacementGroupManager {
   // Whether the keys of `topology` are known: some node carries each, or it
   // is one of kTopologyLabels. INVALID_ARGUMENT names the key under `field`.
   absl::Status CheckTopologyKeys(const Topology& topology, absl::string_view field) const;
+  // Whether a gang may be queued as asked: its queue and priority class
+  // known, its topology's keys known. The one check of both a group's
+  // create request and a train job's spec; errors name the request's own
+  // fields (`fields`).
+  struct QueueingFields {
+    absl::string_view queue = "queue";
+    absl::string_view priority_class = "priority_class";
+    absl::string_view topology = "topology";
+  };
+  absl::Status CheckQueueing(absl::string_view queue, absl::string_view priority_class,
+                             int32_t priority, const Topology& topology,
+                             const QueueingFields& fields) const;
   // What places the groups, and what it has learned.
   const PlacementScorer& scorer() const { return scorer_; }
 

@@ -119,14 +119,10 @@ absl::Status PlacementGroupManager::CheckNew(const PlacementGroupSpec& spec,
         "bundles: ", spec.bundles().size(), " bundles; at most ", config_.max_bundles_per_group,
         " per group (berth-head --max-bundles-per-group)"));
   }
-  if (absl::StatusOr<const QueueSpec*> q = queues_.config().Resolve(meta.queue(), "queue");
-      !q.ok()) {
-    return q.status();
-  }
-  if (absl::StatusOr<int32_t> p =
-          queues_.config().PriorityOf(meta.priority_class(), meta.priority(), "priority_class");
-      !p.ok()) {
-    return p.status();
+  if (absl::Status s = CheckQueueing(meta.queue(), meta.priority_class(), meta.priority(),
+                                     spec.topology(), QueueingFields());
+      !s.ok()) {
+    return s;
   }
   if (meta.time_limit_s() < 0) {
     return absl::InvalidArgumentError(
@@ -141,7 +137,6 @@ absl::Status PlacementGroupManager::CheckNew(const PlacementGroupSpec& spec,
                      config_.max_pending_groups, "); remove some or retry later"));
   }
   if (absl::Status s = ValidateString(meta.job_id(), "job_id", 128, false); !s.ok()) return s;
-  if (absl::Status s = CheckTopologyKeys(spec.topology(), "topology"); !s.ok()) return s;
   if (by_request_id_.contains(meta.request_id())) {
     return absl::AlreadyExistsError(
         absl::StrCat("request_id: '", meta.request_id(), "' was already used"));
@@ -151,6 +146,21 @@ absl::Status PlacementGroupManager::CheckNew(const PlacementGroupSpec& spec,
                                                  "' exists (", by_name_.at(meta.name()), ")"));
   }
   return absl::OkStatus();
+}
+
+absl::Status PlacementGroupManager::CheckQueueing(absl::string_view queue,
+                                                  absl::string_view priority_class,
+                                                  int32_t priority, const Topology& topology,
+                                                  const QueueingFields& fields) const {
+  if (absl::StatusOr<const QueueSpec*> q = queues_.config().Resolve(queue, fields.queue); !q.ok()) {
+    return q.status();
+  }
+  if (absl::StatusOr<int32_t> p =
+          queues_.config().PriorityOf(priority_class, priority, fields.priority_class);
+      !p.ok()) {
+    return p.status();
+  }
+  return CheckTopologyKeys(topology, fields.topology);
 }
 
 absl::Status PlacementGroupManager::CheckTopologyKeys(const Topology& topology,

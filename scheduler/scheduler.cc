@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_join.h"
 #include "common/log.h"
+#include "wire/proto_convert.h"
 
 namespace berth {
 
@@ -222,6 +223,13 @@ void Scheduler::ReportLivenessLocked(const LivenessVerdict& verdict) {
                "): the head or its network is suspected first; those still silent after ",
                state_->config().liveness.timeout_ms(), " ms more are declared DEAD");
   }
+}
+
+absl::Status Scheduler::CheckJobGroup(const v1::TrainJobSpec& spec) {
+  absl::MutexLock lock(&state_->mu);
+  return state_->groups.CheckQueueing(
+      spec.queue(), spec.priority_class(), 0, TopologyFromProto(spec.scaling_config().topology()),
+      {"spec.queue", "spec.priority_class", "spec.scaling_config.topology"});
 }
 
 absl::StatusOr<std::string> Scheduler::CreateGroup(PlacementGroupSpec spec,

@@ -45,6 +45,7 @@ class Scheduler final : public PlacementGroupHost {
   void SubmitCancels(std::vector<CancelTask> cancels);
 
   // PlacementGroupHost, for the train job controller.
+  absl::Status CheckJobGroup(const v1::TrainJobSpec& spec) override;
   absl::StatusOr<std::string> CreateGroup(PlacementGroupSpec spec,
                                           const v1::CreatePlacementGroupRequest& meta) override;
   absl::StatusOr<v1::PlacementGroupInfo> GetGroup(const std::string& id) override;

@@ -41,23 +41,10 @@ grpc::Status TrainJobServiceImpl::SubmitTrainJob(grpc::ServerContext* context,
           kField, ": package ", digest, " is not stored on the head (upload it first)")));
     }
   }
-  {
+  if (team) {
     absl::MutexLock lock(&state_->mu);
-    const QueueConfig& queues = state_->groups.queue_config();
-    absl::StatusOr<const QueueSpec*> q = queues.Resolve(request->spec().queue(), "spec.queue");
-    if (!q.ok()) return ToGrpcStatus(q.status());
-    if (absl::StatusOr<int32_t> p =
-            queues.PriorityOf(request->spec().priority_class(), 0, "spec.priority_class");
-        !p.ok()) {
-      return ToGrpcStatus(p.status());
-    }
-    if (team) {
-      if (absl::Status s = queues.MayUse(request->spec().queue(), *team, "spec.queue"); !s.ok())
-        return ToGrpcStatus(s);
-    }
-    if (absl::Status s = state_->groups.CheckTopologyKeys(
-            TopologyFromProto(request->spec().scaling_config().topology()),
-            "spec.scaling_config.topology");
+    if (absl::Status s =
+            state_->groups.queue_config().MayUse(request->spec().queue(), *team, "spec.queue");
         !s.ok()) {
       return ToGrpcStatus(s);
     }

@@ -84,6 +84,7 @@ absl::StatusOr<std::string> TrainJobController::Submit(const v1::SubmitTrainJobR
   if (absl::Status s = ValidateTrainJobRequest(request, config_.max_name_length); !s.ok()) return s;
   absl::StatusOr<PlacementGroupSpec> group = PlacementGroupForJob(request.spec());
   if (!group.ok()) return group.status();
+  if (absl::Status s = groups_->CheckJobGroup(request.spec()); !s.ok()) return s;
 
   absl::MutexLock lock(&mu_);
   const uint64_t fingerprint = MessageFingerprint(request);

@@ -47,6 +47,10 @@ namespace berth {
 class PlacementGroupHost {
  public:
   virtual ~PlacementGroupHost() = default;
+  // Whether a job of `spec` could have its group queued (its queue,
+  // priority class and topology keys known), errors naming spec's fields:
+  // a job is refused at submission, not when it makes its group.
+  virtual absl::Status CheckJobGroup(const v1::TrainJobSpec& spec) = 0;
   virtual absl::StatusOr<std::string> CreateGroup(PlacementGroupSpec spec,
                                                   const v1::CreatePlacementGroupRequest& meta) = 0;
   virtual absl::StatusOr<v1::PlacementGroupInfo> GetGroup(const std::string& id) = 0;

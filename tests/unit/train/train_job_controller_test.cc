@@ -33,6 +33,12 @@ constexpr absl::Duration kDeadline = absl::Seconds(20);
 // PENDING for resources; removed ones are gone. No node is alive.
 class FakeGroups final : public PlacementGroupHost {
  public:
+  // The head knows no queue "missing".
+  absl::Status CheckJobGroup(const v1::TrainJobSpec& spec) override {
+    if (spec.queue() == "missing")
+      return absl::InvalidArgumentError("spec.queue: no queue 'missing'");
+    return absl::OkStatus();
+  }
   absl::StatusOr<std::string> CreateGroup(PlacementGroupSpec spec,
                                           const v1::CreatePlacementGroupRequest& meta) override {
     absl::MutexLock lock(&mu_);
@@ -186,6 +192,8 @@ TEST_F(TrainJobControllerTest, BadSubmissionsNameTheFieldAndCreateNothing) {
         req->set_op(v1::LABEL_OPERATOR_IN);  // with no values
       },
       "spec.scaling_config.label_selector[0].requirements[0].values");
+  // What the head would refuse of its group is refused at submission.
+  refused([](auto* r) { r->mutable_spec()->set_queue("missing"); }, "spec.queue: no queue");
   EXPECT_THAT(groups_.created(), IsEmpty());
   v1::ListTrainJobsResponse listed;
   controller_.List({}, &listed);
