@@ -115,7 +115,7 @@ absl::StatusOr<std::vector<CancelTask>> PlacementGroupManager::Remove(const std:
   pass_due_ = true;
   removed_order_.push_back(id);
   std::vector<CancelTask> cancels;
-  if (!g.in_flight) {
+  if (!g.in_flight()) {
     const std::vector<uint32_t> placed = PlacedBundles(g);
     cancels = CancelsFor(g, placed);
     capacity_.Remove(id);  // releases what it holds
@@ -126,7 +126,7 @@ absl::StatusOr<std::vector<CancelTask>> PlacementGroupManager::Remove(const std:
   while (removed_order_.size() > config_.max_removed_kept) {
     const std::string old = removed_order_.front();
     removed_order_.pop_front();
-    if (!groups_.at(old).in_flight) Forget(old);
+    if (!groups_.at(old).in_flight()) Forget(old);
   }
   return cancels;
 }
@@ -169,10 +169,9 @@ void PlacementGroupManager::PlaceLacking(int64_t now_ms, std::vector<CommitTask>
 }
 
 CommitTask PlacementGroupManager::StartCommit(Group& g, std::vector<BundlePlacement> placements) {
-  g.in_flight = true;
+  g.commit = std::make_unique<Group::Commit>();
   ++in_flight_;
   ++g.attempt;
-  g.committing.clear();
   SetReason(g, Reason::kCommitting);
   CommitTask task{g.id, g.attempt, {}};
   std::map<NodeIndex, size_t> node_slot;
@@ -182,7 +181,7 @@ CommitTask PlacementGroupManager::StartCommit(Group& g, std::vector<BundlePlacem
     if (fresh) task.nodes.push_back({table_->node(node).id, nodes_->Address(node), {}});
     task.nodes[slot->second].bundles.push_back(
         {p.bundle_index, p.allocation.resources, p.allocation.gpus});
-    g.committing.push_back(p.bundle_index);
+    g.commit->bundles.push_back(p.bundle_index);
   }
   return task;
 }
@@ -216,7 +215,7 @@ void PlacementGroupManager::StartPreemption(const Preemption& p, int64_t now_ms)
   changed_.insert(v.id);
   if (!v.job_id.empty()) {
     preemption_work_.job_groups.push_back(v.id);
-  } else if (!v.in_flight) {
+  } else if (!v.in_flight()) {
     std::vector<CancelTask> cancels = FinishPreemption(v, now_ms);
     preemption_work_.cancels.insert(preemption_work_.cancels.end(), cancels.begin(), cancels.end());
   }
@@ -252,7 +251,7 @@ absl::StatusOr<std::vector<CancelTask>> PlacementGroupManager::ReleasePreempted(
     return absl::FailedPreconditionError(
         absl::StrCat("placement_group_id: ", id, " is not being preempted"));
   }
-  if (g.in_flight) {
+  if (g.in_flight()) {
     return absl::FailedPreconditionError(absl::StrCat(
         "placement_group_id: ", id, " is in two-phase commit; ask again when it ends"));
   }
@@ -272,7 +271,7 @@ std::optional<int64_t> PlacementGroupManager::NextDue() const {
 
 void PlacementGroupManager::OnPrepared(const std::string& id, uint64_t attempt) {
   auto it = groups_.find(id);
-  if (it == groups_.end() || it->second.attempt != attempt || !it->second.in_flight) return;
+  if (it == groups_.end() || it->second.attempt != attempt || !it->second.in_flight()) return;
   if (it->second.state == v1::PLACEMENT_GROUP_STATE_PENDING) {
     it->second.state = v1::PLACEMENT_GROUP_STATE_PREPARED;
   }
@@ -282,13 +281,12 @@ std::vector<CancelTask> PlacementGroupManager::OnCommitDone(const std::string& i
                                                             const absl::Status& result,
                                                             int64_t now_ms) {
   auto it = groups_.find(id);
-  if (it == groups_.end() || it->second.attempt != attempt || !it->second.in_flight) return {};
+  if (it == groups_.end() || it->second.attempt != attempt || !it->second.in_flight()) return {};
   Group& g = it->second;
-  g.in_flight = false;
+  const std::unique_ptr<Group::Commit> commit = std::move(g.commit);
+  const std::vector<uint32_t>& committing = commit->bundles;
   --in_flight_;
   changed_.insert(id);
-  const std::vector<uint32_t> committing = std::move(g.committing);
-  g.committing.clear();
   if (g.state == v1::PLACEMENT_GROUP_STATE_REMOVED) {
     // Removed during the commit: release everything it holds. A failed
     // commit's own bundles were cancelled by the committer already.
@@ -315,13 +313,12 @@ std::vector<CancelTask> PlacementGroupManager::OnCommitDone(const std::string& i
   // while it was in flight.
   std::vector<uint32_t> lost;
   for (const BundlePlacement* p : Placed(g)) {
-    const std::vector<uint32_t>& released = g.released_in_flight;
+    const std::vector<uint32_t>& released = commit->released;
     if (table_->node(p->allocation.node).state == NodeState::kDead ||
         std::find(released.begin(), released.end(), p->bundle_index) != released.end()) {
       lost.push_back(p->bundle_index);
     }
   }
-  g.released_in_flight.clear();
   ReleaseBundles(g, lost);
   if (!result.ok()) {
     ReleaseBundles(g, committing);
@@ -360,7 +357,7 @@ void PlacementGroupManager::OnNodeDead(const std::string& node_id, int64_t now_m
   std::optional<NodeIndex> index = table_->FindNode(node_id);
   if (!index) return;
   for (auto& [id, g] : groups_) {
-    if (g.state == v1::PLACEMENT_GROUP_STATE_REMOVED || g.in_flight) continue;
+    if (g.state == v1::PLACEMENT_GROUP_STATE_REMOVED || g.in_flight()) continue;
     std::vector<uint32_t> lost;
     for (const BundlePlacement& p : capacity_.Held(id)) {
       if (p.allocation.node == *index) lost.push_back(p.bundle_index);
@@ -391,11 +388,11 @@ std::vector<std::string> PlacementGroupManager::OnBundlesReleased(
       const uint32_t b = p.bundle_index;
       if (p.allocation.node != *index || !std::binary_search(bundles.begin(), bundles.end(), b))
         continue;
-      if (!g.in_flight) {
+      if (!g.in_flight()) {
         lost[id].push_back(b);
-      } else if (std::find(g.released_in_flight.begin(), g.released_in_flight.end(), b) ==
-                 g.released_in_flight.end()) {
-        g.released_in_flight.push_back(b);
+      } else if (std::find(g.commit->released.begin(), g.commit->released.end(), b) ==
+                 g.commit->released.end()) {
+        g.commit->released.push_back(b);
       }
     }
     if (auto l = lost.find(id); l != lost.end()) std::sort(l->second.begin(), l->second.end());

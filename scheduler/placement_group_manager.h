@@ -24,6 +24,7 @@
 #ifndef BERTH_SCHEDULER_PLACEMENT_GROUP_MANAGER_H_
 #define BERTH_SCHEDULER_PLACEMENT_GROUP_MANAGER_H_
 
+#include <algorithm>
 #include <cstdint>
 #include <deque>
 #include <map>
@@ -320,11 +321,20 @@ class PlacementGroupManager {
       uint64_t arrival = 0;
     };
     std::unique_ptr<const Removed> removed;
-    std::vector<uint32_t> committing;          // bundles of the commit in flight
-    std::vector<uint32_t> released_in_flight;  // by their raylet during the commit: lost at its end
+    // The two-phase commit in flight, if any: its bundles, and those their
+    // raylet released meanwhile (lost when it ends). Apart: few groups are
+    // in flight at once.
+    struct Commit {
+      std::vector<uint32_t> bundles;
+      std::vector<uint32_t> released;
+    };
+    std::unique_ptr<Commit> commit;
+    bool in_flight() const { return commit != nullptr; }
+    bool Committing(uint32_t bundle) const {
+      return commit != nullptr && std::find(commit->bundles.begin(), commit->bundles.end(),
+                                            bundle) != commit->bundles.end();
+    }
     uint64_t attempt = 0;
-    bool in_flight = false;
-    bool infeasible = false;
     Reason reason = Reason::kToBeScheduled;
     std::string detail;  // of `reason`; empty when it needs none
     int64_t created_ms = 0;

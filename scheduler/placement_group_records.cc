@@ -55,8 +55,7 @@ std::optional<v1::PlacementGroupRecord> PlacementGroupManager::Export(const std:
   r.set_state(g.state == v1::PLACEMENT_GROUP_STATE_PREPARED ? v1::PLACEMENT_GROUP_STATE_PENDING
                                                             : g.state);
   for (const BundlePlacement* p : Placed(g)) {
-    if (std::find(g.committing.begin(), g.committing.end(), p->bundle_index) != g.committing.end())
-      continue;
+    if (g.Committing(p->bundle_index)) continue;
     v1::BundleRecord* placed = r.add_placed();
     placed->set_bundle_index(p->bundle_index);
     placed->set_node_id(table_->node(p->allocation.node).id);
@@ -209,7 +208,7 @@ std::vector<v1::HeldBundle> PlacementGroupManager::BundlesOn(const std::string& 
   std::optional<NodeIndex> index = table_->FindNode(node_id);
   if (!index) return held;
   for (const auto& [id, g] : groups_) {
-    if (g.state == v1::PLACEMENT_GROUP_STATE_REMOVED && !g.in_flight) continue;
+    if (g.state == v1::PLACEMENT_GROUP_STATE_REMOVED && !g.in_flight()) continue;
     for (const BundlePlacement* placement : Placed(g)) {
       const BundlePlacement& p = *placement;
       if (p.allocation.node != *index) continue;
@@ -219,7 +218,7 @@ std::vector<v1::HeldBundle> PlacementGroupManager::BundlesOn(const std::string& 
       h.mutable_key()->set_bundle_index(b);
       ResourceSetToProto(p.allocation.resources, h.mutable_resources());
       GpuSharesToProto(p.allocation.gpus, h.mutable_gpus());
-      h.set_committed(std::find(g.committing.begin(), g.committing.end(), b) == g.committing.end());
+      h.set_committed(!g.Committing(b));
       held.push_back(std::move(h));
     }
   }

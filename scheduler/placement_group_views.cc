@@ -267,8 +267,8 @@ void PlacementGroupManager::ClusterStatus(v1::GetClusterStatusResponse* response
   std::map<std::string, v1::PendingDemand> demand;
   std::vector<std::string> order;
   for (const auto& [id, g] : groups_) {
-    if (g.in_flight || (g.state != v1::PLACEMENT_GROUP_STATE_PENDING &&
-                        g.state != v1::PLACEMENT_GROUP_STATE_RESCHEDULING)) {
+    if (g.in_flight() || (g.state != v1::PLACEMENT_GROUP_STATE_PENDING &&
+                          g.state != v1::PLACEMENT_GROUP_STATE_RESCHEDULING)) {
       continue;
     }
     if (response->oldest_pending_since_unix_ms() == 0 ||
