@@ -33,17 +33,22 @@ int64_t NodeResourceTable::IndexKey(const ResourceSet& set, IndexedResource r) {
   return set.Get(IndexedResourceName(r)).units();
 }
 
-absl::StatusOr<NodeIndex> NodeResourceTable::AddNode(NodeSpec spec, absl::string_view field) {
+NodeSpecFields NodeSpecFields::Under(absl::string_view prefix) {
+  return {absl::StrCat(prefix, ".node_id"), absl::StrCat(prefix, ".resources"),
+          absl::StrCat(prefix, ".labels"), absl::StrCat(prefix, ".accelerator_type")};
+}
+
+absl::StatusOr<NodeIndex> NodeResourceTable::AddNode(NodeSpec spec, const NodeSpecFields& fields) {
   if (spec.node_id.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat(field, ".node_id: empty"));
+    return absl::InvalidArgumentError(absl::StrCat(fields.node_id, ": empty"));
   }
   if (by_id_.contains(spec.node_id)) {
     return absl::AlreadyExistsError(
-        absl::StrCat(field, ".node_id: node '", spec.node_id, "' is already registered"));
+        absl::StrCat(fields.node_id, ": node '", spec.node_id, "' is already registered"));
   }
   for (const auto& [name, amount] : spec.resources.entries()) {
-    const std::string where = absl::StrCat(field, ".resources[\"", name, "\"]");
-    if (absl::Status s = ValidateResourceName(name, absl::StrCat(field, ".resources")); !s.ok()) {
+    const std::string where = absl::StrCat(fields.resources, "[\"", name, "\"]");
+    if (absl::Status s = ValidateResourceName(name, fields.resources); !s.ok()) {
       return s;
     }
     if (std::optional<absl::string_view> type = PinnedAcceleratorType(name)) {
@@ -56,16 +61,16 @@ absl::StatusOr<NodeIndex> NodeResourceTable::AddNode(NodeSpec spec, absl::string
   }
   const Quantity gpus = spec.resources.Get(kGpu);
   if (!gpus.IsWhole()) {
-    return absl::InvalidArgumentError(absl::StrCat(field, ".resources[\"GPU\"]: ", gpus.ToString(),
+    return absl::InvalidArgumentError(absl::StrCat(fields.resources, "[\"GPU\"]: ", gpus.ToString(),
                                                    ": a node has a whole number of GPU instances"));
   }
   if (gpus > Quantity::Whole(1024)) {
     return absl::InvalidArgumentError(
-        absl::StrCat(field, ".resources[\"GPU\"]: more than 1024 GPU instances on one node"));
+        absl::StrCat(fields.resources, "[\"GPU\"]: more than 1024 GPU instances on one node"));
   }
   for (const auto& [key, value] : spec.labels) {
-    if (absl::Status s = ValidateLabelKey(key, absl::StrCat(field, ".labels")); !s.ok()) return s;
-    if (absl::Status s = ValidateLabelValue(value, absl::StrCat(field, ".labels[\"", key, "\"]"));
+    if (absl::Status s = ValidateLabelKey(key, fields.labels); !s.ok()) return s;
+    if (absl::Status s = ValidateLabelValue(value, absl::StrCat(fields.labels, "[\"", key, "\"]"));
         !s.ok()) {
       return s;
     }
@@ -75,19 +80,19 @@ absl::StatusOr<NodeIndex> NodeResourceTable::AddNode(NodeSpec spec, absl::string
   auto label = spec.labels.find(std::string(kAcceleratorTypeLabel));
   if (label != spec.labels.end() && label->second != spec.accelerator_type) {
     return absl::InvalidArgumentError(
-        absl::StrCat(field, ".labels[\"", kAcceleratorTypeLabel, "\"]: '", label->second,
+        absl::StrCat(fields.labels, "[\"", kAcceleratorTypeLabel, "\"]: '", label->second,
                      "' disagrees with accelerator_type '", spec.accelerator_type,
                      "'; set accelerator_type and berth sets the label"));
   }
   if (!spec.accelerator_type.empty()) {
     if (gpus.IsZero()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          field, ".accelerator_type: '", spec.accelerator_type, "' given for a node without GPUs"));
+      return absl::InvalidArgumentError(absl::StrCat(fields.accelerator_type, ": '",
+                                                     spec.accelerator_type,
+                                                     "' given for a node without GPUs"));
     }
-    if (absl::Status s =
-            ValidateLabelValue(spec.accelerator_type, absl::StrCat(field, ".accelerator_type"));
+    if (absl::Status s = ValidateLabelValue(spec.accelerator_type, fields.accelerator_type);
         !s.ok() || spec.accelerator_type.find(':') != std::string::npos) {
-      return absl::InvalidArgumentError(absl::StrCat(field, ".accelerator_type: '",
+      return absl::InvalidArgumentError(absl::StrCat(fields.accelerator_type, ": '",
                                                      spec.accelerator_type,
                                                      "' may use only letters, digits and _ . / -"));
     }

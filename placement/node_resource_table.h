@@ -62,6 +62,17 @@ enum class IndexedResource : int { kCpu = 0, kGpu = 1, kMemory = 2 };
 inline constexpr int kNumIndexedResources = 3;
 absl::string_view IndexedResourceName(IndexedResource r);
 
+// How errors name a NodeSpec's fields: `node.resources` and so on, or as
+// the caller's request names them (Under("n1"): `n1.resources`; a
+// registration's totals are `total.amounts`).
+struct NodeSpecFields {
+  std::string node_id = "node.node_id";
+  std::string resources = "node.resources";
+  std::string labels = "node.labels";
+  std::string accelerator_type = "node.accelerator_type";
+  static NodeSpecFields Under(absl::string_view prefix);
+};
+
 class NodeResourceTable {
  public:
   using OrderedNodes = absl::btree_set<std::pair<int64_t, NodeIndex>>;
@@ -99,8 +110,8 @@ class NodeResourceTable {
     std::array<OrderedNodes, kNumIndexedResources> by_total;  // ALIVE nodes
   };
 
-  // Validates and adds an ALIVE node. `field` names the input in errors.
-  absl::StatusOr<NodeIndex> AddNode(NodeSpec spec, absl::string_view field = "node");
+  // Validates and adds an ALIVE node; errors name `fields`.
+  absl::StatusOr<NodeIndex> AddNode(NodeSpec spec, const NodeSpecFields& fields = {});
   absl::Status SetNodeState(absl::string_view node_id, NodeState state);
   // Forgets a node; releasing its allocations afterwards is NOT_FOUND.
   absl::Status RemoveNode(absl::string_view node_id);

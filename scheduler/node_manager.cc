@@ -2,7 +2,6 @@
 
 #include <algorithm>
 
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "wire/proto_convert.h"
 
@@ -81,14 +80,10 @@ absl::StatusOr<NodeManager::Registration> NodeManager::Register(
     nodes_.erase(existing);
     replaced_dead = true;
   }
-  absl::StatusOr<NodeIndex> index = table_->AddNode(std::move(spec), "node");
-  if (!index.ok()) {
-    // AddNode names fields as node.resources[...]; the request calls it total.
-    std::string message(index.status().message());
-    if (absl::StartsWith(message, "node.resources")) message.replace(0, 14, "total.amounts");
-    if (absl::StartsWith(message, "node.")) message.erase(0, 5);
-    return absl::Status(index.status().code(), message);
-  }
+  // The registration's own names for what the table checks.
+  absl::StatusOr<NodeIndex> index = table_->AddNode(
+      std::move(spec), {"node_id", "total.amounts", "labels", "gpus[0].accelerator_type"});
+  if (!index.ok()) return index.status();
   NodeRecord record;
   record.index = *index;
   record.address = request.address();

@@ -65,7 +65,8 @@ absl::StatusOr<NodeResourceTable> BuildCluster(const std::vector<TraceNode>& nod
   for (size_t i = 0; i < nodes.size(); ++i) {
     NodeSpec spec = ToNodeSpec(nodes[i]);
     spec.labels[kRackLabel] = absl::StrCat("rack-", i / kRackSize);
-    absl::StatusOr<NodeIndex> added = table.AddNode(std::move(spec), nodes[i].name);
+    absl::StatusOr<NodeIndex> added =
+        table.AddNode(std::move(spec), NodeSpecFields::Under(nodes[i].name));
     if (!added.ok()) return added.status();
   }
   return table;

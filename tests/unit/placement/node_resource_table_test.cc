@@ -28,7 +28,7 @@ TEST(NodeResourceTableTest, AcceleratorTypeBecomesResourceAndLabel) {
 TEST(NodeResourceTableTest, RejectsBadNodes) {
   NodeResourceTable table;
   NodeSpec frac = Gpu("n", 1.5, "");
-  auto s = table.AddNode(frac, "nodes[0]");
+  auto s = table.AddNode(frac, NodeSpecFields::Under("nodes[0]"));
   ASSERT_FALSE(s.ok());
   EXPECT_NE(s.status().message().find("nodes[0].resources[\"GPU\"]"), std::string::npos);
   NodeSpec cpu_only;
@@ -38,7 +38,7 @@ TEST(NodeResourceTableTest, RejectsBadNodes) {
   EXPECT_FALSE(table.AddNode(cpu_only).ok());
   NodeSpec internal = Gpu("i", 1, "");
   internal.resources.Set("accelerator_type:T4", Quantity::Whole(1));
-  auto i = table.AddNode(internal, "nodes[1]");
+  auto i = table.AddNode(internal, NodeSpecFields::Under("nodes[1]"));
   ASSERT_FALSE(i.ok());
   EXPECT_NE(i.status().message().find("accelerator_type"), std::string::npos);
   EXPECT_TRUE(table.AddNode(Gpu("dup", 1, "T4")).ok());

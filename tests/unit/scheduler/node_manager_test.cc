@@ -106,6 +106,8 @@ TEST_F(NodeManagerTest, BadRegistrationsNameTheField) {
   auto internal = Registration("e", 1, "T4");
   (*internal.mutable_total()->mutable_amounts())["accelerator_type:T4"] = 1;
   cases.push_back({internal, "total.amounts[\"accelerator_type:T4\"]"});
+  // The table's checks name the registration's fields, not the table's.
+  cases.push_back({Registration("f", 1, "A:B"), "gpus[0].accelerator_type: 'A:B'"});
   for (const Case& c : cases) {
     auto r = nodes_.Register(c.request, 0);
     ASSERT_FALSE(r.ok()) << c.field;
