@@ -133,20 +133,24 @@ absl::StatusOr<std::vector<CancelTask>> PlacementGroupManager::Remove(const std:
 
 std::vector<CommitTask> PlacementGroupManager::Schedule(int64_t now_ms) {
   std::vector<CommitTask> tasks;
-  PlaceLacking(now_ms, &tasks);
-  if (in_flight_ < config_.max_in_flight && (pass_due_ || now_ms >= next_pass_ms_))
-    RunPass(now_ms, &tasks);
+  // Before a pass admits anyone, every admitted group that lacks bundles
+  // has its turn, due or not: room freed while it waited (a commit that
+  // failed as a raylet was still letting go of a removed group's bundle)
+  // is its own first.
+  const bool pass = pass_due_ || now_ms >= next_pass_ms_;
+  PlaceLacking(now_ms, pass, &tasks);
+  if (pass && in_flight_ < config_.max_in_flight) RunPass(now_ms, &tasks);
   return tasks;
 }
 
-void PlacementGroupManager::PlaceLacking(int64_t now_ms, std::vector<CommitTask>* tasks) {
+void PlacementGroupManager::PlaceLacking(int64_t now_ms, bool all, std::vector<CommitTask>* tasks) {
   const bool freed = std::exchange(freed_, false);
   if (in_flight_ >= config_.max_in_flight) {
     freed_ = freed;
     return;
   }
   for (QueueScheduler::Remainder& r :
-       queues_.PlaceLacking(now_ms, capacity_, config_.max_in_flight - in_flight_, freed)) {
+       queues_.PlaceLacking(now_ms, capacity_, config_.max_in_flight - in_flight_, freed || all)) {
     Group& g = groups_.at(r.id);
     ++g.attempts;
     if (!r.placement.let_go.empty()) {

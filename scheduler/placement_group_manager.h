@@ -378,8 +378,9 @@ class PlacementGroupManager {
   // Hands an admitted or re-placed group's new placements to two-phase commit.
   CommitTask StartCommit(Group& g, std::vector<BundlePlacement> placements);
   // Places what admitted groups lack (lost bundles, failed commits): the
-  // queue scheduler's turn, PlacerCapacity's placement.
-  void PlaceLacking(int64_t now_ms, std::vector<CommitTask>* tasks);
+  // queue scheduler's turn, PlacerCapacity's placement; of those due, or
+  // of all of them (`all`, or room was freed).
+  void PlaceLacking(int64_t now_ms, bool all, std::vector<CommitTask>* tasks);
   // Runs a queue scheduler pass and carries out its decisions.
   void RunPass(int64_t now_ms, std::vector<CommitTask>* tasks);
   void StartPreemption(const Preemption& p, int64_t now_ms);

@@ -207,6 +207,54 @@ QueueConfig TwoTeams() {
   return config;
 }
 
+// A group that lost its node comes before any waiting group when room comes
+// free: it was admitted, and keeps its quota while it places what it lacks.
+TEST_F(PlacementGroupManagerTest, ALostGroupTakesFreedRoomBeforeAWaitingOne) {
+  ASSERT_TRUE(pgs_.Reconfigure(TwoTeams()).ok());
+  AddNode("a", 2);
+  AddNode("b", 2);
+  // Team A borrows B's quota; B takes it back.
+  const std::string a1 = Create(InQueue("team-a", 2));
+  const std::string a2 = Create(InQueue("team-a", 2));
+  ScheduleAndCommit();
+  ASSERT_EQ(Info(a2).state(), v1::PLACEMENT_GROUP_STATE_CREATED);
+  const std::string b1 = Create(InQueue("team-b", 2));
+  for (int i = 0; i < 3; ++i) {
+    now_ += 10;
+    ScheduleAndCommit();
+    for (const CancelTask& c : pgs_.TakePreemptions().cancels) (void)c;
+  }
+  ASSERT_EQ(Info(b1).state(), v1::PLACEMENT_GROUP_STATE_CREATED);
+  // One of A's groups was preempted and waits; the other runs.
+  const bool first_waits = Info(a1).state() == v1::PLACEMENT_GROUP_STATE_PENDING;
+  const std::string waits = first_waits ? a1 : a2;
+  const std::string runs = first_waits ? a2 : a1;
+  ASSERT_EQ(Info(waits).state(), v1::PLACEMENT_GROUP_STATE_PENDING);
+  ASSERT_EQ(Info(runs).state(), v1::PLACEMENT_GROUP_STATE_CREATED);
+  const std::string lost_node = Info(b1).locations(0).node_id();
+  ASSERT_TRUE(table_.SetNodeState(lost_node, NodeState::kDead).ok());
+  pgs_.OnNodeDead(lost_node, now_);
+  for (int i = 0; i < 10; ++i) {  // its backoff grows to the most, 1 s
+    now_ += 1000;
+    ScheduleAndCommit();
+  }
+  EXPECT_EQ(Info(b1).state(), v1::PLACEMENT_GROUP_STATE_RESCHEDULING);
+  ASSERT_TRUE(pgs_.Remove(runs).ok());
+  // Its commit fails at first: the raylet has yet to let go of the removed
+  // group's bundle. Past its backoff, the next pass is due before it is;
+  // it still goes first.
+  std::vector<CommitTask> tasks = pgs_.Schedule(now_);
+  ASSERT_EQ(tasks.size(), 1u);
+  EXPECT_EQ(tasks[0].placement_group_id, b1);
+  pgs_.OnCommitDone(b1, tasks[0].attempt, absl::UnavailableError("refused"), now_ + 1);
+  now_ += 1000;
+  tasks = ScheduleAndCommit();
+  ASSERT_EQ(tasks.size(), 1u);
+  EXPECT_EQ(tasks[0].placement_group_id, b1);
+  EXPECT_EQ(Info(b1).state(), v1::PLACEMENT_GROUP_STATE_CREATED);
+  EXPECT_EQ(Info(waits).state(), v1::PLACEMENT_GROUP_STATE_PENDING);
+}
+
 TEST_F(PlacementGroupManagerTest, AQueueBelowItsQuotaReclaimsWhatAnotherBorrowed) {
   ASSERT_TRUE(pgs_.Reconfigure(TwoTeams()).ok());
   AddNode("a", 4);
