@@ -47,7 +47,7 @@ absl::StatusOr<NodeIndex> NodeResourceTable::AddNode(NodeSpec spec, const NodeSp
         absl::StrCat(fields.node_id, ": node '", spec.node_id, "' is already registered"));
   }
   for (const auto& [name, amount] : spec.resources.entries()) {
-    const std::string where = absl::StrCat(fields.resources, "[\"", name, "\"]");
+    const std::string where = absl::StrCat(fields.resources, "[\"", name.str(), "\"]");
     if (absl::Status s = ValidateResourceName(name, fields.resources); !s.ok()) {
       return s;
     }
@@ -144,7 +144,8 @@ void NodeResourceTable::Index(NodeIndex index) {
     pool.by_free[r].insert({IndexKey(node.available, res), index});
     pool.by_total[r].insert({IndexKey(node.total, res), index});
   }
-  for (const auto& [name, amount] : node.total.entries()) alive_total_[name] += amount.units();
+  for (const auto& [name, amount] : node.total.entries())
+    alive_total_[name.str()] += amount.units();
   CountInDomains(index, 1);
   ++alive_count_;
   ++alive_version_;

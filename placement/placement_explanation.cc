@@ -337,7 +337,7 @@ std::string PlacementExplainer::DescribeShortfall(const Demand& d, Capacity capa
   }
   for (const auto& [name, amount] : d.sum.entries()) {
     if (PinnedAcceleratorType(name)) continue;
-    const Quantity best = candidates.Most(name, amount);
+    const Quantity best = candidates.Most(name.str(), amount);
     if (best < amount) {
       return absl::StrCat(text, "; the ", total ? "largest " : "most free ", scope, "node has ",
                           FormatAmount(name, best), total ? "" : " free");

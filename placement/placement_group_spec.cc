@@ -85,7 +85,7 @@ absl::StatusOr<PlacementGroupSpec> PlacementGroupSpec::Create(std::vector<Bundle
     for (const auto& [name, amount] : r.entries()) {
       if (amount > Quantity::FromUnits(Quantity::kMaxUnits)) {
         return absl::InvalidArgumentError(
-            absl::StrCat(field, "[\"", name, "\"]: larger than the maximum quantity"));
+            absl::StrCat(field, "[\"", name.str(), "\"]: larger than the maximum quantity"));
       }
     }
     if (absl::Status s = ValidateGpuRequest(r.Get(kGpu), absl::StrCat(field, "[\"GPU\"]"));

@@ -108,7 +108,7 @@ ResourceSet ResourceSet::Of(std::initializer_list<std::pair<absl::string_view, d
   return set;
 }
 
-std::vector<ResourceSet::Entry>::iterator ResourceSet::Find(absl::string_view name) {
+ResourceSet::Entries::iterator ResourceSet::Find(absl::string_view name) {
   return std::lower_bound(entries_.begin(), entries_.end(), name,
                           [](const Entry& e, absl::string_view n) { return NameLess(e.first, n); });
 }
@@ -117,8 +117,9 @@ Quantity ResourceSet::Get(absl::string_view name) const {
   // A set holds a handful of names: a scan that compares the size and the
   // first byte before the bytes beats a binary search of string compares.
   for (const Entry& e : entries_) {
-    if (e.first.size() == name.size() && (name.empty() || e.first[0] == name[0]) &&
-        absl::string_view(e.first) == name) {
+    const std::string& have = e.first.str();
+    if (have.size() == name.size() && (name.empty() || have[0] == name[0]) &&
+        absl::string_view(have) == name) {
       return e.second;
     }
   }
@@ -133,7 +134,7 @@ void ResourceSet::Set(absl::string_view name, Quantity amount) {
   } else if (present) {
     it->second = amount;
   } else {
-    entries_.emplace(it, std::string(name), amount);
+    entries_.emplace(it, ResourceName(name), amount);
   }
 }
 
@@ -165,11 +166,11 @@ absl::Status ResourceSet::Combine(const ResourceSet& other, bool subtract) {
     }
     return absl::OkStatus();
   }
-  std::vector<Entry> merged;
+  Entries merged;
   merged.reserve(entries_.size() + other.entries_.size());
   have = entries_.begin();
   for (size_t i = 0; i < other.entries_.size(); ++i) {
-    const std::string& name = other.entries_[i].first;
+    const ResourceName name = other.entries_[i].first;
     for (; have != entries_.end() && NameLess(have->first, name); ++have) merged.push_back(*have);
     if (have != entries_.end() && have->first == name) ++have;
     if (!results[i].IsZero()) merged.emplace_back(name, results[i]);
@@ -192,7 +193,7 @@ bool ResourceSet::Contains(const ResourceSet& request) const {
 
 std::string ResourceSet::FirstShortfall(const ResourceSet& request) const {
   for (const auto& [name, amount] : request.entries_) {
-    if (Get(name) < amount) return name;
+    if (Get(name) < amount) return name.str();
   }
   return "";
 }
@@ -215,7 +216,7 @@ std::string ResourceSet::ToString() const {
   return absl::StrCat("{",
                       absl::StrJoin(entries_, ", ",
                                     [](std::string* out, const Entry& e) {
-                                      absl::StrAppend(out, e.first, ": ",
+                                      absl::StrAppend(out, e.first.str(), ": ",
                                                       e.first == kMemory ? FormatMemory(e.second)
                                                                          : e.second.ToString());
                                     }),

@@ -14,10 +14,12 @@
 #include <utility>
 #include <vector>
 
+#include "absl/container/inlined_vector.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "placement/quantity.h"
+#include "placement/resource_name.h"
 
 namespace berth {
 
@@ -61,7 +63,10 @@ absl::Status InternalAcceleratorResource(absl::string_view where, absl::string_v
 
 class ResourceSet {
  public:
-  using Entry = std::pair<std::string, Quantity>;
+  // Most sets (a bundle's, a gang's charge) name one resource: it is kept
+  // inline, without an allocation of its own.
+  using Entry = std::pair<ResourceName, Quantity>;
+  using Entries = absl::InlinedVector<Entry, 1>;
 
   ResourceSet() = default;
   // From user input. Validates names and amounts; `field` prefixes errors,
@@ -85,7 +90,7 @@ class ResourceSet {
 
   bool empty() const { return entries_.empty(); }
   size_t size() const { return entries_.size(); }
-  const std::vector<Entry>& entries() const { return entries_; }
+  const Entries& entries() const { return entries_; }
   // "{CPU: 4, GPU: 1, memory: 200Gi}": memory shown in binary units.
   std::string ToString() const;
 
@@ -97,16 +102,16 @@ class ResourceSet {
   template <typename H>
   friend H AbslHashValue(H h, const ResourceSet& set) {
     for (const auto& [name, amount] : set.entries_)
-      h = H::combine(std::move(h), name, amount.units());
+      h = H::combine(std::move(h), name.str(), amount.units());
     return H::combine(std::move(h), set.entries_.size());
   }
 
  private:
-  std::vector<Entry>::iterator Find(absl::string_view name);
+  Entries::iterator Find(absl::string_view name);
   // Add (subtract = false) or Subtract: both sorted, one merge pass to
   // check, and the set is copied only when a name comes or goes.
   absl::Status Combine(const ResourceSet& other, bool subtract);
-  std::vector<Entry> entries_;  // sorted by name, no zero amounts
+  Entries entries_;  // sorted by name, no zero amounts
 };
 
 // Validates a resource name: non-empty, at most 128 characters of

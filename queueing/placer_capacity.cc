@@ -27,7 +27,7 @@ void PlacerCapacity::Add(const std::string& gang_id,
   for (const Bundle& b : spec.bundles()) {
     absl::StrAppend(&structure, "|", b.selector.ToString(), ":");
     for (const auto& [name, amount] : b.resources.entries()) {
-      absl::StrAppend(&structure, name, ",");
+      absl::StrAppend(&structure, name.str(), ",");
       amounts.push_back(amount.units());
     }
   }

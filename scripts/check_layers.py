@@ -11,7 +11,10 @@ A folder may include its own files and those of the folders it lists below.
 The pure cores are held tighter: the placement core may include, besides
 itself, only absl and the standard library; the queueing core that and the
 placement core; neither takes threads or clocks (each is a pure function of
-its inputs; the daemons own time and concurrency). Tests
+its inputs; the daemons own time and concurrency). One file is let use
+atomics: the resource name interner (placement/resource_name.cc), an
+insert-only table no result depends on, which lets resource sets name
+their resources by pointer from any thread. Tests
 (*_test.cc, *_test_util.h) keep the arrows and may add gtest and the protos.
 
     check_layers.py [--root DIR] [--stamp FILE] [FILE...]
@@ -50,6 +53,8 @@ PURE = {"placement": set(), "queueing": {"placement"}}
 PLACEMENT_FORBIDDEN = re.compile(
     r"^(absl/(synchronization|time)/|thread$|mutex$|shared_mutex$|condition_variable$|"
     r"future$|atomic$|chrono$|ctime$)")
+# The one shared state of the pure cores, and what it may include for it.
+SHARED_STATE = {"placement/resource_name.cc": {"atomic"}}
 INCLUDE = re.compile(r'^\s*#\s*include\s*([<"])([^>"]+)[>"]', re.MULTILINE)
 
 
@@ -73,6 +78,8 @@ def problems(root, path):
         if folder in PURE and not is_test:
             own = {folder} | PURE[folder]
             only = ", ".join(sorted(own - {folder}) + ["absl", "the standard library"])
+            if name in SHARED_STATE.get(rel.as_posix(), set()):
+                continue
             if PLACEMENT_FORBIDDEN.search(name):
                 yield f"{where}: the {folder} core takes no threads or clocks"
             elif kind == "<" and ("/" in name or "." in name):
