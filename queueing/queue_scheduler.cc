@@ -21,14 +21,16 @@ std::string QueueOf(const GangRequest& r) {
 // Says why `g` waits. Most waiting gangs give the same reason pass after
 // pass: it is written only when it changed (a gang keeps no new buffer).
 void SayWaiting(QueuedGang& g, GangWait kind, std::shared_ptr<const QuotaShortfall> quota = nullptr,
-                absl::string_view detail = "") {
+                absl::string_view detail = "",
+                GangReason::Holder holder = GangReason::Holder::kWaiting) {
   GangReason& now = g.view.reason;
-  if (now.kind == kind && now.detail == detail &&
-      (now.quota == quota || (now.quota && quota && *now.quota == *quota))) {
+  if (now.kind == kind && now.detail == detail && now.holder == holder &&
+      SameShortfall(now.quota, quota)) {
     return;
   }
   GangReason r;
   r.kind = kind;
+  r.holder = holder;
   r.quota = std::move(quota);
   r.detail = std::string(detail);
   now = std::move(r);
@@ -43,19 +45,6 @@ bool FitsQuotaWherePlaced(QueuedGang& g, PassState& pass, const ResourceSet& cha
   pass.capacity.Release(g.request.id);
   SayWaiting(g, GangWait::kQuotaWherePlaced, placed.shortfall);
   return false;
-}
-
-// `g` would delay the reservation `check` names.
-void SayReservation(QueuedGang& g, const ReservationCheck& check) {
-  if (g.view.reason.kind == GangWait::kReservation && g.view.reason.detail == check.delays &&
-      g.view.reason.holder == check.holder) {
-    return;
-  }
-  GangReason r;
-  r.kind = GangWait::kReservation;
-  r.detail = check.delays;
-  r.holder = check.holder;
-  g.view.reason = std::move(r);
 }
 
 }  // namespace
@@ -373,7 +362,7 @@ void QueueScheduler::StartPlaced(QueuedGang& g, PassState& pass, const QuotaVerd
     if (check.blocking.empty() || (memo && pass.unfit_off_reserved.contains(key)) ||
         !(charge = pass.capacity.PlaceAvoiding(g.request.id, check.blocking))) {
       if (memo && !check.blocking.empty()) pass.unfit_off_reserved.insert(key);
-      SayReservation(g, check);
+      SayWaiting(g, GangWait::kReservation, nullptr, check.delays, check.holder);
       return;
     }
     if (!FitsQuotaWherePlaced(g, pass, *charge)) return;
@@ -381,7 +370,7 @@ void QueueScheduler::StartPlaced(QueuedGang& g, PassState& pass, const QuotaVerd
     check.blocking.clear();
     if (!RespectsReservations(g, quota.within_nominal, pass, gangs_, &check)) {
       pass.capacity.Release(g.request.id);
-      SayReservation(g, check);
+      SayWaiting(g, GangWait::kReservation, nullptr, check.delays, check.holder);
       return;
     }
   }

@@ -242,6 +242,8 @@ class QueueScheduler {
   using LackingKey = std::tuple<int, int32_t, uint64_t>;
   static LackingKey KeyOf(const QueuedGang& g);
   void StopLacking(QueuedGang& g);
+  // Its next wait for room: the head's backoff after its last.
+  void BackOff(QueuedGang& g) const;
   std::map<LackingKey, QueuedGang*> lacking_;
 };
 

@@ -16,13 +16,17 @@ void QueueScheduler::StopLacking(QueuedGang& g) {
   g.lacking.reset();
 }
 
+void QueueScheduler::BackOff(QueuedGang& g) const {
+  if (options_.lacking_backoff) g.backoff_ms = options_.lacking_backoff(g.backoff_ms);
+}
+
 void QueueScheduler::Lacks(const std::string& id, int64_t now_ms, bool lost, bool after_backoff) {
   auto it = gangs_.find(id);
   if (it == gangs_.end() || it->second.view.state != GangState::kRunning) return;
   QueuedGang& g = it->second;
   StopLacking(g);
   if (after_backoff) {
-    if (options_.lacking_backoff) g.backoff_ms = options_.lacking_backoff(g.backoff_ms);
+    BackOff(g);
   } else {
     g.backoff_ms = 0;
   }
@@ -49,7 +53,7 @@ std::vector<QueueScheduler::Remainder> QueueScheduler::PlaceLacking(int64_t now_
         g.lacking->infeasible = true;
         break;
       case PlacementOutcome::kRetryLater:
-        if (options_.lacking_backoff) g.backoff_ms = options_.lacking_backoff(g.backoff_ms);
+        BackOff(g);
         g.lacking->next_try_ms = now_ms + g.backoff_ms;
         break;
     }

@@ -37,10 +37,8 @@ std::string PreemptionText(const Preemption& p) {
 }
 
 bool operator==(const GangReason& a, const GangReason& b) {
-  const bool same_quota =
-      a.quota == b.quota || (a.quota != nullptr && b.quota != nullptr && *a.quota == *b.quota);
-  return same_quota && std::tie(a.kind, a.holder, a.victims, a.detail) ==
-                           std::tie(b.kind, b.holder, b.victims, b.detail);
+  return SameShortfall(a.quota, b.quota) && std::tie(a.kind, a.holder, a.victims, a.detail) ==
+                                                std::tie(b.kind, b.holder, b.victims, b.detail);
 }
 
 std::string GangWaitText(const GangReason& r) {

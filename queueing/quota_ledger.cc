@@ -75,6 +75,11 @@ bool operator==(const QuotaShortfall& a, const QuotaShortfall& b) {
                                       b.quota, b.borrowing_limit, b.others, b.pool);
 }
 
+bool SameShortfall(const std::shared_ptr<const QuotaShortfall>& a,
+                   const std::shared_ptr<const QuotaShortfall>& b) {
+  return a == b || (a != nullptr && b != nullptr && *a == *b);
+}
+
 std::string QuotaShortfallText(const QuotaShortfall& s) {
   switch (s.limit) {
     case QuotaShortfall::Limit::kNominal:

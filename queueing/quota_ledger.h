@@ -47,6 +47,9 @@ struct QuotaShortfall {
   Quantity pool;             // kCohortPool: what the cohort lends
   friend bool operator==(const QuotaShortfall& a, const QuotaShortfall& b);
 };
+// Both none, or alike (shared by gangs of one shape, or made anew).
+bool SameShortfall(const std::shared_ptr<const QuotaShortfall>& a,
+                   const std::shared_ptr<const QuotaShortfall>& b);
 // "queue a: GPU 6 in use + 4 asked would pass its quota of 8", ...
 std::string QuotaShortfallText(const QuotaShortfall& s);
 

@@ -15,7 +15,7 @@ bool PlacementGroupManager::Infeasible(const Group& g) const {
 void PlacementGroupManager::IndexRequestId(const Group& g) {
   // The key views g.request_id: replace any entry whose key views another group's.
   by_request_id_.erase(g.request_id);
-  by_request_id_.emplace(g.request_id, g.id);
+  by_request_id_.emplace(g.request_id, &g);
 }
 
 absl::Status PlacementGroupManager::Reconfigure(QueueConfig config) {
@@ -85,7 +85,7 @@ void PlacementGroupManager::Forget(const std::string& id) {
   auto it = groups_.find(id);
   if (it == groups_.end()) return;
   auto by_request = by_request_id_.find(it->second.request_id);
-  if (by_request != by_request_id_.end() && by_request->second == id)
+  if (by_request != by_request_id_.end() && by_request->second == &it->second)
     by_request_id_.erase(by_request);
   groups_.erase(it);
 }

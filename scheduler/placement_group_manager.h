@@ -408,7 +408,7 @@ class PlacementGroupManager {
   QueueScheduler queues_;
   std::map<std::string, Group> groups_;
   // Keys view Group::request_id (groups_ is node-based: stable addresses).
-  absl::flat_hash_map<absl::string_view, std::string> by_request_id_;
+  absl::flat_hash_map<absl::string_view, const Group*> by_request_id_;
   absl::flat_hash_map<std::string, std::string> by_name_;  // live groups only
   std::set<std::string> waiting_;  // groups the queue scheduler has not admitted
   bool pass_due_ = true;           // something changed since the last pass

@@ -18,12 +18,12 @@ std::optional<std::string> PlacementGroupManager::Existing(
     const v1::CreatePlacementGroupRequest& request, absl::Status* status) const {
   auto it = by_request_id_.find(request.request_id());
   if (it == by_request_id_.end()) return std::nullopt;
-  auto group = groups_.find(it->second);
-  if (group != groups_.end() && group->second.fingerprint != MessageFingerprint(request)) {
+  const Group& group = *it->second;
+  if (group.fingerprint != MessageFingerprint(request)) {
     *status = absl::InvalidArgumentError(
         absl::StrCat("request_id: '", request.request_id(), "' was used for a different request"));
   }
-  return it->second;
+  return group.id;
 }
 
 absl::StatusOr<std::string> PlacementGroupManager::Create(
@@ -95,8 +95,7 @@ absl::StatusOr<std::string> PlacementGroupManager::CreateFromSpec(
     int64_t now_ms) {
   if (auto it = by_request_id_.find(meta.request_id());
       it != by_request_id_.end() && !meta.job_id().empty()) {
-    auto group = groups_.find(it->second);
-    if (group != groups_.end() && group->second.job_id == meta.job_id()) return group->first;
+    if (it->second->job_id == meta.job_id()) return it->second->id;
   }
   if (absl::Status s = CheckNew(spec, meta, 0); !s.ok()) return s;
   if (groups_.count(new_id) != 0)
