@@ -64,6 +64,11 @@ absl::Status ValidateTopology(const Topology& topology) {
 
 }  // namespace
 
+const Topology& PlacementGroupSpec::topology() const {
+  static const Topology* const kNone = new Topology();
+  return topology_ != nullptr ? *topology_ : *kNone;
+}
+
 absl::StatusOr<PlacementGroupSpec> PlacementGroupSpec::Create(std::vector<Bundle> bundles,
                                                               PlacementStrategy strategy,
                                                               Topology topology) {
@@ -100,7 +105,7 @@ absl::StatusOr<PlacementGroupSpec> PlacementGroupSpec::Create(std::vector<Bundle
   if (absl::Status s = ValidateTopology(topology); !s.ok()) return s;
   spec.bundles_ = std::move(bundles);
   spec.strategy_ = strategy;
-  spec.topology_ = std::move(topology);
+  if (!topology.empty()) spec.topology_ = std::make_shared<const Topology>(std::move(topology));
   return spec;
 }
 

@@ -9,6 +9,7 @@
 #define BERTH_PLACEMENT_PLACEMENT_GROUP_SPEC_H_
 
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <utility>
@@ -78,14 +79,14 @@ class PlacementGroupSpec {
 
   const std::vector<Bundle>& bundles() const { return bundles_; }
   PlacementStrategy strategy() const { return strategy_; }
-  const Topology& topology() const { return topology_; }
+  const Topology& topology() const;
   // Sum of all bundles (cannot overflow: Create checks it).
   const ResourceSet& total() const { return total_; }
 
   // Same bundles (resources and selectors, in order), strategy and topology: the
   // same placement problem.
   friend bool operator==(const PlacementGroupSpec& a, const PlacementGroupSpec& b) {
-    return a.strategy_ == b.strategy_ && a.bundles_ == b.bundles_ && a.topology_ == b.topology_;
+    return a.strategy_ == b.strategy_ && a.bundles_ == b.bundles_ && a.topology() == b.topology();
   }
   // Hashes what == compares: a gang pinned to a GPU model and one that is
   // not, with the same bundles, are different placement problems (the
@@ -93,15 +94,16 @@ class PlacementGroupSpec {
   template <typename H>
   friend H AbslHashValue(H h, const PlacementGroupSpec& spec) {
     for (const Bundle& b : spec.bundles_) h = H::combine(std::move(h), b.resources, b.selector);
-    return H::combine(std::move(h), spec.bundles_.size(), spec.strategy_, spec.topology_.required,
-                      spec.topology_.preferred);
+    return H::combine(std::move(h), spec.bundles_.size(), spec.strategy_, spec.topology().required,
+                      spec.topology().preferred);
   }
 
  private:
   PlacementGroupSpec() = default;
   std::vector<Bundle> bundles_;
   PlacementStrategy strategy_ = PlacementStrategy::kPack;
-  Topology topology_;
+  // Null when empty, as most groups' is: shared by copies of the spec.
+  std::shared_ptr<const Topology> topology_;
   ResourceSet total_;
 };
 

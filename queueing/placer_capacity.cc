@@ -17,20 +17,8 @@ constexpr absl::string_view kWaitingForResources = "waiting for resources: ";
 
 }  // namespace
 
-void PlacerCapacity::Add(const std::string& gang_id,
-                         std::shared_ptr<const PlacementGroupSpec> shared, bool learn) {
-  Remove(gang_id);
-  const PlacementGroupSpec& spec = *shared;
-  if (scorer_ != nullptr && learn) scorer_->Observe(spec);
-  std::string structure(PlacementStrategyName(spec.strategy()));
-  std::vector<int64_t> amounts;
-  for (const Bundle& b : spec.bundles()) {
-    absl::StrAppend(&structure, "|", b.selector.ToString(), ":");
-    for (const auto& [name, amount] : b.resources.entries()) {
-      absl::StrAppend(&structure, name.str(), ",");
-      amounts.push_back(amount.units());
-    }
-  }
+std::vector<std::pair<std::vector<std::string>, int64_t>> PlacerCapacity::TypedGpus(
+    const PlacementGroupSpec& spec) {
   std::vector<std::pair<std::vector<std::string>, int64_t>> typed_gpus;
   for (uint32_t b = 0; b < spec.bundles().size(); ++b) {
     const int64_t gpus = spec.bundles()[b].resources.Get(kGpu).units();
@@ -44,11 +32,29 @@ void PlacerCapacity::Add(const std::string& gang_id,
       same->second += gpus;
     }
   }
-  const size_t hash = absl::HashOf(structure);
-  Gang& g = gangs_
-                .emplace(gang_id, Gang{std::move(shared), std::move(structure), hash,
-                                       std::move(amounts), std::move(typed_gpus)})
-                .first->second;
+  return typed_gpus;
+}
+
+void PlacerCapacity::Add(const std::string& gang_id,
+                         std::shared_ptr<const PlacementGroupSpec> shared, bool learn) {
+  Remove(gang_id);
+  const PlacementGroupSpec& spec = *shared;
+  if (scorer_ != nullptr && learn) scorer_->Observe(spec);
+  ShapeKey key{std::string(PlacementStrategyName(spec.strategy())), {}};
+  for (const Bundle& b : spec.bundles()) {
+    absl::StrAppend(&key.first, "|", b.selector.ToString(), ":");
+    for (const auto& [name, amount] : b.resources.entries()) {
+      absl::StrAppend(&key.first, name.str(), ",");
+      key.second.push_back(amount.units());
+    }
+  }
+  auto [shape, fresh] = shapes_.try_emplace(std::move(key));
+  if (fresh) {
+    shape->second.structure_hash = absl::HashOf(shape->first.first);
+    shape->second.typed_gpus = TypedGpus(spec);
+  }
+  ++shape->second.gangs;
+  Gang& g = gangs_.emplace(gang_id, Gang{std::move(shared), shape}).first->second;
   if (spare_ && few_version_ == table_->alive_version()) CountFewPlaces(g, 1);
 }
 
@@ -65,29 +71,32 @@ void PlacerCapacity::Remove(const std::string& gang_id) {
   if (it == gangs_.end()) return;
   Release(gang_id);
   unfit_.clear();  // it may key a spec of this gang
-  CountFewPlaces(it->second, -1);
+  Gang& g = it->second;
+  CountFewPlaces(g, -1);
+  if (--g.shape->second.gangs == 0) shapes_.erase(g.shape);
   gangs_.erase(it);
 }
 
 void PlacerCapacity::CountFewPlaces(Gang& g, int sign) {
+  Shape& shape = g.shape->second;
   if (sign > 0) {
-    auto [known, fresh] = few_places_of_spec_.try_emplace({g.structure, g.amounts});
-    if (fresh) {
+    if (!shape.few_known) {
       std::vector<NodeIndex> nodes;
       for (NodeIndex i = 0; i < table_->slot_count() && nodes.size() < kFewPlaces; ++i) {
         if (CouldHoldSpec(*g.spec, i)) nodes.push_back(i);
       }
+      shape.few_nodes.reset();
       if (nodes.size() < kFewPlaces && nodes.size() * 8 <= table_->alive_count()) {
-        known->second.nodes = std::move(nodes);
+        shape.few_nodes = std::move(nodes);
       }
+      shape.few_known = true;
     }
-    ++known->second.gangs;
-    g.spec_places = known;
+    g.counted_few = true;
+  } else if (!g.counted_few) {
+    return;
   }
-  if (!g.spec_places) return;
-  const FewPlacesBySpec::iterator spec = *g.spec_places;
-  if (spec->second.nodes) {
-    for (NodeIndex n : *spec->second.nodes) {
+  if (shape.few_nodes) {
+    for (NodeIndex n : *shape.few_nodes) {
       auto [count, fresh] = few_gangs_on_.try_emplace(n, 0);
       count->second += sign;
       if (fresh) spared_stale_ = true;
@@ -97,20 +106,17 @@ void PlacerCapacity::CountFewPlaces(Gang& g, int sign) {
       }
     }
   }
-  if (sign < 0) {
-    if (--spec->second.gangs == 0) few_places_of_spec_.erase(spec);
-    g.spec_places.reset();
-  }
+  if (sign < 0) g.counted_few = false;
 }
 
 void PlacerCapacity::RefreshFewPlaces() {
   if (few_version_ == table_->alive_version()) return;
   few_version_ = table_->alive_version();
-  few_places_of_spec_.clear();
   few_gangs_on_.clear();
   spared_stale_ = true;
+  for (auto& [key, shape] : shapes_) shape.few_known = false;
   for (auto& [id, g] : gangs_) {
-    g.spec_places.reset();
+    g.counted_few = false;
     CountFewPlaces(g, 1);
   }
 }
@@ -136,7 +142,7 @@ bool PlacerCapacity::HoldsPlacesSparedFor(const std::string& holder,
   auto h = gangs_.find(holder);
   if (!spare_ || g == gangs_.end() || h == gangs_.end() || !g->second.few() || h->second.few())
     return false;
-  const std::vector<NodeIndex>& few = *(*g->second.spec_places)->second.nodes;
+  const std::vector<NodeIndex>& few = *g->second.shape->second.few_nodes;
   for (const BundlePlacement& p : h->second.held) {
     if (std::find(few.begin(), few.end(), p.allocation.node) != few.end()) return true;
   }
@@ -228,7 +234,7 @@ bool PlacerCapacity::FreeCovers(const ResourceSet& demand, const Sums& extra,
 
 bool PlacerCapacity::FreeCoversGang(const Gang& g, std::string* why) const {
   if (!FreeCovers(g.spec->total(), {}, why)) return false;
-  for (const auto& [types, gpus] : g.typed_gpus) {
+  for (const auto& [types, gpus] : g.shape->second.typed_gpus) {
     Wide free = 0;
     for (const std::string& type : types) {
       if (auto it = free_gpus_of_type_.find(type); it != free_gpus_of_type_.end())
@@ -247,12 +253,12 @@ bool PlacerCapacity::FreeCoversGang(const Gang& g, std::string* why) const {
 }
 
 const PlacerCapacity::Unfit* PlacerCapacity::KnownUnfit(const Gang& g) {
-  auto found = unfit_.find(g.structure_hash);
+  auto found = unfit_.find(g.shape->second.structure_hash);
   if (found == unfit_.end()) return nullptr;
   std::vector<Unfit>& alike = found->second;
   for (auto u = alike.begin(); u != alike.end(); ++u) {
-    if (u->amounts->size() == g.amounts.size() && AsksAtLeast(g.amounts, *u->amounts) &&
-        *u->structure == g.structure) {
+    if (u->amounts->size() == g.amounts().size() && AsksAtLeast(g.amounts(), *u->amounts) &&
+        *u->structure == g.structure()) {
       // To the front: the gangs that follow are often of the same spec.
       std::rotate(alike.begin(), u, u + 1);
       return &alike.front();
@@ -292,18 +298,18 @@ std::optional<ResourceSet> PlacerCapacity::Place(const std::string& gang_id, std
   Gang& g = it->second;
   if (!g.held.empty()) return ChargeOf(g.held);
   if (const Unfit* u = KnownUnfit(g)) {
-    *reason = *u->amounts == g.amounts ? u->reason : u->reason_for_larger;
+    *reason = *u->amounts == g.amounts() ? u->reason : u->reason_for_larger;
     g.infeasible = u->infeasible;
     return std::nullopt;
   }
   // `waiting`: the gang did not fit the free room (as opposed to any set
   // of nodes); a gang that can never be placed is not said to be waiting.
   auto remember = [&](bool waiting) {
-    std::vector<Unfit>& alike = unfit_[g.structure_hash];
+    std::vector<Unfit>& alike = unfit_[g.shape->second.structure_hash];
     if (alike.size() >= kUnfitPerStructure) return;
     absl::string_view why = *reason;
     if (waiting) absl::ConsumePrefix(&why, kWaitingForResources);
-    alike.push_back({&g.structure, &g.amounts, *reason,
+    alike.push_back({&g.structure(), &g.amounts(), *reason,
                      absl::StrCat(waiting ? kWaitingForResources : "", "it asks at least what ",
                                   gang_id, " asks, bundle by bundle, which ",
                                   waiting ? "does not fit (" : "cannot be placed (", why, ")"),
@@ -489,7 +495,7 @@ std::optional<std::vector<uint64_t>> PlacerCapacity::PlacesWhenIdle(const std::s
     idle_places_.clear();
   }
   const Gang& g = it->second;
-  auto [known, fresh] = idle_places_.try_emplace({g.structure, g.amounts});
+  auto [known, fresh] = idle_places_.try_emplace(g.shape->first);
   if (!fresh) return known->second;
   ++decisions_;
   absl::StatusOr<PlacementDecision> d =

@@ -135,34 +135,39 @@ class PlacerCapacity : public CapacityModel {
   int64_t decisions() const { return decisions_; }
 
  private:
-  // The nodes a spec (structure, amounts) could go on when they are few
-  // (see kFewPlaces), and how many known gangs have that spec: an entry
-  // goes with its last gang.
-  struct FewPlaces {
-    std::optional<std::vector<NodeIndex>> nodes;
-    int32_t gangs = 0;
-  };
-  using FewPlacesBySpec = std::map<std::pair<std::string, std::vector<int64_t>>, FewPlaces>;
-  struct Gang {
-    std::shared_ptr<const PlacementGroupSpec> spec;
-    std::string structure;         // strategy, and each bundle's selector and resource names
-    size_t structure_hash = 0;     // of `structure`, the key of unfit_
-    std::vector<int64_t> amounts;  // each bundle's amounts, in the order `structure` names them
+  // A spec as the checks below see it: the strategy and each bundle's
+  // selector and resource names (its structure), and each bundle's amounts
+  // in the order the structure names them.
+  using ShapeKey = std::pair<std::string, std::vector<int64_t>>;
+  // What the gangs of one ShapeKey share; an entry goes with its last gang.
+  struct Shape {
+    size_t structure_hash = 0;  // of the structure, the key of unfit_
     // The GPUs (units) its bundles pinned to accelerator types ask, by the
     // types they allow.
     std::vector<std::pair<std::vector<std::string>, int64_t>> typed_gpus;
+    int32_t gangs = 0;
+    // As of few_version_ (when few_known): the nodes it could go on, when
+    // they are few (see kFewPlaces).
+    bool few_known = false;
+    std::optional<std::vector<NodeIndex>> few_nodes;
+  };
+  using Shapes = std::map<ShapeKey, Shape>;
+  struct Gang {
+    std::shared_ptr<const PlacementGroupSpec> spec;
+    Shapes::iterator shape;
     std::vector<BundlePlacement> held;
     // What it holds was placed by the placements_-th decision that placed
     // a gang; 0: held otherwise (Hold), or nothing held.
     uint64_t placed_by = 0;
-    bool infeasible = false;  // of the last Place's decision
-    bool decided = false;     // a decision of its own since the nodes last changed
-    // Its spec's entry in few_places_of_spec_, once counted there.
-    std::optional<FewPlacesBySpec::iterator> spec_places;
+    bool infeasible = false;   // of the last Place's decision
+    bool decided = false;      // a decision of its own since the nodes last changed
+    bool counted_few = false;  // counted in few_gangs_on_ (CountFewPlaces)
+    const std::string& structure() const { return shape->first.first; }
+    const std::vector<int64_t>& amounts() const { return shape->first.second; }
     // Whether its bundles fit on few nodes.
-    bool few() const { return spec_places && (*spec_places)->second.nodes.has_value(); }
+    bool few() const { return counted_few && shape->second.few_nodes.has_value(); }
   };
-  // A spec that did not fit (its Gang::structure and amounts), and why.
+  // A spec that did not fit (its shape's structure and amounts), and why.
   struct Unfit {
     const std::string* structure;
     const std::vector<int64_t>* amounts;
@@ -178,6 +183,8 @@ class PlacerCapacity : public CapacityModel {
   // of one structure).
   static bool AsksAtLeast(const std::vector<int64_t>& amounts, const std::vector<int64_t>& unfit);
   ResourceSet ChargeOf(const std::vector<BundlePlacement>& placements) const;
+  static std::vector<std::pair<std::vector<std::string>, int64_t>> TypedGpus(
+      const PlacementGroupSpec& spec);
   // The unfit_ entry of a spec that asks at least what `g` asks, or null.
   const Unfit* KnownUnfit(const Gang& g);
   // One decision of the placer for `g` (observed), its bundles held if placed;
@@ -200,8 +207,8 @@ class PlacerCapacity : public CapacityModel {
   bool FreeCoversGang(const Gang& g, std::string* why) const;
   // Whether some bundle of `spec` fits on the node by its totals.
   bool CouldHoldSpec(const PlacementGroupSpec& spec, NodeIndex node) const;
-  // Counts the gang under its spec and, when its bundles fit on few nodes,
-  // under each of them in few_gangs_on_ (`sign` 1), or takes it out (-1).
+  // Counts the gang, when its bundles fit on few nodes, under each of them
+  // in few_gangs_on_ (`sign` 1), or takes it out (-1).
   void CountFewPlaces(Gang& g, int sign);
   // Counts every gang's few nodes again if the ALIVE nodes changed.
   void RefreshFewPlaces();
@@ -212,8 +219,8 @@ class PlacerCapacity : public CapacityModel {
   PlacementScorer* scorer_;
   DecisionObserver* observer_ = nullptr;
   NodeScorer* ranking() const { return scorer_ == nullptr ? nullptr : scorer_->current(); }
-  // Node-based: unfit_ points into it.
   absl::node_hash_map<std::string, Gang> gangs_;
+  Shapes shapes_;  // of the gangs; node-based: unfit_ points into it
   // By the hash of their structure, specs that did not fit with no more
   // room free than now (a few per structure: the check is linear). A
   // Release takes out those that failed after the released gang was
@@ -234,16 +241,14 @@ class PlacerCapacity : public CapacityModel {
   // PlacesWhenIdle's answers on idle_, by spec (structure, amounts): each
   // placement there is given back, so a spec always lands the same way
   // (reservations of waiting gangs ask again every pass).
-  std::map<std::pair<std::string, std::vector<int64_t>>, std::optional<std::vector<uint64_t>>>
-      idle_places_;
+  std::map<ShapeKey, std::optional<std::vector<uint64_t>>> idle_places_;
   // Capacity() as of table_->alive_version() (totals change only with the nodes).
   mutable std::optional<std::pair<uint64_t, ResourceSet>> capacity_;
   bool spare_ = true;
-  // As of table_->alive_version() few_version_: the known gangs' specs;
-  // by node, how many known gangs fit on few nodes including it; and the
-  // union of those nodes, made again when few_gangs_on_ changed keys.
+  // As of table_->alive_version() few_version_: by node, how many known
+  // gangs fit on few nodes including it; and the union of those nodes,
+  // made again when few_gangs_on_ changed keys.
   uint64_t few_version_ = std::numeric_limits<uint64_t>::max();
-  FewPlacesBySpec few_places_of_spec_;
   absl::flat_hash_map<NodeIndex, int32_t> few_gangs_on_;
   absl::flat_hash_set<NodeIndex> spared_;
   bool spared_stale_ = true;
