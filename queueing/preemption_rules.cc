@@ -58,7 +58,7 @@ std::optional<PreemptionRule> PreemptionRules::RuleFor(const PassState::Victim& 
       within_queue_ == WithinQueuePreemption::kLowerOrNewerEqualPriority) {
     return PreemptionRule::kNewer;
   }
-  if (!c->backfilled_past.empty() && c->backfilled_past.count({by.id, g_.wait_epoch}) != 0) {
+  if (c->backfilled_past().count({by.id, g_.wait_epoch}) != 0) {
     return PreemptionRule::kBackfill;
   }
   if (MayReclaimFrom(v)) return PreemptionRule::kReclaim;

@@ -165,7 +165,8 @@ void QueueScheduler::Preempted(const std::string& id, int64_t now_ms) {
   g.view.state = GangState::kPending;
   g.view.waiting_since_ms = now_ms;
   ++g.wait_epoch;
-  g.backfilled_past.clear();
+  if (g.apart) g.apart->backfilled_past.clear();
+  g.TidyApart();
 }
 
 void QueueScheduler::Checkpointed(const std::string& id, int64_t at_ms) {
@@ -212,7 +213,8 @@ void QueueScheduler::Admit(QueuedGang& g, ResourceSet charge, int64_t now_ms, bo
   g.view.reason = GangReason();
   g.view.reason.kind = backfilled ? GangWait::kBackfilled : GangWait::kRunning;
   g.view.preempted_by = nullptr;
-  g.awaiting.clear();
+  if (g.apart) g.apart->awaiting.clear();
+  g.TidyApart();
   g.backoff_ms = 0;
 }
 
@@ -229,7 +231,7 @@ void QueueScheduler::StartPreemptions(QueuedGang& by, std::vector<Preemption> vi
     v.view.reason.kind = GangWait::kStopping;
     v.view.preempted_by = std::make_shared<const Preemption>(p);
     ++v.view.preemptions;
-    by.awaiting.insert(p.victim);
+    by.MutableApart().awaiting.insert(p.victim);
     result->preempted.push_back(std::move(p));
   }
   by.view.state = GangState::kClaimed;
@@ -237,7 +239,7 @@ void QueueScheduler::StartPreemptions(QueuedGang& by, std::vector<Preemption> vi
   ledger_.Add(by.request.queue, by.view.charge);
   by.view.reason = GangReason();
   by.view.reason.kind = GangWait::kVictims;
-  by.view.reason.victims = static_cast<uint32_t>(by.awaiting.size());
+  by.view.reason.victims = static_cast<uint32_t>(by.awaiting().size());
 }
 
 void QueueScheduler::TryGang(QueuedGang& g, PassState& pass) {
@@ -375,17 +377,21 @@ void QueueScheduler::StartPlaced(QueuedGang& g, PassState& pass, const QuotaVerd
     }
   }
   Admit(g, *std::move(charge), pass.now_ms, !check.past.empty());
-  g.backfilled_past = std::move(check.past);
+  if (!check.past.empty()) g.MutableApart().backfilled_past = std::move(check.past);
   pass.Admitted(&g);
 }
 
 void QueueScheduler::ResumeClaimed(QueuedGang& g, PassState& pass,
                                    std::vector<QueuedGang*>* pending) {
   const std::string& id = g.request.id;
-  for (auto it = g.awaiting.begin(); it != g.awaiting.end();) {
-    auto v = gangs_.find(*it);
-    it = v != gangs_.end() && v->second.view.state == GangState::kPreempting ? std::next(it)
-                                                                             : g.awaiting.erase(it);
+  if (g.apart) {
+    absl::btree_set<std::string>& awaiting = g.apart->awaiting;
+    for (auto it = awaiting.begin(); it != awaiting.end();) {
+      auto v = gangs_.find(*it);
+      it = v != gangs_.end() && v->second.view.state == GangState::kPreempting ? std::next(it)
+                                                                               : awaiting.erase(it);
+    }
+    g.TidyApart();
   }
   std::string why;
   if (std::optional<ResourceSet> charge = pass.capacity.Place(id, &why)) {
@@ -394,14 +400,14 @@ void QueueScheduler::ResumeClaimed(QueuedGang& g, PassState& pass,
     pass.Admitted(&g);
     return;
   }
-  if (g.awaiting.empty()) {  // its room went elsewhere: wait as before
+  if (g.awaiting().empty()) {  // its room went elsewhere: wait as before
     ledger_.Remove(g.request.queue, g.view.charge);
     g.view.charge = ResourceSet();
     g.view.state = GangState::kPending;
     pending->push_back(&g);
     return;
   }
-  std::vector<std::string> freed(g.awaiting.begin(), g.awaiting.end());
+  std::vector<std::string> freed(g.awaiting().begin(), g.awaiting().end());
   std::optional<std::vector<uint64_t>> places = pass.capacity.PlacesWithout(id, freed);
   pass.held.push_back({id, std::move(freed), pass.now_ms, false, std::move(places), true});
 }

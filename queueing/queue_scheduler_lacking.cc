@@ -7,13 +7,14 @@
 namespace berth {
 
 QueueScheduler::LackingKey QueueScheduler::KeyOf(const QueuedGang& g) {
-  return {g.lacking->lost ? 0 : 1, -g.request.priority, g.view.arrival};
+  return {g.lacking()->lost ? 0 : 1, -g.request.priority, g.view.arrival};
 }
 
 void QueueScheduler::StopLacking(QueuedGang& g) {
-  if (!g.lacking) return;
+  if (g.lacking() == nullptr) return;
   lacking_.erase(KeyOf(g));
-  g.lacking.reset();
+  g.apart->lacking.reset();
+  g.TidyApart();
 }
 
 void QueueScheduler::BackOff(QueuedGang& g) const {
@@ -30,7 +31,8 @@ void QueueScheduler::Lacks(const std::string& id, int64_t now_ms, bool lost, boo
   } else {
     g.backoff_ms = 0;
   }
-  g.lacking = QueuedGang::Lacking{lost, false, now_ms + (after_backoff ? g.backoff_ms : 0)};
+  g.MutableApart().lacking =
+      QueuedGang::Lacking{lost, false, now_ms + (after_backoff ? g.backoff_ms : 0)};
   lacking_.emplace(KeyOf(g), &g);
 }
 
@@ -42,7 +44,8 @@ std::vector<QueueScheduler::Remainder> QueueScheduler::PlaceLacking(int64_t now_
   for (auto it = lacking_.begin(); it != lacking_.end() && placed < most;) {
     QueuedGang& g = *it->second;
     ++it;  // a gang placed leaves lacking_
-    if (g.lacking->infeasible || (!all && g.lacking->next_try_ms > now_ms)) continue;
+    QueuedGang::Lacking& lacks = *g.lacking();
+    if (lacks.infeasible || (!all && lacks.next_try_ms > now_ms)) continue;
     Remainder& r = out.emplace_back(Remainder{g.request.id, capacity.PlaceRemainder(g.request.id)});
     switch (r.placement.outcome) {
       case PlacementOutcome::kPlaced:
@@ -50,11 +53,11 @@ std::vector<QueueScheduler::Remainder> QueueScheduler::PlaceLacking(int64_t now_
         ++placed;
         break;
       case PlacementOutcome::kInfeasible:
-        g.lacking->infeasible = true;
+        lacks.infeasible = true;
         break;
       case PlacementOutcome::kRetryLater:
         BackOff(g);
-        g.lacking->next_try_ms = now_ms + g.backoff_ms;
+        lacks.next_try_ms = now_ms + g.backoff_ms;
         break;
     }
   }
@@ -63,24 +66,26 @@ std::vector<QueueScheduler::Remainder> QueueScheduler::PlaceLacking(int64_t now_
 
 void QueueScheduler::NodesChanged(int64_t now_ms) {
   for (auto& [key, g] : lacking_) {
-    if (!g->lacking->infeasible) continue;
-    g->lacking->infeasible = false;
-    g->lacking->next_try_ms = now_ms;
+    QueuedGang::Lacking& lacks = *g->lacking();
+    if (!lacks.infeasible) continue;
+    lacks.infeasible = false;
+    lacks.next_try_ms = now_ms;
   }
 }
 
 std::optional<int64_t> QueueScheduler::NextLackingDue() const {
   std::optional<int64_t> due;
   for (const auto& [key, g] : lacking_) {
-    if (g->lacking->infeasible) continue;
-    if (!due || g->lacking->next_try_ms < *due) due = g->lacking->next_try_ms;
+    const QueuedGang::Lacking& lacks = *g->lacking();
+    if (lacks.infeasible) continue;
+    if (!due || lacks.next_try_ms < *due) due = lacks.next_try_ms;
   }
   return due;
 }
 
 bool QueueScheduler::LacksInfeasibly(const std::string& id) const {
   auto it = gangs_.find(id);
-  return it != gangs_.end() && it->second.lacking && it->second.lacking->infeasible;
+  return it != gangs_.end() && it->second.lacking() != nullptr && it->second.lacking()->infeasible;
 }
 
 }  // namespace berth

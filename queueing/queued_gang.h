@@ -3,13 +3,14 @@
 // preemption_rules, victim_search, reservations, queue_order) read of it.
 // Internal to queueing/: users see a gang through GangView.
 //
-// Promises: plain data. A gang's address is stable for as long as it is
-// known (QueueScheduler keeps them in a node-based map), so a pass may
-// key its caches by QueuedGang*.
+// Promises: plain data (what few gangs hold is kept apart). A gang's address is stable for as long
+// as it is known (QueueScheduler keeps them in a node-based map), so a pass may key its caches by
+// QueuedGang*.
 #ifndef BERTH_QUEUEING_QUEUED_GANG_H_
 #define BERTH_QUEUEING_QUEUED_GANG_H_
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <utility>
@@ -27,21 +28,45 @@ struct QueuedGang {
   GangView view;
   // Each wait of a gang (it waits again after a preemption) is its own.
   uint64_t wait_epoch = 0;
-  // The waits (gang, wait_epoch) of reservations it started past.
-  WaitKeys backfilled_past;
-  absl::btree_set<std::string> awaiting;  // victims a claimed gang waits for
-  uint64_t tried_in_pass = 0;             // the number of the pass that last tried it
+  uint64_t tried_in_pass = 0;  // the number of the pass that last tried it
+  int64_t backoff_ms = 0;      // its last wait for room while it lacked bundles
   // Admitted, it lacks bundles (QueueScheduler::Lacks): its remainder is
-  // placed from next_try_ms (its last wait backoff_ms), RESCHEDULING ones
-  // (`lost`) first; `infeasible`: no set of nodes could take it, until
-  // the nodes change.
+  // placed from next_try_ms, RESCHEDULING ones (`lost`) first;
+  // `infeasible`: no set of nodes could take it, until the nodes change.
   struct Lacking {
     bool lost = false;
     bool infeasible = false;
     int64_t next_try_ms = 0;
   };
-  std::optional<Lacking> lacking;
-  int64_t backoff_ms = 0;
+  // What a gang holds only now and then: the waits (gang, wait_epoch) of
+  // reservations it started past, the victims a claimed gang waits for,
+  // what it lacks. Apart, made when first set and dropped when empty: a
+  // gang with none (most) keeps a null pointer.
+  struct Apart {
+    WaitKeys backfilled_past;
+    absl::btree_set<std::string> awaiting;
+    std::optional<Lacking> lacking;
+  };
+  std::unique_ptr<Apart> apart;
+
+  const WaitKeys& backfilled_past() const { return apart ? apart->backfilled_past : kNoWaits; }
+  const absl::btree_set<std::string>& awaiting() const {
+    return apart ? apart->awaiting : kNoVictims;
+  }
+  Lacking* lacking() const { return apart && apart->lacking ? &*apart->lacking : nullptr; }
+  Apart& MutableApart() {
+    if (!apart) apart = std::make_unique<Apart>();
+    return *apart;
+  }
+  void TidyApart() {
+    if (apart && apart->backfilled_past.empty() && apart->awaiting.empty() && !apart->lacking) {
+      apart.reset();
+    }
+  }
+
+ private:
+  inline static const WaitKeys kNoWaits{};
+  inline static const absl::btree_set<std::string> kNoVictims{};
 };
 
 }  // namespace berth
