@@ -115,7 +115,7 @@ absl::StatusOr<PlacementDecision> BundlePlacer::Place(
 absl::StatusOr<PlacementDecision> BundlePlacer::Place(
     NodeSearch& search, const std::vector<BundlePlacement>& already_placed) {
   const PlacementGroupSpec& spec = search.spec();
-  const std::vector<Bundle>& bundles = spec.bundles();
+  const absl::Span<const Bundle> bundles = spec.bundles();
   std::vector<bool> placed(bundles.size(), false);
   absl::flat_hash_set<NodeIndex> placed_nodes;
   for (size_t i = 0; i < already_placed.size(); ++i) {

@@ -103,7 +103,8 @@ absl::StatusOr<PlacementGroupSpec> PlacementGroupSpec::Create(std::vector<Bundle
     }
   }
   if (absl::Status s = ValidateTopology(topology); !s.ok()) return s;
-  spec.bundles_ = std::move(bundles);
+  spec.bundles_.assign(std::make_move_iterator(bundles.begin()),
+                       std::make_move_iterator(bundles.end()));
   spec.strategy_ = strategy;
   if (!topology.empty()) spec.topology_ = std::make_shared<const Topology>(std::move(topology));
   return spec;
@@ -127,7 +128,7 @@ absl::StatusOr<PlacementGroupSpec> PlacementGroupSpec::FromInput(const Placement
 }
 
 std::optional<std::vector<std::string>> AllowedAcceleratorTypes(
-    const std::vector<Bundle>& bundles, const std::vector<uint32_t>& indices) {
+    absl::Span<const Bundle> bundles, const std::vector<uint32_t>& indices) {
   std::optional<std::vector<std::string>> allowed;
   auto restrict = [&](std::vector<std::string> types) {
     std::sort(types.begin(), types.end());

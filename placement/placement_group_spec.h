@@ -15,8 +15,10 @@
 #include <utility>
 #include <vector>
 
+#include "absl/container/inlined_vector.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/types/span.h"
 #include "placement/label_selector.h"
 #include "placement/resource_set.h"
 
@@ -77,7 +79,7 @@ class PlacementGroupSpec {
                                                    Topology topology = {});
   static absl::StatusOr<PlacementGroupSpec> FromInput(const PlacementGroupInput& input);
 
-  const std::vector<Bundle>& bundles() const { return bundles_; }
+  absl::Span<const Bundle> bundles() const { return bundles_; }
   PlacementStrategy strategy() const { return strategy_; }
   const Topology& topology() const;
   // Sum of all bundles (cannot overflow: Create checks it).
@@ -100,7 +102,8 @@ class PlacementGroupSpec {
 
  private:
   PlacementGroupSpec() = default;
-  std::vector<Bundle> bundles_;
+  // Most groups have one bundle: kept inline.
+  absl::InlinedVector<Bundle, 1> bundles_;
   PlacementStrategy strategy_ = PlacementStrategy::kPack;
   // Null when empty, as most groups' is: shared by copies of the spec.
   std::shared_ptr<const Topology> topology_;
@@ -112,7 +115,7 @@ class PlacementGroupSpec {
 // `berth.io/accelerator-type in (...)` lists types, all intersected (so two
 // different pins allow none). Sorted; nullopt: any type.
 std::optional<std::vector<std::string>> AllowedAcceleratorTypes(
-    const std::vector<Bundle>& bundles, const std::vector<uint32_t>& indices);
+    absl::Span<const Bundle> bundles, const std::vector<uint32_t>& indices);
 
 }  // namespace berth
 

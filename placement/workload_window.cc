@@ -12,7 +12,7 @@ namespace berth {
 WorkloadWindow::WorkloadWindow(WorkloadWindowOptions options) : options_(options) {}
 
 void WorkloadWindow::Add(const PlacementGroupSpec& spec) {
-  const std::vector<Bundle>& bundles = spec.bundles();
+  const absl::Span<const Bundle> bundles = spec.bundles();
   const bool one_node = spec.strategy() == PlacementStrategy::kPack ||
                         spec.strategy() == PlacementStrategy::kStrictPack;
   const Quantity gpus = spec.total().Get(kGpu);

@@ -149,13 +149,13 @@ bool PlacerCapacity::HoldsPlacesSparedFor(const std::string& holder,
   return false;
 }
 
-const std::vector<BundlePlacement>& PlacerCapacity::Held(const std::string& gang_id) const {
-  static const std::vector<BundlePlacement>* none = new std::vector<BundlePlacement>();
+absl::Span<const BundlePlacement> PlacerCapacity::Held(const std::string& gang_id) const {
   auto it = gangs_.find(gang_id);
-  return it == gangs_.end() ? *none : it->second.held;
+  if (it == gangs_.end()) return {};
+  return it->second.held;
 }
 
-ResourceSet PlacerCapacity::ChargeOf(const std::vector<BundlePlacement>& placements) const {
+ResourceSet PlacerCapacity::ChargeOf(absl::Span<const BundlePlacement> placements) const {
   ResourceSet charge;
   for (const BundlePlacement& p : placements) {
     charge.Add(p.allocation.resources).IgnoreError();
@@ -282,7 +282,8 @@ std::optional<ResourceSet> PlacerCapacity::Decide(Gang& g,
     if (avoid == nullptr) g.infeasible = d.ok() && d->outcome == PlacementOutcome::kInfeasible;
     return std::nullopt;
   }
-  g.held = std::move(d->placements);
+  g.held.assign(std::make_move_iterator(d->placements.begin()),
+                std::make_move_iterator(d->placements.end()));
   g.placed_by = ++placements_;
   ResourceSet charge = ChargeOf(g.held);
   AfterChange(charge, ResourceSet());
@@ -378,7 +379,7 @@ void PlacerCapacity::Hold(const std::string& gang_id, BundlePlacement placement)
 }
 
 absl::StatusOr<PlacementDecision> PlacerCapacity::DecideRemainder(Gang& g) {
-  std::vector<BundlePlacement> kept = g.held;
+  std::vector<BundlePlacement> kept(g.held.begin(), g.held.end());
   std::sort(kept.begin(), kept.end(), [](const BundlePlacement& a, const BundlePlacement& b) {
     return a.bundle_index < b.bundle_index;
   });
@@ -401,7 +402,7 @@ RemainderPlacement PlacerCapacity::PlaceRemainder(const std::string& gang_id) {
   if (d.ok() && d->outcome == PlacementOutcome::kInfeasible && !g.held.empty() &&
       !g.spec->topology().required.empty()) {
     // Its domain can never take its lost bundles back: the gang moves whole.
-    out.let_go = g.held;
+    out.let_go.assign(g.held.begin(), g.held.end());
     std::sort(out.let_go.begin(), out.let_go.end(),
               [](const BundlePlacement& a, const BundlePlacement& b) {
                 return a.bundle_index < b.bundle_index;
@@ -429,7 +430,7 @@ void PlacerCapacity::ReleaseBundles(const std::string& gang_id,
                                     const std::vector<uint32_t>& bundle_indices) {
   auto it = gangs_.find(gang_id);
   if (it == gangs_.end()) return;
-  std::vector<BundlePlacement>& held = it->second.held;
+  absl::InlinedVector<BundlePlacement, 1>& held = it->second.held;
   auto released = std::remove_if(held.begin(), held.end(), [&](const BundlePlacement& p) {
     if (std::find(bundle_indices.begin(), bundle_indices.end(), p.bundle_index) ==
         bundle_indices.end())
@@ -505,7 +506,7 @@ std::optional<std::vector<uint64_t>> PlacerCapacity::PlacesWhenIdle(const std::s
   return known->second = NodesOf(d->placements);
 }
 
-std::vector<uint64_t> PlacerCapacity::NodesOf(const std::vector<BundlePlacement>& placements) {
+std::vector<uint64_t> PlacerCapacity::NodesOf(absl::Span<const BundlePlacement> placements) {
   std::vector<uint64_t> nodes;
   for (const BundlePlacement& p : placements) nodes.push_back(p.allocation.node);
   std::sort(nodes.begin(), nodes.end());

@@ -46,7 +46,9 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
+#include "absl/container/inlined_vector.h"
 #include "absl/container/node_hash_map.h"
+#include "absl/types/span.h"
 #include "placement/bundle_placer.h"
 #include "placement/placement_scorer.h"
 #include "queueing/capacity_model.h"
@@ -84,7 +86,7 @@ class PlacerCapacity : public CapacityModel {
   // Forgets the gang, releasing what it holds.
   void Remove(const std::string& gang_id);
   // What the gang holds; empty when nothing.
-  const std::vector<BundlePlacement>& Held(const std::string& gang_id) const;
+  absl::Span<const BundlePlacement> Held(const std::string& gang_id) const;
   // Adds to what the gang holds a bundle the caller reserved in the table
   // itself (a restored group's, a lost bundle placed again); Release gives
   // it back with the rest.
@@ -155,7 +157,7 @@ class PlacerCapacity : public CapacityModel {
   struct Gang {
     std::shared_ptr<const PlacementGroupSpec> spec;
     Shapes::iterator shape;
-    std::vector<BundlePlacement> held;
+    absl::InlinedVector<BundlePlacement, 1> held;  // most gangs: one bundle, inline
     // What it holds was placed by the placements_-th decision that placed
     // a gang; 0: held otherwise (Hold), or nothing held.
     uint64_t placed_by = 0;
@@ -182,7 +184,7 @@ class PlacerCapacity : public CapacityModel {
   // Whether a gang asks at least what `unfit` asked, amount by amount (both
   // of one structure).
   static bool AsksAtLeast(const std::vector<int64_t>& amounts, const std::vector<int64_t>& unfit);
-  ResourceSet ChargeOf(const std::vector<BundlePlacement>& placements) const;
+  ResourceSet ChargeOf(absl::Span<const BundlePlacement> placements) const;
   static std::vector<std::pair<std::vector<std::string>, int64_t>> TypedGpus(
       const PlacementGroupSpec& spec);
   // The unfit_ entry of a spec that asks at least what `g` asks, or null.
@@ -192,7 +194,7 @@ class PlacerCapacity : public CapacityModel {
   // decision's outcome kRetryLater), not any set of nodes.
   std::optional<ResourceSet> Decide(Gang& g, const absl::flat_hash_set<NodeIndex>* avoid,
                                     std::string* reason, bool* waiting = nullptr);
-  static std::vector<uint64_t> NodesOf(const std::vector<BundlePlacement>& placements);
+  static std::vector<uint64_t> NodesOf(absl::Span<const BundlePlacement> placements);
   // PlaceRemainder's decision for `g` (observed), beside what it holds.
   absl::StatusOr<PlacementDecision> DecideRemainder(Gang& g);
   // Sums the free CPU, GPU and memory again if the table changed since the

@@ -198,7 +198,8 @@ void PlacementGroupManager::RunPass(int64_t now_ms, std::vector<CommitTask>* tas
     Group& g = groups_.at(id);
     if (observer_) observer_->OnAdmitted(RequestOf(g).queue, now_ms - g.waiting_since_ms);
     waiting_.erase(id);
-    tasks->push_back(StartCommit(g, capacity_.Held(id)));
+    const absl::Span<const BundlePlacement> held = capacity_.Held(id);
+    tasks->push_back(StartCommit(g, {held.begin(), held.end()}));
   }
   for (const Preemption& p : result.preempted) StartPreemption(p, now_ms);
   waiting_feasible_ = 0;

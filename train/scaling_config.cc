@@ -216,7 +216,7 @@ absl::Status MergeTrainer(const ScalingConfig& config, Bundle* rank0) {
 }  // namespace
 
 absl::StatusOr<ElasticGroups> SplitElastic(const PlacementGroupSpec& group, size_t min_workers) {
-  const std::vector<Bundle>& bundles = group.bundles();
+  const absl::Span<const Bundle> bundles = group.bundles();
   if (min_workers < 1 || min_workers >= bundles.size()) {
     return absl::InvalidArgumentError(absl::StrCat("min_workers: ", min_workers, " of ",
                                                    bundles.size(), " leaves nothing elastic"));
@@ -257,7 +257,7 @@ absl::StatusOr<PlacementGroupSpec> BuildTrainPlacementGroup(const ScalingConfig&
 }
 
 bool WorkerBundlesAlike(const PlacementGroupSpec& group) {
-  const std::vector<Bundle>& bundles = group.bundles();
+  const absl::Span<const Bundle> bundles = group.bundles();
   for (size_t i = 2; i < bundles.size(); ++i) {
     if (!(bundles[i] == bundles[1])) return false;
   }

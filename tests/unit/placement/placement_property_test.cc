@@ -289,7 +289,8 @@ TEST(PlacementPropertyTest, TopologyGangsStayInOneDomain) {
       const PlacementGroupSpec drawn = rc.Group();
       const bool required = rc.Int(0, 2) != 0;
       const PlacementGroupSpec spec =
-          PlacementGroupSpec::Create(drawn.bundles(), drawn.strategy(),
+          PlacementGroupSpec::Create({drawn.bundles().begin(), drawn.bundles().end()},
+                                     drawn.strategy(),
                                      required ? Topology{rack, {}} : Topology{"", {rack}})
               .value();
       const Snapshot before = Take(racked);
