@@ -7,7 +7,9 @@
 // and an amount. Two ResourceNames are equal exactly when they name the same
 // text, and compare by pointer. Interning is lock-free (an insert-only
 // table), so the placement core stays free of locks and threads; a name's
-// text never moves.
+// text never moves. A name stays after no set names it any more: the head
+// keeps every name it was ever asked about (tens in a cluster; each a few
+// dozen bytes), as Ray's GCS does.
 #ifndef BERTH_PLACEMENT_RESOURCE_NAME_H_
 #define BERTH_PLACEMENT_RESOURCE_NAME_H_
 
