@@ -53,7 +53,8 @@ struct QueuedGang {
   const absl::btree_set<std::string>& awaiting() const {
     return apart ? apart->awaiting : kNoVictims;
   }
-  Lacking* lacking() const { return apart && apart->lacking ? &*apart->lacking : nullptr; }
+  Lacking* lacking() { return apart && apart->lacking ? &*apart->lacking : nullptr; }
+  const Lacking* lacking() const { return apart && apart->lacking ? &*apart->lacking : nullptr; }
   Apart& MutableApart() {
     if (!apart) apart = std::make_unique<Apart>();
     return *apart;

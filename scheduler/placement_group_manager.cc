@@ -163,7 +163,7 @@ void PlacementGroupManager::PlaceLacking(int64_t now_ms, bool all, std::vector<C
     }
     if (r.placement.outcome == PlacementOutcome::kPlaced) {
       // Reserved in the table and held by capacity_: hand the commit on.
-      tasks->push_back(StartCommit(g, std::move(r.placement.placed)));
+      tasks->push_back(StartCommit(g, r.placement.placed));
     } else {
       SetReason(g, Reason::kPlacer, std::move(r.placement.reason));
     }
@@ -172,14 +172,15 @@ void PlacementGroupManager::PlaceLacking(int64_t now_ms, bool all, std::vector<C
   freed_ = freed && in_flight_ >= config_.max_in_flight;
 }
 
-CommitTask PlacementGroupManager::StartCommit(Group& g, std::vector<BundlePlacement> placements) {
+CommitTask PlacementGroupManager::StartCommit(Group& g,
+                                              absl::Span<const BundlePlacement> placements) {
   g.commit = std::make_unique<Group::Commit>();
   ++in_flight_;
   ++g.attempt;
   SetReason(g, Reason::kCommitting);
   CommitTask task{g.id, g.attempt, {}};
   std::map<NodeIndex, size_t> node_slot;
-  for (BundlePlacement& p : placements) {
+  for (const BundlePlacement& p : placements) {
     const NodeIndex node = p.allocation.node;
     auto [slot, fresh] = node_slot.try_emplace(node, task.nodes.size());
     if (fresh) task.nodes.push_back({table_->node(node).id, nodes_->Address(node), {}});
@@ -198,8 +199,7 @@ void PlacementGroupManager::RunPass(int64_t now_ms, std::vector<CommitTask>* tas
     Group& g = groups_.at(id);
     if (observer_) observer_->OnAdmitted(RequestOf(g).queue, now_ms - g.waiting_since_ms);
     waiting_.erase(id);
-    const absl::Span<const BundlePlacement> held = capacity_.Held(id);
-    tasks->push_back(StartCommit(g, {held.begin(), held.end()}));
+    tasks->push_back(StartCommit(g, capacity_.Held(id)));
   }
   for (const Preemption& p : result.preempted) StartPreemption(p, now_ms);
   waiting_feasible_ = 0;

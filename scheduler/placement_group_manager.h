@@ -37,6 +37,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
+#include "absl/types/span.h"
 #include "berth/v1/head.pb.h"
 #include "berth/v1/state.pb.h"
 #include "common/backoff.h"
@@ -376,7 +377,7 @@ class PlacementGroupManager {
   GangRequest GangOf(const Group& g) const;
   std::string GangName(const std::string& id) const;
   // Hands an admitted or re-placed group's new placements to two-phase commit.
-  CommitTask StartCommit(Group& g, std::vector<BundlePlacement> placements);
+  CommitTask StartCommit(Group& g, absl::Span<const BundlePlacement> placements);
   // Places what admitted groups lack (lost bundles, failed commits): the
   // queue scheduler's turn, PlacerCapacity's placement; of those due, or
   // of all of them (`all`, or room was freed).
