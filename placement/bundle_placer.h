@@ -15,8 +15,8 @@
 // caller releases them with NodeResourceTable::Release. kRetryLater means
 // the group fits the ALIVE nodes' totals but not what is free now;
 // kInfeasible means no set of ALIVE nodes could ever hold it. Neither
-// changes the table. Both carry a reason a person can act on
-// (placement_explanation.h). Whole GPUs a call takes on one node go out in
+// changes the table. Both carry a typed reason (placement_reason.h) that
+// renders to text a person can act on (placement_explanation.h finds it). Whole GPUs a call takes on one node go out in
 // increasing bundle order (bundle i's ids below bundle j's for i < j),
 // whatever order the bundles were placed in, so a train job's ranks on a
 // node follow its GPU ids (train/rank_assignment.h).

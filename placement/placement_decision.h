@@ -14,6 +14,7 @@
 
 #include "absl/strings/string_view.h"
 #include "placement/node_resource_table.h"
+#include "placement/placement_reason.h"
 
 namespace berth {
 
@@ -35,8 +36,8 @@ struct PlacementDecision {
   // kPlaced with a topology: the domain they went into, `key=value`; empty
   // when a preferred topology fell back to the whole cluster.
   std::string topology_domain;
-  // Why the group is not placed; empty when it is.
-  std::string reason;
+  // Why the group is not placed; kNone when it is.
+  PlacementReason reason;
   // How many nodes each filter (node_filters.h) ruled out while deciding,
   // in the filters' order; only those that ruled out any.
   std::vector<std::pair<absl::string_view, uint64_t>> rejected_by;

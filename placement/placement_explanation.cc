@@ -5,28 +5,10 @@
 #include <functional>
 
 #include "absl/container/flat_hash_map.h"
-#include "absl/strings/match.h"
-#include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
 #include "placement/topology_domains.h"
 
 namespace berth {
 namespace {
-
-std::string FormatAmount(absl::string_view name, Quantity q) {
-  return absl::StrCat(name, ": ", name == kMemory ? FormatMemory(q) : q.ToString());
-}
-
-// The accelerator types a resource set pins (via `accelerator_type:<T>`).
-std::vector<std::string> PinnedAcceleratorTypes(const ResourceSet& set) {
-  std::vector<std::string> types;
-  for (const auto& [name, amount] : set.entries()) {
-    if (std::optional<absl::string_view> type = PinnedAcceleratorType(name)) {
-      types.emplace_back(*type);
-    }
-  }
-  return types;
-}
 
 // The nodes a demand's shortfall is measured over (ALIVE, in the demand's
 // pools, matching every bundle's selector), and the most one of them has of
@@ -124,29 +106,30 @@ PlacementDecision PlacementExplainer::ExplainTopology(
   const Demand all = search_.MakeDemand(order);
   PlacementDecision d;
   d.outcome = PlacementOutcome::kInfeasible;
-  const std::string what = absl::StrCat("topology.required ", key, ": ");
-  // What a domain has of the group's indexed resources, in `amounts`.
-  auto lack = [&](const NodeResourceTable::Domain& domain,
-                  const std::array<int64_t, kNumIndexedResources>& amounts, bool free) {
-    for (int r = 0; r < kNumIndexedResources; ++r) {
-      const auto res = static_cast<IndexedResource>(r);
-      const Quantity need = all.sum.Get(IndexedResourceName(res));
-      if (amounts[r] < need.units()) {
-        return absl::StrCat(" (", FormatAmount(IndexedResourceName(res), need), " needed; ", key,
-                            "=", domain.value, " has ",
-                            FormatAmount(IndexedResourceName(res), Quantity::FromUnits(amounts[r])),
-                            free ? " free)" : " in all)");
+  PlacementReason& r = d.reason;
+  r.domain.key = key;
+  r.count = static_cast<uint32_t>(order.size());
+  // The domain meant, and the first of the group's indexed resources it has
+  // less of than the group needs, in `amounts`.
+  auto name = [&](const NodeResourceTable::Domain& domain,
+                  const std::array<int64_t, kNumIndexedResources>& amounts) {
+    r.domain.value = domain.value;
+    r.domain.lacks.reset();
+    for (int i = 0; i < kNumIndexedResources; ++i) {
+      const ResourceName resource(IndexedResourceName(static_cast<IndexedResource>(i)));
+      const Quantity need = all.sum.Get(resource);
+      if (amounts[i] < need.units()) {
+        r.domain.lacks = PlacementReason::Amount{resource, need, Quantity::FromUnits(amounts[i])};
+        return;
       }
     }
-    return std::string(free ? " (enough in all, but not on nodes that each take their bundles)"
-                            : "");
   };
   if (!already_placed.empty()) {
     DomainCandidates own(table_, index, key, all.sum, already_placed);
+    d.outcome = PlacementOutcome::kRetryLater;
+    r.waiting = true;
     if (own.empty()) {
-      d.outcome = PlacementOutcome::kRetryLater;
-      d.reason = absl::StrCat("waiting for resources: ", what,
-                              "the group's placed bundles no longer share one domain");
+      r.why = PlacementWhy::kDomainSplit;
       return d;
     }
     // What the domain could ever give besides what the group holds there:
@@ -155,19 +138,19 @@ PlacementDecision PlacementExplainer::ExplainTopology(
     const NodeResourceTable::Domain& domain = own.PopBest();
     std::array<int64_t, kNumIndexedResources> spare = domain.total;
     for (const BundlePlacement& placed : already_placed) {
-      for (int r = 0; r < kNumIndexedResources; ++r) {
-        spare[r] -= NodeResourceTable::IndexKey(placed.allocation.resources,
-                                                static_cast<IndexedResource>(r));
+      for (int i = 0; i < kNumIndexedResources; ++i) {
+        spare[i] -= NodeResourceTable::IndexKey(placed.allocation.resources,
+                                                static_cast<IndexedResource>(i));
       }
     }
-    const std::string never = lack(domain, spare, false);
-    d.outcome = never.empty() ? PlacementOutcome::kRetryLater : PlacementOutcome::kInfeasible;
-    d.reason = never.empty()
-                   ? absl::StrCat("waiting for resources: ", what, order.size(),
-                                  " lost bundles wait for room in the group's domain",
-                                  lack(domain, domain.free, true))
-                   : absl::StrCat(what, "the group's domain can no longer hold its ", order.size(),
-                                  " lost bundles beside the ones it holds", never);
+    r.why = PlacementWhy::kDomainLost;
+    name(domain, spare);
+    if (r.domain.lacks) {
+      d.outcome = PlacementOutcome::kInfeasible;
+      r.waiting = false;
+    } else {
+      name(domain, domain.free);
+    }
     return d;
   }
   // Most of the group's primary resource, in totals and free, decides
@@ -183,17 +166,17 @@ PlacementDecision PlacementExplainer::ExplainTopology(
     could_hold = could_hold || DomainCovers(domain.total, all.sum);
   }
   if (largest == nullptr) {
-    d.reason = absl::StrCat(what, "no ALIVE node carries the label");
+    r.why = PlacementWhy::kNoDomainLabel;
     return d;
   }
+  r.why = PlacementWhy::kNoDomain;
   if (!could_hold) {
-    d.reason = absl::StrCat(what, "no domain can ever hold the group's ", order.size(), " bundles",
-                            lack(*largest, largest->total, false));
+    name(*largest, largest->total);
     return d;
   }
   d.outcome = PlacementOutcome::kRetryLater;
-  d.reason = absl::StrCat("waiting for resources: ", what, "no domain has room for the group's ",
-                          order.size(), " bundles now", lack(*freest, freest->free, true));
+  r.waiting = true;
+  name(*freest, freest->free);
   return d;
 }
 
@@ -244,8 +227,9 @@ PlacementDecision PlacementExplainer::Explain(const std::vector<uint32_t>& order
                                               std::optional<NodeIndex> pinned) {
   PlacementDecision d;
   d.outcome = PlacementOutcome::kInfeasible;
+  PlacementReason& r = d.reason;
   if (table_.alive_count() == 0) {
-    d.reason = "no ALIVE nodes in the cluster";
+    r.why = PlacementWhy::kNoAliveNodes;
     return d;
   }
   for (uint32_t b : order) {
@@ -253,39 +237,38 @@ PlacementDecision PlacementExplainer::Explain(const std::vector<uint32_t>& order
     if (!search_.FindNode(one, Preference::kMostFree, Capacity::kTotal, {&excluded, pinned})) {
       const bool excluded_only =
           !excluded.empty() && search_.FindNode(one, Preference::kMostFree, Capacity::kTotal, {});
-      d.reason = excluded_only
-                     ? absl::StrCat("STRICT_SPREAD: ", DescribeDemand(one),
-                                    " on a node of its own; every ALIVE node that could hold it "
-                                    "already holds one of the group's bundles")
-                     : DescribeShortfall(one, Capacity::kTotal);
+      r.demand = ReasonDemand(one);
+      r.why = excluded_only ? PlacementWhy::kSpreadOwnNode : PlacementWhy::kShortfall;
+      if (!excluded_only) NameShortfall(one, Capacity::kTotal, &r);
       return d;
     }
   }
   const Demand all = search_.MakeDemand(order);
+  r.count = static_cast<uint32_t>(order.size());
   switch (search_.spec().strategy()) {
     case PlacementStrategy::kStrictPack:
       if (!search_.FindNode(all, Preference::kMostFree, Capacity::kTotal, {nullptr, pinned})) {
-        d.reason = absl::StrCat("STRICT_PACK: ", DescribeShortfall(all, Capacity::kTotal));
+        r.why = PlacementWhy::kPackShortfall;
+        r.demand = ReasonDemand(all);
+        NameShortfall(all, Capacity::kTotal, &r);
         return d;
       }
       break;
     case PlacementStrategy::kStrictSpread:
       if (size_t m = DistinctNodeMatching(order, excluded); m < order.size()) {
-        d.reason = absl::StrCat("STRICT_SPREAD: needs ", order.size(),
-                                " distinct nodes that each hold a bundle; only ", m,
-                                excluded.empty() ? "" : " (besides the group's own nodes)",
-                                " can be found among the ALIVE nodes");
+        r.why = PlacementWhy::kTooFewDistinctNodes;
+        r.found = static_cast<uint32_t>(m);
+        r.besides_own = !excluded.empty();
         return d;
       }
       break;
     case PlacementStrategy::kPack:
     case PlacementStrategy::kSpread:
       if (!table_.AliveTotalCovers(all.sum)) {
+        r.why = PlacementWhy::kClusterTotal;
         for (const auto& [name, amount] : all.sum.entries()) {
           if (table_.AliveTotal(name) < amount) {
-            d.reason = absl::StrCat("the group needs ", FormatAmount(name, amount),
-                                    " in all; the ALIVE nodes have ",
-                                    FormatAmount(name, table_.AliveTotal(name)), " in all");
+            r.amount = {name, amount, table_.AliveTotal(name)};
             break;
           }
         }
@@ -294,57 +277,50 @@ PlacementDecision PlacementExplainer::Explain(const std::vector<uint32_t>& order
       break;
   }
   d.outcome = PlacementOutcome::kRetryLater;
+  r.waiting = true;
   for (uint32_t b : order) {
     Demand one = search_.MakeDemand({b});
     if (!search_.FindNode(one, Preference::kMostFree, Capacity::kFree, {&excluded, pinned})) {
-      d.reason = absl::StrCat("waiting for resources: ", DescribeShortfall(one, Capacity::kFree));
+      r.why = PlacementWhy::kShortfall;
+      r.demand = ReasonDemand(one);
+      NameShortfall(one, Capacity::kFree, &r);
       return d;
     }
   }
-  d.reason = absl::StrCat("waiting for resources: ", order.size(), " bundles (",
-                          PlacementStrategyName(search_.spec().strategy()), ", ",
-                          all.sum.ToString(), " in all) do not fit the free capacity together");
+  r.why = PlacementWhy::kNotTogether;
+  r.strategy = search_.spec().strategy();
+  r.demand = ReasonDemand(all);
   return d;
 }
 
-std::string PlacementExplainer::DescribeDemand(const Demand& d) const {
-  const ResourceSet shown = WithoutAcceleratorTypes(d.sum);
-  std::string text = d.bundles.size() == 1
-                         ? absl::StrCat("bundle ", d.bundles[0], " needs ")
-                         : absl::StrCat(d.bundles.size(), " bundles need, on one node, ");
-  absl::StrAppend(&text, absl::StrJoin(shown.entries(), ", ",
-                                       [](std::string* out, const ResourceSet::Entry& e) {
-                                         out->append(FormatAmount(e.first, e.second));
-                                       }));
-  std::vector<std::string> types = PinnedAcceleratorTypes(d.sum);
-  if (!types.empty()) absl::StrAppend(&text, " with accelerator_type ", absl::StrJoin(types, "+"));
+PlacementReason::Demand PlacementExplainer::ReasonDemand(const Demand& d) const {
+  PlacementReason::Demand out;
+  out.bundles.assign(d.bundles.begin(), d.bundles.end());
+  out.sum = d.sum;
   for (uint32_t b : d.bundles) {
     const LabelSelector& s = search_.spec().bundles()[b].selector;
-    if (!s.empty()) absl::StrAppend(&text, " on nodes matching '", s.ToString(), "'");
+    if (!s.empty()) out.selectors.push_back(s);
   }
-  return text;
+  return out;
 }
 
-std::string PlacementExplainer::DescribeShortfall(const Demand& d, Capacity capacity) const {
-  const bool total = capacity == Capacity::kTotal;
-  std::vector<std::string> types = PinnedAcceleratorTypes(d.sum);
-  const std::string scope = types.size() == 1 ? absl::StrCat(types[0], " ") : "";
-  std::string text = DescribeDemand(d);
-  const ShortfallScan candidates(search_, d, total);
+void PlacementExplainer::NameShortfall(const Demand& d, Capacity capacity,
+                                       PlacementReason* r) const {
+  const ShortfallScan candidates(search_, d, capacity == Capacity::kTotal);
   if (!candidates.AnyCandidate()) {
-    return absl::StrCat(text, "; no ALIVE ", scope, "node",
-                        d.sum.Get(kGpu).IsZero() ? "" : " with GPUs", " matches");
+    r->gap = PlacementReason::Gap::kNoMatchingNode;
+    return;
   }
   for (const auto& [name, amount] : d.sum.entries()) {
     if (PinnedAcceleratorType(name)) continue;
     const Quantity best = candidates.Most(name.str(), amount);
     if (best < amount) {
-      return absl::StrCat(text, "; the ", total ? "largest " : "most free ", scope, "node has ",
-                          FormatAmount(name, best), total ? "" : " free");
+      r->gap = PlacementReason::Gap::kTooLittle;
+      r->amount = {name, amount, best};
+      return;
     }
   }
-  return absl::StrCat(text, "; no ", scope, "node has all of it ", total ? "in total" : "free",
-                      " at once");
+  r->gap = PlacementReason::Gap::kNotAtOnce;
 }
 
 }  // namespace berth

@@ -1,5 +1,6 @@
 // PlacementExplainer: why a placement group the placer could not place does
-// not fit, in words a person can act on, and whether it ever could.
+// not fit (a typed PlacementReason, which a person can act on once
+// rendered), and whether it ever could.
 //
 // Kept apart from the search and ranking that decide where a group goes
 // (as Nomad's AllocMetric records why nodes were filtered or exhausted
@@ -50,9 +51,11 @@ class PlacementExplainer {
   // Size of a maximum matching of bundles to distinct nodes by totals.
   size_t DistinctNodeMatching(const std::vector<uint32_t>& order,
                               const absl::flat_hash_set<NodeIndex>& excluded);
-  // The demand, then the one resource no candidate node has enough of.
-  std::string DescribeShortfall(const Demand& d, Capacity capacity) const;
-  std::string DescribeDemand(const Demand& d) const;
+  // The demand as a reason names it: its bundles, sum and selectors.
+  PlacementReason::Demand ReasonDemand(const Demand& d) const;
+  // How the demand misses every candidate node: none matches, or the one
+  // resource no candidate has enough of, or none has all of it at once.
+  void NameShortfall(const Demand& d, Capacity capacity, PlacementReason* r) const;
 
   NodeResourceTable& table_;
   NodeSearch& search_;

@@ -9,11 +9,14 @@
 #define BERTH_QUEUEING_CAPACITY_MODEL_H_
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "placement/placement_decision.h"
+#include "placement/placement_reason.h"
 #include "placement/resource_set.h"
 
 namespace berth {
@@ -22,7 +25,7 @@ namespace berth {
 // bundles.
 struct RemainderPlacement {
   PlacementOutcome outcome = PlacementOutcome::kInfeasible;
-  std::string reason;                   // unless placed
+  PlacementReasonPtr reason;            // unless placed
   std::vector<BundlePlacement> placed;  // kPlaced: held now too, in bundle order
   // What it held and let go of to be placed whole elsewhere (a required
   // topology whose domain cannot take its lost bundles back).
@@ -35,7 +38,8 @@ class CapacityModel {
   // Places the whole gang on free capacity and holds it: its charge (the
   // resources it takes, `GPU:<T>` for GPUs on nodes of type T included).
   // nullopt when it does not fit now; then *reason says why.
-  virtual std::optional<ResourceSet> Place(const std::string& gang_id, std::string* reason) = 0;
+  virtual std::optional<ResourceSet> Place(const std::string& gang_id,
+                                           PlacementReasonPtr* reason) = 0;
   // As Place, but taking nothing on `avoid` (places as PlacesOf names them:
   // those of reservations the gang may not delay). nullopt when it does not
   // fit off them; no reason, as the gang waits for what Place said. A model
@@ -61,7 +65,10 @@ class CapacityModel {
   // commit) beside what it holds, and holds it too. A model of whole gangs
   // only cannot.
   virtual RemainderPlacement PlaceRemainder(const std::string& gang_id) {
-    return {PlacementOutcome::kInfeasible, "the capacity model places whole gangs only", {}, {}};
+    auto reason = std::make_shared<PlacementReason>();
+    reason->why = PlacementWhy::kRefused;
+    reason->text = "the capacity model places whole gangs only";
+    return {PlacementOutcome::kInfeasible, std::move(reason), {}, {}};
   }
   // Gives back what Place holds for the gang (a gang that ended, was
   // preempted, or that the scheduler takes back within a pass).

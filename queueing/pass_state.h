@@ -84,7 +84,6 @@ struct PassState {
   // (shape, hash of the places avoided) of gangs that did not fit off the
   // reservations they would delay, this pass.
   absl::flat_hash_set<std::pair<uint64_t, size_t>> unfit_off_reserved;
-  std::string why;  // TryGang's placement reason, kept for its buffer
 
  private:
   mutable absl::flat_hash_map<const QueuedGang*, std::vector<uint64_t>> places_of_;

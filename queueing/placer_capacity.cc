@@ -4,8 +4,6 @@
 #include <utility>
 
 #include "absl/hash/hash.h"
-#include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
 #include "placement/node_filters.h"
 #include "queueing/queue_config.h"
@@ -13,7 +11,17 @@
 namespace berth {
 namespace {
 
-constexpr absl::string_view kWaitingForResources = "waiting for resources: ";
+// A failed decision's reason, to share (a spec the placer refused: its error).
+PlacementReasonPtr ReasonOf(absl::StatusOr<PlacementDecision>* d) {
+  auto reason = std::make_shared<PlacementReason>();
+  if (d->ok()) {
+    *reason = std::move((*d)->reason);
+  } else {
+    reason->why = PlacementWhy::kRefused;
+    reason->text = std::string(d->status().message());
+  }
+  return reason;
+}
 
 }  // namespace
 
@@ -215,24 +223,24 @@ void PlacerCapacity::AfterChange(const ResourceSet& taken, const ResourceSet& gi
 }
 
 bool PlacerCapacity::FreeCovers(const ResourceSet& demand, const Sums& extra,
-                                std::string* why) const {
+                                PlacementReason* why) const {
   for (size_t r = 0; r < free_.size(); ++r) {
     const Wide free = free_[r] + extra[r];
     const Quantity asked = demand.Get(kSummed[r]);
     if (asked.units() <= free) continue;
     if (why != nullptr) {
-      *why = absl::StrCat("the gang asks ", kSummed[r], " ", asked.ToString(), "; the cluster has ",
-                          Quantity::FromUnits(static_cast<int64_t>(std::min<Wide>(
-                                                  std::max<Wide>(free, 0), Quantity::kMaxUnits)))
-                              .ToString(),
-                          " free");
+      why->why = PlacementWhy::kClusterFree;
+      why->waiting = true;
+      why->amount = {ResourceName(kSummed[r]), asked,
+                     Quantity::FromUnits(static_cast<int64_t>(
+                         std::min<Wide>(std::max<Wide>(free, 0), Quantity::kMaxUnits)))};
     }
     return false;
   }
   return true;
 }
 
-bool PlacerCapacity::FreeCoversGang(const Gang& g, std::string* why) const {
+bool PlacerCapacity::FreeCoversGang(const Gang& g, PlacementReason* why) const {
   if (!FreeCovers(g.spec->total(), {}, why)) return false;
   for (const auto& [types, gpus] : g.shape->second.typed_gpus) {
     Wide free = 0;
@@ -242,10 +250,11 @@ bool PlacerCapacity::FreeCoversGang(const Gang& g, std::string* why) const {
     }
     if (gpus <= free) continue;
     if (why != nullptr) {
-      *why = absl::StrCat(
-          "the gang asks ", Quantity::FromUnits(gpus).ToString(), " GPUs of type ",
-          absl::StrJoin(types, " or "), "; the cluster has ",
-          Quantity::FromUnits(static_cast<int64_t>(std::max<Wide>(free, 0))).ToString(), " free");
+      why->why = PlacementWhy::kTypedGpusFree;
+      why->waiting = true;
+      why->types = types;
+      why->amount = {ResourceName(kGpu), Quantity::FromUnits(gpus),
+                     Quantity::FromUnits(static_cast<int64_t>(std::max<Wide>(free, 0)))};
     }
     return false;
   }
@@ -269,7 +278,7 @@ const PlacerCapacity::Unfit* PlacerCapacity::KnownUnfit(const Gang& g) {
 
 std::optional<ResourceSet> PlacerCapacity::Decide(Gang& g,
                                                   const absl::flat_hash_set<NodeIndex>* avoid,
-                                                  std::string* reason, bool* waiting) {
+                                                  PlacementReasonPtr* reason) {
   ++decisions_;
   if (observer_ != nullptr) observer_->BeforeDecision();
   BundlePlacer placer(table_, ranking());
@@ -277,8 +286,7 @@ std::optional<ResourceSet> PlacerCapacity::Decide(Gang& g,
   absl::StatusOr<PlacementDecision> d = placer.Place(*g.spec);
   if (observer_ != nullptr && d.ok()) observer_->AfterDecision(*d);
   if (!d.ok() || d->outcome != PlacementOutcome::kPlaced) {
-    if (reason != nullptr) *reason = d.ok() ? d->reason : std::string(d.status().message());
-    if (waiting != nullptr) *waiting = d.ok() && d->outcome == PlacementOutcome::kRetryLater;
+    if (reason != nullptr) *reason = ReasonOf(&d);
     if (avoid == nullptr) g.infeasible = d.ok() && d->outcome == PlacementOutcome::kInfeasible;
     return std::nullopt;
   }
@@ -290,10 +298,14 @@ std::optional<ResourceSet> PlacerCapacity::Decide(Gang& g,
   return charge;
 }
 
-std::optional<ResourceSet> PlacerCapacity::Place(const std::string& gang_id, std::string* reason) {
+std::optional<ResourceSet> PlacerCapacity::Place(const std::string& gang_id,
+                                                 PlacementReasonPtr* reason) {
   auto it = gangs_.find(gang_id);
   if (it == gangs_.end()) {
-    *reason = "unknown gang";
+    auto unknown = std::make_shared<PlacementReason>();
+    unknown->why = PlacementWhy::kUnknownGang;
+    unknown->gang = gang_id;
+    *reason = std::move(unknown);
     return std::nullopt;
   }
   Gang& g = it->second;
@@ -303,24 +315,25 @@ std::optional<ResourceSet> PlacerCapacity::Place(const std::string& gang_id, std
     g.infeasible = u->infeasible;
     return std::nullopt;
   }
-  // `waiting`: the gang did not fit the free room (as opposed to any set
-  // of nodes); a gang that can never be placed is not said to be waiting.
-  auto remember = [&](bool waiting) {
+  auto remember = [&] {
     std::vector<Unfit>& alike = unfit_[g.shape->second.structure_hash];
     if (alike.size() >= kUnfitPerStructure) return;
-    absl::string_view why = *reason;
-    if (waiting) absl::ConsumePrefix(&why, kWaitingForResources);
-    alike.push_back({&g.structure(), &g.amounts(), *reason,
-                     absl::StrCat(waiting ? kWaitingForResources : "", "it asks at least what ",
-                                  gang_id, " asks, bundle by bundle, which ",
-                                  waiting ? "does not fit (" : "cannot be placed (", why, ")"),
-                     g.infeasible, placements_});
+    auto larger = std::make_shared<PlacementReason>();
+    larger->why = PlacementWhy::kAsksAtLeast;
+    larger->waiting = (*reason)->waiting;
+    larger->gang = gang_id;
+    larger->like = *reason;
+    alike.push_back(
+        {&g.structure(), &g.amounts(), *reason, std::move(larger), g.infeasible, placements_});
   };
   SyncFree();
-  if (g.decided && !FreeCoversGang(g, reason)) {
-    *reason = absl::StrCat(kWaitingForResources, *reason);
-    remember(true);
-    return std::nullopt;
+  if (g.decided) {
+    auto why = std::make_shared<PlacementReason>();
+    if (!FreeCoversGang(g, why.get())) {
+      *reason = std::move(why);
+      remember();
+      return std::nullopt;
+    }
   }
   g.decided = true;
   g.infeasible = false;
@@ -329,9 +342,8 @@ std::optional<ResourceSet> PlacerCapacity::Place(const std::string& gang_id, std
   if (const absl::flat_hash_set<NodeIndex>* spared = SparedFor(g)) {
     charge = Decide(g, spared, nullptr);
   }
-  bool waiting = false;
-  if (!charge) charge = Decide(g, nullptr, reason, &waiting);
-  if (!charge) remember(waiting);
+  if (!charge) charge = Decide(g, nullptr, reason);
+  if (!charge) remember();
   return charge;
 }
 
@@ -394,7 +406,10 @@ RemainderPlacement PlacerCapacity::PlaceRemainder(const std::string& gang_id) {
   RemainderPlacement out;
   auto it = gangs_.find(gang_id);
   if (it == gangs_.end()) {
-    out.reason = absl::StrCat("unknown gang ", gang_id);
+    auto unknown = std::make_shared<PlacementReason>();
+    unknown->why = PlacementWhy::kUnknownGang;
+    unknown->gang = gang_id;
+    out.reason = std::move(unknown);
     return out;
   }
   Gang& g = it->second;
@@ -414,11 +429,11 @@ RemainderPlacement PlacerCapacity::PlaceRemainder(const std::string& gang_id) {
   }
   if (!d.ok()) {  // cannot happen for a validated gang: it waits
     out.outcome = PlacementOutcome::kRetryLater;
-    out.reason = std::string(d.status().message());
+    out.reason = ReasonOf(&d);
     return out;
   }
   out.outcome = d->outcome;
-  out.reason = std::move(d->reason);
+  if (d->outcome != PlacementOutcome::kPlaced) out.reason = ReasonOf(&d);
   if (d->outcome == PlacementOutcome::kPlaced) {
     for (const BundlePlacement& p : d->placements) Hold(gang_id, p);
     out.placed = std::move(d->placements);
@@ -474,7 +489,7 @@ std::optional<std::vector<uint64_t>> PlacerCapacity::PlacesWithout(
   absl::StatusOr<PlacementDecision> d =
       BundlePlacer(table_, ranking()).WithoutExplanations().Place(*it->second.spec);
   std::optional<std::vector<uint64_t>> places;
-  if (d.ok() && d->outcome == PlacementOutcome::kPlaced) {
+  if (d->outcome == PlacementOutcome::kPlaced) {
     places = NodesOf(d->placements);
     for (const BundlePlacement& p : d->placements) table_->Release(p.allocation).IgnoreError();
   }

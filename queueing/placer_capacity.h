@@ -109,7 +109,7 @@ class PlacerCapacity : public CapacityModel {
   // a try again.
   void NodesChanged();
 
-  std::optional<ResourceSet> Place(const std::string& gang_id, std::string* reason) override;
+  std::optional<ResourceSet> Place(const std::string& gang_id, PlacementReasonPtr* reason) override;
   // A failure here is not remembered as unfit: the gang may fit elsewhere.
   std::optional<ResourceSet> PlaceAvoiding(const std::string& gang_id,
                                            const std::vector<uint64_t>& avoid) override;
@@ -173,11 +173,11 @@ class PlacerCapacity : public CapacityModel {
   struct Unfit {
     const std::string* structure;
     const std::vector<int64_t>* amounts;
-    std::string reason;
+    PlacementReasonPtr reason;
     // The reason of a gang that asks more: it names the gang that did not fit
-    // rather than give that gang's numbers as its own. Written once, as
-    // thousands of waiting gangs are skipped a pass.
-    std::string reason_for_larger;
+    // rather than give that gang's numbers as its own. Made once and shared,
+    // as thousands of waiting gangs are skipped a pass.
+    PlacementReasonPtr reason_for_larger;
     bool infeasible;
     uint64_t after_placements;  // placements_ when it did not fit
   };
@@ -190,10 +190,10 @@ class PlacerCapacity : public CapacityModel {
   // The unfit_ entry of a spec that asks at least what `g` asks, or null.
   const Unfit* KnownUnfit(const Gang& g);
   // One decision of the placer for `g` (observed), its bundles held if placed;
-  // else *waiting says whether it was the free room it lacked (the
-  // decision's outcome kRetryLater), not any set of nodes.
+  // else *reason says why (`waiting` when it was the free room it lacked,
+  // not any set of nodes).
   std::optional<ResourceSet> Decide(Gang& g, const absl::flat_hash_set<NodeIndex>* avoid,
-                                    std::string* reason, bool* waiting = nullptr);
+                                    PlacementReasonPtr* reason);
   static std::vector<uint64_t> NodesOf(absl::Span<const BundlePlacement> placements);
   // PlaceRemainder's decision for `g` (observed), beside what it holds.
   absl::StatusOr<PlacementDecision> DecideRemainder(Gang& g);
@@ -203,10 +203,10 @@ class PlacerCapacity : public CapacityModel {
   void SyncFree();
   void AfterChange(const ResourceSet& taken, const ResourceSet& given);
   // Whether the free sums (plus `extra`) could hold `demand`; else why not.
-  bool FreeCovers(const ResourceSet& demand, const Sums& extra, std::string* why) const;
+  bool FreeCovers(const ResourceSet& demand, const Sums& extra, PlacementReason* why) const;
   // FreeCovers for the gang's demand, and whether the free GPUs of the
   // types each of its pinned bundles allow could hold them; else why not.
-  bool FreeCoversGang(const Gang& g, std::string* why) const;
+  bool FreeCoversGang(const Gang& g, PlacementReason* why) const;
   // Whether some bundle of `spec` fits on the node by its totals.
   bool CouldHoldSpec(const PlacementGroupSpec& spec, NodeIndex node) const;
   // Counts the gang, when its bundles fit on few nodes, under each of them

@@ -21,19 +21,26 @@ std::string QueueOf(const GangRequest& r) {
 // Says why `g` waits. Most waiting gangs give the same reason pass after
 // pass: it is written only when it changed (a gang keeps no new buffer).
 void SayWaiting(QueuedGang& g, GangWait kind, std::shared_ptr<const QuotaShortfall> quota = nullptr,
-                absl::string_view detail = "",
-                GangReason::Holder holder = GangReason::Holder::kWaiting) {
+                absl::string_view gang = "",
+                GangReason::Holder holder = GangReason::Holder::kWaiting,
+                PlacementReasonPtr placement = nullptr) {
   GangReason& now = g.view.reason;
-  if (now.kind == kind && now.detail == detail && now.holder == holder &&
-      SameShortfall(now.quota, quota)) {
+  if (now.kind == kind && now.gang == gang && now.holder == holder &&
+      SameShortfall(now.quota, quota) && SamePlacementReason(now.placement, placement)) {
     return;
   }
   GangReason r;
   r.kind = kind;
   r.holder = holder;
   r.quota = std::move(quota);
-  r.detail = std::string(detail);
+  r.gang = std::string(gang);
+  r.placement = std::move(placement);
   now = std::move(r);
+}
+
+// Says that `g` fits its quota but not the nodes (`kind`), and why not.
+void SayUnplaced(QueuedGang& g, GangWait kind, PlacementReasonPtr why) {
+  SayWaiting(g, kind, nullptr, "", GangReason::Holder::kWaiting, std::move(why));
 }
 
 // Where it landed, `g` may charge a typed quota its demand did not name:
@@ -260,18 +267,18 @@ void QueueScheduler::TryGang(QueuedGang& g, PassState& pass) {
     WaitForQuota(g, pass, starving, quota);
     return;
   }
-  std::string& why = pass.why;  // reused: most gangs tried wait, each with a long reason
+  PlacementReasonPtr why;
   if (std::optional<ResourceSet> charge = pass.capacity.Place(g.request.id, &why)) {
     StartPlaced(g, pass, quota, std::move(charge));
     return;
   }
   // Fits its quota, not the nodes.
   if (pass.capacity.Infeasible(g.request.id)) {
-    SayWaiting(g, GangWait::kInfeasible, nullptr, why);
+    SayUnplaced(g, GangWait::kInfeasible, std::move(why));
     return;
   }
   if (TryPreempt(g, pass, starving)) return;
-  SayWaiting(g, GangWait::kRoom, nullptr, why);
+  SayUnplaced(g, GangWait::kRoom, std::move(why));
   HoldRoom(g, pass, starving, quota);
 }
 
@@ -393,7 +400,7 @@ void QueueScheduler::ResumeClaimed(QueuedGang& g, PassState& pass,
     }
     g.TidyApart();
   }
-  std::string why;
+  PlacementReasonPtr why;
   if (std::optional<ResourceSet> charge = pass.capacity.Place(id, &why)) {
     ledger_.Remove(g.request.queue, g.view.charge);
     Admit(g, *std::move(charge), pass.now_ms, false);

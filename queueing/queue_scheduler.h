@@ -196,6 +196,9 @@ class QueueScheduler {
   size_t lacking() const { return lacking_.size(); }
   // Whether `id` lacks bundles no set of nodes could take.
   bool LacksInfeasibly(const std::string& id) const;
+  // Why what `id` lacks was not placed at its last try; null when it lacks
+  // nothing or was not tried yet.
+  PlacementReasonPtr WhyLacking(const std::string& id) const;
 
   const GangView* Find(const std::string& id) const;
   // What the gang was submitted with (its queue resolved); null when unknown.

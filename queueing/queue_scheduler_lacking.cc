@@ -32,7 +32,7 @@ void QueueScheduler::Lacks(const std::string& id, int64_t now_ms, bool lost, boo
     g.backoff_ms = 0;
   }
   g.MutableApart().lacking =
-      QueuedGang::Lacking{lost, false, now_ms + (after_backoff ? g.backoff_ms : 0)};
+      QueuedGang::Lacking{lost, false, now_ms + (after_backoff ? g.backoff_ms : 0), nullptr};
   lacking_.emplace(KeyOf(g), &g);
 }
 
@@ -54,8 +54,10 @@ std::vector<QueueScheduler::Remainder> QueueScheduler::PlaceLacking(int64_t now_
         break;
       case PlacementOutcome::kInfeasible:
         lacks.infeasible = true;
+        lacks.why = r.placement.reason;
         break;
       case PlacementOutcome::kRetryLater:
+        lacks.why = r.placement.reason;
         BackOff(g);
         lacks.next_try_ms = now_ms + g.backoff_ms;
         break;
@@ -81,6 +83,12 @@ std::optional<int64_t> QueueScheduler::NextLackingDue() const {
     if (!due || lacks.next_try_ms < *due) due = lacks.next_try_ms;
   }
   return due;
+}
+
+PlacementReasonPtr QueueScheduler::WhyLacking(const std::string& id) const {
+  auto it = gangs_.find(id);
+  if (it == gangs_.end() || it->second.lacking() == nullptr) return nullptr;
+  return it->second.lacking()->why;
 }
 
 bool QueueScheduler::LacksInfeasibly(const std::string& id) const {

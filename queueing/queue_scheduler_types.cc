@@ -37,9 +37,18 @@ std::string PreemptionText(const Preemption& p) {
 }
 
 bool operator==(const GangReason& a, const GangReason& b) {
-  return SameShortfall(a.quota, b.quota) && std::tie(a.kind, a.holder, a.victims, a.detail) ==
-                                                std::tie(b.kind, b.holder, b.victims, b.detail);
+  return SameShortfall(a.quota, b.quota) && SamePlacementReason(a.placement, b.placement) &&
+         std::tie(a.kind, a.holder, a.victims, a.gang) ==
+             std::tie(b.kind, b.holder, b.victims, b.gang);
 }
+
+namespace {
+
+std::string PlacementText(const PlacementReasonPtr& reason) {
+  return reason == nullptr ? "" : PlacementReasonText(*reason);
+}
+
+}  // namespace
 
 std::string GangWaitText(const GangReason& r) {
   const std::string quota = r.quota == nullptr ? "" : QuotaShortfallText(*r.quota);
@@ -47,7 +56,7 @@ std::string GangWaitText(const GangReason& r) {
     case GangWait::kTurn:
       return "waiting for its turn";
     case GangWait::kBehindStarving:
-      return absl::StrCat("waiting behind ", r.detail,
+      return absl::StrCat("waiting behind ", r.gang,
                           ", which has waited past the starvation bound");
     case GangWait::kNominalOnly:
       return absl::StrCat("preemptible: false runs only within the queue's nominal quota: ",
@@ -59,12 +68,12 @@ std::string GangWaitText(const GangReason& r) {
     case GangWait::kQuotaWherePlaced:
       return absl::StrCat("waiting for quota where it fits: ", quota);
     case GangWait::kInfeasible:
-      return absl::StrCat("infeasible: ", r.detail);
+      return absl::StrCat("infeasible: ", PlacementText(r.placement));
     case GangWait::kRoom:
-      return absl::StrCat("waiting for room: ", r.detail);
+      return absl::StrCat("waiting for room: ", PlacementText(r.placement));
     case GangWait::kReservation:
       return absl::StrCat(
-          "would delay ", r.detail, ", which holds a reservation",
+          "would delay ", r.gang, ", which holds a reservation",
           r.holder == GangReason::Holder::kStarving  ? " (it has waited past the starvation bound)"
           : r.holder == GangReason::Holder::kClaimed ? " (it preempted gangs for that room)"
                                                      : "");

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "absl/strings/string_view.h"
+#include "placement/placement_reason.h"
 #include "placement/resource_set.h"
 #include "queueing/quota_ledger.h"
 
@@ -128,9 +129,10 @@ struct GangReason {
   Holder holder = Holder::kWaiting;
   uint32_t victims = 0;
   std::shared_ptr<const QuotaShortfall> quota;
-  // kBehindStarving, kReservation: the gang's id; kInfeasible, kRoom: the
-  // placer's reason.
-  std::string detail;
+  // kBehindStarving, kReservation: the gang's id.
+  std::string gang;
+  // kInfeasible, kRoom: the placer's reason.
+  PlacementReasonPtr placement;
   friend bool operator==(const GangReason& a, const GangReason& b);
 };
 

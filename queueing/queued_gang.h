@@ -32,11 +32,13 @@ struct QueuedGang {
   int64_t backoff_ms = 0;      // its last wait for room while it lacked bundles
   // Admitted, it lacks bundles (QueueScheduler::Lacks): its remainder is
   // placed from next_try_ms, RESCHEDULING ones (`lost`) first;
-  // `infeasible`: no set of nodes could take it, until the nodes change.
+  // `infeasible`: no set of nodes could take it, until the nodes change;
+  // `why`: the placer's reason at its last try, if it was not placed.
   struct Lacking {
     bool lost = false;
     bool infeasible = false;
     int64_t next_try_ms = 0;
+    PlacementReasonPtr why;
   };
   // What a gang holds only now and then: the waits (gang, wait_epoch) of
   // reservations it started past, the victims a claimed gang waits for,

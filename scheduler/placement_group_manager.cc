@@ -165,7 +165,7 @@ void PlacementGroupManager::PlaceLacking(int64_t now_ms, bool all, std::vector<C
       // Reserved in the table and held by capacity_: hand the commit on.
       tasks->push_back(StartCommit(g, r.placement.placed));
     } else {
-      SetReason(g, Reason::kPlacer, std::move(r.placement.reason));
+      SetReason(g, Reason::kPlacer);
     }
   }
   // Stopped at max_in_flight: the groups not reached keep their turn.

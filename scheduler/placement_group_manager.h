@@ -291,7 +291,7 @@ class PlacementGroupManager {
     kRestarted,           // restored PENDING after a head restart
     kRestartedLost,       // restored with bundles missing (detail: how many)
     kQueue,               // waiting in its queue: the queue scheduler's reason
-    kPlacer,              // admitted, placing what it lacks (detail: the placer's reason)
+    kPlacer,              // admitted, placing what it lacks (QueueScheduler::WhyLacking)
     kCommitting,          // in two-phase commit
     kCommitFailed,        // detail: the commit's error
     kNodeDiedInCommit,    // a node died during its commit

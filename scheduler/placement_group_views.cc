@@ -76,8 +76,10 @@ std::string PlacementGroupManager::ReasonText(const Group& g) const {
       const GangView* view = queues_.Find(g.id);
       return view == nullptr ? "" : GangReasonText(*view);
     }
-    case Reason::kPlacer:
-      return g.detail;
+    case Reason::kPlacer: {
+      const PlacementReasonPtr why = queues_.WhyLacking(g.id);
+      return why == nullptr ? "" : PlacementReasonText(*why);
+    }
     case Reason::kCommitting:
       return "reserving bundles on the raylets (two-phase commit)";
     case Reason::kCommitFailed:

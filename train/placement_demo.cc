@@ -51,7 +51,7 @@ std::vector<BundlePlacement> Run(NodeResourceTable& table, const std::string& ti
               std::string(PlacementStrategyName(spec->strategy())).c_str(), spec->bundles().size(),
               std::string(PlacementOutcomeName(d->outcome)).c_str());
   if (d->outcome != PlacementOutcome::kPlaced) {
-    std::printf("   reason: %s\n", d->reason.c_str());
+    std::printf("   reason: %s\n", PlacementReasonText(d->reason).c_str());
     return {};
   }
   std::printf("   %-6s %-14s %-6s %-12s %s\n", "bundle", "node", "accel", "GPU ids", "resources");

@@ -79,7 +79,7 @@ std::vector<double> UsableDemand(const NodeResourceTable& idle, const std::vecto
     for (const auto& [g, running] : gangs) {
       if (g->team != t || usable[t] >= quota[t]) continue;
       capacity.Add(g->id, g->spec);
-      std::string why;
+      PlacementReasonPtr why;
       if (capacity.Place(g->id, &why)) usable[t] += g->gpus;
     }
     usable[t] = std::min(usable[t], quota[t]);
@@ -125,7 +125,7 @@ std::vector<double> SharedDemand(const NodeResourceTable& idle, const std::vecto
       if (turn == teams) break;
       const TeamGang* g = (*round)[turn][next[turn]++];
       capacity.Add(g->id, g->spec);
-      std::string why;
+      PlacementReasonPtr why;
       if (capacity.Place(g->id, &why)) usable[turn] += g->gpus;
     }
   }

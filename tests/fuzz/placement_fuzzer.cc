@@ -260,14 +260,14 @@ void Place(Cluster& c, Group& g) {
     FUZZ_CHECK(twin->placements[i].allocation.gpus == d->placements[i].allocation.gpus);
   }
   if (d->outcome == PlacementOutcome::kPlaced) {
-    FUZZ_CHECK(d->reason.empty());
+    FUZZ_CHECK(d->reason.why == PlacementWhy::kNone);
     CheckPlacements(c, g.spec, g.placed, d->placements);
     g.placed.insert(g.placed.end(), d->placements.begin(), d->placements.end());
     return;
   }
-  FUZZ_CHECK(!d->reason.empty() && d->placements.empty());
+  FUZZ_CHECK(d->reason.why != PlacementWhy::kNone && d->placements.empty());
   for (NodeIndex n = 0; n < c.table.slot_count(); ++n) {
-    FUZZ_CHECK_MSG(c.table.node(n).available == before[n], d->reason);
+    FUZZ_CHECK_MSG(c.table.node(n).available == before[n], PlacementReasonText(d->reason));
   }
   if (d->outcome == PlacementOutcome::kInfeasible && g.placed.empty()) {
     // "No set of ALIVE nodes could ever hold it": not even when idle.
@@ -275,7 +275,8 @@ void Place(Cluster& c, Group& g) {
     absl::StatusOr<PlacementDecision> fresh = BundlePlacer(&idle).Place(g.spec);
     FUZZ_CHECK(fresh.ok());
     FUZZ_CHECK_MSG(fresh->outcome != PlacementOutcome::kPlaced,
-                   absl::StrCat("INFEASIBLE (", d->reason, ") but places on the idle cluster"));
+                   absl::StrCat("INFEASIBLE (", PlacementReasonText(d->reason),
+                                ") but places on the idle cluster"));
   }
 }
 

@@ -119,7 +119,7 @@ void CheckGroup(const v1::TrainJobSpec& job, const PlacementGroupSpec& group) {
   absl::StatusOr<PlacementDecision> d = BundlePlacer(&table).Place(group);
   FUZZ_CHECK_MSG(d.ok(), d.status().ToString());
   if (d->outcome != PlacementOutcome::kPlaced) {
-    FUZZ_CHECK(!d->reason.empty());
+    FUZZ_CHECK(d->reason.why != PlacementWhy::kNone);
     return;
   }
   FUZZ_CHECK(d->placements.size() == n);

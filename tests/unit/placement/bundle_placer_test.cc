@@ -98,13 +98,14 @@ TEST_F(BundlePlacerTest, StrictPackNeedsOneNode) {
   // 4 more fit the other node; 8 could never share one node.
   auto never = Place(MakeGroup(Repeat(MakeBundle(kOneGpu), 8), PlacementStrategy::kStrictPack));
   EXPECT_EQ(never.outcome, PlacementOutcome::kInfeasible);
-  EXPECT_THAT(never.reason, HasSubstr("STRICT_PACK"));
-  EXPECT_THAT(never.reason, HasSubstr("largest node has GPU: 4"));
+  EXPECT_EQ(never.reason.why, PlacementWhy::kPackShortfall);
+  EXPECT_THAT(PlacementReasonText(never.reason), HasSubstr("STRICT_PACK"));
+  EXPECT_THAT(PlacementReasonText(never.reason), HasSubstr("largest node has GPU: 4"));
   auto more = Place(MakeGroup(Repeat(MakeBundle(kOneGpu), 4), PlacementStrategy::kStrictPack));
   ASSERT_EQ(more.outcome, PlacementOutcome::kPlaced);
   auto wait = Place(MakeGroup(Repeat(MakeBundle(kOneGpu), 2), PlacementStrategy::kStrictPack));
   EXPECT_EQ(wait.outcome, PlacementOutcome::kRetryLater);
-  EXPECT_THAT(wait.reason, HasSubstr("waiting for resources"));
+  EXPECT_THAT(PlacementReasonText(wait.reason), HasSubstr("waiting for resources"));
 }
 
 TEST_F(BundlePlacerTest, StrictPackChecksGpuInstancesNotJustTheSum) {
@@ -124,7 +125,9 @@ TEST_F(BundlePlacerTest, StrictSpreadNeedsDistinctNodes) {
   Add(MakeNode("b", 8, 2));
   auto never = Place(MakeGroup(Repeat(MakeBundle(kOneGpu), 3), PlacementStrategy::kStrictSpread));
   EXPECT_EQ(never.outcome, PlacementOutcome::kInfeasible);
-  EXPECT_THAT(never.reason, HasSubstr("3 distinct nodes"));
+  EXPECT_EQ(never.reason.why, PlacementWhy::kTooFewDistinctNodes);
+  EXPECT_EQ(never.reason.count, 3u);
+  EXPECT_THAT(PlacementReasonText(never.reason), HasSubstr("3 distinct nodes"));
   Add(MakeNode("c", 8, 2));
   auto d = Place(MakeGroup(Repeat(MakeBundle(kOneGpu), 3), PlacementStrategy::kStrictSpread));
   ASSERT_EQ(d.outcome, PlacementOutcome::kPlaced);
@@ -144,7 +147,9 @@ TEST_F(BundlePlacerTest, StrictSpreadReschedulingAvoidsTheGroupsOwnNodes) {
   ASSERT_TRUE(table_.SetNodeState(lost, NodeState::kDead).ok());
   auto again = Place(group, kept);
   EXPECT_EQ(again.outcome, PlacementOutcome::kInfeasible);  // only 2 ALIVE nodes, both used
-  EXPECT_THAT(again.reason, HasSubstr("already holds one of the group's bundles"));
+  EXPECT_EQ(again.reason.why, PlacementWhy::kSpreadOwnNode);
+  EXPECT_THAT(PlacementReasonText(again.reason),
+              HasSubstr("already holds one of the group's bundles"));
   Add(MakeNode("d", 8, 2));
   again = Place(group, kept);
   ASSERT_EQ(again.outcome, PlacementOutcome::kPlaced);
@@ -179,21 +184,23 @@ TEST_F(BundlePlacerTest, RetryLaterWhenBusyInfeasibleWhenTooBig) {
   ResourceSet two_a10g = ResourceSet::Of({{kGpu, 2}, {"accelerator_type:A10G", 0.001}});
   auto busy = Place(MakeGroup({MakeBundle(two_a10g)}, PlacementStrategy::kPack));
   EXPECT_EQ(busy.outcome, PlacementOutcome::kRetryLater);
-  EXPECT_THAT(busy.reason, HasSubstr("the most free A10G node has GPU: 0 free"));
+  EXPECT_THAT(PlacementReasonText(busy.reason),
+              HasSubstr("the most free A10G node has GPU: 0 free"));
   ASSERT_TRUE(table_.Release(hold).ok());
   EXPECT_EQ(Place(MakeGroup({MakeBundle(two_a10g)}, PlacementStrategy::kPack)).outcome,
             PlacementOutcome::kPlaced);
   ResourceSet eight_a10g = ResourceSet::Of({{kGpu, 8}, {"accelerator_type:A10G", 0.001}});
   auto never = Place(MakeGroup({MakeBundle(eight_a10g)}, PlacementStrategy::kPack));
   EXPECT_EQ(never.outcome, PlacementOutcome::kInfeasible);
-  EXPECT_EQ(never.reason,
+  EXPECT_EQ(PlacementReasonText(never.reason),
             "bundle 0 needs GPU: 8 with accelerator_type A10G; the largest A10G node has GPU: 2");
 }
 
 TEST_F(BundlePlacerTest, NoAliveNodesIsInfeasible) {
   auto d = Place(MakeGroup({MakeBundle(kOneGpu)}, PlacementStrategy::kPack));
   EXPECT_EQ(d.outcome, PlacementOutcome::kInfeasible);
-  EXPECT_EQ(d.reason, "no ALIVE nodes in the cluster");
+  EXPECT_EQ(d.reason.why, PlacementWhy::kNoAliveNodes);
+  EXPECT_EQ(PlacementReasonText(d.reason), "no ALIVE nodes in the cluster");
 }
 
 TEST_F(BundlePlacerTest, OnlyAliveNodesReceiveBundles) {
@@ -223,7 +230,7 @@ TEST_F(BundlePlacerTest, AcceleratorTypeRestrictsToItsNodes) {
   ResourceSet h100 = ResourceSet::Of({{kGpu, 1}, {"accelerator_type:H100", 0.001}});
   auto none = Place(MakeGroup({MakeBundle(h100)}, PlacementStrategy::kPack));
   EXPECT_EQ(none.outcome, PlacementOutcome::kInfeasible);
-  EXPECT_THAT(none.reason, HasSubstr("no ALIVE H100 node with GPUs matches"));
+  EXPECT_THAT(PlacementReasonText(none.reason), HasSubstr("no ALIVE H100 node with GPUs matches"));
 }
 
 TEST_F(BundlePlacerTest, LabelSelectorsPerBundle) {
@@ -238,7 +245,7 @@ TEST_F(BundlePlacerTest, LabelSelectorsPerBundle) {
   EXPECT_EQ(NodeOf(d.placements[1]), "a1");
   auto none = Place(MakeGroup({MakeBundle(kOneGpu, "zone in (c)")}, PlacementStrategy::kPack));
   EXPECT_EQ(none.outcome, PlacementOutcome::kInfeasible);
-  EXPECT_THAT(none.reason, HasSubstr("matching 'zone in (c)'"));
+  EXPECT_THAT(PlacementReasonText(none.reason), HasSubstr("matching 'zone in (c)'"));
 }
 
 TEST_F(BundlePlacerTest, CpuBundlesAvoidGpuNodesWhileCpuNodesHaveRoom) {
@@ -338,7 +345,10 @@ TEST_F(BundlePlacerTest, FailedPlacementLeavesTheTableUntouched) {
   // 5 GPUs in all exist but only 4: PACK places 4 then fails; all undone.
   auto d = Place(MakeGroup(Repeat(MakeBundle(kOneGpu), 5), PlacementStrategy::kPack));
   EXPECT_EQ(d.outcome, PlacementOutcome::kInfeasible);
-  EXPECT_THAT(d.reason, HasSubstr("the group needs GPU: 5 in all; the ALIVE nodes have GPU: 4"));
+  EXPECT_EQ(d.reason.why, PlacementWhy::kClusterTotal);
+  EXPECT_EQ(d.reason.amount.need, Quantity::Whole(5));
+  EXPECT_THAT(PlacementReasonText(d.reason),
+              HasSubstr("the group needs GPU: 5 in all; the ALIVE nodes have GPU: 4"));
   for (NodeIndex n = 0; n < table_.slot_count(); ++n) {
     EXPECT_EQ(table_.node(n).available, before[n]);
     EXPECT_EQ(table_.node(n).gpus.TotalFree(), Quantity::Whole(2));
@@ -355,7 +365,7 @@ TEST_F(BundlePlacerTest, WithoutExplanationsAFailedPlacementSaysOnlyThatItDidNot
       MakeGroup(Repeat(MakeBundle(kOneGpu), 5), PlacementStrategy::kPack);
   PlacementDecision d = BundlePlacer(&table_).WithoutExplanations().Place(five).value();
   EXPECT_EQ(d.outcome, PlacementOutcome::kRetryLater);
-  EXPECT_THAT(d.reason, ::testing::IsEmpty());
+  EXPECT_THAT(PlacementReasonText(d.reason), ::testing::IsEmpty());
   for (NodeIndex n = 0; n < table_.slot_count(); ++n)
     EXPECT_EQ(table_.node(n).gpus.TotalFree(), Quantity::Whole(2));
   const PlacementGroupSpec three =
@@ -527,19 +537,23 @@ TEST_F(TopologyPlacerTest, RequiredGangThatNoRackFitsWaitsNamingTheRack) {
   PlacementDecision d = Place(RackGang(6, {kRack, {}}));
   EXPECT_EQ(d.outcome, PlacementOutcome::kRetryLater);
   EXPECT_TRUE(d.placements.empty());
-  EXPECT_THAT(d.reason, HasSubstr("topology.required berth.io/topology-rack"));
-  EXPECT_THAT(d.reason, HasSubstr("berth.io/topology-rack=r1 has GPU: 5 free"));
+  EXPECT_THAT(PlacementReasonText(d.reason), HasSubstr("topology.required berth.io/topology-rack"));
+  EXPECT_THAT(PlacementReasonText(d.reason),
+              HasSubstr("berth.io/topology-rack=r1 has GPU: 5 free"));
   // The same gang without a topology fits across the racks.
   EXPECT_EQ(Place(RackGang(6, {})).outcome, PlacementOutcome::kPlaced);
   // Larger than any rack: infeasible, naming the largest.
   PlacementDecision never = Place(RackGang(9, {kRack, {}}));
   EXPECT_EQ(never.outcome, PlacementOutcome::kInfeasible);
-  EXPECT_THAT(never.reason, HasSubstr("no domain can ever hold"));
-  EXPECT_THAT(never.reason, HasSubstr("has GPU: 8 in all"));
+  EXPECT_EQ(never.reason.why, PlacementWhy::kNoDomain);
+  EXPECT_FALSE(never.reason.waiting);
+  EXPECT_THAT(PlacementReasonText(never.reason), HasSubstr("no domain can ever hold"));
+  EXPECT_THAT(PlacementReasonText(never.reason), HasSubstr("has GPU: 8 in all"));
   // A key no node carries.
   PlacementDecision unlabelled = Place(RackGang(1, {"berth.io/topology-block", {}}));
   EXPECT_EQ(unlabelled.outcome, PlacementOutcome::kInfeasible);
-  EXPECT_THAT(unlabelled.reason, HasSubstr("no ALIVE node carries the label"));
+  EXPECT_EQ(unlabelled.reason.why, PlacementWhy::kNoDomainLabel);
+  EXPECT_THAT(PlacementReasonText(unlabelled.reason), HasSubstr("no ALIVE node carries the label"));
 }
 
 TEST_F(TopologyPlacerTest, LostBundlesComeBackInTheGroupsRack) {
@@ -577,7 +591,9 @@ TEST_F(TopologyPlacerTest, LostBundlesComeBackInTheGroupsRack) {
   }
   PlacementDecision wait = Place(gang, kept);
   EXPECT_EQ(wait.outcome, PlacementOutcome::kRetryLater);
-  EXPECT_THAT(wait.reason, HasSubstr("wait for room in the group's domain"));
+  EXPECT_EQ(wait.reason.why, PlacementWhy::kDomainLost);
+  EXPECT_TRUE(wait.reason.waiting);
+  EXPECT_THAT(PlacementReasonText(wait.reason), HasSubstr("wait for room in the group's domain"));
 }
 
 TEST_F(TopologyPlacerTest, PreferredTriesTheInnermostKeyThenTheNextThenAnywhere) {

@@ -42,7 +42,14 @@ TEST_F(PlacementExplainerTest, ABundleNoNodeCouldHoldIsInfeasibleAndNamesTheLarg
   PlacementDecision d =
       Explain(MakeGroup({MakeBundle(ResourceSet::Of({{kGpu, 16}}))}, PlacementStrategy::kPack));
   EXPECT_EQ(d.outcome, PlacementOutcome::kInfeasible);
-  EXPECT_EQ(d.reason, "bundle 0 needs GPU: 16; the largest node has GPU: 8");
+  EXPECT_EQ(d.reason.why, PlacementWhy::kShortfall);
+  EXPECT_FALSE(d.reason.waiting);
+  EXPECT_EQ(d.reason.demand.bundles, std::vector<uint32_t>{0});
+  EXPECT_EQ(d.reason.gap, PlacementReason::Gap::kTooLittle);
+  EXPECT_EQ(d.reason.amount.resource, kGpu);
+  EXPECT_EQ(d.reason.amount.need, Quantity::Whole(16));
+  EXPECT_EQ(d.reason.amount.have, Quantity::Whole(8));
+  EXPECT_EQ(PlacementReasonText(d.reason), "bundle 0 needs GPU: 16; the largest node has GPU: 8");
 }
 
 TEST_F(PlacementExplainerTest, ItsChecksCountInTheDecisionsRejections) {
@@ -50,7 +57,10 @@ TEST_F(PlacementExplainerTest, ItsChecksCountInTheDecisionsRejections) {
   PlacementDecision d = Explain(
       MakeGroup({MakeBundle(ResourceSet::Of({{kGpu, 1}}), "zone=a")}, PlacementStrategy::kPack));
   EXPECT_EQ(d.outcome, PlacementOutcome::kInfeasible);
-  EXPECT_THAT(d.reason, HasSubstr("no ALIVE node with GPUs matches"));
+  EXPECT_EQ(d.reason.gap, PlacementReason::Gap::kNoMatchingNode);
+  ASSERT_EQ(d.reason.demand.selectors.size(), 1u);
+  EXPECT_EQ(d.reason.demand.selectors[0].ToString(), "zone in (a)");
+  EXPECT_THAT(PlacementReasonText(d.reason), HasSubstr("no ALIVE node with GPUs matches"));
   ASSERT_EQ(NodeFilters()[0]->name(), "label_selector");
   EXPECT_EQ(rejected_[0], 1u);
 }
@@ -61,7 +71,9 @@ TEST_F(PlacementExplainerTest, ABundleThatFitsTotalsWaitsWithTheFreeGap) {
   PlacementDecision d =
       Explain(MakeGroup({MakeBundle(ResourceSet::Of({{kGpu, 2}}))}, PlacementStrategy::kPack));
   EXPECT_EQ(d.outcome, PlacementOutcome::kRetryLater);
-  EXPECT_EQ(d.reason,
+  EXPECT_TRUE(d.reason.waiting);
+  EXPECT_EQ(d.reason.amount.have, Quantity::Whole(1));
+  EXPECT_EQ(PlacementReasonText(d.reason),
             "waiting for resources: bundle 0 needs GPU: 2; the most free node has GPU: 1 free");
 }
 
@@ -72,7 +84,7 @@ TEST_F(PlacementExplainerTest, AResourceTheNodesDoNotIndexIsNamedToo) {
   PlacementDecision d =
       Explain(MakeGroup({MakeBundle(ResourceSet::Of({{"ssd", 2}}))}, PlacementStrategy::kPack));
   EXPECT_EQ(d.outcome, PlacementOutcome::kInfeasible);
-  EXPECT_THAT(d.reason, HasSubstr("the largest node has ssd: 1"));
+  EXPECT_THAT(PlacementReasonText(d.reason), HasSubstr("the largest node has ssd: 1"));
 }
 
 TEST_F(PlacementExplainerTest, ARequiredTopologyNamesTheFreestDomain) {
@@ -87,7 +99,11 @@ TEST_F(PlacementExplainerTest, ARequiredTopologyNamesTheFreestDomain) {
   NodeSearch search(table_, spec, nullptr, nullptr);
   PlacementDecision d = PlacementExplainer(table_, search).ExplainTopology({0, 1}, {});
   EXPECT_EQ(d.outcome, PlacementOutcome::kRetryLater);
-  EXPECT_EQ(d.reason,
+  EXPECT_EQ(d.reason.why, PlacementWhy::kNoDomain);
+  EXPECT_EQ(d.reason.domain.value, "r1");
+  ASSERT_TRUE(d.reason.domain.lacks.has_value());
+  EXPECT_EQ(d.reason.domain.lacks->need, Quantity::Whole(6));
+  EXPECT_EQ(PlacementReasonText(d.reason),
             "waiting for resources: topology.required rack: no domain has room for the group's 2 "
             "bundles now (GPU: 6 needed; rack=r1 has GPU: 4 free)");
 }

@@ -171,7 +171,7 @@ TEST(PlacementPropertyTest, RandomClustersAndGroups) {
       PlacementDecision d = BundlePlacer(&table).Place(spec).value();
       CheckIndices(table);
       if (d.outcome != PlacementOutcome::kPlaced) {
-        EXPECT_FALSE(d.reason.empty());
+        EXPECT_NE(d.reason.why, PlacementWhy::kNone);
         EXPECT_TRUE(Take(table) == before) << "a failed placement changed the table";
         if (d.outcome == PlacementOutcome::kInfeasible) {
           ++infeasible;
@@ -311,7 +311,7 @@ TEST(PlacementPropertyTest, TopologyGangsStayInOneDomain) {
         }
         live.push_back(d.placements);
       } else {
-        EXPECT_FALSE(d.reason.empty());
+        EXPECT_NE(d.reason.why, PlacementWhy::kNone);
         EXPECT_TRUE(Take(racked) == before) << "a failed placement changed the table";
         ++(d.outcome == PlacementOutcome::kInfeasible ? never : waited);
         if (d.outcome == PlacementOutcome::kInfeasible && required) {

@@ -25,7 +25,12 @@ class RemainderPool : public testing::PoolCapacity {
     auto it = outcome.find(id);
     RemainderPlacement r;
     r.outcome = it == outcome.end() ? PlacementOutcome::kPlaced : it->second;
-    if (r.outcome != PlacementOutcome::kPlaced) r.reason = "no room for " + id;
+    if (r.outcome != PlacementOutcome::kPlaced) {
+      auto why = std::make_shared<PlacementReason>();
+      why->why = PlacementWhy::kUnknownGang;
+      why->gang = id;
+      r.reason = std::move(why);
+    }
     return r;
   }
   std::map<std::string, PlacementOutcome> outcome;
@@ -88,7 +93,9 @@ TEST_F(LackingGangsTest, ARemainderThatDoesNotFitWaitsLongerEachTime) {
   std::vector<QueueScheduler::Remainder> tried = scheduler_.PlaceLacking(0, pool_, 8, false);
   ASSERT_EQ(tried.size(), 1u);
   EXPECT_EQ(tried[0].placement.outcome, PlacementOutcome::kRetryLater);
-  EXPECT_EQ(tried[0].placement.reason, "no room for g");
+  ASSERT_NE(tried[0].placement.reason, nullptr);
+  EXPECT_EQ(tried[0].placement.reason->gang, "g");
+  EXPECT_EQ(scheduler_.WhyLacking("g"), tried[0].placement.reason);
   EXPECT_EQ(scheduler_.NextLackingDue(), 100);
   EXPECT_THAT(scheduler_.PlaceLacking(99, pool_, 8, false), IsEmpty());  // not due
   scheduler_.PlaceLacking(100, pool_, 8, false);

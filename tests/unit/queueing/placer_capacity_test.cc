@@ -14,6 +14,10 @@
 namespace berth {
 namespace {
 
+std::string Text(const PlacementReasonPtr& why) {
+  return why == nullptr ? "(none)" : PlacementReasonText(*why);
+}
+
 using testing::MakeBundle;
 using testing::MakeGroup;
 using testing::MakeNode;
@@ -37,9 +41,9 @@ class PlacerCapacityTest : public ::testing::Test {
 
 TEST_F(PlacerCapacityTest, AChargeCountsTheGpusOfEachAcceleratorType) {
   capacity_.Add("g", Gang(8));
-  std::string why;
+  PlacementReasonPtr why;
   std::optional<ResourceSet> charge = capacity_.Place("g", &why);
-  ASSERT_TRUE(charge.has_value()) << why;
+  ASSERT_TRUE(charge.has_value()) << Text(why);
   EXPECT_EQ(charge->Get(kGpu), Quantity::Whole(8));
   EXPECT_EQ(charge->Get("GPU:A10G").units() + charge->Get("GPU:H100").units(),
             Quantity::Whole(8).units());  // STRICT_PACK: all on one of them
@@ -51,8 +55,8 @@ TEST_F(PlacerCapacityTest, AChargeCountsTheGpusOfEachAcceleratorType) {
 
 TEST_F(PlacerCapacityTest, TheRemainderIsPlacedBesideWhatTheGangKeeps) {
   capacity_.Add("g", Gang(4));
-  std::string why;
-  ASSERT_TRUE(capacity_.Place("g", &why)) << why;
+  PlacementReasonPtr why;
+  ASSERT_TRUE(capacity_.Place("g", &why)) << Text(why);
   const NodeIndex node = capacity_.Held("g").front().allocation.node;
   capacity_.ReleaseBundles("g", {1, 3});
   ASSERT_EQ(capacity_.Held("g").size(), 2u);
@@ -74,11 +78,11 @@ TEST_F(PlacerCapacityTest, FitsWithoutLeavesTheTableExactlyAsItWas) {
   capacity_.Add("a", Gang(8));
   capacity_.Add("b", Gang(8));
   capacity_.Add("c", Gang(8));
-  std::string why;
+  PlacementReasonPtr why;
   ASSERT_TRUE(capacity_.Place("a", &why));
   ASSERT_TRUE(capacity_.Place("b", &why));
   EXPECT_FALSE(capacity_.Place("c", &why).has_value());
-  EXPECT_THAT(why, ::testing::Not(::testing::IsEmpty()));
+  EXPECT_NE(why, nullptr);
   const NodeResourceTable::Node before0 = table_.node(0), before1 = table_.node(1);
   EXPECT_TRUE(capacity_.FitsWithout("c", {"a"}));
   EXPECT_FALSE(capacity_.FitsWithout("c", {}));
@@ -89,7 +93,7 @@ TEST_F(PlacerCapacityTest, FitsWithoutLeavesTheTableExactlyAsItWas) {
       EXPECT_EQ(table_.node(i).gpus.free(gpu), before.gpus.free(gpu));
   }
   capacity_.Release("a");
-  EXPECT_TRUE(capacity_.Place("c", &why).has_value()) << why;
+  EXPECT_TRUE(capacity_.Place("c", &why).has_value()) << Text(why);
   capacity_.Remove("b");
   capacity_.Remove("c");
   EXPECT_EQ(table_.node(0).available, table_.node(0).total);
@@ -461,7 +465,7 @@ TEST(PlacerCapacityPreemption, NoGangStartsOnTheRoomAPreemptorClaimed) {
   EXPECT_THAT(r.admitted, ::testing::IsEmpty());
   EXPECT_EQ(scheduler.Find("hi")->state, GangState::kClaimed);
   EXPECT_EQ(scheduler.Find("filler")->reason.kind, GangWait::kReservation);
-  EXPECT_EQ(scheduler.Find("filler")->reason.detail, "hi");
+  EXPECT_EQ(scheduler.Find("filler")->reason.gang, "hi");
   capacity.Release("low");
   scheduler.Preempted("low", ++now);
   r = scheduler.Pass(now, capacity);
@@ -501,7 +505,7 @@ TEST(PlacerCapacityReservations, AGangThatWouldDelayAReservationStartsOffItsPlac
   EXPECT_EQ(capacity.PlacesOf("v"), std::vector<uint64_t>{2});
   EXPECT_EQ(scheduler.Find("w")->state, GangState::kPending);
   EXPECT_EQ(scheduler.Find("w")->reason.kind, GangWait::kReservation);
-  EXPECT_EQ(scheduler.Find("w")->reason.detail, "big");
+  EXPECT_EQ(scheduler.Find("w")->reason.gang, "big");
   EXPECT_EQ(table.node(0).gpus.TotalFree(), Quantity::Whole(1));
   // f0 ends: big starts on n0, its reserved place.
   capacity.Remove("f0");
@@ -514,8 +518,8 @@ TEST(PlacerCapacityReservations, AGangThatWouldDelayAReservationStartsOffItsPlac
 // stay the same: every waiting gang with a reservation asks each pass.
 TEST_F(PlacerCapacityTest, PlacesWhenIdleDecidesOncePerSpecUntilTheNodesChange) {
   capacity_.Add("held", Gang(8));
-  std::string why;
-  ASSERT_TRUE(capacity_.Place("held", &why).has_value()) << why;
+  PlacementReasonPtr why;
+  ASSERT_TRUE(capacity_.Place("held", &why).has_value()) << Text(why);
   capacity_.Add("a", Gang(8));
   capacity_.Add("b", Gang(8));  // the same spec
   const int64_t before = capacity_.decisions();
@@ -540,8 +544,8 @@ TEST_F(PlacerCapacityTest, PlaceAvoidingKeepsOffThePlacesAndRemembersNoFailure) 
   EXPECT_EQ(capacity_.PlacesOf("a"), std::vector<uint64_t>{1});
   EXPECT_EQ(a->Get("GPU:H100"), Quantity::Whole(8));
   EXPECT_FALSE(capacity_.PlaceAvoiding("b", {0}).has_value());
-  std::string why;
-  EXPECT_TRUE(capacity_.Place("b", &why).has_value()) << why;
+  PlacementReasonPtr why;
+  EXPECT_TRUE(capacity_.Place("b", &why).has_value()) << Text(why);
   EXPECT_EQ(capacity_.PlacesOf("b"), std::vector<uint64_t>{0});
 }
 
@@ -571,27 +575,27 @@ TEST(PlacerCapacitySparing, AGangThatFitsManyNodesKeepsOffTheFewThatALargeGangNe
                            PlacementStrategy::kSpread));
     capacity.Add("small", MakeGroup(Repeat(MakeBundle(ResourceSet::Of({{kGpu, 1}, {kCpu, 1}})), 2),
                                     PlacementStrategy::kSpread));
-    std::string why;
-    ASSERT_TRUE(capacity.Place("small", &why).has_value()) << why;
+    PlacementReasonPtr why;
+    ASSERT_TRUE(capacity.Place("small", &why).has_value()) << Text(why);
     const std::vector<uint64_t> big{20, 21};
     EXPECT_EQ(capacity.PlacesOf("small") == big, !spare);
-    EXPECT_EQ(capacity.Place("large", &why).has_value(), spare) << why;
+    EXPECT_EQ(capacity.Place("large", &why).has_value(), spare) << Text(why);
     if (!spare) continue;
     // The ordinary nodes full: the spared ones are the only room left.
     capacity.Release("large");
     capacity.Add("filler",
                  MakeGroup(Repeat(MakeBundle(ResourceSet::Of({{kGpu, 3}, {kCpu, 1}})), 20),
                            PlacementStrategy::kSpread));
-    ASSERT_TRUE(capacity.Place("filler", &why).has_value()) << why;
+    ASSERT_TRUE(capacity.Place("filler", &why).has_value()) << Text(why);
     capacity.Add("more",
                  MakeGroup({MakeBundle(ResourceSet::Of({{kGpu, 4}}))}, PlacementStrategy::kPack));
-    ASSERT_TRUE(capacity.Place("more", &why).has_value()) << why;
+    ASSERT_TRUE(capacity.Place("more", &why).has_value()) << Text(why);
     EXPECT_THAT(big, ::testing::Contains(capacity.PlacesOf("more").at(0)));
     // With "large" gone, nothing is spared: "small" goes to the most free.
     for (const std::string id : {"large", "filler", "more", "small"}) capacity.Remove(id);
     capacity.Add("small", MakeGroup(Repeat(MakeBundle(ResourceSet::Of({{kGpu, 1}, {kCpu, 1}})), 2),
                                     PlacementStrategy::kSpread));
-    ASSERT_TRUE(capacity.Place("small", &why).has_value()) << why;
+    ASSERT_TRUE(capacity.Place("small", &why).has_value()) << Text(why);
     EXPECT_EQ(capacity.PlacesOf("small"), big);
   }
 }
@@ -695,9 +699,9 @@ TEST(PlacerCapacitySparing, AGangWhoseFewNodesHoldNoVictimsSpendsNoSearch) {
 TEST_F(PlacerCapacityTest, AReasonLearnedFromASmallerGangNamesIt) {
   capacity_.Add("a", Gang(8));
   capacity_.Add("b", Gang(8));
-  std::string why;
-  ASSERT_TRUE(capacity_.Place("a", &why).has_value()) << why;
-  ASSERT_TRUE(capacity_.Place("b", &why).has_value()) << why;
+  PlacementReasonPtr why;
+  ASSERT_TRUE(capacity_.Place("a", &why).has_value()) << Text(why);
+  ASSERT_TRUE(capacity_.Place("b", &why).has_value()) << Text(why);
   auto four = [](int cpus) {
     return MakeGroup(Repeat(MakeBundle(ResourceSet::Of({{kGpu, 1}, {kCpu, cpus}})), 4),
                      PlacementStrategy::kStrictPack);
@@ -705,13 +709,19 @@ TEST_F(PlacerCapacityTest, AReasonLearnedFromASmallerGangNamesIt) {
   capacity_.Add("small", four(1));
   capacity_.Add("twin", four(1));
   capacity_.Add("big", four(2));
-  std::string small_why, twin_why, big_why;
+  PlacementReasonPtr small_why, twin_why, big_why;
   EXPECT_FALSE(capacity_.Place("small", &small_why).has_value());
   EXPECT_FALSE(capacity_.Place("twin", &twin_why).has_value());
   EXPECT_FALSE(capacity_.Place("big", &big_why).has_value());
-  EXPECT_EQ(twin_why, small_why);  // the same spec: the same reason
-  EXPECT_THAT(big_why, ::testing::StartsWith("waiting for resources: it asks at least what "
-                                             "small asks, bundle by bundle, which does not fit ("));
+  EXPECT_EQ(twin_why, small_why);  // the same spec: the same reason, shared
+  ASSERT_NE(big_why, nullptr);
+  EXPECT_EQ(big_why->why, PlacementWhy::kAsksAtLeast);
+  EXPECT_TRUE(big_why->waiting);
+  EXPECT_EQ(big_why->gang, "small");
+  EXPECT_EQ(big_why->like, small_why);
+  EXPECT_THAT(Text(big_why), ::testing::StartsWith("waiting for resources: it asks at least what "
+                                                   "small asks, bundle by bundle, which does not "
+                                                   "fit (bundle 0 needs "));
 }
 
 // ... and one that can never be placed is not said to be waiting.
@@ -722,13 +732,16 @@ TEST_F(PlacerCapacityTest, AReasonLearnedFromAnInfeasibleGangDoesNotSayWaiting) 
   };
   capacity_.Add("small", four(100));  // no node has 100 CPUs
   capacity_.Add("big", four(200));
-  std::string small_why, big_why;
+  PlacementReasonPtr small_why, big_why;
   EXPECT_FALSE(capacity_.Place("small", &small_why).has_value());
-  ASSERT_TRUE(capacity_.Infeasible("small")) << small_why;
+  ASSERT_TRUE(capacity_.Infeasible("small")) << Text(small_why);
   EXPECT_FALSE(capacity_.Place("big", &big_why).has_value());
   EXPECT_TRUE(capacity_.Infeasible("big"));
-  EXPECT_THAT(big_why, ::testing::StartsWith("it asks at least what small asks, bundle by bundle, "
-                                             "which cannot be placed ("));
+  ASSERT_NE(big_why, nullptr);
+  EXPECT_EQ(big_why->why, PlacementWhy::kAsksAtLeast);
+  EXPECT_FALSE(big_why->waiting);
+  EXPECT_THAT(Text(big_why), ::testing::StartsWith("it asks at least what small asks, bundle by "
+                                                   "bundle, which cannot be placed ("));
 }
 
 // A gang placed and given back within a pass (it would delay a reservation)
@@ -738,21 +751,21 @@ TEST_F(PlacerCapacityTest, AReasonLearnedFromAnInfeasibleGangDoesNotSayWaiting) 
 TEST_F(PlacerCapacityTest, AGangPlacedAndGivenBackForgetsNoEarlierFailure) {
   capacity_.Add("a", Gang(6));
   capacity_.Add("b", Gang(6));
-  std::string why;
-  ASSERT_TRUE(capacity_.Place("a", &why).has_value()) << why;
-  ASSERT_TRUE(capacity_.Place("b", &why).has_value()) << why;
+  PlacementReasonPtr why;
+  ASSERT_TRUE(capacity_.Place("a", &why).has_value()) << Text(why);
+  ASSERT_TRUE(capacity_.Place("b", &why).has_value()) << Text(why);
   // Two GPUs free on each node: four in all, but not on one node.
   capacity_.Add("c", Gang(4));
   capacity_.Add("twin", Gang(4));
   capacity_.Add("x", Gang(1));
   EXPECT_FALSE(capacity_.Place("c", &why).has_value());
-  ASSERT_TRUE(capacity_.Place("x", &why).has_value()) << why;
+  ASSERT_TRUE(capacity_.Place("x", &why).has_value()) << Text(why);
   capacity_.Release("x");
   const int64_t before = capacity_.decisions();
   EXPECT_FALSE(capacity_.Place("twin", &why).has_value());
   EXPECT_EQ(capacity_.decisions(), before);
   capacity_.Release("a");
-  EXPECT_TRUE(capacity_.Place("twin", &why).has_value()) << why;
+  EXPECT_TRUE(capacity_.Place("twin", &why).has_value()) << Text(why);
 }
 
 // A gang pinned to a type whose GPUs are all taken, once it had a decision
@@ -768,19 +781,22 @@ TEST_F(PlacerCapacityTest, AGangPinnedToATypeWithNoFreeGpusWaitsWithoutADecision
   capacity_.Add("h100s", pinned("H100", 8));
   capacity_.Add("a10gs", pinned("A10G", 4));
   capacity_.Add("p", pinned("H100", 1));
-  std::string why;
-  ASSERT_TRUE(capacity_.Place("h100s", &why).has_value()) << why;
-  ASSERT_TRUE(capacity_.Place("a10gs", &why).has_value()) << why;
+  PlacementReasonPtr why;
+  ASSERT_TRUE(capacity_.Place("h100s", &why).has_value()) << Text(why);
+  ASSERT_TRUE(capacity_.Place("a10gs", &why).has_value()) << Text(why);
   const int64_t before = capacity_.decisions();
   EXPECT_FALSE(capacity_.Place("p", &why).has_value());
   EXPECT_FALSE(capacity_.Infeasible("p"));
   capacity_.Release("a10gs");  // 8 GPUs free, none an H100
   EXPECT_FALSE(capacity_.Place("p", &why).has_value());
-  EXPECT_EQ(why,
+  ASSERT_NE(why, nullptr);
+  EXPECT_EQ(why->why, PlacementWhy::kTypedGpusFree);
+  EXPECT_EQ(why->types, std::vector<std::string>{"H100"});
+  EXPECT_EQ(Text(why),
             "waiting for resources: the gang asks 1 GPUs of type H100; the cluster has 0 free");
   EXPECT_EQ(capacity_.decisions(), before + 1);
   capacity_.Release("h100s");
-  EXPECT_TRUE(capacity_.Place("p", &why).has_value()) << why;
+  EXPECT_TRUE(capacity_.Place("p", &why).has_value()) << Text(why);
   EXPECT_EQ(capacity_.PlacesOf("p"), std::vector<uint64_t>{1});
 }
 

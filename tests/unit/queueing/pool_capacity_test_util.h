@@ -20,11 +20,15 @@ class PoolCapacity : public CapacityModel {
 
   void Add(const std::string& id, ResourceSet demand) { demand_[id] = std::move(demand); }
 
-  std::optional<ResourceSet> Place(const std::string& id, std::string* reason) override {
+  std::optional<ResourceSet> Place(const std::string& id, PlacementReasonPtr* reason) override {
     if (held_.count(id)) return demand_.at(id);
     const ResourceSet& d = demand_.at(id);
     if (!free_.Contains(d)) {
-      *reason = "no room for " + d.ToString();
+      auto why = std::make_shared<PlacementReason>();
+      why->why = PlacementWhy::kNotTogether;
+      why->waiting = true;
+      why->demand.sum = d;
+      *reason = std::move(why);
       return std::nullopt;
     }
     free_.Subtract(d).IgnoreError();

@@ -331,7 +331,7 @@ TEST(QueueScheduler, BackfillStartsOnlyWhatCannotDelayTheReservedGang) {
   PassResult r = c.Pass(100);
   EXPECT_THAT(r.admitted, ElementsAre("short"));
   EXPECT_EQ(c.scheduler.Find("long")->reason.kind, GangWait::kReservation);
-  EXPECT_EQ(c.scheduler.Find("long")->reason.detail, "big");
+  EXPECT_EQ(c.scheduler.Find("long")->reason.gang, "big");
   c.End("short");
   c.Submit("open", "", 2, 13);  // no limit: only as preemptible
   r = c.Pass(700);

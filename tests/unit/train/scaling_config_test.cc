@@ -272,7 +272,9 @@ TEST_F(SeedExamplesTest, TrainerResourcesPutRankZeroOnTheBigMemoryNode) {
   c.trainer_resources = {{{"memory", 300 * kGi}}};
   auto never = BundlePlacer(&table_).Place(BuildTrainPlacementGroup(c).value()).value();
   EXPECT_EQ(never.outcome, PlacementOutcome::kInfeasible);
-  EXPECT_THAT(never.reason, HasSubstr("the largest A10G node has memory: 256Gi"));
+  EXPECT_THAT(PlacementReasonText(never.reason),
+              HasSubstr("the largest A10G node has memory: 256Gi"));
+  EXPECT_EQ(never.reason.gap, PlacementReason::Gap::kTooLittle);
 }
 
 // The same without any trainer_resources: rank_resources says it of rank 0.
