@@ -43,8 +43,8 @@ std::vector<std::pair<std::vector<std::string>, int64_t>> PlacerCapacity::TypedG
   return typed_gpus;
 }
 
-void PlacerCapacity::Add(const std::string& gang_id,
-                         std::shared_ptr<const PlacementGroupSpec> shared, bool learn) {
+std::shared_ptr<const PlacementGroupSpec> PlacerCapacity::Add(
+    const std::string& gang_id, std::shared_ptr<const PlacementGroupSpec> shared, bool learn) {
   Remove(gang_id);
   const PlacementGroupSpec& spec = *shared;
   if (scorer_ != nullptr && learn) scorer_->Observe(spec);
@@ -58,12 +58,16 @@ void PlacerCapacity::Add(const std::string& gang_id,
   }
   auto [shape, fresh] = shapes_.try_emplace(std::move(key));
   if (fresh) {
+    shape->second.spec = shared;
     shape->second.structure_hash = absl::HashOf(shape->first.first);
     shape->second.typed_gpus = TypedGpus(spec);
+  } else if (*shape->second.spec == spec) {
+    shared = shape->second.spec;  // `spec` may be gone now
   }
   ++shape->second.gangs;
-  Gang& g = gangs_.emplace(gang_id, Gang{std::move(shared), shape}).first->second;
+  Gang& g = gangs_.emplace(gang_id, Gang{shared, shape}).first->second;
   if (spare_ && few_version_ == table_->alive_version()) CountFewPlaces(g, 1);
+  return shared;
 }
 
 bool PlacerCapacity::AsksAtLeast(const std::vector<int64_t>& amounts,

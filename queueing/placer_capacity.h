@@ -77,9 +77,12 @@ class PlacerCapacity : public CapacityModel {
 
   // The gang's bundles, before the scheduler sees its id. `learn`: the
   // scorer observes it (not for a gang it has already seen). The spec is
-  // immutable and may be shared with the caller, which then keeps no copy.
-  void Add(const std::string& gang_id, std::shared_ptr<const PlacementGroupSpec> spec,
-           bool learn = true);
+  // immutable and may be shared with the caller. Gangs of equal specs
+  // share one (the first's: many groups of one job shape are common); Add
+  // returns the one it keeps, for the caller to keep instead of its own.
+  std::shared_ptr<const PlacementGroupSpec> Add(const std::string& gang_id,
+                                                std::shared_ptr<const PlacementGroupSpec> spec,
+                                                bool learn = true);
   void Add(const std::string& gang_id, PlacementGroupSpec spec, bool learn = true) {
     Add(gang_id, std::make_shared<const PlacementGroupSpec>(std::move(spec)), learn);
   }
@@ -143,6 +146,8 @@ class PlacerCapacity : public CapacityModel {
   using ShapeKey = std::pair<std::string, std::vector<int64_t>>;
   // What the gangs of one ShapeKey share; an entry goes with its last gang.
   struct Shape {
+    // The first gang's spec; gangs whose spec equals it share it.
+    std::shared_ptr<const PlacementGroupSpec> spec;
     size_t structure_hash = 0;  // of the structure, the key of unfit_
     // The GPUs (units) its bundles pinned to accelerator types ask, by the
     // types they allow.

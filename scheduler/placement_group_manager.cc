@@ -46,7 +46,7 @@ std::vector<uint32_t> PlacementGroupManager::PlacedBundles(const Group& g) const
 
 void PlacementGroupManager::SetReason(Group& g, Reason reason, std::string detail) {
   g.reason = reason;
-  g.detail = std::move(detail);  // a move: an emptied detail lets go of its buffer
+  g.detail = detail.empty() ? nullptr : std::make_unique<const std::string>(std::move(detail));
 }
 
 std::vector<CancelTask> PlacementGroupManager::CancelsFor(const Group& g,

@@ -337,7 +337,8 @@ class PlacementGroupManager {
     }
     uint64_t attempt = 0;
     Reason reason = Reason::kToBeScheduled;
-    std::string detail;  // of `reason`; empty when it needs none
+    // Of `reason`; null when it needs none (most groups: apart).
+    std::unique_ptr<const std::string> detail;
     int64_t created_ms = 0;
     int64_t placed_ms = 0;
     int64_t waiting_since_ms = 0;  // created, or last went RESCHEDULING

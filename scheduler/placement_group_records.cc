@@ -167,7 +167,7 @@ absl::Status PlacementGroupManager::Restore(const v1::PlacementGroupRecord& r, i
   if (!group.ok()) return group.status();
   Group& g = *group;
   const std::string id = g.id;
-  capacity_.Add(id, g.spec, /*learn=*/!workload_restored_);
+  g.spec = capacity_.Add(id, g.spec, /*learn=*/!workload_restored_);
   absl::StatusOr<size_t> lost = RestorePlacements(g, r);
   if (!lost.ok()) return lost.status();
   const bool complete = PlacedBundles(g).size() == g.spec->bundles().size();

@@ -185,9 +185,9 @@ absl::Status PlacementGroupManager::CheckTopologyKeys(const Topology& topology,
 std::string PlacementGroupManager::Insert(PlacementGroupSpec spec,
                                           const v1::CreatePlacementGroupRequest& meta,
                                           const std::string& new_id, int64_t now_ms) {
-  auto shared = std::make_shared<const PlacementGroupSpec>(std::move(spec));
-  capacity_.Add(new_id, shared);  // the scorer observes it there
-  Group g(new_id, std::move(shared));
+  // The scorer observes it there; a spec equal to another group's is shared.
+  Group g(new_id,
+          capacity_.Add(new_id, std::make_shared<const PlacementGroupSpec>(std::move(spec))));
   g.name = meta.name();
   g.job_id = meta.job_id();
   g.request_id = meta.request_id();

@@ -62,6 +62,7 @@ std::string PlacementGroupManager::PreemptedBy(const Group& g) const {
 }
 
 std::string PlacementGroupManager::ReasonText(const Group& g) const {
+  const absl::string_view detail = g.detail == nullptr ? absl::string_view() : *g.detail;
   switch (g.reason) {
     case Reason::kNone:
       return "";
@@ -70,7 +71,7 @@ std::string PlacementGroupManager::ReasonText(const Group& g) const {
     case Reason::kRestarted:
       return "waiting to be scheduled (head restarted)";
     case Reason::kRestartedLost:
-      return absl::StrCat(g.detail,
+      return absl::StrCat(detail,
                           " bundle(s) not found on their nodes after a head restart; rescheduling");
     case Reason::kQueue: {
       const GangView* view = queues_.Find(g.id);
@@ -83,11 +84,11 @@ std::string PlacementGroupManager::ReasonText(const Group& g) const {
     case Reason::kCommitting:
       return "reserving bundles on the raylets (two-phase commit)";
     case Reason::kCommitFailed:
-      return absl::StrCat("two-phase commit failed, retrying: ", g.detail);
+      return absl::StrCat("two-phase commit failed, retrying: ", detail);
     case Reason::kNodeDiedInCommit:
       return "a node holding some of its bundles died during the commit";
     case Reason::kLost:
-      return absl::StrCat(g.detail, "; rescheduling");
+      return absl::StrCat(detail, "; rescheduling");
     case Reason::kStopping:
       return absl::StrCat(PreemptedBy(g), "; stopping what runs in its bundles");
     case Reason::kWaitingReadmission:

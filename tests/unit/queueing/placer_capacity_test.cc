@@ -53,6 +53,27 @@ TEST_F(PlacerCapacityTest, AChargeCountsTheGpusOfEachAcceleratorType) {
   EXPECT_EQ(totals.Get("GPU:H100"), Quantity::Whole(8));
 }
 
+// Gangs of equal specs share one; a spec that differs only in its topology
+// is its own. The shared spec lives while any gang of its shape does.
+TEST_F(PlacerCapacityTest, GangsOfEqualSpecsShareOne) {
+  auto first = std::make_shared<const PlacementGroupSpec>(Gang(2));
+  EXPECT_EQ(capacity_.Add("a", first), first);
+  EXPECT_EQ(capacity_.Add("b", std::make_shared<const PlacementGroupSpec>(Gang(2))), first);
+  const PlacementGroupSpec two = Gang(2);
+  const auto racked = std::make_shared<const PlacementGroupSpec>(
+      PlacementGroupSpec::Create({two.bundles().begin(), two.bundles().end()},
+                                 PlacementStrategy::kStrictPack, Topology{"rack", {}})
+          .value());
+  EXPECT_EQ(capacity_.Add("c", racked), racked);
+  const std::weak_ptr<const PlacementGroupSpec> shared = first;
+  first.reset();
+  capacity_.Remove("a");
+  EXPECT_FALSE(shared.expired());  // b's
+  capacity_.Remove("b");
+  capacity_.Remove("c");  // of the same shape, but for its topology
+  EXPECT_TRUE(shared.expired());
+}
+
 TEST_F(PlacerCapacityTest, TheRemainderIsPlacedBesideWhatTheGangKeeps) {
   capacity_.Add("g", Gang(4));
   PlacementReasonPtr why;
@@ -61,7 +82,7 @@ TEST_F(PlacerCapacityTest, TheRemainderIsPlacedBesideWhatTheGangKeeps) {
   capacity_.ReleaseBundles("g", {1, 3});
   ASSERT_EQ(capacity_.Held("g").size(), 2u);
   RemainderPlacement d = capacity_.PlaceRemainder("g");
-  ASSERT_EQ(d.outcome, PlacementOutcome::kPlaced) << d.reason;
+  ASSERT_EQ(d.outcome, PlacementOutcome::kPlaced) << Text(d.reason);
   // Only the two it lacked were placed, on its node (STRICT_PACK), and it
   // holds all four again.
   ASSERT_EQ(d.placed.size(), 2u);
