@@ -25,16 +25,17 @@ void SayWaiting(QueuedGang& g, GangWait kind, std::shared_ptr<const QuotaShortfa
                 GangReason::Holder holder = GangReason::Holder::kWaiting,
                 PlacementReasonPtr placement = nullptr) {
   GangReason& now = g.view.reason;
-  if (now.kind == kind && now.gang == gang && now.holder == holder &&
-      SameShortfall(now.quota, quota) && SamePlacementReason(now.placement, placement)) {
+  if (now.kind == kind && now.gang() == gang && now.holder == holder &&
+      SameShortfall(now.quota(), quota) && SamePlacementReason(now.placement(), placement)) {
     return;
   }
   GangReason r;
   r.kind = kind;
   r.holder = holder;
-  r.quota = std::move(quota);
-  r.gang = std::string(gang);
-  r.placement = std::move(placement);
+  if (quota != nullptr || !gang.empty() || placement != nullptr) {
+    r.detail = std::make_shared<const GangReason::Detail>(
+        GangReason::Detail{std::move(quota), std::string(gang), std::move(placement)});
+  }
   now = std::move(r);
 }
 

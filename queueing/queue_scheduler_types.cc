@@ -36,10 +36,25 @@ std::string PreemptionText(const Preemption& p) {
                       PreemptionRuleName(p.rule), ")");
 }
 
+namespace {
+
+const GangReason::Detail& DetailOf(const GangReason& r) {
+  static const GangReason::Detail* const kNone = new GangReason::Detail();
+  return r.detail == nullptr ? *kNone : *r.detail;
+}
+
+}  // namespace
+
+const std::shared_ptr<const QuotaShortfall>& GangReason::quota() const {
+  return DetailOf(*this).quota;
+}
+const std::string& GangReason::gang() const { return DetailOf(*this).gang; }
+const PlacementReasonPtr& GangReason::placement() const { return DetailOf(*this).placement; }
+
 bool operator==(const GangReason& a, const GangReason& b) {
-  return SameShortfall(a.quota, b.quota) && SamePlacementReason(a.placement, b.placement) &&
-         std::tie(a.kind, a.holder, a.victims, a.gang) ==
-             std::tie(b.kind, b.holder, b.victims, b.gang);
+  return SameShortfall(a.quota(), b.quota()) && SamePlacementReason(a.placement(), b.placement()) &&
+         std::tie(a.kind, a.holder, a.victims, a.gang()) ==
+             std::tie(b.kind, b.holder, b.victims, b.gang());
 }
 
 namespace {
@@ -51,12 +66,12 @@ std::string PlacementText(const PlacementReasonPtr& reason) {
 }  // namespace
 
 std::string GangWaitText(const GangReason& r) {
-  const std::string quota = r.quota == nullptr ? "" : QuotaShortfallText(*r.quota);
+  const std::string quota = r.quota() == nullptr ? "" : QuotaShortfallText(*r.quota());
   switch (r.kind) {
     case GangWait::kTurn:
       return "waiting for its turn";
     case GangWait::kBehindStarving:
-      return absl::StrCat("waiting behind ", r.gang,
+      return absl::StrCat("waiting behind ", r.gang(),
                           ", which has waited past the starvation bound");
     case GangWait::kNominalOnly:
       return absl::StrCat("preemptible: false runs only within the queue's nominal quota: ",
@@ -68,12 +83,12 @@ std::string GangWaitText(const GangReason& r) {
     case GangWait::kQuotaWherePlaced:
       return absl::StrCat("waiting for quota where it fits: ", quota);
     case GangWait::kInfeasible:
-      return absl::StrCat("infeasible: ", PlacementText(r.placement));
+      return absl::StrCat("infeasible: ", PlacementText(r.placement()));
     case GangWait::kRoom:
-      return absl::StrCat("waiting for room: ", PlacementText(r.placement));
+      return absl::StrCat("waiting for room: ", PlacementText(r.placement()));
     case GangWait::kReservation:
       return absl::StrCat(
-          "would delay ", r.gang, ", which holds a reservation",
+          "would delay ", r.gang(), ", which holds a reservation",
           r.holder == GangReason::Holder::kStarving  ? " (it has waited past the starvation bound)"
           : r.holder == GangReason::Holder::kClaimed ? " (it preempted gangs for that room)"
                                                      : "");

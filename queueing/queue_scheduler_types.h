@@ -125,14 +125,22 @@ enum class GangWait : uint8_t {
 struct GangReason {
   // Of a reservation a gang would delay: why it holds it.
   enum class Holder : uint8_t { kWaiting, kStarving, kClaimed };
+  // What the kind names besides itself. Apart: most gangs run, and a
+  // running gang names nothing.
+  struct Detail {
+    std::shared_ptr<const QuotaShortfall> quota;
+    std::string gang;              // kBehindStarving, kReservation: the gang's id
+    PlacementReasonPtr placement;  // kInfeasible, kRoom: the placer's reason
+  };
   GangWait kind = GangWait::kTurn;
   Holder holder = Holder::kWaiting;
   uint32_t victims = 0;
-  std::shared_ptr<const QuotaShortfall> quota;
-  // kBehindStarving, kReservation: the gang's id.
-  std::string gang;
-  // kInfeasible, kRoom: the placer's reason.
-  PlacementReasonPtr placement;
+  std::shared_ptr<const Detail> detail;  // null: it names nothing
+
+  // Detail's fields; empty when there is none.
+  const std::shared_ptr<const QuotaShortfall>& quota() const;
+  const std::string& gang() const;
+  const PlacementReasonPtr& placement() const;
   friend bool operator==(const GangReason& a, const GangReason& b);
 };
 

@@ -362,7 +362,7 @@ void AddStateStoreFlags(CLI::App& app, HeadFlags& flags) {
       "keep nodes and placement groups in DIR/head.sqlite, so a restarted head continues");
   app.add_option("--state-store", flags.serve.state_store,
                  "where to keep state instead: redis://HOST:PORT[/DB] (HA), sqlite:PATH, or "
-                 "memory: (lost on exit)")
+                 "memory: (nothing kept: lost on exit)")
       ->excludes("--state-dir");
 }
 

@@ -82,7 +82,7 @@ v1::HeadInfo HeadState::head() const {
 
 HeadState::HeadState(HeadConfig config, std::unique_ptr<StateStore> store)
     : config_(std::move(config)),
-      store_(store ? std::move(store) : NewMemoryStateStore()),
+      store_(store ? std::move(store) : NewNoStateStore()),
       writer_(store_.get()),
       packages(config_.package_limit_bytes,
                [this](const std::vector<StateStore::Write>& batch) {

@@ -45,7 +45,7 @@ class MemoryStateStore final : public StateStore {
     const auto& rows = tables_[std::string(table)];
     return std::vector<Record>(rows.begin(), rows.end());
   }
-  std::string Describe() const override { return "memory"; }
+  std::string Describe() const override { return "memory (kept)"; }
 
  private:
   // B-trees: a table holds a record per node and per group, and a tree
@@ -53,7 +53,18 @@ class MemoryStateStore final : public StateStore {
   std::map<std::string, absl::btree_map<std::string, std::string>> tables_;
 };
 
+class NoStateStore final : public StateStore {
+ public:
+  absl::Status Apply(const std::vector<Write>& batch) override { return absl::OkStatus(); }
+  absl::StatusOr<std::vector<Record>> Scan(absl::string_view table) override {
+    return std::vector<Record>();
+  }
+  std::string Describe() const override { return "memory"; }
+};
+
 }  // namespace
+
+std::unique_ptr<StateStore> NewNoStateStore() { return std::make_unique<NoStateStore>(); }
 
 std::unique_ptr<StateStore> NewMemoryStateStore() { return std::make_unique<MemoryStateStore>(); }
 
@@ -71,7 +82,7 @@ absl::StatusOr<std::unique_ptr<StateStore>> OpenStateStore(const std::string& sp
                                                            absl::string_view field) {
   absl::StatusOr<std::unique_ptr<StateStore>> store;
   if (spec == "memory:") {
-    store = NewMemoryStateStore();
+    store = NewNoStateStore();
   } else if (absl::StartsWith(spec, "etcd://")) {
     store = OpenEtcdStateStore(spec);
   } else if (absl::StartsWith(spec, "redis://")) {

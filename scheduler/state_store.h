@@ -5,7 +5,11 @@
 // head acknowledges a change only after that); Apply writes a batch
 // atomically (one transaction, one fsync for SQLite); Scan returns every
 // record of a table in key order; a failed call changes nothing. Backends:
-//   - memory: for tests, lost with the process;
+//   - memory (`memory:`, or no store given): keeps nothing. A head whose
+//     state lives only in its memory has nothing to restore in a new
+//     process, and a live head never reads its store back, so writes
+//     succeed and are dropped (as Ray's GCS without Redis keeps its tables
+//     once); Scan finds nothing;
 //   - sqlite: one file (`--state-dir DIR` -> DIR/head.sqlite), WAL mode,
 //     fsync per write; the default of `berth up`;
 //   - etcd: `etcd://HOST:PORT[,HOST:PORT...][/PREFIX][?lease-ttl=SECONDS]`
@@ -87,6 +91,10 @@ class StateStore {
   static constexpr char kEpochKey[] = "epoch";
 };
 
+// The store of `memory:` (see above).
+std::unique_ptr<StateStore> NewNoStateStore();
+// A store that keeps what is written, in memory, lost with the process: for
+// tests of what reads a store back.
 std::unique_ptr<StateStore> NewMemoryStateStore();
 absl::StatusOr<std::unique_ptr<StateStore>> OpenSqliteStateStore(const std::string& path);
 absl::StatusOr<std::unique_ptr<StateStore>> OpenRedisStateStore(const std::string& url);

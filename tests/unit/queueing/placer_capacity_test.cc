@@ -486,7 +486,7 @@ TEST(PlacerCapacityPreemption, NoGangStartsOnTheRoomAPreemptorClaimed) {
   EXPECT_THAT(r.admitted, ::testing::IsEmpty());
   EXPECT_EQ(scheduler.Find("hi")->state, GangState::kClaimed);
   EXPECT_EQ(scheduler.Find("filler")->reason.kind, GangWait::kReservation);
-  EXPECT_EQ(scheduler.Find("filler")->reason.gang, "hi");
+  EXPECT_EQ(scheduler.Find("filler")->reason.gang(), "hi");
   capacity.Release("low");
   scheduler.Preempted("low", ++now);
   r = scheduler.Pass(now, capacity);
@@ -526,7 +526,7 @@ TEST(PlacerCapacityReservations, AGangThatWouldDelayAReservationStartsOffItsPlac
   EXPECT_EQ(capacity.PlacesOf("v"), std::vector<uint64_t>{2});
   EXPECT_EQ(scheduler.Find("w")->state, GangState::kPending);
   EXPECT_EQ(scheduler.Find("w")->reason.kind, GangWait::kReservation);
-  EXPECT_EQ(scheduler.Find("w")->reason.gang, "big");
+  EXPECT_EQ(scheduler.Find("w")->reason.gang(), "big");
   EXPECT_EQ(table.node(0).gpus.TotalFree(), Quantity::Whole(1));
   // f0 ends: big starts on n0, its reserved place.
   capacity.Remove("f0");

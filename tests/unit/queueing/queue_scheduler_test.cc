@@ -82,7 +82,7 @@ TEST(QueueScheduler, GangsOfOneShapeGetAFreshQuotaVerdictOnceOneIsAdmitted) {
   EXPECT_EQ(c.scheduler.Find("s1")->reason.kind, GangWait::kQuota);
   EXPECT_EQ(c.scheduler.Find("s2")->reason.kind, GangWait::kQuota);
   // Gangs of one shape share one verdict.
-  EXPECT_EQ(c.scheduler.Find("s1")->reason.quota, c.scheduler.Find("s2")->reason.quota);
+  EXPECT_EQ(c.scheduler.Find("s1")->reason.quota(), c.scheduler.Find("s2")->reason.quota());
   c.End("s0");
   EXPECT_THAT(c.Pass(2).admitted, ElementsAre("s1"));
   EXPECT_EQ(c.State("s1"), GangState::kRunning);
@@ -331,7 +331,7 @@ TEST(QueueScheduler, BackfillStartsOnlyWhatCannotDelayTheReservedGang) {
   PassResult r = c.Pass(100);
   EXPECT_THAT(r.admitted, ElementsAre("short"));
   EXPECT_EQ(c.scheduler.Find("long")->reason.kind, GangWait::kReservation);
-  EXPECT_EQ(c.scheduler.Find("long")->reason.gang, "big");
+  EXPECT_EQ(c.scheduler.Find("long")->reason.gang(), "big");
   c.End("short");
   c.Submit("open", "", 2, 13);  // no limit: only as preemptible
   r = c.Pass(700);
