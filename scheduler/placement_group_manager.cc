@@ -369,7 +369,7 @@ void PlacementGroupManager::OnNodeDead(const std::string& node_id, int64_t now_m
     }
     std::sort(lost.begin(), lost.end());
     if (lost.empty()) continue;
-    LoseBundles(g, lost, absl::StrCat(lost.size(), " bundle(s) lost with node ", node_id), now_ms);
+    LoseBundles(g, lost, Reason::kLostWithNode, node_id, now_ms);
   }
 }
 
@@ -404,23 +404,21 @@ std::vector<std::string> PlacementGroupManager::OnBundlesReleased(
   }
   std::vector<std::string> changed;
   for (const auto& [id, bundles] : lost) {
-    LoseBundles(groups_.at(id), bundles,
-                absl::StrCat(bundles.size(), " bundle(s) released by node ", node_id,
-                             " when it synced with the head"),
-                now_ms);
+    LoseBundles(groups_.at(id), bundles, Reason::kReleasedByNode, node_id, now_ms);
     changed.push_back(id);
   }
   return changed;
 }
 
-void PlacementGroupManager::LoseBundles(Group& g, const std::vector<uint32_t>& lost,
-                                        const std::string& why, int64_t now_ms) {
+void PlacementGroupManager::LoseBundles(Group& g, const std::vector<uint32_t>& lost, Reason why,
+                                        const std::string& node_id, int64_t now_ms) {
   changed_.insert(g.id);
   ReleaseBundles(g, lost);
   g.state = v1::PLACEMENT_GROUP_STATE_RESCHEDULING;
   g.waiting_since_ms = now_ms;
   if (Preempting(g)) return;  // its job lets go of the rest
-  SetReason(g, Reason::kLost, why);
+  SetReason(g, why, node_id);
+  g.lost = static_cast<uint32_t>(lost.size());
   queues_.Lacks(g.id, now_ms, /*lost=*/true, /*after_backoff=*/false);
 }
 

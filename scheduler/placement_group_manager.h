@@ -284,18 +284,19 @@ class PlacementGroupManager {
                      const std::string& new_id, int64_t now_ms);
 
   // Why a group waits (or was let go of): the kind, rendered to text by
-  // ReasonText; Group::detail carries what the text needs beyond the kind.
+  // ReasonText; Group::detail and Group::lost carry what it names.
   enum class Reason : uint8_t {
     kNone,                // CREATED
     kToBeScheduled,       // new, before its first pass
     kRestarted,           // restored PENDING after a head restart
-    kRestartedLost,       // restored with bundles missing (detail: how many)
+    kRestartedLost,       // restored with `lost` bundles missing
     kQueue,               // waiting in its queue: the queue scheduler's reason
     kPlacer,              // admitted, placing what it lacks (QueueScheduler::WhyLacking)
     kCommitting,          // in two-phase commit
     kCommitFailed,        // detail: the commit's error
     kNodeDiedInCommit,    // a node died during its commit
-    kLost,                // bundles lost (detail: how and where)
+    kLostWithNode,        // `lost` bundles lost with a node that died (detail: its id)
+    kReleasedByNode,      // `lost` bundles let go of by a node as it synced (detail: its id)
     kStopping,            // preempted, its job stopping (preempted_by says why)
     kWaitingReadmission,  // preempted and let go (preempted_by says why)
     kRemoved,
@@ -343,6 +344,7 @@ class PlacementGroupManager {
     int64_t placed_ms = 0;
     int64_t waiting_since_ms = 0;  // created, or last went RESCHEDULING
     uint32_t attempts = 0;
+    uint32_t lost = 0;  // bundles, of kRestartedLost, kLostWithNode, kReleasedByNode
   };
   // The queue scheduler's request and view of a live (not REMOVED) group.
   const GangRequest& RequestOf(const Group& g) const { return *queues_.Request(g.id); }
@@ -362,10 +364,11 @@ class PlacementGroupManager {
                    int64_t now_ms);
   // Releases the table reservations of `bundles` and forgets them.
   void ReleaseBundles(Group& g, const std::vector<uint32_t>& bundles);
-  // `lost` (placed, not in two-phase commit) are gone: the group lets go of
-  // them and goes RESCHEDULING (`why`), unless it is being preempted.
-  void LoseBundles(Group& g, const std::vector<uint32_t>& lost, const std::string& why,
-                   int64_t now_ms);
+  // `lost` (placed, not in two-phase commit) are gone with `node_id`
+  // (`why`: kLostWithNode or kReleasedByNode): the group lets go of them and
+  // goes RESCHEDULING, unless it is being preempted.
+  void LoseBundles(Group& g, const std::vector<uint32_t>& lost, Reason why,
+                   const std::string& node_id, int64_t now_ms);
   // `why` makes the raylets' dedupe key unique ("remove", "preempt-3").
   std::vector<CancelTask> CancelsFor(const Group& g, const std::vector<uint32_t>& bundles,
                                      absl::string_view why = "remove") const;

@@ -176,7 +176,8 @@ absl::Status PlacementGroupManager::Restore(const v1::PlacementGroupRecord& r, i
   } else if (r.state() == v1::PLACEMENT_GROUP_STATE_CREATED ||
              r.state() == v1::PLACEMENT_GROUP_STATE_RESCHEDULING || *lost > 0) {
     g.state = v1::PLACEMENT_GROUP_STATE_RESCHEDULING;
-    SetReason(g, Reason::kRestartedLost, absl::StrCat(*lost));
+    SetReason(g, Reason::kRestartedLost);
+    g.lost = static_cast<uint32_t>(*lost);
   } else {
     g.state = v1::PLACEMENT_GROUP_STATE_PENDING;
     SetReason(g, Reason::kRestarted);

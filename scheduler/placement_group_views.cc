@@ -71,7 +71,7 @@ std::string PlacementGroupManager::ReasonText(const Group& g) const {
     case Reason::kRestarted:
       return "waiting to be scheduled (head restarted)";
     case Reason::kRestartedLost:
-      return absl::StrCat(detail,
+      return absl::StrCat(g.lost,
                           " bundle(s) not found on their nodes after a head restart; rescheduling");
     case Reason::kQueue: {
       const GangView* view = queues_.Find(g.id);
@@ -87,8 +87,11 @@ std::string PlacementGroupManager::ReasonText(const Group& g) const {
       return absl::StrCat("two-phase commit failed, retrying: ", detail);
     case Reason::kNodeDiedInCommit:
       return "a node holding some of its bundles died during the commit";
-    case Reason::kLost:
-      return absl::StrCat(detail, "; rescheduling");
+    case Reason::kLostWithNode:
+      return absl::StrCat(g.lost, " bundle(s) lost with node ", detail, "; rescheduling");
+    case Reason::kReleasedByNode:
+      return absl::StrCat(g.lost, " bundle(s) released by node ", detail,
+                          " when it synced with the head; rescheduling");
     case Reason::kStopping:
       return absl::StrCat(PreemptedBy(g), "; stopping what runs in its bundles");
     case Reason::kWaitingReadmission:
