@@ -23,6 +23,13 @@ PlacementReasonPtr ReasonOf(absl::StatusOr<PlacementDecision>* d) {
   return reason;
 }
 
+PlacementReasonPtr UnknownGang(const std::string& gang_id) {
+  auto reason = std::make_shared<PlacementReason>();
+  reason->why = PlacementWhy::kUnknownGang;
+  reason->gang = gang_id;
+  return reason;
+}
+
 }  // namespace
 
 std::vector<std::pair<std::vector<std::string>, int64_t>> PlacerCapacity::TypedGpus(
@@ -306,10 +313,7 @@ std::optional<ResourceSet> PlacerCapacity::Place(const std::string& gang_id,
                                                  PlacementReasonPtr* reason) {
   auto it = gangs_.find(gang_id);
   if (it == gangs_.end()) {
-    auto unknown = std::make_shared<PlacementReason>();
-    unknown->why = PlacementWhy::kUnknownGang;
-    unknown->gang = gang_id;
-    *reason = std::move(unknown);
+    *reason = UnknownGang(gang_id);
     return std::nullopt;
   }
   Gang& g = it->second;
@@ -331,13 +335,10 @@ std::optional<ResourceSet> PlacerCapacity::Place(const std::string& gang_id,
         {&g.structure(), &g.amounts(), *reason, std::move(larger), g.infeasible, placements_});
   };
   SyncFree();
-  if (g.decided) {
-    auto why = std::make_shared<PlacementReason>();
-    if (!FreeCoversGang(g, why.get())) {
-      *reason = std::move(why);
-      remember();
-      return std::nullopt;
-    }
+  if (PlacementReason why; g.decided && !FreeCoversGang(g, &why)) {
+    *reason = std::make_shared<const PlacementReason>(std::move(why));
+    remember();
+    return std::nullopt;
   }
   g.decided = true;
   g.infeasible = false;
@@ -410,10 +411,7 @@ RemainderPlacement PlacerCapacity::PlaceRemainder(const std::string& gang_id) {
   RemainderPlacement out;
   auto it = gangs_.find(gang_id);
   if (it == gangs_.end()) {
-    auto unknown = std::make_shared<PlacementReason>();
-    unknown->why = PlacementWhy::kUnknownGang;
-    unknown->gang = gang_id;
-    out.reason = std::move(unknown);
+    out.reason = UnknownGang(gang_id);
     return out;
   }
   Gang& g = it->second;
