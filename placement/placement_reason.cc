@@ -146,6 +146,11 @@ std::string BodyText(const PlacementReason& r) {
 
 }  // namespace
 
+ResourceName PlacementReason::NoResource() {
+  static const ResourceName kNone("");
+  return kNone;
+}
+
 bool SamePlacementReason(const PlacementReasonPtr& a, const PlacementReasonPtr& b) {
   return a == b || (a != nullptr && b != nullptr && *a == *b);
 }

@@ -48,9 +48,12 @@ enum class PlacementWhy : uint8_t {
 };
 
 struct PlacementReason {
+  // An Amount's resource before it is set: "", interned once (a reason is
+  // made on every failed decision).
+  static ResourceName NoResource();
   // What one node (or one domain, or the cluster) was asked for and has.
   struct Amount {
-    ResourceName resource = ResourceName("");
+    ResourceName resource = NoResource();
     Quantity need;
     Quantity have;
     friend bool operator==(const Amount& a, const Amount& b) {

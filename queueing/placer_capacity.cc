@@ -335,10 +335,12 @@ std::optional<ResourceSet> PlacerCapacity::Place(const std::string& gang_id,
         {&g.structure(), &g.amounts(), *reason, std::move(larger), g.infeasible, placements_});
   };
   SyncFree();
-  if (PlacementReason why; g.decided && !FreeCoversGang(g, &why)) {
-    *reason = std::make_shared<const PlacementReason>(std::move(why));
-    remember();
-    return std::nullopt;
+  if (g.decided) {
+    if (PlacementReason why; !FreeCoversGang(g, &why)) {
+      *reason = std::make_shared<const PlacementReason>(std::move(why));
+      remember();
+      return std::nullopt;
+    }
   }
   g.decided = true;
   g.infeasible = false;

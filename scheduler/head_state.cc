@@ -98,7 +98,14 @@ HeadState::HeadState(HeadConfig config, std::unique_ptr<StateStore> store)
 
 uint64_t HeadState::PersistLocked() {
   uint64_t seq = writer_.staged();
-  for (const std::string& id : groups.TakeChanged()) {
+  std::vector<std::string> changed = groups.TakeChanged();
+  // Every group change comes here: a store that keeps nothing is spared
+  // the records' serialization.
+  if (!store_->KeepsRecords()) {
+    groups.TakeWorkloadChange();
+    return seq;
+  }
+  for (const std::string& id : changed) {
     std::optional<v1::PlacementGroupRecord> record = groups.Export(id);
     seq = writer_.Stage(
         kGroupsTable, id,

@@ -60,6 +60,7 @@ class NoStateStore final : public StateStore {
     return std::vector<Record>();
   }
   std::string Describe() const override { return "memory"; }
+  bool KeepsRecords() const override { return false; }
 };
 
 }  // namespace

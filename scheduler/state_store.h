@@ -56,6 +56,9 @@ class StateStore {
   absl::Status Put(absl::string_view table, absl::string_view key, absl::string_view value);
   absl::Status Delete(absl::string_view table, absl::string_view key);
   virtual absl::StatusOr<std::vector<Record>> Scan(absl::string_view table) = 0;
+  // False for a store that keeps nothing (memory:): what would only be
+  // written to it need not be serialized.
+  virtual bool KeepsRecords() const { return true; }
   // For logs: "sqlite:/var/lib/berth/head.sqlite", "redis://10.0.0.5:6379".
   virtual std::string Describe() const = 0;
   // Makes this process the store's one writer, described as `holder` (who

@@ -48,6 +48,7 @@ TEST(StateStoreTest, MemoryKeepsNothing) {
   absl::StatusOr<std::unique_ptr<StateStore>> opened = OpenStateStore("memory:", "--state-store");
   ASSERT_TRUE(opened.ok()) << opened.status();
   EXPECT_EQ((*opened)->Describe(), "memory");
+  EXPECT_FALSE((*opened)->KeepsRecords());
   ASSERT_TRUE((*opened)->Put("groups", "pg-a", "one").ok());
   EXPECT_TRUE((*opened)->Scan("groups")->empty());
   absl::StatusOr<uint64_t> epoch = (*opened)->AdvanceEpoch();
@@ -55,7 +56,11 @@ TEST(StateStoreTest, MemoryKeepsNothing) {
   EXPECT_EQ(*epoch, 1u);
 }
 
-TEST(StateStoreTest, TheTestStoreKeepsWhatIsWritten) { ExerciseStore(*NewMemoryStateStore()); }
+TEST(StateStoreTest, TheTestStoreKeepsWhatIsWritten) {
+  std::unique_ptr<StateStore> store = NewMemoryStateStore();
+  EXPECT_TRUE(store->KeepsRecords());
+  ExerciseStore(*store);
+}
 
 TEST(StateStoreTest, SqliteKeepsRecordsAcrossReopen) {
   const std::string dir = TempDir();
