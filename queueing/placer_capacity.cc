@@ -23,10 +23,10 @@ PlacementReasonPtr ReasonOf(absl::StatusOr<PlacementDecision>* d) {
   return reason;
 }
 
-PlacementReasonPtr UnknownGang(const std::string& gang_id) {
+PlacementReasonPtr UnknownGang(CapacityModel::GangRef gang) {
   auto reason = std::make_shared<PlacementReason>();
   reason->why = PlacementWhy::kUnknownGang;
-  reason->gang = gang_id;
+  if (gang.id != nullptr) reason->gang = *gang.id;
   return reason;
 }
 
@@ -50,9 +50,8 @@ std::vector<std::pair<std::vector<std::string>, int64_t>> PlacerCapacity::TypedG
   return typed_gpus;
 }
 
-std::shared_ptr<const PlacementGroupSpec> PlacerCapacity::Add(
-    const std::string& gang_id, std::shared_ptr<const PlacementGroupSpec> shared, bool learn) {
-  Remove(gang_id);
+std::unique_ptr<CapacityModel::Gang> PlacerCapacity::Add(
+    std::shared_ptr<const PlacementGroupSpec> shared, bool learn) {
   const PlacementGroupSpec& spec = *shared;
   if (scorer_ != nullptr && learn) scorer_->Observe(spec);
   ShapeKey key{std::string(PlacementStrategyName(spec.strategy())), {}};
@@ -72,9 +71,16 @@ std::shared_ptr<const PlacementGroupSpec> PlacerCapacity::Add(
     shared = shape->second.spec;  // `spec` may be gone now
   }
   ++shape->second.gangs;
-  Gang& g = gangs_.emplace(gang_id, Gang{shared, shape}).first->second;
-  if (spare_ && few_version_ == table_->alive_version()) CountFewPlaces(g, 1);
-  return shared;
+  auto g = std::make_unique<Gang>(this, std::move(shared), shape);
+  g->next = gangs_;
+  if (gangs_ != nullptr) gangs_->prev = g.get();
+  gangs_ = g.get();
+  if (spare_ && few_version_ == table_->alive_version()) CountFewPlaces(*g, 1);
+  return g;
+}
+
+std::shared_ptr<const PlacementGroupSpec> PlacerCapacity::SpecOf(GangRef gang) {
+  return gang.record == nullptr ? nullptr : Of(gang)->spec;
 }
 
 bool PlacerCapacity::AsksAtLeast(const std::vector<int64_t>& amounts,
@@ -85,15 +91,13 @@ bool PlacerCapacity::AsksAtLeast(const std::vector<int64_t>& amounts,
   return true;
 }
 
-void PlacerCapacity::Remove(const std::string& gang_id) {
-  auto it = gangs_.find(gang_id);
-  if (it == gangs_.end()) return;
-  Release(gang_id);
+void PlacerCapacity::Forget(Gang& g) {
+  ReleaseHeld(g);
   unfit_.clear();  // it may key a spec of this gang
-  Gang& g = it->second;
   CountFewPlaces(g, -1);
   if (--g.shape->second.gangs == 0) shapes_.erase(g.shape);
-  gangs_.erase(it);
+  (g.prev != nullptr ? g.prev->next : gangs_) = g.next;
+  if (g.next != nullptr) g.next->prev = g.prev;
 }
 
 void PlacerCapacity::CountFewPlaces(Gang& g, int sign) {
@@ -134,9 +138,9 @@ void PlacerCapacity::RefreshFewPlaces() {
   few_gangs_on_.clear();
   spared_stale_ = true;
   for (auto& [key, shape] : shapes_) shape.few_known = false;
-  for (auto& [id, g] : gangs_) {
-    g.counted_few = false;
-    CountFewPlaces(g, 1);
+  for (Gang* g = gangs_; g != nullptr; g = g->next) {
+    g->counted_few = false;
+    CountFewPlaces(*g, 1);
   }
 }
 
@@ -150,28 +154,24 @@ const absl::flat_hash_set<NodeIndex>* PlacerCapacity::SparedFor(const Gang& g) {
   return spared_.size() * 4 > table_->alive_count() ? nullptr : &spared_;
 }
 
-bool PlacerCapacity::FitsFewPlaces(const std::string& gang_id) const {
-  auto it = gangs_.find(gang_id);
-  return spare_ && it != gangs_.end() && it->second.few();
+bool PlacerCapacity::FitsFewPlaces(GangRef gang) const {
+  return spare_ && gang.record != nullptr && Of(gang)->few();
 }
 
-bool PlacerCapacity::HoldsPlacesSparedFor(const std::string& holder,
-                                          const std::string& gang_id) const {
-  auto g = gangs_.find(gang_id);
-  auto h = gangs_.find(holder);
-  if (!spare_ || g == gangs_.end() || h == gangs_.end() || !g->second.few() || h->second.few())
-    return false;
-  const std::vector<NodeIndex>& few = *g->second.shape->second.few_nodes;
-  for (const BundlePlacement& p : h->second.held) {
+bool PlacerCapacity::HoldsPlacesSparedFor(GangRef holder, GangRef gang) const {
+  const Gang* g = Of(gang);
+  const Gang* h = Of(holder);
+  if (!spare_ || g == nullptr || h == nullptr || !g->few() || h->few()) return false;
+  const std::vector<NodeIndex>& few = *g->shape->second.few_nodes;
+  for (const BundlePlacement& p : h->held) {
     if (std::find(few.begin(), few.end(), p.allocation.node) != few.end()) return true;
   }
   return false;
 }
 
-absl::Span<const BundlePlacement> PlacerCapacity::Held(const std::string& gang_id) const {
-  auto it = gangs_.find(gang_id);
-  if (it == gangs_.end()) return {};
-  return it->second.held;
+absl::Span<const BundlePlacement> PlacerCapacity::Held(GangRef gang) {
+  if (gang.record == nullptr) return {};
+  return Of(gang)->held;
 }
 
 ResourceSet PlacerCapacity::ChargeOf(absl::Span<const BundlePlacement> placements) const {
@@ -309,14 +309,12 @@ std::optional<ResourceSet> PlacerCapacity::Decide(Gang& g,
   return charge;
 }
 
-std::optional<ResourceSet> PlacerCapacity::Place(const std::string& gang_id,
-                                                 PlacementReasonPtr* reason) {
-  auto it = gangs_.find(gang_id);
-  if (it == gangs_.end()) {
-    *reason = UnknownGang(gang_id);
+std::optional<ResourceSet> PlacerCapacity::Place(GangRef gang, PlacementReasonPtr* reason) {
+  if (gang.record == nullptr) {
+    *reason = UnknownGang(gang);
     return std::nullopt;
   }
-  Gang& g = it->second;
+  Gang& g = *Of(gang);
   if (!g.held.empty()) return ChargeOf(g.held);
   if (const Unfit* u = KnownUnfit(g)) {
     *reason = *u->amounts == g.amounts() ? u->reason : u->reason_for_larger;
@@ -329,7 +327,7 @@ std::optional<ResourceSet> PlacerCapacity::Place(const std::string& gang_id,
     auto larger = std::make_shared<PlacementReason>();
     larger->why = PlacementWhy::kAsksAtLeast;
     larger->waiting = (*reason)->waiting;
-    larger->gang = gang_id;
+    larger->gang = *gang.id;
     larger->like = *reason;
     alike.push_back(
         {&g.structure(), &g.amounts(), *reason, std::move(larger), g.infeasible, placements_});
@@ -354,11 +352,10 @@ std::optional<ResourceSet> PlacerCapacity::Place(const std::string& gang_id,
   return charge;
 }
 
-std::optional<ResourceSet> PlacerCapacity::PlaceAvoiding(const std::string& gang_id,
+std::optional<ResourceSet> PlacerCapacity::PlaceAvoiding(GangRef gang,
                                                          const std::vector<uint64_t>& avoid) {
-  auto it = gangs_.find(gang_id);
-  if (it == gangs_.end()) return std::nullopt;
-  Gang& g = it->second;
+  if (gang.record == nullptr) return std::nullopt;
+  Gang& g = *Of(gang);
   if (!g.held.empty()) return ChargeOf(g.held);
   if (KnownUnfit(g) != nullptr) return std::nullopt;  // not even on every node
   SyncFree();
@@ -367,16 +364,19 @@ std::optional<ResourceSet> PlacerCapacity::PlaceAvoiding(const std::string& gang
   return Decide(g, &nodes, nullptr);
 }
 
-void PlacerCapacity::Release(const std::string& gang_id) {
-  auto it = gangs_.find(gang_id);
-  if (it == gangs_.end() || it->second.held.empty()) return;
+void PlacerCapacity::Release(GangRef gang) {
+  if (gang.record != nullptr) ReleaseHeld(*Of(gang));
+}
+
+void PlacerCapacity::ReleaseHeld(Gang& g) {
+  if (g.held.empty()) return;
   SyncFree();
-  const ResourceSet charge = ChargeOf(it->second.held);
-  for (const BundlePlacement& p : it->second.held) table_->Release(p.allocation).IgnoreError();
-  it->second.held.clear();
+  const ResourceSet charge = ChargeOf(g.held);
+  for (const BundlePlacement& p : g.held) table_->Release(p.allocation).IgnoreError();
+  g.held.clear();
   AfterChange(ResourceSet(), charge);
   // Before the gang was placed at least the room now was free.
-  const uint64_t placed_by = std::exchange(it->second.placed_by, 0);
+  const uint64_t placed_by = std::exchange(g.placed_by, 0);
   for (auto& [structure, specs] : unfit_) {
     specs.erase(std::remove_if(specs.begin(), specs.end(),
                                [&](const Unfit& u) { return u.after_placements >= placed_by; }),
@@ -387,14 +387,14 @@ void PlacerCapacity::Release(const std::string& gang_id) {
 
 void PlacerCapacity::NodesChanged() {
   unfit_.clear();
-  for (auto& [id, g] : gangs_) g.decided = false;
+  for (Gang* g = gangs_; g != nullptr; g = g->next) g->decided = false;
 }
 
-void PlacerCapacity::Hold(const std::string& gang_id, BundlePlacement placement) {
-  auto it = gangs_.find(gang_id);
-  if (it == gangs_.end()) return;
-  it->second.held.push_back(std::move(placement));
-  it->second.placed_by = 0;  // reserved by the caller, at a time unknown here
+void PlacerCapacity::Hold(GangRef gang, BundlePlacement placement) {
+  if (gang.record == nullptr) return;
+  Gang& g = *Of(gang);
+  g.held.push_back(std::move(placement));
+  g.placed_by = 0;  // reserved by the caller, at a time unknown here
 }
 
 absl::StatusOr<PlacementDecision> PlacerCapacity::DecideRemainder(Gang& g) {
@@ -409,14 +409,13 @@ absl::StatusOr<PlacementDecision> PlacerCapacity::DecideRemainder(Gang& g) {
   return d;
 }
 
-RemainderPlacement PlacerCapacity::PlaceRemainder(const std::string& gang_id) {
+RemainderPlacement PlacerCapacity::PlaceRemainder(GangRef gang) {
   RemainderPlacement out;
-  auto it = gangs_.find(gang_id);
-  if (it == gangs_.end()) {
-    out.reason = UnknownGang(gang_id);
+  if (gang.record == nullptr) {
+    out.reason = UnknownGang(gang);
     return out;
   }
-  Gang& g = it->second;
+  Gang& g = *Of(gang);
   absl::StatusOr<PlacementDecision> d = DecideRemainder(g);
   if (d.ok() && d->outcome == PlacementOutcome::kInfeasible && !g.held.empty() &&
       !g.spec->topology().required.empty()) {
@@ -428,7 +427,7 @@ RemainderPlacement PlacerCapacity::PlaceRemainder(const std::string& gang_id) {
               });
     std::vector<uint32_t> bundles;
     for (const BundlePlacement& p : out.let_go) bundles.push_back(p.bundle_index);
-    ReleaseBundles(gang_id, bundles);
+    ReleaseBundles(gang, bundles);
     d = DecideRemainder(g);
   }
   if (!d.ok()) {  // cannot happen for a validated gang: it waits
@@ -439,17 +438,15 @@ RemainderPlacement PlacerCapacity::PlaceRemainder(const std::string& gang_id) {
   out.outcome = d->outcome;
   if (d->outcome != PlacementOutcome::kPlaced) out.reason = ReasonOf(&d);
   if (d->outcome == PlacementOutcome::kPlaced) {
-    for (const BundlePlacement& p : d->placements) Hold(gang_id, p);
+    for (const BundlePlacement& p : d->placements) Hold(gang, p);
     out.placed = std::move(d->placements);
   }
   return out;
 }
 
-void PlacerCapacity::ReleaseBundles(const std::string& gang_id,
-                                    const std::vector<uint32_t>& bundle_indices) {
-  auto it = gangs_.find(gang_id);
-  if (it == gangs_.end()) return;
-  absl::InlinedVector<BundlePlacement, 1>& held = it->second.held;
+void PlacerCapacity::ReleaseBundles(GangRef gang, const std::vector<uint32_t>& bundle_indices) {
+  if (gang.record == nullptr) return;
+  absl::InlinedVector<BundlePlacement, 1>& held = Of(gang)->held;
   auto released = std::remove_if(held.begin(), held.end(), [&](const BundlePlacement& p) {
     if (std::find(bundle_indices.begin(), bundle_indices.end(), p.bundle_index) ==
         bundle_indices.end())
@@ -463,26 +460,24 @@ void PlacerCapacity::ReleaseBundles(const std::string& gang_id,
   unfit_.clear();
 }
 
-bool PlacerCapacity::Infeasible(const std::string& gang_id) const {
-  auto it = gangs_.find(gang_id);
-  return it != gangs_.end() && it->second.infeasible;
+bool PlacerCapacity::Infeasible(GangRef gang) const {
+  return gang.record != nullptr && Of(gang)->infeasible;
 }
 
 std::optional<std::vector<uint64_t>> PlacerCapacity::PlacesWithout(
-    const std::string& gang_id, const std::vector<std::string>& freed) {
-  auto it = gangs_.find(gang_id);
-  if (it == gangs_.end()) return std::nullopt;
+    GangRef gang, const std::vector<GangRef>& freed) {
+  const Gang* g = Of(gang);
+  if (g == nullptr) return std::nullopt;
   SyncFree();
   std::vector<const Gang*> freed_gangs;
   Sums freed_sum{};
-  for (const std::string& id : freed) {
-    auto f = gangs_.find(id);
-    if (f == gangs_.end() || id == gang_id || f->second.held.empty()) continue;
-    freed_gangs.push_back(&f->second);
-    for (const BundlePlacement& p : f->second.held)
-      AddTo(freed_sum, SumsOf(p.allocation.resources), 1);
+  for (GangRef ref : freed) {
+    const Gang* f = Of(ref);
+    if (f == nullptr || f == g || f->held.empty()) continue;
+    freed_gangs.push_back(f);
+    for (const BundlePlacement& p : f->held) AddTo(freed_sum, SumsOf(p.allocation.resources), 1);
   }
-  if (!FreeCovers(it->second.spec->total(), freed_sum, nullptr)) return std::nullopt;
+  if (!FreeCovers(g->spec->total(), freed_sum, nullptr)) return std::nullopt;
   std::vector<const Allocation*> given_back;
   for (const Gang* f : freed_gangs) {
     for (const BundlePlacement& p : f->held) {
@@ -491,7 +486,7 @@ std::optional<std::vector<uint64_t>> PlacerCapacity::PlacesWithout(
   }
   ++decisions_;
   absl::StatusOr<PlacementDecision> d =
-      BundlePlacer(table_, ranking()).WithoutExplanations().Place(*it->second.spec);
+      BundlePlacer(table_, ranking()).WithoutExplanations().Place(*g->spec);
   std::optional<std::vector<uint64_t>> places;
   if (d->outcome == PlacementOutcome::kPlaced) {
     places = NodesOf(d->placements);
@@ -503,18 +498,17 @@ std::optional<std::vector<uint64_t>> PlacerCapacity::PlacesWithout(
   return places;
 }
 
-std::optional<std::vector<uint64_t>> PlacerCapacity::PlacesWhenIdle(const std::string& gang_id) {
-  auto it = gangs_.find(gang_id);
-  if (it == gangs_.end()) return std::nullopt;
+std::optional<std::vector<uint64_t>> PlacerCapacity::PlacesWhenIdle(GangRef gang) {
+  if (gang.record == nullptr) return std::nullopt;
   if (!idle_ || idle_version_ != table_->alive_version()) {
     idle_ = *table_;
-    for (const auto& [id, g] : gangs_) {
-      for (const BundlePlacement& p : g.held) idle_->Release(p.allocation).IgnoreError();
+    for (const Gang* h = gangs_; h != nullptr; h = h->next) {
+      for (const BundlePlacement& p : h->held) idle_->Release(p.allocation).IgnoreError();
     }
     idle_version_ = table_->alive_version();
     idle_places_.clear();
   }
-  const Gang& g = it->second;
+  const Gang& g = *Of(gang);
   auto [known, fresh] = idle_places_.try_emplace(g.shape->first);
   if (!fresh) return known->second;
   ++decisions_;
@@ -533,14 +527,11 @@ std::vector<uint64_t> PlacerCapacity::NodesOf(absl::Span<const BundlePlacement> 
   return nodes;
 }
 
-std::vector<uint64_t> PlacerCapacity::PlacesOf(const std::string& gang_id) const {
-  return NodesOf(Held(gang_id));
-}
+std::vector<uint64_t> PlacerCapacity::PlacesOf(GangRef gang) const { return NodesOf(Held(gang)); }
 
-bool PlacerCapacity::CouldHold(const std::string& gang_id, uint64_t place) const {
-  auto it = gangs_.find(gang_id);
-  if (it == gangs_.end() || place >= table_->slot_count()) return false;
-  return CouldHoldSpec(*it->second.spec, static_cast<NodeIndex>(place));
+bool PlacerCapacity::CouldHold(GangRef gang, uint64_t place) const {
+  if (gang.record == nullptr || place >= table_->slot_count()) return false;
+  return CouldHoldSpec(*Of(gang)->spec, static_cast<NodeIndex>(place));
 }
 
 bool PlacerCapacity::CouldHoldSpec(const PlacementGroupSpec& spec, NodeIndex node) const {

@@ -2,6 +2,9 @@
 // is a PlacementGroupSpec placed by the BundlePlacer on a NodeResourceTable,
 // ranked by a PlacementScorer as the head ranks (which observes each gang
 // as it is added); what it places is reserved in that table until Release.
+// What it keeps of a gang (its spec, the bundles it holds) is the record
+// Add makes, which the gang's owner keeps (the queue scheduler's
+// QueuedGang) and hands back in each GangRef; dropping it releases them.
 //
 // A gang's charge is what its bundles took, plus `GPU:<T>` for the GPUs it
 // took on nodes of accelerator type T; its places are node indices.
@@ -47,7 +50,6 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/container/inlined_vector.h"
-#include "absl/container/node_hash_map.h"
 #include "absl/types/span.h"
 #include "placement/bundle_placer.h"
 #include "placement/placement_scorer.h"
@@ -75,25 +77,26 @@ class PlacerCapacity : public CapacityModel {
   PlacerCapacity(NodeResourceTable* table, PlacementScorer* scorer)
       : table_(table), scorer_(scorer) {}
 
-  // The gang's bundles, before the scheduler sees its id. `learn`: the
-  // scorer observes it (not for a gang it has already seen). The spec is
-  // immutable and may be shared with the caller. Gangs of equal specs
-  // share one (the first's: many groups of one job shape are common); Add
-  // returns the one it keeps, for the caller to keep instead of its own.
-  std::shared_ptr<const PlacementGroupSpec> Add(const std::string& gang_id,
-                                                std::shared_ptr<const PlacementGroupSpec> spec,
-                                                bool learn = true);
-  void Add(const std::string& gang_id, PlacementGroupSpec spec, bool learn = true) {
-    Add(gang_id, std::make_shared<const PlacementGroupSpec>(std::move(spec)), learn);
+  // A gang of these bundles: the record its owner keeps (QueuedGang) and
+  // hands back in every GangRef; destroying it releases what it holds and
+  // forgets it. `learn`: the scorer observes it (not for a gang it has
+  // already seen). The spec is immutable and may be shared with the caller.
+  // Gangs of equal specs share one (the first's: many groups of one job
+  // shape are common); SpecOf gives the one it keeps, for the caller to
+  // keep instead of its own. The record must not outlive this model.
+  std::unique_ptr<CapacityModel::Gang> Add(std::shared_ptr<const PlacementGroupSpec> spec,
+                                           bool learn = true);
+  std::unique_ptr<CapacityModel::Gang> Add(PlacementGroupSpec spec, bool learn = true) {
+    return Add(std::make_shared<const PlacementGroupSpec>(std::move(spec)), learn);
   }
-  // Forgets the gang, releasing what it holds.
-  void Remove(const std::string& gang_id);
+  // The spec the gang's record keeps; null for an unknown gang.
+  static std::shared_ptr<const PlacementGroupSpec> SpecOf(GangRef gang);
   // What the gang holds; empty when nothing.
-  absl::Span<const BundlePlacement> Held(const std::string& gang_id) const;
+  static absl::Span<const BundlePlacement> Held(GangRef gang);
   // Adds to what the gang holds a bundle the caller reserved in the table
   // itself (a restored group's, a lost bundle placed again); Release gives
   // it back with the rest.
-  void Hold(const std::string& gang_id, BundlePlacement placement);
+  void Hold(GangRef gang, BundlePlacement placement);
   // A decision (observed) for what an admitted gang lacks (bundles lost
   // with a node or of a failed commit) beside the bundles it holds, which
   // it then holds too; as BundlePlacement::Place with those kept. A gang of
@@ -101,30 +104,30 @@ class PlacerCapacity : public CapacityModel {
   // lets go of what it holds and is placed whole, anywhere the topology
   // allows (a second decision). The one placer of admitted gangs: a
   // waiting gang is placed by Place.
-  RemainderPlacement PlaceRemainder(const std::string& gang_id) override;
+  RemainderPlacement PlaceRemainder(GangRef gang) override;
   // Gives back some of the gang's bundles (those lost with a node, those of
   // a failed commit).
-  void ReleaseBundles(const std::string& gang_id, const std::vector<uint32_t>& bundle_indices);
+  void ReleaseBundles(GangRef gang, const std::vector<uint32_t>& bundle_indices);
   // Of the gang's last Place: no set of nodes could ever hold it (as
   // opposed to none free now).
-  bool Infeasible(const std::string& gang_id) const override;
+  bool Infeasible(GangRef gang) const override;
   // The set of nodes changed (one joined, died, left): every spec is worth
   // a try again.
   void NodesChanged();
 
-  std::optional<ResourceSet> Place(const std::string& gang_id, PlacementReasonPtr* reason) override;
+  std::optional<ResourceSet> Place(GangRef gang, PlacementReasonPtr* reason) override;
   // A failure here is not remembered as unfit: the gang may fit elsewhere.
-  std::optional<ResourceSet> PlaceAvoiding(const std::string& gang_id,
+  std::optional<ResourceSet> PlaceAvoiding(GangRef gang,
                                            const std::vector<uint64_t>& avoid) override;
-  void Release(const std::string& gang_id) override;
-  std::optional<std::vector<uint64_t>> PlacesWithout(
-      const std::string& gang_id, const std::vector<std::string>& freed) override;
-  std::optional<std::vector<uint64_t>> PlacesWhenIdle(const std::string& gang_id) override;
+  void Release(GangRef gang) override;
+  std::optional<std::vector<uint64_t>> PlacesWithout(GangRef gang,
+                                                     const std::vector<GangRef>& freed) override;
+  std::optional<std::vector<uint64_t>> PlacesWhenIdle(GangRef gang) override;
   ResourceSet Capacity() const override;
-  std::vector<uint64_t> PlacesOf(const std::string& gang_id) const override;
-  bool CouldHold(const std::string& gang_id, uint64_t place) const override;
-  bool FitsFewPlaces(const std::string& gang_id) const override;
-  bool HoldsPlacesSparedFor(const std::string& holder, const std::string& gang_id) const override;
+  std::vector<uint64_t> PlacesOf(GangRef gang) const override;
+  bool CouldHold(GangRef gang, uint64_t place) const override;
+  bool FitsFewPlaces(GangRef gang) const override;
+  bool HoldsPlacesSparedFor(GangRef holder, GangRef gang) const override;
 
   // Not owned; nullptr = none.
   void set_observer(DecisionObserver* observer) { observer_ = observer; }
@@ -134,7 +137,7 @@ class PlacerCapacity : public CapacityModel {
   void set_spare_few_node_places(bool spare) { spare_ = spare; }
   static constexpr size_t kFewPlaces = 16;
   // What the gang's held bundles charge (as Place's answer).
-  ResourceSet Charge(const std::string& gang_id) const { return ChargeOf(Held(gang_id)); }
+  ResourceSet Charge(GangRef gang) const { return ChargeOf(Held(gang)); }
 
   // Placement decisions made (Place, PlacesWithout, PlacesWhenIdle), for the benches.
   int64_t decisions() const { return decisions_; }
@@ -159,7 +162,19 @@ class PlacerCapacity : public CapacityModel {
     std::optional<std::vector<NodeIndex>> few_nodes;
   };
   using Shapes = std::map<ShapeKey, Shape>;
-  struct Gang {
+  // A gang's record. Linked into gangs_ (the model walks every gang when
+  // the nodes change); it unlinks itself, and gives back what it holds,
+  // when its owner drops it.
+  struct Gang : CapacityModel::Gang {
+    Gang(PlacerCapacity* model, std::shared_ptr<const PlacementGroupSpec> gang_spec,
+         Shapes::iterator gang_shape)
+        : owner(model), spec(std::move(gang_spec)), shape(gang_shape) {}
+    Gang(const Gang&) = delete;
+    Gang& operator=(const Gang&) = delete;
+    ~Gang() override { owner->Forget(*this); }
+    PlacerCapacity* owner;
+    Gang* prev = nullptr;
+    Gang* next = nullptr;
     std::shared_ptr<const PlacementGroupSpec> spec;
     Shapes::iterator shape;
     absl::InlinedVector<BundlePlacement, 1> held;  // most gangs: one bundle, inline
@@ -186,6 +201,9 @@ class PlacerCapacity : public CapacityModel {
     bool infeasible;
     uint64_t after_placements;  // placements_ when it did not fit
   };
+  static Gang* Of(GangRef gang) { return static_cast<Gang*>(gang.record); }
+  // Releases what the gang holds and unlinks it: its record is going.
+  void Forget(Gang& g);
   // Whether a gang asks at least what `unfit` asked, amount by amount (both
   // of one structure).
   static bool AsksAtLeast(const std::vector<int64_t>& amounts, const std::vector<int64_t>& unfit);
@@ -199,6 +217,7 @@ class PlacerCapacity : public CapacityModel {
   // not any set of nodes).
   std::optional<ResourceSet> Decide(Gang& g, const absl::flat_hash_set<NodeIndex>* avoid,
                                     PlacementReasonPtr* reason);
+  void ReleaseHeld(Gang& g);
   static std::vector<uint64_t> NodesOf(absl::Span<const BundlePlacement> placements);
   // PlaceRemainder's decision for `g` (observed), beside what it holds.
   absl::StatusOr<PlacementDecision> DecideRemainder(Gang& g);
@@ -226,8 +245,8 @@ class PlacerCapacity : public CapacityModel {
   PlacementScorer* scorer_;
   DecisionObserver* observer_ = nullptr;
   NodeScorer* ranking() const { return scorer_ == nullptr ? nullptr : scorer_->current(); }
-  absl::node_hash_map<std::string, Gang> gangs_;
-  Shapes shapes_;  // of the gangs; node-based: unfit_ points into it
+  Gang* gangs_ = nullptr;  // every gang's record, linked through prev and next
+  Shapes shapes_;          // of the gangs; node-based: unfit_ points into it
   // By the hash of their structure, specs that did not fit with no more
   // room free than now (a few per structure: the check is linear). A
   // Release takes out those that failed after the released gang was

@@ -20,7 +20,7 @@ PreemptionRules::PreemptionRules(const QueuedGang& preemptor, PassState& pass,
       below_nominal_(!within_nominal_ &&
                      ledger.IsBelowNominal(preemptor.request.queue, preemptor.request.demand)),
       // Within its nominal quota, a gang that fits few nodes takes them back.
-      few_places_(within_nominal_ && pass.capacity.FitsFewPlaces(preemptor.request.id)) {
+      few_places_(within_nominal_ && pass.capacity.FitsFewPlaces(preemptor.ref())) {
   if (below_nominal_) {
     ResourceSet after = ledger.Usage(preemptor.request.queue);
     after.Add(preemptor.request.demand).IgnoreError();
@@ -62,7 +62,7 @@ std::optional<PreemptionRule> PreemptionRules::RuleFor(const PassState::Victim& 
     return PreemptionRule::kBackfill;
   }
   if (MayReclaimFrom(v)) return PreemptionRule::kReclaim;
-  if (few_places_ && pass_.capacity.HoldsPlacesSparedFor(c->request.id, by.id)) {
+  if (few_places_ && pass_.capacity.HoldsPlacesSparedFor(c->ref(), g_.ref())) {
     return PreemptionRule::kSparedNodes;
   }
   return std::nullopt;
@@ -85,7 +85,7 @@ bool PreemptionRules::OnUsablePlaces(const QueuedGang* c) {
   if (where.empty()) return true;
   for (uint64_t node : where) {
     auto [it, fresh] = usable_.try_emplace(node, false);
-    if (fresh) it->second = pass_.capacity.CouldHold(g_.request.id, node);
+    if (fresh) it->second = pass_.capacity.CouldHold(g_.ref(), node);
     if (it->second) return true;
   }
   return false;

@@ -50,7 +50,7 @@ bool FitsQuotaWherePlaced(QueuedGang& g, PassState& pass, const ResourceSet& cha
   if (charge == g.request.demand) return true;
   const QuotaVerdict placed = pass.quota.Check(g.request.queue, charge);
   if (placed.fits) return true;
-  pass.capacity.Release(g.request.id);
+  pass.capacity.Release(g.ref());
   SayWaiting(g, GangWait::kQuotaWherePlaced, placed.shortfall);
   return false;
 }
@@ -69,7 +69,8 @@ absl::Status QueueScheduler::Reconfigure(QueueConfig config) {
   return absl::OkStatus();
 }
 
-absl::Status QueueScheduler::Submit(GangRequest request, int64_t now_ms) {
+absl::Status QueueScheduler::Submit(GangRequest request, int64_t now_ms,
+                                    std::unique_ptr<CapacityModel::Gang> placement) {
   request.queue = QueueOf(request);
   if (absl::StatusOr<const QueueSpec*> q = config_.Resolve(request.queue, "queue"); !q.ok()) {
     return q.status();
@@ -82,6 +83,7 @@ absl::Status QueueScheduler::Submit(GangRequest request, int64_t now_ms) {
   g.view.waiting_since_ms = now_ms;
   std::string id = request.id;
   g.request = std::move(request);
+  g.placement = std::move(placement);
   gangs_.emplace(std::move(id), std::move(g));
   return absl::OkStatus();
 }
@@ -119,11 +121,12 @@ absl::Status QueueScheduler::Restore(const std::vector<GangRecord>& records) {
       return absl::FailedPreconditionError(absl::StrCat("gang ", r.request.id, " is saved twice"));
     }
   }
-  for (const GangRecord& r : records) Insert(r);
+  for (const GangRecord& r : records) Insert(r, nullptr);
   return absl::OkStatus();
 }
 
-absl::Status QueueScheduler::Restore(const GangRecord& record) {
+absl::Status QueueScheduler::Restore(const GangRecord& record,
+                                     std::unique_ptr<CapacityModel::Gang> placement) {
   if (config_.FindQueue(QueueOf(record.request)) == nullptr) {
     return absl::FailedPreconditionError(absl::StrCat("gang ", record.request.id, " names queue '",
                                                       record.request.queue,
@@ -132,13 +135,14 @@ absl::Status QueueScheduler::Restore(const GangRecord& record) {
   if (gangs_.count(record.request.id) != 0) {
     return absl::AlreadyExistsError(absl::StrCat("gang ", record.request.id, " is already queued"));
   }
-  Insert(record);
+  Insert(record, std::move(placement));
   return absl::OkStatus();
 }
 
-void QueueScheduler::Insert(const GangRecord& r) {
+void QueueScheduler::Insert(const GangRecord& r, std::unique_ptr<CapacityModel::Gang> placement) {
   QueuedGang g;
   g.request = r.request;
+  g.placement = std::move(placement);
   g.request.queue = QueueOf(r.request);
   g.view.arrival = r.arrival;
   g.view.waiting_since_ms = r.waiting_since_ms;
@@ -155,15 +159,17 @@ void QueueScheduler::Insert(const GangRecord& r) {
   next_arrival_ = std::max(next_arrival_, r.arrival + 1);
 }
 
-void QueueScheduler::Finish(const std::string& id) {
+std::unique_ptr<CapacityModel::Gang> QueueScheduler::Finish(const std::string& id) {
   auto it = gangs_.find(id);
-  if (it == gangs_.end()) return;
+  if (it == gangs_.end()) return nullptr;
   const GangState state = it->second.view.state;
   if (state == GangState::kRunning || state == GangState::kClaimed) {
     ledger_.Remove(it->second.request.queue, it->second.view.charge);
   }
   StopLacking(it->second);
+  std::unique_ptr<CapacityModel::Gang> placement = std::move(it->second.placement);
   gangs_.erase(it);
+  return placement;
 }
 
 void QueueScheduler::Preempted(const std::string& id, int64_t now_ms) {
@@ -190,6 +196,11 @@ void QueueScheduler::Checkpointed(const std::string& id, int64_t at_ms) {
 const GangView* QueueScheduler::Find(const std::string& id) const {
   auto it = gangs_.find(id);
   return it == gangs_.end() ? nullptr : &it->second.view;
+}
+
+CapacityModel::GangRef QueueScheduler::Ref(const std::string& id) const {
+  auto it = gangs_.find(id);
+  return it == gangs_.end() ? CapacityModel::GangRef{&id, nullptr} : it->second.ref();
 }
 
 const GangRequest* QueueScheduler::Request(const std::string& id) const {
@@ -269,12 +280,12 @@ void QueueScheduler::TryGang(QueuedGang& g, PassState& pass) {
     return;
   }
   PlacementReasonPtr why;
-  if (std::optional<ResourceSet> charge = pass.capacity.Place(g.request.id, &why)) {
+  if (std::optional<ResourceSet> charge = pass.capacity.Place(g.ref(), &why)) {
     StartPlaced(g, pass, quota, std::move(charge));
     return;
   }
   // Fits its quota, not the nodes.
-  if (pass.capacity.Infeasible(g.request.id)) {
+  if (pass.capacity.Infeasible(g.ref())) {
     SayUnplaced(g, GangWait::kInfeasible, std::move(why));
     return;
   }
@@ -318,7 +329,7 @@ bool QueueScheduler::TryPreempt(QueuedGang& g, PassState& pass, bool starving) {
   // nodes all run gangs they may not preempt spend the budget, and the
   // gangs after them never search.
   if (!starving && pass.searches == options_.max_preemption_searches &&
-      !pass.capacity.FitsFewPlaces(g.request.id)) {
+      !pass.capacity.FitsFewPlaces(g.ref())) {
     return false;
   }
   bool over_budget = false;
@@ -345,7 +356,7 @@ void QueueScheduler::HoldRoom(const QueuedGang& g, PassState& pass, bool starvin
   // within its nominal quota) gets one. A gang that fits not even the idle
   // cluster keeps no room: it would hold its queue's quota, and every later
   // admission would ask whether it fits with every gang gone.
-  if (pass.capacity.Infeasible(g.request.id)) return;
+  if (pass.capacity.Infeasible(g.ref())) return;
   const bool firm = starving && quota.within_nominal;
   if (firm) pass.quota.Hold(g.request.queue, g.request.demand);
   if (options_.reservations && (quota.within_nominal || quota.fits) &&
@@ -362,7 +373,7 @@ void QueueScheduler::StartPlaced(QueuedGang& g, PassState& pass, const QuotaVerd
   if (!FitsQuotaWherePlaced(g, pass, *charge)) return;
   ReservationCheck check;
   if (!RespectsReservations(g, quota.within_nominal, pass, gangs_, &check)) {
-    pass.capacity.Release(g.request.id);
+    pass.capacity.Release(g.ref());
     // The placer chose the reserved room (draining nodes are the emptiest);
     // off it the gang may still fit, as Slurm's backfill starts a job on
     // the nodes a reservation leaves. Free room only shrinks in a pass, so
@@ -370,7 +381,7 @@ void QueueScheduler::StartPlaced(QueuedGang& g, PassState& pass, const QuotaVerd
     const auto key = std::make_pair(g.request.shape, absl::HashOf(check.blocking));
     const bool memo = g.request.shape != 0;
     if (check.blocking.empty() || (memo && pass.unfit_off_reserved.contains(key)) ||
-        !(charge = pass.capacity.PlaceAvoiding(g.request.id, check.blocking))) {
+        !(charge = pass.capacity.PlaceAvoiding(g.ref(), check.blocking))) {
       if (memo && !check.blocking.empty()) pass.unfit_off_reserved.insert(key);
       SayWaiting(g, GangWait::kReservation, nullptr, check.delays, check.holder);
       return;
@@ -379,7 +390,7 @@ void QueueScheduler::StartPlaced(QueuedGang& g, PassState& pass, const QuotaVerd
     check.past.clear();
     check.blocking.clear();
     if (!RespectsReservations(g, quota.within_nominal, pass, gangs_, &check)) {
-      pass.capacity.Release(g.request.id);
+      pass.capacity.Release(g.ref());
       SayWaiting(g, GangWait::kReservation, nullptr, check.delays, check.holder);
       return;
     }
@@ -402,7 +413,7 @@ void QueueScheduler::ResumeClaimed(QueuedGang& g, PassState& pass,
     g.TidyApart();
   }
   PlacementReasonPtr why;
-  if (std::optional<ResourceSet> charge = pass.capacity.Place(id, &why)) {
+  if (std::optional<ResourceSet> charge = pass.capacity.Place(g.ref(), &why)) {
     ledger_.Remove(g.request.queue, g.view.charge);
     Admit(g, *std::move(charge), pass.now_ms, false);
     pass.Admitted(&g);
@@ -416,13 +427,14 @@ void QueueScheduler::ResumeClaimed(QueuedGang& g, PassState& pass,
     return;
   }
   std::vector<std::string> freed(g.awaiting().begin(), g.awaiting().end());
-  std::optional<std::vector<uint64_t>> places = pass.capacity.PlacesWithout(id, freed);
+  std::optional<std::vector<uint64_t>> places =
+      pass.capacity.PlacesWithout(g.ref(), pass.RefsOf(freed));
   pass.held.push_back({id, std::move(freed), pass.now_ms, false, std::move(places), true});
 }
 
 PassResult QueueScheduler::Pass(int64_t now_ms, CapacityModel& capacity) {
   ++passes_;
-  PassState pass(now_ms, capacity, &config_, &ledger_);
+  PassState pass(now_ms, capacity, &config_, &ledger_, &gangs_);
   // One walk of the gangs (thousands): those holding room, claimed, pending.
   std::vector<QueuedGang*> claimed, pending;
   for (auto& [id, g] : gangs_) {

@@ -134,11 +134,16 @@ class QueueScheduler {
   }
 
   // Queues a gang (NOT_FOUND naming `queue` for an unknown queue,
-  // ALREADY_EXISTS for a known id).
-  absl::Status Submit(GangRequest request, int64_t now_ms);
-  // The gang is gone (ended, cancelled): its quota is given back. The
-  // caller releases what the capacity model holds for it.
-  void Finish(const std::string& id);
+  // ALREADY_EXISTS for a known id), with what the capacity model keeps of
+  // it (`placement`, null under a model that keeps nothing per gang), which
+  // its record keeps from now on.
+  absl::Status Submit(GangRequest request, int64_t now_ms,
+                      std::unique_ptr<CapacityModel::Gang> placement = nullptr);
+  // The gang is gone (ended, cancelled): its quota is given back. Returns
+  // what the capacity model keeps of it (null for an unknown gang): what
+  // it holds is released when that is dropped, which the caller may put off
+  // (its bundles are still being committed on the nodes).
+  std::unique_ptr<CapacityModel::Gang> Finish(const std::string& id);
   // A preempted gang stopped and the caller released its capacity: it waits
   // again, in its old place in line.
   void Preempted(const std::string& id, int64_t now_ms);
@@ -169,7 +174,8 @@ class QueueScheduler {
   // Brings back one gang (a head restoring its groups one by one, in
   // arrival order); an unknown queue is FAILED_PRECONDITION, a known id
   // ALREADY_EXISTS.
-  absl::Status Restore(const GangRecord& record);
+  absl::Status Restore(const GangRecord& record,
+                       std::unique_ptr<CapacityModel::Gang> placement = nullptr);
 
   PassResult Pass(int64_t now_ms, CapacityModel& capacity);
 
@@ -201,13 +207,16 @@ class QueueScheduler {
   PlacementReasonPtr WhyLacking(const std::string& id) const;
 
   const GangView* Find(const std::string& id) const;
+  // How the capacity model is asked about gang `id` (its record null when
+  // the gang is unknown: then `id` must outlive the answer).
+  CapacityModel::GangRef Ref(const std::string& id) const;
   // What the gang was submitted with (its queue resolved); null when unknown.
   const GangRequest* Request(const std::string& id) const;
   QueueView Queue(const std::string& name, const ResourceSet& capacity) const;
   const QuotaLedger& ledger() const { return ledger_; }
 
  private:
-  void Insert(const GangRecord& record);
+  void Insert(const GangRecord& record, std::unique_ptr<CapacityModel::Gang> placement);
   void Admit(QueuedGang& g, ResourceSet charge, int64_t now_ms, bool backfilled);
   // A claimed gang starts once its victims' room is free, waits again if
   // that room went elsewhere (then it joins *pending), and else keeps a

@@ -46,7 +46,7 @@ std::vector<QueueScheduler::Remainder> QueueScheduler::PlaceLacking(int64_t now_
     ++it;  // a gang placed leaves lacking_
     QueuedGang::Lacking& lacks = *g.lacking();
     if (lacks.infeasible || (!all && lacks.next_try_ms > now_ms)) continue;
-    Remainder& r = out.emplace_back(Remainder{g.request.id, capacity.PlaceRemainder(g.request.id)});
+    Remainder& r = out.emplace_back(Remainder{g.request.id, capacity.PlaceRemainder(g.ref())});
     switch (r.placement.outcome) {
       case PlacementOutcome::kPlaced:
         StopLacking(g);

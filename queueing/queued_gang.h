@@ -3,9 +3,10 @@
 // preemption_rules, victim_search, reservations, queue_order) read of it.
 // Internal to queueing/: users see a gang through GangView.
 //
-// Promises: plain data (what few gangs hold is kept apart). A gang's address is stable for as long
-// as it is known (QueueScheduler keeps them in a node-based map), so a pass may key its caches by
-// QueuedGang*.
+// Promises: plain data (what few gangs hold is kept apart), the one record
+// of a gang: what the capacity model keeps of it lives here too. A gang's address is stable for as
+// long as it is known (QueueScheduler keeps them in a node-based map), so a pass may key its caches
+// by QueuedGang*.
 #ifndef BERTH_QUEUEING_QUEUED_GANG_H_
 #define BERTH_QUEUEING_QUEUED_GANG_H_
 
@@ -16,6 +17,7 @@
 #include <utility>
 
 #include "absl/container/btree_set.h"
+#include "queueing/capacity_model.h"
 #include "queueing/queue_scheduler_types.h"
 
 namespace berth {
@@ -26,6 +28,11 @@ using WaitKeys = absl::btree_set<std::pair<std::string, uint64_t>>;
 struct QueuedGang {
   GangRequest request;
   GangView view;
+  // What the capacity model keeps of it (where it is placed); null under a
+  // model that keeps nothing per gang.
+  std::unique_ptr<CapacityModel::Gang> placement;
+  // How the capacity model is asked about it.
+  CapacityModel::GangRef ref() const { return {&request.id, placement.get()}; }
   // Each wait of a gang (it waits again after a preemption) is its own.
   uint64_t wait_epoch = 0;
   uint64_t tried_in_pass = 0;  // the number of the pass that last tried it

@@ -27,12 +27,12 @@ bool TakesRoomOf(const QueuedGang& g, bool within_nominal, const Reservation& r,
   // It leaves the reserved gang its room: off its places, or (a model
   // without places) the reserved gang still fits once `freed` end.
   if (r.places && !r.places->empty()) {
-    if (!*mine) *mine = pass.capacity.PlacesOf(g.request.id);
+    if (!*mine) *mine = pass.capacity.PlacesOf(g.ref());
     std::vector<uint64_t> shared;
     std::set_intersection((*mine)->begin(), (*mine)->end(), r.places->begin(), r.places->end(),
                           std::back_inserter(shared));
     if (shared.empty()) return false;
-  } else if (pass.capacity.FitsWithout(r.gang, r.freed)) {
+  } else if (pass.capacity.FitsWithout(pass.RefOf(r.gang), pass.RefsOf(r.freed))) {
     return false;
   }
   return true;
@@ -46,34 +46,39 @@ std::optional<Reservation> Reserve(const QueuedGang& g, bool starving, const Pas
   CapacityModel& capacity = pass.capacity;
   // Running gangs by the time they end at the latest (preempting ones now),
   // the soonest max_horizon of them.
-  std::vector<std::pair<int64_t, const std::string*>> ending;
+  std::vector<std::pair<int64_t, const QueuedGang*>> ending;
   for (const QueuedGang* c : pass.live) {
     if (c->view.state == GangState::kPreempting) {
-      ending.emplace_back(now_ms, &c->request.id);
+      ending.emplace_back(now_ms, c);
     } else if (c->view.state == GangState::kRunning && c->request.time_limit_ms) {
-      ending.emplace_back(c->view.started_ms + *c->request.time_limit_ms, &c->request.id);
+      ending.emplace_back(c->view.started_ms + *c->request.time_limit_ms, c);
     }
   }
   const size_t horizon = std::min(ending.size(), max_horizon);
-  std::partial_sort(ending.begin(), ending.begin() + horizon, ending.end(),
-                    [](const auto& a, const auto& b) {
-                      return std::tie(a.first, *a.second) < std::tie(b.first, *b.second);
-                    });
+  std::partial_sort(
+      ending.begin(), ending.begin() + horizon, ending.end(), [](const auto& a, const auto& b) {
+        return std::tie(a.first, a.second->request.id) < std::tie(b.first, b.second->request.id);
+      });
   ending.resize(horizon);
   auto prefix = [&](size_t k) {
-    std::vector<std::string> ids;
-    for (size_t i = 0; i < k; ++i) ids.push_back(*ending[i].second);
-    return ids;
+    std::vector<CapacityModel::GangRef> refs;
+    for (size_t i = 0; i < k; ++i) refs.push_back(ending[i].second->ref());
+    return refs;
+  };
+  auto ids = [&](size_t k) {
+    std::vector<std::string> out;
+    for (size_t i = 0; i < k; ++i) out.push_back(ending[i].second->request.id);
+    return out;
   };
   Reservation r{g.request.id, {}, kNever, starving, {}};
   // Where it goes with the fewest gangs ended found so far (the last trial
   // that fit: the answer's places, not asked again).
   std::optional<std::vector<uint64_t>> at_hi;
-  if (!ending.empty()) at_hi = capacity.PlacesWithout(g.request.id, prefix(ending.size()));
+  if (!ending.empty()) at_hi = capacity.PlacesWithout(g.ref(), prefix(ending.size()));
   if (!at_hi) {
     // No start in sight: it keeps the places it would take on an idle
     // cluster, which drain as their gangs end.
-    r.places = capacity.PlacesWhenIdle(g.request.id);
+    r.places = capacity.PlacesWhenIdle(g.ref());
     if (!r.places) return std::nullopt;
     for (const QueuedGang* c : pass.live) r.freed.push_back(c->request.id);
     return r;
@@ -83,14 +88,14 @@ std::optional<Reservation> Reserve(const QueuedGang& g, bool starving, const Pas
   while (lo < hi) {
     const size_t mid = (lo + hi) / 2;
     if (std::optional<std::vector<uint64_t>> places =
-            capacity.PlacesWithout(g.request.id, prefix(mid))) {
+            capacity.PlacesWithout(g.ref(), prefix(mid))) {
       hi = mid;
       at_hi = std::move(places);
     } else {
       lo = mid + 1;
     }
   }
-  r.freed = prefix(lo);
+  r.freed = ids(lo);
   r.start_ms = lo == 0 ? now_ms : std::max(now_ms, ending[lo - 1].first);
   r.places = std::move(at_hi);
   return r;

@@ -149,7 +149,7 @@ std::set<const Place*> VictimSearch::Emptiable() const {
   for (const Candidate& c : candidates_) ids.insert(c.gang);
   std::set<const Place*> out;
   for (const Place& place : places_) {
-    if (!place.node || !pass_.capacity.CouldHold(g_.request.id, *place.node)) continue;
+    if (!place.node || !pass_.capacity.CouldHold(g_.ref(), *place.node)) continue;
     bool all = true;
     for (const QueuedGang* holder : pass_.HoldersOf(*place.node)) {
       all = all && ids.contains(holder);
@@ -205,13 +205,13 @@ std::vector<const Candidate*> VictimSearch::EligibleOf(const std::set<const Plac
 
 bool VictimSearch::Enough(const std::vector<const Candidate*>& set) {
   std::vector<std::pair<std::string, ResourceSet>> released;
-  std::vector<std::string> ids;
+  std::vector<CapacityModel::GangRef> freed;
   for (const Candidate* c : set) {
     released.emplace_back(c->gang->request.queue, c->gang->view.charge);
-    ids.push_back(c->gang->request.id);
+    freed.push_back(c->gang->ref());
   }
   if (!pass_.quota.Check(g_.request.queue, g_.request.demand, released).fits) return false;
-  std::optional<std::vector<uint64_t>> places = pass_.capacity.PlacesWithout(g_.request.id, ids);
+  std::optional<std::vector<uint64_t>> places = pass_.capacity.PlacesWithout(g_.ref(), freed);
   if (!places) return false;
   fit_places_ = std::move(places);
   return true;

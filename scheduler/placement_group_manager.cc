@@ -8,8 +8,15 @@
 
 namespace berth {
 
+CapacityModel::GangRef PlacementGroupManager::PlacementOf(const Group& g) const {
+  if (g.commit != nullptr && g.commit->removed_placement != nullptr)
+    return {&g.id, g.commit->removed_placement.get()};
+  return queues_.Ref(g.id);
+}
+
 bool PlacementGroupManager::Infeasible(const Group& g) const {
-  return waiting_.count(g.id) != 0 ? capacity_.Infeasible(g.id) : queues_.LacksInfeasibly(g.id);
+  return waiting_.count(g.id) != 0 ? capacity_.Infeasible(PlacementOf(g))
+                                   : queues_.LacksInfeasibly(g.id);
 }
 
 void PlacementGroupManager::IndexRequestId(const Group& g) {
@@ -30,7 +37,7 @@ QueueView PlacementGroupManager::Queue(const std::string& name) const {
 
 std::vector<const BundlePlacement*> PlacementGroupManager::Placed(const Group& g) const {
   std::vector<const BundlePlacement*> placed;
-  for (const BundlePlacement& p : capacity_.Held(g.id)) placed.push_back(&p);
+  for (const BundlePlacement& p : PlacerCapacity::Held(PlacementOf(g))) placed.push_back(&p);
   std::sort(placed.begin(), placed.end(), [](const BundlePlacement* a, const BundlePlacement* b) {
     return a->bundle_index < b->bundle_index;
   });
@@ -39,7 +46,8 @@ std::vector<const BundlePlacement*> PlacementGroupManager::Placed(const Group& g
 
 std::vector<uint32_t> PlacementGroupManager::PlacedBundles(const Group& g) const {
   std::vector<uint32_t> out;
-  for (const BundlePlacement& p : capacity_.Held(g.id)) out.push_back(p.bundle_index);
+  for (const BundlePlacement& p : PlacerCapacity::Held(PlacementOf(g)))
+    out.push_back(p.bundle_index);
   std::sort(out.begin(), out.end());
   return out;
 }
@@ -55,7 +63,7 @@ std::vector<CancelTask> PlacementGroupManager::CancelsFor(const Group& g,
   std::vector<uint32_t> sorted = bundles;
   std::sort(sorted.begin(), sorted.end());
   std::vector<BundlePlacement> placed;
-  for (const BundlePlacement& p : capacity_.Held(g.id)) {
+  for (const BundlePlacement& p : PlacerCapacity::Held(PlacementOf(g))) {
     if (std::binary_search(sorted.begin(), sorted.end(), p.bundle_index)) placed.push_back(p);
   }
   return CancelsFor(g, placed, why);
@@ -78,7 +86,7 @@ std::vector<CancelTask> PlacementGroupManager::CancelsFor(
 }
 
 void PlacementGroupManager::ReleaseBundles(Group& g, const std::vector<uint32_t>& bundles) {
-  capacity_.ReleaseBundles(g.id, bundles);
+  capacity_.ReleaseBundles(PlacementOf(g), bundles);
 }
 
 void PlacementGroupManager::Forget(const std::string& id) {
@@ -111,18 +119,21 @@ absl::StatusOr<std::vector<CancelTask>> PlacementGroupManager::Remove(const std:
   removed->info.clear_locations();
   removed->info.clear_topology_domain();
   g.removed = std::move(removed);
-  queues_.Finish(id);
-  pass_due_ = true;
-  removed_order_.push_back(id);
   std::vector<CancelTask> cancels;
-  if (!g.in_flight()) {
-    const std::vector<uint32_t> placed = PlacedBundles(g);
-    cancels = CancelsFor(g, placed);
-    capacity_.Remove(id);  // releases what it holds
+  if (!g.in_flight()) cancels = CancelsFor(g, PlacedBundles(g));
+  // Its placement record goes with the queue scheduler's gang, releasing
+  // what it holds; a commit in flight keeps it until the commit ends.
+  std::unique_ptr<CapacityModel::Gang> placement = queues_.Finish(id);
+  if (g.in_flight()) {
+    g.commit->removed_placement = std::move(placement);
+  } else {
+    placement.reset();
     // Freed resources may let waiting groups in now: the next Schedule
     // tries them all (once, however many groups a batch removed).
     freed_ = true;
   }
+  pass_due_ = true;
+  removed_order_.push_back(id);
   while (removed_order_.size() > config_.max_removed_kept) {
     const std::string old = removed_order_.front();
     removed_order_.pop_front();
@@ -199,7 +210,7 @@ void PlacementGroupManager::RunPass(int64_t now_ms, std::vector<CommitTask>* tas
     Group& g = groups_.at(id);
     if (observer_) observer_->OnAdmitted(RequestOf(g).queue, now_ms - g.waiting_since_ms);
     waiting_.erase(id);
-    tasks->push_back(StartCommit(g, capacity_.Held(id)));
+    tasks->push_back(StartCommit(g, PlacerCapacity::Held(PlacementOf(g))));
   }
   for (const Preemption& p : result.preempted) StartPreemption(p, now_ms);
   waiting_feasible_ = 0;
@@ -207,7 +218,7 @@ void PlacementGroupManager::RunPass(int64_t now_ms, std::vector<CommitTask>* tas
     Group& g = groups_.at(id);
     ++g.attempts;
     if (queues_.Find(id) != nullptr) SetReason(g, Reason::kQueue);
-    if (!capacity_.Infeasible(id)) ++waiting_feasible_;
+    if (!capacity_.Infeasible(PlacementOf(g))) ++waiting_feasible_;
   }
 }
 
@@ -293,17 +304,17 @@ std::vector<CancelTask> PlacementGroupManager::OnCommitDone(const std::string& i
   --in_flight_;
   changed_.insert(id);
   if (g.state == v1::PLACEMENT_GROUP_STATE_REMOVED) {
-    // Removed during the commit: release everything it holds. A failed
-    // commit's own bundles were cancelled by the committer already.
-    std::vector<uint32_t> to_cancel;
-    for (uint32_t b : PlacedBundles(g)) {
-      const bool cancelled =
-          !result.ok() && std::find(committing.begin(), committing.end(), b) != committing.end();
-      if (!cancelled) to_cancel.push_back(b);
+    // Removed during the commit: release everything it holds (its record
+    // goes with `commit`). A failed commit's own bundles were cancelled by
+    // the committer already.
+    std::vector<BundlePlacement> to_cancel;
+    for (const BundlePlacement& p :
+         PlacerCapacity::Held({&g.id, commit->removed_placement.get()})) {
+      const bool cancelled = !result.ok() && std::find(committing.begin(), committing.end(),
+                                                       p.bundle_index) != committing.end();
+      if (!cancelled) to_cancel.push_back(p);
     }
-    std::vector<CancelTask> cancels = CancelsFor(g, to_cancel);
-    capacity_.Remove(id);  // releases what it holds
-    return cancels;
+    return CancelsFor(g, to_cancel, "remove");
   }
   // A victim chosen during its commit: one created directly lets go now;
   // a job's group waits for its job (ReleasePreempted).
@@ -364,7 +375,7 @@ void PlacementGroupManager::OnNodeDead(const std::string& node_id, int64_t now_m
   for (auto& [id, g] : groups_) {
     if (g.state == v1::PLACEMENT_GROUP_STATE_REMOVED || g.in_flight()) continue;
     std::vector<uint32_t> lost;
-    for (const BundlePlacement& p : capacity_.Held(id)) {
+    for (const BundlePlacement& p : PlacerCapacity::Held(PlacementOf(g))) {
       if (p.allocation.node == *index) lost.push_back(p.bundle_index);
     }
     std::sort(lost.begin(), lost.end());
@@ -389,7 +400,7 @@ std::vector<std::string> PlacementGroupManager::OnBundlesReleased(
     if (it == groups_.end() || it->second.state == v1::PLACEMENT_GROUP_STATE_REMOVED) continue;
     Group& g = it->second;
     std::sort(bundles.begin(), bundles.end());
-    for (const BundlePlacement& p : capacity_.Held(id)) {
+    for (const BundlePlacement& p : PlacerCapacity::Held(PlacementOf(g))) {
       const uint32_t b = p.bundle_index;
       if (p.allocation.node != *index || !std::binary_search(bundles.begin(), bundles.end(), b))
         continue;

@@ -315,7 +315,8 @@ class PlacementGroupManager {
     std::string job_id;
     std::string request_id;
     uint64_t fingerprint = 0;  // of the create request, to detect reused request ids
-    // Shared with capacity_, which holds what is placed of it (Placed()).
+    // Shared with its gang's placement record (PlacementOf), which holds
+    // what is placed of it (Placed()).
     std::shared_ptr<const PlacementGroupSpec> spec;
     v1::PlacementGroupState state = v1::PLACEMENT_GROUP_STATE_PENDING;
     struct Removed {
@@ -329,6 +330,10 @@ class PlacementGroupManager {
     struct Commit {
       std::vector<uint32_t> bundles;
       std::vector<uint32_t> released;
+      // Of a group removed during its commit, which the queue scheduler has
+      // forgotten: its placement record, which holds its bundles until the
+      // commit ends.
+      std::unique_ptr<CapacityModel::Gang> removed_placement;
     };
     std::unique_ptr<Commit> commit;
     bool in_flight() const { return commit != nullptr; }
@@ -346,6 +351,10 @@ class PlacementGroupManager {
     uint32_t attempts = 0;
     uint32_t lost = 0;  // bundles, of kRestartedLost, kLostWithNode, kReleasedByNode
   };
+  // How capacity_ is asked about the group: its gang's placement record,
+  // which the queue scheduler keeps (a group removed during its commit:
+  // the commit keeps it). Its record is null once the group holds nothing.
+  CapacityModel::GangRef PlacementOf(const Group& g) const;
   // The queue scheduler's request and view of a live (not REMOVED) group.
   const GangRequest& RequestOf(const Group& g) const { return *queues_.Request(g.id); }
   const GangView& ViewOf(const Group& g) const { return *queues_.Find(g.id); }
@@ -359,9 +368,10 @@ class PlacementGroupManager {
   // bundles reserved again (how many were lost), its gang in the queue
   // scheduler.
   absl::StatusOr<Group> GroupFromRecord(const v1::PlacementGroupRecord& r, int64_t now_ms) const;
-  absl::StatusOr<size_t> RestorePlacements(const Group& g, const v1::PlacementGroupRecord& r);
-  void RestoreGang(const Group& g, const v1::PlacementGroupRecord& r, bool complete,
-                   int64_t now_ms);
+  absl::StatusOr<size_t> RestorePlacements(CapacityModel::GangRef placement,
+                                           const v1::PlacementGroupRecord& r);
+  void RestoreGang(const Group& g, const v1::PlacementGroupRecord& r, bool complete, int64_t now_ms,
+                   std::unique_ptr<CapacityModel::Gang> placement);
   // Releases the table reservations of `bundles` and forgets them.
   void ReleaseBundles(Group& g, const std::vector<uint32_t>& bundles);
   // `lost` (placed, not in two-phase commit) are gone with `node_id`
@@ -409,7 +419,9 @@ class PlacementGroupManager {
   uint64_t workload_written_builds_ = 0;  // scorer_.builds() when last exported
   uint64_t workload_written_added_ = 0;   // the window's added() then
   bool workload_restored_ = false;        // restored groups are in the window already
-  PlacerCapacity capacity_;               // holds every group's table reservations
+  // Holds every group's table reservations, in the placement records of
+  // the queue scheduler's gangs: declared first, it outlives them.
+  PlacerCapacity capacity_;
   QueueScheduler queues_;
   std::map<std::string, Group> groups_;
   // Keys view Group::request_id (groups_ is node-based: stable addresses).

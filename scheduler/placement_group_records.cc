@@ -106,19 +106,19 @@ absl::StatusOr<PlacementGroupManager::Group> PlacementGroupManager::GroupFromRec
   return g;
 }
 
-absl::StatusOr<size_t> PlacementGroupManager::RestorePlacements(const Group& g,
+absl::StatusOr<size_t> PlacementGroupManager::RestorePlacements(CapacityModel::GangRef placement,
                                                                 const v1::PlacementGroupRecord& r) {
   size_t lost = 0;
-  std::vector<bool> seen(g.spec->bundles().size());
+  std::vector<bool> seen(PlacerCapacity::SpecOf(placement)->bundles().size());
   for (const v1::BundleRecord& placed : r.placed()) {
     std::optional<NodeIndex> node = table_->FindNode(placed.node_id());
     absl::StatusOr<ResourceSet> resources = ResourceSetFromProto(placed.resources(), "resources");
     absl::StatusOr<std::vector<GpuShare>> gpus = GpuSharesFromProto(placed.gpus(), "gpus");
     if (placed.bundle_index() >= seen.size() || seen[placed.bundle_index()] || !resources.ok() ||
         !gpus.ok()) {
-      capacity_.Remove(g.id);  // gives back what it reserved so far
+      // The caller drops the record, which gives back what it reserved so far.
       return absl::InvalidArgumentError(
-          absl::StrCat("placement group record '", g.id, "': bad bundle record"));
+          absl::StrCat("placement group record '", *placement.id, "': bad bundle record"));
     }
     seen[placed.bundle_index()] = true;
     Allocation allocation{node.value_or(0), *std::move(resources), *std::move(gpus)};
@@ -127,13 +127,14 @@ absl::StatusOr<size_t> PlacementGroupManager::RestorePlacements(const Group& g,
       ++lost;
       continue;
     }
-    capacity_.Hold(g.id, BundlePlacement{placed.bundle_index(), std::move(allocation)});
+    capacity_.Hold(placement, BundlePlacement{placed.bundle_index(), std::move(allocation)});
   }
   return lost;
 }
 
 void PlacementGroupManager::RestoreGang(const Group& g, const v1::PlacementGroupRecord& r,
-                                        bool complete, int64_t now_ms) {
+                                        bool complete, int64_t now_ms,
+                                        std::unique_ptr<CapacityModel::Gang> placement) {
   // Its place in the queue scheduler: admitted once it was placed (it holds
   // its quota while it places what it lost), or being preempted.
   QueueScheduler::GangRecord gang;
@@ -157,9 +158,10 @@ void PlacementGroupManager::RestoreGang(const Group& g, const v1::PlacementGroup
     gang.state = GangState::kPreempting;
   } else if (g.state != v1::PLACEMENT_GROUP_STATE_PENDING) {
     gang.state = GangState::kRunning;
-    gang.charge = complete ? capacity_.Charge(g.id) : g.spec->total();
+    gang.charge = complete ? capacity_.Charge({&g.id, placement.get()}) : g.spec->total();
   }
-  queues_.Restore(gang).IgnoreError();  // its queue is known, its id new
+  // Its queue is known, its id new.
+  queues_.Restore(gang, std::move(placement)).IgnoreError();
 }
 
 absl::Status PlacementGroupManager::Restore(const v1::PlacementGroupRecord& r, int64_t now_ms) {
@@ -167,10 +169,13 @@ absl::Status PlacementGroupManager::Restore(const v1::PlacementGroupRecord& r, i
   if (!group.ok()) return group.status();
   Group& g = *group;
   const std::string id = g.id;
-  g.spec = capacity_.Add(id, g.spec, /*learn=*/!workload_restored_);
-  absl::StatusOr<size_t> lost = RestorePlacements(g, r);
+  std::unique_ptr<CapacityModel::Gang> placement =
+      capacity_.Add(g.spec, /*learn=*/!workload_restored_);
+  const CapacityModel::GangRef ref{&id, placement.get()};
+  g.spec = PlacerCapacity::SpecOf(ref);
+  absl::StatusOr<size_t> lost = RestorePlacements(ref, r);
   if (!lost.ok()) return lost.status();
-  const bool complete = PlacedBundles(g).size() == g.spec->bundles().size();
+  const bool complete = PlacerCapacity::Held(ref).size() == g.spec->bundles().size();
   if (complete && r.state() == v1::PLACEMENT_GROUP_STATE_CREATED) {
     g.state = v1::PLACEMENT_GROUP_STATE_CREATED;
   } else if (r.state() == v1::PLACEMENT_GROUP_STATE_CREATED ||
@@ -182,7 +187,7 @@ absl::Status PlacementGroupManager::Restore(const v1::PlacementGroupRecord& r, i
     g.state = v1::PLACEMENT_GROUP_STATE_PENDING;
     SetReason(g, Reason::kRestarted);
   }
-  RestoreGang(g, r, complete, now_ms);
+  RestoreGang(g, r, complete, now_ms, std::move(placement));
   Group& restored = groups_.emplace(id, *std::move(group)).first->second;
   IndexRequestId(restored);
   if (!restored.name.empty()) by_name_[restored.name] = id;

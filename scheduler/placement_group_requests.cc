@@ -186,8 +186,9 @@ std::string PlacementGroupManager::Insert(PlacementGroupSpec spec,
                                           const v1::CreatePlacementGroupRequest& meta,
                                           const std::string& new_id, int64_t now_ms) {
   // The scorer observes it there; a spec equal to another group's is shared.
-  Group g(new_id,
-          capacity_.Add(new_id, std::make_shared<const PlacementGroupSpec>(std::move(spec))));
+  std::unique_ptr<CapacityModel::Gang> placement =
+      capacity_.Add(std::make_shared<const PlacementGroupSpec>(std::move(spec)));
+  Group g(new_id, PlacerCapacity::SpecOf({&new_id, placement.get()}));
   g.name = meta.name();
   g.job_id = meta.job_id();
   g.request_id = meta.request_id();
@@ -205,7 +206,7 @@ std::string PlacementGroupManager::Insert(PlacementGroupSpec spec,
                       .value_or(meta.priority());
   gang.preemptible = !meta.has_preemptible() || meta.preemptible();
   if (meta.time_limit_s() > 0) gang.time_limit_ms = meta.time_limit_s() * 1000;
-  queues_.Submit(std::move(gang), now_ms).IgnoreError();
+  queues_.Submit(std::move(gang), now_ms, std::move(placement)).IgnoreError();
   waiting_.insert(new_id);
   pass_due_ = true;
   changed_.insert(new_id);

@@ -76,11 +76,12 @@ std::vector<double> UsableDemand(const NodeResourceTable& idle, const std::vecto
     NodeResourceTable table = idle;
     PlacerCapacity capacity(&table, nullptr);
     capacity.set_spare_few_node_places(false);  // the measure, as before the schedulers spared them
+    std::vector<std::unique_ptr<CapacityModel::Gang>> placed;  // before `capacity` goes
     for (const auto& [g, running] : gangs) {
       if (g->team != t || usable[t] >= quota[t]) continue;
-      capacity.Add(g->id, g->spec);
+      placed.push_back(capacity.Add(g->spec));
       PlacementReasonPtr why;
-      if (capacity.Place(g->id, &why)) usable[t] += g->gpus;
+      if (capacity.Place({&g->id, placed.back().get()}, &why)) usable[t] += g->gpus;
     }
     usable[t] = std::min(usable[t], quota[t]);
   }
@@ -113,6 +114,7 @@ std::vector<double> SharedDemand(const NodeResourceTable& idle, const std::vecto
   PlacementScorer best_fit(ScorerKind::kBestFit);
   PlacerCapacity capacity(&table, &best_fit);
   capacity.set_spare_few_node_places(false);
+  std::vector<std::unique_ptr<CapacityModel::Gang>> placed;  // before `capacity` goes
   std::vector<double> usable(teams, 0);
   for (const auto* round : {&kept, &rest}) {
     std::vector<size_t> next(teams, 0);
@@ -124,9 +126,9 @@ std::vector<double> SharedDemand(const NodeResourceTable& idle, const std::vecto
       }
       if (turn == teams) break;
       const TeamGang* g = (*round)[turn][next[turn]++];
-      capacity.Add(g->id, g->spec);
+      placed.push_back(capacity.Add(g->spec));
       PlacementReasonPtr why;
-      if (capacity.Place(g->id, &why)) usable[turn] += g->gpus;
+      if (capacity.Place({&g->id, placed.back().get()}, &why)) usable[turn] += g->gpus;
     }
   }
   for (size_t t = 0; t < teams; ++t) usable[t] = std::min(usable[t], quota[t]);
@@ -285,7 +287,7 @@ absl::StatusOr<QueueRun> RunQueues(const std::vector<TraceNode>& nodes,
   for (int64_t now = 0; done < gangs.size(); now += dt) {
     for (auto it = stops.begin(); it != stops.end() && it->first <= now; it = stops.erase(it)) {
       Live& l = live.at(it->second);
-      capacity.Release(it->second);
+      capacity.Release(scheduler.Ref(it->second));
       scheduler.Preempted(it->second, now * 1000);
       held[l.gang->team] -= l.gang->gpus;
     }
@@ -293,14 +295,12 @@ absl::StatusOr<QueueRun> RunQueues(const std::vector<TraceNode>& nodes,
       Live& l = live.at(it->second);
       held[l.gang->team] -= l.gang->gpus;
       wanted[l.gang->team] -= l.gang->gpus;
-      capacity.Remove(it->second);
-      scheduler.Finish(it->second);
+      scheduler.Finish(it->second);  // releases what it holds
       live.erase(it->second);
       ++done;
     }
     for (; next < gangs.size() && gangs[next].arrive_s <= now; ++next) {
       const TeamGang& g = gangs[next];
-      capacity.Add(g.id, g.spec);
       GangRequest request;
       request.id = g.id;
       request.demand = g.spec.total();
@@ -310,12 +310,14 @@ absl::StatusOr<QueueRun> RunQueues(const std::vector<TraceNode>& nodes,
         request.time_limit_ms = g.time_limit_s * 1000;
       }
       if (policy != QueuePolicy::kFifo) request.priority = g.priority;
-      if (absl::Status s = scheduler.Submit(std::move(request), now * 1000); !s.ok()) return s;
+      if (absl::Status s = scheduler.Submit(std::move(request), now * 1000, capacity.Add(g.spec));
+          !s.ok())
+        return s;
       Live& l = live.emplace(g.id, Live{&g, g.runtime_s}).first->second;
       if (g.gpus >= 16) {
         int holders = 0;
         for (NodeIndex n = 0; n < table->slot_count() && holders < kFewNodes; ++n)
-          holders += capacity.CouldHold(g.id, n);
+          holders += capacity.CouldHold(scheduler.Ref(g.id), n);
         l.few_nodes = holders < kFewNodes;
       }
       wanted[g.team] += g.gpus;
@@ -437,21 +439,21 @@ absl::StatusOr<PassTime> MeasurePass(const std::vector<TraceNode>& nodes,
   size_t i = 0;
   double submitted = 0;
   for (; i < gangs.size() && submitted < 1.2 * gpus; ++i) {
-    capacity.Add(gangs[i].id, gangs[i].spec);
     GangRequest r{gangs[i].id, teams[i % queues].name, gangs[i].priority, gangs[i].spec.total()};
     r.time_limit_ms = gangs[i].time_limit_s * 1000;
     r.shape = absl::HashOf(gangs[i].spec);
-    if (absl::Status s = scheduler.Submit(std::move(r), 0); !s.ok()) return s;
+    if (absl::Status s = scheduler.Submit(std::move(r), 0, capacity.Add(gangs[i].spec)); !s.ok())
+      return s;
     submitted += gangs[i].gpus;
   }
   time.running = static_cast<int64_t>(scheduler.Pass(0, capacity).admitted.size());
   int added = 0;
   for (; i < gangs.size() && added < pending; ++i, ++added) {
-    capacity.Add(gangs[i].id, gangs[i].spec);
     GangRequest r{gangs[i].id, teams[i % queues].name, gangs[i].priority, gangs[i].spec.total()};
     r.time_limit_ms = gangs[i].time_limit_s * 1000;
     r.shape = absl::HashOf(gangs[i].spec);
-    if (absl::Status s = scheduler.Submit(std::move(r), 1000); !s.ok()) return s;
+    if (absl::Status s = scheduler.Submit(std::move(r), 1000, capacity.Add(gangs[i].spec)); !s.ok())
+      return s;
   }
   if (added < pending) return absl::InvalidArgumentError("not enough gangs for the pending queue");
   auto start = std::chrono::steady_clock::now();
@@ -476,8 +478,7 @@ absl::StatusOr<PassTime> MeasurePass(const std::vector<TraceNode>& nodes,
     for (size_t j = 0; j < i; ++j) {
       const GangView* v = scheduler.Find(gangs[j].id);
       if (v == nullptr || v->state != GangState::kRunning) continue;
-      capacity.Remove(gangs[j].id);
-      scheduler.Finish(gangs[j].id);
+      scheduler.Finish(gangs[j].id);  // releases what it holds
       break;
     }
     start = std::chrono::steady_clock::now();

@@ -20,7 +20,8 @@ ResourceSet Gpus(double n) { return ResourceSet::Of({{kGpu, n}}); }
 class RemainderPool : public testing::PoolCapacity {
  public:
   using PoolCapacity::PoolCapacity;
-  RemainderPlacement PlaceRemainder(const std::string& id) override {
+  RemainderPlacement PlaceRemainder(GangRef gang) override {
+    const std::string& id = *gang.id;
     ++tries[id];
     auto it = outcome.find(id);
     RemainderPlacement r;

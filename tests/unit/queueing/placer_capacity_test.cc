@@ -1,5 +1,7 @@
 #include "queueing/placer_capacity.h"
 
+#include <map>
+#include <memory>
 #include <optional>
 #include <tuple>
 
@@ -29,6 +31,82 @@ PlacementGroupSpec Gang(int gpus) {
                    PlacementStrategy::kStrictPack);
 }
 
+// PlacerCapacity as these tests name gangs: by id. It keeps the record of
+// a gang added here until Submit hands it to the queue scheduler, and then
+// finds it there.
+class Placer : public PlacerCapacity {
+ public:
+  using PlacerCapacity::PlacerCapacity;
+
+  std::shared_ptr<const PlacementGroupSpec> Add(const std::string& id,
+                                                std::shared_ptr<const PlacementGroupSpec> spec) {
+    std::unique_ptr<CapacityModel::Gang>& record = own_[id];
+    record = PlacerCapacity::Add(std::move(spec));
+    return SpecOf(Ref(id));
+  }
+  void Add(const std::string& id, PlacementGroupSpec spec) {
+    Add(id, std::make_shared<const PlacementGroupSpec>(std::move(spec)));
+  }
+  // Drops the record of a gang added here: it lets go of what it holds.
+  void Remove(const std::string& id) { own_.erase(id); }
+  // Hands the record of `id` to `scheduler`.
+  absl::Status Submit(QueueScheduler& scheduler, GangRequest request, int64_t now_ms) {
+    scheduler_ = &scheduler;
+    std::unique_ptr<CapacityModel::Gang> record;
+    if (auto it = own_.find(request.id); it != own_.end()) {
+      record = std::move(it->second);
+      own_.erase(it);
+    }
+    return scheduler.Submit(std::move(request), now_ms, std::move(record));
+  }
+  GangRef Ref(const std::string& id) const {
+    if (auto it = own_.find(id); it != own_.end()) return {&it->first, it->second.get()};
+    return scheduler_ != nullptr ? scheduler_->Ref(id) : GangRef{&id, nullptr};
+  }
+
+  std::optional<ResourceSet> Place(const std::string& id, PlacementReasonPtr* why) {
+    return PlacerCapacity::Place(Ref(id), why);
+  }
+  std::optional<ResourceSet> PlaceAvoiding(const std::string& id,
+                                           const std::vector<uint64_t>& avoid) {
+    return PlacerCapacity::PlaceAvoiding(Ref(id), avoid);
+  }
+  RemainderPlacement PlaceRemainder(const std::string& id) {
+    return PlacerCapacity::PlaceRemainder(Ref(id));
+  }
+  void Release(const std::string& id) { PlacerCapacity::Release(Ref(id)); }
+  void ReleaseBundles(const std::string& id, const std::vector<uint32_t>& bundles) {
+    PlacerCapacity::ReleaseBundles(Ref(id), bundles);
+  }
+  absl::Span<const BundlePlacement> Held(const std::string& id) const {
+    return PlacerCapacity::Held(Ref(id));
+  }
+  ResourceSet Charge(const std::string& id) const { return PlacerCapacity::Charge(Ref(id)); }
+  bool Infeasible(const std::string& id) const { return PlacerCapacity::Infeasible(Ref(id)); }
+  bool FitsWithout(const std::string& id, const std::vector<std::string>& freed) {
+    std::vector<GangRef> refs;
+    for (const std::string& f : freed) refs.push_back(Ref(f));
+    return PlacerCapacity::FitsWithout(Ref(id), refs);
+  }
+  std::optional<std::vector<uint64_t>> PlacesWhenIdle(const std::string& id) {
+    return PlacerCapacity::PlacesWhenIdle(Ref(id));
+  }
+  std::vector<uint64_t> PlacesOf(const std::string& id) const {
+    return PlacerCapacity::PlacesOf(Ref(id));
+  }
+  bool CouldHold(const std::string& id, uint64_t place) const {
+    return PlacerCapacity::CouldHold(Ref(id), place);
+  }
+  bool FitsFewPlaces(const std::string& id) const { return PlacerCapacity::FitsFewPlaces(Ref(id)); }
+  bool HoldsPlacesSparedFor(const std::string& holder, const std::string& id) const {
+    return PlacerCapacity::HoldsPlacesSparedFor(Ref(holder), Ref(id));
+  }
+
+ private:
+  std::map<std::string, std::unique_ptr<CapacityModel::Gang>> own_;
+  const QueueScheduler* scheduler_ = nullptr;
+};
+
 class PlacerCapacityTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -36,7 +114,7 @@ class PlacerCapacityTest : public ::testing::Test {
     ASSERT_TRUE(table_.AddNode(MakeNode("h100-0", 16, 8, "H100")).ok());
   }
   NodeResourceTable table_;
-  PlacerCapacity capacity_{&table_, nullptr};
+  Placer capacity_{&table_, nullptr};
 };
 
 TEST_F(PlacerCapacityTest, AChargeCountsTheGpusOfEachAcceleratorType) {
@@ -156,12 +234,35 @@ NodeResourceTable FourGpuNodes(int count) {
   return table;
 }
 
+// A gang's placement lives in its record in the queue scheduler: Finish
+// hands the record back, which holds the gang's bundles until it is
+// dropped (the head keeps it while a commit is in flight).
+TEST(PlacerCapacityRecords, AFinishedGangHoldsItsBundlesUntilItsRecordIsDropped) {
+  NodeResourceTable table = FourGpuNodes(1);
+  Placer capacity(&table, nullptr);
+  QueueScheduler scheduler(QueueConfig(), {});
+  capacity.Add("g", Gang(4));
+  ASSERT_TRUE(capacity.Submit(scheduler, {"g", "", 0, Gang(4).total()}, 0).ok());
+  ASSERT_THAT(scheduler.Pass(0, capacity).admitted, ::testing::ElementsAre("g"));
+  EXPECT_EQ(PlacerCapacity::Held(scheduler.Ref("g")).size(), 4u);
+  EXPECT_TRUE(table.node(0).available.Get(kGpu).IsZero());
+
+  std::unique_ptr<CapacityModel::Gang> record = scheduler.Finish("g");
+  ASSERT_NE(record, nullptr);
+  EXPECT_EQ(scheduler.Ref("g").record, nullptr);  // the scheduler forgot it
+  EXPECT_EQ(PlacerCapacity::Held({nullptr, record.get()}).size(), 4u);
+  EXPECT_TRUE(table.node(0).available.Get(kGpu).IsZero());  // still held
+  record.reset();
+  EXPECT_EQ(table.node(0).available, table.node(0).total);
+  EXPECT_EQ(scheduler.Finish("g"), nullptr);  // unknown now
+}
+
 // A gang of 4-GPU bundles, one per node, needs empty nodes: when the
 // cheapest victims sit on nodes shared with gangs that may not be
 // preempted, reclaim empties other nodes whole instead of giving up.
 TEST(PlacerCapacityPreemption, AGangOfWholeNodesReclaimsNodesThatCanBeEmptied) {
   NodeResourceTable table = FourGpuNodes(4);
-  PlacerCapacity capacity(&table, nullptr);
+  Placer capacity(&table, nullptr);
   QueueScheduler scheduler(TwoQueues(12, 4), {});
   // One gang a pass, so that they fill n0..n3 in this order: b borrows 8
   // GPUs; a's four sit on n2 and n3, beside b's youngest.
@@ -173,7 +274,7 @@ TEST(PlacerCapacityPreemption, AGangOfWholeNodesReclaimsNodesThatCanBeEmptied) {
   for (const auto& [id, queue] : order) {
     capacity.Add(id, Gang(1));
     GangRequest r{id, queue, 0, ResourceSet::Of({{kGpu, 1}, {kCpu, 1}})};
-    ASSERT_TRUE(scheduler.Submit(r, now).ok());
+    ASSERT_TRUE(capacity.Submit(scheduler, r, now).ok());
     ASSERT_THAT(scheduler.Pass(now++, capacity).admitted, ::testing::ElementsAre(id));
   }
   ASSERT_EQ(capacity.PlacesOf("a0"), std::vector<uint64_t>{2});
@@ -181,7 +282,9 @@ TEST(PlacerCapacityPreemption, AGangOfWholeNodesReclaimsNodesThatCanBeEmptied) {
 
   capacity.Add("big", MakeGroup(Repeat(MakeBundle(ResourceSet::Of({{kGpu, 4}, {kCpu, 1}})), 2),
                                 PlacementStrategy::kStrictSpread));
-  ASSERT_TRUE(scheduler.Submit({"big", "a", 0, ResourceSet::Of({{kGpu, 8}, {kCpu, 2}})}, now).ok());
+  ASSERT_TRUE(
+      capacity.Submit(scheduler, {"big", "a", 0, ResourceSet::Of({{kGpu, 8}, {kCpu, 2}})}, now)
+          .ok());
   // Within a's nominal quota, at once: the room is a's own, lent to b.
   PassResult r = scheduler.Pass(now++, capacity);
   for (const Preemption& p : r.preempted) EXPECT_EQ(p.rule, PreemptionRule::kReclaim);
@@ -206,7 +309,7 @@ TEST(PlacerCapacityPreemption, AGangThatWouldBorrowWaitsBeforeItEmptiesPlaces) {
   NodeResourceTable table;
   for (const std::string name : {"n0", "n1"})
     ASSERT_TRUE(table.AddNode(MakeNode(name, 16, 4, "A10G", {{"name", name}})).ok());
-  PlacerCapacity capacity(&table, nullptr);
+  Placer capacity(&table, nullptr);
   QueueSchedulerOptions options;
   options.max_victims_considered = 1;
   QueueScheduler scheduler(TwoQueues(2, 6), options);
@@ -216,12 +319,16 @@ TEST(PlacerCapacityPreemption, AGangThatWouldBorrowWaitsBeforeItEmptiesPlaces) {
     capacity.Add(id,
                  MakeGroup({MakeBundle(ResourceSet::Of({{kGpu, 1}, {kCpu, 1}}), "name=" + node)},
                            PlacementStrategy::kStrictPack));
-    ASSERT_TRUE(scheduler.Submit({id, "a", 0, ResourceSet::Of({{kGpu, 1}, {kCpu, 1}})}, now).ok());
+    ASSERT_TRUE(
+        capacity.Submit(scheduler, {id, "a", 0, ResourceSet::Of({{kGpu, 1}, {kCpu, 1}})}, now)
+            .ok());
     ASSERT_THAT(scheduler.Pass(now++, capacity).admitted, ::testing::ElementsAre(id));
   }
   capacity.Add("big", MakeGroup({MakeBundle(ResourceSet::Of({{kGpu, 4}, {kCpu, 1}}))},
                                 PlacementStrategy::kStrictPack));
-  ASSERT_TRUE(scheduler.Submit({"big", "a", 1, ResourceSet::Of({{kGpu, 4}, {kCpu, 1}})}, now).ok());
+  ASSERT_TRUE(
+      capacity.Submit(scheduler, {"big", "a", 1, ResourceSet::Of({{kGpu, 4}, {kCpu, 1}})}, now)
+          .ok());
   ASSERT_FALSE(scheduler.ledger().Check("a", ResourceSet::Of({{kGpu, 4}})).within_nominal);
   EXPECT_THAT(scheduler.Pass(now, capacity).preempted, ::testing::IsEmpty());
   now += QueueSchedulerOptions().empty_places_after_ms;
@@ -246,7 +353,7 @@ TEST(PlacerCapacityPreemption, OnlyPlacesTheGangsBundlesFitAreEmptied) {
     const double cpus = absl::StartsWith(name, "big") ? 32 : 4;
     ASSERT_TRUE(table.AddNode(MakeNode(name, cpus, 4, "A10G", {{"name", name}})).ok());
   }
-  PlacerCapacity capacity(&table, nullptr);
+  Placer capacity(&table, nullptr);
   QueueScheduler scheduler(TwoQueues(8, 8), {});
   int64_t now = 0;
   for (const std::string name : {"big0", "big1", "small0", "small1"}) {  // oldest first
@@ -254,14 +361,17 @@ TEST(PlacerCapacityPreemption, OnlyPlacesTheGangsBundlesFitAreEmptied) {
     capacity.Add(id,
                  MakeGroup({MakeBundle(ResourceSet::Of({{kGpu, 4}, {kCpu, 1}}), "name=" + name)},
                            PlacementStrategy::kStrictPack));
-    ASSERT_TRUE(scheduler.Submit({id, "b", 0, ResourceSet::Of({{kGpu, 4}, {kCpu, 1}})}, now).ok());
+    ASSERT_TRUE(
+        capacity.Submit(scheduler, {id, "b", 0, ResourceSet::Of({{kGpu, 4}, {kCpu, 1}})}, now)
+            .ok());
     ASSERT_THAT(scheduler.Pass(now, capacity).admitted, ::testing::ElementsAre(id));
     now += 1000;
   }
   capacity.Add("big", MakeGroup(Repeat(MakeBundle(ResourceSet::Of({{kGpu, 4}, {kCpu, 24}})), 2),
                                 PlacementStrategy::kStrictSpread));
   ASSERT_TRUE(
-      scheduler.Submit({"big", "a", 0, ResourceSet::Of({{kGpu, 8}, {kCpu, 48}})}, now).ok());
+      capacity.Submit(scheduler, {"big", "a", 0, ResourceSet::Of({{kGpu, 8}, {kCpu, 48}})}, now)
+          .ok());
   PassResult r = scheduler.Pass(now, capacity);
   const std::vector<std::string> victims = Victims(r);
   EXPECT_THAT(victims, ::testing::UnorderedElementsAre("b-big0", "b-big1"));
@@ -281,7 +391,7 @@ TEST(PlacerCapacityPreemption, AMultiNodeVictimIsOnEveryNodeItHolds) {
     const std::string name = "n" + std::to_string(i);
     ASSERT_TRUE(table.AddNode(MakeNode(name, 16, 4, "A10G", {{"name", name}})).ok());
   }
-  PlacerCapacity capacity(&table, nullptr);
+  Placer capacity(&table, nullptr);
   QueueSchedulerOptions options;
   options.max_victims_considered = 2;  // the cheapest two (b1, b2) do not make room
   QueueScheduler scheduler(TwoQueues(16, 0), options);  // all b holds is borrowed
@@ -298,14 +408,16 @@ TEST(PlacerCapacityPreemption, AMultiNodeVictimIsOnEveryNodeItHolds) {
   int64_t now = 0;
   for (const auto& [id, queue, spec] : running) {
     capacity.Add(id, spec);
-    ASSERT_TRUE(scheduler.Submit({id, queue, 0, spec.total()}, now).ok());
+    ASSERT_TRUE(capacity.Submit(scheduler, {id, queue, 0, spec.total()}, now).ok());
     ASSERT_THAT(scheduler.Pass(now, capacity).admitted, ::testing::ElementsAre(id));
     now += 1000;
   }
   ASSERT_EQ(capacity.PlacesOf("wide"), (std::vector<uint64_t>{0, 1}));
   capacity.Add("big", MakeGroup(Repeat(MakeBundle(ResourceSet::Of({{kGpu, 4}, {kCpu, 1}})), 2),
                                 PlacementStrategy::kStrictSpread));
-  ASSERT_TRUE(scheduler.Submit({"big", "a", 0, ResourceSet::Of({{kGpu, 8}, {kCpu, 2}})}, now).ok());
+  ASSERT_TRUE(
+      capacity.Submit(scheduler, {"big", "a", 0, ResourceSet::Of({{kGpu, 8}, {kCpu, 2}})}, now)
+          .ok());
   PassResult r = scheduler.Pass(now, capacity);
   const std::vector<std::string> victims = Victims(r);
   EXPECT_THAT(victims, ::testing::UnorderedElementsAre("wide", "b1", "b2"));
@@ -337,7 +449,7 @@ TEST_F(PlacerCapacityTest, CouldHoldSaysWhetherABundleFitsTheEmptyNode) {
 // gang behind it still reclaims what the other queue borrows.
 TEST(PlacerCapacityPreemption, AStarvingGangThatCannotReclaimDoesNotStopItsQueue) {
   NodeResourceTable table = FourGpuNodes(4);
-  PlacerCapacity capacity(&table, nullptr);
+  Placer capacity(&table, nullptr);
   QueueScheduler scheduler(TwoQueues(13, 3), StarvingAfter(10));
   // Each node: one of a's gangs, three of b's (b borrows 9 GPUs).
   int64_t now = 0;
@@ -347,16 +459,21 @@ TEST(PlacerCapacityPreemption, AStarvingGangThatCannotReclaimDoesNotStopItsQueue
       const std::string id = queue + std::to_string(n * 4 + k);
       capacity.Add(id, Gang(1));
       ASSERT_TRUE(
-          scheduler.Submit({id, queue, 0, ResourceSet::Of({{kGpu, 1}, {kCpu, 1}})}, now).ok());
+          capacity.Submit(scheduler, {id, queue, 0, ResourceSet::Of({{kGpu, 1}, {kCpu, 1}})}, now)
+              .ok());
       ASSERT_THAT(scheduler.Pass(now++, capacity).admitted, ::testing::ElementsAre(id));
     }
   }
   capacity.Add("big", MakeGroup(Repeat(MakeBundle(ResourceSet::Of({{kGpu, 4}, {kCpu, 1}})), 2),
                                 PlacementStrategy::kStrictSpread));
-  ASSERT_TRUE(scheduler.Submit({"big", "a", 0, ResourceSet::Of({{kGpu, 8}, {kCpu, 2}})}, now).ok());
+  ASSERT_TRUE(
+      capacity.Submit(scheduler, {"big", "a", 0, ResourceSet::Of({{kGpu, 8}, {kCpu, 2}})}, now)
+          .ok());
   capacity.Add("small", Gang(1));
   ASSERT_TRUE(
-      scheduler.Submit({"small", "a", 0, ResourceSet::Of({{kGpu, 1}, {kCpu, 1}})}, now + 95).ok());
+      capacity
+          .Submit(scheduler, {"small", "a", 0, ResourceSet::Of({{kGpu, 1}, {kCpu, 1}})}, now + 95)
+          .ok());
   PassResult r = scheduler.Pass(now + 100, capacity);  // big has starved, small has not
   EXPECT_EQ(scheduler.Find("big")->state, GangState::kPending);
   EXPECT_EQ(scheduler.Find("big")->reason.kind, GangWait::kQuota);
@@ -378,7 +495,7 @@ TEST(PlacerCapacityPreemption, AStarvingGangHoldsItsQuotaOnlyAgainstItsOwnQueue)
   NodeResourceTable table;
   for (const char* name : {"n0", "n1"})
     ASSERT_TRUE(table.AddNode(MakeNode(name, 16, 8, "A10G")).ok());
-  PlacerCapacity capacity(&table, nullptr);
+  Placer capacity(&table, nullptr);
   QueueConfig config = QueueConfig()
                            .WithCohort("org")
                            .value()
@@ -393,7 +510,7 @@ TEST(PlacerCapacityPreemption, AStarvingGangHoldsItsQuotaOnlyAgainstItsOwnQueue)
         id, MakeGroup(Repeat(MakeBundle(ResourceSet::Of({{kGpu, 1}, {kCpu, 1}})), gpus), strategy));
     GangRequest r{id, queue, 0, ResourceSet::Of({{kGpu, gpus}, {kCpu, gpus}})};
     r.preemptible = preemptible;
-    return scheduler.Submit(r, now);
+    return capacity.Submit(scheduler, r, now);
   };
   // b's pins (not preemptible) take a GPU of each node: no node has 8 free.
   ASSERT_TRUE(submit("pins", "b", 2, PlacementStrategy::kStrictSpread, false, 0).ok());
@@ -420,13 +537,13 @@ TEST(PlacerCapacityPreemption, AStarvingGangHoldsItsQuotaOnlyAgainstItsOwnQueue)
 // set), however many came before.
 TEST(PlacerCapacityPreemption, VictimsOffThePlacesTheGangTakesAreNotPreempted) {
   NodeResourceTable table = FourGpuNodes(20);
-  PlacerCapacity capacity(&table, nullptr);
+  Placer capacity(&table, nullptr);
   QueueScheduler scheduler(TwoQueues(80, 4), {});
   int64_t now = 0;
   auto run = [&](const std::string& id, int gpus, int32_t priority) {
     capacity.Add(id, Gang(gpus));
     GangRequest r{id, "a", priority, ResourceSet::Of({{kGpu, gpus}, {kCpu, gpus}})};
-    ASSERT_TRUE(scheduler.Submit(r, now).ok());
+    ASSERT_TRUE(capacity.Submit(scheduler, r, now).ok());
     ASSERT_THAT(scheduler.Pass(now++, capacity).admitted, ::testing::ElementsAre(id));
   };
   // Best fit, one a pass: eight old low-priority 1-GPU gangs fill n0 and
@@ -439,7 +556,9 @@ TEST(PlacerCapacityPreemption, VictimsOffThePlacesTheGangTakesAreNotPreempted) {
   ASSERT_EQ(capacity.PlacesOf("young17"), std::vector<uint64_t>{19});
 
   capacity.Add("hi", Gang(4));
-  ASSERT_TRUE(scheduler.Submit({"hi", "a", 1, ResourceSet::Of({{kGpu, 4}, {kCpu, 4}})}, now).ok());
+  ASSERT_TRUE(
+      capacity.Submit(scheduler, {"hi", "a", 1, ResourceSet::Of({{kGpu, 4}, {kCpu, 4}})}, now)
+          .ok());
   PassResult r = scheduler.Pass(now, capacity);
   for (const Preemption& p : r.preempted) EXPECT_EQ(p.rule, PreemptionRule::kPriority);
   const std::vector<std::string> victims = Victims(r);
@@ -460,14 +579,14 @@ TEST(PlacerCapacityPreemption, VictimsOffThePlacesTheGangTakesAreNotPreempted) {
 // 16-GPU gang did so for 42 minutes, over a hundred gangs).
 TEST(PlacerCapacityPreemption, NoGangStartsOnTheRoomAPreemptorClaimed) {
   NodeResourceTable table = FourGpuNodes(2);
-  PlacerCapacity capacity(&table, nullptr);
+  Placer capacity(&table, nullptr);
   QueueScheduler scheduler(TwoQueues(8, 4), {});
   auto submit = [&](const std::string& id, int gpus, int32_t priority, PlacementStrategy s,
                     int64_t now) {
     capacity.Add(id,
                  MakeGroup(Repeat(MakeBundle(ResourceSet::Of({{kGpu, 1}, {kCpu, 1}})), gpus), s));
-    return scheduler.Submit({id, "a", priority, ResourceSet::Of({{kGpu, gpus}, {kCpu, gpus}})},
-                            now);
+    return capacity.Submit(scheduler,
+                           {id, "a", priority, ResourceSet::Of({{kGpu, gpus}, {kCpu, gpus}})}, now);
   };
   // Best fit, one a pass: low fills n0, keep takes half of n1.
   int64_t now = 0;
@@ -500,11 +619,12 @@ TEST(PlacerCapacityPreemption, NoGangStartsOnTheRoomAPreemptorClaimed) {
 // behind the reservation; one that fits only there waits.
 TEST(PlacerCapacityReservations, AGangThatWouldDelayAReservationStartsOffItsPlaces) {
   NodeResourceTable table = FourGpuNodes(3);
-  PlacerCapacity capacity(&table, nullptr);
+  Placer capacity(&table, nullptr);
   QueueScheduler scheduler(TwoQueues(12, 4), StarvingAfter(10));
   auto submit = [&](const std::string& id, int gpus, int64_t now) {
     capacity.Add(id, Gang(gpus));
-    return scheduler.Submit({id, "a", 0, ResourceSet::Of({{kGpu, gpus}, {kCpu, gpus}})}, now);
+    return capacity.Submit(scheduler, {id, "a", 0, ResourceSet::Of({{kGpu, gpus}, {kCpu, gpus}})},
+                           now);
   };
   // Best fit, one a pass: 3 GPUs on n0, 3 on n1, 2 on n2.
   int64_t now = 0;
@@ -589,7 +709,7 @@ TEST(PlacerCapacitySparing, AGangThatFitsManyNodesKeepsOffTheFewThatALargeGangNe
   for (const bool spare : {true, false}) {
     SCOPED_TRACE(spare ? "spared" : "not spared");
     NodeResourceTable table = WithTwoBigNodes();
-    PlacerCapacity capacity(&table, nullptr);
+    Placer capacity(&table, nullptr);
     capacity.set_spare_few_node_places(spare);
     capacity.Add("large",
                  MakeGroup(Repeat(MakeBundle(ResourceSet::Of({{kGpu, 8}, {kCpu, 100}})), 2),
@@ -631,7 +751,7 @@ TEST(PlacerCapacitySparing, AGangOnTheFewNodesALargeGangNeedsYieldsThem) {
     const bool within_nominal = b_quota >= 16;
     SCOPED_TRACE(within_nominal ? "within b's nominal quota" : "borrowing");
     NodeResourceTable table = WithTwoBigNodes();
-    PlacerCapacity capacity(&table, nullptr);
+    Placer capacity(&table, nullptr);
     QueueScheduler scheduler(TwoQueues(48, b_quota), {});
     const PlacementGroupSpec small = MakeGroup(
         Repeat(MakeBundle(ResourceSet::Of({{kGpu, 1}, {kCpu, 1}})), 2), PlacementStrategy::kSpread);
@@ -641,13 +761,13 @@ TEST(PlacerCapacitySparing, AGangOnTheFewNodesALargeGangNeedsYieldsThem) {
     int64_t now = 0;
     capacity.Add("small", small);
     capacity.Add("near", small);
-    ASSERT_TRUE(scheduler.Submit({"small", "a", 0, small.total()}, now).ok());
+    ASSERT_TRUE(capacity.Submit(scheduler, {"small", "a", 0, small.total()}, now).ok());
     ASSERT_THAT(scheduler.Pass(now++, capacity).admitted, ::testing::ElementsAre("small"));
     const std::vector<uint64_t> big{20, 21};
     ASSERT_EQ(capacity.PlacesOf("small"), big);  // the most free, nothing spared yet
     capacity.Add("large", large);
     // "near" fits many nodes: with "large" known it keeps off the big ones.
-    ASSERT_TRUE(scheduler.Submit({"near", "a", 0, small.total()}, now).ok());
+    ASSERT_TRUE(capacity.Submit(scheduler, {"near", "a", 0, small.total()}, now).ok());
     ASSERT_THAT(scheduler.Pass(now++, capacity).admitted, ::testing::ElementsAre("near"));
     ASSERT_NE(capacity.PlacesOf("near"), big);
     EXPECT_TRUE(capacity.FitsFewPlaces("large"));
@@ -656,7 +776,7 @@ TEST(PlacerCapacitySparing, AGangOnTheFewNodesALargeGangNeedsYieldsThem) {
     EXPECT_FALSE(capacity.HoldsPlacesSparedFor("near", "large"));
     EXPECT_FALSE(capacity.HoldsPlacesSparedFor("small", "near"));  // "near" fits many
 
-    ASSERT_TRUE(scheduler.Submit({"large", "b", 0, large.total()}, now).ok());
+    ASSERT_TRUE(capacity.Submit(scheduler, {"large", "b", 0, large.total()}, now).ok());
     PassResult r = scheduler.Pass(now++, capacity);
     EXPECT_THAT(r.admitted, ::testing::IsEmpty());
     if (!within_nominal) {
@@ -682,7 +802,7 @@ TEST(PlacerCapacitySparing, AGangOnTheFewNodesALargeGangNeedsYieldsThem) {
 // quota never searched).
 TEST(PlacerCapacitySparing, AGangWhoseFewNodesHoldNoVictimsSpendsNoSearch) {
   NodeResourceTable table = WithTwoBigNodes();
-  PlacerCapacity capacity(&table, nullptr);
+  Placer capacity(&table, nullptr);
   QueueSchedulerOptions options;
   options.max_preemption_searches = 1;
   QueueScheduler scheduler(TwoQueues(72, 24), options);
@@ -694,19 +814,19 @@ TEST(PlacerCapacitySparing, AGangWhoseFewNodesHoldNoVictimsSpendsNoSearch) {
       MakeGroup({MakeBundle(ResourceSet::Of({{kGpu, 4}, {kCpu, 1}}))}, PlacementStrategy::kPack);
   int64_t now = 0;
   capacity.Add("on-big", large(100));
-  ASSERT_TRUE(scheduler.Submit({"on-big", "a", 0, large(100).total()}, now).ok());
+  ASSERT_TRUE(capacity.Submit(scheduler, {"on-big", "a", 0, large(100).total()}, now).ok());
   ASSERT_THAT(scheduler.Pass(now++, capacity).admitted, ::testing::ElementsAre("on-big"));
   for (int i = 0; i < 20; ++i) {  // b borrows every ordinary node
     const std::string id = absl::StrCat("b", i);
     capacity.Add(id, node);
-    ASSERT_TRUE(scheduler.Submit({id, "b", 0, node.total()}, now).ok());
+    ASSERT_TRUE(capacity.Submit(scheduler, {id, "b", 0, node.total()}, now).ok());
   }
   ASSERT_EQ(scheduler.Pass(now++, capacity).admitted.size(), 20u);
   // "pinned" fits only the big nodes, which a's older "on-big" holds.
   capacity.Add("pinned", large(90));
   capacity.Add("after", node);
-  ASSERT_TRUE(scheduler.Submit({"pinned", "a", 0, large(90).total()}, now).ok());
-  ASSERT_TRUE(scheduler.Submit({"after", "a", 0, node.total()}, now).ok());
+  ASSERT_TRUE(capacity.Submit(scheduler, {"pinned", "a", 0, large(90).total()}, now).ok());
+  ASSERT_TRUE(capacity.Submit(scheduler, {"after", "a", 0, node.total()}, now).ok());
   ASSERT_TRUE(capacity.FitsFewPlaces("pinned"));
   PassResult r = scheduler.Pass(now++, capacity);
   ASSERT_EQ(r.preempted.size(), 1u);

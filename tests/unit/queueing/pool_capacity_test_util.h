@@ -18,9 +18,11 @@ class PoolCapacity : public CapacityModel {
  public:
   explicit PoolCapacity(ResourceSet total) : total_(total), free_(std::move(total)) {}
 
+  // A pool keeps what it knows of a gang by id, not in the gang's record.
   void Add(const std::string& id, ResourceSet demand) { demand_[id] = std::move(demand); }
 
-  std::optional<ResourceSet> Place(const std::string& id, PlacementReasonPtr* reason) override {
+  std::optional<ResourceSet> Place(GangRef gang, PlacementReasonPtr* reason) override {
+    const std::string& id = *gang.id;
     if (held_.count(id)) return demand_.at(id);
     const ResourceSet& d = demand_.at(id);
     if (!free_.Contains(d)) {
@@ -35,27 +37,28 @@ class PoolCapacity : public CapacityModel {
     held_[id] = d;
     return d;
   }
-  void Release(const std::string& id) override {
+  void Release(GangRef gang) override { Release(*gang.id); }
+  void Release(const std::string& id) {
     auto it = held_.find(id);
     if (it == held_.end()) return;
     free_.Add(it->second).IgnoreError();
     held_.erase(it);
   }
   // A pool has no places: a gang that fits is nowhere in particular.
-  std::optional<std::vector<uint64_t>> PlacesWithout(
-      const std::string& id, const std::vector<std::string>& freed) override {
+  std::optional<std::vector<uint64_t>> PlacesWithout(GangRef gang,
+                                                     const std::vector<GangRef>& freed) override {
     ResourceSet room = free_;
-    for (const std::string& f : freed) {
-      if (held_.count(f) && f != id) room.Add(held_.at(f)).IgnoreError();
+    for (GangRef f : freed) {
+      if (held_.count(*f.id) && *f.id != *gang.id) room.Add(held_.at(*f.id)).IgnoreError();
     }
-    if (!room.Contains(demand_.at(id))) return std::nullopt;
+    if (!room.Contains(demand_.at(*gang.id))) return std::nullopt;
     return std::vector<uint64_t>{};
   }
-  std::optional<std::vector<uint64_t>> PlacesWhenIdle(const std::string& id) override {
-    if (!total_.Contains(demand_.at(id))) return std::nullopt;
+  std::optional<std::vector<uint64_t>> PlacesWhenIdle(GangRef gang) override {
+    if (!total_.Contains(demand_.at(*gang.id))) return std::nullopt;
     return std::vector<uint64_t>{};
   }
-  bool Infeasible(const std::string& id) const override { return !total_.Contains(demand_.at(id)); }
+  bool Infeasible(GangRef gang) const override { return !total_.Contains(demand_.at(*gang.id)); }
   ResourceSet Capacity() const override { return total_; }
 
   bool Holds(const std::string& id) const { return held_.count(id) != 0; }

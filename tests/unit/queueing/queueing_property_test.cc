@@ -105,11 +105,13 @@ class TestCapacity {
  public:
   virtual ~TestCapacity() = default;
   virtual CapacityModel& model() = 0;
-  virtual void Add(const Workload::Job& job) = 0;
+  // What the model keeps of the job's gang, for its record in `s`.
+  virtual std::unique_ptr<CapacityModel::Gang> Add(const Workload::Job& job) = 0;
   // Holds all of the gang (never a part of it).
-  virtual bool Holds(const std::string& id) const = 0;
+  virtual bool Holds(const QueueScheduler& s, const std::string& id) const = 0;
   // What the capacity holds is exactly what `holding` (id -> job) asks.
-  virtual void CheckHeld(const std::map<std::string, const Workload::Job*>& holding,
+  virtual void CheckHeld(const QueueScheduler& s,
+                         const std::map<std::string, const Workload::Job*>& holding,
                          const std::string& where) const = 0;
 };
 
@@ -117,9 +119,15 @@ class OnPool : public TestCapacity {
  public:
   explicit OnPool(double gpus) : total_(ResourceSet::Of({{kGpu, gpus}})), pool_(total_) {}
   CapacityModel& model() override { return pool_; }
-  void Add(const Workload::Job& job) override { pool_.Add(job.request.id, job.request.demand); }
-  bool Holds(const std::string& id) const override { return pool_.Holds(id); }
-  void CheckHeld(const std::map<std::string, const Workload::Job*>& holding,
+  std::unique_ptr<CapacityModel::Gang> Add(const Workload::Job& job) override {
+    pool_.Add(job.request.id, job.request.demand);
+    return nullptr;
+  }
+  bool Holds(const QueueScheduler& s, const std::string& id) const override {
+    return pool_.Holds(id);
+  }
+  void CheckHeld(const QueueScheduler& s,
+                 const std::map<std::string, const Workload::Job*>& holding,
                  const std::string& where) const override {
     ResourceSet total = pool_.free();
     for (const auto& [id, job] : holding) total.Add(job->request.demand).IgnoreError();
@@ -144,25 +152,26 @@ class OnNodes : public TestCapacity {
     }
   }
   CapacityModel& model() override { return capacity_; }
-  void Add(const Workload::Job& job) override {
+  std::unique_ptr<CapacityModel::Gang> Add(const Workload::Job& job) override {
     const int gpus = static_cast<int>(job.request.demand.Get(kGpu).ToDouble());
     const Bundle bundle = testing::MakeBundle(
         ResourceSet::Of({{kGpu, 1}, {kCpu, 2}}),
         job.accelerator.empty()
             ? ""
             : absl::StrCat(kAcceleratorTypeLabel, " in (", job.accelerator, ")"));
-    capacity_.Add(job.request.id, testing::MakeGroup(testing::Repeat(bundle, gpus), job.strategy));
     bundles_[job.request.id] = gpus;
+    return capacity_.Add(testing::MakeGroup(testing::Repeat(bundle, gpus), job.strategy));
   }
-  bool Holds(const std::string& id) const override {
-    return capacity_.Held(id).size() == bundles_.at(id);
+  bool Holds(const QueueScheduler& s, const std::string& id) const override {
+    return PlacerCapacity::Held(s.Ref(id)).size() == bundles_.at(id);
   }
-  void CheckHeld(const std::map<std::string, const Workload::Job*>& holding,
+  void CheckHeld(const QueueScheduler& s,
+                 const std::map<std::string, const Workload::Job*>& holding,
                  const std::string& where) const override {
     std::vector<ResourceSet> used(table_.slot_count());
     for (const auto& [id, job] : holding) {
-      EXPECT_TRUE(Holds(id)) << where << " gang " << id << " is held in part";
-      for (const BundlePlacement& p : capacity_.Held(id))
+      EXPECT_TRUE(Holds(s, id)) << where << " gang " << id << " is held in part";
+      for (const BundlePlacement& p : PlacerCapacity::Held(s.Ref(id)))
         used[p.allocation.node].Add(p.allocation.resources).IgnoreError();
     }
     for (NodeIndex n = 0; n < table_.slot_count(); ++n) {
@@ -201,7 +210,7 @@ Outcome Simulate(const Workload& w, uint64_t seed, TestCapacity& capacity,
   const std::string where = "seed " + std::to_string(seed);
   for (int64_t now = 0; done < w.jobs.size() && now < 5000 * kStep; now += kStep) {
     for (const std::string& id : std::exchange(stopping, {})) {  // a grace period of one step
-      pool.Release(id);
+      pool.Release(s.Ref(id));
       s.Preempted(id, now);
     }
     for (auto it = ends.begin(); it != ends.end();) {
@@ -209,7 +218,7 @@ Outcome Simulate(const Workload& w, uint64_t seed, TestCapacity& capacity,
         ++it;
         continue;
       }
-      pool.Release(it->first);
+      pool.Release(s.Ref(it->first));
       s.Finish(it->first);
       ++done;
       it = ends.erase(it);
@@ -222,8 +231,7 @@ Outcome Simulate(const Workload& w, uint64_t seed, TestCapacity& capacity,
     }
     for (const Workload::Job& job : w.jobs) {
       if (job.submit_ms != now) continue;
-      capacity.Add(job);
-      EXPECT_TRUE(s.Submit(job.request, now).ok());
+      EXPECT_TRUE(s.Submit(job.request, now, capacity.Add(job)).ok());
       arrival[job.request.id] = arrival.size();
       by_id[job.request.id] = &job;
       submitted[job.request.id] = now;
@@ -259,7 +267,7 @@ Outcome Simulate(const Workload& w, uint64_t seed, TestCapacity& capacity,
       usage[by_id.at(id)->request.queue].Add(by_id.at(id)->request.demand).IgnoreError();
     }
     for (const std::string& id : r.admitted) {
-      EXPECT_TRUE(capacity.Holds(id)) << where;
+      EXPECT_TRUE(capacity.Holds(s, id)) << where;
       EXPECT_EQ(s.Find(id)->state, GangState::kRunning);
       const int ahead = starved_behind.count(id) ? starved_behind[id] : 0;
       if (check_starvation) {
@@ -315,7 +323,7 @@ Outcome Simulate(const Workload& w, uint64_t seed, TestCapacity& capacity,
           EXPECT_GE(before[p.victim].started_ms, before[p.by].waiting_since_ms) << where;
           break;
         case PreemptionRule::kSparedNodes:
-          EXPECT_TRUE(pool.HoldsPlacesSparedFor(p.victim, p.by)) << where;
+          EXPECT_TRUE(pool.HoldsPlacesSparedFor(s.Ref(p.victim), s.Ref(p.by))) << where;
           ++out.for_spared_nodes;
           EXPECT_LT(at_most.at(by.request.queue).Get(kGpu),
                     w.config.FindQueue(by.request.queue)->nominal.at("GPU"))
@@ -333,10 +341,10 @@ Outcome Simulate(const Workload& w, uint64_t seed, TestCapacity& capacity,
       const GangView* v = s.Find(id);
       const bool holds =
           v && (v->state == GangState::kRunning || v->state == GangState::kPreempting);
-      EXPECT_EQ(capacity.Holds(id), holds) << where << " gang " << id;
+      EXPECT_EQ(capacity.Holds(s, id), holds) << where << " gang " << id;
       if (holds) holding[id] = job;
     }
-    capacity.CheckHeld(holding, where);
+    capacity.CheckHeld(s, holding, where);
     if (::testing::Test::HasFailure()) break;
   }
   EXPECT_EQ(done, w.jobs.size()) << where << ": every gang ends";
