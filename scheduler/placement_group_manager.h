@@ -304,9 +304,10 @@ class PlacementGroupManager {
 
   // What the manager keeps of a group: its API identity and life cycle.
   // How it is scheduled (queue, priority, admission, preemption, place in
-  // line) is the queue scheduler's (queues_), what is placed of it
-  // capacity_'s; a removed group, which both have forgotten, keeps what
-  // Get and List show of it (`removed`).
+  // line) and what is placed of it are its gang's record in the queue
+  // scheduler (queues_; the placement record in it is capacity_'s); a
+  // removed group, whose gang is gone, keeps what Get and List show of it
+  // (`removed`).
   struct Group {
     Group(std::string group_id, std::shared_ptr<const PlacementGroupSpec> group_spec)
         : id(std::move(group_id)), spec(std::move(group_spec)) {}
@@ -402,7 +403,7 @@ class PlacementGroupManager {
   // A preempted group lets go of its bundles and waits again.
   std::vector<CancelTask> FinishPreemption(Group& g, int64_t now_ms);
   // What is placed of the group (capacity_ holds it), by bundle index.
-  // Pointers into capacity_'s record: valid until the group's bundles change.
+  // Pointers into its placement record: valid until the group's bundles change.
   std::vector<const BundlePlacement*> Placed(const Group& g) const;
   std::vector<uint32_t> PlacedBundles(const Group& g) const;
   void SetReason(Group& g, Reason reason, std::string detail = {});

@@ -8,6 +8,9 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "grpcpp/client_context.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
 #include "grpcpp/security/server_credentials.h"
@@ -26,6 +29,14 @@ inline std::unique_ptr<grpc::Server> ServeOnLoopback(grpc::Service* service, int
 
 inline std::shared_ptr<grpc::Channel> LoopbackChannel(int port) {
   return grpc::CreateChannel(absl::StrCat("127.0.0.1:", port), grpc::InsecureChannelCredentials());
+}
+
+// A context for one call: every RPC has a deadline.
+inline std::unique_ptr<grpc::ClientContext> CallContext(
+    absl::Duration deadline = absl::Seconds(20)) {
+  auto context = std::make_unique<grpc::ClientContext>();
+  context->set_deadline(absl::ToChronoTime(absl::Now() + deadline));
+  return context;
 }
 
 }  // namespace berth::testing

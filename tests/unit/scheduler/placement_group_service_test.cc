@@ -42,12 +42,6 @@ class PlacementGroupServiceTest : public ::testing::Test {
     scheduler_.reset();
   }
 
-  static std::unique_ptr<grpc::ClientContext> Context() {
-    auto context = std::make_unique<grpc::ClientContext>();
-    context->set_deadline(absl::ToChronoTime(absl::Now() + testing::kDeadline));
-    return context;
-  }
-
   static v1::CreatePlacementGroupRequest Request(const std::string& request_id, double gpus) {
     v1::CreatePlacementGroupRequest r;
     r.set_request_id(request_id);
@@ -57,14 +51,14 @@ class PlacementGroupServiceTest : public ::testing::Test {
 
   grpc::Status Create(const v1::CreatePlacementGroupRequest& request, std::string* id) {
     v1::CreatePlacementGroupResponse response;
-    grpc::Status s = stub_->CreatePlacementGroup(Context().get(), request, &response);
+    grpc::Status s = stub_->CreatePlacementGroup(testing::CallContext().get(), request, &response);
     *id = response.placement_group_id();
     return s;
   }
 
   std::vector<v1::PlacementGroupInfo> List() {
     v1::ListPlacementGroupsResponse response;
-    EXPECT_TRUE(stub_->ListPlacementGroups(Context().get(), {}, &response).ok());
+    EXPECT_TRUE(stub_->ListPlacementGroups(testing::CallContext().get(), {}, &response).ok());
     return {response.placement_groups().begin(), response.placement_groups().end()};
   }
 
@@ -90,20 +84,20 @@ TEST_F(PlacementGroupServiceTest, AGroupIsCreatedWaitedForAndRemoved) {
   wait.set_placement_group_id(id);
   wait.set_timeout_ms(20000);
   v1::WaitPlacementGroupReadyResponse ready;
-  ASSERT_TRUE(stub_->WaitPlacementGroupReady(Context().get(), wait, &ready).ok());
+  ASSERT_TRUE(stub_->WaitPlacementGroupReady(testing::CallContext().get(), wait, &ready).ok());
   EXPECT_TRUE(ready.ready()) << ready.placement_group().pending_reason();
   v1::GetPlacementGroupRequest get;
   get.set_placement_group_id(id);
   v1::GetPlacementGroupResponse got;
-  ASSERT_TRUE(stub_->GetPlacementGroup(Context().get(), get, &got).ok());
+  ASSERT_TRUE(stub_->GetPlacementGroup(testing::CallContext().get(), get, &got).ok());
   EXPECT_EQ(got.placement_group().state(), v1::PLACEMENT_GROUP_STATE_CREATED);
   ASSERT_EQ(got.placement_group().locations_size(), 1);
   v1::RemovePlacementGroupRequest remove;
   remove.set_placement_group_id(id);
   remove.set_request_id("r-1");
   v1::RemovePlacementGroupResponse removed;
-  ASSERT_TRUE(stub_->RemovePlacementGroup(Context().get(), remove, &removed).ok());
-  ASSERT_TRUE(stub_->GetPlacementGroup(Context().get(), get, &got).ok());
+  ASSERT_TRUE(stub_->RemovePlacementGroup(testing::CallContext().get(), remove, &removed).ok());
+  ASSERT_TRUE(stub_->GetPlacementGroup(testing::CallContext().get(), get, &got).ok());
   EXPECT_EQ(got.placement_group().state(), v1::PLACEMENT_GROUP_STATE_REMOVED);
   // The raylet it was on let go of it.
   for (auto& raylet : raylets_.all()) {
@@ -135,12 +129,13 @@ TEST_F(PlacementGroupServiceTest, ABatchWithOneBadRequestCreatesNothing) {
   *batch.add_requests() = Request("b-1", 0);  // no non-zero resource
   *batch.add_requests() = Request("b-2", 1);
   v1::CreatePlacementGroupsResponse response;
-  grpc::Status s = stub_->CreatePlacementGroups(Context().get(), batch, &response);
+  grpc::Status s = stub_->CreatePlacementGroups(testing::CallContext().get(), batch, &response);
   EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_THAT(s.error_message(), HasSubstr("requests[1]."));
   EXPECT_THAT(response.placement_group_ids(), IsEmpty());
   EXPECT_THAT(List(), IsEmpty());
-  s = stub_->CreatePlacementGroups(Context().get(), v1::CreatePlacementGroupsRequest(), &response);
+  s = stub_->CreatePlacementGroups(testing::CallContext().get(), v1::CreatePlacementGroupsRequest(),
+                                   &response);
   EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_THAT(s.error_message(), HasSubstr("requests: at least one is required"));
   EXPECT_EQ(RayletOps(), 0u);
@@ -161,13 +156,13 @@ TEST_F(PlacementGroupServiceTest, WaitingForAnUnknownGroupIsNotFoundNamingIt) {
   v1::WaitPlacementGroupReadyRequest wait;
   wait.set_placement_group_id("pg-none");
   v1::WaitPlacementGroupReadyResponse response;
-  grpc::Status s = stub_->WaitPlacementGroupReady(Context().get(), wait, &response);
+  grpc::Status s = stub_->WaitPlacementGroupReady(testing::CallContext().get(), wait, &response);
   EXPECT_EQ(s.error_code(), grpc::StatusCode::NOT_FOUND);
   EXPECT_THAT(s.error_message(), HasSubstr("placement_group_id: no placement group 'pg-none'"));
   v1::WaitPlacementGroupsReadyRequest many;
   many.add_placement_group_ids("pg-none");
   v1::WaitPlacementGroupsReadyResponse many_response;
-  s = stub_->WaitPlacementGroupsReady(Context().get(), many, &many_response);
+  s = stub_->WaitPlacementGroupsReady(testing::CallContext().get(), many, &many_response);
   EXPECT_EQ(s.error_code(), grpc::StatusCode::NOT_FOUND);
   EXPECT_THAT(s.error_message(), HasSubstr("pg-none"));
 }

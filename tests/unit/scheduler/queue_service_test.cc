@@ -30,12 +30,6 @@ class QueueServiceTest : public ::testing::Test {
     server_->Shutdown(absl::ToChronoTime(absl::Now() + absl::Seconds(1)));
   }
 
-  static std::unique_ptr<grpc::ClientContext> Context() {
-    auto context = std::make_unique<grpc::ClientContext>();
-    context->set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(20)));
-    return context;
-  }
-
   static v1::Queue Queue(const std::string& name, double gpus) {
     v1::Queue q;
     q.set_name(name);
@@ -47,13 +41,13 @@ class QueueServiceTest : public ::testing::Test {
     v1::CreateQueueRequest request;
     *request.mutable_queue() = queue;
     v1::CreateQueueResponse response;
-    return stub_->CreateQueue(Context().get(), request, &response);
+    return stub_->CreateQueue(testing::CallContext().get(), request, &response);
   }
 
   // The names of the queues, in order.
   std::vector<std::string> Names() {
     v1::ListQueuesResponse response;
-    EXPECT_TRUE(stub_->ListQueues(Context().get(), {}, &response).ok());
+    EXPECT_TRUE(stub_->ListQueues(testing::CallContext().get(), {}, &response).ok());
     std::vector<std::string> names;
     for (const v1::Queue& q : response.queues()) names.push_back(q.name());
     return names;
@@ -71,15 +65,16 @@ TEST_F(QueueServiceTest, AQueueIsCreatedReadAndDeleted) {
   v1::GetQueueRequest get;
   get.set_name("team-a");
   v1::GetQueueResponse got;
-  ASSERT_TRUE(stub_->GetQueue(Context().get(), get, &got).ok());
+  ASSERT_TRUE(stub_->GetQueue(testing::CallContext().get(), get, &got).ok());
   EXPECT_EQ(got.queue().nominal_quota().at("GPU"), 4);
   EXPECT_EQ(Create(Queue("team-a", 2)).error_code(), grpc::StatusCode::ALREADY_EXISTS);
   v1::DeleteQueueRequest remove;
   remove.set_name("team-a");
   v1::DeleteQueueResponse removed;
-  ASSERT_TRUE(stub_->DeleteQueue(Context().get(), remove, &removed).ok());
+  ASSERT_TRUE(stub_->DeleteQueue(testing::CallContext().get(), remove, &removed).ok());
   EXPECT_EQ(Names(), before);
-  EXPECT_EQ(stub_->GetQueue(Context().get(), get, &got).error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_EQ(stub_->GetQueue(testing::CallContext().get(), get, &got).error_code(),
+            grpc::StatusCode::NOT_FOUND);
 }
 
 TEST_F(QueueServiceTest, ABadQuotaNamesItsFieldAndChangesNothing) {
@@ -103,7 +98,7 @@ TEST_F(QueueServiceTest, AQueueALiveGroupNamesIsNotDeleted) {
   v1::DeleteQueueRequest remove;
   remove.set_name("team-a");
   v1::DeleteQueueResponse removed;
-  grpc::Status s = stub_->DeleteQueue(Context().get(), remove, &removed);
+  grpc::Status s = stub_->DeleteQueue(testing::CallContext().get(), remove, &removed);
   EXPECT_EQ(s.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
   EXPECT_THAT(s.error_message(), HasSubstr("team-a"));
   EXPECT_THAT(Names(), ::testing::Contains("team-a"));
@@ -115,7 +110,7 @@ TEST_F(QueueServiceTest, AnApplyWithOneBadQueueAppliesNothing) {
   *apply.add_queues() = Queue("team-a", 4);
   *apply.add_queues() = Queue("team-b", -4);
   v1::ApplyQueuesResponse response;
-  grpc::Status s = stub_->ApplyQueues(Context().get(), apply, &response);
+  grpc::Status s = stub_->ApplyQueues(testing::CallContext().get(), apply, &response);
   EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_THAT(s.error_message(), HasSubstr("nominal_quota"));
   EXPECT_EQ(Names(), before);
