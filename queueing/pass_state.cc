@@ -5,11 +5,6 @@
 
 namespace berth {
 
-CapacityModel::GangRef PassState::RefOf(const std::string& id) const {
-  auto it = gangs_->find(id);
-  return it == gangs_->end() ? CapacityModel::GangRef{&id, nullptr} : it->second.ref();
-}
-
 std::vector<CapacityModel::GangRef> PassState::RefsOf(const std::vector<std::string>& ids) const {
   std::vector<CapacityModel::GangRef> refs;
   refs.reserve(ids.size());

@@ -44,9 +44,7 @@ struct PassState {
 
   int64_t now_ms;
   CapacityModel& capacity;
-  // How the capacity model is asked about gang `id` (as QueueScheduler::Ref),
-  // and about the known gangs of `ids`.
-  CapacityModel::GangRef RefOf(const std::string& id) const;
+  // How the capacity model is asked about the known gangs of `ids`.
   std::vector<CapacityModel::GangRef> RefsOf(const std::vector<std::string>& ids) const;
   const QueueConfig* config;
   ResourceSet totals;  // the capacity's, for shares

@@ -339,11 +339,9 @@ bool QueueScheduler::TryPreempt(QueuedGang& g, PassState& pass, bool starving) {
     if (memo) (over_budget ? pass.over_budget : pass.no_victims).insert(key);
     return false;
   }
-  std::vector<std::string> freed;
-  for (const Preemption& p : victims->preemptions) freed.push_back(p.victim);
   StartPreemptions(g, std::move(victims->preemptions), &pass.result);
   pass.held.push_back(
-      {g.request.id, std::move(freed), pass.now_ms, false, std::move(victims->places), true});
+      {&g, std::move(victims->freed), pass.now_ms, false, std::move(victims->places), true});
   return true;
 }
 
@@ -372,7 +370,7 @@ void QueueScheduler::StartPlaced(QueuedGang& g, PassState& pass, const QuotaVerd
                                  std::optional<ResourceSet> charge) {
   if (!FitsQuotaWherePlaced(g, pass, *charge)) return;
   ReservationCheck check;
-  if (!RespectsReservations(g, quota.within_nominal, pass, gangs_, &check)) {
+  if (!RespectsReservations(g, quota.within_nominal, pass, &check)) {
     pass.capacity.Release(g.ref());
     // The placer chose the reserved room (draining nodes are the emptiest);
     // off it the gang may still fit, as Slurm's backfill starts a job on
@@ -389,7 +387,7 @@ void QueueScheduler::StartPlaced(QueuedGang& g, PassState& pass, const QuotaVerd
     if (!FitsQuotaWherePlaced(g, pass, *charge)) return;
     check.past.clear();
     check.blocking.clear();
-    if (!RespectsReservations(g, quota.within_nominal, pass, gangs_, &check)) {
+    if (!RespectsReservations(g, quota.within_nominal, pass, &check)) {
       pass.capacity.Release(g.ref());
       SayWaiting(g, GangWait::kReservation, nullptr, check.delays, check.holder);
       return;
@@ -402,7 +400,6 @@ void QueueScheduler::StartPlaced(QueuedGang& g, PassState& pass, const QuotaVerd
 
 void QueueScheduler::ResumeClaimed(QueuedGang& g, PassState& pass,
                                    std::vector<QueuedGang*>* pending) {
-  const std::string& id = g.request.id;
   if (g.apart) {
     absl::btree_set<std::string>& awaiting = g.apart->awaiting;
     for (auto it = awaiting.begin(); it != awaiting.end();) {
@@ -426,10 +423,10 @@ void QueueScheduler::ResumeClaimed(QueuedGang& g, PassState& pass,
     pending->push_back(&g);
     return;
   }
-  std::vector<std::string> freed(g.awaiting().begin(), g.awaiting().end());
-  std::optional<std::vector<uint64_t>> places =
-      pass.capacity.PlacesWithout(g.ref(), pass.RefsOf(freed));
-  pass.held.push_back({id, std::move(freed), pass.now_ms, false, std::move(places), true});
+  std::vector<CapacityModel::GangRef> freed =
+      pass.RefsOf(std::vector<std::string>(g.awaiting().begin(), g.awaiting().end()));
+  std::optional<std::vector<uint64_t>> places = pass.capacity.PlacesWithout(g.ref(), freed);
+  pass.held.push_back({&g, std::move(freed), pass.now_ms, false, std::move(places), true});
 }
 
 PassResult QueueScheduler::Pass(int64_t now_ms, CapacityModel& capacity) {
@@ -473,7 +470,7 @@ PassResult QueueScheduler::Pass(int64_t now_ms, CapacityModel& capacity) {
 
   pass.quota.ReleaseHeld();
   for (const Reservation& r : pass.held) {
-    if (gangs_.at(r.gang).view.state == GangState::kPending) reserved_.push_back(r.gang);
+    if (r.gang->view.state == GangState::kPending) reserved_.push_back(r.gang->request.id);
   }
   return std::move(pass.result);
 }

@@ -17,7 +17,7 @@ namespace {
 // end). *mine: where `g` landed, asked once.
 bool TakesRoomOf(const QueuedGang& g, bool within_nominal, const Reservation& r,
                  const PassState& pass, std::optional<std::vector<uint64_t>>* mine) {
-  if (r.gang == g.request.id) return false;
+  if (r.gang == &g) return false;
   if (g.request.time_limit_ms && r.start_ms != kNever &&
       pass.now_ms + *g.request.time_limit_ms <= r.start_ms) {
     return false;  // ends before the reserved gang can start
@@ -32,7 +32,7 @@ bool TakesRoomOf(const QueuedGang& g, bool within_nominal, const Reservation& r,
     std::set_intersection((*mine)->begin(), (*mine)->end(), r.places->begin(), r.places->end(),
                           std::back_inserter(shared));
     if (shared.empty()) return false;
-  } else if (pass.capacity.FitsWithout(pass.RefOf(r.gang), pass.RefsOf(r.freed))) {
+  } else if (pass.capacity.FitsWithout(r.gang->ref(), r.freed)) {
     return false;
   }
   return true;
@@ -65,12 +65,7 @@ std::optional<Reservation> Reserve(const QueuedGang& g, bool starving, const Pas
     for (size_t i = 0; i < k; ++i) refs.push_back(ending[i].second->ref());
     return refs;
   };
-  auto ids = [&](size_t k) {
-    std::vector<std::string> out;
-    for (size_t i = 0; i < k; ++i) out.push_back(ending[i].second->request.id);
-    return out;
-  };
-  Reservation r{g.request.id, {}, kNever, starving, {}};
+  Reservation r{&g, {}, kNever, starving, {}};
   // Where it goes with the fewest gangs ended found so far (the last trial
   // that fit: the answer's places, not asked again).
   std::optional<std::vector<uint64_t>> at_hi;
@@ -80,7 +75,7 @@ std::optional<Reservation> Reserve(const QueuedGang& g, bool starving, const Pas
     // cluster, which drain as their gangs end.
     r.places = capacity.PlacesWhenIdle(g.ref());
     if (!r.places) return std::nullopt;
-    for (const QueuedGang* c : pass.live) r.freed.push_back(c->request.id);
+    for (const QueuedGang* c : pass.live) r.freed.push_back(c->ref());
     return r;
   }
   // The fewest gangs to end (freeing more only helps): binary search.
@@ -95,24 +90,24 @@ std::optional<Reservation> Reserve(const QueuedGang& g, bool starving, const Pas
       lo = mid + 1;
     }
   }
-  r.freed = ids(lo);
+  r.freed = prefix(lo);
   r.start_ms = lo == 0 ? now_ms : std::max(now_ms, ending[lo - 1].first);
   r.places = std::move(at_hi);
   return r;
 }
 
 bool RespectsReservations(const QueuedGang& g, bool within_nominal, const PassState& pass,
-                          const std::map<std::string, QueuedGang>& gangs, ReservationCheck* check) {
+                          ReservationCheck* check) {
   std::optional<std::vector<uint64_t>> mine;  // where g landed, once asked
   bool respects = true, avoidable = true;
   for (const Reservation& r : pass.held) {
     if (!TakesRoomOf(g, within_nominal, r, pass, &mine)) continue;
     if (!r.starving && !r.claimed && g.request.preemptible) {
-      check->past.emplace(r.gang, gangs.at(r.gang).wait_epoch);
+      check->past.emplace(r.gang->request.id, r.gang->wait_epoch);
       continue;
     }
     if (respects) {
-      check->delays = r.gang;
+      check->delays = r.gang->request.id;
       check->holder = r.starving  ? GangReason::Holder::kStarving
                       : r.claimed ? GangReason::Holder::kClaimed
                                   : GangReason::Holder::kWaiting;

@@ -14,11 +14,11 @@
 #include <cstddef>
 #include <cstdint>
 #include <limits>
-#include <map>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "queueing/capacity_model.h"
 #include "queueing/queued_gang.h"
 
 namespace berth {
@@ -29,8 +29,8 @@ struct PassState;
 inline constexpr int64_t kNever = std::numeric_limits<int64_t>::max();
 
 struct Reservation {
-  std::string gang;
-  std::vector<std::string> freed;  // running gangs that end by `start_ms`
+  const QueuedGang* gang;
+  std::vector<CapacityModel::GangRef> freed;  // running gangs that end by `start_ms`
   int64_t start_ms = 0;
   bool starving = false;
   // Where it will go then (CapacityModel::PlacesOf), if the model says.
@@ -61,9 +61,9 @@ struct ReservationCheck {
 // Whether `g`, just placed, leaves each reservation of the pass its room;
 // if not, whether it may start anyway as preemptible (check->past lists
 // them). `within_nominal`: `g`'s quota verdict, which borrowers'
-// reservations do not hold against. `gangs`: every gang, by id.
+// reservations do not hold against.
 bool RespectsReservations(const QueuedGang& g, bool within_nominal, const PassState& pass,
-                          const std::map<std::string, QueuedGang>& gangs, ReservationCheck* check);
+                          ReservationCheck* check);
 
 }  // namespace berth
 

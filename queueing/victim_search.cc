@@ -101,7 +101,9 @@ std::optional<Victims> VictimSearch::Run(const QueueSchedulerOptions& options) {
   }
   std::vector<const Candidate*> chosen = ShortestPrefix(eligible);
   Prune(&chosen);
-  return Victims{ToPreemptions(chosen, options), std::move(fit_places_)};
+  std::vector<CapacityModel::GangRef> freed;
+  for (const Candidate* c : chosen) freed.push_back(c->gang->ref());
+  return Victims{ToPreemptions(chosen, options), std::move(freed), std::move(fit_places_)};
 }
 
 void VictimSearch::GroupByPlace() {

@@ -23,6 +23,7 @@
 #include <optional>
 #include <vector>
 
+#include "queueing/capacity_model.h"
 #include "queueing/pass_state.h"
 #include "queueing/queued_gang.h"
 #include "queueing/quota_ledger.h"
@@ -31,6 +32,7 @@ namespace berth {
 
 struct Victims {
   std::vector<Preemption> preemptions;
+  std::vector<CapacityModel::GangRef> freed;    // the victims, as the capacity model names them
   std::optional<std::vector<uint64_t>> places;  // where the gang goes once they stop
 };
 
