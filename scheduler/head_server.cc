@@ -135,7 +135,7 @@ absl::Status RestoreNodesLocked(HeadState& state, const Records& nodes, int64_t 
       state.nodes.Drain(drain).IgnoreError();
     }
   }
-  state.nodes.GraceAll(grace);
+  state.heartbeats.GraceAll(grace);
   return absl::OkStatus();
 }
 
@@ -235,7 +235,8 @@ void HeadServer::Start(const std::string& address, const std::string& heads) {
   // liveness timeout and as long again (node_liveness.h).
   train.job.node_dead_after = absl::Milliseconds(2 * state_.config().liveness.timeout_ms());
   train.on_restart = [this] { state_.metrics().OnJobRestart(); };
-  train.persist = [this](const v1::TrainJobRecord& record) { state_.PersistJob(record); };
+  train.stage = [this](const v1::TrainJobRecord& record) { return state_.StageJob(record); };
+  train.durable = [this](uint64_t seq) { state_.Durable(seq).IgnoreError(); };  // logged
   jobs_ = std::make_unique<TrainJobController>(&scheduler_, &raylets_, std::move(train));
   jobs_->Restore(restored_jobs_);
   restored_jobs_.clear();

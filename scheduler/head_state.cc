@@ -91,7 +91,8 @@ HeadState::HeadState(HeadConfig config, std::unique_ptr<StateStore> store)
                    seq = writer_.Stage(w.table, w.key, w.value);
                  return Durable(seq);
                }),
-      nodes(&table, config_.liveness),
+      heartbeats(config_.liveness),
+      nodes(&table, &heartbeats),
       groups(&table, &nodes, config_.scheduler) {
   groups.set_observer(&metrics_);
 }
@@ -162,9 +163,8 @@ absl::Status HeadState::PersistCredential(const std::string& digest,
   return Durable(writer_.Stage(kCredentialsTable, digest, std::move(team)));
 }
 
-void HeadState::PersistJob(const v1::TrainJobRecord& record) {
-  Durable(writer_.Stage(kJobsTable, record.info().job_id(), record.SerializeAsString()))
-      .IgnoreError();
+uint64_t HeadState::StageJob(const v1::TrainJobRecord& record) {
+  return writer_.Stage(kJobsTable, record.info().job_id(), record.SerializeAsString());
 }
 
 std::string HeadState::NewPlacementGroupId() {

@@ -1,7 +1,8 @@
 // HeadState: what berth-head knows, shared by its services and its
 // scheduler: the node table, NodeManager and PlacementGroupManager behind
-// one mutex, the store they are written to, the head's metrics, and the
-// train job controller once it is started.
+// one mutex, the nodes' heartbeats behind their own, the store they are
+// written to, the head's metrics, and the train job controller once it is
+// started.
 //
 // One path for every change: under `mu`, change the state machines, stage
 // the changed records (PersistLocked, PersistNodeLocked), release `mu`, then
@@ -30,6 +31,7 @@
 #include "common/working_dir_package.h"
 #include "queueing/queue_config.h"
 #include "scheduler/head_metrics.h"
+#include "scheduler/heartbeat_book.h"
 #include "scheduler/node_manager.h"
 #include "scheduler/package_store.h"
 #include "scheduler/placement_group_manager.h"
@@ -107,6 +109,9 @@ class HeadState {
 
   TeamCredentials teams;  // thread-safe; not under mu
   PackageStore packages;  // thread-safe; not under mu
+  // Heartbeats and liveness: thread-safe, not under mu (a heartbeat never
+  // waits behind a pass); taken after mu where both are.
+  HeartbeatBook heartbeats;
 
   absl::Mutex mu;
   NodeResourceTable table ABSL_GUARDED_BY(mu);
@@ -128,8 +133,8 @@ class HeadState {
   uint64_t StagedLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) { return writer_.staged(); }
   // Waits (without mu) until `seq` is durable; logs a failure.
   absl::Status Durable(uint64_t seq) ABSL_LOCKS_EXCLUDED(mu);
-  // A train job's record, durable before it returns.
-  void PersistJob(const v1::TrainJobRecord& record);
+  // Stages a train job's record; pass the sequence to Durable.
+  uint64_t StageJob(const v1::TrainJobRecord& record);
   // A team token's digest (nullopt: revoked), durable before it returns.
   absl::Status PersistCredential(const std::string& digest, std::optional<std::string> team);
 

@@ -5,7 +5,7 @@
 namespace berth {
 
 int64_t NodeLiveness::MostCounted() const {
-  // A busy head is late by a pass or a write now and then; a quarter of a
+  // A busy head's liveness loop is late now and then; a quarter of a
   // second more still counts, beyond that it was not looking.
   const int64_t every = config_.check_every_ms();
   return every + std::max<int64_t>(every, 250);

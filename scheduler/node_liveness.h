@@ -1,6 +1,7 @@
 // NodeLiveness: which nodes' heartbeats stopped, counting only the time in
-// which the head could have seen them. Pure: the head checks it from its
-// loop with a monotonic clock; no threads or clocks here.
+// which the head could have seen them. Pure: the head's liveness loop
+// checks it (through HeartbeatBook) with a monotonic clock; no threads or
+// clocks here.
 //
 // The head blames no node for its own absence. A check that comes later
 // than expected (the head was paused, swapped out, starved of CPU, or its
@@ -30,7 +31,9 @@ struct LivenessConfig {
   // The liveness timeout: a node silent this long (observed) is overdue.
   int64_t timeout_ms() const { return heartbeat_period_ms * misses; }
   // How often the head checks.
-  int64_t check_every_ms() const { return heartbeat_period_ms / 4 > 10 ? heartbeat_period_ms / 4 : 10; }
+  int64_t check_every_ms() const {
+    return heartbeat_period_ms / 4 > 10 ? heartbeat_period_ms / 4 : 10;
+  }
 };
 
 // What one check found.

@@ -92,28 +92,15 @@ absl::StatusOr<NodeManager::Registration> NodeManager::Register(
   kept.clear_total();
   kept.clear_labels();
   record.registration = kept.SerializeAsString();
-  record.last_heartbeat_ms = now_ms;
   nodes_[request.node_id()] = std::move(record);
-  liveness_.Heard(request.node_id());
+  heartbeats_->Registered(request.node_id(), now_ms);
   return Registration{*index, replaced_dead};
 }
 
-bool NodeManager::Heartbeat(const v1::HeartbeatRequest& request, int64_t now_ms) {
-  auto it = nodes_.find(request.node_id());
+bool NodeManager::MarkDead(const std::string& node_id) {
+  auto it = nodes_.find(node_id);
   if (it == nodes_.end() || table_->node(it->second.index).state == NodeState::kDead) return false;
-  if (request.sequence() > it->second.sequence || request.sequence() == 0) {
-    it->second.sequence = request.sequence();
-    it->second.last_heartbeat_ms = now_ms;
-    liveness_.Heard(request.node_id());
-  }
-  return true;
-}
-
-LivenessVerdict NodeManager::CheckLiveness(int64_t monotonic_ms) {
-  LivenessVerdict verdict = liveness_.Check(monotonic_ms);
-  for (const std::string& id : verdict.dead)
-    table_->SetNodeState(id, NodeState::kDead).IgnoreError();
-  return verdict;
+  return table_->SetNodeState(node_id, NodeState::kDead).ok();
 }
 
 std::optional<v1::RegisterNodeRequest> NodeManager::RegistrationOf(
@@ -150,6 +137,7 @@ absl::Status NodeManager::Drain(const v1::DrainNodeRequest& request) {
   }
   drain_reasons_[request.node_id()] =
       request.reason().empty() ? "drained by operator" : request.reason();
+  heartbeats_->Draining(request.node_id());
   return table_->SetNodeState(request.node_id(), NodeState::kDraining);
 }
 
@@ -187,7 +175,7 @@ absl::Status NodeManager::ListNodes(const v1::ListNodesRequest& request,
     ResourceSetToProto(node.available, info->mutable_available());
     info->mutable_labels()->insert(node.labels.begin(), node.labels.end());
     *info->mutable_gpus() = registration.gpus();
-    info->set_last_heartbeat_unix_ms(record.last_heartbeat_ms);
+    info->set_last_heartbeat_unix_ms(heartbeats_->LastHeardMs(node.id));
     info->set_drain_reason(DrainReason(node.id));
   }
   return absl::OkStatus();

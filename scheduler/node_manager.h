@@ -1,14 +1,12 @@
 // NodeManager: the head's registry of nodes (raylets): registration,
-// heartbeats, liveness, draining. Pure: the caller passes the time in and
-// serializes access; no gRPC, threads or clocks.
+// draining, death. Pure: the caller passes the time in and serializes
+// access; no gRPC, threads or clocks.
 //
 // Resources live in the shared NodeResourceTable (what placement reads);
 // NodeManager keeps what placement does not need: addresses, GPU instance
-// details, heartbeat times. Whether a node's heartbeats stopped is
-// NodeLiveness's judgement (node_liveness.h: time the head itself was not
-// running does not count); CheckLiveness() marks the nodes it declares DEAD
-// and returns its verdict so the placement group manager can reschedule
-// their bundles.
+// details. Heartbeats and whether they stopped are the HeartbeatBook's,
+// which has a lock of its own: NodeManager tells it of registrations and
+// drains, and MarkDead marks a node it judged DEAD in the table.
 #ifndef BERTH_SCHEDULER_NODE_MANAGER_H_
 #define BERTH_SCHEDULER_NODE_MANAGER_H_
 
@@ -22,7 +20,7 @@
 #include "absl/status/statusor.h"
 #include "berth/v1/head.pb.h"
 #include "placement/node_resource_table.h"
-#include "scheduler/node_liveness.h"
+#include "scheduler/heartbeat_book.h"
 
 namespace berth {
 
@@ -30,8 +28,9 @@ class NodeManager {
  public:
   static constexpr size_t kMaxLabels = 64;
 
-  NodeManager(NodeResourceTable* table, LivenessConfig config)
-      : table_(table), config_(config), liveness_(config) {}
+  // `heartbeats` must outlive it.
+  NodeManager(NodeResourceTable* table, HeartbeatBook* heartbeats)
+      : table_(table), heartbeats_(heartbeats) {}
 
   struct Registration {
     NodeIndex index = 0;
@@ -41,15 +40,9 @@ class NodeManager {
   // again; a second registration of an ALIVE or DRAINING node id is
   // ALREADY_EXISTS; a DEAD node's id registers afresh.
   absl::StatusOr<Registration> Register(const v1::RegisterNodeRequest& request, int64_t now_ms);
-  // Records a heartbeat; false when the node is unknown or DEAD (the raylet
-  // must register again).
-  bool Heartbeat(const v1::HeartbeatRequest& request, int64_t now_ms);
-  // Judges the nodes at `monotonic_ms` (a monotonic clock, unlike the other
-  // times here) and marks those it declares DEAD.
-  LivenessVerdict CheckLiveness(int64_t monotonic_ms);
-  // Every node gets `grace_ms` more before it is judged: a restarted head's
-  // nodes must first find it again.
-  void GraceAll(int64_t grace_ms) { liveness_.GraceAll(grace_ms); }
+  // Marks DEAD a node the HeartbeatBook judged so; false if it is unknown
+  // or already DEAD (nothing to do).
+  bool MarkDead(const std::string& node_id);
   // Stops new bundles going to the node; its bundles stay.
   absl::Status Drain(const v1::DrainNodeRequest& request);
 
@@ -61,7 +54,6 @@ class NodeManager {
   std::string DrainReason(const std::string& node_id) const;
   absl::Status ListNodes(const v1::ListNodesRequest& request,
                          v1::ListNodesResponse* response) const;
-  int64_t heartbeat_period_ms() const { return config_.heartbeat_period_ms; }
 
  private:
   struct NodeRecord {
@@ -71,13 +63,10 @@ class NodeManager {
     // parsed message's memory, read only by ListNodes and restarts),
     // without the totals and labels the table keeps.
     std::string registration;
-    int64_t last_heartbeat_ms = 0;
-    uint64_t sequence = 0;
   };
 
   NodeResourceTable* table_;
-  LivenessConfig config_;
-  NodeLiveness liveness_;
+  HeartbeatBook* heartbeats_;
   // By node id. Node-based: a record is large, and a flat table's empty
   // slots would cost as much as a third of the records.
   absl::node_hash_map<std::string, NodeRecord> nodes_;

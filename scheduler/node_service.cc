@@ -48,7 +48,8 @@ grpc::Status NodeServiceImpl::RegisterNode(grpc::ServerContext* context,
   state_->groups.OnNodesChanged(HeadNowMs());
   state_->kick = true;
   response->set_accepted(true);
-  response->set_heartbeat_interval_ms(static_cast<uint32_t>(state_->nodes.heartbeat_period_ms()));
+  response->set_heartbeat_interval_ms(
+      static_cast<uint32_t>(state_->heartbeats.config().heartbeat_period_ms));
   response->set_head_epoch(state_->epoch());
   for (v1::HeldBundle& h : held) *response->add_held_bundles() = std::move(h);
   lock.Release();
@@ -62,22 +63,24 @@ grpc::Status NodeServiceImpl::Heartbeat(grpc::ServerContext* context,
   if (request->node_id().empty()) {
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "node_id: required");
   }
-  absl::ReleasableMutexLock lock(&state_->mu);
-  const bool known = state_->nodes.Heartbeat(*request, HeadNowMs());
+  // Counted without the head's mutex: a heartbeat never waits for a pass.
+  const HeartbeatBook::Standing standing =
+      state_->heartbeats.Heartbeat(request->node_id(), request->sequence(), HeadNowMs());
+  const bool known = standing != HeartbeatBook::Standing::kUnknown;
   response->set_ack(known);
   response->set_head_epoch(state_->epoch());
   response->set_reregister_required(!known);
-  if (!known) return grpc::Status::OK;
-  std::optional<NodeIndex> index = state_->table.FindNode(request->node_id());
-  response->set_drain_requested(index && state_->table.node(*index).state == NodeState::kDraining);
-  if (request->unrestored_bundles().empty()) return grpc::Status::OK;
+  response->set_drain_requested(standing == HeartbeatBook::Standing::kDraining);
+  if (!known || request->unrestored_bundles().empty()) return grpc::Status::OK;
   // Bundles the raylet could not reserve again after registering: lost.
-  const HeadState::BundleLoss lost =
-      state_->LoseBundlesLocked(request->node_id(), request->unrestored_bundles());
+  HeadState::BundleLoss lost;
+  {
+    absl::MutexLock lock(&state_->mu);
+    lost = state_->LoseBundlesLocked(request->node_id(), request->unrestored_bundles());
+  }
   if (lost.groups.empty()) return grpc::Status::OK;
   LogWarning("node ", request->node_id(), " could not restore ", request->unrestored_bundles_size(),
              " bundle(s); ", lost.groups.size(), " group(s) place them again");
-  lock.Release();
   state_->TellJobs(lost.groups);
   return ToGrpcStatus(state_->Durable(lost.seq));
 }

@@ -24,9 +24,15 @@ void Scheduler::Start(uint64_t head_epoch) {
     committer_threads_.emplace_back([this] { CommitterLoop(); });
   }
   scheduling_thread_ = std::thread([this] { SchedulingLoop(); });
+  liveness_thread_ = std::thread([this] { LivenessLoop(); });
 }
 
 void Scheduler::Stop() {
+  {
+    absl::MutexLock lock(&liveness_mu_);
+    liveness_stopping_ = true;
+  }
+  if (liveness_thread_.joinable()) liveness_thread_.join();
   {
     absl::MutexLock lock(&state_->mu);
     state_->stopping = true;
@@ -152,47 +158,29 @@ uint64_t Scheduler::FinishCommit(const CommitTask& task, const absl::Status& res
 }
 
 void Scheduler::SchedulingLoop() {
-  const int64_t liveness_every = state_->config().liveness.check_every_ms();
-  int64_t next_liveness = 0;  // monotonic
+  // A pass at least this often: what comes due with time alone (a gang
+  // starving, a reservation's start) is seen by the next pass.
+  const int64_t most_between_passes = state_->config().liveness.check_every_ms();
   while (true) {
     std::vector<CommitTask> tasks;
     PreemptionWork preempted;
-    std::vector<std::string> dead_nodes;
     absl::Time wake;
     uint64_t seq = 0;
     {
       absl::MutexLock lock(&state_->mu);
       if (state_->stopping) return;
       const int64_t now = HeadNowMs();
-      const int64_t monotonic = HeadMonotonicMs();
-      if (monotonic >= next_liveness) {
-        const LivenessVerdict verdict = state_->nodes.CheckLiveness(monotonic);
-        ReportLivenessLocked(verdict);
-        for (const std::string& dead : verdict.dead) {
-          LogWarning("node ", dead, " missed its heartbeats: DEAD");
-          state_->groups.OnNodeDead(dead, now);
-          state_->metrics().OnNodeDead();
-          state_->PersistNodeLocked(dead);
-          seq = state_->PersistLocked();
-          dead_nodes.push_back(dead);
-        }
-        next_liveness = monotonic + liveness_every;
-      }
       tasks = state_->groups.Schedule(now);
       preempted = state_->groups.TakePreemptions();
       if (!preempted.cancels.empty() || !preempted.job_groups.empty())
         seq = state_->PersistLocked();
-      int64_t wake_ms = now + (next_liveness - monotonic);
+      int64_t wake_ms = now + most_between_passes;
       if (std::optional<int64_t> due = state_->groups.NextDue())
         wake_ms = std::min(wake_ms, std::max(*due, now + 1));
       wake = absl::FromUnixMillis(wake_ms);
       state_->kick = false;
     }
     if (seq != 0) state_->Durable(seq).IgnoreError();  // logged
-    for (const std::string& dead : dead_nodes) {
-      // Their jobs' attempts are over.
-      if (TrainJobController* jobs = state_->jobs()) jobs->OnNodeDead(dead);
-    }
     for (CommitTask& task : tasks) StartCommit(std::move(task));
     SubmitCancels(std::move(preempted.cancels));
     if (TrainJobController* jobs = state_->jobs()) {
@@ -208,7 +196,45 @@ void Scheduler::SchedulingLoop() {
   }
 }
 
-void Scheduler::ReportLivenessLocked(const LivenessVerdict& verdict) {
+void Scheduler::LivenessLoop() {
+  const absl::Duration every = absl::Milliseconds(state_->heartbeats.config().check_every_ms());
+  while (true) {
+    {
+      absl::MutexLock lock(&liveness_mu_);
+      if (liveness_mu_.AwaitWithTimeout(absl::Condition(&liveness_stopping_), every)) return;
+    }
+    // Judged without the head's mutex: a pass does not delay it.
+    const LivenessVerdict verdict = state_->heartbeats.Check(HeadMonotonicMs());
+    ReportLiveness(verdict);
+    if (!verdict.dead.empty()) DeclareDead(verdict.dead);
+  }
+}
+
+void Scheduler::DeclareDead(const std::vector<std::string>& dead) {
+  std::vector<std::string> declared;
+  uint64_t seq = 0;
+  {
+    absl::MutexLock lock(&state_->mu);
+    const int64_t now = HeadNowMs();
+    for (const std::string& id : dead) {
+      if (!state_->nodes.MarkDead(id)) continue;
+      LogWarning("node ", id, " missed its heartbeats: DEAD");
+      state_->groups.OnNodeDead(id, now);
+      state_->metrics().OnNodeDead();
+      state_->PersistNodeLocked(id);
+      declared.push_back(id);
+    }
+    if (declared.empty()) return;
+    seq = state_->PersistLocked();
+    state_->kick = true;  // their groups are placed again
+  }
+  state_->Durable(seq).IgnoreError();  // logged
+  if (TrainJobController* jobs = state_->jobs()) {
+    for (const std::string& id : declared) jobs->OnNodeDead(id);  // their attempts are over
+  }
+}
+
+void Scheduler::ReportLiveness(const LivenessVerdict& verdict) {
   if (verdict.head_stall_ms > 0) {
     state_->metrics().OnHeadStall(verdict.head_stall_ms);
     if (verdict.head_stall_ms >= 1000) {

@@ -2,8 +2,9 @@
 // scheduling loop places due groups and starts their two-phase commits
 // (two_phase_commit.h), whose raylet calls go through a per-node batcher
 // (bundle_op_batcher.h) run by a pool of committer threads, so many groups
-// are in flight at once; it also declares nodes DEAD when their heartbeats
-// stop. It tells the train job controller when a group's commit ended and
+// are in flight at once. The liveness loop, a thread of its own, declares
+// nodes DEAD when their heartbeats stop (heartbeat_book.h), so that a long
+// pass delays no judgement. It tells the train job controller when a group's commit ended and
 // when a node died, and is the controller's PlacementGroupHost.
 #ifndef BERTH_SCHEDULER_SCHEDULER_H_
 #define BERTH_SCHEDULER_SCHEDULER_H_
@@ -33,7 +34,7 @@ class Scheduler final : public PlacementGroupHost {
   Scheduler(const Scheduler&) = delete;
   Scheduler& operator=(const Scheduler&) = delete;
 
-  // Starts the scheduling loop and the committer threads of the head of
+  // Starts the scheduling and liveness loops and the committer threads of the head of
   // `head_epoch`, which qualifies every reservation call's request id.
   void Start(uint64_t head_epoch);
   // Stops the loop; in-flight commits and queued raylet work finish first.
@@ -58,9 +59,11 @@ class Scheduler final : public PlacementGroupHost {
 
  private:
   void SchedulingLoop();
+  void LivenessLoop();
+  // Marks the nodes DEAD and places their groups again; tells their jobs.
+  void DeclareDead(const std::vector<std::string>& dead) ABSL_LOCKS_EXCLUDED(state_->mu);
   // Logs and counts what a liveness check saw beyond deaths.
-  void ReportLivenessLocked(const LivenessVerdict& verdict)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(state_->mu);
+  void ReportLiveness(const LivenessVerdict& verdict);
   void CommitterLoop();
   // `op` with its request id made this head's (Start's epoch first): a
   // raylet remembers the answers to ids it has seen, and a head restored
@@ -90,7 +93,11 @@ class Scheduler final : public PlacementGroupHost {
   std::deque<std::function<void()>> work_ ABSL_GUARDED_BY(work_mu_);
   bool work_stopping_ ABSL_GUARDED_BY(work_mu_) = false;
 
+  absl::Mutex liveness_mu_;
+  bool liveness_stopping_ ABSL_GUARDED_BY(liveness_mu_) = false;
+
   std::thread scheduling_thread_;
+  std::thread liveness_thread_;
   std::vector<std::thread> committer_threads_;
 };
 

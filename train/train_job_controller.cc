@@ -168,6 +168,7 @@ absl::Status TrainJobController::ReportProgress(const v1::ReportTrainProgressReq
     if (absl::Status s = ValidateString(name, "metrics key", 128, true); !s.ok()) return s;
   }
   std::vector<std::string> checkpointed;  // the job's groups, told outside the lock
+  uint64_t seq = 0;
   {
     absl::MutexLock lock(&mu_);
     auto it = jobs_.find(request.job_id());
@@ -180,7 +181,9 @@ absl::Status TrainJobController::ReportProgress(const v1::ReportTrainProgressReq
     };
     const auto checkpoint_before = checkpoint_of();
     const bool due = job.OnProgress(request);
-    PersistLocked(*it->second);
+    // Staged now, in the order of the reports; waited for without the lock,
+    // so the other jobs' events and reads do not wait for a write.
+    seq = StageLocked(*it->second);
     if (due) WakeLocked(request.job_id(), *it->second);
     if (checkpoint_of() != checkpoint_before) {
       if (!job.placement_group_id().empty()) checkpointed.push_back(job.placement_group_id());
@@ -188,6 +191,7 @@ absl::Status TrainJobController::ReportProgress(const v1::ReportTrainProgressReq
                           job.elastic_group_ids().end());
     }
   }
+  Durable(seq);  // the report is answered once kept
   for (const std::string& group : checkpointed) groups_->GroupCheckpointed(group);
   return absl::OkStatus();
 }
@@ -247,11 +251,15 @@ void TrainJobController::Restore(const std::vector<v1::TrainJobRecord>& records)
   }
 }
 
-void TrainJobController::PersistLocked(const Job& job) {
-  if (!config_.persist) return;
+uint64_t TrainJobController::StageLocked(const Job& job) {
+  if (!config_.stage) return 0;
   v1::TrainJobRecord record = job.reconciler.Record();
   record.set_request_id(job.request_id);
-  config_.persist(record);
+  return config_.stage(record);
+}
+
+void TrainJobController::Durable(uint64_t seq) const {
+  if (config_.durable) config_.durable(seq);
 }
 
 void TrainJobController::WakeLocked(const std::string& job_id, Job& job) {

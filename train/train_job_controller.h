@@ -83,9 +83,12 @@ struct TrainControllerConfig {
   // quick) each time a job restarts after a failure; for the head's
   // metrics. May be empty.
   std::function<void()> on_restart;
-  // Writes a job's record to the head's state store before the change is
-  // visible; called with the controller's lock held. May be empty.
-  std::function<void(const v1::TrainJobRecord&)> persist;
+  // Stages a job's record for the head's state store and returns its
+  // sequence (quick, no I/O: called with the controller's lock held);
+  // `durable` waits until what was staged up to a sequence is written.
+  // Either may be empty (nothing is kept).
+  std::function<uint64_t(const v1::TrainJobRecord&)> stage;
+  std::function<void(uint64_t)> durable;
 };
 
 class TrainJobController {
@@ -149,7 +152,13 @@ class TrainJobController {
   // Takes a new or restored job; one not done is due at once.
   void AddLocked(const std::string& id, std::unique_ptr<Job> job)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void PersistLocked(const Job& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Stages the job's record; the sequence to pass to Durable.
+  uint64_t StageLocked(const Job& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Durable(uint64_t seq) const;
+  // Both, under the lock: the change is durable before anyone sees it.
+  void PersistLocked(const Job& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    Durable(StageLocked(job));
+  }
   bool DueLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   PlacementGroupHost* groups_;

@@ -52,7 +52,10 @@ bool CloseEnough(Quantity a, Quantity b) {
 
 class Head {
  public:
-  Head() : nodes_(&table_, LivenessConfig{1000, 5}), groups_(&table_, &nodes_, Config()) {}
+  Head()
+      : heartbeats_(LivenessConfig{1000, 5}),
+        nodes_(&table_, &heartbeats_),
+        groups_(&table_, &nodes_, Config()) {}
 
   void Run(const fuzz::HeadOp& op) {
     switch (op.op_case()) {
@@ -82,7 +85,8 @@ class Head {
         }
         break;
       case fuzz::HeadOp::kHeartbeat:
-        if (!op.heartbeat().node_id().empty()) nodes_.Heartbeat(op.heartbeat(), now_);
+        if (!op.heartbeat().node_id().empty())
+          heartbeats_.Heartbeat(op.heartbeat().node_id(), op.heartbeat().sequence(), now_);
         break;
       case fuzz::HeadOp::kDrain: {
         absl::Status s = nodes_.Drain(op.drain());
@@ -274,7 +278,8 @@ class Head {
   }
 
   void Liveness() {
-    for (const std::string& dead : nodes_.CheckLiveness(now_).dead) {
+    for (const std::string& dead : heartbeats_.Check(now_).dead) {
+      FUZZ_CHECK(nodes_.MarkDead(dead));
       FUZZ_CHECK(NodeOf(dead)->state == NodeState::kDead);
       for (const CommitTask& t : in_flight_)
         died_during_commit_.insert({t.placement_group_id, dead});
@@ -361,6 +366,7 @@ class Head {
   }
 
   NodeResourceTable table_;
+  HeartbeatBook heartbeats_;
   NodeManager nodes_;
   PlacementGroupManager groups_;
   int64_t now_ = 1700000000000;

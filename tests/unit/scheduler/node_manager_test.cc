@@ -29,7 +29,8 @@ v1::RegisterNodeRequest Registration(const std::string& id, int gpus, const std:
 class NodeManagerTest : public ::testing::Test {
  protected:
   NodeResourceTable table_;
-  NodeManager nodes_{&table_, LivenessConfig{1000, 5}};
+  HeartbeatBook heartbeats_{LivenessConfig{1000, 5}};
+  NodeManager nodes_{&table_, &heartbeats_};
 };
 
 TEST_F(NodeManagerTest, NodesSayTheirTopologyWithBerthLabels) {
@@ -121,30 +122,52 @@ TEST_F(NodeManagerTest, MissedHeartbeatsMakeANodeDeadAndItMayRegisterAgain) {
   ASSERT_TRUE(nodes_.Register(Registration("n1", 1, "T4"), 0).ok());
   ASSERT_TRUE(nodes_.Register(Registration("n2", 1, "T4"), 0).ok());
   ASSERT_TRUE(nodes_.Register(Registration("n3", 1, "T4"), 0).ok());
-  v1::HeartbeatRequest hb;
   std::vector<std::string> dead;
   // Checked every 250 ms (a monotonic clock); n1 and n3 beat every second.
   for (int64_t t = 0; t <= 8000 && dead.empty(); t += 250) {
     if (t % 1000 == 0) {
       for (const char* id : {"n1", "n3"}) {
-        hb.set_node_id(id);
-        hb.set_sequence(t + 1);
-        EXPECT_TRUE(nodes_.Heartbeat(hb, t));
+        EXPECT_EQ(heartbeats_.Heartbeat(id, t + 1, t), HeartbeatBook::Standing::kAlive);
       }
     }
-    dead = nodes_.CheckLiveness(t).dead;
+    dead = heartbeats_.Check(t).dead;
   }
   EXPECT_EQ(dead, std::vector<std::string>{"n2"});
+  // Judged DEAD: told to register again before the head marks it.
+  EXPECT_EQ(heartbeats_.Heartbeat("n2", 1, 9001), HeartbeatBook::Standing::kUnknown);
+  EXPECT_EQ(table_.node(*table_.FindNode("n2")).state, NodeState::kAlive);
+  EXPECT_TRUE(nodes_.MarkDead("n2"));
+  EXPECT_FALSE(nodes_.MarkDead("n2"));  // once
+  EXPECT_FALSE(nodes_.MarkDead("nobody"));
   EXPECT_EQ(table_.node(*table_.FindNode("n2")).state, NodeState::kDead);
-  hb.set_node_id("n2");
-  hb.set_sequence(1);
-  EXPECT_FALSE(nodes_.Heartbeat(hb, 9002));  // DEAD: must register again
+  EXPECT_EQ(heartbeats_.Heartbeat("n2", 2, 9002), HeartbeatBook::Standing::kUnknown);
   v1::RegisterNodeRequest again = Registration("n2", 1, "T4");
   again.set_request_id("second");
   auto reg = nodes_.Register(again, 9003);
   ASSERT_TRUE(reg.ok()) << reg.status();
   EXPECT_TRUE(reg->replaced_dead);
   EXPECT_EQ(table_.alive_count(), 3u);
+  EXPECT_EQ(heartbeats_.Heartbeat("n2", 1, 9004), HeartbeatBook::Standing::kAlive);
+}
+
+TEST_F(NodeManagerTest, TheBookCountsNewerHeartbeatsAndTellsOfADrain) {
+  ASSERT_TRUE(nodes_.Register(Registration("n1", 1, "T4"), 100).ok());
+  EXPECT_EQ(heartbeats_.LastHeardMs("n1"), 100);
+  EXPECT_EQ(heartbeats_.Heartbeat("n1", 5, 200), HeartbeatBook::Standing::kAlive);
+  EXPECT_EQ(heartbeats_.Heartbeat("n1", 4, 300), HeartbeatBook::Standing::kAlive);  // late
+  EXPECT_EQ(heartbeats_.LastHeardMs("n1"), 200);
+  EXPECT_EQ(heartbeats_.Heartbeat("n1", 0, 400), HeartbeatBook::Standing::kAlive);  // unnumbered
+  EXPECT_EQ(heartbeats_.LastHeardMs("n1"), 400);
+  v1::DrainNodeRequest drain;
+  drain.set_node_id("n1");
+  ASSERT_TRUE(nodes_.Drain(drain).ok());
+  EXPECT_EQ(heartbeats_.Heartbeat("n1", 6, 500), HeartbeatBook::Standing::kDraining);
+  v1::ListNodesResponse list;
+  ASSERT_TRUE(nodes_.ListNodes(v1::ListNodesRequest(), &list).ok());
+  ASSERT_EQ(list.nodes_size(), 1);
+  EXPECT_EQ(list.nodes(0).last_heartbeat_unix_ms(), 500);
+  EXPECT_EQ(heartbeats_.Heartbeat("stranger", 1, 600), HeartbeatBook::Standing::kUnknown);
+  EXPECT_EQ(heartbeats_.LastHeardMs("stranger"), 0);
 }
 
 TEST_F(NodeManagerTest, DrainStopsNewBundlesOnly) {

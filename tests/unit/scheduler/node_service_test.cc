@@ -151,6 +151,25 @@ TEST_F(NodeServiceTest, AnUnknownNodesHeartbeatAsksItToRegisterAgain) {
   EXPECT_THAT(s.error_message(), HasSubstr("node_id"));
 }
 
+// A queue pass holds the head's mutex; heartbeats are answered and counted
+// meanwhile (the call's deadline would end a heartbeat that waited for it).
+TEST_F(NodeServiceTest, AHeartbeatIsAnsweredWhileThePassHoldsTheHeadsMutex) {
+  v1::RegisterNodeResponse registered;
+  ASSERT_TRUE(Register(Registration("n0"), &registered).ok());
+  {
+    absl::MutexLock pass(&state_.mu);
+    v1::HeartbeatRequest request;
+    request.set_node_id("n0");
+    request.set_sequence(7);
+    v1::HeartbeatResponse response;
+    std::unique_ptr<grpc::ClientContext> context = testing::CallContext(absl::Seconds(5));
+    const grpc::Status s = stub_->Heartbeat(context.get(), request, &response);
+    ASSERT_TRUE(s.ok()) << s.error_message();
+    EXPECT_TRUE(response.ack());
+    EXPECT_FALSE(response.reregister_required());
+  }
+}
+
 TEST_F(NodeServiceTest, ADrainedNodeIsListedDrainingAndToldSoInItsHeartbeat) {
   v1::RegisterNodeResponse registered;
   ASSERT_TRUE(Register(Registration("n0"), &registered).ok());

@@ -83,7 +83,8 @@ class PlacementGroupManagerTest : public ::testing::Test {
   int64_t now_ = 1000;
   int next_id_ = 0;
   NodeResourceTable table_;
-  NodeManager nodes_{&table_, LivenessConfig{1000, 5}};
+  HeartbeatBook heartbeats_{LivenessConfig{1000, 5}};
+  NodeManager nodes_{&table_, &heartbeats_};
   PlacementGroupManager pgs_{&table_, &nodes_, SchedulerConfig{}};
 };
 
@@ -398,7 +399,8 @@ TEST_F(PlacementGroupManagerTest, ARestoredHeadKeepsUsageOrderAndPreemption) {
 
   // A new head from the records (in arrival order, as the head restores).
   NodeResourceTable table;
-  NodeManager nodes{&table, LivenessConfig{1000, 5}};
+  HeartbeatBook heartbeats{LivenessConfig{1000, 5}};
+  NodeManager nodes{&table, &heartbeats};
   PlacementGroupManager restored{&table, &nodes, SchedulerConfig{}};
   ASSERT_TRUE(restored.Reconfigure(TwoTeams()).ok());
   v1::RegisterNodeRequest reg;
@@ -838,7 +840,8 @@ TEST_F(PlacementGroupManagerTest, CreateBatchIsAllOrNothingAndIdempotent) {
 
 TEST(PlacementGroupManagerLimitsTest, CreateBatchMustFitUnderMaxPendingGroups) {
   NodeResourceTable table;
-  NodeManager nodes(&table, LivenessConfig{1000, 5});
+  HeartbeatBook heartbeats(LivenessConfig{1000, 5});
+  NodeManager nodes(&table, &heartbeats);
   SchedulerConfig config;
   config.max_pending_groups = 2;
   PlacementGroupManager pgs(&table, &nodes, config);
@@ -860,7 +863,8 @@ TEST(PlacementGroupManagerLimitsTest, CreateBatchMustFitUnderMaxPendingGroups) {
 // The admission limits refuse with the field and the flag, and change nothing.
 TEST(PlacementGroupManagerLimitsTest, BundlesPendingGroupsAndNamesAreBounded) {
   NodeResourceTable table;
-  NodeManager nodes(&table, LivenessConfig{1000, 5});
+  HeartbeatBook heartbeats(LivenessConfig{1000, 5});
+  NodeManager nodes(&table, &heartbeats);
   SchedulerConfig config;
   config.max_bundles_per_group = 3;
   config.max_pending_groups = 2;

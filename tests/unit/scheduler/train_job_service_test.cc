@@ -93,7 +93,8 @@ class TrainJobServiceTest : public ::testing::Test {
     train.worker_threads = 2;
     train.job.head_address = "127.0.0.1:1";  // never used: no job is placed
     train.job.cluster_token = kAdminToken;
-    train.persist = [this](const v1::TrainJobRecord& record) { state_.PersistJob(record); };
+    train.stage = [this](const v1::TrainJobRecord& record) { return state_.StageJob(record); };
+    train.durable = [this](uint64_t seq) { state_.Durable(seq).IgnoreError(); };  // logged
     jobs_ = std::make_unique<TrainJobController>(&scheduler_, &raylets_, std::move(train));
     state_.set_jobs(jobs_.get());
   }

@@ -6,6 +6,7 @@
 #include "train/train_job_controller.h"
 
 #include <functional>
+#include <future>
 #include <map>
 #include <optional>
 #include <set>
@@ -125,9 +126,19 @@ class TrainJobControllerTest : public ::testing::Test {
     config.worker_threads = 2;
     config.max_active_jobs = max_active_jobs;
     config.max_name_length = 16;
-    config.persist = [this](const v1::TrainJobRecord& record) {
+    config.stage = [this](const v1::TrainJobRecord& record) {
       absl::MutexLock lock(&mu_);
       records_.push_back(record);
+      return records_.size();
+    };
+    // Writes of a report of step kHeldStep wait while writes are held.
+    config.durable = [this](uint64_t seq) {
+      absl::MutexLock lock(&mu_);
+      if (records_.at(seq - 1).info().last_step() != kHeldStep) return;
+      ++held_writes_;
+      mu_.Await(absl::Condition(
+          +[](bool* hold) { return !*hold; }, &hold_writes_));
+      --held_writes_;
     };
     return config;
   }
@@ -149,8 +160,11 @@ class TrainJobControllerTest : public ::testing::Test {
 
   v1::TrainJobInfo Get(const std::string& job_id) { return InfoOf(controller_, job_id); }
 
+  static constexpr int64_t kHeldStep = 42;
   absl::Mutex mu_;
   std::vector<v1::TrainJobRecord> records_ ABSL_GUARDED_BY(mu_);
+  bool hold_writes_ ABSL_GUARDED_BY(mu_) = false;
+  int held_writes_ ABSL_GUARDED_BY(mu_) = 0;
   FakeGroups groups_;
   RayletClients raylets_{absl::Seconds(1)};  // never called: no group is placed
   TrainJobController controller_{&groups_, &raylets_, Config()};
@@ -256,6 +270,43 @@ TEST_F(TrainJobControllerTest, ProgressReportsAreCheckedByField) {
   for (int i = 0; i < 65; ++i) (*report.mutable_metrics())[absl::StrCat("m", i)] = i;
   EXPECT_THAT(std::string(controller_.ReportProgress(report).message()),
               StartsWith("metrics: 66 entries"));
+}
+
+// A report is answered once its record is written, and the write is waited
+// for without the controller's lock: reads and other jobs go on meanwhile.
+TEST_F(TrainJobControllerTest, AReportIsAnsweredOnceKeptAndItsWriteBlocksNoRead) {
+  const std::string id = controller_.Submit(Request("submit-1")).value();
+  AwaitWaitingForPlacement(id);
+  {
+    absl::MutexLock lock(&mu_);
+    hold_writes_ = true;
+  }
+  v1::ReportTrainProgressRequest report;
+  report.set_job_id(id);
+  report.set_step(kHeldStep);
+  report.set_latest_checkpoint("/ckpt/42");
+  std::future<absl::Status> answered =
+      std::async(std::launch::async, [&] { return controller_.ReportProgress(report); });
+  {
+    absl::MutexLock lock(&mu_);
+    ASSERT_TRUE(mu_.AwaitWithTimeout(absl::Condition(
+                                         +[](int* held) { return *held > 0; }, &held_writes_),
+                                     absl::Seconds(20)))
+        << "the report's record was never written";
+  }
+  // Read while the report's write waits.
+  std::future<v1::TrainJobInfo> read = std::async(std::launch::async, [&] { return Get(id); });
+  ASSERT_EQ(read.wait_for(std::chrono::seconds(20)), std::future_status::ready)
+      << "a read waited for a report's write";
+  EXPECT_EQ(read.get().latest_checkpoint(), "/ckpt/42");
+  EXPECT_EQ(answered.wait_for(std::chrono::milliseconds(0)), std::future_status::timeout)
+      << "the report was answered before its record was written";
+  {
+    absl::MutexLock lock(&mu_);
+    hold_writes_ = false;
+  }
+  EXPECT_TRUE(answered.get().ok());
+  EXPECT_EQ(LastRecord(id)->info().latest_checkpoint(), "/ckpt/42");
 }
 
 TEST(TrainJobControllerLimitTest, JobsBeyondTheActiveLimitAreRefusedUntilOneStops) {

@@ -1,0 +1,51 @@
+#include "scheduler/heartbeat_book.h"
+
+namespace berth {
+
+void HeartbeatBook::Registered(const std::string& node_id, int64_t now_ms) {
+  absl::MutexLock lock(&mu_);
+  nodes_[node_id] = Beats{now_ms, 0, Standing::kAlive};
+  liveness_.Heard(node_id);
+}
+
+void HeartbeatBook::Draining(const std::string& node_id) {
+  absl::MutexLock lock(&mu_);
+  auto it = nodes_.find(node_id);
+  if (it != nodes_.end() && it->second.standing == Standing::kAlive) {
+    it->second.standing = Standing::kDraining;
+  }
+}
+
+HeartbeatBook::Standing HeartbeatBook::Heartbeat(const std::string& node_id, uint64_t sequence,
+                                                 int64_t now_ms) {
+  absl::MutexLock lock(&mu_);
+  auto it = nodes_.find(node_id);
+  if (it == nodes_.end() || it->second.standing == Standing::kUnknown) return Standing::kUnknown;
+  Beats& beats = it->second;
+  if (sequence > beats.sequence || sequence == 0) {
+    beats.sequence = sequence;
+    beats.last_ms = now_ms;
+    liveness_.Heard(node_id);
+  }
+  return beats.standing;
+}
+
+void HeartbeatBook::GraceAll(int64_t grace_ms) {
+  absl::MutexLock lock(&mu_);
+  liveness_.GraceAll(grace_ms);
+}
+
+LivenessVerdict HeartbeatBook::Check(int64_t monotonic_ms) {
+  absl::MutexLock lock(&mu_);
+  LivenessVerdict verdict = liveness_.Check(monotonic_ms);
+  for (const std::string& id : verdict.dead) nodes_[id].standing = Standing::kUnknown;
+  return verdict;
+}
+
+int64_t HeartbeatBook::LastHeardMs(const std::string& node_id) const {
+  absl::MutexLock lock(&mu_);
+  auto it = nodes_.find(node_id);
+  return it == nodes_.end() ? 0 : it->second.last_ms;
+}
+
+}  // namespace berth

@@ -1,0 +1,67 @@
+// HeartbeatBook: the head's record of each node's heartbeats and its
+// judgement of their liveness (NodeLiveness), under a lock of its own. A
+// heartbeat is answered and counted, and liveness judged, without the
+// head's mutex, so neither waits behind a queue pass, a restore or a
+// durable write: a long pass would otherwise hold every raylet's heartbeat,
+// and the server's threads with them.
+//
+// Promises: thread-safe, and takes no other lock (the head calls it holding
+// its own mutex). A node judged DEAD stays listed with its last heartbeat
+// and is told to register again (Standing::kUnknown) until a new
+// registration of its id.
+#ifndef BERTH_SCHEDULER_HEARTBEAT_BOOK_H_
+#define BERTH_SCHEDULER_HEARTBEAT_BOOK_H_
+
+#include <cstdint>
+#include <string>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/synchronization/mutex.h"
+#include "scheduler/node_liveness.h"
+
+namespace berth {
+
+class HeartbeatBook {
+ public:
+  explicit HeartbeatBook(LivenessConfig config) : liveness_(config) {}
+
+  // What a heartbeat is answered: the node must register (again), or is
+  // live, and whether an operator drains it.
+  enum class Standing { kUnknown, kAlive, kDraining };
+
+  // The node registered (or was restored) at `now_ms` (unix): it is judged
+  // from now, as alive and not draining.
+  void Registered(const std::string& node_id, int64_t now_ms);
+  // An operator drains the node.
+  void Draining(const std::string& node_id);
+  // Counts a heartbeat at `now_ms` (unix) unless its `sequence` is older
+  // than the last counted (0: not numbered, always counted).
+  Standing Heartbeat(const std::string& node_id, uint64_t sequence, int64_t now_ms);
+  // Every judged node gets `grace_ms` more (a restarted head's nodes must
+  // first find it again).
+  void GraceAll(int64_t grace_ms);
+  // Judges every node at `monotonic_ms`; those it returns as dead are told
+  // to register again from now on.
+  LivenessVerdict Check(int64_t monotonic_ms);
+  // When the node's last counted heartbeat (or registration) came, unix ms;
+  // 0 if never.
+  int64_t LastHeardMs(const std::string& node_id) const;
+
+  const LivenessConfig& config() const { return liveness_.config(); }
+
+ private:
+  struct Beats {
+    int64_t last_ms = 0;
+    uint64_t sequence = 0;
+    Standing standing = Standing::kAlive;
+  };
+
+  mutable absl::Mutex mu_;
+  NodeLiveness liveness_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<std::string, Beats> nodes_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace berth
+
+#endif  // BERTH_SCHEDULER_HEARTBEAT_BOOK_H_
