@@ -80,7 +80,11 @@ void TrainJobController::AddLocked(const std::string& id, std::unique_ptr<Job> j
   WakeLocked(id, added);
 }
 
-absl::StatusOr<std::string> TrainJobController::Submit(const v1::SubmitTrainJobRequest& request) {
+absl::StatusOr<std::string> TrainJobController::Submit(v1::SubmitTrainJobRequest request) {
+  // Unset (0) is Ray's default, one worker: kept as 1, so a retry that
+  // says 1 is the same job and the job shows its world size.
+  v1::ScalingConfig& scaling = *request.mutable_spec()->mutable_scaling_config();
+  if (scaling.num_workers() == 0) scaling.set_num_workers(1);
   if (absl::Status s = ValidateTrainJobRequest(request, config_.max_name_length); !s.ok()) return s;
   absl::StatusOr<PlacementGroupSpec> group = PlacementGroupForJob(request.spec());
   if (!group.ok()) return group.status();

@@ -107,7 +107,7 @@ class TrainJobController {
 
   // Validates (errors name the field under `spec.`), then starts the job.
   // Idempotent by request_id.
-  absl::StatusOr<std::string> Submit(const v1::SubmitTrainJobRequest& request);
+  absl::StatusOr<std::string> Submit(v1::SubmitTrainJobRequest request);
   absl::Status Get(const std::string& job_id, v1::TrainJobInfo* info) const;
   void List(const v1::ListTrainJobsRequest& request, v1::ListTrainJobsResponse* response) const;
   absl::Status Stop(const std::string& job_id);

@@ -249,10 +249,10 @@ TEST_F(StartedTrainJobServiceTest, ABadSubmissionNamesItsFieldAndCreatesNothing)
     EXPECT_THAT(s.error_message(), StartsWith(message));
     EXPECT_THAT(id, IsEmpty());
   };
-  v1::SubmitTrainJobRequest no_workers = Request("bad-1");
-  no_workers.mutable_spec()->mutable_scaling_config()->set_num_workers(0);
-  refused(no_workers, grpc::StatusCode::INVALID_ARGUMENT,
-          "spec.scaling_config.num_workers: 0 is not in 1..");
+  v1::SubmitTrainJobRequest too_many = Request("bad-1");
+  too_many.mutable_spec()->mutable_scaling_config()->set_num_workers(5000);
+  refused(too_many, grpc::StatusCode::INVALID_ARGUMENT,
+          "spec.scaling_config.num_workers: 5000 is not in 1..");
   refused(Request("bad-2", /*queue=*/"nobody"), grpc::StatusCode::NOT_FOUND,
           "spec.queue: no queue 'nobody'");
   refused(Request(/*request_id=*/""), grpc::StatusCode::INVALID_ARGUMENT, "request_id: required");

@@ -187,8 +187,8 @@ TEST_F(TrainJobControllerTest, BadSubmissionsNameTheFieldAndCreateNothing) {
   refused([](auto* r) { r->mutable_spec()->set_time_limit_s(-1); }, "spec.time_limit_s");
   refused([](auto* r) { r->mutable_spec()->mutable_failure_config()->set_max_failures(-2); },
           "spec.failure_config.max_failures");
-  refused([](auto* r) { r->mutable_spec()->mutable_scaling_config()->set_num_workers(0); },
-          "spec.scaling_config.num_workers");
+  refused([](auto* r) { r->mutable_spec()->mutable_scaling_config()->set_num_workers(4097); },
+          "spec.scaling_config.num_workers: 4097 is not in 1..4096");
   refused([](auto* r) { r->mutable_spec()->mutable_scaling_config()->set_min_workers(5); },
           "spec.scaling_config.min_workers");
   refused(
@@ -232,6 +232,17 @@ TEST_F(TrainJobControllerTest, AResubmissionIsAnsweredWithTheFirstJob) {
   const v1::CreatePlacementGroupRequest meta = groups_.created().begin()->second;
   EXPECT_EQ(meta.job_id(), id);
   EXPECT_EQ(meta.request_id(), id + "/pg");
+}
+
+// Unset, num_workers is Ray's default: one worker, shown as 1; a retry
+// that says 1 is the same job.
+TEST_F(TrainJobControllerTest, NoNumWorkersIsOneWorker) {
+  const std::string id = controller_.Submit(Request("submit-1", /*workers=*/0)).value();
+  EXPECT_EQ(Get(id).spec().scaling_config().num_workers(), 1u);
+  EXPECT_EQ(controller_.Submit(Request("submit-1", /*workers=*/1)).value(), id);
+  AwaitWaitingForPlacement(id);
+  ASSERT_EQ(groups_.created().size(), 1u);
+  EXPECT_EQ(LastRecord(id)->info().spec().scaling_config().num_workers(), 1u);
 }
 
 TEST_F(TrainJobControllerTest, APendingJobSaysWhyAndStopsWithItsGroupRemoved) {
