@@ -1,10 +1,12 @@
 #include "scheduler/heartbeat_book.h"
 
+#include <utility>
+
 namespace berth {
 
-void HeartbeatBook::Registered(const std::string& node_id, int64_t now_ms) {
+void HeartbeatBook::Registered(const std::string& node_id, std::string address, int64_t now_ms) {
   absl::MutexLock lock(&mu_);
-  nodes_[node_id] = Beats{now_ms, 0, Standing::kAlive};
+  nodes_[node_id] = Beats{std::move(address), now_ms, 0, Standing::kAlive};
   liveness_.Heard(node_id);
 }
 
@@ -42,10 +44,18 @@ LivenessVerdict HeartbeatBook::Check(int64_t monotonic_ms) {
   return verdict;
 }
 
-int64_t HeartbeatBook::LastHeardMs(const std::string& node_id) const {
+std::string HeartbeatBook::Address(const std::string& node_id) const {
   absl::MutexLock lock(&mu_);
   auto it = nodes_.find(node_id);
-  return it == nodes_.end() ? 0 : it->second.last_ms;
+  if (it == nodes_.end() || it->second.standing == Standing::kUnknown) return "";
+  return it->second.address;
+}
+
+std::optional<HeartbeatBook::Entry> HeartbeatBook::Find(const std::string& node_id) const {
+  absl::MutexLock lock(&mu_);
+  auto it = nodes_.find(node_id);
+  if (it == nodes_.end()) return std::nullopt;
+  return Entry{it->second.address, it->second.last_ms, it->second.standing};
 }
 
 }  // namespace berth

@@ -1,9 +1,10 @@
-// HeartbeatBook: the head's record of each node's heartbeats and its
-// judgement of their liveness (NodeLiveness), under a lock of its own. A
-// heartbeat is answered and counted, and liveness judged, without the
-// head's mutex, so neither waits behind a queue pass, a restore or a
-// durable write: a long pass would otherwise hold every raylet's heartbeat,
-// and the server's threads with them.
+// HeartbeatBook: the head's record of each node's raylet address and
+// heartbeats, and its judgement of their liveness (NodeLiveness), under a
+// lock of its own. A heartbeat is answered and counted, liveness judged,
+// and a raylet's address found for a call to it, without the head's mutex,
+// so none waits behind a queue pass, a restore or a durable write: a long
+// pass would otherwise hold every raylet's heartbeat, and the server's
+// threads with them.
 //
 // Promises: thread-safe, and takes no other lock (the head calls it holding
 // its own mutex). A node judged DEAD stays listed with its last heartbeat
@@ -13,6 +14,7 @@
 #define BERTH_SCHEDULER_HEARTBEAT_BOOK_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "absl/base/thread_annotations.h"
@@ -30,9 +32,9 @@ class HeartbeatBook {
   // live, and whether an operator drains it.
   enum class Standing { kUnknown, kAlive, kDraining };
 
-  // The node registered (or was restored) at `now_ms` (unix): it is judged
-  // from now, as alive and not draining.
-  void Registered(const std::string& node_id, int64_t now_ms);
+  // The node registered (or was restored) at `now_ms` (unix), its raylet
+  // at `address`: it is judged from now, as alive and not draining.
+  void Registered(const std::string& node_id, std::string address, int64_t now_ms);
   // An operator drains the node.
   void Draining(const std::string& node_id);
   // Counts a heartbeat at `now_ms` (unix) unless its `sequence` is older
@@ -44,14 +46,21 @@ class HeartbeatBook {
   // Judges every node at `monotonic_ms`; those it returns as dead are told
   // to register again from now on.
   LivenessVerdict Check(int64_t monotonic_ms);
-  // When the node's last counted heartbeat (or registration) came, unix ms;
-  // 0 if never.
-  int64_t LastHeardMs(const std::string& node_id) const;
+  // The raylet address of a node alive or draining, or "".
+  std::string Address(const std::string& node_id) const;
+  // What is known of a node, judged DEAD or not.
+  struct Entry {
+    std::string address;
+    int64_t last_heard_ms = 0;  // its last counted heartbeat or registration, unix ms
+    Standing standing = Standing::kUnknown;
+  };
+  std::optional<Entry> Find(const std::string& node_id) const;
 
   const LivenessConfig& config() const { return liveness_.config(); }
 
  private:
   struct Beats {
+    std::string address;
     int64_t last_ms = 0;
     uint64_t sequence = 0;
     Standing standing = Standing::kAlive;

@@ -86,14 +86,15 @@ absl::StatusOr<NodeManager::Registration> NodeManager::Register(
   if (!index.ok()) return index.status();
   NodeRecord record;
   record.index = *index;
-  record.address = request.address();
-  // Without what the table keeps (RegistrationOf puts it back).
+  // Without what the table and the heartbeat book keep (RegistrationOf
+  // puts it back).
   v1::RegisterNodeRequest kept = request;
   kept.clear_total();
   kept.clear_labels();
+  kept.clear_address();
   record.registration = kept.SerializeAsString();
   nodes_[request.node_id()] = std::move(record);
-  heartbeats_->Registered(request.node_id(), now_ms);
+  heartbeats_->Registered(request.node_id(), request.address(), now_ms);
   return Registration{*index, replaced_dead};
 }
 
@@ -115,6 +116,9 @@ std::optional<v1::RegisterNodeRequest> NodeManager::RegistrationOf(
   ResourceSetToProto(WithoutAcceleratorTypes(node.total), registration.mutable_total());
   for (const auto& [key, value] : node.labels) {
     if (key != kAcceleratorTypeLabel) (*registration.mutable_labels())[key] = value;
+  }
+  if (std::optional<HeartbeatBook::Entry> heard = heartbeats_->Find(node_id)) {
+    registration.set_address(std::move(heard->address));
   }
   return registration;
 }
@@ -143,9 +147,8 @@ absl::Status NodeManager::Drain(const v1::DrainNodeRequest& request) {
 
 std::string NodeManager::Address(NodeIndex index) const {
   const NodeResourceTable::Node& node = table_->node(index);
-  auto it = nodes_.find(node.id);
-  if (node.removed || node.state == NodeState::kDead || it == nodes_.end()) return "";
-  return it->second.address;
+  if (node.removed || node.state == NodeState::kDead) return "";
+  return heartbeats_->Address(node.id);
 }
 
 absl::Status NodeManager::ListNodes(const v1::ListNodesRequest& request,
@@ -168,14 +171,15 @@ absl::Status NodeManager::ListNodes(const v1::ListNodesRequest& request,
     info->set_node_id(node.id);
     v1::RegisterNodeRequest registration;
     registration.ParseFromString(record.registration);
-    info->set_address(record.address);
+    const HeartbeatBook::Entry heard = heartbeats_->Find(node.id).value_or(HeartbeatBook::Entry());
+    info->set_address(heard.address);
     info->set_metrics_address(registration.metrics_address());
     info->set_state(state);
     ResourceSetToProto(node.total, info->mutable_total());
     ResourceSetToProto(node.available, info->mutable_available());
     info->mutable_labels()->insert(node.labels.begin(), node.labels.end());
     *info->mutable_gpus() = registration.gpus();
-    info->set_last_heartbeat_unix_ms(heartbeats_->LastHeardMs(node.id));
+    info->set_last_heartbeat_unix_ms(heard.last_heard_ms);
     info->set_drain_reason(DrainReason(node.id));
   }
   return absl::OkStatus();

@@ -58,10 +58,10 @@ class NodeManager {
  private:
   struct NodeRecord {
     NodeIndex index = 0;
-    std::string address;  // read on every raylet call; the rest stays serialized
     // The RegisterNodeRequest as accepted, serialized (a tenth of the
     // parsed message's memory, read only by ListNodes and restarts),
-    // without the totals and labels the table keeps.
+    // without the totals and labels the table keeps and the address the
+    // heartbeat book keeps.
     std::string registration;
   };
 

@@ -357,9 +357,8 @@ void Scheduler::BundleNotOnNode(const std::string& node_id, const std::string& g
 }
 
 std::string Scheduler::RayletAddress(const std::string& node_id) {
-  absl::MutexLock lock(&state_->mu);
-  std::optional<NodeIndex> index = state_->table.FindNode(node_id);
-  return index ? state_->nodes.Address(*index) : "";
+  // Without the head's mutex: a job's calls to its raylets do not wait for a pass.
+  return state_->heartbeats.Address(node_id);
 }
 
 }  // namespace berth

@@ -133,8 +133,12 @@ TEST_F(NodeManagerTest, MissedHeartbeatsMakeANodeDeadAndItMayRegisterAgain) {
     dead = heartbeats_.Check(t).dead;
   }
   EXPECT_EQ(dead, std::vector<std::string>{"n2"});
-  // Judged DEAD: told to register again before the head marks it.
+  // Judged DEAD: told to register again, and no call goes to it, before
+  // the head marks it.
   EXPECT_EQ(heartbeats_.Heartbeat("n2", 1, 9001), HeartbeatBook::Standing::kUnknown);
+  EXPECT_EQ(heartbeats_.Address("n2"), "");
+  EXPECT_EQ(nodes_.Address(*table_.FindNode("n2")), "");
+  EXPECT_NE(heartbeats_.Address("n1"), "");
   EXPECT_EQ(table_.node(*table_.FindNode("n2")).state, NodeState::kAlive);
   EXPECT_TRUE(nodes_.MarkDead("n2"));
   EXPECT_FALSE(nodes_.MarkDead("n2"));  // once
@@ -152,12 +156,12 @@ TEST_F(NodeManagerTest, MissedHeartbeatsMakeANodeDeadAndItMayRegisterAgain) {
 
 TEST_F(NodeManagerTest, TheBookCountsNewerHeartbeatsAndTellsOfADrain) {
   ASSERT_TRUE(nodes_.Register(Registration("n1", 1, "T4"), 100).ok());
-  EXPECT_EQ(heartbeats_.LastHeardMs("n1"), 100);
+  EXPECT_EQ(heartbeats_.Find("n1")->last_heard_ms, 100);
   EXPECT_EQ(heartbeats_.Heartbeat("n1", 5, 200), HeartbeatBook::Standing::kAlive);
   EXPECT_EQ(heartbeats_.Heartbeat("n1", 4, 300), HeartbeatBook::Standing::kAlive);  // late
-  EXPECT_EQ(heartbeats_.LastHeardMs("n1"), 200);
+  EXPECT_EQ(heartbeats_.Find("n1")->last_heard_ms, 200);
   EXPECT_EQ(heartbeats_.Heartbeat("n1", 0, 400), HeartbeatBook::Standing::kAlive);  // unnumbered
-  EXPECT_EQ(heartbeats_.LastHeardMs("n1"), 400);
+  EXPECT_EQ(heartbeats_.Find("n1")->last_heard_ms, 400);
   v1::DrainNodeRequest drain;
   drain.set_node_id("n1");
   ASSERT_TRUE(nodes_.Drain(drain).ok());
@@ -167,7 +171,8 @@ TEST_F(NodeManagerTest, TheBookCountsNewerHeartbeatsAndTellsOfADrain) {
   ASSERT_EQ(list.nodes_size(), 1);
   EXPECT_EQ(list.nodes(0).last_heartbeat_unix_ms(), 500);
   EXPECT_EQ(heartbeats_.Heartbeat("stranger", 1, 600), HeartbeatBook::Standing::kUnknown);
-  EXPECT_EQ(heartbeats_.LastHeardMs("stranger"), 0);
+  EXPECT_FALSE(heartbeats_.Find("stranger").has_value());
+  EXPECT_EQ(heartbeats_.Address("stranger"), "");
 }
 
 TEST_F(NodeManagerTest, DrainStopsNewBundlesOnly) {
