@@ -469,8 +469,8 @@ TEST_F(TrainJobTest, BadSpecsNameTheField) {
         << field << ": " << s.error_message();
     EXPECT_THAT(s.error_message(), HasSubstr(field));
   };
-  v1::TrainJobSpec zero = GpuJob(0);
-  expect(zero, "spec.scaling_config.num_workers");
+  v1::TrainJobSpec too_many = GpuJob(5000);  // unset (0) is one worker
+  expect(too_many, "spec.scaling_config.num_workers: 5000 is not in 1..4096");
   v1::TrainJobSpec gpu_without_use = GpuJob(1);
   gpu_without_use.mutable_scaling_config()->set_use_gpu(false);
   (*gpu_without_use.mutable_scaling_config()
