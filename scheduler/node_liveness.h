@@ -53,8 +53,6 @@ class NodeLiveness {
   // The node was heard from (registered or heartbeat): it is overdue after
   // the timeout plus `grace_ms` of observed time.
   void Heard(const std::string& node_id, int64_t grace_ms = 0);
-  // No longer judged (declared DEAD, or removed).
-  void Forget(const std::string& node_id) { deadline_.erase(node_id); }
   // Every judged node gets `grace_ms` more, counted from now (a restarted
   // head, whose nodes must first find it again).
   void GraceAll(int64_t grace_ms);
