@@ -5,15 +5,6 @@
 
 namespace berth {
 
-std::vector<CapacityModel::GangRef> PassState::RefsOf(const std::vector<std::string>& ids) const {
-  std::vector<CapacityModel::GangRef> refs;
-  refs.reserve(ids.size());
-  for (const std::string& id : ids) {
-    if (auto it = gangs_->find(id); it != gangs_->end()) refs.push_back(it->second.ref());
-  }
-  return refs;
-}
-
 const std::vector<uint64_t>& PassState::PlacesOf(const QueuedGang* g) const {
   auto [it, fresh] = places_of_.try_emplace(g);
   if (fresh) it->second = capacity.PlacesOf(g->ref());

@@ -33,19 +33,15 @@
 namespace berth {
 
 struct PassState {
-  PassState(int64_t now_ms, CapacityModel& capacity, const QueueConfig* config, QuotaLedger* ledger,
-            const std::map<std::string, QueuedGang>* gangs)
+  PassState(int64_t now_ms, CapacityModel& capacity, const QueueConfig* config, QuotaLedger* ledger)
       : now_ms(now_ms),
         capacity(capacity),
         config(config),
         totals(capacity.Capacity()),
-        quota(ledger),
-        gangs_(gangs) {}
+        quota(ledger) {}
 
   int64_t now_ms;
   CapacityModel& capacity;
-  // How the capacity model is asked about the known gangs of `ids`.
-  std::vector<CapacityModel::GangRef> RefsOf(const std::vector<std::string>& ids) const;
   const QueueConfig* config;
   ResourceSet totals;  // the capacity's, for shares
   PassQuota quota;
@@ -90,7 +86,6 @@ struct PassState {
   absl::flat_hash_set<std::pair<uint64_t, size_t>> unfit_off_reserved;
 
  private:
-  const std::map<std::string, QueuedGang>* gangs_;  // every gang, by id
   mutable absl::flat_hash_map<const QueuedGang*, std::vector<uint64_t>> places_of_;
   mutable std::optional<std::map<uint64_t, std::vector<const QueuedGang*>>> holders_;
   mutable std::optional<std::vector<Victim>> victims_;

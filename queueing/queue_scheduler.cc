@@ -400,12 +400,18 @@ void QueueScheduler::StartPlaced(QueuedGang& g, PassState& pass, const QuotaVerd
 
 void QueueScheduler::ResumeClaimed(QueuedGang& g, PassState& pass,
                                    std::vector<QueuedGang*>* pending) {
+  // The victims still stopping, as the capacity model names them.
+  std::vector<CapacityModel::GangRef> freed;
   if (g.apart) {
     absl::btree_set<std::string>& awaiting = g.apart->awaiting;
     for (auto it = awaiting.begin(); it != awaiting.end();) {
       auto v = gangs_.find(*it);
-      it = v != gangs_.end() && v->second.view.state == GangState::kPreempting ? std::next(it)
-                                                                               : awaiting.erase(it);
+      if (v != gangs_.end() && v->second.view.state == GangState::kPreempting) {
+        freed.push_back(v->second.ref());
+        ++it;
+      } else {
+        it = awaiting.erase(it);
+      }
     }
     g.TidyApart();
   }
@@ -423,15 +429,13 @@ void QueueScheduler::ResumeClaimed(QueuedGang& g, PassState& pass,
     pending->push_back(&g);
     return;
   }
-  std::vector<CapacityModel::GangRef> freed =
-      pass.RefsOf(std::vector<std::string>(g.awaiting().begin(), g.awaiting().end()));
   std::optional<std::vector<uint64_t>> places = pass.capacity.PlacesWithout(g.ref(), freed);
   pass.held.push_back({&g, std::move(freed), pass.now_ms, false, std::move(places), true});
 }
 
 PassResult QueueScheduler::Pass(int64_t now_ms, CapacityModel& capacity) {
   ++passes_;
-  PassState pass(now_ms, capacity, &config_, &ledger_, &gangs_);
+  PassState pass(now_ms, capacity, &config_, &ledger_);
   // One walk of the gangs (thousands): those holding room, claimed, pending.
   std::vector<QueuedGang*> claimed, pending;
   for (auto& [id, g] : gangs_) {
