@@ -8,17 +8,18 @@
 namespace berth {
 
 BundleOpBatcher::BundleOpBatcher(RayletClients* raylets, Executor executor,
-                                 std::function<void(uint64_t)> after_batch, size_t max_ops_per_call)
+                                 std::function<void(uint64_t)> durable, size_t max_ops_per_call)
     : raylets_(raylets),
       executor_(std::move(executor)),
-      after_batch_(std::move(after_batch)),
+      durable_(std::move(durable)),
       max_ops_per_call_(std::max<size_t>(max_ops_per_call, 1)) {}
 
-void BundleOpBatcher::Enqueue(const std::string& address, v1::BundleOp op, Done done) {
+void BundleOpBatcher::Enqueue(const std::string& address, v1::BundleOp op, Done done,
+                              uint64_t durable_first) {
   {
     absl::MutexLock lock(&mu_);
     NodeQueue& queue = queues_[address];
-    queue.ops.push_back({std::move(op), std::move(done)});
+    queue.ops.push_back({std::move(op), std::move(done), durable_first});
     if (queue.in_flight) return;  // the call in flight sends it next
     queue.in_flight = true;
   }
@@ -46,7 +47,12 @@ void BundleOpBatcher::Drain(const std::string& address) {
     }
     v1::ApplyBundleOpsRequest request;
     request.mutable_ops()->Reserve(static_cast<int>(batch.size()));
-    for (Pending& p : batch) *request.add_ops() = std::move(p.op);
+    uint64_t durable_first = 0;
+    for (Pending& p : batch) {
+      *request.add_ops() = std::move(p.op);
+      durable_first = std::max(durable_first, p.durable_first);
+    }
+    if (durable_first != 0 && durable_) durable_(durable_first);
     absl::StatusOr<v1::ApplyBundleOpsResponse> response =
         raylets_->ApplyBundleOps(address, request);
     if (!response.ok()) response = raylets_->ApplyBundleOps(address, request);
@@ -68,7 +74,7 @@ void BundleOpBatcher::Drain(const std::string& address) {
       }
       ticket = std::max(ticket, batch[i].done(result));
     }
-    if (ticket != 0 && after_batch_) after_batch_(ticket);
+    if (ticket != 0 && durable_) durable_(ticket);
   }
 }
 

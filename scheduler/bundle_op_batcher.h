@@ -5,12 +5,15 @@
 // no delay; a busy one makes one call per node per round trip instead of one
 // per group (a loopback gRPC call costs ~190 us of CPU on each end).
 //
-// Promises: each op's `done` runs exactly once, on an executor thread, in
-// the order the ops were queued for their node; a call that fails (after
-// one retry: every op is idempotent by its request_id) fails each of its
-// ops with the call's status. After the dones of one call, `after_batch`
-// runs with the largest ticket they returned, if any was non-zero (the head
-// makes a batch's state changes durable with one wait).
+// Promises: each node's ops reach its raylet in the order they were queued,
+// and each op's `done` runs exactly once, on an executor thread, in that
+// order; a call that fails (after one retry: every op is idempotent by its
+// request_id) fails each of its ops with the call's status. `durable` waits
+// until a state sequence of the head is durable: before a call that carries
+// an op queued with `durable_first` (an op may be queued, in order with what
+// the head decides after it, before the decision is kept), and after the
+// dones of one call, with the largest ticket they returned, if any was
+// non-zero (the head makes a batch's state changes durable with one wait).
 #ifndef BERTH_SCHEDULER_BUNDLE_OP_BATCHER_H_
 #define BERTH_SCHEDULER_BUNDLE_OP_BATCHER_H_
 
@@ -38,16 +41,18 @@ class BundleOpBatcher {
   using Done = std::function<uint64_t(const Result&)>;
   using Executor = std::function<void(std::function<void()>)>;
 
-  BundleOpBatcher(RayletClients* raylets, Executor executor,
-                  std::function<void(uint64_t)> after_batch, size_t max_ops_per_call = 1024);
+  BundleOpBatcher(RayletClients* raylets, Executor executor, std::function<void(uint64_t)> durable,
+                  size_t max_ops_per_call = 1024);
 
-  // `done` may be empty.
-  void Enqueue(const std::string& address, v1::BundleOp op, Done done);
+  // `done` may be empty. `durable_first` (0: none): the op is sent once
+  // this sequence is durable.
+  void Enqueue(const std::string& address, v1::BundleOp op, Done done, uint64_t durable_first = 0);
 
  private:
   struct Pending {
     v1::BundleOp op;
     Done done;
+    uint64_t durable_first = 0;
   };
   struct NodeQueue {
     std::vector<Pending> ops;
@@ -58,7 +63,7 @@ class BundleOpBatcher {
 
   RayletClients* const raylets_;
   const Executor executor_;
-  const std::function<void(uint64_t)> after_batch_;
+  const std::function<void(uint64_t)> durable_;
   const size_t max_ops_per_call_;
   absl::Mutex mu_;
   absl::flat_hash_map<std::string, NodeQueue> queues_ ABSL_GUARDED_BY(mu_);

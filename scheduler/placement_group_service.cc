@@ -154,12 +154,11 @@ grpc::Status PlacementGroupServiceImpl::RemovePlacementGroup(
     if (!cancels.ok()) return ToGrpcStatus(cancels.status());
     state_->kick = true;
     seq = state_->PersistLocked();
+    // Sent once durably removed: a head restarted in between must not
+    // restore a group whose bundles are gone.
+    scheduler_->SubmitCancels(*std::move(cancels), seq);
   }
-  // Durably removed before the raylets release: a head restarted in
-  // between must not restore a group whose bundles are gone.
-  const absl::Status durable = state_->Durable(seq);
-  scheduler_->SubmitCancels(*std::move(cancels));
-  return ToGrpcStatus(durable);
+  return ToGrpcStatus(state_->Durable(seq));
 }
 
 grpc::Status PlacementGroupServiceImpl::AllKnownLocked(
@@ -259,11 +258,9 @@ grpc::Status PlacementGroupServiceImpl::RemovePlacementGroups(
     }
     state_->kick = true;
     seq = state_->PersistLocked();
+    scheduler_->SubmitCancels(std::move(cancels), seq);  // as RemovePlacementGroup
   }
-  // As RemovePlacementGroup: durable before the raylets release.
-  const absl::Status durable = state_->Durable(seq);
-  scheduler_->SubmitCancels(std::move(cancels));
-  return ToGrpcStatus(durable);
+  return ToGrpcStatus(state_->Durable(seq));
 }
 
 }  // namespace berth

@@ -69,14 +69,14 @@ v1::BundleOp Scheduler::OfThisHead(v1::BundleOp op) const {
   return op;
 }
 
-void Scheduler::SubmitCancels(std::vector<CancelTask> cancels) {
+void Scheduler::SubmitCancels(std::vector<CancelTask> cancels, uint64_t durable_first) {
   for (CancelTask& c : cancels) {
     v1::BundleOp op;
     v1::CancelResourceReserveRequest* request = op.mutable_cancel();
     request->set_placement_group_id(std::move(c.placement_group_id));
     request->set_request_id(std::move(c.request_id));
     for (uint32_t b : c.bundle_indices) request->add_bundle_indices(b);
-    batcher_.Enqueue(c.address, OfThisHead(std::move(op)), nullptr);
+    batcher_.Enqueue(c.address, OfThisHead(std::move(op)), nullptr, durable_first);
   }
 }
 
@@ -139,13 +139,14 @@ uint64_t Scheduler::FailCommit(const TwoPhaseCommit& commit, bool prepared) {
 uint64_t Scheduler::FinishCommit(const CommitTask& task, const absl::Status& result,
                                  bool prepared) {
   uint64_t seq = 0;
-  std::vector<CancelTask> released;  // the group was removed meanwhile
   {
     absl::MutexLock lock(&state_->mu);
     if (!result.ok()) state_->metrics().OnCommitFailed(prepared);
-    released =
+    // What the group held, when it was removed meanwhile.
+    std::vector<CancelTask> released =
         state_->groups.OnCommitDone(task.placement_group_id, task.attempt, result, HeadNowMs());
     seq = state_->PersistLocked();
+    SubmitCancels(std::move(released), seq);
     state_->kick = true;
   }
   if (!result.ok()) {
@@ -153,7 +154,6 @@ uint64_t Scheduler::FinishCommit(const CommitTask& task, const absl::Status& res
   }
   // CREATED, or waiting again.
   if (TrainJobController* jobs = state_->jobs()) jobs->OnGroupChanged(task.placement_group_id);
-  SubmitCancels(std::move(released));
   return seq;  // the batcher waits once for its whole call
 }
 
@@ -174,6 +174,7 @@ void Scheduler::SchedulingLoop() {
       preempted = state_->groups.TakePreemptions();
       if (!preempted.cancels.empty() || !preempted.job_groups.empty())
         seq = state_->PersistLocked();
+      SubmitCancels(std::move(preempted.cancels), seq);
       int64_t wake_ms = now + most_between_passes;
       if (std::optional<int64_t> due = state_->groups.NextDue())
         wake_ms = std::min(wake_ms, std::max(*due, now + 1));
@@ -182,7 +183,6 @@ void Scheduler::SchedulingLoop() {
     }
     if (seq != 0) state_->Durable(seq).IgnoreError();  // logged
     for (CommitTask& task : tasks) StartCommit(std::move(task));
-    SubmitCancels(std::move(preempted.cancels));
     if (TrainJobController* jobs = state_->jobs()) {
       for (const std::string& id : preempted.job_groups) jobs->OnGroupChanged(id);
     }
@@ -284,16 +284,15 @@ absl::StatusOr<v1::PlacementGroupInfo> Scheduler::GetGroup(const std::string& id
 }
 
 void Scheduler::RemoveGroup(const std::string& id) {
-  absl::StatusOr<std::vector<CancelTask>> cancels;
   uint64_t seq = 0;
   {
     absl::MutexLock lock(&state_->mu);
-    cancels = state_->groups.Remove(id);
+    absl::StatusOr<std::vector<CancelTask>> cancels = state_->groups.Remove(id);
     state_->kick = true;
     seq = state_->PersistLocked();
+    if (cancels.ok()) SubmitCancels(*std::move(cancels), seq);
   }
   state_->Durable(seq).IgnoreError();  // logged; the writer retries it with the next batch
-  if (cancels.ok()) SubmitCancels(*std::move(cancels));
 }
 
 void Scheduler::GroupCheckpointed(const std::string& id) {
@@ -302,17 +301,17 @@ void Scheduler::GroupCheckpointed(const std::string& id) {
 }
 
 absl::Status Scheduler::ReleasePreempted(const std::string& id) {
-  absl::StatusOr<std::vector<CancelTask>> cancels;
   uint64_t seq = 0;
   {
     absl::MutexLock lock(&state_->mu);
-    cancels = state_->groups.ReleasePreempted(id, HeadNowMs());
+    absl::StatusOr<std::vector<CancelTask>> cancels =
+        state_->groups.ReleasePreempted(id, HeadNowMs());
     if (!cancels.ok()) return cancels.status();
     state_->kick = true;
     seq = state_->PersistLocked();
+    SubmitCancels(*std::move(cancels), seq);
   }
   state_->Durable(seq).IgnoreError();  // logged; the writer retries it with the next batch
-  SubmitCancels(*std::move(cancels));
   return absl::OkStatus();
 }
 

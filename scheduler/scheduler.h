@@ -42,8 +42,12 @@ class Scheduler final : public PlacementGroupHost {
 
   // Queues raylet work for the committer threads.
   void Submit(std::function<void()> work);
-  // Releases through the batcher (one call per node for many groups).
-  void SubmitCancels(std::vector<CancelTask> cancels);
+  // Releases through the batcher (one call per node for many groups), sent
+  // once `durable_first` (a state sequence; 0: none) is durable. Called
+  // under the head's mutex in the hold that gave the bundles' room back, so
+  // that no prepare of a group placed in that room reaches the node before
+  // them; a head restarted before the change is kept finds the bundles held.
+  void SubmitCancels(std::vector<CancelTask> cancels, uint64_t durable_first = 0);
 
   // PlacementGroupHost, for the train job controller.
   absl::Status CheckJobGroup(const v1::TrainJobSpec& spec) override;

@@ -96,7 +96,7 @@ class BundleOpBatcherTest : public testing::Test {
 TEST_F(BundleOpBatcherTest, OpsQueuedDuringACallGoTogetherInOrder) {
   absl::Mutex mu;
   std::vector<std::string> done;
-  std::vector<uint64_t> after_batch;  // the tickets after_batch was called with
+  std::vector<uint64_t> after_batch;  // the tickets `durable` was called with after a batch
   absl::Notification all_done;
   BundleOpBatcher batcher(&clients_, executor_, [&](uint64_t ticket) {
     absl::MutexLock lock(&mu);
@@ -132,6 +132,32 @@ TEST_F(BundleOpBatcherTest, OpsQueuedDuringACallGoTogetherInOrder) {
   // Not after the first call (its ticket was 0); once after the second,
   // with its largest ticket.
   EXPECT_EQ(after_batch, std::vector<uint64_t>{50});
+}
+
+TEST_F(BundleOpBatcherTest, AnOpQueuedBeforeItsDecisionIsDurableIsSentOnceItIs) {
+  raylet_.release_.Notify();
+  absl::Notification asked;    // the batcher waits for sequence 9
+  absl::Notification durable;  // ... which the test then makes durable
+  BundleOpBatcher batcher(&clients_, executor_, [&](uint64_t seq) {
+    EXPECT_EQ(seq, 9u);
+    asked.Notify();
+    durable.WaitForNotification();
+  });
+  absl::Notification done;
+  batcher.Enqueue(
+      address_, Prepare("pg-a"),
+      [&](const BundleOpBatcher::Result& r) -> uint64_t {
+        EXPECT_TRUE(r.status.ok()) << r.status;
+        done.Notify();
+        return 0;
+      },
+      /*durable_first=*/9);
+  ASSERT_TRUE(asked.WaitForNotificationWithTimeout(absl::Seconds(10)));
+  EXPECT_EQ(raylet_.calls_, 0) << "sent before its decision was durable";
+  durable.Notify();
+  ASSERT_TRUE(done.WaitForNotificationWithTimeout(absl::Seconds(10)));
+  JoinBatchThreads();
+  EXPECT_EQ(raylet_.calls_, 1);
 }
 
 TEST_F(BundleOpBatcherTest, AFailedCallFailsEachOpAfterOneRetry) {

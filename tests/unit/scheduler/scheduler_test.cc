@@ -12,6 +12,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -52,9 +53,37 @@ bool SawCancel(const std::vector<AppliedOp>& ops) {
   return false;
 }
 
+// A store in memory whose writes wait while it is held: the head's
+// changes are staged but not yet durable.
+class HoldingStore final : public StateStore {
+ public:
+  absl::Status Apply(const std::vector<Write>& batch) override {
+    {
+      absl::MutexLock lock(&mu_);
+      mu_.Await(absl::Condition(
+          +[](bool* held) { return !*held; }, &held_));
+    }
+    return inner_->Apply(batch);
+  }
+  absl::StatusOr<std::vector<Record>> Scan(absl::string_view table) override {
+    return inner_->Scan(table);
+  }
+  std::string Describe() const override { return "holding"; }
+  void Hold(bool held) {
+    absl::MutexLock lock(&mu_);
+    held_ = held;
+  }
+
+ private:
+  absl::Mutex mu_;
+  bool held_ ABSL_GUARDED_BY(mu_) = false;
+  std::unique_ptr<StateStore> inner_ = NewMemoryStateStore();
+};
+
 class SchedulerTest : public ::testing::Test {
  protected:
   void TearDown() override {
+    store_->Hold(false);
     for (auto& raylet : raylets_.all()) raylet->Hold(false);
     scheduler_.reset();  // joins its threads, whose calls reach the raylets
   }
@@ -105,7 +134,8 @@ class SchedulerTest : public ::testing::Test {
     return config;
   }
 
-  HeadState state_{Config(), nullptr};
+  HoldingStore* store_ = new HoldingStore;  // owned by state_
+  HeadState state_{Config(), std::unique_ptr<StateStore>(store_)};
   testing::FakeRaylets raylets_;  // after state_: they stop serving before it goes
   std::unique_ptr<RayletClients> clients_;
   std::unique_ptr<Scheduler> scheduler_;
@@ -185,6 +215,45 @@ TEST_F(SchedulerTest, AGroupRemovedDuringItsCommitIsReleasedWhenTheCommitEnds) {
   EXPECT_EQ(scheduler_->GetGroup(id).value().state(), v1::PLACEMENT_GROUP_STATE_REMOVED);
   // The head let go of its GPUs too: a group of both fits.
   ExpectCreatedEverywhere(CreateGroup(2));
+}
+
+// A removed group's room is given back at once, and its cancel is queued
+// for its node in the same step, ahead of any prepare placed there; it is
+// sent once the removal is durable (a head restarted before finds the
+// bundles held).
+TEST_F(SchedulerTest, ARemovedGroupsCancelReachesItsNodeBeforeTheNextPrepareThere) {
+  Start(1);
+  const std::string first = CreateGroup(1);
+  ExpectCreatedEverywhere(first);
+  store_->Hold(true);
+  std::thread remover([&] { scheduler_->RemoveGroup(first); });
+  ASSERT_TRUE(AwaitGroup(first, v1::PLACEMENT_GROUP_STATE_REMOVED));
+  std::thread creator([&] { CreateGroup(1); });
+  {
+    // The next group is placed in the room while the removal is not yet
+    // durable, and its commit begins.
+    absl::MutexLock lock(&state_.mu);
+    auto committing = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(state_.mu) {
+      v1::ListPlacementGroupsResponse listed;
+      state_.groups.List({}, &listed);
+      for (const v1::PlacementGroupInfo& g : listed.placement_groups()) {
+        if (absl::StrContains(g.pending_reason(), "two-phase commit")) return true;
+      }
+      return false;
+    };
+    EXPECT_TRUE(state_.mu.AwaitWithTimeout(absl::Condition(&committing), kDeadline));
+  }
+  EXPECT_THAT(KindsAndAttempts(raylets_[0].ops()), ElementsAre("prepare+commit@1"))
+      << "a raylet call went out before the removal was durable";
+  store_->Hold(false);
+  remover.join();
+  creator.join();
+  ASSERT_TRUE(
+      raylets_[0].AwaitOps([](const std::vector<AppliedOp>& ops, int) { return ops.size() == 3; }));
+  const std::vector<AppliedOp> ops = raylets_[0].ops();
+  EXPECT_THAT(KindsAndAttempts(ops),
+              ElementsAre("prepare+commit@1", "cancel@remove", "prepare+commit@1"));
+  for (const AppliedOp& op : ops) EXPECT_TRUE(op.ok) << op.kind << " " << op.request_id;
 }
 
 TEST_F(SchedulerTest, APrepareThatTimesOutIsCancelledEverywhereAndPlacedAgain) {
