@@ -420,8 +420,10 @@ void AddRequestLimitFlags(CLI::App& app, HeadFlags& flags) {
       ->check(CLI::Range(1, 4096))
       ->capture_default_str();
   app.add_option("--committer-threads", flags.config.committer_threads,
-                 "two-phase commits run at once")
-      ->check(CLI::Range(1, 256));
+                 "threads that call raylets: reservation batches and train jobs' process starts "
+                 "in flight at once")
+      ->check(CLI::Range(1, 256))
+      ->capture_default_str();
 }
 
 // Every flag, one concern at a time, in the order --help lists them.

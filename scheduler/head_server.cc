@@ -237,6 +237,8 @@ void HeadServer::Start(const std::string& address, const std::string& heads) {
   train.on_restart = [this] { state_.metrics().OnJobRestart(); };
   train.stage = [this](const v1::TrainJobRecord& record) { return state_.StageJob(record); };
   train.durable = [this](uint64_t seq) { state_.Durable(seq).IgnoreError(); };  // logged
+  // The jobs' process starts share the committers with the reservation calls.
+  train.raylet_calls = [this](std::function<void()> work) { scheduler_.Submit(std::move(work)); };
   jobs_ = std::make_unique<TrainJobController>(&scheduler_, &raylets_, std::move(train));
   jobs_->Restore(restored_jobs_);
   restored_jobs_.clear();

@@ -46,7 +46,9 @@ struct HeadConfig {
   TrainControllerConfig train;
   SchedulerConfig scheduler;
   absl::Duration raylet_rpc_timeout = absl::Seconds(2);
-  int committer_threads = 8;
+  // The head's threads that call raylets (reservations, and train jobs'
+  // process starts): how many such calls are in flight at most.
+  int committer_threads = 32;
   size_t max_worker_exits_kept = 10000;
   int max_message_bytes = 4 << 20;  // largest request accepted (--max-message-bytes)
   // Every RPC must carry it (auth/cluster_token.h); empty = no check.

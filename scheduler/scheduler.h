@@ -2,9 +2,9 @@
 // scheduling loop places due groups and starts their two-phase commits
 // (two_phase_commit.h), whose raylet calls go through a per-node batcher
 // (bundle_op_batcher.h) run by a pool of committer threads, so many groups
-// are in flight at once. The liveness loop, a thread of its own, declares
-// nodes DEAD when their heartbeats stop (heartbeat_book.h), so that a long
-// pass delays no judgement. It tells the train job controller when a group's commit ended and
+// are in flight at once; train jobs start their processes on the same pool. The liveness loop, a
+// thread of its own, declares nodes DEAD when their heartbeats stop (heartbeat_book.h), so that a
+// long pass delays no judgement. It tells the train job controller when a group's commit ended and
 // when a node died, and is the controller's PlacementGroupHost.
 #ifndef BERTH_SCHEDULER_SCHEDULER_H_
 #define BERTH_SCHEDULER_SCHEDULER_H_
@@ -40,7 +40,8 @@ class Scheduler final : public PlacementGroupHost {
   // Stops the loop; in-flight commits and queued raylet work finish first.
   void Stop();
 
-  // Queues raylet work for the committer threads.
+  // Queues work that calls raylets for the committer threads, the head's
+  // one executor for such calls (the batcher's, train jobs' process starts).
   void Submit(std::function<void()> work);
   // Releases through the batcher (one call per node for many groups), sent
   // once `durable_first` (a state sequence; 0: none) is durable. Called

@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/synchronization/blocking_counter.h"
 #include "common/log.h"
 #include "common/random_id.h"
 #include "train/train_job_spec.h"
@@ -424,12 +425,12 @@ JobActionResult TrainJobController::Execute(const std::string& job_id, JobAction
 }
 
 ProcessesStarted TrainJobController::Start(StartProcesses action) {
-  // The nodes in parallel (up to kMaxParallelNodes at once), each node's
-  // processes one by one: one by one overall, a job would wait a round trip
-  // per process, each slow on a node busy loading the processes started
-  // before. Not all at once: a raylet forks one process at a time, so calls
-  // queued behind each other would spend their deadlines waiting.
-  constexpr size_t kMaxParallelNodes = 32;
+  // The nodes in parallel (as many at once as the executor for raylet calls
+  // runs, this thread too), each node's processes one by one: one by one
+  // overall, a job would wait a round trip per process, each slow on a node
+  // busy loading the processes started before. Not all of a node's at once:
+  // a raylet forks one process at a time, so calls queued behind each other
+  // would spend their deadlines waiting.
   auto& by_node = action.by_node;
   absl::Mutex mu;
   ProcessesStarted result;
@@ -463,12 +464,18 @@ ProcessesStarted TrainJobController::Start(StartProcesses action) {
       }
     }
   };
-  std::vector<std::thread> threads;
-  for (size_t t = 1; t < std::min(by_node.size(), kMaxParallelNodes); ++t) {
-    threads.emplace_back(start_nodes);
+  // One share per node besides this thread's (a share that finds no node
+  // left ends at once): the executor's size bounds how many run.
+  const size_t helpers = config_.raylet_calls && !by_node.empty() ? by_node.size() - 1 : 0;
+  absl::BlockingCounter finished(static_cast<int>(helpers));
+  for (size_t t = 0; t < helpers; ++t) {
+    config_.raylet_calls([&] {
+      start_nodes();
+      finished.DecrementCount();
+    });
   }
-  start_nodes();  // this pool thread takes a share too
-  for (std::thread& t : threads) t.join();
+  start_nodes();
+  finished.Wait();
   return result;
 }
 

@@ -89,6 +89,11 @@ struct TrainControllerConfig {
   // Either may be empty (nothing is kept).
   std::function<uint64_t(const v1::TrainJobRecord&)> stage;
   std::function<void(uint64_t)> durable;
+  // Runs work that calls raylets on the head's one executor for them (the
+  // threads that also send its reservation calls), so that one pool bounds
+  // the calls in flight however many jobs start at once. Empty: the work
+  // runs on the caller's thread.
+  std::function<void(std::function<void()>)> raylet_calls;
 };
 
 class TrainJobController {
