@@ -174,7 +174,7 @@ void ReleaseUnusedOn(HeadState& state, RayletClients& raylets, const std::string
   }
   if (lost.groups.empty()) return;
   state.Durable(lost.seq).IgnoreError();  // logged
-  state.TellJobs(lost.groups);
+  state.TellJobs(std::move(lost.told));
 }
 
 // What the raylets hold beyond the restored groups (a commit in flight

@@ -123,14 +123,38 @@ HeadState::BundleLoss HeadState::LoseBundlesLocked(
   BundleLoss loss;
   loss.groups = groups.OnBundlesReleased(node_id, released, HeadNowMs());
   if (loss.groups.empty()) return loss;
+  loss.told = JobSnapshotsLocked(loss.groups);
   loss.seq = PersistLocked();
   kick = true;
   return loss;
 }
 
-void HeadState::TellJobs(const std::vector<std::string>& changed) {
+GroupSnapshot HeadState::SnapshotLocked(const std::string& id) {
+  GroupSnapshot snapshot;
+  snapshot.id = id;
+  v1::GetPlacementGroupRequest request;
+  request.set_placement_group_id(id);
+  v1::PlacementGroupInfo info;
+  if (absl::Status s = groups.Get(request, &info); s.ok()) {
+    snapshot.info = std::move(info);
+  } else {
+    snapshot.info = s;
+  }
+  snapshot.version = ++snapshots_taken;
+  return snapshot;
+}
+
+std::vector<GroupSnapshot> HeadState::JobSnapshotsLocked(const std::vector<std::string>& ids) {
+  std::vector<GroupSnapshot> snapshots;
+  for (const std::string& id : ids) {
+    if (groups.OfJob(id)) snapshots.push_back(SnapshotLocked(id));
+  }
+  return snapshots;
+}
+
+void HeadState::TellJobs(std::vector<GroupSnapshot> changed) {
   if (TrainJobController* controller = jobs()) {
-    for (const std::string& id : changed) controller->OnGroupChanged(id);
+    for (GroupSnapshot& group : changed) controller->OnGroupChanged(std::move(group));
   }
 }
 

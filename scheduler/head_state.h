@@ -124,6 +124,7 @@ class HeadState {
   bool stopping ABSL_GUARDED_BY(mu) = false;
   v1::AutoscalerStatus autoscaler ABSL_GUARDED_BY(mu);
   std::string metrics_address ABSL_GUARDED_BY(mu);
+  uint64_t snapshots_taken ABSL_GUARDED_BY(mu) = 0;  // the last GroupSnapshot's version
 
   // Stage changed records for the store; returns the sequence number to
   // pass to Durable() once mu is released. A change is acknowledged (or
@@ -146,13 +147,20 @@ class HeadState {
   // kicks the scheduling loop; pass `lost` to TellJobs once mu is released.
   struct BundleLoss {
     std::vector<std::string> groups;
+    std::vector<GroupSnapshot> told;  // of the jobs' groups among them
     uint64_t seq = 0;
   };
   BundleLoss LoseBundlesLocked(const std::string& node_id,
                                const google::protobuf::RepeatedPtrField<v1::BundleKey>& released)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+  // What a group is now, for its job: a snapshot taken later has a larger
+  // version.
+  GroupSnapshot SnapshotLocked(const std::string& id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+  // Snapshots of those of `ids` that are train jobs' groups.
+  std::vector<GroupSnapshot> JobSnapshotsLocked(const std::vector<std::string>& ids)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
   // Tells the train controller, if started, that these groups changed.
-  void TellJobs(const std::vector<std::string>& groups) ABSL_LOCKS_EXCLUDED(mu);
+  void TellJobs(std::vector<GroupSnapshot> groups) ABSL_LOCKS_EXCLUDED(mu);
 
   // The train job controller: nullptr until the head started it.
   TrainJobController* jobs() const { return jobs_.load(); }

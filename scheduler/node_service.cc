@@ -53,7 +53,7 @@ grpc::Status NodeServiceImpl::RegisterNode(grpc::ServerContext* context,
   response->set_head_epoch(state_->epoch());
   for (v1::HeldBundle& h : held) *response->add_held_bundles() = std::move(h);
   lock.Release();
-  state_->TellJobs(lost.groups);
+  state_->TellJobs(std::move(lost.told));
   return ToGrpcStatus(state_->Durable(seq));
 }
 
@@ -81,7 +81,7 @@ grpc::Status NodeServiceImpl::Heartbeat(grpc::ServerContext* context,
   if (lost.groups.empty()) return grpc::Status::OK;
   LogWarning("node ", request->node_id(), " could not restore ", request->unrestored_bundles_size(),
              " bundle(s); ", lost.groups.size(), " group(s) place them again");
-  state_->TellJobs(lost.groups);
+  state_->TellJobs(std::move(lost.told));
   return ToGrpcStatus(state_->Durable(lost.seq));
 }
 

@@ -369,9 +369,11 @@ void PlacementGroupManager::OnNodesChanged(int64_t now_ms) {
   pass_due_ = true;
 }
 
-void PlacementGroupManager::OnNodeDead(const std::string& node_id, int64_t now_ms) {
+std::vector<std::string> PlacementGroupManager::OnNodeDead(const std::string& node_id,
+                                                           int64_t now_ms) {
+  std::vector<std::string> changed;
   std::optional<NodeIndex> index = table_->FindNode(node_id);
-  if (!index) return;
+  if (!index) return changed;
   for (auto& [id, g] : groups_) {
     if (g.state == v1::PLACEMENT_GROUP_STATE_REMOVED || g.in_flight()) continue;
     std::vector<uint32_t> lost;
@@ -381,7 +383,9 @@ void PlacementGroupManager::OnNodeDead(const std::string& node_id, int64_t now_m
     std::sort(lost.begin(), lost.end());
     if (lost.empty()) continue;
     LoseBundles(g, lost, Reason::kLostWithNode, node_id, now_ms);
+    changed.push_back(id);
   }
+  return changed;
 }
 
 std::vector<std::string> PlacementGroupManager::OnBundlesReleased(

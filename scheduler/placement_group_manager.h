@@ -192,6 +192,8 @@ class PlacementGroupManager {
   void List(const v1::ListPlacementGroupsRequest& request,
             v1::ListPlacementGroupsResponse* response) const;
   std::optional<v1::PlacementGroupState> State(const std::string& id) const;
+  // Whether the group is a train job's (its job is told of its changes).
+  bool OfJob(const std::string& id) const;
   // Whether `team` may use group `id` (its queue's grant, QueueConfig::MayUse);
   // an unknown group is OK here (the call names it NOT_FOUND).
   absl::Status MayUse(const std::string& id, absl::string_view team, absl::string_view field) const;
@@ -228,7 +230,8 @@ class PlacementGroupManager {
   // A node joined or came back: infeasible groups are worth another try.
   void OnNodesChanged(int64_t now_ms);
   // A node died: its bundles are lost and their groups go RESCHEDULING.
-  void OnNodeDead(const std::string& node_id, int64_t now_ms);
+  // Returns those groups.
+  std::vector<std::string> OnNodeDead(const std::string& node_id, int64_t now_ms);
   // `node_id`'s raylet let go of `released` (a release of what it held
   // beyond a snapshot of this head's books, sent while bundles placed after
   // the snapshot could reach it): those the books say it holds are lost as

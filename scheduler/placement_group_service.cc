@@ -142,6 +142,7 @@ grpc::Status PlacementGroupServiceImpl::RemovePlacementGroup(
     v1::RemovePlacementGroupResponse*) {
   const std::optional<std::string> team = state_->teams.TeamOf(context);
   absl::StatusOr<std::vector<CancelTask>> cancels;
+  std::vector<GroupSnapshot> told;  // a job's group removed under it
   uint64_t seq = 0;
   {
     absl::MutexLock lock(&state_->mu);
@@ -152,13 +153,16 @@ grpc::Status PlacementGroupServiceImpl::RemovePlacementGroup(
     }
     cancels = state_->groups.Remove(request->placement_group_id());
     if (!cancels.ok()) return ToGrpcStatus(cancels.status());
+    told = state_->JobSnapshotsLocked({request->placement_group_id()});
     state_->kick = true;
     seq = state_->PersistLocked();
     // Sent once durably removed: a head restarted in between must not
     // restore a group whose bundles are gone.
     scheduler_->SubmitCancels(*std::move(cancels), seq);
   }
-  return ToGrpcStatus(state_->Durable(seq));
+  const absl::Status durable = state_->Durable(seq);
+  state_->TellJobs(std::move(told));
+  return ToGrpcStatus(durable);
 }
 
 grpc::Status PlacementGroupServiceImpl::AllKnownLocked(
@@ -246,6 +250,7 @@ grpc::Status PlacementGroupServiceImpl::RemovePlacementGroups(
   }
   const std::optional<std::string> team = state_->teams.TeamOf(context);
   std::vector<CancelTask> cancels;
+  std::vector<GroupSnapshot> told;  // jobs' groups removed under them
   uint64_t seq = 0;
   {
     absl::MutexLock lock(&state_->mu);
@@ -256,11 +261,14 @@ grpc::Status PlacementGroupServiceImpl::RemovePlacementGroups(
       cancels.insert(cancels.end(), std::make_move_iterator(released->begin()),
                      std::make_move_iterator(released->end()));
     }
+    told = state_->JobSnapshotsLocked({ids.begin(), ids.end()});
     state_->kick = true;
     seq = state_->PersistLocked();
     scheduler_->SubmitCancels(std::move(cancels), seq);  // as RemovePlacementGroup
   }
-  return ToGrpcStatus(state_->Durable(seq));
+  const absl::Status durable = state_->Durable(seq);
+  state_->TellJobs(std::move(told));
+  return ToGrpcStatus(durable);
 }
 
 }  // namespace berth

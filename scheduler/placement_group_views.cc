@@ -212,6 +212,11 @@ std::optional<v1::PlacementGroupState> PlacementGroupManager::State(const std::s
   return it->second.state;
 }
 
+bool PlacementGroupManager::OfJob(const std::string& id) const {
+  auto it = groups_.find(id);
+  return it != groups_.end() && !it->second.job_id.empty();
+}
+
 void PlacementGroupManager::ClusterStatus(v1::GetClusterStatusResponse* response) const {
   v1::PlacementScorerStatus* scorer = response->mutable_placement_scorer();
   scorer->set_name(std::string(scorer_.name()));

@@ -139,6 +139,7 @@ uint64_t Scheduler::FailCommit(const TwoPhaseCommit& commit, bool prepared) {
 uint64_t Scheduler::FinishCommit(const CommitTask& task, const absl::Status& result,
                                  bool prepared) {
   uint64_t seq = 0;
+  std::vector<GroupSnapshot> told;  // CREATED, or waiting again
   {
     absl::MutexLock lock(&state_->mu);
     if (!result.ok()) state_->metrics().OnCommitFailed(prepared);
@@ -148,12 +149,12 @@ uint64_t Scheduler::FinishCommit(const CommitTask& task, const absl::Status& res
     seq = state_->PersistLocked();
     SubmitCancels(std::move(released), seq);
     state_->kick = true;
+    told = state_->JobSnapshotsLocked({task.placement_group_id});
   }
   if (!result.ok()) {
     LogWarning(task.placement_group_id, " attempt ", task.attempt, ": ", result.message());
   }
-  // CREATED, or waiting again.
-  if (TrainJobController* jobs = state_->jobs()) jobs->OnGroupChanged(task.placement_group_id);
+  state_->TellJobs(std::move(told));
   return seq;  // the batcher waits once for its whole call
 }
 
@@ -163,7 +164,7 @@ void Scheduler::SchedulingLoop() {
   const int64_t most_between_passes = state_->config().liveness.check_every_ms();
   while (true) {
     std::vector<CommitTask> tasks;
-    PreemptionWork preempted;
+    std::vector<GroupSnapshot> preempted_jobs;  // told to stop
     absl::Time wake;
     uint64_t seq = 0;
     {
@@ -171,10 +172,11 @@ void Scheduler::SchedulingLoop() {
       if (state_->stopping) return;
       const int64_t now = HeadNowMs();
       tasks = state_->groups.Schedule(now);
-      preempted = state_->groups.TakePreemptions();
+      PreemptionWork preempted = state_->groups.TakePreemptions();
       if (!preempted.cancels.empty() || !preempted.job_groups.empty())
         seq = state_->PersistLocked();
       SubmitCancels(std::move(preempted.cancels), seq);
+      preempted_jobs = state_->JobSnapshotsLocked(preempted.job_groups);
       int64_t wake_ms = now + most_between_passes;
       if (std::optional<int64_t> due = state_->groups.NextDue())
         wake_ms = std::min(wake_ms, std::max(*due, now + 1));
@@ -183,9 +185,7 @@ void Scheduler::SchedulingLoop() {
     }
     if (seq != 0) state_->Durable(seq).IgnoreError();  // logged
     for (CommitTask& task : tasks) StartCommit(std::move(task));
-    if (TrainJobController* jobs = state_->jobs()) {
-      for (const std::string& id : preempted.job_groups) jobs->OnGroupChanged(id);
-    }
+    state_->TellJobs(std::move(preempted_jobs));
     absl::MutexLock lock(&state_->mu);
     state_->mu.AwaitWithDeadline(absl::Condition(
                                      +[](HeadState* s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(s->mu) {
@@ -212,6 +212,7 @@ void Scheduler::LivenessLoop() {
 
 void Scheduler::DeclareDead(const std::vector<std::string>& dead) {
   std::vector<std::string> declared;
+  std::vector<GroupSnapshot> told;  // the jobs' groups that lost bundles
   uint64_t seq = 0;
   {
     absl::MutexLock lock(&state_->mu);
@@ -219,7 +220,9 @@ void Scheduler::DeclareDead(const std::vector<std::string>& dead) {
     for (const std::string& id : dead) {
       if (!state_->nodes.MarkDead(id)) continue;
       LogWarning("node ", id, " missed its heartbeats: DEAD");
-      state_->groups.OnNodeDead(id, now);
+      for (GroupSnapshot& group : state_->JobSnapshotsLocked(state_->groups.OnNodeDead(id, now))) {
+        told.push_back(std::move(group));
+      }
       state_->metrics().OnNodeDead();
       state_->PersistNodeLocked(id);
       declared.push_back(id);
@@ -229,6 +232,7 @@ void Scheduler::DeclareDead(const std::vector<std::string>& dead) {
     state_->kick = true;  // their groups are placed again
   }
   state_->Durable(seq).IgnoreError();  // logged
+  state_->TellJobs(std::move(told));
   if (TrainJobController* jobs = state_->jobs()) {
     for (const std::string& id : declared) jobs->OnNodeDead(id);  // their attempts are over
   }
@@ -274,13 +278,9 @@ absl::StatusOr<std::string> Scheduler::CreateGroup(PlacementGroupSpec spec,
   return id;
 }
 
-absl::StatusOr<v1::PlacementGroupInfo> Scheduler::GetGroup(const std::string& id) {
-  v1::GetPlacementGroupRequest request;
-  request.set_placement_group_id(id);
-  v1::PlacementGroupInfo info;
+GroupSnapshot Scheduler::GetGroup(const std::string& id) {
   absl::MutexLock lock(&state_->mu);
-  if (absl::Status s = state_->groups.Get(request, &info); !s.ok()) return s;
-  return info;
+  return state_->SnapshotLocked(id);
 }
 
 void Scheduler::RemoveGroup(const std::string& id) {
@@ -351,7 +351,7 @@ void Scheduler::BundleNotOnNode(const std::string& node_id, const std::string& g
   if (lost.groups.empty()) return;
   LogWarning("node ", node_id, " does not hold bundle ", bundle_index, " of group ", group_id,
              ": its ", keys.size(), " bundle(s) there are placed again");
-  state_->TellJobs(lost.groups);
+  state_->TellJobs(std::move(lost.told));
   state_->Durable(lost.seq).IgnoreError();  // logged; the writer retries it with the next batch
 }
 

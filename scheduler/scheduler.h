@@ -54,7 +54,7 @@ class Scheduler final : public PlacementGroupHost {
   absl::Status CheckJobGroup(const v1::TrainJobSpec& spec) override;
   absl::StatusOr<std::string> CreateGroup(PlacementGroupSpec spec,
                                           const v1::CreatePlacementGroupRequest& meta) override;
-  absl::StatusOr<v1::PlacementGroupInfo> GetGroup(const std::string& id) override;
+  GroupSnapshot GetGroup(const std::string& id) override;
   void RemoveGroup(const std::string& id) override;
   absl::Status ReleasePreempted(const std::string& id) override;
   void GroupCheckpointed(const std::string& id) override;

@@ -209,11 +209,19 @@ void TrainJobController::OnWorkerExit(const std::string& node_id, const v1::Work
   WakeLocked(it->first, *it->second);
 }
 
-void TrainJobController::OnGroupChanged(const std::string& placement_group_id) {
+void TrainJobController::OnGroupChanged(GroupSnapshot group) {
   absl::MutexLock lock(&mu_);
-  auto it = by_group_.find(placement_group_id);
+  auto it = by_group_.find(group.id);
   if (it == by_group_.end()) return;
-  WakeLocked(it->second, *jobs_.at(it->second));
+  Job& job = *jobs_.at(it->second);
+  // Told from several threads, a change may arrive after a later one.
+  auto seen = job.seen.find(group.id);
+  if (seen != job.seen.end() && seen->second >= group.version) return;
+  auto told = job.told.find(group.id);
+  if (told != job.told.end() && told->second.version >= group.version) return;
+  const std::string id = group.id;
+  job.told[id] = std::move(group);
+  WakeLocked(it->second, job);
 }
 
 void TrainJobController::OnNodeDead(const std::string& node_id) {
@@ -321,6 +329,7 @@ void TrainJobController::Drive(const std::string& job_id) {
     std::string group_id;
     std::vector<std::string> elastic_ids;
     std::set<std::string> nodes;
+    std::map<std::string, GroupSnapshot> told;
     {
       absl::MutexLock lock(&mu_);
       Job& job = *jobs_.at(job_id);
@@ -341,14 +350,17 @@ void TrainJobController::Drive(const std::string& job_id) {
       elastic_ids.assign(job.reconciler.elastic_group_ids().begin(),
                          job.reconciler.elastic_group_ids().end());
       nodes = job.reconciler.WatchedNodes();
+      told = std::exchange(job.told, {});
       job.again = false;  // an event from here on makes it read the head again
     }
     // The head is called without mu_ (it calls this controller with its own).
-    const JobWorld world = ReadWorld(group_id, elastic_ids, nodes);
+    std::map<std::string, uint64_t> seen;
+    const JobWorld world = ReadWorld(group_id, elastic_ids, nodes, std::move(told), &seen);
     JobStep step;
     {
       absl::MutexLock lock(&mu_);
       Job& job = *jobs_.at(job_id);
+      SeenLocked(job, seen);
       const v1::TrainJobState state_before = job.reconciler.info().state();
       const std::string message_before = job.reconciler.info().message();
       const int causes_before = job.reconciler.info().failure_causes_size();
@@ -390,12 +402,33 @@ void TrainJobController::Drive(const std::string& job_id) {
   }
 }
 
+void TrainJobController::SeenLocked(Job& job, const std::map<std::string, uint64_t>& seen) {
+  for (const auto& [id, version] : seen) {
+    uint64_t& last = job.seen[id];
+    last = std::max(last, version);
+    auto told = job.told.find(id);
+    if (told != job.told.end() && told->second.version <= last) job.told.erase(told);
+  }
+  // A step sees every group the job has: the others are gone from it.
+  for (auto it = job.seen.begin(); it != job.seen.end();) {
+    it = seen.count(it->first) > 0 ? std::next(it) : job.seen.erase(it);
+  }
+}
+
 JobWorld TrainJobController::ReadWorld(const std::string& placement_group_id,
                                        const std::vector<std::string>& elastic_ids,
-                                       const std::set<std::string>& nodes) {
+                                       const std::set<std::string>& nodes,
+                                       std::map<std::string, GroupSnapshot> told,
+                                       std::map<std::string, uint64_t>* seen) {
+  auto snapshot = [&](const std::string& id) {
+    auto it = told.find(id);
+    GroupSnapshot group = it != told.end() ? std::move(it->second) : groups_->GetGroup(id);
+    (*seen)[id] = group.version;
+    return std::move(group.info);
+  };
   JobWorld world;
-  if (!placement_group_id.empty()) world.group = groups_->GetGroup(placement_group_id);
-  for (const std::string& id : elastic_ids) world.elastic.emplace(id, groups_->GetGroup(id));
+  if (!placement_group_id.empty()) world.group = snapshot(placement_group_id);
+  for (const std::string& id : elastic_ids) world.elastic.emplace(id, snapshot(id));
   for (const std::string& node : nodes) {
     if (!groups_->RayletAddress(node).empty()) world.alive.insert(node);
   }

@@ -43,6 +43,15 @@
 
 namespace berth {
 
+// What the head says of a group at one moment: its info, or NOT_FOUND once
+// it is gone. `version` orders the snapshots the head takes (of any
+// group): a larger one was taken later.
+struct GroupSnapshot {
+  std::string id;
+  absl::StatusOr<v1::PlacementGroupInfo> info = absl::NotFoundError("no placement group");
+  uint64_t version = 0;
+};
+
 // The placement-group side of the head, as the controller needs it.
 class PlacementGroupHost {
  public:
@@ -53,7 +62,8 @@ class PlacementGroupHost {
   virtual absl::Status CheckJobGroup(const v1::TrainJobSpec& spec) = 0;
   virtual absl::StatusOr<std::string> CreateGroup(PlacementGroupSpec spec,
                                                   const v1::CreatePlacementGroupRequest& meta) = 0;
-  virtual absl::StatusOr<v1::PlacementGroupInfo> GetGroup(const std::string& id) = 0;
+  // Read when the job was woken by anything but a change of this group.
+  virtual GroupSnapshot GetGroup(const std::string& id) = 0;
   virtual void RemoveGroup(const std::string& id) = 0;
   // A preempted group's job stopped its processes: the group lets go of
   // its bundles and waits again (PlacementGroupManager::ReleasePreempted).
@@ -119,7 +129,10 @@ class TrainJobController {
   absl::Status ReportProgress(const v1::ReportTrainProgressRequest& request);
   // Events from the head (call without the head's lock).
   void OnWorkerExit(const std::string& node_id, const v1::WorkerStatus& status);
-  void OnGroupChanged(const std::string& placement_group_id);
+  // A job's group changed: the snapshot, taken when it changed, is what
+  // the job's next step sees of it (without asking the head again); one
+  // older than what the job saw already is dropped.
+  void OnGroupChanged(GroupSnapshot group);
   void OnNodeDead(const std::string& node_id);
   // The current attempt's workers (all ranks, or one).
   absl::StatusOr<std::vector<RankLog>> Logs(const std::string& job_id,
@@ -141,14 +154,24 @@ class TrainJobController {
     bool again = false;        // an event came while it was being stepped
     bool finished = false;     // done, and counted out of active_
     absl::Time wake_at = absl::InfiniteFuture();
+    // Its groups' changes the head told since its last step, and the
+    // version of each group it last saw (told or read).
+    std::map<std::string, GroupSnapshot> told;
+    std::map<std::string, uint64_t> seen;
   };
 
   void PoolLoop();
   // Steps the job until it waits, carrying out its actions.
   void Drive(const std::string& job_id);
+  // The world a step sees: the groups' snapshots in `told` (taken out), the
+  // others read from the head; `seen` gets the version of each.
   JobWorld ReadWorld(const std::string& placement_group_id,
                      const std::vector<std::string>& elastic_ids,
-                     const std::set<std::string>& nodes);
+                     const std::set<std::string>& nodes, std::map<std::string, GroupSnapshot> told,
+                     std::map<std::string, uint64_t>* seen);
+  // What a step saw of the job's groups: a change told meanwhile that is
+  // not newer is dropped.
+  static void SeenLocked(Job& job, const std::map<std::string, uint64_t>& seen);
   JobActionResult Execute(const std::string& job_id, JobAction action);
   ProcessesStarted Start(StartProcesses action);
   WorkersListed ListOn(const std::string& job_id, const std::set<std::string>& nodes);

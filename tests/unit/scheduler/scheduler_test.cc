@@ -153,7 +153,7 @@ TEST_F(SchedulerTest, AGroupIsCreatedOncePreparedAndCommittedOnEveryNode) {
     // cannot answer them.
     for (const AppliedOp& op : ops) EXPECT_TRUE(absl::StartsWith(op.request_id, "e7/" + id + "/"));
   }
-  const v1::PlacementGroupInfo info = scheduler_->GetGroup(id).value();
+  const v1::PlacementGroupInfo info = scheduler_->GetGroup(id).info.value();
   EXPECT_EQ(info.locations_size(), 2);
   EXPECT_NE(info.locations(0).node_id(), info.locations(1).node_id());
 }
@@ -212,7 +212,7 @@ TEST_F(SchedulerTest, AGroupRemovedDuringItsCommitIsReleasedWhenTheCommitEnds) {
   }
   EXPECT_THAT(KindsAndAttempts(raylets_[0].ops()),
               ElementsAre("prepare@1", "commit@1", "cancel@remove"));
-  EXPECT_EQ(scheduler_->GetGroup(id).value().state(), v1::PLACEMENT_GROUP_STATE_REMOVED);
+  EXPECT_EQ(scheduler_->GetGroup(id).info.value().state(), v1::PLACEMENT_GROUP_STATE_REMOVED);
   // The head let go of its GPUs too: a group of both fits.
   ExpectCreatedEverywhere(CreateGroup(2));
 }

@@ -319,7 +319,8 @@ TEST_F(StartedTrainJobServiceTest, ASubmittedJobIsListedAndWaitsForItsPlacement)
   EXPECT_THAT(info.workers(), IsEmpty());  // nothing started: no node
   // Its group is the head's, waiting too.
   ASSERT_THAT(info.placement_group_id(), Not(IsEmpty()));
-  absl::StatusOr<v1::PlacementGroupInfo> group = scheduler_.GetGroup(info.placement_group_id());
+  absl::StatusOr<v1::PlacementGroupInfo> group =
+      scheduler_.GetGroup(info.placement_group_id()).info;
   ASSERT_TRUE(group.ok()) << group.status();
   EXPECT_EQ(group->state(), v1::PLACEMENT_GROUP_STATE_PENDING);
   EXPECT_EQ(Groups(), 1u);
@@ -402,7 +403,7 @@ TEST_F(StartedTrainJobServiceTest, AStoppedJobEndsStoppedWithItsGroupRemoved) {
   ASSERT_TRUE(AwaitJob(id, Stopped, &info)) << "the job did not stop: " << info.DebugString();
   EXPECT_GT(info.ended_unix_ms(), 0);
   EXPECT_EQ(info.failures(), 0u);
-  absl::StatusOr<v1::PlacementGroupInfo> removed = scheduler_.GetGroup(group);
+  absl::StatusOr<v1::PlacementGroupInfo> removed = scheduler_.GetGroup(group).info;
   ASSERT_TRUE(removed.ok()) << removed.status();
   EXPECT_EQ(removed->state(), v1::PLACEMENT_GROUP_STATE_REMOVED);
   // Stopping it again is OK and changes nothing.

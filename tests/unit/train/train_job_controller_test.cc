@@ -48,17 +48,19 @@ class FakeGroups final : public PlacementGroupHost {
     bundles_[id] = spec.bundles().size();
     return id;
   }
-  absl::StatusOr<v1::PlacementGroupInfo> GetGroup(const std::string& id) override {
+  GroupSnapshot GetGroup(const std::string& id) override {
     absl::MutexLock lock(&mu_);
-    if (created_.count(id) == 0 || removed_.count(id) > 0) {
-      return absl::NotFoundError(absl::StrCat("placement_group_id: no placement group '", id, "'"));
-    }
+    GroupSnapshot snapshot{
+        id, absl::NotFoundError(absl::StrCat("placement_group_id: no placement group '", id, "'")),
+        ++reads_};
+    if (created_.count(id) == 0 || removed_.count(id) > 0) return snapshot;
     v1::PlacementGroupInfo info;
     info.set_placement_group_id(id);
     info.set_state(v1::PLACEMENT_GROUP_STATE_PENDING);
     info.set_pending_reason("waiting for resources: 0 of 2 GPUs free");
     for (size_t b = 0; b < bundles_.at(id); ++b) info.add_bundles();
-    return info;
+    snapshot.info = std::move(info);
+    return snapshot;
   }
   void RemoveGroup(const std::string& id) override {
     absl::MutexLock lock(&mu_);
@@ -83,6 +85,7 @@ class FakeGroups final : public PlacementGroupHost {
   std::map<std::string, v1::CreatePlacementGroupRequest> created_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, size_t> bundles_ ABSL_GUARDED_BY(mu_);
   std::set<std::string> removed_ ABSL_GUARDED_BY(mu_);
+  uint64_t reads_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 v1::SubmitTrainJobRequest Request(const std::string& request_id, int workers = 2) {
@@ -268,6 +271,26 @@ TEST_F(TrainJobControllerTest, APendingJobSaysWhyAndStopsWithItsGroupRemoved) {
   const absl::Status unknown = controller_.Stop("job-nope");
   EXPECT_EQ(unknown.code(), absl::StatusCode::kNotFound);
   EXPECT_EQ(unknown.message(), "job_id: no job 'job-nope'");
+}
+
+// The head tells a change of a job's group with what the group is now: the
+// job's next step shows that, without reading the group again (a read says
+// "waiting for resources").
+TEST_F(TrainJobControllerTest, AChangeTheHeadTellsIsWhatTheJobSeesNext) {
+  const std::string id = controller_.Submit(Request("submit-1")).value();
+  AwaitWaitingForPlacement(id);
+  const std::string group = Get(id).placement_group_id();
+  GroupSnapshot told = groups_.GetGroup(group);
+  ASSERT_TRUE(told.info.ok());
+  told.info->set_pending_reason("waiting for quota: told by the head");
+  told.version = 1 << 20;  // newer than any read the job makes meanwhile
+  controller_.OnGroupChanged(told);
+  ASSERT_TRUE(AwaitJob(controller_, id, [](const v1::TrainJobInfo& info) {
+    return absl::StrContains(info.message(), "told by the head");
+  })) << Get(id).DebugString();
+  // A group the controller does not know of is no job's: nothing happens.
+  controller_.OnGroupChanged(GroupSnapshot{"pg-other", absl::NotFoundError("gone"), 1 << 30});
+  EXPECT_EQ(Get(id).state(), v1::TRAIN_JOB_STATE_PENDING);
 }
 
 TEST_F(TrainJobControllerTest, ProgressReportsAreCheckedByField) {
