@@ -130,18 +130,7 @@ HeadState::BundleLoss HeadState::LoseBundlesLocked(
 }
 
 GroupSnapshot HeadState::SnapshotLocked(const std::string& id) {
-  GroupSnapshot snapshot;
-  snapshot.id = id;
-  v1::GetPlacementGroupRequest request;
-  request.set_placement_group_id(id);
-  v1::PlacementGroupInfo info;
-  if (absl::Status s = groups.Get(request, &info); s.ok()) {
-    snapshot.info = std::move(info);
-  } else {
-    snapshot.info = s;
-  }
-  snapshot.version = ++snapshots_taken;
-  return snapshot;
+  return GroupSnapshot{id, groups.Info(id), ++snapshots_taken};
 }
 
 std::vector<GroupSnapshot> HeadState::JobSnapshotsLocked(const std::vector<std::string>& ids) {

@@ -189,6 +189,8 @@ class PlacementGroupManager {
   absl::StatusOr<std::vector<CancelTask>> Remove(const std::string& id);
 
   absl::Status Get(const v1::GetPlacementGroupRequest& request, v1::PlacementGroupInfo* info) const;
+  // Group `id` as Get shows it; NOT_FOUND naming placement_group_id.
+  absl::StatusOr<v1::PlacementGroupInfo> Info(const std::string& id) const;
   void List(const v1::ListPlacementGroupsRequest& request,
             v1::ListPlacementGroupsResponse* response) const;
   std::optional<v1::PlacementGroupState> State(const std::string& id) const;

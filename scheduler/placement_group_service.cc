@@ -129,9 +129,9 @@ grpc::Status PlacementGroupServiceImpl::WaitPlacementGroupReady(
   };
   state_->mu.AwaitWithDeadline(absl::Condition(&settled), deadline);
   response->set_ready(state_->groups.State(id) == v1::PLACEMENT_GROUP_STATE_CREATED);
-  v1::GetPlacementGroupRequest get;
-  get.set_placement_group_id(id);
-  state_->groups.Get(get, response->mutable_placement_group()).IgnoreError();
+  if (absl::StatusOr<v1::PlacementGroupInfo> info = state_->groups.Info(id); info.ok()) {
+    *response->mutable_placement_group() = *std::move(info);
+  }
   const uint64_t seq = state_->StagedLocked();
   lock.Release();
   return ToGrpcStatus(state_->Durable(seq));

@@ -170,12 +170,20 @@ absl::Status PlacementGroupManager::Get(const v1::GetPlacementGroupRequest& requ
   } else if (id.empty()) {
     return absl::InvalidArgumentError("placement_group_id: give a placement group id or a name");
   }
+  absl::StatusOr<v1::PlacementGroupInfo> found = Info(id);
+  if (!found.ok()) return found.status();
+  *info = *std::move(found);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<v1::PlacementGroupInfo> PlacementGroupManager::Info(const std::string& id) const {
   auto it = groups_.find(id);
   if (it == groups_.end()) {
     return absl::NotFoundError(absl::StrCat("placement_group_id: no placement group '", id, "'"));
   }
-  ToProto(it->second, info);
-  return absl::OkStatus();
+  v1::PlacementGroupInfo info;
+  ToProto(it->second, &info);
+  return info;
 }
 
 void PlacementGroupManager::List(const v1::ListPlacementGroupsRequest& request,
