@@ -7,6 +7,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 
 namespace berth {
 absl::Status StateStore::Put(absl::string_view table, absl::string_view key,
@@ -29,9 +30,12 @@ absl::StatusOr<uint64_t> StateStore::AdvanceEpoch() {
 
 namespace {
 
+// Locked: a store may be scanned while a writer applies a batch (a test
+// looks at what a serving head wrote).
 class MemoryStateStore final : public StateStore {
  public:
   absl::Status Apply(const std::vector<Write>& batch) override {
+    absl::MutexLock lock(&mu_);
     for (const Write& w : batch) {
       if (w.value) {
         tables_[w.table][w.key] = *w.value;
@@ -42,6 +46,7 @@ class MemoryStateStore final : public StateStore {
     return absl::OkStatus();
   }
   absl::StatusOr<std::vector<Record>> Scan(absl::string_view table) override {
+    absl::MutexLock lock(&mu_);
     const auto& rows = tables_[std::string(table)];
     return std::vector<Record>(rows.begin(), rows.end());
   }
@@ -50,7 +55,8 @@ class MemoryStateStore final : public StateStore {
  private:
   // B-trees: a table holds a record per node and per group, and a tree
   // node per record would cost more than many records.
-  std::map<std::string, absl::btree_map<std::string, std::string>> tables_;
+  absl::Mutex mu_;
+  std::map<std::string, absl::btree_map<std::string, std::string>> tables_ ABSL_GUARDED_BY(mu_);
 };
 
 class NoStateStore final : public StateStore {
