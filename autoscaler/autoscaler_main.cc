@@ -25,6 +25,7 @@
 #include "common/help_json.h"
 #include "common/log_flag.h"
 #include "common/metrics_server.h"
+#include "common/version.h"
 #include "prometheus/counter.h"
 #include "prometheus/family.h"
 #include "prometheus/registry.h"
@@ -273,6 +274,7 @@ int main(int argc, char** argv) {
                  "cluster token for the head (default: $BERTH_TOKEN_FILE)")
       ->envname("BERTH_TOKEN_FILE");
   const berth::LogFlag log_flag(app);
+  berth::AddVersionFlag(app, "berth-autoscaler");
   berth::AddHelpJsonFlag(app);
   CLI11_PARSE(app, argc, argv);
   log_flag.Init("berth-autoscaler");

@@ -20,6 +20,7 @@
 #include "auth/tls_flags.h"
 #include "client/cmd/command.h"
 #include "client/command_words.h"
+#include "common/version.h"
 
 namespace berth {
 namespace {
@@ -27,6 +28,7 @@ namespace {
 int Main(int argc, char** argv) {
   CLI::App app("berth: the client of a berth cluster (placement groups, train jobs, nodes, status)",
                "berth");
+  AddVersionFlag(app, "berth");
   // Global flags are accepted after the command too: `berth pg list -o json`.
   app.fallthrough();
   app.require_subcommand(1);

@@ -14,6 +14,7 @@
 #include "google/protobuf/util/json_util.h"
 #include "placement/quantity.h"
 #include "placement/resource_set.h"
+#include "wire/train_job_state.h"
 
 namespace berth {
 namespace {
@@ -134,10 +135,6 @@ std::string Timestamp(int64_t unix_ms) {
                           absl::UTCTimeZone());
 }
 
-std::string TrainJobStateName(v1::TrainJobState state) {
-  return EnumName(v1::TrainJobState_descriptor(), state, "TRAIN_JOB_STATE_");
-}
-
 // The trainer reports from step 1 on, so step 0 means "no report yet" and
 // both show as empty ("-").
 std::string Step(const v1::TrainJobInfo& job) {
@@ -171,6 +168,10 @@ bool IsWaiting(const v1::PlacementGroupInfo& group) {
 }
 
 }  // namespace
+
+std::string TrainJobStateName(v1::TrainJobState state) {
+  return EnumName(v1::TrainJobState_descriptor(), state, "TRAIN_JOB_STATE_");
+}
 
 std::string FormatResources(const v1::ResourceSet& resources) {
   const std::map<std::string, double> sorted(resources.amounts().begin(),
@@ -439,6 +440,31 @@ std::string FormatTrainJobs(const v1::ListTrainJobsResponse& response) {
   return table.ToString();
 }
 
+namespace {
+
+// The job's time limit (and when it ends), progress timeout and grace.
+void AddClockRows(const v1::TrainJobInfo& job, Table& fields) {
+  if (job.spec().time_limit_s() > 0) {
+    fields.AddRow(
+        {"time limit:",
+         absl::StrCat(
+             absl::FormatDuration(absl::Seconds(job.spec().time_limit_s())),
+             job.time_limit_ends_unix_ms() == 0 || IsTerminal(job.state())
+                 ? ""
+                 : absl::StrCat(" (ends by ", Timestamp(job.time_limit_ends_unix_ms()), ")"))});
+  }
+  if (job.spec().failure_config().progress_timeout_s() > 0) {
+    fields.AddRow({"progress timeout:", absl::FormatDuration(absl::Seconds(
+                                            job.spec().failure_config().progress_timeout_s()))});
+  }
+  if (job.spec().has_stop_grace_period_s()) {
+    fields.AddRow({"stop grace period:",
+                   absl::FormatDuration(absl::Seconds(job.spec().stop_grace_period_s()))});
+  }
+}
+
+}  // namespace
+
 std::string FormatTrainJob(const v1::TrainJobInfo& job) {
   Table fields({"id:", job.job_id()});
   fields.AddRow({"name:", job.spec().name()});
@@ -482,9 +508,7 @@ std::string FormatTrainJob(const v1::TrainJobInfo& job) {
                                 Timestamp(r.unix_ms()), ": ", r.reason())});
   }
   if (job.spec().priority() != 0) fields.AddRow({"priority:", absl::StrCat(job.spec().priority())});
-  if (job.spec().time_limit_s() > 0) {
-    fields.AddRow({"time limit:", absl::FormatDuration(absl::Seconds(job.spec().time_limit_s()))});
-  }
+  AddClockRows(job, fields);
   fields.AddRow({"step:", Step(job)});
   fields.AddRow({"loss:", Loss(job)});
   if (!job.last_metrics().empty()) {

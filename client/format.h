@@ -58,6 +58,8 @@ std::string FormatTrainJobs(const v1::ListTrainJobsResponse& response);
 // with its global rank, node, bundle, local rank, node rank, GPU ids and
 // worker id.
 std::string FormatTrainJob(const v1::TrainJobInfo& job);
+// A job's state as the CLI shows it: "RUNNING", "TIMED_OUT".
+std::string TrainJobStateName(v1::TrainJobState state);
 
 // One line of progress for `berth job watch`, "step 120 loss 0.4312
 // [RUNNING]" (no newline); step and loss are "-" before the first report.

@@ -54,6 +54,7 @@ absl::Status ParseCommand(const JobSubmitArgs& args, v1::Entrypoint::Command* ou
     return absl::InvalidArgumentError("COMMAND: the program after `--` is empty");
   }
   for (const std::string& arg : args.command) out->add_argv(arg);
+  out->set_working_dir(args.working_dir);
   for (size_t i = 0; i < args.env.size(); ++i) {
     const std::string field = absl::StrCat("--env[", i, "]");
     const size_t eq = args.env[i].find('=');
@@ -69,17 +70,29 @@ absl::Status ParseCommand(const JobSubmitArgs& args, v1::Entrypoint::Command* ou
   return absl::OkStatus();
 }
 
-// What the job is called, where it queues, how long it may run and where
-// its checkpoints go.
+// What the job is called, where it queues, how long it may run (and stop,
+// and go without progress) and where its checkpoints go.
 absl::Status ParseJobFields(const JobSubmitArgs& args, v1::TrainJobSpec* spec) {
   spec->set_name(args.name);
   spec->set_queue(args.queue);
   spec->set_priority(args.priority);
   spec->set_priority_class(args.priority_class);
   if (!args.time_limit.empty()) {
-    absl::StatusOr<int64_t> limit = ParseTimeLimitSeconds(args.time_limit, "--time-limit");
+    absl::StatusOr<int64_t> limit = ParseDurationSeconds(args.time_limit, "--time-limit", 1);
     if (!limit.ok()) return limit.status();
     spec->set_time_limit_s(*limit);
+  }
+  if (!args.stop_grace_period.empty()) {
+    absl::StatusOr<int64_t> grace =
+        ParseDurationSeconds(args.stop_grace_period, "--stop-grace-period", 0);
+    if (!grace.ok()) return grace.status();
+    spec->set_stop_grace_period_s(*grace);
+  }
+  if (!args.progress_timeout.empty()) {
+    absl::StatusOr<int64_t> timeout =
+        ParseDurationSeconds(args.progress_timeout, "--progress-timeout", 1);
+    if (!timeout.ok()) return timeout.status();
+    spec->mutable_failure_config()->set_progress_timeout_s(*timeout);
   }
   spec->set_storage_path(args.storage_path);
   return absl::OkStatus();
@@ -180,17 +193,23 @@ absl::Status ParseScaling(const JobSubmitArgs& args, v1::ScalingConfig* scaling)
 
 }  // namespace
 
-absl::StatusOr<int64_t> ParseTimeLimitSeconds(absl::string_view text, absl::string_view field) {
-  absl::Duration limit;
-  if (!absl::ParseDuration(text, &limit) || limit == absl::InfiniteDuration() ||
-      limit < absl::Seconds(1) || limit % absl::Seconds(1) != absl::ZeroDuration()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        field, ": '", text, "' is not a time limit of whole seconds, like 90m, 2h or 1h30m"));
+absl::StatusOr<int64_t> ParseDurationSeconds(absl::string_view text, absl::string_view field,
+                                             int64_t min_seconds) {
+  absl::Duration d;
+  if (!absl::ParseDuration(text, &d) || d == absl::InfiniteDuration() ||
+      d < absl::Seconds(min_seconds) || d % absl::Seconds(1) != absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(field, ": '", text, "' is not a duration of whole seconds of at least ",
+                     min_seconds, "s, like 30s, 90m or 1h30m"));
   }
-  return absl::ToInt64Seconds(limit);
+  return absl::ToInt64Seconds(d);
 }
 
 absl::StatusOr<v1::TrainJobSpec> BuildTrainJobSpec(const JobSubmitArgs& args) {
+  if (!args.working_dir.empty() && args.command.empty()) {
+    return absl::InvalidArgumentError(
+        "--working-dir: only with a command after `--`; the built-in trainer takes none");
+  }
   v1::TrainJobSpec spec;
   if (absl::Status s = ParseJobFields(args, &spec); !s.ok()) return s;
   if (absl::Status s = ParseScaling(args, spec.mutable_scaling_config()); !s.ok()) return s;

@@ -31,8 +31,10 @@ struct JobSubmitArgs {
   std::string name;
   std::string queue;  // empty: the default queue
   int32_t priority = 0;
-  std::string priority_class;  // empty: `priority` as given
-  std::string time_limit;      // empty: none
+  std::string priority_class;     // empty: `priority` as given
+  std::string time_limit;         // empty: none
+  std::string stop_grace_period;  // empty: the head's default
+  std::string progress_timeout;   // empty: off
   int64_t num_workers = 1;
   int64_t min_workers = 0;  // elastic: at least this many, at most num_workers; 0 = not
   bool use_gpu = false;
@@ -55,19 +57,23 @@ struct JobSubmitArgs {
   std::optional<double> lr;
   std::optional<uint32_t> batch_size;
   std::optional<uint32_t> checkpoint_every;
-  // Command only: argv (after `--`) and `--env K=V` values.
+  // Command only: argv (after `--`), `--env K=V` values, and the folder
+  // every rank runs in (the same path on every node: a shared filesystem).
   std::vector<std::string> command;
   std::vector<std::string> env;
+  std::string working_dir;
 };
 
 absl::StatusOr<v1::TrainJobSpec> BuildTrainJobSpec(const JobSubmitArgs& args);
 
-// A time limit like Slurm's --time, as a duration ("90m", "2h", "1h30m"):
-// whole seconds > 0. Errors name `field`.
-absl::StatusOr<int64_t> ParseTimeLimitSeconds(absl::string_view text, absl::string_view field);
+// A duration as people write one ("15s", "90m", "1h30m"): whole seconds,
+// at least `min_seconds` (a time limit: 1; a grace period: 0). Errors name
+// `field`.
+absl::StatusOr<int64_t> ParseDurationSeconds(absl::string_view text, absl::string_view field,
+                                             int64_t min_seconds);
 
 // `--state`: PENDING, STARTING, RUNNING, RESTARTING, SUCCEEDED, FAILED,
-// STOPPED, any case.
+// STOPPED, TIMED_OUT, any case.
 absl::StatusOr<v1::TrainJobState> ParseTrainJobStateArg(absl::string_view text);
 
 }  // namespace berth

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <filesystem>
+#include <functional>
 #include <limits>
 #include <optional>
 #include <vector>
@@ -60,15 +61,16 @@ class JobFileReader {
   // TrainJobSpec's fields, in the order errors have always listed them and
   // named as Ray Train's and Slurm's users know them: scaling
   // (scaling_config), failure (failure_config), checkpoint_dir
-  // (storage_path), time_limit (time_limit_s, written as a duration). And
+  // (storage_path), time_limit and stop_grace_period (time_limit_s and
+  // stop_grace_period_s, written as durations). And
   // runtime_env, the client's own: it uploads the folder (`runtime_env`,
   // the node where it was written, is for errors about it).
   absl::Status TopLevel(const YAML::Node& root, v1::TrainJobSpec* spec,
                         std::optional<YAML::Node>* runtime_env, JobRuntimeEnv* env) const {
     return yaml_.ForEachKey(
         root, "",
-        {"name", "queue", "priority", "priority_class", "time_limit", "scaling", "entrypoint",
-         "failure", "checkpoint_dir", "labels", "runtime_env"},
+        {"name", "queue", "priority", "priority_class", "time_limit", "stop_grace_period",
+         "scaling", "entrypoint", "failure", "checkpoint_dir", "labels", "runtime_env"},
         [&](const std::string& key, const YAML::Node& value, const YAML::Node&) -> absl::Status {
           if (key == "name") return yaml_.String(value, key, spec->mutable_name());
           if (key == "queue") return yaml_.String(value, key, spec->mutable_queue());
@@ -81,7 +83,12 @@ class JobFileReader {
                                       spec->set_priority(static_cast<int32_t>(p));
                                     });
           }
-          if (key == "time_limit") return TimeLimit(value, key, spec);
+          if (key == "time_limit") {
+            return Seconds(value, key, 1, [&](int64_t s) { spec->set_time_limit_s(s); });
+          }
+          if (key == "stop_grace_period") {
+            return Seconds(value, key, 0, [&](int64_t s) { spec->set_stop_grace_period_s(s); });
+          }
           if (key == "scaling") return Scaling(value, key, spec->mutable_scaling_config());
           if (key == "entrypoint") return Entrypoint(value, key, spec->mutable_entrypoint());
           if (key == "failure") return Failure(value, key, spec->mutable_failure_config());
@@ -95,13 +102,14 @@ class JobFileReader {
         });
   }
 
-  absl::Status TimeLimit(const YAML::Node& node, const std::string& path,
-                         v1::TrainJobSpec* spec) const {
+  // A duration ("30s", "1h30m") of at least `min_seconds`, given to `set`.
+  absl::Status Seconds(const YAML::Node& node, const std::string& path, int64_t min_seconds,
+                       const std::function<void(int64_t)>& set) const {
     std::string text;
     if (absl::Status s = yaml_.String(node, path, &text); !s.ok()) return s;
-    absl::StatusOr<int64_t> limit = ParseTimeLimitSeconds(text, path);
-    if (!limit.ok()) return yaml_.At(node.Mark(), limit.status());
-    spec->set_time_limit_s(*limit);
+    absl::StatusOr<int64_t> seconds = ParseDurationSeconds(text, path, min_seconds);
+    if (!seconds.ok()) return yaml_.At(node.Mark(), seconds.status());
+    set(*seconds);
     return absl::OkStatus();
   }
 
@@ -426,11 +434,16 @@ class JobFileReader {
   absl::Status Failure(const YAML::Node& node, absl::string_view path,
                        v1::FailureConfig* out) const {
     return yaml_.ForEachKey(
-        node, path, FieldKeys(*v1::FailureConfig::descriptor()),
+        node, path,
+        FieldKeys(*v1::FailureConfig::descriptor(), {{"progress_timeout_s", "progress_timeout"}}),
         [&](const std::string& key, const YAML::Node& value, const YAML::Node&) {
           if (key == "count_node_failures") {
             return yaml_.SetBool(value, ChildPath(path, key),
                                  [&](bool b) { out->set_count_node_failures(b); });
+          }
+          if (key == "progress_timeout") {
+            return Seconds(value, ChildPath(path, key), 1,
+                           [&](int64_t s) { out->set_progress_timeout_s(s); });
           }
           // -1 = unlimited, as in Ray.
           return yaml_.SetInteger(value, ChildPath(path, key), -1,

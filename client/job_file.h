@@ -22,7 +22,8 @@
 //   runtime_env:                # a command's folder, uploaded (as Ray's):
 //     working_dir: .            #   each rank runs in its unpacked copy
 //     excludes: ["*.ckpt", data]
-//   failure: {max_failures: 2}
+//   failure: {max_failures: 2, progress_timeout: 30m}  # 30m without a report: hung
+//   stop_grace_period: 60s      # SIGTERM to SIGKILL (default: the head's, 30s)
 //   checkpoint_dir: /shared/checkpoints
 //
 // Types follow YAML: a quoted "4" is a string, not an integer; any scalar

@@ -31,6 +31,7 @@
 #include "common/log.h"
 #include "common/log_flag.h"
 #include "common/metrics_server.h"
+#include "common/version.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/health_check_service_interface.h"
@@ -553,6 +554,7 @@ int main(int argc, char** argv) {
   app.add_option("--hold-commits-file", flags.hold_commits_file,
                  "test hook: commits wait while this file exists (30 s at most)");
   const berth::LogFlag log_flag(app);
+  berth::AddVersionFlag(app, "berth-raylet");
   berth::AddHelpJsonFlag(app);
   CLI11_PARSE(app, argc, argv);
   log_flag.Init("berth-raylet");

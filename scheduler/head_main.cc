@@ -31,6 +31,7 @@
 #include "common/log_flag.h"
 #include "common/metrics_server.h"
 #include "common/processes.h"
+#include "common/version.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/health_check_service_interface.h"
@@ -305,6 +306,8 @@ struct HeadFlags {
   size_t max_name_length = 128;
   std::string placement_scorer;
   uint64_t package_limit_mb = berth::kDefaultPackageLimitBytes >> 20;
+  int64_t stop_grace_s = 30;
+  int64_t max_stop_grace_s = 600;
 };
 
 // Where this head serves.
@@ -394,8 +397,10 @@ void AddPlacementFlags(CLI::App& app, HeadFlags& flags) {
       ->capture_default_str();
 }
 
-// How many train jobs, and how many threads step them.
-void AddTrainLimitFlags(CLI::App& app, berth::TrainControllerConfig& train) {
+// How many train jobs, how many threads step them, and how long their
+// processes get to stop.
+void AddTrainLimitFlags(CLI::App& app, HeadFlags& flags) {
+  berth::TrainControllerConfig& train = flags.config.train;
   app.add_option("--max-active-jobs", train.max_active_jobs, "train jobs not yet finished")
       ->check(CLI::Range(1, 1'000'000))
       ->capture_default_str();
@@ -403,6 +408,15 @@ void AddTrainLimitFlags(CLI::App& app, berth::TrainControllerConfig& train) {
                  "threads that step the train jobs and make their raylet calls (a fixed pool, "
                  "however many jobs there are)")
       ->check(CLI::Range(1, 256))
+      ->capture_default_str();
+  app.add_option("--stop-grace-period-s", flags.stop_grace_s,
+                 "seconds a job's processes get from SIGTERM to SIGKILL when it sets no "
+                 "stop_grace_period")
+      ->check(CLI::Range(0, 86400))
+      ->capture_default_str();
+  app.add_option("--max-stop-grace-period-s", flags.max_stop_grace_s,
+                 "the longest stop_grace_period a job may ask for, seconds")
+      ->check(CLI::Range(0, 86400))
       ->capture_default_str();
 }
 
@@ -436,7 +450,7 @@ void AddHeadFlags(CLI::App& app, HeadFlags& flags) {
   AddStateStoreFlags(app, flags);
   AddMetricsFlags(app, flags.serve);
   AddPlacementFlags(app, flags);
-  AddTrainLimitFlags(app, flags.config.train);
+  AddTrainLimitFlags(app, flags);
   AddRequestLimitFlags(app, flags);
 }
 
@@ -460,6 +474,13 @@ absl::StatusOr<berth::HeadConfig> HeadConfigOf(const HeadFlags& flags) {
   if (!tls.ok()) return tls.status();
   config.tls = *tls;
   config.train.max_name_length = flags.max_name_length;
+  if (flags.stop_grace_s > flags.max_stop_grace_s) {
+    return absl::InvalidArgumentError(absl::StrCat("--stop-grace-period-s: ", flags.stop_grace_s,
+                                                   " is above --max-stop-grace-period-s (",
+                                                   flags.max_stop_grace_s, ")"));
+  }
+  config.train.job.default_stop_grace = absl::Seconds(flags.stop_grace_s);
+  config.train.max_stop_grace = absl::Seconds(flags.max_stop_grace_s);
   config.raylet_rpc_timeout = absl::Milliseconds(flags.rpc_timeout_ms);
   std::string& worker = config.train.job.worker_binary;
   if (worker.empty() || worker == "berth-worker") worker = DefaultWorkerSideBinary("berth-worker");
@@ -499,6 +520,7 @@ int main(int argc, char** argv) {
   HeadFlags flags;
   AddHeadFlags(app, flags);
   const berth::LogFlag log_flag(app);
+  berth::AddVersionFlag(app, "berth-head");
   berth::AddHelpJsonFlag(app);
   CLI11_PARSE(app, argc, argv);
   log_flag.Init("berth-head");

@@ -176,7 +176,10 @@ absl::Status NodeManager::ListNodes(const v1::ListNodesRequest& request,
     info->set_metrics_address(registration.metrics_address());
     info->set_state(state);
     ResourceSetToProto(node.total, info->mutable_total());
-    ResourceSetToProto(node.available, info->mutable_available());
+    // Nothing can be placed on a DEAD node, whatever its books say is free.
+    if (node.state != NodeState::kDead) {
+      ResourceSetToProto(node.available, info->mutable_available());
+    }
     info->mutable_labels()->insert(node.labels.begin(), node.labels.end());
     *info->mutable_gpus() = registration.gpus();
     info->set_last_heartbeat_unix_ms(heard.last_heard_ms);

@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/log.h"
 #include "common/working_dir_package.h"
+#include "queueing/queue_config.h"
 #include "train/train_job_spec.h"
 #include "wire/proto_convert.h"
 
@@ -81,11 +82,20 @@ grpc::Status TrainJobServiceImpl::ListTrainJobs(grpc::ServerContext* context,
   TrainJobController* jobs = state_->jobs();
   if (jobs == nullptr) return NotStarted();
   jobs->List(*request, response);
+  auto* listed = response->mutable_jobs();
+  if (!request->queue().empty()) {
+    listed->erase(std::remove_if(listed->begin(), listed->end(),
+                                 [&](const v1::TrainJobInfo& job) {
+                                   const std::string& queue = job.spec().queue();
+                                   return (queue.empty() ? kDefaultQueue : queue) !=
+                                          request->queue();
+                                 }),
+                  listed->end());
+  }
   if (const std::optional<std::string> team = state_->teams.TeamOf(context)) {
     // A team sees the jobs of the queues granted to it.
     absl::MutexLock lock(&state_->mu);
     const QueueConfig& queues = state_->groups.queue_config();
-    auto* listed = response->mutable_jobs();
     listed->erase(std::remove_if(listed->begin(), listed->end(),
                                  [&](const v1::TrainJobInfo& job) {
                                    return !queues.MayUse(job.spec().queue(), *team, "").ok();
@@ -97,11 +107,14 @@ grpc::Status TrainJobServiceImpl::ListTrainJobs(grpc::ServerContext* context,
 
 grpc::Status TrainJobServiceImpl::StopTrainJob(grpc::ServerContext* context,
                                                const v1::StopTrainJobRequest* request,
-                                               v1::StopTrainJobResponse*) {
+                                               v1::StopTrainJobResponse* response) {
   TrainJobController* jobs = state_->jobs();
   if (jobs == nullptr) return NotStarted();
   if (grpc::Status s = MayUseJob(context, request->job_id()); !s.ok()) return s;
-  return ToGrpcStatus(jobs->Stop(request->job_id()));
+  absl::StatusOr<v1::TrainJobState> state = jobs->Stop(request->job_id());
+  if (!state.ok()) return ToGrpcStatus(state.status());
+  response->set_state(*state);
+  return grpc::Status::OK;
 }
 
 grpc::Status TrainJobServiceImpl::StreamTrainJobLogs(grpc::ServerContext* context,
@@ -110,12 +123,13 @@ grpc::Status TrainJobServiceImpl::StreamTrainJobLogs(grpc::ServerContext* contex
   TrainJobController* jobs = state_->jobs();
   if (jobs == nullptr) return NotStarted();
   if (grpc::Status s = MayUseJob(context, request->job_id()); !s.ok()) return s;
-  std::optional<uint32_t> rank;
+  std::optional<uint32_t> rank, attempt;
   if (request->has_rank()) rank = request->rank();
+  if (request->has_attempt()) attempt = request->attempt();
   // Read offsets per (worker, stream); a restart brings new worker ids.
   std::map<std::pair<std::string, int>, uint64_t> offsets;
   while (true) {
-    absl::StatusOr<std::vector<RankLog>> sources = jobs->Logs(request->job_id(), rank);
+    absl::StatusOr<std::vector<RankLog>> sources = jobs->Logs(request->job_id(), rank, attempt);
     if (!sources.ok()) return ToGrpcStatus(sources.status());
     bool wrote = false;
     bool all_exited = true;
@@ -138,6 +152,9 @@ grpc::Status TrainJobServiceImpl::StreamTrainJobLogs(grpc::ServerContext* contex
         if (!chunk->data().empty()) {
           v1::LogChunk out;
           out.set_rank(source.rank);
+          out.set_attempt(source.attempt);
+          out.set_worker_id(source.worker_id);
+          if (source.node_rank) out.set_node_rank(*source.node_rank);
           out.set_stream(stream);
           out.set_offset(it->second);
           out.set_data(chunk->data());

@@ -67,7 +67,7 @@ FailureVerdict TriageFailure(const AttemptFailure& failure, const v1::FailureCon
     verdict.action = FailureAction::kFail;
     return verdict;
   }
-  verdict.back_off = failure.launch_failed;
+  verdict.back_off = failure.launch_failed || !failure.node_failure;
   return verdict;
 }
 

@@ -2,9 +2,10 @@
 // Ray Train V2's FailurePolicy). It names the cause a person can act on
 // (the first observed failure among the processes' exits, a node lost, a
 // placement that changed, a launch that failed) and, given the job's
-// failure_config and its failures so far, decides: restart (at once, or
-// after a backoff when the launch failed, so a launch that cannot work is
-// not retried in a tight loop), shrink (an elastic job that lost a node of
+// failure_config and its failures so far, decides: restart (after a
+// backoff when the job's own processes failed or its launch did, so a crash
+// loop or a launch that cannot work is not retried in a tight loop; at
+// once after a failure of berth's), shrink (an elastic job that lost a node of
 // the attempt runs on without it), or fail (more than max_failures). It
 // says whether the failure is charged to the job: a process's failure
 // always is; a failure of berth's (a node died or stopped answering, the
@@ -58,7 +59,7 @@ enum class FailureAction { kRestart, kShrink, kFail };
 struct FailureVerdict {
   FailureAction action = FailureAction::kRestart;
   bool charged = false;   // counts against max_failures
-  bool back_off = false;  // a restart waits for the launch backoff
+  bool back_off = false;  // a restart waits for the job's restart backoff (job_timers.h)
 };
 
 // `failures`: the job's charged failures so far.

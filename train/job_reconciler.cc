@@ -15,10 +15,6 @@ namespace {
 // pending reason: its placement wakes the job at once, so with many jobs
 // waiting the looks are rare.
 constexpr BackoffPolicy kPlacementWait{absl::Milliseconds(100), 2, absl::Seconds(30)};
-// Between attempts that failed before their processes ran (the port, the
-// plan or a StartWorker failed): a launch that cannot work is not retried
-// in a tight loop. A failure of running processes restarts at once.
-constexpr BackoffPolicy kLaunchRetry{absl::Seconds(1), 2, absl::Seconds(30)};
 
 // An elastic job's split of `group`: it keeps the first min_workers
 // bundles, and the bundle of each further worker's group is returned.
@@ -48,7 +44,8 @@ JobReconciler::JobReconciler(v1::TrainJobInfo info, PlacementGroupSpec spec, Job
       options_(std::move(options)),
       phase_(phase),
       placement_wait_(kPlacementWait),
-      launch_retry_(kLaunchRetry),
+      timers_(info_.spec()),
+      stop_grace_(StopGrace(info_.spec(), options_.default_stop_grace)),
       release_retry_(kPlacementWait) {}
 
 JobReconciler JobReconciler::Restored(const v1::TrainJobRecord& record, PlacementGroupSpec spec,
@@ -58,9 +55,11 @@ JobReconciler JobReconciler::Restored(const v1::TrainJobRecord& record, Placemen
                     finished ? Phase::kDone : Phase::kCreateGroup);
   job.stop_requested_ = record.stop_requested();
   const v1::TrainJobInfo& i = job.info_;
-  for (const v1::WorkerRank& w : i.workers()) {
-    job.logs_.push_back({w.world_rank(), w.node_id(), w.worker_id(), i.attempt()});
+  for (const v1::AttemptWorkers& past : record.past_attempts()) {
+    for (const v1::WorkerRank& w : past.workers())
+      job.logs_.push_back(job.LogOf(w, past.attempt()));
   }
+  for (const v1::WorkerRank& w : i.workers()) job.logs_.push_back(job.LogOf(w, i.attempt()));
   if (!finished && IsTerminal(record.ending_state())) {
     job.End(record.ending_state(), record.ending_message());
     return job;
@@ -90,7 +89,24 @@ v1::TrainJobRecord JobReconciler::Record() const {
     record.set_ending_state(final_state_);
     record.set_ending_message(final_message_);
   }
+  for (const RankLog& l : logs_) {
+    if (l.attempt == info_.attempt() && info_.workers_size() > 0) continue;  // info's workers
+    if (record.past_attempts().empty() || record.past_attempts().rbegin()->attempt() != l.attempt) {
+      record.add_past_attempts()->set_attempt(l.attempt);
+    }
+    v1::WorkerRank* w = record.mutable_past_attempts()->rbegin()->add_workers();
+    w->set_world_rank(l.rank);
+    w->set_node_id(l.node_id);
+    w->set_worker_id(l.worker_id);
+    if (l.node_rank) w->set_node_rank(*l.node_rank);
+  }
   return record;
+}
+
+RankLog JobReconciler::LogOf(const v1::WorkerRank& worker, uint32_t attempt) const {
+  RankLog log{worker.world_rank(), worker.node_id(), worker.worker_id(), attempt, std::nullopt};
+  if (IsPerNode(info_.spec())) log.node_rank = worker.node_rank();
+  return log;
 }
 
 bool JobReconciler::RequestStop() {
@@ -103,8 +119,13 @@ void JobReconciler::OnWorkerExit(const v1::WorkerStatus& status) {
   exits_[status.worker_id()] = status;
 }
 
-bool JobReconciler::OnProgress(const v1::ReportTrainProgressRequest& request) {
+bool JobReconciler::OnProgress(absl::Time now, const v1::ReportTrainProgressRequest& request) {
   trainer_reported_ = true;
+  // A report of the script's (a command's relay says it is up with an
+  // empty one, which is no progress).
+  if (request.step() > 0 || !request.metrics().empty() || !request.latest_checkpoint().empty()) {
+    timers_.Progressed(now);
+  }
   if (request.step() >= info_.last_step()) {
     info_.set_last_step(request.step());
     info_.set_last_loss(request.loss());
@@ -191,7 +212,7 @@ std::optional<JobStep> JobReconciler::StepPhase(absl::Time now, const JobWorld& 
         AfterStopped(now);
         return std::nullopt;
       }
-      return Act(StopProcesses{std::move(to_stop_)});
+      return Act(StopProcesses{std::move(to_stop_), stop_grace_});
     case Phase::kAwaitStopped:
       return AwaitStopped(now);
     case Phase::kReleaseGroup:
@@ -248,11 +269,15 @@ std::optional<JobStep> JobReconciler::AwaitPlacement(absl::Time now, const JobWo
     End(v1::TRAIN_JOB_STATE_STOPPED, "stopped");
     return std::nullopt;
   }
-  // One attempt per Step: a restart yields first (and after a failed
-  // launch, waits), then looks at the head again.
-  if (restart_pending_) {
+  if (std::optional<std::string> timed_out = timers_.TimedOut(now, info_)) {
+    End(v1::TRAIN_JOB_STATE_TIMED_OUT, *std::move(timed_out));
+    return std::nullopt;
+  }
+  // One attempt per Step: a restart yields first (and after a failure of
+  // the job's own, backs off), then looks at the head again.
+  if (restart_pending_ || now < restart_at_) {
     restart_pending_ = false;
-    return WaitUntil(restart_at_);
+    return WaitUntil(std::min(std::max(restart_at_, now), JobTimers::LimitEnds(info_)));
   }
   if (GroupGone(world)) {
     phase_ = Phase::kCreateGroup;
@@ -288,7 +313,7 @@ JobStep JobReconciler::WaitForPlacement(absl::Time now, const JobWorld& world) {
                                    world.group->infeasible() ? " (infeasible)" : "", ": ",
                                    world.group->pending_reason()));
   }
-  return WaitUntil(now + placement_wait_.Next());
+  return WaitUntil(std::min(now + placement_wait_.Next(), JobTimers::LimitEnds(info_)));
 }
 
 std::optional<JobStep> JobReconciler::StartAttempt(absl::Time now, const JobWorld& world,
@@ -300,6 +325,7 @@ std::optional<JobStep> JobReconciler::StartAttempt(absl::Time now, const JobWorl
   startup.clear_ranks_running_unix_us();
   startup.clear_group_joined_unix_us();
   placed_unix_ms_ = world.group->placed_unix_ms();
+  timers_.Placed(now, &info_);
   SetState(now, attempt_ == 0 ? v1::TRAIN_JOB_STATE_STARTING : v1::TRAIN_JOB_STATE_RESTARTING,
            "starting the trainer and workers");
   const AttemptMembers members = membership_.NextAttempt(info_, world, core);
@@ -332,7 +358,7 @@ void JobReconciler::OnResult(absl::Time now, JobActionResult result) {
     OnListed(now, *listed);
   } else if (auto* sent = std::get_if<StopsSent>(&result)) {
     awaited_ = std::move(sent->awaited);
-    deadline_ = now + options_.stop_grace + absl::Seconds(3);
+    deadline_ = now + stop_grace_ + absl::Seconds(3);
     phase_ = Phase::kAwaitStopped;
   } else if (auto* released = std::get_if<GroupReleased>(&result)) {
     OnReleased(now, *released);
@@ -396,7 +422,8 @@ void JobReconciler::OnPort(absl::Time now, const PortAllocated& port) {
   exits_.clear();
   logs_.erase(std::remove_if(logs_.begin(), logs_.end(),
                              [&](const RankLog& l) {
-                               return l.attempt + 1 < attempt_ || l.attempt == attempt_;
+                               return l.attempt == attempt_ ||
+                                      l.attempt + kAttemptsWithLogs <= attempt_;
                              }),
               logs_.end());
   trainer_reported_ = false;
@@ -410,7 +437,7 @@ void JobReconciler::OnPort(absl::Time now, const PortAllocated& port) {
   }
   for (const v1::WorkerRank& rank : plan->ranks) {
     *info_.add_workers() = rank;
-    logs_.push_back({rank.world_rank(), rank.node_id(), rank.worker_id(), attempt_});
+    logs_.push_back(LogOf(rank, attempt_));
   }
   to_start_ = std::move(plan->by_node);
   phase_ = Phase::kStartProcesses;

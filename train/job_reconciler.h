@@ -19,8 +19,11 @@
 // it is declared DEAD its death is the cause), or the group lost bundles or
 // was placed again. A failed attempt's processes are stopped (and waited
 // for, so the next attempt does not share GPUs with them) and the job
-// restarts from its latest checkpoint, up to max_failures (FAILED after).
-// Every end removes the group.
+// restarts from its latest checkpoint, up to max_failures (FAILED after),
+// after a backoff when its own processes failed. The job's clocks
+// (job_timers.h) end it too: its time limit (stopped, TIMED_OUT, not
+// retried) and its progress timeout (a hung attempt is a failure). Every
+// end removes the group.
 //
 // Elastic jobs (scaling_config.min_workers, Ray Train V2's num_workers=
 // (min, max)): the job's group holds the first min_workers bundles, and each
@@ -74,6 +77,7 @@
 #include "train/attempt_plan.h"
 #include "train/elastic_membership.h"
 #include "train/failure_triage.h"
+#include "train/job_timers.h"
 #include "train/job_world.h"
 #include "train/rank_assignment.h"
 
@@ -85,6 +89,9 @@ struct RankLog {
   std::string node_id;
   std::string worker_id;
   uint32_t attempt = 0;
+  // A launcher per node's (torchrun, accelerate launch): its output is
+  // the node's ranks', and this is its NODE_RANK.
+  std::optional<uint32_t> node_rank;
 };
 
 // One Step's answer.
@@ -101,7 +108,8 @@ struct JobOptions {
   std::string relay_binary = "berth-relay";    // a command job's driver, likewise
   std::string checkpoint_root = "/tmp/berth/jobs";
   std::string cluster_token;  // the trainer's (BERTH_CLUSTER_TOKEN)
-  absl::Duration stop_grace = absl::Seconds(2);
+  // SIGTERM to SIGKILL for a job that sets no stop_grace_period_s.
+  absl::Duration default_stop_grace = absl::Seconds(30);
   // How long a node that stopped heartbeating takes to be declared DEAD.
   absl::Duration node_dead_after = absl::Seconds(5);
 };
@@ -123,10 +131,11 @@ class JobReconciler {
   v1::TrainJobRecord Record() const;
 
   const v1::TrainJobInfo& info() const { return info_; }
-  // The ranks of the current attempt, after those of the attempt before it:
-  // a follower that looks after a short attempt ended still gets its
-  // output (the failure that restarted the job).
+  // The ranks of the latest attempts (kAttemptsWithLogs), oldest first:
+  // every attempt's output stays readable (the failure that restarted the
+  // job), and is kept across a head restart (Record).
   const std::vector<RankLog>& logs() const { return logs_; }
+  static constexpr uint32_t kAttemptsWithLogs = 20;
   bool stop_requested() const { return stop_requested_; }
   // Terminal, and nothing is left to do.
   bool done() const { return phase_ == Phase::kDone; }
@@ -137,7 +146,7 @@ class JobReconciler {
   void OnWorkerExit(const v1::WorkerStatus& status);
   // Returns whether it is due (a finished attempt waits for its trainer's
   // report); progress alone changes only the info.
-  bool OnProgress(const v1::ReportTrainProgressRequest& request);
+  bool OnProgress(absl::Time now, const v1::ReportTrainProgressRequest& request);
 
   // What to read into the JobWorld of the next Step.
   const std::string& placement_group_id() const { return info_.placement_group_id(); }
@@ -176,6 +185,7 @@ class JobReconciler {
   enum class AfterStop {
     kEndStopped,
     kEndSucceeded,
+    kEndTimedOut,
     kCountFailure,
     kLaunchFailed,
     kAwaitPlacement,
@@ -205,6 +215,8 @@ class JobReconciler {
   std::optional<JobStep> StartAttempt(absl::Time now, const JobWorld& world,
                                       const std::vector<uint32_t>& core);
   std::optional<JobStep> Watch(absl::Time now, const JobWorld& world);
+  // The running attempt reached the time limit or hung: it is stopped.
+  bool OnTimers(absl::Time now);
   // The running attempt's exits: done, failed, or grown.
   std::optional<JobStep> WatchExits(absl::Time now, const JobWorld& world);
   std::optional<JobStep> Finishing(absl::Time now);
@@ -233,6 +245,8 @@ class JobReconciler {
   void OnRemoved(absl::Time now);
   void OnListed(absl::Time now, const WorkersListed& listed);
   void OnPort(absl::Time now, const PortAllocated& port);
+  // Where `worker`'s output is, in `attempt`.
+  RankLog LogOf(const v1::WorkerRank& worker, uint32_t attempt) const;
   // What PlanAttempt needs of the job for the attempt about to start.
   AttemptInputs PlanInputs(const std::string& master_addr, uint16_t master_port) const;
 
@@ -260,8 +274,9 @@ class JobReconciler {
   std::vector<RankedWorker> ranks_;
   std::vector<std::pair<std::string, std::vector<v1::WorkerSpec>>> to_start_;
   absl::Time reconcile_at_ = absl::InfinitePast();
-  Backoff placement_wait_;        // between looks at a group that waits for room
-  Backoff launch_retry_;          // between attempts whose launch failed
+  Backoff placement_wait_;  // between looks at a group that waits for room
+  JobTimers timers_;
+  absl::Duration stop_grace_;     // the job's processes' SIGTERM to SIGKILL
   Backoff release_retry_;         // between asks to let go of a preempted group
   bool restart_pending_ = false;  // a restart was decided: yield until restart_at_
   absl::Time restart_at_ = absl::InfinitePast();

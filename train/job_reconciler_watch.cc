@@ -4,6 +4,7 @@
 // follows: the verdict of failure_triage.h or the resize of
 // elastic_membership.h. The job's creation, placement and launch are in
 // job_reconciler.cc.
+#include <algorithm>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -38,7 +39,7 @@ void JobReconciler::OnStarted(absl::Time now, ProcessesStarted started) {
   info_.mutable_startup()->set_workers_started_unix_us(absl::ToUnixMicros(now));
   processes_ = std::move(started.started);
   failure_.launch_failed = false;
-  launch_retry_.Reset();
+  timers_.AttemptStarted(now);
   SetState(now, v1::TRAIN_JOB_STATE_RUNNING, "");
   reconcile_at_ = now + kReconcileEvery;
   phase_ = Phase::kWatch;
@@ -59,6 +60,7 @@ std::optional<JobStep> JobReconciler::Watch(absl::Time now, const JobWorld& worl
     Stop(processes_, AfterStop::kEndStopped);
     return std::nullopt;
   }
+  if (OnTimers(now)) return std::nullopt;
   if (OnPreempting(now, world)) return std::nullopt;
   if (std::string id = membership_.ToRelease(info_, world, /*running=*/true); !id.empty()) {
     releasing_ = id;
@@ -80,6 +82,23 @@ std::optional<JobStep> JobReconciler::Watch(absl::Time now, const JobWorld& worl
   return WatchExits(now, world);
 }
 
+bool JobReconciler::OnTimers(absl::Time now) {
+  if (std::optional<std::string> timed_out = timers_.TimedOut(now, info_)) {
+    final_message_ = *std::move(timed_out);
+    info_.set_message(absl::StrCat("stopping: ", final_message_));
+    persist_ = true;
+    Stop(processes_, AfterStop::kEndTimedOut);
+    return true;
+  }
+  if (std::optional<std::string> hung = timers_.Hung(now)) {
+    failure_.cause = *std::move(hung);
+    failure_.node_failure = false;
+    Stop(processes_, AfterStop::kCountFailure);
+    return true;
+  }
+  return false;
+}
+
 std::optional<JobStep> JobReconciler::WatchExits(absl::Time now, const JobWorld& world) {
   const ExitTally tally = TallyExits(processes_, exits_);
   if (!tally.any_failed && tally.ranks_done == tally.ranks) {
@@ -99,7 +118,7 @@ std::optional<JobStep> JobReconciler::WatchExits(absl::Time now, const JobWorld&
       Stop(processes_, AfterStop::kResize);
       return std::nullopt;
     }
-    return WaitUntil(reconcile_at_);
+    return WaitUntil(std::min({reconcile_at_, JobTimers::LimitEnds(info_), timers_.ProgressDue()}));
   }
   // A node that died takes its workers with it (the raylet's keepers), and
   // their peers fail of the broken connections before the head declares it
@@ -159,6 +178,9 @@ void JobReconciler::OnListed(absl::Time now, const WorkersListed& listed) {
       AwaitNodeDeath(now);
       return;
     case Listing::kResumeScan:
+      // The recorded processes a raylet says ended (or no longer has) are
+      // not waited for: their exits were told to the head before.
+      RecordListedExits(now, processes_, listed, &exits_);
       attempt_ = ScanForResume(info_.job_id(), attempt_, listed, &processes_);
       Stop(std::move(processes_), AfterStop::kAwaitPlacement);
       processes_.clear();
@@ -230,6 +252,9 @@ void JobReconciler::AfterStopped(absl::Time now) {
     case AfterStop::kEndSucceeded:
       End(v1::TRAIN_JOB_STATE_SUCCEEDED, "");
       return;
+    case AfterStop::kEndTimedOut:
+      End(v1::TRAIN_JOB_STATE_TIMED_OUT, final_message_);
+      return;
     case AfterStop::kCountFailure:
       CountFailure(now);
       return;
@@ -258,6 +283,7 @@ bool JobReconciler::OnPreempting(absl::Time now, const JobWorld& world) {
   const bool told = info_.state() == v1::TRAIN_JOB_STATE_PENDING &&
                     info_.message() == world.group->preempted_by();
   if (!told) info_.set_preemptions(info_.preemptions() + 1);
+  JobTimers::Preempted(&info_);
   SetState(now, v1::TRAIN_JOB_STATE_PENDING, world.group->preempted_by());
   if (processes_.empty()) {
     phase_ = Phase::kReleaseGroup;
@@ -312,9 +338,15 @@ void JobReconciler::CountFailure(absl::Time now) {
   }
   restarted_ = true;
   restart_pending_ = true;
-  restart_at_ = verdict.back_off ? now + launch_retry_.Next() : now;
+  const absl::Duration delay = verdict.back_off ? timers_.RestartDelay(now) : absl::ZeroDuration();
+  restart_at_ = now + delay;
   info_.mutable_startup()->set_restarted_unix_us(absl::ToUnixMicros(now));
-  SetState(now, v1::TRAIN_JOB_STATE_RESTARTING, absl::StrCat("restarting after: ", failure_.cause));
+  SetState(
+      now, v1::TRAIN_JOB_STATE_RESTARTING,
+      absl::StrCat(
+          "restarting",
+          delay > absl::ZeroDuration() ? absl::StrCat(" in ", absl::FormatDuration(delay)) : "",
+          " after: ", failure_.cause));
   ++attempt_;
   phase_ = Phase::kAwaitPlacement;
 }

@@ -18,6 +18,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "berth/v1/head.pb.h"
 #include "berth/v1/raylet.pb.h"
 #include "berth/v1/state.pb.h"
@@ -54,8 +55,9 @@ struct StartProcesses {  // each node's in order; the nodes in parallel
 struct ListWorkers {  // the job's workers on each node
   std::set<std::string> nodes;
 };
-struct StopProcesses {  // with the job's grace period
+struct StopProcesses {
   JobProcesses processes;
+  absl::Duration grace;  // the job's: SIGTERM, then SIGKILL after it
 };
 struct RemoveGroup {
   std::string placement_group_id;

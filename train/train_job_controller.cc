@@ -86,7 +86,11 @@ absl::StatusOr<std::string> TrainJobController::Submit(v1::SubmitTrainJobRequest
   // says 1 is the same job and the job shows its world size.
   v1::ScalingConfig& scaling = *request.mutable_spec()->mutable_scaling_config();
   if (scaling.num_workers() == 0) scaling.set_num_workers(1);
-  if (absl::Status s = ValidateTrainJobRequest(request, config_.max_name_length); !s.ok()) return s;
+  if (absl::Status s =
+          ValidateTrainJobRequest(request, config_.max_name_length, config_.max_stop_grace);
+      !s.ok()) {
+    return s;
+  }
   absl::StatusOr<PlacementGroupSpec> group = PlacementGroupForJob(request.spec());
   if (!group.ok()) return group.status();
   if (absl::Status s = groups_->CheckJobGroup(request.spec()); !s.ok()) return s;
@@ -152,14 +156,15 @@ void TrainJobController::List(const v1::ListTrainJobsRequest& request,
   for (const v1::TrainJobInfo* info : infos) *response->add_jobs() = *info;
 }
 
-absl::Status TrainJobController::Stop(const std::string& job_id) {
+absl::StatusOr<v1::TrainJobState> TrainJobController::Stop(const std::string& job_id) {
   absl::MutexLock lock(&mu_);
   auto it = jobs_.find(job_id);
   if (it == jobs_.end()) return absl::NotFoundError(absl::StrCat("job_id: no job '", job_id, "'"));
-  if (!it->second->reconciler.RequestStop()) return absl::OkStatus();
+  const v1::TrainJobState state = it->second->reconciler.info().state();
+  if (!it->second->reconciler.RequestStop()) return state;
   PersistLocked(*it->second);  // a head restarted from here on still stops it
   WakeLocked(job_id, *it->second);
-  return absl::OkStatus();
+  return state;
 }
 
 absl::Status TrainJobController::ReportProgress(const v1::ReportTrainProgressRequest& request) {
@@ -185,7 +190,7 @@ absl::Status TrainJobController::ReportProgress(const v1::ReportTrainProgressReq
       return std::make_pair(job.info().latest_checkpoint(), job.info().latest_checkpoint_step());
     };
     const auto checkpoint_before = checkpoint_of();
-    const bool due = job.OnProgress(request);
+    const bool due = job.OnProgress(absl::Now(), request);
     // Staged now, in the order of the reports; waited for without the lock,
     // so the other jobs' events and reads do not wait for a write.
     seq = StageLocked(*it->second);
@@ -231,20 +236,34 @@ void TrainJobController::OnNodeDead(const std::string& node_id) {
   }
 }
 
-absl::StatusOr<std::vector<RankLog>> TrainJobController::Logs(const std::string& job_id,
-                                                              std::optional<uint32_t> rank) const {
+absl::StatusOr<std::vector<RankLog>> TrainJobController::Logs(
+    const std::string& job_id, std::optional<uint32_t> rank,
+    std::optional<uint32_t> attempt) const {
   absl::MutexLock lock(&mu_);
   auto it = jobs_.find(job_id);
   if (it == jobs_.end()) return absl::NotFoundError(absl::StrCat("job_id: no job '", job_id, "'"));
   const JobReconciler& job = it->second->reconciler;
-  if (!rank) return job.logs();
-  if (*rank >= job.info().spec().scaling_config().num_workers()) {
+  if (rank && *rank >= job.info().spec().scaling_config().num_workers()) {
     return absl::InvalidArgumentError(absl::StrCat("rank: ", *rank, " >= num_workers"));
   }
+  std::vector<RankLog> logs;
+  std::set<std::string> workers;  // a launcher per node writes for several ranks
   for (const RankLog& l : job.logs()) {
-    if (l.rank == *rank) return std::vector<RankLog>{l};
+    if ((!rank || l.rank == *rank) && (!attempt || l.attempt == *attempt) &&
+        workers.insert(l.worker_id).second) {
+      logs.push_back(l);
+    }
   }
-  return std::vector<RankLog>{};
+  if (attempt && logs.empty() && *attempt <= job.info().attempt()) {
+    return absl::NotFoundError(absl::StrCat("attempt: the logs of attempt ", *attempt,
+                                            " are not kept (the latest ",
+                                            JobReconciler::kAttemptsWithLogs, " attempts' are)"));
+  }
+  if (attempt && *attempt > job.info().attempt()) {
+    return absl::NotFoundError(absl::StrCat("attempt: ", *attempt, " has not started (attempt ",
+                                            job.info().attempt(), " is the latest)"));
+  }
+  return logs;
 }
 
 void TrainJobController::Restore(const std::vector<v1::TrainJobRecord>& records) {
@@ -449,7 +468,7 @@ JobActionResult TrainJobController::Execute(const std::string& job_id, JobAction
   }
   if (auto* start = std::get_if<StartProcesses>(&action)) return Start(std::move(*start));
   if (auto* list = std::get_if<ListWorkers>(&action)) return ListOn(job_id, list->nodes);
-  if (auto* stop = std::get_if<StopProcesses>(&action)) return StopAll(stop->processes);
+  if (auto* stop = std::get_if<StopProcesses>(&action)) return StopAll(*stop);
   if (auto* release = std::get_if<ReleaseGroup>(&action)) {
     return GroupReleased{groups_->ReleasePreempted(release->placement_group_id)};
   }
@@ -529,21 +548,20 @@ WorkersListed TrainJobController::ListOn(const std::string& job_id,
   return listed;
 }
 
-StopsSent TrainJobController::StopAll(const JobProcesses& processes) {
+StopsSent TrainJobController::StopAll(const StopProcesses& stop) {
   StopsSent sent;
-  for (const auto& [worker_id, node_id] : processes) {
+  for (const auto& [worker_id, node_id] : stop.processes) {
     const std::string address = groups_->RayletAddress(node_id);
     if (address.empty()) continue;
     v1::StopWorkerRequest request;
     request.set_worker_id(worker_id);
-    request.set_grace_period_ms(
-        static_cast<uint32_t>(absl::ToInt64Milliseconds(config_.job.stop_grace)));
+    request.set_grace_period_ms(static_cast<uint32_t>(absl::ToInt64Milliseconds(stop.grace)));
     request.set_request_id(absl::StrCat("stop/", worker_id));
     raylets_->StopWorker(address, request).IgnoreError();
   }
   // Waited for (bounded) until the processes on live nodes are gone, so the
   // next attempt does not share GPUs with the last one.
-  for (const auto& [worker_id, node_id] : processes) {
+  for (const auto& [worker_id, node_id] : stop.processes) {
     if (!groups_->RayletAddress(node_id).empty()) sent.awaited.push_back(worker_id);
   }
   return sent;

@@ -88,7 +88,9 @@ struct TrainControllerConfig {
   int worker_threads = 8;
   size_t max_active_jobs = 1000;  // not yet finished (berth-head --max-active-jobs)
   size_t max_name_length = 128;   // --max-name-length
-  std::string cluster_token;      // given to the trainer (BERTH_CLUSTER_TOKEN)
+  // The longest stop_grace_period_s a job may ask for (--max-stop-grace-period-s).
+  absl::Duration max_stop_grace = absl::Minutes(10);
+  std::string cluster_token;  // given to the trainer (BERTH_CLUSTER_TOKEN)
   // Called (from a pool thread, with the controller's lock held: it must be
   // quick) each time a job restarts after a failure; for the head's
   // metrics. May be empty.
@@ -125,7 +127,8 @@ class TrainJobController {
   absl::StatusOr<std::string> Submit(v1::SubmitTrainJobRequest request);
   absl::Status Get(const std::string& job_id, v1::TrainJobInfo* info) const;
   void List(const v1::ListTrainJobsRequest& request, v1::ListTrainJobsResponse* response) const;
-  absl::Status Stop(const std::string& job_id);
+  // The job's state when asked (a terminal one: nothing to stop).
+  absl::StatusOr<v1::TrainJobState> Stop(const std::string& job_id);
   absl::Status ReportProgress(const v1::ReportTrainProgressRequest& request);
   // Events from the head (call without the head's lock).
   void OnWorkerExit(const std::string& node_id, const v1::WorkerStatus& status);
@@ -134,9 +137,11 @@ class TrainJobController {
   // older than what the job saw already is dropped.
   void OnGroupChanged(GroupSnapshot group);
   void OnNodeDead(const std::string& node_id);
-  // The current attempt's workers (all ranks, or one).
-  absl::StatusOr<std::vector<RankLog>> Logs(const std::string& job_id,
-                                            std::optional<uint32_t> rank) const;
+  // Where the output of the job's latest attempts is, oldest first: every
+  // rank's (a launcher per node's once, for its node's ranks) or one
+  // rank's, of every attempt kept or one.
+  absl::StatusOr<std::vector<RankLog>> Logs(const std::string& job_id, std::optional<uint32_t> rank,
+                                            std::optional<uint32_t> attempt) const;
   // Takes back the jobs a previous head wrote (after its placement groups
   // were restored): see JobReconciler::Restored.
   void Restore(const std::vector<v1::TrainJobRecord>& records);
@@ -175,7 +180,7 @@ class TrainJobController {
   JobActionResult Execute(const std::string& job_id, JobAction action);
   ProcessesStarted Start(StartProcesses action);
   WorkersListed ListOn(const std::string& job_id, const std::set<std::string>& nodes);
-  StopsSent StopAll(const JobProcesses& processes);
+  StopsSent StopAll(const StopProcesses& stop);
   void WakeLocked(const std::string& job_id, Job& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Takes a new or restored job; one not done is due at once.
   void AddLocked(const std::string& id, std::unique_ptr<Job> job)

@@ -47,12 +47,28 @@ absl::Status ValidateEntrypoint(const v1::TrainJobSpec& spec) {
                               "spec.entrypoint.command.argv");
 }
 
-}  // namespace
-
-bool IsTerminal(v1::TrainJobState state) {
-  return state == v1::TRAIN_JOB_STATE_SUCCEEDED || state == v1::TRAIN_JOB_STATE_FAILED ||
-         state == v1::TRAIN_JOB_STATE_STOPPED;
+// The job's clocks: its time limit, progress timeout and grace period.
+absl::Status ValidateTimes(const v1::TrainJobSpec& spec, absl::Duration max_stop_grace) {
+  if (spec.time_limit_s() < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("spec.time_limit_s: ", spec.time_limit_s(), " is negative; 0 means no limit"));
+  }
+  if (spec.failure_config().progress_timeout_s() < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "spec.failure_config.progress_timeout_s: ", spec.failure_config().progress_timeout_s(),
+        " is negative; 0 means off"));
+  }
+  if (spec.has_stop_grace_period_s() &&
+      (spec.stop_grace_period_s() < 0 ||
+       absl::Seconds(spec.stop_grace_period_s()) > max_stop_grace)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "spec.stop_grace_period_s: ", spec.stop_grace_period_s(), " is not within 0 and ",
+        absl::ToInt64Seconds(max_stop_grace), " (the head's --max-stop-grace-period-s)"));
+  }
+  return absl::OkStatus();
 }
+
+}  // namespace
 
 bool IsPerNode(const v1::TrainJobSpec& spec) {
   const v1::Entrypoint::Command& c = spec.entrypoint().command();
@@ -77,7 +93,7 @@ Launcher LauncherOf(const v1::Entrypoint::Command& command) {
 }
 
 absl::Status ValidateTrainJobRequest(const v1::SubmitTrainJobRequest& request,
-                                     size_t max_name_length) {
+                                     size_t max_name_length, absl::Duration max_stop_grace) {
   if (absl::Status s = ValidateString(request.request_id(), "request_id", 128, true); !s.ok()) {
     return s;
   }
@@ -90,14 +106,11 @@ absl::Status ValidateTrainJobRequest(const v1::SubmitTrainJobRequest& request,
       !s.ok()) {
     return s;
   }
-  if (request.spec().time_limit_s() < 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "spec.time_limit_s: ", request.spec().time_limit_s(), " is negative; 0 means no limit"));
-  }
   if (request.spec().failure_config().max_failures() < -1) {
     return absl::InvalidArgumentError(
         "spec.failure_config.max_failures: -1 (unlimited), 0 or more");
   }
+  if (absl::Status s = ValidateTimes(request.spec(), max_stop_grace); !s.ok()) return s;
   return ValidateEntrypoint(request.spec());
 }
 

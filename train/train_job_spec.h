@@ -9,16 +9,19 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "berth/v1/head.pb.h"
 #include "placement/placement_group_spec.h"
 #include "train/worker_env.h"
+#include "wire/train_job_state.h"
 
 namespace berth {
 
 // Every field of the request but the job's placement (which
 // PlacementGroupForJob checks); errors name the field (`spec.name`, ...).
+// `max_stop_grace` bounds spec.stop_grace_period_s.
 absl::Status ValidateTrainJobRequest(const v1::SubmitTrainJobRequest& request,
-                                     size_t max_name_length);
+                                     size_t max_name_length, absl::Duration max_stop_grace);
 
 // Converts the wire ScalingConfig into the train layer's, then into the
 // job's placement group. Errors name the field under `spec.scaling_config`.
@@ -28,8 +31,6 @@ absl::StatusOr<PlacementGroupSpec> PlacementGroupForJob(const v1::TrainJobSpec& 
 // starts the node's ranks itself.
 bool IsPerNode(const v1::TrainJobSpec& spec);
 
-// SUCCEEDED, FAILED or STOPPED: the job will do nothing more.
-bool IsTerminal(v1::TrainJobState state);
 // A per-rank Python command gets a store host of its own interpreter
 // (worker_env.h); a launcher's agent hosts its own.
 bool HasStoreHost(const v1::TrainJobSpec& spec);

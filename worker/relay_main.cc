@@ -12,6 +12,7 @@
 #include "common/help_json.h"
 #include "common/log.h"
 #include "common/log_flag.h"
+#include "common/version.h"
 #include "worker/flags.h"
 #include "worker/report_relay.h"
 
@@ -35,6 +36,7 @@ int main(int argc, char** argv) {
   app.add_option("--head", flags.head, "head to report progress to, HOST:PORT");
   app.add_option("--job-id", flags.job_id, "job id to report progress as");
   const berth::LogFlag log_flag(app);
+  berth::AddVersionFlag(app, "berth-relay");
   berth::AddHelpJsonFlag(app);
   CLI11_PARSE(app, argc, argv);
   log_flag.Init("berth-relay");

@@ -11,6 +11,7 @@
 #include "absl/time/time.h"
 #include "common/help_json.h"
 #include "common/log_flag.h"
+#include "common/version.h"
 #include "worker/flags.h"
 #include "worker/torchrun_env.h"
 #include "worker/train.h"
@@ -76,6 +77,7 @@ int main(int argc, char** argv) {
       ->capture_default_str();
 
   const berth::LogFlag log_flag(app);
+  berth::AddVersionFlag(app, "berth-worker");
   berth::AddHelpJsonFlag(app);
   try {
     app.parse(argc, argv);

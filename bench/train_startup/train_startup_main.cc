@@ -47,6 +47,7 @@
 #include "absl/strings/str_split.h"
 #include "berth/v1/head.grpc.pb.h"
 #include "tests/integration/local_cluster.h"
+#include "wire/train_job_state.h"
 
 namespace berth {
 namespace {
@@ -140,11 +141,6 @@ absl::StatusOr<ScriptStartup> ReadScriptStartup(testing::LocalCluster& cluster,
   return out;
 }
 
-bool Terminal(v1::TrainJobState s) {
-  return s == v1::TRAIN_JOB_STATE_SUCCEEDED || s == v1::TRAIN_JOB_STATE_FAILED ||
-         s == v1::TRAIN_JOB_STATE_STOPPED;
-}
-
 // Submits one job, waits until it is over (so the next one starts on an
 // idle machine) and returns its stages.
 absl::StatusOr<Stages> RunOne(testing::LocalCluster& cluster, const Flags& flags, int workers,
@@ -168,7 +164,7 @@ absl::StatusOr<Stages> RunOne(testing::LocalCluster& cluster, const Flags& flags
       return absl::UnavailableError(absl::StrCat("GetTrainJob: ", s.error_message()));
     }
     job = response.job();
-    if (Terminal(job.state())) break;
+    if (IsTerminal(job.state())) break;
     if (std::chrono::steady_clock::now() > deadline) {
       return absl::DeadlineExceededError(
           absl::StrCat(job.job_id(), " not done after 2 minutes: ", job.message()));

@@ -2,13 +2,18 @@
 // berth submit FILE, jobs, job ID, logs ID, stop ID (like `ray job`,
 // sbatch, squeue).
 #include <algorithm>
+#include <filesystem>
 #include <iostream>
+#include <map>
 #include <memory>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "auth/cluster_token.h"
@@ -18,16 +23,12 @@
 #include "client/job_file.h"
 #include "common/working_dir_package.h"
 #include "grpcpp/grpcpp.h"
+#include "wire/train_job_state.h"
 
 namespace berth {
 namespace {
 
 constexpr double kDefaultPollSeconds = 0.5;
-
-bool IsTerminal(v1::TrainJobState state) {
-  return state == v1::TRAIN_JOB_STATE_SUCCEEDED || state == v1::TRAIN_JOB_STATE_FAILED ||
-         state == v1::TRAIN_JOB_STATE_STOPPED;
-}
 
 // What a followed job is doing: why it waits while PENDING, how many
 // workers started while STARTING, else step, loss and state.
@@ -112,7 +113,22 @@ int SubmitJob(const Context& ctx, v1::TrainJobSpec spec, bool wait, double wait_
 }
 
 int RunJobSubmit(const Context& ctx, const JobSubmitFlags& flags) {
-  absl::StatusOr<v1::TrainJobSpec> spec = BuildTrainJobSpec(flags.args);
+  JobSubmitArgs args = flags.args;
+  if (!args.command.empty()) {
+    // Relative paths in the command mean what they mean here (Slurm's
+    // default), on a filesystem the nodes share.
+    std::error_code error;
+    const std::filesystem::path dir = args.working_dir.empty()
+                                          ? std::filesystem::current_path(error)
+                                          : std::filesystem::absolute(args.working_dir, error);
+    if (error) {
+      return UsageError(
+          absl::InvalidArgumentError(absl::StrCat("--working-dir: ", error.message())));
+    }
+    args.working_dir = std::string(absl::StripSuffix(dir.lexically_normal().string(), "/"));
+    if (args.working_dir.empty()) args.working_dir = "/";
+  }
+  absl::StatusOr<v1::TrainJobSpec> spec = BuildTrainJobSpec(args);
   if (!spec.ok()) return UsageError(spec.status());
   return SubmitJob(ctx, *std::move(spec), flags.wait->count() > 0, flags.wait_seconds);
 }
@@ -174,6 +190,7 @@ int RunJobGet(const Context& ctx, const JobIdFlags& flags) {
 
 struct JobListFlags {
   std::vector<std::string> states;
+  std::string queue;
 };
 
 int RunJobList(const Context& ctx, const JobListFlags& flags) {
@@ -183,14 +200,25 @@ int RunJobList(const Context& ctx, const JobListFlags& flags) {
     if (!state.ok()) return UsageError(state.status());
     request.add_states(*state);
   }
+  request.set_queue(flags.queue);
   return Print(ctx, ctx.client.ListTrainJobs(request), FormatTrainJobs);
 }
 
 int RunJobStop(const Context& ctx, const JobIdFlags& flags) {
   v1::StopTrainJobRequest request;
   request.set_job_id(flags.id);
-  return Print(ctx, ctx.client.StopTrainJob(request), [&](const v1::StopTrainJobResponse&) {
-    return absl::StrCat("stopped ", flags.id, "\n");
+  absl::StatusOr<v1::StopTrainJobResponse> stopped = ctx.client.StopTrainJob(request);
+  if (stopped.ok() && IsTerminal(stopped->state())) {
+    // Nothing was stopped: a script that stops a job it believes runs
+    // learns it was wrong.
+    if (ctx.json) PrintJson(*stopped);
+    std::cerr << "berth: job " << flags.id << " had already ended ("
+              << TrainJobStateName(stopped->state()) << "); nothing to stop\n";
+    return kExitHeadError;
+  }
+  return Print(ctx, stopped, [&](const v1::StopTrainJobResponse&) {
+    return absl::StrCat("stopping ", flags.id,
+                        " (its processes get SIGTERM, then SIGKILL after its grace period)\n");
   });
 }
 
@@ -210,25 +238,39 @@ struct LogsFlags {
   std::string id;
   CLI::Option* rank = nullptr;  // count() > 0 when --rank was given
   uint32_t rank_value = 0;
+  CLI::Option* attempt = nullptr;  // likewise --attempt
+  uint32_t attempt_value = 0;
   bool follow = false;
 };
 
 // Writes log chunks to stdout, with "[rank r] " before each line when they
-// come from several ranks; a line split across chunks is joined first.
+// come from several workers ("[node n] " for a launcher per node, which
+// writes for its node's ranks); a line split across chunks is joined first.
+// With `headers`, a line "==> attempt N <==" marks where a later attempt's
+// output begins (a restart).
 class LogPrinter {
  public:
-  explicit LogPrinter(bool prefix) : prefix_(prefix) {}
+  LogPrinter(bool prefix, bool headers) : prefix_(prefix), headers_(headers) {}
 
   void Add(const v1::LogChunk& chunk) {
+    if (headers_ && chunk.attempt() != attempt_.value_or(0)) {
+      Flush();
+      std::cout << (attempt_ ? "\n" : "") << "==> attempt " << chunk.attempt() << " <==\n";
+    }
+    attempt_ = chunk.attempt();
     if (!prefix_) {
       std::cout << chunk.data() << std::flush;
       return;
     }
-    std::string& partial = partial_[{chunk.rank(), chunk.stream()}];
+    const std::string label = chunk.has_node_rank()
+                                  ? absl::StrCat("[node ", chunk.node_rank(), "] ")
+                                  : absl::StrCat("[rank ", chunk.rank(), "] ");
+    auto& [shown_as, partial] = partial_[{chunk.worker_id(), chunk.stream()}];
+    shown_as = label;
     partial += chunk.data();
     size_t end;
     while ((end = partial.find('\n')) != std::string::npos) {
-      std::cout << "[rank " << chunk.rank() << "] " << partial.substr(0, end + 1);
+      std::cout << label << partial.substr(0, end + 1);
       partial.erase(0, end + 1);
     }
     std::cout << std::flush;
@@ -236,15 +278,18 @@ class LogPrinter {
 
   // Prints the unterminated last lines.
   void Flush() {
-    for (const auto& [key, partial] : partial_) {
-      if (!partial.empty()) std::cout << "[rank " << key.first << "] " << partial << "\n";
+    for (const auto& [key, line] : partial_) {
+      if (!line.second.empty()) std::cout << line.first << line.second << "\n";
     }
     partial_.clear();
   }
 
  private:
   const bool prefix_;
-  std::map<std::pair<uint32_t, int>, std::string> partial_;
+  const bool headers_;
+  std::optional<uint32_t> attempt_;  // of the last chunk
+  // By (worker, stream): its label and its unterminated line.
+  std::map<std::pair<std::string, int>, std::pair<std::string, std::string>> partial_;
 };
 
 // The head's StreamTrainJobLogs; a server stream, so not a HeadClient call
@@ -254,6 +299,7 @@ int RunLogs(const Context& ctx, const LogsFlags& flags) {
   v1::StreamTrainJobLogsRequest request;
   request.set_job_id(flags.id);
   if (flags.rank->count() > 0) request.set_rank(flags.rank_value);
+  if (flags.attempt->count() > 0) request.set_attempt(flags.attempt_value);
   request.set_follow(flags.follow);
   grpc::ClientContext context;
   AttachClusterToken(&context, ctx.client.cluster_token());
@@ -261,9 +307,17 @@ int RunLogs(const Context& ctx, const LogsFlags& flags) {
   if (!flags.follow) context.set_deadline(absl::ToChronoTime(absl::Now() + ctx.timeout));
   std::unique_ptr<grpc::ClientReader<v1::LogChunk>> reader =
       stub->StreamTrainJobLogs(&context, request);
-  LogPrinter printer(/*prefix=*/flags.rank->count() == 0);
+  LogPrinter printer(/*prefix=*/flags.rank->count() == 0,
+                     /*headers=*/flags.attempt->count() == 0);
   v1::LogChunk chunk;
-  while (reader->Read(&chunk)) printer.Add(chunk);
+  bool told = false;
+  while (reader->Read(&chunk)) {
+    if (flags.rank->count() > 0 && chunk.has_node_rank() && !std::exchange(told, true)) {
+      std::cerr << "berth: rank " << flags.rank_value << " runs under node " << chunk.node_rank()
+                << "'s launcher, which writes for all of the node's ranks: this is its output\n";
+    }
+    printer.Add(chunk);
+  }
   printer.Flush();
   const grpc::Status status = reader->Finish();
   if (status.ok()) return kExitOk;
@@ -290,14 +344,23 @@ void AddTopLevelJobCommands(CLI::App& app, CLI::App* job, Action* action) {
   auto jobs = std::make_shared<JobListFlags>();
   CLI::App* jobs_cmd = app.add_subcommand("jobs", "List train jobs (= job list)");
   jobs_cmd->add_option("--state", jobs->states, "Only jobs in this state (repeatable)");
+  jobs_cmd->add_option("--queue", jobs->queue, "Only jobs of this queue");
   OnChosen(jobs_cmd, action, jobs, RunJobList);
 
   auto logs = std::make_shared<LogsFlags>();
   CLI::App* logs_cmd = app.add_subcommand(
-      "logs", "Print a job's worker output, \"[rank r] \"-prefixed unless --rank is given");
+      "logs",
+      "Print a job's worker output, \"[rank r] \"-prefixed unless --rank is given (\"[node n] \" "
+      "for a launcher per node, torchrun or accelerate, which writes for its node's ranks)");
   logs_cmd->add_option("ID", logs->id, "Job id")->required();
   logs->rank = logs_cmd->add_option("--rank", logs->rank_value, "Only this world rank");
-  logs_cmd->add_flag("-f,--follow", logs->follow, "Keep printing new output until the job ends");
+  logs->attempt = logs_cmd->add_option(
+      "--attempt", logs->attempt_value,
+      "Only this attempt (0 = the first; `berth job ID` shows the latest); default: every "
+      "attempt kept, a \"==> attempt N <==\" line where each later one begins");
+  logs_cmd->add_flag("-f,--follow", logs->follow,
+                     "Keep printing new output until the job ends (a restart's output "
+                     "after its header line)");
   OnChosen(logs_cmd, action, logs, RunLogs);
 
   auto stop = std::make_shared<JobIdFlags>();
@@ -364,8 +427,14 @@ void AddJobFieldFlags(CLI::App* cmd, JobSubmitArgs& args) {
   cmd->add_option("--priority-class", args.priority_class,
                   "A priority class (berth queue priority-class) instead of --priority");
   cmd->add_option("--time-limit", args.time_limit,
-                  "Like Slurm's --time, e.g. 2h: lets the job start past a reserved "
-                  "gang without delaying it");
+                  "Like Slurm's --time, e.g. 2h: at the limit the job is stopped and ends "
+                  "TIMED_OUT; lets it start past a reserved gang without delaying it");
+  cmd->add_option("--stop-grace-period", args.stop_grace_period,
+                  "Time the processes get from SIGTERM to SIGKILL when stopped, e.g. 60s "
+                  "(default: the head's, 30s)");
+  cmd->add_option("--progress-timeout", args.progress_timeout,
+                  "An attempt that reported progress and then none for this long is hung: "
+                  "it fails and restarts under --max-failures, e.g. 30m");
   cmd->add_option("--storage-path", args.storage_path,
                   "Where checkpoints go (default: the head's storage)");
 }
@@ -384,6 +453,9 @@ void AddEntrypointFlags(CLI::App* cmd, JobSubmitArgs& args) {
   // flags rather than just this option's values.
   cmd->add_option("--env", args.env, "Command: KEY=VALUE for every rank (repeatable)")
       ->allow_extra_args(false);
+  cmd->add_option("--working-dir", args.working_dir,
+                  "Command: the folder every rank runs in, the same path on every node (a "
+                  "shared filesystem; default: the current folder, as Slurm's sbatch)");
   cmd->add_option("COMMAND", args.command, "After `--`: the program and arguments every rank runs");
 }
 
@@ -421,7 +493,8 @@ void AddJobCommands(CLI::App& app, Action* action) {
   CLI::App* list_cmd = job->add_subcommand("list", "List train jobs");
   list_cmd->add_option("--state", list->states,
                        "Only jobs in this state (repeatable): PENDING, STARTING, RUNNING, "
-                       "RESTARTING, SUCCEEDED, FAILED, STOPPED");
+                       "RESTARTING, SUCCEEDED, FAILED, STOPPED, TIMED_OUT");
+  list_cmd->add_option("--queue", list->queue, "Only jobs of this queue");
   OnChosen(list_cmd, action, list, RunJobList);
 
   auto stop = std::make_shared<JobIdFlags>();

@@ -40,7 +40,7 @@ int RunPgCreate(const Context& ctx, const PgCreateFlags& flags) {
   request.set_priority_class(flags.priority_class);
   if (flags.non_preemptible) request.set_preemptible(false);
   if (!flags.time_limit.empty()) {
-    absl::StatusOr<int64_t> limit = ParseTimeLimitSeconds(flags.time_limit, "--time-limit");
+    absl::StatusOr<int64_t> limit = ParseDurationSeconds(flags.time_limit, "--time-limit", 1);
     if (!limit.ok()) return UsageError(limit.status());
     request.set_time_limit_s(*limit);
   }

@@ -23,7 +23,7 @@ from berth.config import FailureConfig, ScalingConfig
 from berth.errors import BerthError, InvalidArgumentError, from_rpc_error
 
 DEFAULT_ADDRESS = "127.0.0.1:6380"
-TERMINAL_STATES = ("SUCCEEDED", "FAILED", "STOPPED")
+TERMINAL_STATES = ("SUCCEEDED", "FAILED", "STOPPED", "TIMED_OUT")
 LAUNCHERS = ("torchrun", "accelerate")
 
 
@@ -152,12 +152,15 @@ class Job:
             stream = common_pb2.LogStream.Name(chunk.stream).replace("LOG_STREAM_", "").lower()
             yield chunk.rank, stream, chunk.data.decode("utf-8", "replace")
 
-    def stop(self) -> None:
-        """Stops the job (STOPPED once its processes are gone)."""
-        from berth.v1 import head_pb2
+    def stop(self) -> bool:
+        """Stops the job (STOPPED once its processes are gone, each given
+        the job's grace period after SIGTERM). False if it had already
+        ended: nothing was stopped."""
+        from berth.v1 import head_pb2, train_pb2
 
-        self._client._call("StopTrainJob", head_pb2.StopTrainJobRequest(job_id=self.id,
-                                                                        request_id=str(uuid.uuid4())))
+        response = self._client._call("StopTrainJob", head_pb2.StopTrainJobRequest(
+            job_id=self.id, request_id=str(uuid.uuid4())))
+        return train_pb2.TrainJobState.Name(response.state)[len("TRAIN_JOB_STATE_"):] not in TERMINAL_STATES
 
 
 def _heads_target(address: str):
@@ -302,7 +305,7 @@ class Client:
                labels: Optional[Dict[str, str]] = None,
                builtin: Optional[Dict[str, Union[int, float, str]]] = None,
                queue: str = "", priority: int = 0, priority_class: str = "",
-               time_limit_s: int = 0) -> Job:
+               time_limit_s: int = 0, stop_grace_period_s: Optional[int] = None) -> Job:
         """Submits a train job: ``entrypoint`` runs on every rank (a list
         of argv, or a string split like a shell would), or once per node
         with ``per_node`` / ``launcher`` ("torchrun", "accelerate");
@@ -311,8 +314,12 @@ class Client:
         empty is the default queue. ``priority`` orders it within its queue
         (higher first, and may preempt lower), or ``priority_class`` names
         one (``berth queue priority-class``); ``time_limit_s`` (like
-        Slurm's ``--time``; 0 = none) lets it start past a reserved gang.
-        ``working_dir`` is a folder every node has (a shared filesystem);
+        Slurm's ``--time``; 0 = none): at the limit the job is stopped and
+        ends TIMED_OUT (it also lets it start past a reserved gang).
+        ``stop_grace_period_s``: how long its processes get from SIGTERM to
+        SIGKILL when stopped (None = the head's default, 30 s).
+        ``working_dir`` is a folder every node has (a shared filesystem;
+        default: the current folder);
         ``working_dir_package`` one uploaded by ``upload_working_dir``,
         unpacked on each node, as Ray's runtime_env working_dir."""
         import shlex
@@ -324,6 +331,8 @@ class Client:
                                       storage_path=storage_path, queue=queue,
                                       priority=priority, priority_class=priority_class,
                                       time_limit_s=time_limit_s)
+        if stop_grace_period_s is not None:
+            spec.stop_grace_period_s = stop_grace_period_s
         if failure_config is not None:
             spec.failure_config.CopyFrom(failure_config.to_proto())
         for key, value in (labels or {}).items():
@@ -344,7 +353,9 @@ class Client:
             command.argv.extend(argv)
             for key, value in (env or {}).items():
                 command.env[key] = str(value)
-            command.working_dir = working_dir
+            # Neither given: the folder it was submitted from, as Slurm's
+            # sbatch (the same path on every node: a shared filesystem).
+            command.working_dir = working_dir or ("" if working_dir_package else os.getcwd())
             command.working_dir_package = working_dir_package
             command.per_node = per_node
             if launcher is not None:

@@ -227,11 +227,15 @@ class FailureConfig:
         count_node_failures: whether an attempt ended by a node dying under
             it counts against max_failures (True, as in Ray); False
             restarts on the rescheduled bundles without counting.
+        progress_timeout_s: hang detection: an attempt that reported
+            progress (``berth.train.report``) and then nothing for this many
+            seconds fails and restarts under max_failures; 0 = off.
     """
 
     max_failures: int = 0
     fail_fast: Union[bool, str] = False
     count_node_failures: bool = True
+    progress_timeout_s: int = 0
 
     def __post_init__(self) -> None:
         if isinstance(self.max_failures, bool) or not isinstance(self.max_failures, int) or self.max_failures < -1:
@@ -242,9 +246,14 @@ class FailureConfig:
             raise InvalidArgumentError("fail_fast: needs max_failures=0 (as in Ray)")
         if not isinstance(self.count_node_failures, bool):
             raise InvalidArgumentError(f"count_node_failures: True or False, not {self.count_node_failures!r}")
+        if (isinstance(self.progress_timeout_s, bool) or not isinstance(self.progress_timeout_s, int)
+                or self.progress_timeout_s < 0):
+            raise InvalidArgumentError(
+                f"progress_timeout_s: seconds >= 0 (0 = off), not {self.progress_timeout_s!r}")
 
     def to_proto(self):
         from berth.v1 import train_pb2
 
         return train_pb2.FailureConfig(max_failures=self.max_failures,
-                                       count_node_failures=self.count_node_failures)
+                                       count_node_failures=self.count_node_failures,
+                                       progress_timeout_s=self.progress_timeout_s)

@@ -93,8 +93,9 @@ def test_logs_and_stop(cluster):
         import time
         time.sleep(0.1)
     assert "hello from rank 0" in job.logs(rank=0)
-    job.stop()
+    assert job.stop()
     assert job.wait(timeout=60).state == "STOPPED"
+    assert not job.stop()  # it had ended: nothing to stop
 
 
 def test_the_heads_errors_are_exceptions(cluster):

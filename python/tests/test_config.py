@@ -109,7 +109,9 @@ def test_failure_config_checks():
     proto = berth.FailureConfig().to_proto()
     assert proto.HasField("count_node_failures") and proto.count_node_failures
     assert not berth.FailureConfig(count_node_failures=False).to_proto().count_node_failures
+    assert berth.FailureConfig(progress_timeout_s=600).to_proto().progress_timeout_s == 600
     for kwargs in ({"max_failures": -2}, {"max_failures": "3"}, {"fail_fast": True, "max_failures": 2},
-                   {"count_node_failures": "no"}):
+                   {"count_node_failures": "no"}, {"progress_timeout_s": -1},
+                   {"progress_timeout_s": 1.5}):
         with pytest.raises(berth.InvalidArgumentError):
             berth.FailureConfig(**kwargs)

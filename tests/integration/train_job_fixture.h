@@ -1,5 +1,5 @@
 // TrainJobTest: the fixture of the train job integration tests
-// (train_job_test.cc, train_fault_test.cc): a real berth-head and two
+// (train_job_test.cc, train_fault_test.cc, job_promises_test.cc): a real berth-head and two
 // berth-raylets with two simulated GPUs each, the berth-worker trainer and
 // ranks (Gloo: libtorch here is CPU-only) or user commands, and the helpers
 // both files use.
@@ -20,6 +20,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/integration/local_cluster.h"
+#include "wire/train_job_state.h"
 
 namespace berth::testing {
 
@@ -125,9 +126,7 @@ class TrainJobTest : public ::testing::Test {
     WaitUntil(
         [&] {
           info = Get(id);
-          return info.state() == v1::TRAIN_JOB_STATE_SUCCEEDED ||
-                 info.state() == v1::TRAIN_JOB_STATE_FAILED ||
-                 info.state() == v1::TRAIN_JOB_STATE_STOPPED;
+          return IsTerminal(info.state());
         },
         timeout);
     return info;

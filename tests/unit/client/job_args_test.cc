@@ -73,9 +73,11 @@ TEST(JobArgsTest, ACommandRunsOnEveryRankWithItsEnv) {
   JobSubmitArgs args = FourGpuWorkers();
   args.command = {"python", "train.py", "--epochs", "3"};
   args.env = {"NCCL_DEBUG=INFO", "EMPTY=", "EQ=a=b"};
+  args.working_dir = "/shared/proj";
   absl::StatusOr<v1::TrainJobSpec> spec = BuildTrainJobSpec(args);
   ASSERT_TRUE(spec.ok()) << spec.status();
   ASSERT_TRUE(spec->entrypoint().has_command());
+  EXPECT_EQ(spec->entrypoint().command().working_dir(), "/shared/proj");
   EXPECT_THAT(spec->entrypoint().command().argv(),
               ElementsAre("python", "train.py", "--epochs", "3"));
   EXPECT_THAT(
@@ -215,12 +217,39 @@ TEST(JobArgsTest, BadScalarsNameTheFlag) {
   args = FourGpuWorkers();
   args.batch_size = 0;
   EXPECT_THAT(Error(args), StartsWith("--batch-size: must be at least 1"));
+
+  args = FourGpuWorkers();
+  args.time_limit = "0s";
+  EXPECT_THAT(Error(args), StartsWith("--time-limit: '0s' is not a duration of whole seconds"));
+  args = FourGpuWorkers();
+  args.stop_grace_period = "soon";
+  EXPECT_THAT(Error(args), StartsWith("--stop-grace-period: 'soon' is not a duration"));
+  args = FourGpuWorkers();
+  args.progress_timeout = "0s";
+  EXPECT_THAT(Error(args), StartsWith("--progress-timeout: '0s' is not a duration"));
+}
+
+TEST(JobArgsTest, TheJobsClocksAreRead) {
+  JobSubmitArgs args = FourGpuWorkers();
+  args.time_limit = "1h30m";
+  args.stop_grace_period = "0s";
+  args.progress_timeout = "10m";
+  absl::StatusOr<v1::TrainJobSpec> spec = BuildTrainJobSpec(args);
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->time_limit_s(), 5400);
+  ASSERT_TRUE(spec->has_stop_grace_period_s());
+  EXPECT_EQ(spec->stop_grace_period_s(), 0);
+  EXPECT_EQ(spec->failure_config().progress_timeout_s(), 600);
+  EXPECT_FALSE(BuildTrainJobSpec(FourGpuWorkers())->has_stop_grace_period_s());
 }
 
 TEST(JobArgsTest, EntrypointFlagsOfTheOtherKindAreErrors) {
   JobSubmitArgs args = FourGpuWorkers();
   args.env = {"A=1"};
   EXPECT_THAT(Error(args), StartsWith("--env: only with a command after `--`"));
+  args = FourGpuWorkers();
+  args.working_dir = "/shared";
+  EXPECT_THAT(Error(args), StartsWith("--working-dir: only with a command after `--`"));
 
   args = FourGpuWorkers();
   args.command = {"python", "train.py"};

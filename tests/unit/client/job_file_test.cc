@@ -83,14 +83,27 @@ queues:
   EXPECT_THAT(error("cohorts: org\n"), StartsWith("queues.yaml:1: cohorts: expected a list"));
 }
 
-TEST(JobFileTest, APriorityClassAndATimeLimitAreRead) {
+TEST(JobFileTest, APriorityClassAndTheJobsClocksAreRead) {
   absl::StatusOr<v1::TrainJobSpec> spec = ParseJobFile(
-      "scaling: {num_workers: 1}\npriority_class: high\ntime_limit: 1h30m\n", "job.yaml");
+      "scaling: {num_workers: 1}\npriority_class: high\ntime_limit: 1h30m\n"
+      "stop_grace_period: 0s\nfailure: {max_failures: -1, progress_timeout: 5m}\n",
+      "job.yaml");
   ASSERT_TRUE(spec.ok()) << spec.status();
   EXPECT_EQ(spec->priority_class(), "high");
   EXPECT_EQ(spec->time_limit_s(), 5400);
+  ASSERT_TRUE(spec->has_stop_grace_period_s());  // 0: SIGKILL at once, not the default
+  EXPECT_EQ(spec->stop_grace_period_s(), 0);
+  EXPECT_EQ(spec->failure_config().progress_timeout_s(), 300);
+  EXPECT_FALSE(ParseJobFile("scaling: {num_workers: 1}\n", "job.yaml")->has_stop_grace_period_s());
   EXPECT_THAT(ErrorOf("scaling: {num_workers: 1}\ntime_limit: soon\n"),
-              StartsWith("job.yaml:2: time_limit: 'soon' is not a time limit"));
+              StartsWith("job.yaml:2: time_limit: 'soon' is not a duration"));
+  EXPECT_THAT(ErrorOf("scaling: {num_workers: 1}\ntime_limit: 0s\n"),
+              StartsWith("job.yaml:2: time_limit: '0s' is not a duration of whole seconds of at "
+                         "least 1s"));
+  EXPECT_THAT(ErrorOf("scaling: {num_workers: 1}\nstop_grace_period: 1.5s\n"),
+              StartsWith("job.yaml:2: stop_grace_period: '1.5s' is not a duration"));
+  EXPECT_THAT(ErrorOf("scaling: {num_workers: 1}\nfailure: {progress_timeout: -1m}\n"),
+              StartsWith("job.yaml:2: failure.progress_timeout: '-1m' is not a duration"));
 }
 
 TEST(JobFileTest, EveryExampleParses) {
@@ -323,7 +336,8 @@ TEST(JobFileTest, QuantitiesAsNumbersOrStrings) {
 TEST(JobFileTest, UnknownKeysNameTheKeyAndTheAllowedOnes) {
   EXPECT_EQ(ErrorOf("scaling:\n  num_workers: 1\nnmae: x\n"),
             "job.yaml:3: nmae: unknown key (allowed: name, queue, priority, priority_class, "
-            "time_limit, scaling, entrypoint, failure, checkpoint_dir, labels, runtime_env)");
+            "time_limit, stop_grace_period, scaling, entrypoint, failure, checkpoint_dir, labels, "
+            "runtime_env)");
   EXPECT_EQ(ErrorOf("name: x\nscaling:\n  num_workers: 2\n  use_gpus: true\n"),
             "job.yaml:4: scaling.use_gpus: unknown key (allowed: num_workers, use_gpu, "
             "resources_per_worker, trainer_resources, rank_resources, label_selector, "
@@ -369,7 +383,8 @@ TEST(JobFileTest, HandListedKeysAreTheirMessagesFieldsButForTheNamedDifferences)
                    {{"scaling_config", "scaling"},
                     {"failure_config", "failure"},
                     {"storage_path", "checkpoint_dir"},
-                    {"time_limit_s", "time_limit"}},
+                    {"time_limit_s", "time_limit"},
+                    {"stop_grace_period_s", "stop_grace_period"}},
                    {}, {"runtime_env"}));
   EXPECT_EQ(AllowedKeys(ErrorOf("scaling: {num_workers: 1, x: 1}\n")),
             KeysOf(*v1::ScalingConfig::descriptor(), {},
@@ -390,7 +405,8 @@ TEST(JobFileTest, HandListedKeysAreTheirMessagesFieldsButForTheNamedDifferences)
 // each by name; a new field fails this test until the file reads it.
 TEST(JobFileTest, KeysFromTheProtosAreTheOnesRead) {
   EXPECT_EQ(ErrorOf("failure: {x: 1}\nscaling: {num_workers: 1}\n"),
-            "job.yaml:1: failure.x: unknown key (allowed: max_failures, count_node_failures)");
+            "job.yaml:1: failure.x: unknown key (allowed: max_failures, count_node_failures, "
+            "progress_timeout)");
   EXPECT_EQ(ParseQueueFile("priority_classes: [{x: 1}]\n", "queues.yaml").status().message(),
             "queues.yaml:1: priority_classes[0].x: unknown key (allowed: name, value)");
   EXPECT_EQ(ParseQueueFile("- a\n- b\n", "queues.yaml").status().message(),

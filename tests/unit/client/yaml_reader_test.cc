@@ -43,9 +43,9 @@ TEST(YamlReaderTest, PathsJoinKeysAndBracketUserKeys) {
 
 TEST(YamlReaderTest, FieldKeysAreTheFieldNamesInOrderRenamedWhereAsked) {
   EXPECT_THAT(FieldKeys(*v1::FailureConfig::descriptor()),
-              ElementsAre("max_failures", "count_node_failures"));
+              ElementsAre("max_failures", "count_node_failures", "progress_timeout_s"));
   EXPECT_THAT(FieldKeys(*v1::FailureConfig::descriptor(), {{"max_failures", "retries"}}),
-              ElementsAre("retries", "count_node_failures"));
+              ElementsAre("retries", "count_node_failures", "progress_timeout_s"));
 }
 
 TEST(YamlReaderTest, MapsNameUnknownRepeatedAndEmptyKeys) {

@@ -124,7 +124,8 @@ TEST(HeadMetricsTest, StateGaugesFollowTheSnapshot) {
   EXPECT_THAT(Sample(f, "berth_placement_groups", {{"state", "PENDING"}}), Optional(0.0));
   EXPECT_EQ(SeriesCount(f, "berth_placement_groups"), 5u);
   EXPECT_THAT(Sample(f, "berth_train_jobs", {{"state", "RUNNING"}}), Optional(1.0));
-  EXPECT_EQ(SeriesCount(f, "berth_train_jobs"), 7u);
+  EXPECT_THAT(Sample(f, "berth_train_jobs", {{"state", "TIMED_OUT"}}), Optional(0.0));
+  EXPECT_EQ(SeriesCount(f, "berth_train_jobs"), 8u);
   // 3 gangs x 2 bundles of {GPU: 2} on A10G.
   const std::map<std::string, std::string> shape = {
       {"accelerator_type", "A10G"}, {"shape", "GPU: 2"}, {"strategy", "STRICT_SPREAD"}};

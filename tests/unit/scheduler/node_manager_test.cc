@@ -144,6 +144,13 @@ TEST_F(NodeManagerTest, MissedHeartbeatsMakeANodeDeadAndItMayRegisterAgain) {
   EXPECT_FALSE(nodes_.MarkDead("n2"));  // once
   EXPECT_FALSE(nodes_.MarkDead("nobody"));
   EXPECT_EQ(table_.node(*table_.FindNode("n2")).state, NodeState::kDead);
+  // Listed with nothing available: nothing can be placed there.
+  v1::ListNodesResponse list;
+  ASSERT_TRUE(nodes_.ListNodes({}, &list).ok());
+  for (const v1::NodeInfo& node : list.nodes()) {
+    EXPECT_EQ(node.available().amounts().empty(), node.node_id() == "n2") << node.DebugString();
+    EXPECT_FALSE(node.total().amounts().empty());
+  }
   EXPECT_EQ(heartbeats_.Heartbeat("n2", 2, 9002), HeartbeatBook::Standing::kUnknown);
   v1::RegisterNodeRequest again = Registration("n2", 1, "T4");
   again.set_request_id("second");

@@ -336,6 +336,14 @@ TEST_F(StartedTrainJobServiceTest, ASubmittedJobIsListedAndWaitsForItsPlacement)
   running.add_states(v1::TRAIN_JOB_STATE_RUNNING);
   ASSERT_TRUE(stub_->ListTrainJobs(Call().get(), running, &listed).ok());
   EXPECT_EQ(listed.jobs_size(), 0);
+  // And by its queue (it names none: the default one).
+  v1::ListTrainJobsRequest by_queue;
+  by_queue.set_queue("default");
+  ASSERT_TRUE(stub_->ListTrainJobs(Call().get(), by_queue, &listed).ok());
+  EXPECT_EQ(listed.jobs_size(), 1);
+  by_queue.set_queue("team-a");
+  ASSERT_TRUE(stub_->ListTrainJobs(Call().get(), by_queue, &listed).ok());
+  EXPECT_EQ(listed.jobs_size(), 0);
 
   // No worker runs yet: a log stream without follow ends with nothing; a
   // rank past num_workers is refused naming it.
@@ -344,8 +352,13 @@ TEST_F(StartedTrainJobServiceTest, ASubmittedJobIsListedAndWaitsForItsPlacement)
   int chunks = -1;
   EXPECT_TRUE(Logs(logs, &chunks).ok());
   EXPECT_EQ(chunks, 0);
-  logs.set_rank(1);
+  logs.set_attempt(1);  // one that has not started
   grpc::Status s = Logs(logs, &chunks);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_THAT(s.error_message(), StartsWith("attempt: 1 has not started"));
+  logs.clear_attempt();
+  logs.set_rank(1);
+  s = Logs(logs, &chunks);
   EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_THAT(s.error_message(), StartsWith("rank: 1 >= num_workers"));
 }

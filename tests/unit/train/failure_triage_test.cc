@@ -49,7 +49,7 @@ TEST(TriageFailureTest, AProcessFailureIsChargedAndRestartsUntilMaxFailures) {
   FailureVerdict verdict = TriageFailure(ProcessFailure(), MaxFailures(2), 1, false);
   EXPECT_EQ(verdict.action, FailureAction::kRestart);
   EXPECT_TRUE(verdict.charged);
-  EXPECT_FALSE(verdict.back_off);
+  EXPECT_TRUE(verdict.back_off);  // a crash loop is not retried in a tight loop
 
   verdict = TriageFailure(ProcessFailure(), MaxFailures(2), 2, false);
   EXPECT_EQ(verdict.action, FailureAction::kFail);

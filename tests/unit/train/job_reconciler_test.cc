@@ -3,13 +3,11 @@
 #include "train/job_reconciler.h"
 
 #include <csignal>
-#include <stdexcept>
 
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "tests/unit/train/worker_status_test_util.h"
-#include "train/train_job_spec.h"
+#include "tests/unit/train/job_reconciler_fixture.h"
 
 namespace berth {
 namespace {
@@ -18,208 +16,6 @@ using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 using ::testing::Pair;
-
-constexpr char kJob[] = "job-1";
-constexpr char kGroup[] = "pg-1";
-
-v1::TrainJobSpec BuiltinSpec(int workers) {
-  v1::TrainJobSpec spec;
-  spec.set_name("test");
-  spec.mutable_scaling_config()->set_num_workers(workers);
-  spec.mutable_scaling_config()->set_use_gpu(true);
-  spec.mutable_entrypoint()->mutable_builtin_trainer()->set_steps(100);
-  return spec;
-}
-
-// A group CREATED with bundle i on nodes[i], GPUs numbered per node.
-v1::PlacementGroupInfo Created(const std::vector<std::string>& nodes, int64_t placed_ms = 1) {
-  v1::PlacementGroupInfo group;
-  group.set_placement_group_id(kGroup);
-  group.set_state(v1::PLACEMENT_GROUP_STATE_CREATED);
-  group.set_placed_unix_ms(placed_ms);
-  std::map<std::string, uint32_t> next_gpu;
-  for (uint32_t i = 0; i < nodes.size(); ++i) {
-    group.add_bundles();
-    v1::BundleLocation* location = group.add_locations();
-    location->set_bundle_index(i);
-    location->set_node_id(nodes[i]);
-    location->add_gpus()->set_index(next_gpu[nodes[i]]++);
-  }
-  return group;
-}
-
-v1::WorkerStatus Exit(const std::string& worker, int code, int64_t failed_us = 0, int signal = 0) {
-  return testing::ExitStatus(kJob, worker, code, failed_us, signal);
-}
-
-std::string Worker(int attempt, const std::string& suffix) {
-  return absl::StrCat(kJob, "-a", attempt, "-", suffix);
-}
-
-// The job and the world it lives in; the test plays the controller.
-class JobReconcilerTest : public ::testing::Test {
- protected:
-  void New(v1::TrainJobSpec spec) {
-    v1::TrainJobInfo info;
-    info.set_job_id(kJob);
-    *info.mutable_spec() = spec;
-    info.set_state(v1::TRAIN_JOB_STATE_PENDING);
-    job_.emplace(std::move(info), *PlacementGroupForJob(spec), Options());
-  }
-  // A job a previous head wrote as `info`.
-  JobReconciler Restored(const v1::TrainJobInfo& info) {
-    v1::TrainJobRecord record;
-    *record.mutable_info() = info;
-    return JobReconciler::Restored(record, *PlacementGroupForJob(info.spec()), Options());
-  }
-  // A new job of `spec` whose group is placed on n0 and n1, up to the
-  // launch of its processes (on port 1): the launch.
-  StartProcesses UpToTheLaunch(v1::TrainJobSpec spec) {
-    New(spec);
-    Expect<CreateGroup>(Step());
-    Result(GroupCreated{std::string(kGroup)});
-    group_ = Created({"n0", "n1"});
-    alive_ = {"n0", "n1"};
-    Expect<AllocatePort>(Step());
-    Result(PortAllocated{std::make_pair(std::string("h"), uint16_t{1})});
-    return Expect<StartProcesses>(Step());
-  }
-  static JobOptions Options() {
-    JobOptions options;
-    options.head_address = "127.0.0.1:1";
-    options.node_dead_after = absl::Seconds(5);
-    return options;
-  }
-  JobStep Step() {
-    JobWorld world;
-    world.group = group_;
-    world.elastic = elastic_;
-    for (const std::string& node : job_->WatchedNodes()) {
-      if (alive_.count(node) > 0) world.alive.insert(node);
-    }
-    return job_->Step(now_, world);
-  }
-  // The step's action, which must be an `Action` (else the test fails).
-  template <typename Action>
-  Action Expect(JobStep step) {
-    if (!step.action || !std::holds_alternative<Action>(*step.action)) {
-      throw std::runtime_error(
-          step.action ? absl::StrCat("another action: ", step.action->index())
-                      : absl::StrCat("no action; waits until ", absl::FormatTime(step.wake_at)));
-    }
-    return std::get<Action>(*std::move(step.action));
-  }
-  absl::Time Waits(const JobStep& step) {
-    EXPECT_FALSE(step.action.has_value()) << "acts: " << step.action->index();
-    return step.wake_at;
-  }
-  void Result(JobActionResult result) { job_->OnResult(now_, std::move(result)); }
-
-  // Created, placed on `nodes` and started: RUNNING with its processes.
-  JobProcesses Run(const std::vector<std::string>& nodes, int attempt = 0) {
-    if (attempt == 0) {
-      Expect<CreateGroup>(Step());
-      Result(GroupCreated{std::string(kGroup)});
-    }
-    group_ = Created(nodes, attempt + 1);
-    for (const std::string& n : nodes) alive_.insert(n);
-    return Launch(nodes[0]);
-  }
-  // A placed attempt gets its port on `rank0_node` and starts: RUNNING.
-  // `seen`, if given, gets what it started.
-  JobProcesses Launch(const std::string& rank0_node, StartProcesses* seen = nullptr) {
-    EXPECT_EQ(Expect<AllocatePort>(Step()).node_id, rank0_node);
-    Result(PortAllocated{std::make_pair(std::string("10.0.0.1"), uint16_t{29500})});
-    StartProcesses start = Expect<StartProcesses>(Step());
-    JobProcesses started;
-    for (const auto& [node, workers] : start.by_node) {
-      for (const v1::WorkerSpec& w : workers) started[w.worker_id()] = node;
-    }
-    Result(ProcessesStarted{absl::OkStatus(), started});
-    EXPECT_EQ(job_->info().state(), v1::TRAIN_JOB_STATE_RUNNING);
-    if (seen != nullptr) *seen = std::move(start);
-    return started;
-  }
-  // The listing of every watched node: what runs there of `running`.
-  WorkersListed Listing(const std::set<std::string>& nodes, const JobProcesses& running) {
-    WorkersListed listed;
-    for (const std::string& node : nodes) {
-      if (alive_.count(node) == 0) {
-        listed.by_node.emplace(node, absl::UnavailableError("down"));
-        continue;
-      }
-      v1::ListWorkersResponse response;
-      for (const auto& [worker, on] : running) {
-        if (on != node) continue;
-        v1::WorkerStatus* w = response.add_workers();
-        w->set_worker_id(worker);
-        w->set_state(v1::WORKER_STATE_RUNNING);
-      }
-      listed.by_node.emplace(node, response);
-    }
-    return listed;
-  }
-  // Rank 0 exits with `code`; asked which nodes answer, n1's raylet fails
-  // with `n1_error`.
-  void FailRankZeroWithN1Silent(const JobProcesses& processes, int code, absl::Status n1_error) {
-    job_->OnWorkerExit(Exit(Worker(0, "r0"), code, 1000));
-    ListWorkers probe = Expect<ListWorkers>(Step());
-    WorkersListed listed = Listing(probe.nodes, processes);
-    listed.by_node.at("n1") = std::move(n1_error);
-    Result(listed);
-  }
-  // Rank 0 reports a checkpoint at `step`; whether the job is due.
-  bool ReportCheckpoint(uint64_t step) {
-    v1::ReportTrainProgressRequest progress;
-    progress.set_job_id(kJob);
-    progress.set_step(step);
-    progress.set_latest_checkpoint(absl::StrCat("/ckpt/step-", step, ".pt"));
-    return job_->OnProgress(progress);
-  }
-  // The port comes: attempt 1's trainer starts from `checkpoint`.
-  void ExpectResumeFrom(const std::string& checkpoint) {
-    Result(PortAllocated{std::make_pair(std::string("10.0.0.1"), uint16_t{29501})});
-    StartProcesses start = Expect<StartProcesses>(Step());
-    const v1::WorkerSpec& trainer = start.by_node[0].second[0];
-    EXPECT_EQ(trainer.worker_id(), Worker(1, "trainer"));
-    EXPECT_THAT(std::vector<std::string>(trainer.argv().begin(), trainer.argv().end()),
-                ::testing::Contains(checkpoint));
-  }
-  // Stops the processes asked for: all of them exit.
-  // min 2 / max 3, max_failures 0, RUNNING on n0, n1 (the job's group)
-  // and n2 (its elastic group pg-e0).
-  JobProcesses RunElasticOnThreeNodes() {
-    v1::TrainJobSpec spec = BuiltinSpec(3);
-    spec.mutable_scaling_config()->set_min_workers(2);
-    spec.mutable_failure_config()->set_max_failures(0);
-    New(spec);
-    Expect<CreateGroup>(Step());
-    Result(GroupCreated{std::string(kGroup)});
-    group_ = Created({"n0", "n1"});
-    alive_ = {"n0", "n1", "n2"};
-    Expect<CreateGroup>(Step());
-    Result(GroupCreated{std::string("pg-e0")});
-    v1::PlacementGroupInfo placed = Created({"n2"});
-    placed.set_placement_group_id("pg-e0");
-    elastic_["pg-e0"] = placed;
-    return Launch("n0");
-  }
-  void StopAndExit() {
-    StopProcesses stop = Expect<StopProcesses>(Step());
-    std::vector<std::string> awaited;
-    for (const auto& [worker, node] : stop.processes) {
-      if (alive_.count(node) > 0) awaited.push_back(worker);
-    }
-    Result(StopsSent{awaited});
-    for (const std::string& w : awaited) job_->OnWorkerExit(Exit(w, 0, 0, SIGTERM));
-  }
-
-  std::optional<JobReconciler> job_;
-  absl::Time now_ = absl::FromUnixSeconds(1'800'000'000);
-  absl::StatusOr<v1::PlacementGroupInfo> group_ = absl::NotFoundError("none");
-  std::set<std::string> alive_;
-  std::map<std::string, absl::StatusOr<v1::PlacementGroupInfo>> elastic_;  // by id
-};
 
 TEST_F(JobReconcilerTest, ANewJobCreatesItsGroupRunsAndSucceeds) {
   New(BuiltinSpec(4));
@@ -328,9 +124,11 @@ TEST_F(JobReconcilerTest, TheCauseIsTheFirstFailureByTimeAndTheJobRestartsFromIt
   EXPECT_THAT(job_->info().failure_causes(0),
               HasSubstr("rank 1 (job-1-a0-r1 on n1) exited with code 3"));
 
-  // The restart yields (a process failure restarts at once), then the next
-  // attempt (number 1) starts from the latest checkpoint.
-  EXPECT_EQ(Waits(restart), now_);
+  // A failure of the job's own processes backs off (1 s the first time),
+  // then the next attempt (number 1) starts from the latest checkpoint.
+  EXPECT_THAT(job_->info().message(), ::testing::StartsWith("restarting in 1s after: rank 1"));
+  EXPECT_EQ(Waits(restart), now_ + absl::Seconds(1));
+  now_ += absl::Seconds(1);
   EXPECT_EQ(Expect<AllocatePort>(Step()).node_id, "n0");
   ExpectResumeFrom("/ckpt/step-50.pt");
   JobProcesses second = {
@@ -645,7 +443,7 @@ TEST_F(JobReconcilerTest, AJobWhoseGroupIsGoneMakesANewOne) {
   group_ = absl::NotFoundError("placement_group_id: no placement group 'pg-1'");
   EXPECT_EQ(Expect<StopProcesses>(Step()).processes, processes);
   Result(StopsSent{});
-  EXPECT_EQ(Waits(Step()), now_);  // the restart yields
+  EXPECT_EQ(Waits(Step()), now_);  // a failure of berth's restarts at once: it yields
   CreateGroup again = Expect<CreateGroup>(Step());
   EXPECT_EQ(again.meta.request_id(), "job-1/pg/a1");  // not the first group's
   EXPECT_THAT(job_->info().failure_causes(0), HasSubstr("the placement group is gone"));
@@ -662,10 +460,11 @@ TEST_F(JobReconcilerTest, AStopEndsTheProcessesThenTheGroup) {
   EXPECT_TRUE(job_->RequestStop());
   StopProcesses stop = Expect<StopProcesses>(Step());
   EXPECT_EQ(stop.processes, processes);
+  EXPECT_EQ(stop.grace, absl::Seconds(30));  // the head's default
   Result(StopsSent{{Worker(0, "r0")}});
   // It waits (bounded: grace + 3 s) for the processes on live nodes.
-  EXPECT_EQ(Waits(Step()), now_ + absl::Seconds(5));
-  now_ += absl::Seconds(5);
+  EXPECT_EQ(Waits(Step()), now_ + absl::Seconds(33));
+  now_ += absl::Seconds(33);
   Expect<RemoveGroup>(Step());
   Result(GroupRemoved{});
   EXPECT_EQ(job_->info().state(), v1::TRAIN_JOB_STATE_STOPPED);
@@ -742,7 +541,6 @@ TEST_F(JobReconcilerTest, AttemptsWhoseLaunchFailsAreRetriedWithBackoffNotInALoo
   }
   EXPECT_THAT(waits,
               ElementsAre(absl::Seconds(1), absl::Seconds(2), absl::Seconds(4), absl::Seconds(8)));
-  // A launch that works resets the wait.
   group_ = Created({"n0", "n1"});
   Expect<AllocatePort>(Step());
 }
@@ -776,7 +574,7 @@ TEST_F(JobReconcilerTest, ACommandJobWaitsForItsRelayBeforeItSucceeds) {
   EXPECT_EQ(Waits(Step()), now_ + absl::Seconds(10));
   v1::ReportTrainProgressRequest report;
   report.set_job_id(kJob);
-  EXPECT_TRUE(job_->OnProgress(report));  // the job is due: its relay is up
+  EXPECT_TRUE(job_->OnProgress(now_, report));  // the job is due: its relay is up
   StopProcesses stop = Expect<StopProcesses>(Step());
   EXPECT_EQ(stop.processes.count(Worker(0, "trainer")), 1u);
 }
@@ -834,6 +632,33 @@ TEST_F(JobReconcilerTest, ARestoredHalfStartedJobStopsWhatRunsAndTakesANewAttemp
   Result(PortAllocated{std::make_pair(std::string("h"), uint16_t{1})});
   StartProcesses start = Expect<StartProcesses>(Step());
   EXPECT_EQ(start.by_node[0].second[0].worker_id(), Worker(4, "trainer"));
+}
+
+// A head killed while a job waited to restart (its restart backoff): the
+// processes of the failed attempt, recorded, had exited, and are not
+// waited for again (their exits were told to the previous head).
+TEST_F(JobReconcilerTest, ARestoredRestartingJobDoesNotWaitForProcessesThatEnded) {
+  v1::TrainJobInfo info;
+  info.set_job_id(kJob);
+  *info.mutable_spec() = BuiltinSpec(2);
+  info.set_state(v1::TRAIN_JOB_STATE_RESTARTING);
+  info.set_placement_group_id(kGroup);
+  info.set_attempt(0);
+  for (const char* id : {"trainer", "r0", "r1"}) {
+    v1::WorkerRank* w = info.add_workers();
+    w->set_worker_id(Worker(0, id));
+    w->set_node_id(id == std::string("r1") ? "n1" : "n0");
+  }
+  job_.emplace(Restored(info));
+  group_ = Created({"n0", "n1"});
+  alive_ = {"n0", "n1"};
+  ListWorkers scan = Expect<ListWorkers>(Step());
+  WorkersListed listed = Listing(scan.nodes, {{Worker(0, "r1"), "n1"}});
+  *listed.by_node.at("n1")->mutable_workers(0) = Exit(Worker(0, "r1"), 0, 0, SIGTERM);
+  Result(listed);  // n0 no longer has its two; n1's exited
+  Expect<StopProcesses>(Step());
+  Result(StopsSent{{Worker(0, "trainer"), Worker(0, "r0"), Worker(0, "r1")}});
+  Expect<AllocatePort>(Step());  // at once: nothing of attempt 0 runs
 }
 
 // A head killed while a job was being preempted: the restored job, PENDING
@@ -899,6 +724,34 @@ TEST_F(JobReconcilerTest, AFinishedRestoredJobIsOnlyListed) {
   EXPECT_FALSE(job_->RequestStop());
   EXPECT_FALSE(Step().action.has_value());
   EXPECT_THAT(job_->WatchedNodes(), IsEmpty());
+}
+
+// Every attempt's ranks stay readable (the latest kAttemptsWithLogs), and a
+// restarted head still knows where they ran.
+TEST_F(JobReconcilerTest, EveryAttemptsLogsAreKeptAcrossAHeadRestart) {
+  v1::TrainJobSpec spec = BuiltinSpec(2);
+  spec.mutable_failure_config()->set_max_failures(-1);
+  New(spec);
+  JobProcesses processes = Run({"n0", "n1"});
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    now_ = Waits(FailRankZero(processes, attempt));
+    processes = Launch("n0");
+  }
+  std::vector<std::pair<uint32_t, std::string>> logged;
+  for (const RankLog& l : job_->logs()) logged.emplace_back(l.attempt, l.worker_id);
+  ASSERT_EQ(logged.size(), 8u);  // 4 attempts x 2 ranks, oldest first
+  EXPECT_EQ(logged.front(), std::make_pair(0u, Worker(0, "r0")));
+  EXPECT_EQ(logged.back(), std::make_pair(3u, Worker(3, "r1")));
+
+  const v1::TrainJobRecord record = job_->Record();
+  ASSERT_EQ(record.past_attempts_size(), 3);  // the current one is the info's
+  EXPECT_EQ(record.past_attempts(1).attempt(), 1u);
+  EXPECT_EQ(record.past_attempts(1).workers(1).worker_id(), Worker(1, "r1"));
+  EXPECT_EQ(record.past_attempts(1).workers(1).node_id(), "n1");
+  JobReconciler restored = JobReconciler::Restored(record, *PlacementGroupForJob(spec), Options());
+  std::vector<std::pair<uint32_t, std::string>> restored_logs;
+  for (const RankLog& l : restored.logs()) restored_logs.emplace_back(l.attempt, l.worker_id);
+  EXPECT_EQ(restored_logs, logged);
 }
 
 }  // namespace

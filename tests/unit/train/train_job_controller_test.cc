@@ -188,6 +188,13 @@ TEST_F(TrainJobControllerTest, BadSubmissionsNameTheFieldAndCreateNothing) {
   refused([](auto* r) { r->mutable_spec()->set_storage_path(std::string(1025, 'p')); },
           "spec.storage_path");
   refused([](auto* r) { r->mutable_spec()->set_time_limit_s(-1); }, "spec.time_limit_s");
+  refused([](auto* r) { r->mutable_spec()->mutable_failure_config()->set_progress_timeout_s(-1); },
+          "spec.failure_config.progress_timeout_s: -1 is negative");
+  refused([](auto* r) { r->mutable_spec()->set_stop_grace_period_s(601); },
+          "spec.stop_grace_period_s: 601 is not within 0 and 600 (the head's "
+          "--max-stop-grace-period-s)");
+  refused([](auto* r) { r->mutable_spec()->set_stop_grace_period_s(-1); },
+          "spec.stop_grace_period_s: -1");
   refused([](auto* r) { r->mutable_spec()->mutable_failure_config()->set_max_failures(-2); },
           "spec.failure_config.max_failures");
   refused([](auto* r) { r->mutable_spec()->mutable_scaling_config()->set_num_workers(4097); },
@@ -257,7 +264,7 @@ TEST_F(TrainJobControllerTest, APendingJobSaysWhyAndStopsWithItsGroupRemoved) {
   const std::string group = pending.placement_group_id();
   EXPECT_EQ(group, "pg-0");
 
-  ASSERT_TRUE(controller_.Stop(id).ok());
+  ASSERT_EQ(controller_.Stop(id).value(), v1::TRAIN_JOB_STATE_PENDING);
   ASSERT_TRUE(AwaitJob(controller_, id, Stopped))
       << "the pending job did not stop: " << Get(id).DebugString();
   EXPECT_THAT(groups_.removed(), ElementsAre(group));
@@ -266,9 +273,10 @@ TEST_F(TrainJobControllerTest, APendingJobSaysWhyAndStopsWithItsGroupRemoved) {
   const std::optional<v1::TrainJobRecord> record = LastRecord(id);
   ASSERT_TRUE(record.has_value());
   EXPECT_EQ(record->info().state(), v1::TRAIN_JOB_STATE_STOPPED);
-  // Stopping again changes nothing; an unknown job is named.
-  EXPECT_TRUE(controller_.Stop(id).ok());
-  const absl::Status unknown = controller_.Stop("job-nope");
+  // Stopping again changes nothing, and says the job had ended; an unknown
+  // job is named.
+  EXPECT_EQ(controller_.Stop(id).value(), v1::TRAIN_JOB_STATE_STOPPED);
+  const absl::Status unknown = controller_.Stop("job-nope").status();
   EXPECT_EQ(unknown.code(), absl::StatusCode::kNotFound);
   EXPECT_EQ(unknown.message(), "job_id: no job 'job-nope'");
 }
