@@ -46,17 +46,28 @@ std::string ProgressLine(const v1::TrainJobInfo& job) {
 
 // Polls job `id` every `poll` until it ends, and returns it as it ended.
 // In table mode prints its progress line whenever that changes, so the user
-// sees the loss fall. DEADLINE_EXCEEDED once `deadline` passes; the job
-// keeps running.
+// sees the loss fall, and a line when a new attempt began (a restart
+// between two looks shows too). DEADLINE_EXCEEDED once `deadline` passes;
+// the job keeps running.
 absl::StatusOr<v1::TrainJobInfo> FollowJob(const Context& ctx, const std::string& id,
                                            absl::Duration poll, absl::Time deadline) {
   v1::GetTrainJobRequest request;
   request.set_job_id(id);
   std::string last_line;
+  std::optional<uint32_t> attempt;
   for (;;) {
     absl::StatusOr<v1::GetTrainJobResponse> got = ctx.client.GetTrainJob(request);
     if (!got.ok()) return got.status();
-    const std::string line = ProgressLine(got->job());
+    const v1::TrainJobInfo& job = got->job();
+    if (!ctx.json && attempt && job.attempt() > *attempt) {
+      std::cout << "attempt " << job.attempt() << " began"
+                << (job.failure_causes_size() > 0
+                        ? absl::StrCat(" (latest failure: ", *job.failure_causes().rbegin(), ")")
+                        : "")
+                << std::endl;
+    }
+    attempt = job.attempt();
+    const std::string line = ProgressLine(job);
     if (!ctx.json && line != last_line) std::cout << line << std::endl;
     last_line = line;
     if (IsTerminal(got->job().state())) return got->job();
@@ -86,28 +97,46 @@ int JobEnded(const Context& ctx, const v1::TrainJobInfo& job, bool detail) {
   return kExitHeadError;
 }
 
-struct JobSubmitFlags {
-  JobSubmitArgs args;
-  double wait_seconds = 0;
-  CLI::Option* wait = nullptr;  // count() > 0 when --wait was given
+// `--wait [SECONDS]`, one meaning everywhere: follow the job until it ends,
+// or (SECONDS > 0) at most that long.
+struct WaitFlag {
+  double seconds = 0;
+  CLI::Option* option = nullptr;  // count() > 0 when --wait was given
+
+  void AddTo(CLI::App* cmd) {
+    option = cmd->add_option("--wait", seconds,
+                             "Follow the job until it ends (or at most SECONDS), then print it; "
+                             "exit 0 only if it SUCCEEDED")
+                 ->expected(0, 1)
+                 ->type_name("[SECONDS]")
+                 ->check(CLI::Range(0.0, 7 * 24 * 3600.0));
+  }
+  bool given() const { return option->count() > 0; }
+  absl::Time deadline() const {
+    return seconds > 0 ? absl::Now() + absl::Seconds(seconds) : absl::InfiniteFuture();
+  }
 };
 
-// Submits `spec`; prints the id, or with `wait` follows the job up to
-// `wait_seconds` and ends as JobEnded does.
-int SubmitJob(const Context& ctx, v1::TrainJobSpec spec, bool wait, double wait_seconds) {
+struct JobSubmitFlags {
+  JobSubmitArgs args;
+  WaitFlag wait;
+};
+
+// Submits `spec`; prints the id, or with `wait` given follows the job and
+// ends as JobEnded does.
+int SubmitJob(const Context& ctx, v1::TrainJobSpec spec, const WaitFlag& wait) {
   v1::SubmitTrainJobRequest request;
   *request.mutable_spec() = std::move(spec);
   absl::StatusOr<v1::SubmitTrainJobResponse> submitted =
       ctx.client.SubmitTrainJob(std::move(request));
-  if (!wait || !submitted.ok()) {
+  if (!wait.given() || !submitted.ok()) {
     return Print(ctx, submitted, [](const v1::SubmitTrainJobResponse& r) {
       return absl::StrCat(r.job_id(), "\n");
     });
   }
   if (!ctx.json) std::cout << submitted->job_id() << std::endl;
   absl::StatusOr<v1::TrainJobInfo> job =
-      FollowJob(ctx, submitted->job_id(), absl::Seconds(kDefaultPollSeconds),
-                absl::Now() + absl::Seconds(wait_seconds));
+      FollowJob(ctx, submitted->job_id(), absl::Seconds(kDefaultPollSeconds), wait.deadline());
   if (!job.ok()) return HeadError(job.status());
   return JobEnded(ctx, *job, /*detail=*/true);
 }
@@ -130,13 +159,12 @@ int RunJobSubmit(const Context& ctx, const JobSubmitFlags& flags) {
   }
   absl::StatusOr<v1::TrainJobSpec> spec = BuildTrainJobSpec(args);
   if (!spec.ok()) return UsageError(spec.status());
-  return SubmitJob(ctx, *std::move(spec), flags.wait->count() > 0, flags.wait_seconds);
+  return SubmitJob(ctx, *std::move(spec), flags.wait);
 }
 
 struct SubmitFlags {
   std::string file;
-  bool wait = false;
-  double timeout_seconds = 600;
+  WaitFlag wait;
 };
 
 // Packs and uploads the runtime_env's working_dir, then names the package
@@ -174,7 +202,7 @@ int RunSubmit(const Context& ctx, const SubmitFlags& flags) {
       return kExitHeadError;
     }
   }
-  return SubmitJob(ctx, *std::move(spec), flags.wait, flags.timeout_seconds);
+  return SubmitJob(ctx, *std::move(spec), flags.wait);
 }
 
 struct JobIdFlags {
@@ -332,13 +360,7 @@ void AddTopLevelJobCommands(CLI::App& app, CLI::App* job, Action* action) {
   CLI::App* submit_cmd =
       app.add_subcommand("submit", "Submit the train job a YAML job file describes; prints its id");
   submit_cmd->add_option("FILE", submit->file, "Job file (see `berth submit --help`)")->required();
-  submit_cmd->add_flag("--wait", submit->wait,
-                       "Follow the job until it ends, then print its rank table; exit 0 only if "
-                       "it SUCCEEDED");
-  submit_cmd
-      ->add_option("--timeout-s", submit->timeout_seconds, "With --wait: give up after SECONDS")
-      ->check(CLI::Range(0.0, 7 * 24 * 3600.0))
-      ->capture_default_str();
+  submit->wait.AddTo(submit_cmd);
   OnChosen(submit_cmd, action, submit, RunSubmit);
 
   auto jobs = std::make_shared<JobListFlags>();
@@ -468,11 +490,7 @@ void AddJobSubmitCommand(CLI::App* job, Action* action) {
   AddScalingFlags(submit_cmd, submit->args);
   AddJobFieldFlags(submit_cmd, submit->args);
   AddEntrypointFlags(submit_cmd, submit->args);
-  submit->wait = submit_cmd
-                     ->add_option("--wait", submit->wait_seconds,
-                                  "Follow the job up to SECONDS until it ends, then print it; "
-                                  "exit 0 only if it SUCCEEDED")
-                     ->check(CLI::Range(0.0, 7 * 24 * 3600.0));
+  submit->wait.AddTo(submit_cmd);
   OnChosen(submit_cmd, action, submit, RunJobSubmit);
 }
 

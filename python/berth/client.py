@@ -65,8 +65,10 @@ class JobStatus:
     attempt: int
     failures: int
     failure_causes: List[str]
-    step: int
-    loss: float
+    # None until the trainer reported (reports count steps from 1), as
+    # ``berth job`` shows "-".
+    step: Optional[int]
+    loss: Optional[float]
     metrics: Dict[str, float]
     latest_checkpoint: str
     master_address: str
@@ -93,7 +95,8 @@ class JobStatus:
             job_id=info.job_id, name=info.spec.name,
             state=train_pb2.TrainJobState.Name(info.state).replace("TRAIN_JOB_STATE_", ""),
             message=info.message, attempt=info.attempt, failures=info.failures,
-            failure_causes=list(info.failure_causes), step=info.last_step, loss=info.last_loss,
+            failure_causes=list(info.failure_causes),
+            step=info.last_step or None, loss=info.last_loss if info.last_step else None,
             metrics=dict(info.last_metrics), latest_checkpoint=info.latest_checkpoint,
             master_address=info.master_address,
             workers=[Worker(w.world_rank, w.local_rank, w.node_rank, w.local_world_size, w.node_id,

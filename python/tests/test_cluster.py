@@ -60,7 +60,7 @@ def test_reports_reach_the_head(cluster, tmp_path):
         """)
     status = job.wait(timeout=120)
     assert status.state == "SUCCEEDED", status.failure_causes
-    assert status.step == 3
+    assert status.step == 3 and status.loss == pytest.approx(1 / 3)
     assert status.metrics == {"step": 3.0, "loss": pytest.approx(1 / 3), "epoch": 0.0}
     # Copied into the job's folder (the script's own may go).
     assert os.path.basename(status.latest_checkpoint).startswith("checkpoint_")
@@ -94,7 +94,9 @@ def test_logs_and_stop(cluster):
         time.sleep(0.1)
     assert "hello from rank 0" in job.logs(rank=0)
     assert job.stop()
-    assert job.wait(timeout=60).state == "STOPPED"
+    stopped = job.wait(timeout=60)
+    assert stopped.state == "STOPPED"
+    assert stopped.step is None and stopped.loss is None  # it never reported
     assert not job.stop()  # it had ended: nothing to stop
 
 

@@ -217,6 +217,21 @@ TEST_F(CliEndToEndTest, UpSubmitLogsStopDown) {
   const Result stop = Berth(absl::StrCat("stop ", sleeper_id));
   ASSERT_EQ(stop.rc, 0) << stop.out;
   EXPECT_TRUE(WaitForState(sleeper_id, "TRAIN_JOB_STATE_STOPPED")) << JobState(sleeper_id);
+  // Stopping it again (or one that succeeded) says it had ended.
+  const Result ended_again = Berth(absl::StrCat("stop ", id));
+  EXPECT_EQ(ended_again.rc, 1) << ended_again.out;
+  EXPECT_NE(ended_again.out.find("had already ended (SUCCEEDED); nothing to stop"),
+            std::string::npos)
+      << ended_again.out;
+  // `--wait SECONDS` gives up (exit 1) while the job goes on.
+  const Result waited = Berth(absl::StrCat("submit ", WriteJob("long", "sleep 300"), " --wait 2"));
+  EXPECT_EQ(waited.rc, 1) << waited.out;
+  EXPECT_NE(waited.out.find("has not ended yet"), std::string::npos) << waited.out;
+  const std::string long_id = waited.out.substr(0, waited.out.find('\n'));
+  EXPECT_EQ(Berth(absl::StrCat("stop ", long_id)).rc, 0);
+  const Result version = Berth("--version");
+  EXPECT_EQ(version.rc, 0) << version.out;
+  EXPECT_EQ(version.out.rfind("berth ", 0), 0u) << version.out;
 
   absl::StatusOr<std::optional<LocalState>> state =
       ReadStateFile(StateFilePath(absl::StrCat(home_, "/local")));
