@@ -97,46 +97,28 @@ int JobEnded(const Context& ctx, const v1::TrainJobInfo& job, bool detail) {
   return kExitHeadError;
 }
 
-// `--wait [SECONDS]`, one meaning everywhere: follow the job until it ends,
-// or (SECONDS > 0) at most that long.
-struct WaitFlag {
-  double seconds = 0;
-  CLI::Option* option = nullptr;  // count() > 0 when --wait was given
-
-  void AddTo(CLI::App* cmd) {
-    option = cmd->add_option("--wait", seconds,
-                             "Follow the job until it ends (or at most SECONDS), then print it; "
-                             "exit 0 only if it SUCCEEDED")
-                 ->expected(0, 1)
-                 ->type_name("[SECONDS]")
-                 ->check(CLI::Range(0.0, 7 * 24 * 3600.0));
-  }
-  bool given() const { return option->count() > 0; }
-  absl::Time deadline() const {
-    return seconds > 0 ? absl::Now() + absl::Seconds(seconds) : absl::InfiniteFuture();
-  }
-};
-
 struct JobSubmitFlags {
   JobSubmitArgs args;
-  WaitFlag wait;
+  double wait_seconds = 0;
+  CLI::Option* wait = nullptr;  // count() > 0 when --wait was given
 };
 
-// Submits `spec`; prints the id, or with `wait` given follows the job and
-// ends as JobEnded does.
-int SubmitJob(const Context& ctx, v1::TrainJobSpec spec, const WaitFlag& wait) {
+// Submits `spec`; prints the id, or with `wait` follows the job up to
+// `wait_seconds` and ends as JobEnded does.
+int SubmitJob(const Context& ctx, v1::TrainJobSpec spec, bool wait, double wait_seconds) {
   v1::SubmitTrainJobRequest request;
   *request.mutable_spec() = std::move(spec);
   absl::StatusOr<v1::SubmitTrainJobResponse> submitted =
       ctx.client.SubmitTrainJob(std::move(request));
-  if (!wait.given() || !submitted.ok()) {
+  if (!wait || !submitted.ok()) {
     return Print(ctx, submitted, [](const v1::SubmitTrainJobResponse& r) {
       return absl::StrCat(r.job_id(), "\n");
     });
   }
   if (!ctx.json) std::cout << submitted->job_id() << std::endl;
   absl::StatusOr<v1::TrainJobInfo> job =
-      FollowJob(ctx, submitted->job_id(), absl::Seconds(kDefaultPollSeconds), wait.deadline());
+      FollowJob(ctx, submitted->job_id(), absl::Seconds(kDefaultPollSeconds),
+                absl::Now() + absl::Seconds(wait_seconds));
   if (!job.ok()) return HeadError(job.status());
   return JobEnded(ctx, *job, /*detail=*/true);
 }
@@ -159,12 +141,13 @@ int RunJobSubmit(const Context& ctx, const JobSubmitFlags& flags) {
   }
   absl::StatusOr<v1::TrainJobSpec> spec = BuildTrainJobSpec(args);
   if (!spec.ok()) return UsageError(spec.status());
-  return SubmitJob(ctx, *std::move(spec), flags.wait);
+  return SubmitJob(ctx, *std::move(spec), flags.wait->count() > 0, flags.wait_seconds);
 }
 
 struct SubmitFlags {
   std::string file;
-  WaitFlag wait;
+  bool wait = false;
+  double timeout_seconds = 600;
 };
 
 // Packs and uploads the runtime_env's working_dir, then names the package
@@ -202,7 +185,7 @@ int RunSubmit(const Context& ctx, const SubmitFlags& flags) {
       return kExitHeadError;
     }
   }
-  return SubmitJob(ctx, *std::move(spec), flags.wait);
+  return SubmitJob(ctx, *std::move(spec), flags.wait, flags.timeout_seconds);
 }
 
 struct JobIdFlags {
@@ -360,7 +343,13 @@ void AddTopLevelJobCommands(CLI::App& app, CLI::App* job, Action* action) {
   CLI::App* submit_cmd =
       app.add_subcommand("submit", "Submit the train job a YAML job file describes; prints its id");
   submit_cmd->add_option("FILE", submit->file, "Job file (see `berth submit --help`)")->required();
-  submit->wait.AddTo(submit_cmd);
+  submit_cmd->add_flag("--wait", submit->wait,
+                       "Follow the job until it ends, then print its rank table; exit 0 only if "
+                       "it SUCCEEDED");
+  submit_cmd
+      ->add_option("--timeout-s", submit->timeout_seconds, "With --wait: give up after SECONDS")
+      ->check(CLI::Range(0.0, 7 * 24 * 3600.0))
+      ->capture_default_str();
   OnChosen(submit_cmd, action, submit, RunSubmit);
 
   auto jobs = std::make_shared<JobListFlags>();
@@ -490,7 +479,11 @@ void AddJobSubmitCommand(CLI::App* job, Action* action) {
   AddScalingFlags(submit_cmd, submit->args);
   AddJobFieldFlags(submit_cmd, submit->args);
   AddEntrypointFlags(submit_cmd, submit->args);
-  submit->wait.AddTo(submit_cmd);
+  submit->wait = submit_cmd
+                     ->add_option("--wait", submit->wait_seconds,
+                                  "Follow the job up to SECONDS until it ends, then print it; "
+                                  "exit 0 only if it SUCCEEDED")
+                     ->check(CLI::Range(0.0, 7 * 24 * 3600.0));
   OnChosen(submit_cmd, action, submit, RunJobSubmit);
 }
 

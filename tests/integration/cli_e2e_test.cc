@@ -223,8 +223,9 @@ TEST_F(CliEndToEndTest, UpSubmitLogsStopDown) {
   EXPECT_NE(ended_again.out.find("had already ended (SUCCEEDED); nothing to stop"),
             std::string::npos)
       << ended_again.out;
-  // `--wait SECONDS` gives up (exit 1) while the job goes on.
-  const Result waited = Berth(absl::StrCat("submit ", WriteJob("long", "sleep 300"), " --wait 2"));
+  // `--timeout-s` gives up waiting (exit 1) while the job goes on.
+  const Result waited =
+      Berth(absl::StrCat("submit ", WriteJob("long", "sleep 300"), " --wait --timeout-s 2"));
   EXPECT_EQ(waited.rc, 1) << waited.out;
   EXPECT_NE(waited.out.find("has not ended yet"), std::string::npos) << waited.out;
   const std::string long_id = waited.out.substr(0, waited.out.find('\n'));
