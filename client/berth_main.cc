@@ -5,12 +5,13 @@
 // Commands: up, down, start, credentials (local processes, no head needed;
 // cmd/local.cc); submit, jobs, job [ID], logs, stop and job
 // {submit,get,list,stop,watch} (train jobs, like `ray job` / sbatch /
-// squeue; cmd/job.cc); nodes, drain (cmd/node.cc); status (cmd/cluster.cc);
+// squeue; cmd/job.cc); nodes, drain, undrain (cmd/node.cc); status (cmd/cluster.cc);
 // pg {create,get,list,remove} (cmd/pg.cc); queue {create,update,delete,get,
-// list,cohort}, queues (cmd/queue.cc). What they share, exit codes
+// list,cohort}, queues (cmd/queue.cc); completion (completion.h). What they share, exit codes
 // included, is cmd/command.h; a new command group is one more file there
 // and one more line below.
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <iostream>
 #include <optional>
 #include <string>
@@ -20,6 +21,7 @@
 #include "auth/tls_flags.h"
 #include "client/cmd/command.h"
 #include "client/command_words.h"
+#include "client/completion.h"
 #include "common/version.h"
 
 namespace berth {
@@ -58,14 +60,27 @@ int Main(int argc, char** argv) {
   AddPgCommands(app, &action);
   AddJobCommands(app, &action);
   AddQueueCommands(app, &action);
+  std::string shell;
+  CLI::App* completion = app.add_subcommand(
+      "completion", "Print a shell completion script: `source <(berth completion bash)`");
+  completion->add_option("SHELL", shell, "The shell (bash)")
+      ->required()
+      ->check(CLI::IsMember({"bash"}));
+  completion->callback([&] {
+    action = [&](const Globals&) {
+      std::cout << BashCompletion(app);
+      return kExitOk;
+    };
+  });
 
-  if (std::optional<std::string> unknown =
-          UnknownCommand(app, std::vector<std::string>(argv + 1, argv + argc))) {
+  std::vector<std::string> args = WithWaitValues(std::vector<std::string>(argv + 1, argv + argc));
+  if (std::optional<std::string> unknown = UnknownCommand(app, args)) {
     std::cerr << "berth: " << *unknown << "\n";
     return kExitUsage;
   }
   try {
-    app.parse(argc, argv);
+    std::reverse(args.begin(), args.end());  // CLI11 takes them last first
+    app.parse(args);
   } catch (const CLI::ParseError& e) {
     return app.exit(e) == kExitOk ? kExitOk : kExitUsage;
   }

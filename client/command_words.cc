@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 
@@ -96,6 +97,25 @@ std::optional<std::string> UnknownCommand(const CLI::App& app,
     return message;
   }
   return std::nullopt;
+}
+
+std::vector<std::string> WithWaitValues(std::vector<std::string> args) {
+  std::vector<std::string> out;
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (args[i] == "--") {
+      out.insert(out.end(), args.begin() + i, args.end());
+      break;
+    }
+    if (args[i] != "--wait") {
+      out.push_back(std::move(args[i]));
+      continue;
+    }
+    // A duration starts with a digit; anything else is the next word.
+    const bool valued = i + 1 < args.size() && !args[i + 1].empty() &&
+                        absl::ascii_isdigit(static_cast<unsigned char>(args[i + 1][0]));
+    out.push_back(absl::StrCat("--wait=", valued ? args[++i] : kWaitUntilEnd));
+  }
+  return out;
 }
 
 }  // namespace berth

@@ -31,6 +31,16 @@ std::optional<std::string> NearestName(absl::string_view word,
 std::optional<std::string> UnknownCommand(const CLI::App& app,
                                           const std::vector<std::string>& args);
 
+// `--wait` takes an optional duration (`--wait`: until the job ends;
+// `--wait 300`, `--wait 10m`, `--wait=300`: at most that long), which CLI11
+// 2.1 cannot read beside `--`: it takes a `--` after an option whose value
+// is optional for the end of that value, not of the flags. So before
+// parsing, `--wait DURATION` becomes `--wait=DURATION` and a bare `--wait`
+// becomes `--wait=<kWaitUntilEnd>`; words after `--` (the user's command)
+// are left alone.
+inline constexpr char kWaitUntilEnd[] = "until-end";
+std::vector<std::string> WithWaitValues(std::vector<std::string> args);
+
 }  // namespace berth
 
 #endif  // BERTH_CLIENT_COMMAND_WORDS_H_

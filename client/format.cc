@@ -130,11 +130,6 @@ std::string GpuIds(const v1::BundleLocation& location) {
   });
 }
 
-std::string Timestamp(int64_t unix_ms) {
-  return absl::FormatTime("%Y-%m-%d %H:%M:%S UTC", absl::FromUnixMillis(unix_ms),
-                          absl::UTCTimeZone());
-}
-
 // The trainer reports from step 1 on, so step 0 means "no report yet" and
 // both show as empty ("-").
 std::string Step(const v1::TrainJobInfo& job) {
@@ -168,6 +163,11 @@ bool IsWaiting(const v1::PlacementGroupInfo& group) {
 }
 
 }  // namespace
+
+std::string Timestamp(int64_t unix_ms) {
+  return absl::FormatTime("%Y-%m-%d %H:%M:%S UTC", absl::FromUnixMillis(unix_ms),
+                          absl::UTCTimeZone());
+}
 
 std::string TrainJobStateName(v1::TrainJobState state) {
   return EnumName(v1::TrainJobState_descriptor(), state, "TRAIN_JOB_STATE_");
@@ -228,7 +228,18 @@ std::string FormatNodes(const v1::ListNodesResponse& response) {
                   FreeOfTotal(node, kCpu), memory, node.metrics_address(),
                   SortedLabels(node.labels())});
   }
-  return table.ToString();
+  std::string out = table.ToString();
+  // A drain's terms below the table (few nodes drain; a column would be
+  // empty for the rest).
+  for (const v1::NodeInfo& node : response.nodes()) {
+    if (node.state() != v1::NODE_STATE_DRAINING) continue;
+    absl::StrAppend(&out, node.node_id(), " drains: ", node.drain_reason(),
+                    node.drain_deadline_unix_ms() == 0
+                        ? "; no deadline"
+                        : absl::StrCat("; deadline ", Timestamp(node.drain_deadline_unix_ms())),
+                    "\n");
+  }
+  return out;
 }
 
 std::string FormatPlacementGroups(const v1::ListPlacementGroupsResponse& response) {
@@ -259,6 +270,12 @@ std::string FormatPlacementGroup(const v1::PlacementGroupInfo& group) {
   }
   if (!group.topology_domain().empty()) fields.AddRow({"domain:", group.topology_domain()});
   if (IsWaiting(group)) fields.AddRow({"reason:", group.pending_reason()});
+  if (group.moving()) {
+    fields.AddRow({"moving:", group.move_deadline_unix_ms() == 0
+                                  ? group.moving_reason()
+                                  : absl::StrCat(group.moving_reason(), " (by ",
+                                                 Timestamp(group.move_deadline_unix_ms()), ")")});
+  }
 
   std::map<uint32_t, const v1::BundleLocation*> locations;
   for (const v1::BundleLocation& location : group.locations()) {
@@ -495,6 +512,8 @@ std::string FormatTrainJob(const v1::TrainJobInfo& job) {
     fields.AddRow({absl::StrCat("failure ", i + 1, ":"), job.failure_causes(i)});
   }
   if (job.preemptions() > 0) fields.AddRow({"preemptions:", absl::StrCat(job.preemptions())});
+  if (job.moves() > 0)
+    fields.AddRow({"moves:", absl::StrCat(job.moves(), " (off draining nodes)")});
   if (const v1::ScalingConfig& scaling = job.spec().scaling_config();
       scaling.min_workers() > 0 && scaling.min_workers() < scaling.num_workers()) {
     fields.AddRow(

@@ -15,6 +15,8 @@
 
 namespace berth {
 
+// "2026-12-07 16:50:12 UTC".
+std::string Timestamp(int64_t unix_ms);
 // "{CPU: 2, GPU: 1, memory: 16Gi}", names sorted.
 std::string FormatResources(const v1::ResourceSet& resources);
 // "zone in (a,b), !spot"; empty for an empty selector.
@@ -23,7 +25,8 @@ std::string FormatSelector(const v1::LabelSelector& selector);
 std::string FormatBundle(const v1::Bundle& bundle);
 
 // One row per node: id, state, address, accelerator type, GPU, CPU and
-// memory (free/total), labels.
+// memory (free/total), labels; then a line per DRAINING node: its drain's
+// reason and deadline.
 std::string FormatNodes(const v1::ListNodesResponse& response);
 
 // One row per group: id, name, strategy, state, bundles placed/total.

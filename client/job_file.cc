@@ -105,10 +105,8 @@ class JobFileReader {
   // A duration ("30s", "1h30m") of at least `min_seconds`, given to `set`.
   absl::Status Seconds(const YAML::Node& node, const std::string& path, int64_t min_seconds,
                        const std::function<void(int64_t)>& set) const {
-    std::string text;
-    if (absl::Status s = yaml_.String(node, path, &text); !s.ok()) return s;
-    absl::StatusOr<int64_t> seconds = ParseDurationSeconds(text, path, min_seconds);
-    if (!seconds.ok()) return yaml_.At(node.Mark(), seconds.status());
+    absl::StatusOr<int64_t> seconds = yaml_.DurationSeconds(node, path, min_seconds);
+    if (!seconds.ok()) return seconds.status();
     set(*seconds);
     return absl::OkStatus();
   }

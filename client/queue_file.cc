@@ -73,7 +73,7 @@ class QueueFileReader {
     return yaml_.ForEachKey(
         node, path,
         {"name", "cohort", "team", "quota", "borrowing_limit", "lending_limit", "weight",
-         "within_queue_preemption"},
+         "within_queue_preemption", "default_time_limit", "max_time_limit"},
         [&](const std::string& key, const YAML::Node& value, const YAML::Node&) -> absl::Status {
           const std::string at = ChildPath(path, key);
           if (key == "name") return yaml_.String(value, at, out->mutable_name());
@@ -81,6 +81,13 @@ class QueueFileReader {
           if (key == "team") return yaml_.String(value, at, out->mutable_team());
           if (key == "within_queue_preemption")
             return yaml_.String(value, at, out->mutable_within_queue_preemption());
+          if (key == "default_time_limit" || key == "max_time_limit") {
+            absl::StatusOr<int64_t> seconds = yaml_.DurationSeconds(value, at, 1);
+            if (!seconds.ok()) return seconds.status();
+            if (key == "default_time_limit") out->set_default_time_limit_s(*seconds);
+            if (key == "max_time_limit") out->set_max_time_limit_s(*seconds);
+            return absl::OkStatus();
+          }
           if (key == "quota") return Amounts(value, at, out->mutable_nominal_quota());
           if (key == "borrowing_limit") return Amounts(value, at, out->mutable_borrowing_limit());
           if (key == "lending_limit") return Amounts(value, at, out->mutable_lending_limit());

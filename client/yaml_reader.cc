@@ -13,6 +13,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "client/job_args.h"
 #include "placement/quantity.h"
 
 namespace berth {
@@ -197,6 +198,15 @@ absl::Status YamlReader::String(const YAML::Node& node, absl::string_view path,
   if (!node.IsScalar()) return Expected(node, path, "a string");
   *out = node.Scalar();
   return absl::OkStatus();
+}
+
+absl::StatusOr<int64_t> YamlReader::DurationSeconds(const YAML::Node& node, absl::string_view path,
+                                                    int64_t min_seconds) const {
+  std::string text;
+  if (absl::Status s = String(node, path, &text); !s.ok()) return s;
+  absl::StatusOr<int64_t> seconds = ParseDurationSeconds(text, path, min_seconds);
+  if (!seconds.ok()) return At(node.Mark(), seconds.status());
+  return seconds;
 }
 
 absl::Status YamlReader::StringList(const YAML::Node& node, absl::string_view path,

@@ -87,6 +87,10 @@ class YamlReader {
 
   // Any scalar: `name: 7` is the name "7".
   absl::Status String(const YAML::Node& node, absl::string_view path, std::string* out) const;
+  // A duration as people write one ("30s", "1h30m"; ParseDurationSeconds),
+  // whole seconds of at least `min_seconds`.
+  absl::StatusOr<int64_t> DurationSeconds(const YAML::Node& node, absl::string_view path,
+                                          int64_t min_seconds) const;
   // A list of scalars, each read as String().
   absl::Status StringList(const YAML::Node& node, absl::string_view path,
                           google::protobuf::RepeatedPtrField<std::string>* out) const;

@@ -38,6 +38,40 @@ absl::StatusOr<QuotaAmounts> AmountsFromInput(const std::map<std::string, double
   return amounts;
 }
 
+// QueueSpecFromInput's within_queue_preemption and time limits.
+absl::Status ReadPolicyAndTimeLimits(const QueueInput& input, absl::string_view field,
+                                     QueueSpec* q) {
+  if (!input.within_queue_preemption.empty()) {
+    bool known = false;
+    for (WithinQueuePreemption policy :
+         {WithinQueuePreemption::kNever, WithinQueuePreemption::kLowerPriority,
+          WithinQueuePreemption::kLowerOrNewerEqualPriority}) {
+      if (input.within_queue_preemption == WithinQueuePreemptionName(policy)) {
+        q->within_queue_preemption = policy;
+        known = true;
+      }
+    }
+    if (!known) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(field, ".within_queue_preemption: '", input.within_queue_preemption,
+                       "' is none of Never, LowerPriority, LowerOrNewerEqualPriority"));
+    }
+  }
+  if (input.default_time_limit_s < 0 || input.max_time_limit_s < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        field, input.default_time_limit_s < 0 ? ".default_time_limit_s" : ".max_time_limit_s",
+        ": must be >= 0 (0: none)"));
+  }
+  if (input.max_time_limit_s > 0 && input.default_time_limit_s > input.max_time_limit_s) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(field, ".default_time_limit_s: ", input.default_time_limit_s,
+                     " s is above max_time_limit_s (", input.max_time_limit_s, " s)"));
+  }
+  q->default_time_limit_s = input.default_time_limit_s;
+  q->max_time_limit_s = input.max_time_limit_s;
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 std::string GpuOfTypeResource(absl::string_view accelerator_type) {
@@ -106,22 +140,7 @@ absl::StatusOr<QueueSpec> QueueSpecFromInput(const QueueInput& input, absl::stri
     }
     q.weight = *input.weight;
   }
-  if (!input.within_queue_preemption.empty()) {
-    bool known = false;
-    for (WithinQueuePreemption policy :
-         {WithinQueuePreemption::kNever, WithinQueuePreemption::kLowerPriority,
-          WithinQueuePreemption::kLowerOrNewerEqualPriority}) {
-      if (input.within_queue_preemption == WithinQueuePreemptionName(policy)) {
-        q.within_queue_preemption = policy;
-        known = true;
-      }
-    }
-    if (!known) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(field, ".within_queue_preemption: '", input.within_queue_preemption,
-                       "' is none of Never, LowerPriority, LowerOrNewerEqualPriority"));
-    }
-  }
+  if (absl::Status s = ReadPolicyAndTimeLimits(input, field, &q); !s.ok()) return s;
   return q;
 }
 

@@ -66,6 +66,10 @@ struct QueueSpec {
   // The team that may use the queue (credentials); "" = any caller.
   std::string team;
   WithinQueuePreemption within_queue_preemption = WithinQueuePreemption::kLowerPriority;
+  // Of the train jobs submitted to it (Slurm's DefaultTime, MaxTime);
+  // seconds, 0 = none.
+  int64_t default_time_limit_s = 0;
+  int64_t max_time_limit_s = 0;
 };
 
 struct PriorityClass {
@@ -83,6 +87,8 @@ struct QueueInput {
   std::optional<double> weight;
   std::string team;
   std::string within_queue_preemption;  // a WithinQueuePreemptionName; "": the default
+  int64_t default_time_limit_s = 0;     // >= 0, at most max_time_limit_s when that is set
+  int64_t max_time_limit_s = 0;         // >= 0
 };
 
 // Validates a queue. `field` prefixes errors, e.g. `queues[1]`.

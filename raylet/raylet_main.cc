@@ -47,6 +47,7 @@
 #include "raylet/gpu_discovery.h"
 #include "raylet/head_connection.h"
 #include "raylet/head_packages.h"
+#include "raylet/leftover_sweeper.h"
 #include "raylet/raylet_metrics.h"
 #include "raylet/raylet_service.h"
 #include "raylet/tcp_port.h"
@@ -81,6 +82,8 @@ struct Flags {
   std::string resources;
   std::string labels;
   std::string log_dir;
+  std::string state_dir;
+  int64_t log_retention_s = 7 * 24 * 3600;
   std::string refuse_prepare_file;
   std::string hold_starts_file;
   std::string hold_commits_file;
@@ -228,7 +231,7 @@ absl::StatusOr<Labels> ConfiguredLabels(const Flags& flags) {
 struct NodeConfig {
   HostPort listen;  // with the reserved port
   std::string node_id;
-  std::string node_dir;  // /tmp/berth/<node_id>
+  std::string node_dir;  // --state-dir: work folders, packages, default logs
   std::string log_dir;
   ResourceSet total;  // what the head is told
   // `total`, plus accelerator_type:<T>: bundles asking for it reserve from
@@ -247,7 +250,11 @@ absl::StatusOr<NodeConfig> LoadNodeConfig(const Flags& flags, const HostPort& li
   config.node_id =
       flags.node_id.empty() ? absl::StrCat(HostName(), "-", listen.port) : flags.node_id;
   if (absl::Status s = ValidateString(config.node_id, "--node-id", 256, true); !s.ok()) return s;
-  config.node_dir = absl::StrCat("/tmp/berth/", config.node_id);
+  config.node_dir =
+      flags.state_dir.empty() ? absl::StrCat("/tmp/berth/", config.node_id) : flags.state_dir;
+  if (flags.log_retention_s < 0) {
+    return absl::InvalidArgumentError("--log-retention-s: must be >= 0");
+  }
   config.log_dir = flags.log_dir.empty() ? config.node_dir + "/logs" : flags.log_dir;
   absl::StatusOr<ResourceSet> resources = ConfiguredResources(flags);
   if (!resources.ok()) return resources.status();
@@ -325,6 +332,7 @@ class NodeAgent {
   PackageCache packages_;
   RayletService service_;
   int bound_port_ = 0;
+  LeftoverSweeper sweeper_;
   std::unique_ptr<grpc::Server> server_;
   std::unique_ptr<MetricsServer> metrics_server_;
   std::shared_ptr<CallbackCollectable> state_metrics_;
@@ -346,7 +354,15 @@ NodeAgent::NodeAgent(const Flags& flags, const NodeConfig& config)
                   }
                   return folders;
                 }),
-      service_(ServiceOptions(), BundleReservations(config.reservable, GpuCount()), &workers_) {}
+      service_(ServiceOptions(), BundleReservations(config.reservable, GpuCount()), &workers_),
+      sweeper_({config.node_dir + "/work", absl::Seconds(flags.log_retention_s), absl::Seconds(10),
+                [this] {
+                  std::set<std::string> groups;
+                  for (const ReservedBundle& b : service_.Bundles())
+                    groups.insert(b.key.placement_group_id);
+                  return groups;
+                }},
+               &workers_) {}
 
 HeadConnection::Options NodeAgent::HeadConnectionOptions() {
   HeadConnection::Options options;
@@ -532,7 +548,13 @@ int main(int argc, char** argv) {
                  "accelerator type of the GPUs, e.g. A10G (overrides NVML's)");
   app.add_option("--resources", flags.resources, "custom resources, name=qty,name=qty");
   app.add_option("--labels", flags.labels, "node labels, k=v,k=v");
-  app.add_option("--log-dir", flags.log_dir, "worker logs (default: /tmp/berth/<node-id>/logs)");
+  app.add_option("--state-dir", flags.state_dir,
+                 "the node's folders: jobs' work folders, packages, logs "
+                 "(default: /tmp/berth/<node-id>)");
+  app.add_option("--log-dir", flags.log_dir, "worker logs (default: <state dir>/logs)");
+  app.add_option("--log-retention-s", flags.log_retention_s,
+                 "keep an ended job's worker logs this long on the node, then remove them")
+      ->capture_default_str();
   AddTlsFlags(app, flags.tls, "berth-node");
   app.add_option(
       "--token-file", flags.token_file,

@@ -13,6 +13,7 @@
 #include <utility>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/log.h"
@@ -222,6 +223,27 @@ std::vector<WorkerRecord> WorkerProcessManager::List() const {
   std::vector<WorkerRecord> out;
   for (const auto& [id, worker] : workers_) out.push_back(worker.record);
   return out;
+}
+
+void WorkerProcessManager::Forget(const std::vector<std::string>& worker_ids) {
+  std::vector<std::string> files;
+  {
+    absl::MutexLock lock(&mu_);
+    for (const std::string& id : worker_ids) {
+      auto it = workers_.find(id);
+      if (it == workers_.end() || it->second.record.state == WorkerState::kRunning) continue;
+      files.push_back(LogPath(id, false));
+      files.push_back(LogPath(id, true));
+      // Only an error file berth chose: one the launch named may be anyone's.
+      if (absl::StartsWith(it->second.error_file, options_.log_dir + "/"))
+        files.push_back(it->second.error_file);
+      workers_.erase(it);
+    }
+  }
+  std::error_code ignored;
+  for (const std::string& file : files) {
+    if (!file.empty()) std::filesystem::remove(file, ignored);
+  }
 }
 
 size_t WorkerProcessManager::RunningCount() const {

@@ -113,6 +113,10 @@ class WorkerProcessManager {
   // file name (no path separators), so callers cannot escape the log dir.
   std::string LogPath(const std::string& worker_id, bool stderr_log) const;
   size_t RunningCount() const;
+  // The ended ones of `worker_ids` are forgotten: their records, and their
+  // files in the log directory (`.out`, `.err`, the error file). Running or
+  // unknown ids are left alone.
+  void Forget(const std::vector<std::string>& worker_ids);
 
  private:
   struct Worker {

@@ -131,6 +131,7 @@ absl::Status RestoreNodesLocked(HeadState& state, const Records& nodes, int64_t 
       v1::DrainNodeRequest drain;
       drain.set_node_id(id);
       drain.set_reason(record.drain_reason());
+      drain.set_deadline_unix_ms(record.drain_deadline_unix_ms());
       drain.set_request_id("restore/" + id);
       state.nodes.Drain(drain).IgnoreError();
     }

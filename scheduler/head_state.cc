@@ -157,6 +157,8 @@ uint64_t HeadState::PersistNodeLocked(const std::string& node_id) {
   *record.mutable_registration() = *std::move(registration);
   record.set_state(NodeStateToProto(table.node(*index).state));
   record.set_drain_reason(nodes.DrainReason(node_id));
+  if (auto drain = nodes.drains().find(node_id); drain != nodes.drains().end())
+    record.set_drain_deadline_unix_ms(drain->second.deadline_ms);
   return writer_.Stage(kNodesTable, node_id, record.SerializeAsString());
 }
 

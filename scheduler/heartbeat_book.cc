@@ -10,12 +10,11 @@ void HeartbeatBook::Registered(const std::string& node_id, std::string address, 
   liveness_.Heard(node_id);
 }
 
-void HeartbeatBook::Draining(const std::string& node_id) {
+void HeartbeatBook::SetDraining(const std::string& node_id, bool draining) {
   absl::MutexLock lock(&mu_);
   auto it = nodes_.find(node_id);
-  if (it != nodes_.end() && it->second.standing == Standing::kAlive) {
-    it->second.standing = Standing::kDraining;
-  }
+  if (it == nodes_.end() || it->second.standing == Standing::kUnknown) return;
+  it->second.standing = draining ? Standing::kDraining : Standing::kAlive;
 }
 
 HeartbeatBook::Standing HeartbeatBook::Heartbeat(const std::string& node_id, uint64_t sequence,

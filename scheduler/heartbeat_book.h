@@ -35,8 +35,8 @@ class HeartbeatBook {
   // The node registered (or was restored) at `now_ms` (unix), its raylet
   // at `address`: it is judged from now, as alive and not draining.
   void Registered(const std::string& node_id, std::string address, int64_t now_ms);
-  // An operator drains the node.
-  void Draining(const std::string& node_id);
+  // An operator drains the node (true) or ends its drain (false).
+  void SetDraining(const std::string& node_id, bool draining);
   // Counts a heartbeat at `now_ms` (unix) unless its `sequence` is older
   // than the last counted (0: not numbered, always counted).
   Standing Heartbeat(const std::string& node_id, uint64_t sequence, int64_t now_ms);

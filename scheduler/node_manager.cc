@@ -76,7 +76,7 @@ absl::StatusOr<NodeManager::Registration> NodeManager::Register(
   if (existing != nodes_.end()) {
     // The DEAD record goes; its bundles were already rescheduled.
     if (absl::Status s = table_->RemoveNode(request.node_id()); !s.ok()) return s;
-    drain_reasons_.erase(request.node_id());
+    drains_.erase(request.node_id());
     nodes_.erase(existing);
     replaced_dead = true;
   }
@@ -124,8 +124,8 @@ std::optional<v1::RegisterNodeRequest> NodeManager::RegistrationOf(
 }
 
 std::string NodeManager::DrainReason(const std::string& node_id) const {
-  auto it = drain_reasons_.find(node_id);
-  return it == drain_reasons_.end() ? "" : it->second;
+  auto it = drains_.find(node_id);
+  return it == drains_.end() ? "" : it->second.reason;
 }
 
 absl::Status NodeManager::Drain(const v1::DrainNodeRequest& request) {
@@ -139,10 +139,32 @@ absl::Status NodeManager::Drain(const v1::DrainNodeRequest& request) {
     return absl::FailedPreconditionError(
         absl::StrCat("node_id: node '", request.node_id(), "' is DEAD"));
   }
-  drain_reasons_[request.node_id()] =
-      request.reason().empty() ? "drained by operator" : request.reason();
-  heartbeats_->Draining(request.node_id());
-  return table_->SetNodeState(request.node_id(), NodeState::kDraining);
+  if (request.deadline_unix_ms() < 0) {
+    return absl::InvalidArgumentError("deadline_unix_ms: must be 0 (none) or a time");
+  }
+  if (absl::Status s = table_->SetNodeState(request.node_id(), NodeState::kDraining); !s.ok()) {
+    return s;
+  }
+  drains_[request.node_id()] = {request.reason().empty() ? "drained by operator" : request.reason(),
+                                request.deadline_unix_ms()};
+  heartbeats_->SetDraining(request.node_id(), true);
+  return absl::OkStatus();
+}
+
+absl::Status NodeManager::Undrain(const std::string& node_id) {
+  if (absl::Status s = ValidateString(node_id, "node_id", 128, true); !s.ok()) return s;
+  auto it = nodes_.find(node_id);
+  if (it == nodes_.end())
+    return absl::NotFoundError(absl::StrCat("node_id: no node '", node_id, "'"));
+  const NodeState state = table_->node(it->second.index).state;
+  if (state != NodeState::kDraining) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("node_id: node '", node_id, "' is ", NodeStateName(state), ", not DRAINING"));
+  }
+  if (absl::Status s = table_->SetNodeState(node_id, NodeState::kAlive); !s.ok()) return s;
+  drains_.erase(node_id);
+  heartbeats_->SetDraining(node_id, false);
+  return absl::OkStatus();
 }
 
 std::string NodeManager::Address(NodeIndex index) const {
@@ -184,6 +206,9 @@ absl::Status NodeManager::ListNodes(const v1::ListNodesRequest& request,
     *info->mutable_gpus() = registration.gpus();
     info->set_last_heartbeat_unix_ms(heard.last_heard_ms);
     info->set_drain_reason(DrainReason(node.id));
+    if (auto drain = drains_.find(node.id);
+        drain != drains_.end() && node.state == NodeState::kDraining)
+      info->set_drain_deadline_unix_ms(drain->second.deadline_ms);
   }
   return absl::OkStatus();
 }

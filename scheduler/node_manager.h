@@ -43,8 +43,14 @@ class NodeManager {
   // Marks DEAD a node the HeartbeatBook judged so; false if it is unknown
   // or already DEAD (nothing to do).
   bool MarkDead(const std::string& node_id);
-  // Stops new bundles going to the node; its bundles stay.
+  // Stops new bundles going to the node; its bundles stay until they move
+  // (PlacementGroupManager: a job's group at its checkpoint or the
+  // deadline, other groups at the deadline). Draining a DRAINING node
+  // replaces its reason and deadline.
   absl::Status Drain(const v1::DrainNodeRequest& request);
+  // Ends a DRAINING node's drain: ALIVE again. FAILED_PRECONDITION if it
+  // does not drain, NOT_FOUND if unknown.
+  absl::Status Undrain(const std::string& node_id);
 
   // The raylet address of an ALIVE or DRAINING node, or "".
   std::string Address(NodeIndex index) const;
@@ -52,6 +58,15 @@ class NodeManager {
   std::optional<v1::RegisterNodeRequest> RegistrationOf(const std::string& node_id) const;
   // Why the node drains; "" if it does not or is unknown.
   std::string DrainReason(const std::string& node_id) const;
+  // A drain's terms (DrainNodeRequest).
+  struct DrainTerms {
+    std::string reason;
+    int64_t deadline_ms = 0;  // unix; 0 = none
+  };
+  // By node id, those of the nodes an operator drained (few): DRAINING ones,
+  // and DEAD ones that drained when they died (until their id registers
+  // again).
+  const absl::flat_hash_map<std::string, DrainTerms>& drains() const { return drains_; }
   absl::Status ListNodes(const v1::ListNodesRequest& request,
                          v1::ListNodesResponse* response) const;
 
@@ -70,8 +85,7 @@ class NodeManager {
   // By node id. Node-based: a record is large, and a flat table's empty
   // slots would cost as much as a third of the records.
   absl::node_hash_map<std::string, NodeRecord> nodes_;
-  // Why each node drains, of those an operator drained (few).
-  absl::flat_hash_map<std::string, std::string> drain_reasons_;
+  absl::flat_hash_map<std::string, DrainTerms> drains_;
 };
 
 }  // namespace berth

@@ -95,14 +95,45 @@ grpc::Status NodeServiceImpl::ListNodes(grpc::ServerContext* context,
 grpc::Status NodeServiceImpl::DrainNode(grpc::ServerContext* context,
                                         const v1::DrainNodeRequest* request,
                                         v1::DrainNodeResponse* response) {
-  absl::ReleasableMutexLock lock(&state_->mu);
-  absl::Status s = state_->nodes.Drain(*request);
-  if (!s.ok()) return ToGrpcStatus(s);
-  const uint64_t seq = state_->PersistNodeLocked(request->node_id());
-  response->set_accepted(true);
-  response->set_bundles_to_move(
-      static_cast<uint32_t>(state_->groups.BundlesOn(request->node_id()).size()));
-  lock.Release();
+  grpc::Status s = ChangeDrain(request->node_id(), [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(state_->mu) {
+    if (absl::Status drained = state_->nodes.Drain(*request); !drained.ok()) return drained;
+    response->set_accepted(true);
+    response->set_bundles_to_move(
+        static_cast<uint32_t>(state_->groups.BundlesOn(request->node_id()).size()));
+    return absl::OkStatus();
+  });
+  if (s.ok()) {
+    LogInfo("node ", request->node_id(), " drains (", request->reason(), "); ",
+            response->bundles_to_move(), " bundle(s) to move");
+  }
+  return s;
+}
+
+grpc::Status NodeServiceImpl::UndrainNode(grpc::ServerContext* context,
+                                          const v1::UndrainNodeRequest* request,
+                                          v1::UndrainNodeResponse* response) {
+  grpc::Status s = ChangeDrain(request->node_id(), [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(state_->mu) {
+    if (absl::Status undrained = state_->nodes.Undrain(request->node_id()); !undrained.ok())
+      return undrained;
+    state_->groups.OnNodesChanged(HeadNowMs());  // it takes bundles again
+    state_->kick = true;
+    return absl::OkStatus();
+  });
+  if (s.ok()) LogInfo("node ", request->node_id(), " no longer drains");
+  return s;
+}
+
+grpc::Status NodeServiceImpl::ChangeDrain(const std::string& node_id,
+                                          const std::function<absl::Status()>& change) {
+  std::vector<GroupSnapshot> told;  // the jobs on the node: they move, or stay
+  uint64_t seq = 0;
+  {
+    absl::MutexLock lock(&state_->mu);
+    if (absl::Status s = change(); !s.ok()) return ToGrpcStatus(s);
+    seq = state_->PersistNodeLocked(node_id);
+    told = state_->JobSnapshotsLocked(state_->groups.GroupsOn(node_id));
+  }
+  state_->TellJobs(std::move(told));
   return ToGrpcStatus(state_->Durable(seq));
 }
 

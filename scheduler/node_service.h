@@ -5,6 +5,9 @@
 #ifndef BERTH_SCHEDULER_NODE_SERVICE_H_
 #define BERTH_SCHEDULER_NODE_SERVICE_H_
 
+#include <functional>
+#include <string>
+
 #include "auth/admission.h"
 #include "berth/v1/head.grpc.pb.h"
 #include "scheduler/head_state.h"
@@ -26,6 +29,8 @@ class NodeServiceImpl final : public Admitted<v1::NodeService::Service> {
                          v1::ListNodesResponse* response) override;
   grpc::Status DrainNode(grpc::ServerContext* context, const v1::DrainNodeRequest* request,
                          v1::DrainNodeResponse* response) override;
+  grpc::Status UndrainNode(grpc::ServerContext* context, const v1::UndrainNodeRequest* request,
+                           v1::UndrainNodeResponse* response) override;
   grpc::Status ReportWorkerExit(grpc::ServerContext* context,
                                 const v1::ReportWorkerExitRequest* request,
                                 v1::ReportWorkerExitResponse* response) override;
@@ -34,6 +39,9 @@ class NodeServiceImpl final : public Admitted<v1::NodeService::Service> {
                                v1::ListWorkerExitsResponse* response) override;
 
  private:
+  // Applies `change` (a drain or its end) under the head's mutex, writes
+  // node `node_id` and tells the jobs of its groups (they move, or stay).
+  grpc::Status ChangeDrain(const std::string& node_id, const std::function<absl::Status()>& change);
   HeadState* const state_;
   RayletClients* const raylets_;
 };

@@ -256,22 +256,27 @@ PreemptionWork PlacementGroupManager::TakePreemptions() {
   return std::exchange(preemption_work_, {});
 }
 
-absl::StatusOr<std::vector<CancelTask>> PlacementGroupManager::ReleasePreempted(
-    const std::string& id, int64_t now_ms) {
+absl::StatusOr<std::vector<CancelTask>> PlacementGroupManager::LetGo(const std::string& id,
+                                                                     int64_t now_ms) {
   auto it = groups_.find(id);
   if (it == groups_.end()) {
     return absl::NotFoundError(absl::StrCat("placement_group_id: no placement group '", id, "'"));
   }
   Group& g = it->second;
-  if (g.state == v1::PLACEMENT_GROUP_STATE_REMOVED || !Preempting(g)) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("placement_group_id: ", id, " is not being preempted"));
+  if (g.state == v1::PLACEMENT_GROUP_STATE_REMOVED) {
+    return absl::FailedPreconditionError(absl::StrCat("placement_group_id: ", id, " is removed"));
   }
   if (g.in_flight()) {
     return absl::FailedPreconditionError(absl::StrCat(
         "placement_group_id: ", id, " is in two-phase commit; ask again when it ends"));
   }
-  return FinishPreemption(g, now_ms);
+  if (Preempting(g)) return FinishPreemption(g, now_ms);
+  const Move move = MoveOf(g);
+  if (move.bundles.empty()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("placement_group_id: ", id, " is neither preempted nor on a draining node"));
+  }
+  return FinishMove(g, move, now_ms);
 }
 
 std::optional<int64_t> PlacementGroupManager::NextDue() const {
@@ -317,7 +322,7 @@ std::vector<CancelTask> PlacementGroupManager::OnCommitDone(const std::string& i
     return CancelsFor(g, to_cancel, "remove");
   }
   // A victim chosen during its commit: one created directly lets go now;
-  // a job's group waits for its job (ReleasePreempted).
+  // a job's group waits for its job (LetGo).
   if (Preempting(g)) {
     if (!result.ok()) ReleaseBundles(g, committing);
     if (g.job_id.empty()) return FinishPreemption(g, now_ms);

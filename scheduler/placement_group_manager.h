@@ -20,7 +20,12 @@
 //
 // Preemption: a victim is marked preempting (its bundles still held). One
 // created directly is released at once and waits PENDING again; a train
-// job's group waits for its job to stop its processes (ReleasePreempted).
+// job's group waits for its job to stop its processes (LetGo).
+//
+// Drains: a group with bundles on a DRAINING node is moving. A train job's
+// group moves when its job stopped its processes (at a checkpoint, or at
+// the drain's deadline: LetGo); any other group at the deadline. The
+// bundles moved are placed elsewhere first, like those of a dead node.
 #ifndef BERTH_SCHEDULER_PLACEMENT_GROUP_MANAGER_H_
 #define BERTH_SCHEDULER_PLACEMENT_GROUP_MANAGER_H_
 
@@ -123,7 +128,7 @@ struct PreemptionWork {
   // Of groups created directly, released at once, and of a required-topology
   // gang's kept bundles when it moves whole to another domain.
   std::vector<CancelTask> cancels;
-  // Train jobs' groups being preempted: their jobs stop, then ReleasePreempted.
+  // Train jobs' groups being preempted: their jobs stop, then LetGo.
   std::vector<std::string> job_groups;
 };
 
@@ -244,11 +249,22 @@ class PlacementGroupManager {
       int64_t now_ms);
   // What the last Schedule calls' preemptions ask of the caller.
   PreemptionWork TakePreemptions();
-  // A preempted job's processes have stopped: its group lets go of its
-  // bundles (returned, to release on the raylets) and waits PENDING, in
-  // its old place in line. FAILED_PRECONDITION if it is not being
-  // preempted or is in two-phase commit (ask again when that ends).
-  absl::StatusOr<std::vector<CancelTask>> ReleasePreempted(const std::string& id, int64_t now_ms);
+  // A job stopped its processes as its group asked: a preempted group lets
+  // go of its bundles and waits PENDING, in its old place in line; a moving
+  // one (below) lets go of those on DRAINING nodes and goes RESCHEDULING,
+  // placing them elsewhere first. Returns what to release on the raylets.
+  // FAILED_PRECONDITION if it is neither, or is in two-phase commit (ask
+  // again when that ends).
+  absl::StatusOr<std::vector<CancelTask>> LetGo(const std::string& id, int64_t now_ms);
+  // Drains (NodeManager::Drain). A group holding bundles on a DRAINING node
+  // is `moving` (PlacementGroupInfo): derived from the nodes, so a drain's
+  // change, an undrain or a head restart needs no record of its own. The
+  // groups on `node_id` (whose jobs to tell when its drain begins or ends).
+  std::vector<std::string> GroupsOn(const std::string& node_id) const;
+  // Groups not of a job let go of their bundles on nodes whose drain
+  // deadline passed by `now_ms` (a job's group moves with its job, LetGo).
+  // Returns what to release on the raylets.
+  std::vector<CancelTask> MoveAtDrainDeadlines(int64_t now_ms);
   // The group's job saved a checkpoint: preempting the group now loses only
   // the work since (QueueScheduler::Checkpointed). Unknown ids are ignored.
   void OnCheckpoint(const std::string& id, int64_t now_ms) { queues_.Checkpointed(id, now_ms); }
@@ -304,6 +320,7 @@ class PlacementGroupManager {
     kReleasedByNode,      // `lost` bundles let go of by a node as it synced (detail: its id)
     kStopping,            // preempted, its job stopping (preempted_by says why)
     kWaitingReadmission,  // preempted and let go (preempted_by says why)
+    kMovedOffNode,        // `lost` bundles moved off a draining node (detail: its id)
     kRemoved,
   };
 
@@ -355,7 +372,7 @@ class PlacementGroupManager {
     int64_t placed_ms = 0;
     int64_t waiting_since_ms = 0;  // created, or last went RESCHEDULING
     uint32_t attempts = 0;
-    uint32_t lost = 0;  // bundles, of kRestartedLost, kLostWithNode, kReleasedByNode
+    uint32_t lost = 0;  // bundles, of kRestartedLost, kLostWithNode, kReleasedByNode, kMovedOffNode
   };
   // How capacity_ is asked about the group: its gang's placement record,
   // which the queue scheduler keeps (a group removed during its commit:
@@ -381,7 +398,7 @@ class PlacementGroupManager {
   // Releases the table reservations of `bundles` and forgets them.
   void ReleaseBundles(Group& g, const std::vector<uint32_t>& bundles);
   // `lost` (placed, not in two-phase commit) are gone with `node_id`
-  // (`why`: kLostWithNode or kReleasedByNode): the group lets go of them and
+  // (`why`: kLostWithNode, kReleasedByNode or kMovedOffNode): the group lets go of them and
   // goes RESCHEDULING, unless it is being preempted.
   void LoseBundles(Group& g, const std::vector<uint32_t>& lost, Reason why,
                    const std::string& node_id, int64_t now_ms);
@@ -407,6 +424,15 @@ class PlacementGroupManager {
   void StartPreemption(const Preemption& p, int64_t now_ms);
   // A preempted group lets go of its bundles and waits again.
   std::vector<CancelTask> FinishPreemption(Group& g, int64_t now_ms);
+  // What moves of a group (its bundles on DRAINING nodes), and by when.
+  struct Move {
+    std::vector<uint32_t> bundles;
+    std::string node_id;      // the first of those nodes
+    int64_t deadline_ms = 0;  // the earliest of their deadlines; 0 = none
+  };
+  Move MoveOf(const Group& g) const;
+  // The group lets go of the bundles of `move` and places them elsewhere.
+  std::vector<CancelTask> FinishMove(Group& g, const Move& move, int64_t now_ms);
   // What is placed of the group (capacity_ holds it), by bundle index.
   // Pointers into its placement record: valid until the group's bundles change.
   std::vector<const BundlePlacement*> Placed(const Group& g) const;
@@ -437,6 +463,8 @@ class PlacementGroupManager {
   bool pass_due_ = true;           // something changed since the last pass
   size_t waiting_feasible_ = 0;    // of waiting_, those not infeasible at the last pass
   int64_t next_pass_ms_ = 0;
+  // Drain deadlines are looked at no more often than this (MoveAtDrainDeadlines).
+  int64_t next_drain_look_ms_ = 0;
   PreemptionWork preemption_work_;
   std::deque<std::string> removed_order_;
   size_t in_flight_ = 0;

@@ -96,6 +96,8 @@ std::string PlacementGroupManager::ReasonText(const Group& g) const {
       return absl::StrCat(PreemptedBy(g), "; stopping what runs in its bundles");
     case Reason::kWaitingReadmission:
       return absl::StrCat(PreemptedBy(g), "; waiting to be admitted again");
+    case Reason::kMovedOffNode:
+      return absl::StrCat(g.lost, " bundle(s) moved off draining node ", detail, "; rescheduling");
     case Reason::kRemoved:
       return "removed";
   }
@@ -136,6 +138,12 @@ void PlacementGroupManager::ToProto(const Group& g, v1::PlacementGroupInfo* info
   info->set_preemptible(gang.preemptible);
   info->set_time_limit_s(gang.time_limit_ms.value_or(0) / 1000);
   info->set_preemptions(view.preemptions);
+  if (const Move move = MoveOf(g); !move.bundles.empty()) {
+    info->set_moving(true);
+    info->set_move_deadline_unix_ms(move.deadline_ms);
+    info->set_moving_reason(
+        absl::StrCat("node ", move.node_id, " is draining: ", nodes_->DrainReason(move.node_id)));
+  }
   TopologyToProto(g.spec->topology(), info->mutable_topology());
   // The innermost key whose one value every placed bundle shares.
   for (const std::string& key : g.spec->topology().keys()) {

@@ -173,11 +173,15 @@ void Scheduler::SchedulingLoop() {
       const int64_t now = HeadNowMs();
       tasks = state_->groups.Schedule(now);
       PreemptionWork preempted = state_->groups.TakePreemptions();
-      if (!preempted.cancels.empty() || !preempted.job_groups.empty())
+      std::vector<CancelTask> moved = state_->groups.MoveAtDrainDeadlines(now);
+      // Moved bundles are placed elsewhere by the next pass, at once.
+      const bool pass_again = !moved.empty();
+      if (!preempted.cancels.empty() || !preempted.job_groups.empty() || pass_again)
         seq = state_->PersistLocked();
       SubmitCancels(std::move(preempted.cancels), seq);
+      SubmitCancels(std::move(moved), seq);
       preempted_jobs = state_->JobSnapshotsLocked(preempted.job_groups);
-      int64_t wake_ms = now + most_between_passes;
+      int64_t wake_ms = pass_again ? now + 1 : now + most_between_passes;
       if (std::optional<int64_t> due = state_->groups.NextDue())
         wake_ms = std::min(wake_ms, std::max(*due, now + 1));
       wake = absl::FromUnixMillis(wake_ms);
@@ -255,11 +259,28 @@ void Scheduler::ReportLiveness(const LivenessVerdict& verdict) {
   }
 }
 
-absl::Status Scheduler::CheckJobGroup(const v1::TrainJobSpec& spec) {
+absl::Status Scheduler::CheckJobGroup(v1::TrainJobSpec* spec) {
   absl::MutexLock lock(&state_->mu);
-  return state_->groups.CheckQueueing(
-      spec.queue(), spec.priority_class(), 0, TopologyFromProto(spec.scaling_config().topology()),
-      {"spec.queue", "spec.priority_class", "spec.scaling_config.topology"});
+  if (absl::Status s = state_->groups.CheckQueueing(
+          spec->queue(), spec->priority_class(), 0,
+          TopologyFromProto(spec->scaling_config().topology()),
+          {"spec.queue", "spec.priority_class", "spec.scaling_config.topology"});
+      !s.ok()) {
+    return s;
+  }
+  const std::string queue = spec->queue().empty() ? std::string(kDefaultQueue) : spec->queue();
+  auto found = state_->groups.queue_config().queues().find(queue);
+  if (found == state_->groups.queue_config().queues().end()) return absl::OkStatus();
+  const QueueSpec& limits = found->second;
+  if (spec->time_limit_s() == 0) spec->set_time_limit_s(limits.default_time_limit_s);
+  if (limits.max_time_limit_s > 0 &&
+      (spec->time_limit_s() == 0 || spec->time_limit_s() > limits.max_time_limit_s)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "spec.time_limit_s: ",
+        spec->time_limit_s() == 0 ? "none" : absl::StrCat(spec->time_limit_s(), " s"),
+        " is above queue ", queue, "'s max_time_limit_s (", limits.max_time_limit_s, " s)"));
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<std::string> Scheduler::CreateGroup(PlacementGroupSpec spec,
@@ -300,12 +321,11 @@ void Scheduler::GroupCheckpointed(const std::string& id) {
   state_->groups.OnCheckpoint(id, HeadNowMs());
 }
 
-absl::Status Scheduler::ReleasePreempted(const std::string& id) {
+absl::Status Scheduler::LetGo(const std::string& id) {
   uint64_t seq = 0;
   {
     absl::MutexLock lock(&state_->mu);
-    absl::StatusOr<std::vector<CancelTask>> cancels =
-        state_->groups.ReleasePreempted(id, HeadNowMs());
+    absl::StatusOr<std::vector<CancelTask>> cancels = state_->groups.LetGo(id, HeadNowMs());
     if (!cancels.ok()) return cancels.status();
     state_->kick = true;
     seq = state_->PersistLocked();

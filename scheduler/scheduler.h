@@ -51,12 +51,12 @@ class Scheduler final : public PlacementGroupHost {
   void SubmitCancels(std::vector<CancelTask> cancels, uint64_t durable_first = 0);
 
   // PlacementGroupHost, for the train job controller.
-  absl::Status CheckJobGroup(const v1::TrainJobSpec& spec) override;
+  absl::Status CheckJobGroup(v1::TrainJobSpec* spec) override;
   absl::StatusOr<std::string> CreateGroup(PlacementGroupSpec spec,
                                           const v1::CreatePlacementGroupRequest& meta) override;
   GroupSnapshot GetGroup(const std::string& id) override;
   void RemoveGroup(const std::string& id) override;
-  absl::Status ReleasePreempted(const std::string& id) override;
+  absl::Status LetGo(const std::string& id) override;
   void GroupCheckpointed(const std::string& id) override;
   std::string RayletAddress(const std::string& node_id) override;
   void BundleNotOnNode(const std::string& node_id, const std::string& group_id,

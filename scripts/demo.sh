@@ -18,7 +18,7 @@ section "berth up --node-spec scripts/demo-nodes.yaml --port 0"
 
 section "berth submit examples/demo.yaml --wait"
 status=0
-"$BERTH" submit examples/demo.yaml --wait --timeout-s 90 || status=$?
+"$BERTH" submit examples/demo.yaml --wait 90 || status=$?
 
 section "berth status"
 "$BERTH" status

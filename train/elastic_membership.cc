@@ -145,7 +145,7 @@ std::string ElasticMembership::ToRelease(const v1::TrainJobInfo& job, const JobW
                                          bool running) const {
   const std::set<std::string> in_use = running ? ElasticInUse(job) : std::set<std::string>{};
   for (const auto& [id, group] : world.elastic) {
-    if (in_use.count(id) == 0 && group.ok() && group->preempting()) return id;
+    if (in_use.count(id) == 0 && group.ok() && (group->preempting() || group->moving())) return id;
   }
   return "";
 }

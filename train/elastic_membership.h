@@ -68,8 +68,8 @@ class ElasticMembership {
   // or "".
   std::string Loss(const v1::TrainJobInfo& job, const JobWorld& world,
                    const std::set<std::string>& nodes, int64_t placed_unix_ms) const;
-  // The next elastic group to let go of (being preempted, and not used by
-  // the attempt when it is `running`), or "".
+  // The next elastic group to let go of (being preempted or moving off a
+  // draining node, and not used by the attempt when it is `running`), or "".
   std::string ToRelease(const v1::TrainJobInfo& job, const JobWorld& world, bool running) const;
 
   // A running attempt that did not fail: why it grows now ("" while it

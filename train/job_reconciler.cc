@@ -131,9 +131,16 @@ bool JobReconciler::OnProgress(absl::Time now, const v1::ReportTrainProgressRequ
     info_.set_last_loss(request.loss());
     if (!request.metrics().empty()) *info_.mutable_last_metrics() = request.metrics();
   }
-  if (!request.latest_checkpoint().empty() && request.step() >= info_.latest_checkpoint_step()) {
+  bool due = phase_ == Phase::kFinishing;
+  // Every report names the latest checkpoint: a new one is a new path
+  // (the built-in trainer's step-N.pt, the SDK's checkpoint_<time>), and
+  // its step is that of the first report naming it.
+  if (!request.latest_checkpoint().empty() &&
+      request.latest_checkpoint() != info_.latest_checkpoint() &&
+      request.step() >= info_.latest_checkpoint_step()) {
     info_.set_latest_checkpoint(request.latest_checkpoint());
     info_.set_latest_checkpoint_step(request.step());
+    due |= move_checkpoint_.has_value();  // a moving job moves at this checkpoint
   }
   // The first report of the ranks' times in an attempt counts (placement
   // clears them for the next attempt).
@@ -142,7 +149,7 @@ bool JobReconciler::OnProgress(absl::Time now, const v1::ReportTrainProgressRequ
     startup.set_ranks_running_unix_us(request.ranks_running_unix_us());
     startup.set_group_joined_unix_us(request.group_joined_unix_us());
   }
-  return phase_ == Phase::kFinishing;
+  return due;
 }
 
 std::set<std::string> JobReconciler::WatchedNodes() const {
@@ -288,6 +295,12 @@ std::optional<JobStep> JobReconciler::AwaitPlacement(absl::Time now, const JobWo
     return Act(ReleaseGroup{std::move(id)});
   }
   if (OnPreempting(now, world)) return std::nullopt;
+  if (world.group.ok() && world.group->moving() && !world.group->preempting()) {
+    // Placed (partly) on a draining node: those bundles are placed elsewhere.
+    info_.set_message(absl::StrCat("moving: ", world.group->moving_reason()));
+    releasing_ = info_.placement_group_id();
+    return Act(ReleaseGroup{releasing_});
+  }
   const std::vector<uint32_t> core = membership_.CoreBundlesToRun(info_, world);
   if (core.empty()) return WaitForPlacement(now, world);
   placement_wait_.Reset();
@@ -445,7 +458,14 @@ void JobReconciler::OnPort(absl::Time now, const PortAllocated& port) {
 
 void JobReconciler::OnReleased(absl::Time now, const GroupReleased& released) {
   if (!releasing_.empty()) {
-    releasing_.clear();  // an elastic group: it waits again; asked again if that failed
+    // An elastic group, or a moving group before its attempt: it waits
+    // again; one in two-phase commit is asked again after a moment.
+    releasing_.clear();
+    if (released.status.ok() || absl::IsNotFound(released.status)) {
+      release_retry_.Reset();
+    } else {
+      restart_at_ = std::max(restart_at_, now + release_retry_.Next());
+    }
     return;
   }
   if (released.status.ok() || absl::IsNotFound(released.status)) {

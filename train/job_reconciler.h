@@ -47,6 +47,13 @@
 // placed again the next attempt resumes from the latest checkpoint. A
 // preemption is not a failure: max_failures does not count it.
 //
+// Drains (a group of the job says `moving`: some of its bundles are on a
+// DRAINING node): a running attempt is stopped at the job's next
+// checkpoint, or at the drain's deadline, with the grace period; the
+// moving groups let go of what is on draining nodes (ReleaseGroup), and
+// the next attempt starts once they are placed elsewhere, from the latest
+// checkpoint, without a backoff. Not a failure either (TrainJobInfo.moves).
+//
 // The reconciler is the state machine; its decisions are units of their
 // own: failure_triage.h (a failed attempt's cause, and whether the job
 // restarts, shrinks or fails, charged or not), elastic_membership.h (the
@@ -145,7 +152,8 @@ class JobReconciler {
   bool RequestStop();
   void OnWorkerExit(const v1::WorkerStatus& status);
   // Returns whether it is due (a finished attempt waits for its trainer's
-  // report); progress alone changes only the info.
+  // report; a moving one, for its next checkpoint); progress alone changes
+  // only the info.
   bool OnProgress(absl::Time now, const v1::ReportTrainProgressRequest& request);
 
   // What to read into the JobWorld of the next Step.
@@ -190,6 +198,7 @@ class JobReconciler {
     kLaunchFailed,
     kAwaitPlacement,
     kPreempted,
+    kMoved,
     kResize,
   };
   // Why raylets are asked for the job's workers.
@@ -234,6 +243,10 @@ class JobReconciler {
   // The group is being preempted: whether the job gave in (it stops what
   // runs, then lets go of the group).
   bool OnPreempting(absl::Time now, const JobWorld& world);
+  // A group of the running attempt is moving off a draining node: whether
+  // the attempt stops now (at a checkpoint since the drain was seen, or at
+  // the drain's deadline).
+  bool OnMoving(absl::Time now, const JobWorld& world);
   void End(v1::TrainJobState state, std::string message);
   // An elastic job restarts with the workers placed now (resize_reason_ says why).
   void Resize(absl::Time now);
@@ -288,8 +301,12 @@ class JobReconciler {
   JobProcesses to_stop_;
   std::vector<std::string> awaited_;
   AfterStop after_stop_ = AfterStop::kEndStopped;
-  bool stop_after_node_wait_ = true;    // the processes still run (not a failed launch)
-  std::string resize_reason_;           // of the restart under way
+  bool stop_after_node_wait_ = true;  // the processes still run (not a failed launch)
+  std::string resize_reason_;         // of the restart under way
+  // While a group of the running attempt moves: the latest checkpoint when
+  // that was first seen (the next one moves it), and the drain's deadline.
+  std::optional<std::string> move_checkpoint_;
+  absl::Time move_deadline_ = absl::InfiniteFuture();
   std::string releasing_;               // an elastic group being let go of
   bool dropping_elastic_ = false;       // the last elastic group is being removed
   std::vector<std::string> to_remove_;  // groups End() removes, the last first

@@ -66,6 +66,7 @@ std::optional<JobStep> JobReconciler::Watch(absl::Time now, const JobWorld& worl
     releasing_ = id;
     return Act(ReleaseGroup{std::move(id)});
   }
+  if (OnMoving(now, world)) return std::nullopt;
   const std::set<std::string> nodes = NodesOf(processes_);
   if (std::string loss = membership_.Loss(info_, world, nodes, placed_unix_ms_); !loss.empty()) {
     resize_reason_ = std::move(loss);
@@ -118,7 +119,8 @@ std::optional<JobStep> JobReconciler::WatchExits(absl::Time now, const JobWorld&
       Stop(processes_, AfterStop::kResize);
       return std::nullopt;
     }
-    return WaitUntil(std::min({reconcile_at_, JobTimers::LimitEnds(info_), timers_.ProgressDue()}));
+    return WaitUntil(std::min(
+        {reconcile_at_, JobTimers::LimitEnds(info_), timers_.ProgressDue(), move_deadline_}));
   }
   // A node that died takes its workers with it (the raylet's keepers), and
   // their peers fail of the broken connections before the head declares it
@@ -270,6 +272,13 @@ void JobReconciler::AfterStopped(absl::Time now) {
       phase_ = Phase::kReleaseGroup;
       deadline_ = now;
       return;
+    case AfterStop::kMoved:
+      // The moving groups let go of what is on draining nodes as the job
+      // waits for them (AwaitPlacement), then it starts on what is placed.
+      processes_.clear();
+      ++attempt_;
+      phase_ = Phase::kAwaitPlacement;
+      return;
     case AfterStop::kResize:
       Resize(now);
       return;
@@ -291,6 +300,38 @@ bool JobReconciler::OnPreempting(absl::Time now, const JobWorld& world) {
   } else {
     Stop(processes_, AfterStop::kPreempted);
   }
+  return true;
+}
+
+bool JobReconciler::OnMoving(absl::Time now, const JobWorld& world) {
+  const v1::PlacementGroupInfo* moving = MovingGroup(world);
+  if (moving == nullptr) {  // none, or the drain ended (undrain)
+    if (move_checkpoint_) info_.set_message("");
+    move_checkpoint_.reset();
+    move_deadline_ = absl::InfiniteFuture();
+    return false;
+  }
+  if (!move_checkpoint_) move_checkpoint_ = info_.latest_checkpoint();
+  move_deadline_ = moving->move_deadline_unix_ms() == 0
+                       ? absl::InfiniteFuture()
+                       : absl::FromUnixMillis(moving->move_deadline_unix_ms());
+  const bool checkpointed = info_.latest_checkpoint() != *move_checkpoint_;
+  if (!checkpointed && now < move_deadline_) {
+    info_.set_message(absl::StrCat(
+        moving->moving_reason(), "; the job moves at its next checkpoint",
+        move_deadline_ == absl::InfiniteFuture()
+            ? ""
+            : absl::StrCat(" or at ",
+                           absl::FormatTime("%H:%M:%S UTC", move_deadline_, absl::UTCTimeZone()))));
+    return false;
+  }
+  info_.set_moves(info_.moves() + 1);
+  SetState(now, v1::TRAIN_JOB_STATE_RESTARTING,
+           absl::StrCat("moving: ", moving->moving_reason(),
+                        checkpointed ? " (at its checkpoint)" : " (the drain's deadline came)"));
+  move_checkpoint_.reset();
+  move_deadline_ = absl::InfiniteFuture();
+  Stop(processes_, AfterStop::kMoved);
   return true;
 }
 

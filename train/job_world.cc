@@ -16,7 +16,18 @@ bool GroupGone(const JobWorld& world) {
 }
 
 bool GroupUsable(const absl::StatusOr<v1::PlacementGroupInfo>& group) {
-  return group.ok() && group->state() == v1::PLACEMENT_GROUP_STATE_CREATED && !group->preempting();
+  return group.ok() && group->state() == v1::PLACEMENT_GROUP_STATE_CREATED &&
+         !group->preempting() && !group->moving();
+}
+
+const v1::PlacementGroupInfo* MovingGroup(const JobWorld& world) {
+  if (world.group.ok() && world.group->moving() && !world.group->preempting()) {
+    return &*world.group;
+  }
+  for (const auto& [id, group] : world.elastic) {
+    if (group.ok() && group->moving() && !group->preempting()) return &*group;
+  }
+  return nullptr;
 }
 
 std::optional<std::string> FirstLostNode(const std::set<std::string>& nodes,

@@ -62,7 +62,7 @@ struct StopProcesses {
 struct RemoveGroup {
   std::string placement_group_id;
 };
-struct ReleaseGroup {  // a preempted group's processes stopped: let go of its bundles
+struct ReleaseGroup {  // a preempted or moving group's processes stopped: let go of its bundles
   std::string placement_group_id;
 };
 using JobAction = std::variant<CreateGroup, AllocatePort, StartProcesses, ListWorkers,
@@ -99,8 +99,13 @@ std::set<std::string> NodesOf(const JobProcesses& processes);
 // groups only once its end is written, which a restarted head carries out).
 bool GroupGone(const JobWorld& world);
 
-// A group the attempt may run workers in: placed, and not being preempted.
+// A group the attempt may run workers in: placed, and neither being
+// preempted nor moving off a draining node.
 bool GroupUsable(const absl::StatusOr<v1::PlacementGroupInfo>& group);
+
+// The job's group, or else one of its elastic groups, that is moving off a
+// draining node (and not being preempted, which comes first); null if none.
+const v1::PlacementGroupInfo* MovingGroup(const JobWorld& world);
 
 // The first of `nodes` that is no longer alive, if any.
 std::optional<std::string> FirstLostNode(const std::set<std::string>& nodes, const JobWorld& world);

@@ -93,7 +93,7 @@ absl::StatusOr<std::string> TrainJobController::Submit(v1::SubmitTrainJobRequest
   }
   absl::StatusOr<PlacementGroupSpec> group = PlacementGroupForJob(request.spec());
   if (!group.ok()) return group.status();
-  if (absl::Status s = groups_->CheckJobGroup(request.spec()); !s.ok()) return s;
+  if (absl::Status s = groups_->CheckJobGroup(request.mutable_spec()); !s.ok()) return s;
 
   absl::MutexLock lock(&mu_);
   const uint64_t fingerprint = MessageFingerprint(request);
@@ -470,7 +470,7 @@ JobActionResult TrainJobController::Execute(const std::string& job_id, JobAction
   if (auto* list = std::get_if<ListWorkers>(&action)) return ListOn(job_id, list->nodes);
   if (auto* stop = std::get_if<StopProcesses>(&action)) return StopAll(*stop);
   if (auto* release = std::get_if<ReleaseGroup>(&action)) {
-    return GroupReleased{groups_->ReleasePreempted(release->placement_group_id)};
+    return GroupReleased{groups_->LetGo(release->placement_group_id)};
   }
   groups_->RemoveGroup(std::get<RemoveGroup>(action).placement_group_id);
   return GroupRemoved{};

@@ -57,17 +57,20 @@ class PlacementGroupHost {
  public:
   virtual ~PlacementGroupHost() = default;
   // Whether a job of `spec` could have its group queued (its queue,
-  // priority class and topology keys known), errors naming spec's fields:
-  // a job is refused at submission, not when it makes its group.
-  virtual absl::Status CheckJobGroup(const v1::TrainJobSpec& spec) = 0;
+  // priority class and topology keys known, its time limit within the
+  // queue's maximum), errors naming spec's fields: a job is refused at
+  // submission, not when it makes its group. A job that sets no time limit
+  // gets its queue's default.
+  virtual absl::Status CheckJobGroup(v1::TrainJobSpec* spec) = 0;
   virtual absl::StatusOr<std::string> CreateGroup(PlacementGroupSpec spec,
                                                   const v1::CreatePlacementGroupRequest& meta) = 0;
   // Read when the job was woken by anything but a change of this group.
   virtual GroupSnapshot GetGroup(const std::string& id) = 0;
   virtual void RemoveGroup(const std::string& id) = 0;
-  // A preempted group's job stopped its processes: the group lets go of
-  // its bundles and waits again (PlacementGroupManager::ReleasePreempted).
-  virtual absl::Status ReleasePreempted(const std::string& id) = 0;
+  // A preempted or moving group's job stopped its processes: the group lets
+  // go of its bundles (a moving one, of those on draining nodes) and waits
+  // again (PlacementGroupManager::LetGo).
+  virtual absl::Status LetGo(const std::string& id) = 0;
   // The group's job saved a checkpoint (a rank reported one): preempting it
   // now loses less.
   virtual void GroupCheckpointed(const std::string& id) = 0;

@@ -106,6 +106,16 @@ absl::StatusOr<v1::DrainNodeResponse> HeadClient::DrainNode(v1::DrainNodeRequest
   });
 }
 
+absl::Status HeadClient::UndrainNode(const std::string& node_id) {
+  v1::UndrainNodeRequest request;
+  request.set_node_id(node_id);
+  return Call<v1::UndrainNodeResponse>(options_.timeout,
+                                       [&](auto* context, auto* response) {
+                                         return nodes_->UndrainNode(context, request, response);
+                                       })
+      .status();
+}
+
 absl::StatusOr<v1::ListWorkerExitsResponse> HeadClient::ListWorkerExits(
     const v1::ListWorkerExitsRequest& request) {
   return Call<v1::ListWorkerExitsResponse>(options_.timeout, [&](auto* context, auto* response) {

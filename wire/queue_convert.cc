@@ -28,6 +28,8 @@ absl::StatusOr<QueueSpec> QueueFromProto(const v1::Queue& proto, absl::string_vi
   if (proto.has_weight()) input.weight = proto.weight();
   input.team = proto.team();
   input.within_queue_preemption = proto.within_queue_preemption();
+  input.default_time_limit_s = proto.default_time_limit_s();
+  input.max_time_limit_s = proto.max_time_limit_s();
   return QueueSpecFromInput(input, field);
 }
 
@@ -41,6 +43,8 @@ void QueueToProto(const QueueSpec& queue, v1::Queue* proto) {
   proto->set_team(queue.team);
   proto->set_within_queue_preemption(
       std::string(WithinQueuePreemptionName(queue.within_queue_preemption)));
+  proto->set_default_time_limit_s(queue.default_time_limit_s);
+  proto->set_max_time_limit_s(queue.max_time_limit_s);
 }
 
 v1::QueueConfigRecord QueueConfigToRecord(const QueueConfig& config) {

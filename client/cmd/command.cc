@@ -5,9 +5,12 @@
 #include <cstdlib>
 #include <optional>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "auth/cluster_token.h"
+#include "client/command_words.h"
 #include "client/format.h"
+#include "client/job_args.h"
 #include "client/local_cluster.h"
 
 namespace berth {
@@ -53,6 +56,21 @@ int HeadError(const absl::Status& status) {
   std::cerr << "berth: " << absl::StatusCodeToString(status.code()) << ": " << status.message()
             << "\n";
   return kExitHeadError;
+}
+
+void AddWaitFlag(CLI::App* cmd, std::string& wait, const std::string& what) {
+  cmd->add_option("--wait", wait,
+                  absl::StrCat("Wait until ", what, ", or for at most DURATION (300, 10m)"));
+}
+
+absl::StatusOr<absl::Duration> WaitDuration(const std::string& wait) {
+  if (wait == kWaitUntilEnd) return absl::InfiniteDuration();
+  if (int64_t plain = 0; absl::SimpleAtoi(wait, &plain) && plain >= 0) {
+    return absl::Seconds(plain);  // a number is seconds, as it always was
+  }
+  absl::StatusOr<int64_t> seconds = ParseDurationSeconds(wait, "--wait", 0);
+  if (!seconds.ok()) return seconds.status();
+  return absl::Seconds(*seconds);
 }
 
 int UsageError(const absl::Status& status) {

@@ -64,6 +64,13 @@ int HeadError(const absl::Status& status);
 int UsageError(const absl::Status& status);
 int PrintJson(const google::protobuf::Message& message);
 
+// `--wait [DURATION]` (command_words.h, WithWaitValues) on `cmd`, into
+// `wait`: "" when not given. `what` says what it waits for.
+void AddWaitFlag(CLI::App* cmd, std::string& wait, const std::string& what);
+// How long `--wait`'s value waits at most: InfiniteDuration for a bare
+// `--wait`; INVALID_ARGUMENT naming --wait for a bad duration.
+absl::StatusOr<absl::Duration> WaitDuration(const std::string& wait);
+
 // Prints a successful response as JSON or as `table(response)`.
 template <typename Response, typename Table>
 int Print(const Context& ctx, const absl::StatusOr<Response>& response, Table table) {

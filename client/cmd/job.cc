@@ -99,26 +99,26 @@ int JobEnded(const Context& ctx, const v1::TrainJobInfo& job, bool detail) {
 
 struct JobSubmitFlags {
   JobSubmitArgs args;
-  double wait_seconds = 0;
-  CLI::Option* wait = nullptr;  // count() > 0 when --wait was given
+  std::string wait;  // --wait's value (WithWaitValues); empty = not given
 };
 
-// Submits `spec`; prints the id, or with `wait` follows the job up to
-// `wait_seconds` and ends as JobEnded does.
-int SubmitJob(const Context& ctx, v1::TrainJobSpec spec, bool wait, double wait_seconds) {
+// Submits `spec`; prints the id, or with `wait` (--wait's value) follows
+// the job and ends as JobEnded does.
+int SubmitJob(const Context& ctx, v1::TrainJobSpec spec, const std::string& wait) {
+  absl::StatusOr<absl::Duration> most = WaitDuration(wait);
+  if (!wait.empty() && !most.ok()) return UsageError(most.status());
   v1::SubmitTrainJobRequest request;
   *request.mutable_spec() = std::move(spec);
   absl::StatusOr<v1::SubmitTrainJobResponse> submitted =
       ctx.client.SubmitTrainJob(std::move(request));
-  if (!wait || !submitted.ok()) {
+  if (wait.empty() || !submitted.ok()) {
     return Print(ctx, submitted, [](const v1::SubmitTrainJobResponse& r) {
       return absl::StrCat(r.job_id(), "\n");
     });
   }
   if (!ctx.json) std::cout << submitted->job_id() << std::endl;
   absl::StatusOr<v1::TrainJobInfo> job =
-      FollowJob(ctx, submitted->job_id(), absl::Seconds(kDefaultPollSeconds),
-                absl::Now() + absl::Seconds(wait_seconds));
+      FollowJob(ctx, submitted->job_id(), absl::Seconds(kDefaultPollSeconds), absl::Now() + *most);
   if (!job.ok()) return HeadError(job.status());
   return JobEnded(ctx, *job, /*detail=*/true);
 }
@@ -141,13 +141,12 @@ int RunJobSubmit(const Context& ctx, const JobSubmitFlags& flags) {
   }
   absl::StatusOr<v1::TrainJobSpec> spec = BuildTrainJobSpec(args);
   if (!spec.ok()) return UsageError(spec.status());
-  return SubmitJob(ctx, *std::move(spec), flags.wait->count() > 0, flags.wait_seconds);
+  return SubmitJob(ctx, *std::move(spec), flags.wait);
 }
 
 struct SubmitFlags {
   std::string file;
-  bool wait = false;
-  double timeout_seconds = 600;
+  std::string wait;  // as JobSubmitFlags::wait
 };
 
 // Packs and uploads the runtime_env's working_dir, then names the package
@@ -185,7 +184,7 @@ int RunSubmit(const Context& ctx, const SubmitFlags& flags) {
       return kExitHeadError;
     }
   }
-  return SubmitJob(ctx, *std::move(spec), flags.wait, flags.timeout_seconds);
+  return SubmitJob(ctx, *std::move(spec), flags.wait);
 }
 
 struct JobIdFlags {
@@ -343,13 +342,9 @@ void AddTopLevelJobCommands(CLI::App& app, CLI::App* job, Action* action) {
   CLI::App* submit_cmd =
       app.add_subcommand("submit", "Submit the train job a YAML job file describes; prints its id");
   submit_cmd->add_option("FILE", submit->file, "Job file (see `berth submit --help`)")->required();
-  submit_cmd->add_flag("--wait", submit->wait,
-                       "Follow the job until it ends, then print its rank table; exit 0 only if "
-                       "it SUCCEEDED");
-  submit_cmd
-      ->add_option("--timeout-s", submit->timeout_seconds, "With --wait: give up after SECONDS")
-      ->check(CLI::Range(0.0, 7 * 24 * 3600.0))
-      ->capture_default_str();
+  AddWaitFlag(submit_cmd, submit->wait,
+              "the job ends, following it; then print its rank table; exit 0 only if it "
+              "SUCCEEDED");
   OnChosen(submit_cmd, action, submit, RunSubmit);
 
   auto jobs = std::make_shared<JobListFlags>();
@@ -479,11 +474,9 @@ void AddJobSubmitCommand(CLI::App* job, Action* action) {
   AddScalingFlags(submit_cmd, submit->args);
   AddJobFieldFlags(submit_cmd, submit->args);
   AddEntrypointFlags(submit_cmd, submit->args);
-  submit->wait = submit_cmd
-                     ->add_option("--wait", submit->wait_seconds,
-                                  "Follow the job up to SECONDS until it ends, then print it; "
-                                  "exit 0 only if it SUCCEEDED")
-                     ->check(CLI::Range(0.0, 7 * 24 * 3600.0));
+  AddWaitFlag(submit_cmd, submit->wait,
+              "the job ends, following it; then print its rank table; exit 0 only if it "
+              "SUCCEEDED");
   OnChosen(submit_cmd, action, submit, RunJobSubmit);
 }
 

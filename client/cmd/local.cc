@@ -170,9 +170,11 @@ absl::StatusOr<LocalProcess> StartRaylet(Local& local, LocalState& state,
     flags.insert(flags.end(), {"--tls-ca-file", tls.ca_file, "--tls-cert-file", tls.cert_file,
                                "--tls-key-file", tls.key_file});
   }
-  flags.insert(flags.end(),
-               {"--head", head_address, "--log-dir", absl::StrCat(local.log_dir, "/workers/", name),
-                "--metrics-listen", metrics_listen});
+  // The node's work folders and packages stay in this cluster's folder.
+  flags.insert(
+      flags.end(),
+      {"--head", head_address, "--state-dir", absl::StrCat(local.dir, "/nodes/", name), "--log-dir",
+       absl::StrCat(local.log_dir, "/workers/", name), "--metrics-listen", metrics_listen});
   return local.Spawn(state, "raylet", name, *raylet, flags);
 }
 

@@ -1,10 +1,12 @@
-// berth nodes, berth drain: the cluster's nodes.
+// berth nodes, berth drain, berth undrain: the cluster's nodes.
 #include <memory>
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "client/cmd/command.h"
 #include "client/format.h"
+#include "client/job_args.h"
 
 namespace berth {
 namespace {
@@ -16,21 +18,37 @@ int RunNodes(const Context& ctx, const NoFlags&) {
 struct DrainFlags {
   std::string node_id;
   std::string reason;
+  std::string deadline;  // a duration from now; empty = none
 };
 
 int RunDrain(const Context& ctx, const DrainFlags& flags) {
   v1::DrainNodeRequest request;
   request.set_node_id(flags.node_id);
   request.set_reason(flags.reason);
+  if (!flags.deadline.empty()) {
+    absl::StatusOr<int64_t> seconds = ParseDurationSeconds(flags.deadline, "--deadline", 0);
+    if (!seconds.ok()) return UsageError(seconds.status());
+    request.set_deadline_unix_ms(absl::ToUnixMillis(absl::Now() + absl::Seconds(*seconds)));
+  }
   absl::StatusOr<v1::DrainNodeResponse> response = ctx.client.DrainNode(request);
   if (response.ok() && !response->accepted()) {
     return HeadError(absl::FailedPreconditionError(
         absl::StrCat("the head did not accept draining node ", flags.node_id)));
   }
   return Print(ctx, response, [&](const v1::DrainNodeResponse& r) {
+    const std::string by =
+        request.deadline_unix_ms() == 0
+            ? "jobs move at their next checkpoint"
+            : absl::StrCat("everything moves by ", Timestamp(request.deadline_unix_ms()));
     return absl::StrCat("node ", flags.node_id, " is draining; ", r.bundles_to_move(),
-                        " bundles to move\n");
+                        " bundle(s) to move; ", by, "\n");
   });
+}
+
+int RunUndrain(const Context& ctx, const std::string& node_id) {
+  if (absl::Status s = ctx.client.UndrainNode(node_id); !s.ok()) return HeadError(s);
+  if (!ctx.json) std::cout << "node " << node_id << " is ALIVE again\n";
+  return ctx.json ? PrintJson(v1::UndrainNodeResponse()) : kExitOk;
 }
 
 }  // namespace
@@ -40,11 +58,20 @@ void AddNodeCommands(CLI::App& app, Action* action) {
            std::make_shared<NoFlags>(), RunNodes);
 
   auto drain = std::make_shared<DrainFlags>();
-  CLI::App* drain_cmd =
-      app.add_subcommand("drain", "Stop placing bundles on a node; move its groups");
+  CLI::App* drain_cmd = app.add_subcommand(
+      "drain", "Stop placing bundles on a node and move what runs there to other nodes");
   drain_cmd->add_option("NODE_ID", drain->node_id, "Node to drain")->required();
   drain_cmd->add_option("--reason", drain->reason, "Why, shown in `berth nodes`");
+  drain_cmd->add_option("--deadline", drain->deadline,
+                        "Jobs not moved at a checkpoint by then (e.g. 10m) are stopped with "
+                        "their grace period and restarted elsewhere; default: none");
   OnChosen(drain_cmd, action, drain, RunDrain);
+
+  auto undrain = std::make_shared<std::string>();
+  CLI::App* undrain_cmd =
+      app.add_subcommand("undrain", "End a node's drain: it takes bundles again");
+  undrain_cmd->add_option("NODE_ID", *undrain, "Node to make ALIVE again")->required();
+  OnChosen(undrain_cmd, action, undrain, RunUndrain);
 }
 
 }  // namespace berth

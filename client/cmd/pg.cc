@@ -1,4 +1,5 @@
 // berth pg create|get|list|remove: placement groups.
+#include <algorithm>
 #include <memory>
 #include <string>
 #include <vector>
@@ -22,8 +23,7 @@ struct PgCreateFlags {
   std::string priority_class;
   std::string time_limit;
   bool non_preemptible = false;
-  double wait_seconds = 0;
-  CLI::Option* wait = nullptr;  // count() > 0 when --wait was given
+  std::string wait;  // --wait's value; "" = not given
 };
 
 int RunPgCreate(const Context& ctx, const PgCreateFlags& flags) {
@@ -47,25 +47,33 @@ int RunPgCreate(const Context& ctx, const PgCreateFlags& flags) {
   for (v1::Bundle& bundle : *bundles) *request.add_bundles() = std::move(bundle);
   absl::StatusOr<v1::CreatePlacementGroupResponse> created =
       ctx.client.CreatePlacementGroup(std::move(request));
-  if (flags.wait->count() == 0) {
+  if (flags.wait.empty()) {
     return Print(ctx, created, [](const v1::CreatePlacementGroupResponse& r) {
       return absl::StrCat(r.placement_group_id(), "\n");
     });
   }
+  absl::StatusOr<absl::Duration> most = WaitDuration(flags.wait);
+  if (!most.ok()) return UsageError(most.status());
   if (!created.ok()) return HeadError(created.status());
 
+  // In calls of at most 30 s each: every call has its deadline.
+  const absl::Time until = absl::Now() + *most;
   v1::WaitPlacementGroupReadyRequest wait;
   wait.set_placement_group_id(created->placement_group_id());
-  wait.set_timeout_ms(static_cast<uint32_t>(flags.wait_seconds * 1000));
-  absl::StatusOr<v1::WaitPlacementGroupReadyResponse> waited =
-      ctx.client.WaitPlacementGroupReady(wait);
+  absl::StatusOr<v1::WaitPlacementGroupReadyResponse> waited;
+  do {
+    const absl::Duration left = std::max(absl::ZeroDuration(), until - absl::Now());
+    wait.set_timeout_ms(
+        static_cast<uint32_t>(absl::ToInt64Milliseconds(std::min(left, absl::Seconds(30)))));
+    waited = ctx.client.WaitPlacementGroupReady(wait);
+  } while (waited.ok() && !waited->ready() && absl::Now() < until);
   const int printed = Print(ctx, waited, [](const v1::WaitPlacementGroupReadyResponse& r) {
     return FormatPlacementGroup(r.placement_group());
   });
   if (printed != kExitOk || waited->ready()) return printed;
   return HeadError(absl::DeadlineExceededError(
       absl::StrCat("placement group ", created->placement_group_id(), " is not ready after ",
-                   flags.wait_seconds, "s: ", waited->placement_group().pending_reason())));
+                   flags.wait, ": ", waited->placement_group().pending_reason())));
 }
 
 struct PgGetFlags {
@@ -134,10 +142,7 @@ void AddPgCommands(CLI::App& app, Action* action) {
       ->capture_default_str();
   create_cmd->add_option("--priority", create->priority, "Higher is placed first")
       ->capture_default_str();
-  create->wait = create_cmd
-                     ->add_option("--wait", create->wait_seconds,
-                                  "Wait up to SECONDS for the group to be CREATED, then print it")
-                     ->check(CLI::Range(0.0, 7 * 24 * 3600.0));
+  AddWaitFlag(create_cmd, create->wait, "the group is CREATED, then print it");
   OnChosen(create_cmd, action, create, RunPgCreate);
 
   auto get = std::make_shared<PgGetFlags>();

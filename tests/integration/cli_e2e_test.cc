@@ -223,13 +223,31 @@ TEST_F(CliEndToEndTest, UpSubmitLogsStopDown) {
   EXPECT_NE(ended_again.out.find("had already ended (SUCCEEDED); nothing to stop"),
             std::string::npos)
       << ended_again.out;
-  // `--timeout-s` gives up waiting (exit 1) while the job goes on.
-  const Result waited =
-      Berth(absl::StrCat("submit ", WriteJob("long", "sleep 300"), " --wait --timeout-s 2"));
+  // `--wait 2` gives up waiting (exit 1) while the job goes on.
+  const Result waited = Berth(absl::StrCat("submit ", WriteJob("long", "sleep 300"), " --wait 2"));
   EXPECT_EQ(waited.rc, 1) << waited.out;
   EXPECT_NE(waited.out.find("has not ended yet"), std::string::npos) << waited.out;
   const std::string long_id = waited.out.substr(0, waited.out.find('\n'));
   EXPECT_EQ(Berth(absl::StrCat("stop ", long_id)).rc, 0);
+  // A drain with a deadline shows in `berth nodes` until `undrain`.
+  const Result bad_deadline = Berth("drain node-2 --deadline soon");
+  EXPECT_EQ(bad_deadline.rc, 2) << bad_deadline.out;
+  EXPECT_NE(bad_deadline.out.find("--deadline"), std::string::npos) << bad_deadline.out;
+  const Result drain = Berth("drain node-2 --deadline 10m --reason 'kernel upgrade'");
+  ASSERT_EQ(drain.rc, 0) << drain.out;
+  EXPECT_EQ(drain.out.rfind("node node-2 is draining; ", 0), 0u) << drain.out;
+  EXPECT_NE(drain.out.find(" bundle(s) to move; everything moves by 20"), std::string::npos)
+      << drain.out;
+  const Result drained = Berth("nodes");
+  EXPECT_NE(drained.out.find("node-2 drains: kernel upgrade; deadline 20"), std::string::npos)
+      << drained.out;
+  const Result undrain = Berth("undrain node-2");
+  EXPECT_EQ(undrain.rc, 0) << undrain.out;
+  EXPECT_EQ(Berth("nodes").out.find("drains:"), std::string::npos);
+  const Result undrain_again = Berth("undrain node-2");
+  EXPECT_EQ(undrain_again.rc, 1) << undrain_again.out;
+  EXPECT_NE(undrain_again.out.find("is ALIVE, not DRAINING"), std::string::npos)
+      << undrain_again.out;
   const Result version = Berth("--version");
   EXPECT_EQ(version.rc, 0) << version.out;
   EXPECT_EQ(version.out.rfind("berth ", 0), 0u) << version.out;

@@ -314,6 +314,10 @@ std::string LocalCluster::log_dir(const std::string& node_id) const {
   return dir_ + "/" + node_id + "-logs";
 }
 
+std::string LocalCluster::state_dir(const std::string& node_id) const {
+  return dir_ + "/" + node_id + "-state";
+}
+
 void LocalCluster::StartRaylet(Raylet& r) {
   const RayletOptions& o = r.options;
   const std::string port_file = dir_ + "/" + o.node_id + ".port";
@@ -339,6 +343,8 @@ void LocalCluster::StartRaylet(Raylet& r) {
                            std::to_string(o.num_gpus),
                            "--metrics-listen",
                            o.host + ":0",
+                           "--state-dir",
+                           state_dir(o.node_id),
                            "--log-dir",
                            log_dir(o.node_id)});
   if (!o.accelerator_type.empty()) {

@@ -107,6 +107,8 @@ class LocalCluster {
   pid_t head_pid() const { return head_ ? head_->pid() : -1; }
   const std::string& dir() const { return dir_; }
   std::string log_dir(const std::string& node_id) const;
+  // The raylet's --state-dir (its jobs' work folders are under work/).
+  std::string state_dir(const std::string& node_id) const;
   int heartbeat_ms() const { return heartbeat_ms_; }
   // How long after its last heartbeat the head declares a node DEAD.
   std::chrono::milliseconds liveness_timeout() const {

@@ -91,5 +91,19 @@ TEST_F(CommandWordsTest, OptionValuesAndPositionalsAreNotCommands) {
   EXPECT_EQ(Unknown({}), std::nullopt);
 }
 
+TEST(WithWaitValuesTest, WaitTakesAnOptionalDurationAndLeavesTheCommandAlone) {
+  using Args = std::vector<std::string>;
+  EXPECT_EQ(WithWaitValues({"submit", "job.yaml", "--wait"}),
+            (Args{"submit", "job.yaml", "--wait=until-end"}));
+  EXPECT_EQ(WithWaitValues({"submit", "job.yaml", "--wait", "10m", "-o", "json"}),
+            (Args{"submit", "job.yaml", "--wait=10m", "-o", "json"}));
+  EXPECT_EQ(WithWaitValues({"job", "submit", "--wait", "300", "--", "python3", "t.py", "--wait"}),
+            (Args{"job", "submit", "--wait=300", "--", "python3", "t.py", "--wait"}));
+  EXPECT_EQ(WithWaitValues({"job", "submit", "--wait", "--", "sh", "-c", "exit 0"}),
+            (Args{"job", "submit", "--wait=until-end", "--", "sh", "-c", "exit 0"}));
+  EXPECT_EQ(WithWaitValues({"pg", "create", "--wait=5", "--bundle", "GPU=1"}),
+            (Args{"pg", "create", "--wait=5", "--bundle", "GPU=1"}));
+}
+
 }  // namespace
 }  // namespace berth

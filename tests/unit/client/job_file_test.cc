@@ -54,6 +54,8 @@ queues:
     borrowing_limit: {GPU: 4}
     weight: 2
     within_queue_preemption: LowerOrNewerEqualPriority
+    default_time_limit: 1h
+    max_time_limit: 8h
 )",
                                                                   "queues.yaml");
   ASSERT_TRUE(request.ok()) << request.status();
@@ -69,6 +71,8 @@ queues:
   EXPECT_EQ(q.borrowing_limit().at("GPU"), 4);
   EXPECT_EQ(q.weight(), 2);
   EXPECT_EQ(q.within_queue_preemption(), "LowerOrNewerEqualPriority");
+  EXPECT_EQ(q.default_time_limit_s(), 3600);
+  EXPECT_EQ(q.max_time_limit_s(), 8 * 3600);
 
   auto error = [](const std::string& text) {
     absl::StatusOr<v1::ApplyQueuesRequest> r = ParseQueueFile(text, "queues.yaml");
@@ -81,6 +85,8 @@ queues:
   EXPECT_THAT(error("queues:\n  - name: a\n    quota: {GPU: lots}\n"),
               HasSubstr("queues[0].quota[\"GPU\"]"));
   EXPECT_THAT(error("cohorts: org\n"), StartsWith("queues.yaml:1: cohorts: expected a list"));
+  EXPECT_THAT(error("queues:\n  - name: a\n    max_time_limit: forever\n"),
+              StartsWith("queues.yaml:3: queues[0].max_time_limit: 'forever' is not a duration"));
 }
 
 TEST(JobFileTest, APriorityClassAndTheJobsClocksAreRead) {
@@ -398,7 +404,11 @@ TEST(JobFileTest, HandListedKeysAreTheirMessagesFieldsButForTheNamedDifferences)
   EXPECT_EQ(AllowedKeys(queue_error("x: 1\n")),
             KeysOf(*v1::ApplyQueuesRequest::descriptor(), {}, {}, {}));
   EXPECT_EQ(AllowedKeys(queue_error("queues: [{x: 1}]\n")),
-            KeysOf(*v1::Queue::descriptor(), {{"nominal_quota", "quota"}}, {"status"}, {}));
+            KeysOf(*v1::Queue::descriptor(),
+                   {{"nominal_quota", "quota"},
+                    {"default_time_limit_s", "default_time_limit"},
+                    {"max_time_limit_s", "max_time_limit"}},
+                   {"status"}, {}));
 }
 
 // Sections whose keys are their message's field names (FieldKeys) read

@@ -54,6 +54,12 @@ TEST(QueueSpecFromInput, RefusesBadInputNamingTheField) {
       {[](QueueInput& in) { in.weight = 0; }, "queue.weight"},
       {[](QueueInput& in) { in.within_queue_preemption = "lowerpriority"; },
        "queue.within_queue_preemption"},
+      {[](QueueInput& in) { in.max_time_limit_s = -1; }, "queue.max_time_limit_s"},
+      {[](QueueInput& in) {
+         in.default_time_limit_s = 7200;
+         in.max_time_limit_s = 3600;
+       },
+       "queue.default_time_limit_s"},
       {[](QueueInput& in) {
          in.cohort = "";
          in.lending_limit.clear();

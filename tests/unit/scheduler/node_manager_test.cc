@@ -198,5 +198,35 @@ TEST_F(NodeManagerTest, DrainStopsNewBundlesOnly) {
   EXPECT_EQ(nodes_.Drain(drain).code(), absl::StatusCode::kNotFound);
 }
 
+TEST_F(NodeManagerTest, ADrainHasADeadlineAndEndsWithUndrain) {
+  ASSERT_TRUE(nodes_.Register(Registration("n1", 1, "T4"), 0).ok());
+  EXPECT_EQ(nodes_.Undrain("n1").code(), absl::StatusCode::kFailedPrecondition);  // ALIVE
+  v1::DrainNodeRequest drain;
+  drain.set_node_id("n1");
+  drain.set_reason("kernel upgrade");
+  drain.set_deadline_unix_ms(-5);
+  absl::Status bad = nodes_.Drain(drain);
+  EXPECT_EQ(bad.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(bad.message(), HasSubstr("deadline_unix_ms"));
+  EXPECT_EQ(table_.alive_count(), 1u);  // nothing half-applied
+  drain.set_deadline_unix_ms(90000);
+  ASSERT_TRUE(nodes_.Drain(drain).ok());
+  v1::ListNodesResponse list;
+  ASSERT_TRUE(nodes_.ListNodes(v1::ListNodesRequest(), &list).ok());
+  EXPECT_EQ(list.nodes(0).drain_reason(), "kernel upgrade");
+  EXPECT_EQ(list.nodes(0).drain_deadline_unix_ms(), 90000);
+  EXPECT_EQ(nodes_.drains().at("n1").deadline_ms, 90000);
+
+  ASSERT_TRUE(nodes_.Undrain("n1").ok());
+  EXPECT_EQ(table_.alive_count(), 1u);
+  EXPECT_EQ(heartbeats_.Heartbeat("n1", 1, 100), HeartbeatBook::Standing::kAlive);
+  list.Clear();
+  ASSERT_TRUE(nodes_.ListNodes(v1::ListNodesRequest(), &list).ok());
+  EXPECT_EQ(list.nodes(0).state(), v1::NODE_STATE_ALIVE);
+  EXPECT_EQ(list.nodes(0).drain_reason(), "");
+  EXPECT_EQ(list.nodes(0).drain_deadline_unix_ms(), 0);
+  EXPECT_EQ(nodes_.Undrain("nope").code(), absl::StatusCode::kNotFound);
+}
+
 }  // namespace
 }  // namespace berth

@@ -284,10 +284,10 @@ TEST_F(PlacementGroupManagerTest, AQueueBelowItsQuotaReclaimsWhatAnotherBorrowed
   EXPECT_EQ(victim.locations_size(), 1);
   EXPECT_THAT(Info(b1).pending_reason(), HasSubstr("waiting for 1 preempted gang(s) to stop"));
   EXPECT_EQ(Info(a1).state(), v1::PLACEMENT_GROUP_STATE_CREATED);
-  EXPECT_FALSE(pgs_.ReleasePreempted(a1, now_).ok());  // not a victim
+  EXPECT_FALSE(pgs_.LetGo(a1, now_).ok());  // not a victim
 
   // The job stopped: its group lets go and waits; B's group takes the room.
-  absl::StatusOr<std::vector<CancelTask>> released = pgs_.ReleasePreempted(a2, now_);
+  absl::StatusOr<std::vector<CancelTask>> released = pgs_.LetGo(a2, now_);
   ASSERT_TRUE(released.ok()) << released.status();
   ASSERT_EQ(released->size(), 1u);
   EXPECT_EQ((*released)[0].address, "a:1");
@@ -431,7 +431,7 @@ TEST_F(PlacementGroupManagerTest, ARestoredHeadKeepsUsageOrderAndPreemption) {
   EXPECT_EQ(pgs_.Export(ids[1])->preemption().by(), ids[2]);
   // Released, the victim's room goes to B (claimed before), not to the
   // group of A that came later.
-  ASSERT_TRUE(restored.ReleasePreempted(ids[1], now_).ok());
+  ASSERT_TRUE(restored.LetGo(ids[1], now_).ok());
   std::vector<CommitTask> tasks = restored.Schedule(now_);
   ASSERT_EQ(tasks.size(), 1u);
   EXPECT_EQ(tasks[0].placement_group_id, ids[2]);
@@ -899,6 +899,69 @@ TEST(PlacementGroupManagerLimitsTest, BundlesPendingGroupsAndNamesAreBounded) {
   // Room again once one is removed.
   ASSERT_TRUE(pgs.Remove("pg-3").ok());
   EXPECT_TRUE(pgs.Create(request(1, "r5"), "pg-5", 0).ok());
+}
+
+// A drain: a job's group moves when its job lets go (LetGo), only its
+// bundles on the draining node, and is placed elsewhere first; a group
+// created directly moves at the deadline, not before; undrain ends it.
+TEST_F(PlacementGroupManagerTest, DrainedNodesBundlesMoveWithTheJobOrAtTheDeadline) {
+  AddNode("a", 2);
+  const std::string job_group = Create(InQueue("", 2, "job-1"));
+  ScheduleAndCommit();
+  AddNode("b", 2);
+  const std::string plain = Create(InQueue("", 2));
+  ScheduleAndCommit();
+  AddNode("c", 4);
+  ASSERT_EQ(Info(job_group).locations(0).node_id(), "a");
+  ASSERT_EQ(Info(plain).locations(0).node_id(), "b");
+  EXPECT_FALSE(pgs_.LetGo(job_group, now_).ok());  // nothing asks it to
+
+  v1::DrainNodeRequest drain;
+  drain.set_node_id("a");
+  drain.set_reason("kernel upgrade");
+  drain.set_deadline_unix_ms(now_ + 10000);
+  ASSERT_TRUE(nodes_.Drain(drain).ok());
+  drain.set_node_id("b");
+  ASSERT_TRUE(nodes_.Drain(drain).ok());
+  EXPECT_THAT(pgs_.GroupsOn("a"), ElementsAre(job_group));
+  v1::PlacementGroupInfo moving = Info(job_group);
+  EXPECT_TRUE(moving.moving());
+  EXPECT_EQ(moving.move_deadline_unix_ms(), now_ + 10000);
+  EXPECT_EQ(moving.moving_reason(), "node a is draining: kernel upgrade");
+  EXPECT_EQ(moving.state(), v1::PLACEMENT_GROUP_STATE_CREATED);
+
+  // The job stopped: only a's bundles go, to c (b drains too).
+  absl::StatusOr<std::vector<CancelTask>> released = pgs_.LetGo(job_group, now_);
+  ASSERT_TRUE(released.ok()) << released.status();
+  ASSERT_EQ(released->size(), 1u);
+  EXPECT_EQ((*released)[0].address, "a:1");
+  EXPECT_THAT((*released)[0].bundle_indices, ElementsAre(0));
+  EXPECT_EQ(Info(job_group).state(), v1::PLACEMENT_GROUP_STATE_RESCHEDULING);
+  EXPECT_THAT(Info(job_group).pending_reason(), HasSubstr("moved off draining node a"));
+  EXPECT_FALSE(Info(job_group).moving());
+  ScheduleAndCommit();
+  EXPECT_EQ(Info(job_group).state(), v1::PLACEMENT_GROUP_STATE_CREATED);
+  EXPECT_EQ(Info(job_group).locations(0).node_id(), "c");
+
+  // The plain group stays on b until the deadline.
+  EXPECT_TRUE(pgs_.MoveAtDrainDeadlines(now_ + 9999).empty());
+  EXPECT_EQ(Info(plain).locations(0).node_id(), "b");
+  now_ += 10000;
+  std::vector<CancelTask> moved = pgs_.MoveAtDrainDeadlines(now_);
+  ASSERT_EQ(moved.size(), 1u);
+  EXPECT_EQ(moved[0].address, "b:1");
+  EXPECT_EQ(Info(plain).state(), v1::PLACEMENT_GROUP_STATE_RESCHEDULING);
+  ScheduleAndCommit();
+  EXPECT_EQ(Info(plain).locations(0).node_id(), "c");
+  EXPECT_EQ(table_.node(*table_.FindNode("a")).available.Get(kGpu), Quantity::Whole(2));
+  EXPECT_EQ(table_.node(*table_.FindNode("b")).available.Get(kGpu), Quantity::Whole(2));
+
+  // Undrained, a takes bundles again.
+  ASSERT_TRUE(nodes_.Undrain("a").ok());
+  pgs_.OnNodesChanged(now_);
+  const std::string next = Create(InQueue("", 2));
+  ScheduleAndCommit();
+  EXPECT_EQ(Info(next).locations(0).node_id(), "a");
 }
 
 }  // namespace

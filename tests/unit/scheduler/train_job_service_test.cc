@@ -172,12 +172,16 @@ class TrainJobServiceTest : public ::testing::Test {
     return response.placement_groups_size();
   }
 
-  // Adds queue `name`, granted to `team` ("" = any caller).
-  void AddQueue(const std::string& name, const std::string& team) {
+  // Adds queue `name`, granted to `team` ("" = any caller), with time
+  // limits `default_s` and `max_s` for its jobs (0 = none).
+  void AddQueue(const std::string& name, const std::string& team, int64_t default_s = 0,
+                int64_t max_s = 0) {
     QueueInput input;
     input.name = name;
     input.nominal = {{"CPU", 4}};
     input.team = team;
+    input.default_time_limit_s = default_s;
+    input.max_time_limit_s = max_s;
     absl::StatusOr<QueueSpec> queue = QueueSpecFromInput(input, "queue");
     ASSERT_TRUE(queue.ok()) << queue.status();
     absl::MutexLock lock(&state_.mu);
@@ -518,6 +522,25 @@ TEST_F(StartedTrainJobServiceTest, ATeamSeesAndStopsOnlyTheJobsOfItsQueues) {
   ASSERT_TRUE(AwaitJob(job_a, Stopped, &info)) << info.DebugString();
   ASSERT_TRUE(Get(job_b, &info).ok());
   EXPECT_EQ(info.state(), v1::TRAIN_JOB_STATE_PENDING);
+}
+
+TEST_F(StartedTrainJobServiceTest, AQueuesTimeLimitsAreTheDefaultAndTheMostAJobGets) {
+  AddQueue("short", "", /*default_s=*/600, /*max_s=*/3600);
+  std::string id;
+  ASSERT_TRUE(Submit(Request("submit-default", "short"), &id).ok());
+  v1::TrainJobInfo info;
+  ASSERT_TRUE(AwaitJob(id, WaitingForPlacement, &info));
+  EXPECT_EQ(info.spec().time_limit_s(), 600);  // the queue's default
+  v1::SubmitTrainJobRequest longer = Request("submit-long", "short");
+  longer.mutable_spec()->set_time_limit_s(7200);
+  grpc::Status refused = Submit(longer, &id);
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(refused.error_message(),
+            "spec.time_limit_s: 7200 s is above queue short's max_time_limit_s (3600 s)");
+  EXPECT_EQ(List().size(), 1u);  // nothing made of it
+  v1::SubmitTrainJobRequest within = Request("submit-within", "short");
+  within.mutable_spec()->set_time_limit_s(3600);
+  EXPECT_TRUE(Submit(within, &id).ok());
 }
 
 }  // namespace

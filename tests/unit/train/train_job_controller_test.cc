@@ -35,8 +35,8 @@ constexpr absl::Duration kDeadline = absl::Seconds(20);
 class FakeGroups final : public PlacementGroupHost {
  public:
   // The head knows no queue "missing".
-  absl::Status CheckJobGroup(const v1::TrainJobSpec& spec) override {
-    if (spec.queue() == "missing")
+  absl::Status CheckJobGroup(v1::TrainJobSpec* spec) override {
+    if (spec->queue() == "missing")
       return absl::InvalidArgumentError("spec.queue: no queue 'missing'");
     return absl::OkStatus();
   }
@@ -66,7 +66,7 @@ class FakeGroups final : public PlacementGroupHost {
     absl::MutexLock lock(&mu_);
     removed_.insert(id);
   }
-  absl::Status ReleasePreempted(const std::string&) override { return absl::OkStatus(); }
+  absl::Status LetGo(const std::string&) override { return absl::OkStatus(); }
   void GroupCheckpointed(const std::string&) override {}
   std::string RayletAddress(const std::string&) override { return ""; }
   void BundleNotOnNode(const std::string&, const std::string&, uint32_t) override {}
