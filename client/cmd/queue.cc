@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/time/time.h"
 #include "client/cmd/command.h"
 #include "client/format.h"
 #include "client/queue_file.h"
@@ -61,17 +62,26 @@ std::string Amounts(const google::protobuf::Map<std::string, double>& amounts) {
   });
 }
 
+// "default/max" of a queue's jobs' time limits; "-" for none.
+std::string TimeLimits(const v1::Queue& q) {
+  auto limit = [](int64_t s) {
+    return s == 0 ? std::string("-") : absl::FormatDuration(absl::Seconds(s));
+  };
+  if (q.default_time_limit_s() == 0 && q.max_time_limit_s() == 0) return "-";
+  return absl::StrCat(limit(q.default_time_limit_s()), "/", limit(q.max_time_limit_s()));
+}
+
 std::string FormatQueues(const v1::ListQueuesResponse& r) {
-  std::string out =
-      absl::StrFormat("%-20s %-12s %-6s %-24s %-20s %-20s %-25s %s\n", "NAME", "COHORT", "WEIGHT",
-                      "QUOTA", "BORROWING LIMIT", "LENDING LIMIT", "PREEMPTS IN QUEUE", "TEAM");
+  std::string out = absl::StrFormat("%-20s %-12s %-6s %-24s %-20s %-20s %-25s %-16s %s\n", "NAME",
+                                    "COHORT", "WEIGHT", "QUOTA", "BORROWING LIMIT", "LENDING LIMIT",
+                                    "PREEMPTS IN QUEUE", "TIME LIMIT", "TEAM");
   for (const v1::Queue& q : r.queues()) {
     absl::StrAppendFormat(
-        &out, "%-20s %-12s %-6g %-24s %-20s %-20s %-25s %s\n", q.name(),
+        &out, "%-20s %-12s %-6g %-24s %-20s %-20s %-25s %-16s %s\n", q.name(),
         q.cohort().empty() ? "-" : q.cohort(), q.weight(), Amounts(q.nominal_quota()),
         Amounts(q.borrowing_limit()), Amounts(q.lending_limit()),
         q.within_queue_preemption().empty() ? "LowerPriority" : q.within_queue_preemption(),
-        q.team().empty() ? "-" : q.team());
+        TimeLimits(q), q.team().empty() ? "-" : q.team());
   }
   absl::StrAppend(
       &out, "Cohorts: ", r.cohorts().empty() ? "(none)" : absl::StrJoin(r.cohorts(), ", "), "\n");
