@@ -1,11 +1,5 @@
 #include "autoscaler/node_provider.h"
 
-#include <fcntl.h>
-#include <poll.h>
-#include <signal.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
@@ -13,20 +7,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
+#include "common/command.h"
 #include "common/http_client.h"
 
-extern char** environ;
-
 namespace berth {
-namespace {
-
-// The last `n` bytes of `text`, for error messages.
-std::string Tail(const std::string& text, size_t n = 600) {
-  return std::string(
-      absl::StripAsciiWhitespace(text.size() <= n ? text : text.substr(text.size() - n)));
-}
-
-}  // namespace
 
 CommandProvider::CommandProvider(std::vector<std::string> command, std::string head_address,
                                  absl::Duration timeout)
@@ -46,8 +30,7 @@ absl::Status CommandProvider::Remove(const NodePool& pool, uint32_t target,
 absl::Status CommandProvider::Run(const NodePool& pool, std::vector<std::string> args) {
   std::vector<std::string> argv = command_;
   argv.insert(argv.end(), args.begin(), args.end());
-  std::vector<std::string> env;
-  for (char** e = environ; *e != nullptr; ++e) env.emplace_back(*e);
+  std::vector<std::string> env = CurrentEnvironment();
   std::vector<std::string> labels;
   for (const auto& [k, v] : pool.labels) labels.push_back(absl::StrCat(k, "=", v));
   env.push_back("BERTH_POOL=" + pool.name);
@@ -58,60 +41,16 @@ absl::Status CommandProvider::Run(const NodePool& pool, std::vector<std::string>
                              pool.resources.Get(kMemory).units() / Quantity::kUnitsPerWhole));
   env.push_back("BERTH_POOL_LABELS=" + absl::StrJoin(labels, ","));
   env.push_back("BERTH_HEAD_ADDRESS=" + head_address_);
-
-  int out[2];
-  if (pipe2(out, O_CLOEXEC) != 0) return absl::InternalError("pipe failed");
-  const pid_t pid = fork();
-  if (pid < 0) {
-    close(out[0]);
-    close(out[1]);
-    return absl::InternalError("fork failed");
-  }
-  if (pid == 0) {
-    setpgid(0, 0);  // its own group: a timeout kills what it started too
-    dup2(out[1], STDOUT_FILENO);
-    dup2(out[1], STDERR_FILENO);
-    std::vector<char*> cargv, cenv;
-    for (std::string& a : argv) cargv.push_back(a.data());
-    cargv.push_back(nullptr);
-    for (std::string& e : env) cenv.push_back(e.data());
-    cenv.push_back(nullptr);
-    execvpe(cargv[0], cargv.data(), cenv.data());
-    dprintf(STDERR_FILENO, "cannot run %s: %s\n", cargv[0], strerror(errno));
-    _exit(127);
-  }
-  close(out[1]);
-  std::string output;
-  const absl::Time deadline = absl::Now() + timeout_;
-  bool timed_out = false;
-  while (true) {
-    const int64_t left = absl::ToInt64Milliseconds(deadline - absl::Now());
-    if (left <= 0) {
-      timed_out = true;
-      break;
-    }
-    pollfd p{out[0], POLLIN, 0};
-    if (poll(&p, 1, static_cast<int>(std::min<int64_t>(left, 1000))) <= 0) continue;
-    char buffer[4096];
-    const ssize_t n = read(out[0], buffer, sizeof(buffer));
-    if (n <= 0) break;  // EOF: every writer closed its end
-    output.append(buffer, n);
-  }
-  close(out[0]);
-  if (timed_out) kill(-pid, SIGKILL);
-  int status = 0;
-  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
   const std::string what = absl::StrJoin(argv, " ");
-  if (timed_out)
-    return absl::DeadlineExceededError(
-        absl::StrCat(what, ": no answer within ", absl::FormatDuration(timeout_)));
-  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-    return absl::UnavailableError(absl::StrCat(what, ": ",
-                                               WIFEXITED(status)
-                                                   ? absl::StrCat("exit ", WEXITSTATUS(status))
-                                                   : absl::StrCat("signal ", WTERMSIG(status)),
-                                               output.empty() ? "" : ": ", Tail(output)));
+  absl::StatusOr<CommandOutcome> outcome = RunCommand(std::move(argv), std::move(env), timeout_);
+  if (!outcome.ok()) return outcome.status();
+  if (outcome->timed_out) {
+    return absl::DeadlineExceededError(absl::StrCat(what, ": ", outcome->Ending(timeout_)));
+  }
+  if (!outcome->ok()) {
+    return absl::UnavailableError(absl::StrCat(what, ": ", outcome->Ending(timeout_),
+                                               outcome->output.empty() ? "" : ": ",
+                                               TextTail(outcome->output)));
   }
   return absl::OkStatus();
 }
@@ -176,7 +115,7 @@ absl::Status KubernetesProvider::Patch(const std::string& path, const std::strin
   if (!response.ok()) return response.status();
   if (response->status < 200 || response->status >= 300) {
     return absl::UnavailableError(absl::StrCat("PATCH ", request.url, ": HTTP ", response->status,
-                                               ": ", Tail(response->body)));
+                                               ": ", TextTail(response->body)));
   }
   return absl::OkStatus();
 }

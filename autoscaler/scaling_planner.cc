@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "autoscaler/simulated_cluster.h"
+#include "wire/drain_reasons.h"
 
 namespace berth {
 namespace {
@@ -143,8 +144,9 @@ void ScalingPlanner::AddScaleUps(const PendingDemandFit& fit, int64_t now_ms,
 
 // A pool node that holds no bundle is idle unless pending demand will use
 // it or its pool is growing; one idle for idle_timeout is drained while its
-// pool keeps more than min_nodes. A node the autoscaler drained is removed
-// once it is empty.
+// pool keeps more than min_nodes. A node the autoscaler drained, or the
+// head as unhealthy, is removed once it is empty (pending demand or
+// min_nodes then bring a replacement).
 ScalingPlanner::ScaleDownChoice ScalingPlanner::ChooseScaleDown(
     const ScalingInput& input, const PendingDemandFit& fit,
     const std::set<std::string>& receives_demand) {
@@ -156,7 +158,8 @@ ScalingPlanner::ScaleDownChoice ScalingPlanner::ChooseScaleDown(
     if (pool == nullptr || removing_.count(node.node_id())) continue;
     const bool empty = HoldsNoBundle(node);
     if (node.state() == v1::NODE_STATE_DRAINING) {
-      if (empty && absl::StartsWith(node.drain_reason(), kAutoscalerDrainPrefix)) {
+      if (empty && (absl::StartsWith(node.drain_reason(), kAutoscalerDrainPrefix) ||
+                    absl::StartsWith(node.drain_reason(), kHealthDrainPrefix))) {
         choice.remove[pool->name].push_back(node.node_id());
       }
       continue;

@@ -12,7 +12,8 @@
 //
 // Scale down: a pool node that holds no bundle and would receive none of the
 // pending demand for idle_timeout is drained (above min_nodes); a node the
-// autoscaler drained is removed once it is empty.
+// autoscaler drained, or the head drained as unhealthy, is removed once it
+// is empty (wire/drain_reasons.h).
 #ifndef BERTH_AUTOSCALER_SCALING_PLANNER_H_
 #define BERTH_AUTOSCALER_SCALING_PLANNER_H_
 
@@ -27,10 +28,6 @@
 #include "berth/v1/head.pb.h"
 
 namespace berth {
-
-// Drain reasons the autoscaler writes start with this, so it removes only
-// nodes it drained itself.
-inline constexpr char kAutoscalerDrainPrefix[] = "berth-autoscaler:";
 
 struct ScalingInput {
   std::vector<v1::NodeInfo> nodes;         // ListNodes

@@ -54,6 +54,7 @@ int Main(int argc, char** argv) {
       ->capture_default_str();
 
   Action action;
+  AddCredentialsCommand(app, &action);
   AddLocalCommands(app, &action);
   AddNodeCommands(app, &action);
   AddClusterCommands(app, &action);

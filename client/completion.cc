@@ -45,7 +45,7 @@ std::string BashCompletion(const CLI::App& app) {
   std::map<std::string, Words> paths;
   Collect(app, "", &paths);
   // Commands whose argument is a node id or a job id.
-  const std::set<std::string> node_commands = {"drain", "undrain"};
+  const std::set<std::string> node_commands = {"drain", "undrain", "node gpu-healthy"};
   const std::set<std::string> job_commands = {"job",     "logs",     "stop",
                                               "job get", "job stop", "job watch"};
   auto quoted = [](const std::set<std::string>& commands) {
@@ -75,7 +75,8 @@ std::string BashCompletion(const CLI::App& app) {
       "    case \"$path\" in\n"
       "      ",
       quoted(node_commands),
-      ") words=\"$words $(berth nodes 2>/dev/null | awk 'NR > 1 && !/ drains: / {print $1}')\" ;;\n"
+      ") words=\"$words $(berth nodes 2>/dev/null | awk 'NR > 1 && !/ drains: | unhealthy since / "
+      "{print $1}')\" ;;\n"
       "      ",
       quoted(job_commands),
       ") words=\"$words $(berth jobs 2>/dev/null | awk 'NR > 1 {print $1}')\" ;;\n"

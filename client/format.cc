@@ -216,15 +216,19 @@ std::string FormatBundle(const v1::Bundle& bundle) {
 }
 
 std::string FormatNodes(const v1::ListNodesResponse& response) {
-  Table table(
-      {"NODE_ID", "STATE", "ADDRESS", "ACCELERATOR", "GPU", "CPU", "MEMORY", "METRICS", "LABELS"});
+  Table table({"NODE_ID", "STATE", "ADDRESS", "ACCELERATOR", "GPU", "HEALTHY", "CPU", "MEMORY",
+               "METRICS", "LABELS"});
   for (const v1::NodeInfo& node : response.nodes()) {
+    // Healthy of all GPUs; none without GPUs.
+    const int gpus = static_cast<int>(Get(node.total(), kGpu));
+    const std::string healthy =
+        gpus == 0 ? "" : absl::StrCat(gpus - node.unhealthy_gpus_size(), "/", gpus);
     std::string memory;
     if (const double total = Get(node.total(), kMemory); total != 0) {
       memory = absl::StrCat(Gibibytes(Get(node.available(), kMemory)), "/", Gibibytes(total), "Gi");
     }
     table.AddRow({node.node_id(), EnumName(v1::NodeState_descriptor(), node.state(), "NODE_STATE_"),
-                  node.address(), AcceleratorType(node), FreeOfTotal(node, kGpu),
+                  node.address(), AcceleratorType(node), FreeOfTotal(node, kGpu), healthy,
                   FreeOfTotal(node, kCpu), memory, node.metrics_address(),
                   SortedLabels(node.labels())});
   }
@@ -232,6 +236,10 @@ std::string FormatNodes(const v1::ListNodesResponse& response) {
   // A drain's terms below the table (few nodes drain; a column would be
   // empty for the rest).
   for (const v1::NodeInfo& node : response.nodes()) {
+    for (const v1::UnhealthyGpu& gpu : node.unhealthy_gpus()) {
+      absl::StrAppend(&out, node.node_id(), " GPU ", gpu.index(), " unhealthy since ",
+                      Timestamp(gpu.since_unix_ms()), ": ", gpu.reason(), "\n");
+    }
     if (node.state() != v1::NODE_STATE_DRAINING) continue;
     absl::StrAppend(&out, node.node_id(), " drains: ", node.drain_reason(),
                     node.drain_deadline_unix_ms() == 0
@@ -313,9 +321,13 @@ std::string FormatPendingDemand(const v1::PendingDemand& demand) {
 }
 
 std::string FormatClusterStatus(const v1::GetClusterStatusResponse& status) {
-  std::string out =
-      absl::StrCat("Nodes: ", status.alive_nodes(), " alive, ", status.draining_nodes(),
-                   " draining, ", status.dead_nodes(), " dead\n\n");
+  std::string out = absl::StrCat(
+      "Nodes: ", status.alive_nodes(), " alive, ", status.draining_nodes(), " draining, ",
+      status.dead_nodes(), " dead",
+      status.unhealthy_gpus() == 0
+          ? ""
+          : absl::StrCat("; ", status.unhealthy_gpus(), " unhealthy GPU(s) (see `berth nodes`)"),
+      "\n\n");
 
   // Accelerator types have their own table below.
   std::map<std::string, std::pair<double, double>> resources;  // name -> (available, total)

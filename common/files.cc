@@ -4,7 +4,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -14,19 +16,29 @@
 
 namespace berth {
 
-absl::Status WritePortFile(const std::string& path, int port) {
+absl::Status WriteFileAtomically(const std::string& path, const std::string& bytes) {
   const std::string temporary = absl::StrCat(path, ".tmp.", getpid());
   {
-    std::ofstream out(temporary, std::ios::trunc);
-    out << port << "\n";
-    if (!out.flush())
-      return absl::UnavailableError(absl::StrCat("--port-file: writing ", temporary));
+    std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
+    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+    if (!out.flush()) {
+      const std::string why = std::strerror(errno);
+      std::remove(temporary.c_str());
+      return absl::UnavailableError(absl::StrCat("writing ", temporary, ": ", why));
+    }
   }
   if (std::rename(temporary.c_str(), path.c_str()) != 0) {
+    const std::string why = std::strerror(errno);
     std::remove(temporary.c_str());
-    return absl::UnavailableError(absl::StrCat("--port-file: renaming to ", path));
+    return absl::UnavailableError(absl::StrCat("renaming ", temporary, " to ", path, ": ", why));
   }
   return absl::OkStatus();
+}
+
+absl::Status WritePortFile(const std::string& path, int port) {
+  absl::Status written = WriteFileAtomically(path, absl::StrCat(port, "\n"));
+  if (written.ok()) return written;
+  return absl::UnavailableError(absl::StrCat("--port-file: ", written.message()));
 }
 
 std::string ReadFileOrEmpty(const std::string& path) {

@@ -11,6 +11,11 @@
 
 namespace berth {
 
+// Writes `bytes` to `path` through a temporary file in the same directory and
+// a rename: a reader sees the old content or the new, never a part; on error
+// no file (temporary or partial) is left behind. Errors name the files.
+absl::Status WriteFileAtomically(const std::string& path, const std::string& bytes);
+
 // Writes "<port>\n" to `path` through a rename, so a reader polling the file
 // never sees a partial number. Errors name the --port-file flag.
 absl::Status WritePortFile(const std::string& path, int port);

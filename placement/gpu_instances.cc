@@ -18,14 +18,30 @@ absl::Status ValidateGpuRequest(Quantity gpus, absl::string_view field) {
 
 Quantity GpuInstances::TotalFree() const {
   int64_t sum = 0;
-  for (int64_t f : free_) sum += f;
+  for (size_t i = 0; i < free_.size(); ++i) sum += Offered(i);
   return Quantity::FromUnits(sum);
+}
+
+bool GpuInstances::SetWithheld(uint32_t index, bool withheld) {
+  if (index >= free_.size()) return false;
+  if (withheld_.empty()) withheld_.assign(free_.size(), false);
+  withheld_[index] = withheld;
+  return true;
+}
+
+Quantity GpuInstances::OfferedOf(const std::vector<GpuShare>& shares) const {
+  int64_t units = 0;
+  for (const GpuShare& s : shares) {
+    if (!withheld(s.index)) units += s.amount.units();
+  }
+  return Quantity::FromUnits(units);
 }
 
 Quantity GpuInstances::LargestRequest() const {
   int64_t whole = 0;
   int64_t most = 0;
-  for (int64_t f : free_) {
+  for (size_t i = 0; i < free_.size(); ++i) {
+    const int64_t f = Offered(i);
     whole += f == Quantity::kUnitsPerWhole;
     most = std::max(most, f);
   }
@@ -35,7 +51,7 @@ Quantity GpuInstances::LargestRequest() const {
 int GpuInstances::BestFitFraction(int64_t units) const {
   int best = -1;
   for (size_t i = 0; i < free_.size(); ++i) {
-    if (free_[i] >= units && (best < 0 || free_[i] < free_[best])) best = static_cast<int>(i);
+    if (Offered(i) >= units && (best < 0 || free_[i] < free_[best])) best = static_cast<int>(i);
   }
   return best;
 }
@@ -45,8 +61,8 @@ bool GpuInstances::CanAllocate(Quantity gpus) const {
   if (units == 0) return true;
   if (units < Quantity::kUnitsPerWhole) return BestFitFraction(units) >= 0;
   int64_t needed = units / Quantity::kUnitsPerWhole;
-  for (int64_t f : free_) {
-    if (f == Quantity::kUnitsPerWhole && --needed == 0) return true;
+  for (size_t i = 0; i < free_.size(); ++i) {
+    if (Offered(i) == Quantity::kUnitsPerWhole && --needed == 0) return true;
   }
   return false;
 }
@@ -73,7 +89,7 @@ absl::StatusOr<std::vector<GpuShare>> GpuInstances::Allocate(Quantity gpus) {
   }
   int64_t needed = units / Quantity::kUnitsPerWhole;
   for (size_t i = 0; i < free_.size() && needed > 0; ++i) {
-    if (free_[i] != Quantity::kUnitsPerWhole) continue;
+    if (Offered(i) != Quantity::kUnitsPerWhole) continue;
     free_[i] = 0;
     shares.push_back({static_cast<uint32_t>(i), Quantity::Whole(1)});
     --needed;

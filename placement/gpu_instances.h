@@ -5,7 +5,9 @@
 // one; a fraction best-fits onto the instance with the least room that still
 // fits); a request above 1 must be whole and takes that many fully free
 // instances. Choices are deterministic (lowest index on ties), and Release()
-// of what Allocate() returned restores the exact previous state.
+// of what Allocate() returned restores the exact previous state. A withheld
+// instance (an unhealthy GPU) offers no room: what bundles hold of it stays
+// theirs, and what they release of it is kept back until it is offered again.
 #ifndef BERTH_PLACEMENT_GPU_INSTANCES_H_
 #define BERTH_PLACEMENT_GPU_INSTANCES_H_
 
@@ -38,8 +40,16 @@ class GpuInstances {
   explicit GpuInstances(uint32_t count) : free_(count, Quantity::kUnitsPerWhole) {}
 
   uint32_t count() const { return static_cast<uint32_t>(free_.size()); }
-  Quantity free(uint32_t index) const { return Quantity::FromUnits(free_[index]); }
+  // The room instance `index` offers: none while it is withheld.
+  Quantity free(uint32_t index) const { return Quantity::FromUnits(Offered(index)); }
+  // What may be allocated: the free room of the instances not withheld.
   Quantity TotalFree() const;
+  // Withholds instance `index` from allocation, or offers it again; false if
+  // there is no such instance.
+  bool SetWithheld(uint32_t index, bool withheld);
+  bool withheld(uint32_t index) const { return index < withheld_.size() && withheld_[index]; }
+  // The GPU of `shares` on instances not withheld: what releasing them offers.
+  Quantity OfferedOf(const std::vector<GpuShare>& shares) const;
   // The largest request that fits now: the number of fully free instances,
   // or when none is, the most room on one instance.
   Quantity LargestRequest() const;
@@ -62,7 +72,9 @@ class GpuInstances {
  private:
   // Index of the instance a fraction (< 1) best-fits onto, or -1.
   int BestFitFraction(int64_t units) const;
+  int64_t Offered(size_t i) const { return withheld(static_cast<uint32_t>(i)) ? 0 : free_[i]; }
   std::vector<int64_t> free_;  // units free per instance
+  std::vector<bool> withheld_;  // by instance; empty while none ever was
 };
 
 std::string GpuIdsToString(const std::vector<GpuShare>& shares);

@@ -330,7 +330,10 @@ absl::Status NodeResourceTable::Reserve(const Allocation& allocation) {
     return absl::NotFoundError(absl::StrCat("node slot ", allocation.node, " is not registered"));
   }
   Node& node = nodes_[allocation.node];
-  if (!node.available.Contains(allocation.resources)) {
+  // A withheld GPU's share was never offered, so it is not taken from what is.
+  ResourceSet offered = allocation.resources;
+  offered.Set(kGpu, node.gpus.OfferedOf(allocation.gpus));
+  if (!node.available.Contains(offered)) {
     return absl::ResourceExhaustedError(absl::StrCat("node '", node.id, "' cannot hold ",
                                                      allocation.resources.ToString(), "; free ",
                                                      node.available.ToString()));
@@ -342,7 +345,7 @@ absl::Status NodeResourceTable::Reserve(const Allocation& allocation) {
   }
   if (absl::Status s = node.gpus.Take(allocation.gpus); !s.ok()) return s;
   const IndexKeys before = KeysOf(node.available);
-  node.available.Subtract(allocation.resources).IgnoreError();
+  node.available.Subtract(offered).IgnoreError();
   Reindex(allocation.node, before);
   return absl::OkStatus();
 }
@@ -374,7 +377,30 @@ absl::Status NodeResourceTable::Release(const Allocation& allocation) {
     node.available.Subtract(allocation.resources).IgnoreError();
     return refused;
   }
+  // What it held of withheld GPUs is kept back.
+  if (const int64_t kept = gpu_units - node.gpus.OfferedOf(allocation.gpus).units(); kept > 0) {
+    node.available.Set(kGpu, Quantity::FromUnits(node.available.Get(kGpu).units() - kept));
+  }
   Reindex(allocation.node, before);
+  return absl::OkStatus();
+}
+
+absl::Status NodeResourceTable::SetGpuWithheld(NodeIndex index, uint32_t gpu, bool withheld) {
+  if (index >= nodes_.size() || nodes_[index].removed) {
+    return absl::NotFoundError(absl::StrCat("node slot ", index, " is not registered"));
+  }
+  Node& node = nodes_[index];
+  if (gpu >= node.gpus.count()) {
+    return absl::NotFoundError(absl::StrCat("node '", node.id, "' has no GPU ", gpu));
+  }
+  if (node.gpus.withheld(gpu) == withheld) return absl::OkStatus();
+  const IndexKeys before = KeysOf(node.available);
+  // free() is the room the instance offers: read while it offers it.
+  const Quantity room = withheld ? node.gpus.free(gpu) : Quantity();
+  node.gpus.SetWithheld(gpu, withheld);
+  const int64_t change = withheld ? -room.units() : node.gpus.free(gpu).units();
+  node.available.Set(kGpu, Quantity::FromUnits(node.available.Get(kGpu).units() + change));
+  Reindex(index, before);
   return absl::OkStatus();
 }
 

@@ -146,6 +146,11 @@ class NodeResourceTable {
   bool FitsTotal(NodeIndex index, const ResourceSet& request) const;
   absl::StatusOr<Allocation> Allocate(NodeIndex index, const ResourceSet& request);
   absl::Status Release(const Allocation& allocation);
+  // Withholds GPU instance `gpu` of the node from new bundles (it is
+  // unhealthy), or offers it again: its free room leaves (or rejoins) the
+  // node's available GPU, and while withheld what bundles release of it
+  // stays out. NOT_FOUND for an unknown node or GPU.
+  absl::Status SetGpuWithheld(NodeIndex index, uint32_t gpu, bool withheld);
   // Takes exactly `allocation` (its resources and GPU shares), as a head
   // restoring its state after a restart does; all or nothing.
   absl::Status Reserve(const Allocation& allocation);

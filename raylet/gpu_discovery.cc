@@ -1,88 +1,44 @@
 #include "raylet/gpu_discovery.h"
 
-#include <dlfcn.h>
-
 #include <cstdio>
+#include <memory>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "raylet/nvml_library.h"
 
 namespace berth {
 namespace {
 
-// The few NVML declarations used (nvml.h is not installed here, and linking
-// it would tie the binary to the driver).
-using nvmlReturn_t = int;
-using nvmlDevice_t = struct nvmlDevice_st*;
-struct nvmlMemory_t {
-  unsigned long long total;
-  unsigned long long free;
-  unsigned long long used;
-};
-constexpr nvmlReturn_t kNvmlSuccess = 0;
-constexpr unsigned int kNvmlStringBufferSize = 96;  // NVML_DEVICE_{NAME,UUID}_V2_BUFFER_SIZE
-
-struct Nvml {
-  nvmlReturn_t (*init)();
-  nvmlReturn_t (*shutdown)();
-  nvmlReturn_t (*get_count)(unsigned int*);
-  nvmlReturn_t (*get_handle)(unsigned int, nvmlDevice_t*);
-  nvmlReturn_t (*get_name)(nvmlDevice_t, char*, unsigned int);
-  nvmlReturn_t (*get_uuid)(nvmlDevice_t, char*, unsigned int);
-  nvmlReturn_t (*get_memory)(nvmlDevice_t, nvmlMemory_t*);
-};
-
-// Resolves every symbol or none.
-bool LoadNvml(void* library, Nvml* nvml) {
-  auto load = [library](auto* fn, const char* symbol) {
-    *fn = reinterpret_cast<std::remove_pointer_t<decltype(fn)>>(dlsym(library, symbol));
-    return *fn != nullptr;
-  };
-  return load(&nvml->init, "nvmlInit_v2") && load(&nvml->shutdown, "nvmlShutdown") &&
-         load(&nvml->get_count, "nvmlDeviceGetCount_v2") &&
-         load(&nvml->get_handle, "nvmlDeviceGetHandleByIndex_v2") &&
-         load(&nvml->get_name, "nvmlDeviceGetName") && load(&nvml->get_uuid, "nvmlDeviceGetUUID") &&
-         load(&nvml->get_memory, "nvmlDeviceGetMemoryInfo");
-}
-
 // Asks NVML for every device; the error says why not.
 std::string QueryNvml(std::vector<GpuDevice>* devices) {
-  void* library = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
-  if (library == nullptr) return "libnvidia-ml.so.1 not found";
   std::string error;
-  Nvml nvml;
-  if (!LoadNvml(library, &nvml)) {
-    error = "libnvidia-ml.so.1 lacks an NVML v2 symbol";
-  } else if (nvmlReturn_t r = nvml.init(); r != kNvmlSuccess) {
-    error = absl::StrCat("nvmlInit_v2 returned ", r);
-  } else {
-    unsigned int count = 0;
-    if (nvmlReturn_t r = nvml.get_count(&count); r != kNvmlSuccess) {
-      error = absl::StrCat("nvmlDeviceGetCount_v2 returned ", r);
-    }
-    for (unsigned int i = 0; error.empty() && i < count; ++i) {
-      nvmlDevice_t handle = nullptr;
-      char name[kNvmlStringBufferSize] = {};
-      char uuid[kNvmlStringBufferSize] = {};
-      nvmlMemory_t memory = {};
-      if (nvmlReturn_t r = nvml.get_handle(i, &handle); r != kNvmlSuccess) {
-        error = absl::StrCat("nvmlDeviceGetHandleByIndex_v2(", i, ") returned ", r);
-        break;
-      }
-      // Name and UUID are required; memory is informative.
-      if (nvml.get_name(handle, name, sizeof(name)) != kNvmlSuccess ||
-          nvml.get_uuid(handle, uuid, sizeof(uuid)) != kNvmlSuccess) {
-        error = absl::StrCat("NVML could not name GPU ", i);
-        break;
-      }
-      const bool has_memory = nvml.get_memory(handle, &memory) == kNvmlSuccess;
-      devices->push_back({i, uuid, name, AcceleratorTypeFromName(name),
-                          has_memory ? static_cast<uint64_t>(memory.total) : 0});
-    }
-    nvml.shutdown();
+  std::unique_ptr<NvmlLibrary> nvml = NvmlLibrary::Open(&error);
+  if (nvml == nullptr) return error;
+  unsigned int count = 0;
+  if (nvml::Return r = nvml->get_count(&count); r != nvml::kSuccess) {
+    error = absl::StrCat("nvmlDeviceGetCount_v2 returned ", r);
   }
-  dlclose(library);
+  for (unsigned int i = 0; error.empty() && i < count; ++i) {
+    nvml::Device handle = nullptr;
+    char name[nvml::kStringBufferSize] = {};
+    char uuid[nvml::kStringBufferSize] = {};
+    nvml::Memory memory = {};
+    if (nvml::Return r = nvml->get_handle(i, &handle); r != nvml::kSuccess) {
+      error = absl::StrCat("nvmlDeviceGetHandleByIndex_v2(", i, ") returned ", r);
+      break;
+    }
+    // Name and UUID are required; memory is informative.
+    if (nvml->get_name(handle, name, sizeof(name)) != nvml::kSuccess ||
+        nvml->get_uuid(handle, uuid, sizeof(uuid)) != nvml::kSuccess) {
+      error = absl::StrCat("NVML could not name GPU ", i);
+      break;
+    }
+    const bool has_memory = nvml->get_memory(handle, &memory) == nvml::kSuccess;
+    devices->push_back({i, uuid, name, AcceleratorTypeFromName(name),
+                        has_memory ? static_cast<uint64_t>(memory.total) : 0});
+  }
   if (!error.empty()) devices->clear();
   return error;
 }

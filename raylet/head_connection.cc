@@ -89,6 +89,23 @@ bool HeadConnection::SleepUnlessStopping(absl::Duration d) {
   return !stopping_;
 }
 
+bool HeadConnection::SleepUntilHeartbeat(absl::Duration d) {
+  absl::MutexLock lock(&mu_);
+  mu_.AwaitWithTimeout(absl::Condition(
+                           +[](HeadConnection* c) ABSL_EXCLUSIVE_LOCKS_REQUIRED(c->mu_) {
+                             return c->stopping_ || c->heartbeat_now_;
+                           },
+                           this),
+                       d);
+  heartbeat_now_ = false;
+  return !stopping_;
+}
+
+void HeadConnection::HeartbeatNow() {
+  absl::MutexLock lock(&mu_);
+  heartbeat_now_ = true;
+}
+
 void HeadConnection::SessionLoop() {
   while (true) {
     Backoff backoff({options_.initial_backoff, 2, options_.max_backoff});
@@ -96,7 +113,7 @@ void HeadConnection::SessionLoop() {
     while (!Register(&heartbeat_interval)) {
       if (!SleepUnlessStopping(backoff.Next())) return;
     }
-    while (SleepUnlessStopping(heartbeat_interval)) {
+    while (SleepUntilHeartbeat(heartbeat_interval)) {
       if (!Heartbeat()) break;
     }
     absl::MutexLock lock(&mu_);
@@ -152,6 +169,7 @@ bool HeadConnection::Heartbeat() {
   const std::vector<v1::BundleKey> unrestored =
       callbacks_.unrestored ? callbacks_.unrestored() : std::vector<v1::BundleKey>{};
   for (const v1::BundleKey& key : unrestored) *request.add_unrestored_bundles() = key;
+  if (callbacks_.health) callbacks_.health(&request);
   v1::HeartbeatResponse response;
   grpc::ClientContext context;
   AttachClusterToken(&context, options_.cluster_token);

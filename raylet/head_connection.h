@@ -57,6 +57,9 @@ class HeadConnection {
     // Either may be empty.
     std::function<std::vector<v1::BundleKey>()> unrestored;
     std::function<void(const std::vector<v1::BundleKey>&)> unrestored_acknowledged;
+    // Fills in the node's health (unhealthy GPUs, a failed health check)
+    // for a heartbeat; may be empty.
+    std::function<void(v1::HeartbeatRequest*)> health;
   };
 
   HeadConnection(std::shared_ptr<grpc::Channel> channel, Options options);
@@ -67,6 +70,9 @@ class HeadConnection {
 
   // Starts registering and heartbeating in the background. Call once.
   void Start(Callbacks callbacks);
+  // Sends the next heartbeat now rather than at its time (what it reports
+  // changed: the node's health); never blocks.
+  void HeartbeatNow();
   // Queues a worker's final status for ReportWorkerExit; never blocks.
   void ReportWorkerExit(const v1::WorkerStatus& status);
   // Stops registering and heartbeating at once, then keeps sending queued
@@ -84,6 +90,8 @@ class HeadConnection {
   bool Heartbeat();
   // Waits up to `d` or until stopping; false when stopping.
   bool SleepUnlessStopping(absl::Duration d);
+  // As SleepUnlessStopping, and ends early at HeartbeatNow.
+  bool SleepUntilHeartbeat(absl::Duration d);
   // Waits up to `d`, or until a shutdown's flush time is over; false then.
   bool SleepWhileFlushing(absl::Duration d);
 
@@ -98,6 +106,7 @@ class HeadConnection {
 
   mutable absl::Mutex mu_;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  bool heartbeat_now_ ABSL_GUARDED_BY(mu_) = false;  // HeartbeatNow's
   bool registered_ ABSL_GUARDED_BY(mu_) = false;
   std::deque<v1::WorkerStatus> exits_ ABSL_GUARDED_BY(mu_);
   absl::Time flush_deadline_ ABSL_GUARDED_BY(mu_) = absl::InfiniteFuture();

@@ -14,24 +14,9 @@
 namespace berth {
 
 LeftoverSweeper::LeftoverSweeper(Options options, WorkerProcessManager* workers)
-    : options_(std::move(options)), workers_(workers) {
-  thread_ = std::thread([this] {
-    absl::MutexLock lock(&mu_);
-    while (!mu_.AwaitWithTimeout(absl::Condition(&stopping_), options_.every)) {
-      mu_.Unlock();
-      SweepOnce(absl::Now());
-      mu_.Lock();
-    }
-  });
-}
-
-LeftoverSweeper::~LeftoverSweeper() {
-  {
-    absl::MutexLock lock(&mu_);
-    stopping_ = true;
-  }
-  thread_.join();
-}
+    : options_(std::move(options)),
+      workers_(workers),
+      thread_(options_.every, [this] { SweepOnce(absl::Now()); }) {}
 
 void LeftoverSweeper::SweepOnce(absl::Time now) {
   namespace fs = std::filesystem;

@@ -7,10 +7,9 @@
 #include <functional>
 #include <set>
 #include <string>
-#include <thread>
 
-#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "common/periodic_thread.h"
 #include "raylet/worker_processes.h"
 
 namespace berth {
@@ -27,7 +26,6 @@ class LeftoverSweeper {
 
   // `workers` must outlive it. Sweeps every `every` until destroyed.
   LeftoverSweeper(Options options, WorkerProcessManager* workers);
-  ~LeftoverSweeper();
   LeftoverSweeper(const LeftoverSweeper&) = delete;
   LeftoverSweeper& operator=(const LeftoverSweeper&) = delete;
 
@@ -37,9 +35,7 @@ class LeftoverSweeper {
  private:
   const Options options_;
   WorkerProcessManager* const workers_;
-  absl::Mutex mu_;
-  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
-  std::thread thread_;
+  PeriodicThread thread_;  // last: it stops first
 };
 
 }  // namespace berth

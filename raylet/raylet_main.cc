@@ -48,6 +48,9 @@
 #include "raylet/head_connection.h"
 #include "raylet/head_packages.h"
 #include "raylet/leftover_sweeper.h"
+#include "raylet/node_health_watch.h"
+#include "raylet/nvml_health.h"
+#include "raylet/raylet_flags.h"
 #include "raylet/raylet_metrics.h"
 #include "raylet/raylet_service.h"
 #include "raylet/tcp_port.h"
@@ -60,40 +63,6 @@ namespace {
 // How long shutdown gives in-flight RPCs, workers (SIGTERM -> SIGKILL) and
 // the last exit reports.
 constexpr absl::Duration kShutdownGrace = absl::Seconds(2);
-
-// berth's worker-side Python package for this binary: lib/berth/python of
-// an install (bin/berth-raylet), else the build tree's python/ (the build
-// copies it there); "" when neither has it.
-std::string DefaultWorkerPythonPath() {
-  return FindBesideBinary({"../lib/berth/python", "../python"}, "berth/train/__init__.py")
-      .value_or("");
-}
-
-struct Flags {
-  std::string head;
-  std::string listen = "127.0.0.1:0";
-  std::string advertise_host = "127.0.0.1";
-  std::string port_file;
-  std::string node_id;
-  std::string num_cpus;
-  std::string memory;
-  std::optional<uint32_t> num_gpus;
-  std::string accelerator_type;
-  std::string resources;
-  std::string labels;
-  std::string log_dir;
-  std::string state_dir;
-  int64_t log_retention_s = 7 * 24 * 3600;
-  std::string refuse_prepare_file;
-  std::string hold_starts_file;
-  std::string hold_commits_file;
-  std::string worker_pythonpath = DefaultWorkerPythonPath();
-  std::string node_pool;
-  std::string token_file;
-  TlsFiles tls;
-  std::string metrics_listen;
-  std::string metrics_port_file;
-};
 
 // Reconnects to a restarted head within a second: gRPC's default backoff
 // (up to 2 minutes) would outlast the head's liveness timeout, and the
@@ -303,6 +272,8 @@ class NodeAgent {
   NodeAgent(const NodeAgent&) = delete;
   NodeAgent& operator=(const NodeAgent&) = delete;
 
+  // Starts the watch over the node's health (node_health_watch.h), first.
+  absl::Status WatchHealth();
   // Serves RayletService on the reserved port (given up once the server
   // holds it) and the metrics, and writes the port files. On an error
   // nothing is served.
@@ -333,6 +304,8 @@ class NodeAgent {
   RayletService service_;
   int bound_port_ = 0;
   LeftoverSweeper sweeper_;
+  std::unique_ptr<NvmlHealth> nvml_;         // WatchHealth's; null without NVML
+  std::unique_ptr<NodeHealthWatch> health_;  // WatchHealth's
   std::unique_ptr<grpc::Server> server_;
   std::unique_ptr<MetricsServer> metrics_server_;
   std::shared_ptr<CallbackCollectable> state_metrics_;
@@ -364,6 +337,28 @@ NodeAgent::NodeAgent(const Flags& flags, const NodeConfig& config)
                 }},
                &workers_) {}
 
+absl::Status NodeAgent::WatchHealth() {
+  // NVML only for the GPUs it found (not simulated ones).
+  std::string no_nvml = "simulated GPUs";
+  if (!flags_.num_gpus) nvml_ = NvmlHealth::Open(&no_nvml);
+  NvmlHealth* nvml = nvml_.get();
+  LogInfo("GPU health from NVML: ", nvml ? nvml->Describe() : absl::StrCat("none (", no_nvml, ")"),
+          "; health file: ", flags_.gpu_health_file.empty() ? "none" : flags_.gpu_health_file,
+          "; health check: ",
+          flags_.health_check_command.empty() ? "none" : flags_.health_check_command);
+  absl::StatusOr<std::unique_ptr<NodeHealthWatch>> health = NodeHealthWatch::Start(
+      {GpuCount(), flags_.gpu_health_file, config_.node_dir + "/gpu-health.textproto",
+       absl::Seconds(1),
+       nvml ? std::function<std::vector<GpuFault>()>([nvml] { return nvml->Poll(); }) : nullptr,
+       flags_.health_check_command, absl::Seconds(flags_.health_check_interval_s),
+       absl::Seconds(flags_.health_check_timeout_s),
+       [this](const GpuFault& fault) { metrics_.OnGpuFault(fault); },
+       [this] { head_connection_.HeartbeatNow(); }});
+  if (!health.ok()) return health.status();
+  health_ = *std::move(health);
+  return absl::OkStatus();
+}
+
 HeadConnection::Options NodeAgent::HeadConnectionOptions() {
   HeadConnection::Options options;
   options.node_id = config_.node_id;
@@ -394,6 +389,7 @@ RayletService::Options NodeAgent::ServiceOptions() {
   options.cluster_token = config_.cluster_token;
   options.tls = config_.tls;
   options.fence = &fence_;
+  options.return_gpu = [this](uint32_t gpu) { return health_->ReturnGpu(gpu); };
   return options;
 }
 
@@ -428,8 +424,10 @@ absl::Status NodeAgent::StartServer() {
 
 absl::Status NodeAgent::StartMetrics() {
   state_metrics_ = std::make_shared<CallbackCollectable>([this] {
+    std::set<uint32_t> unhealthy;
+    for (const v1::UnhealthyGpu& gpu : health_->UnhealthyGpus()) unhealthy.insert(gpu.index());
     return RayletStateFamilies({config_.node_id, config_.accelerator_type, GpuCount(),
-                                service_.Bundles(), workers_.List()});
+                                service_.Bundles(), workers_.List(), std::move(unhealthy)});
   });
   if (flags_.metrics_listen.empty()) return absl::OkStatus();
   absl::StatusOr<std::unique_ptr<MetricsServer>> started =
@@ -467,7 +465,10 @@ void NodeAgent::ConnectToHead() {
   head_connection_.Start({
       [this, registration = Registration()] {
         service_.BeginRegistration();
-        return registration;
+        v1::RegisterNodeRequest now = registration;
+        for (v1::UnhealthyGpu& gpu : health_->UnhealthyGpus())
+          *now.add_unhealthy_gpus() = std::move(gpu);
+        return now;
       },
       [this] { return service_.Available(); },
       [this] { return static_cast<uint32_t>(workers_.RunningCount()); },
@@ -477,6 +478,11 @@ void NodeAgent::ConnectToHead() {
       },
       [this] { return service_.Unrestored(); },
       [this](const std::vector<v1::BundleKey>& keys) { service_.AcknowledgeUnrestored(keys); },
+      [this](v1::HeartbeatRequest* heartbeat) {
+        for (v1::UnhealthyGpu& gpu : health_->UnhealthyGpus())
+          *heartbeat->add_unhealthy_gpus() = std::move(gpu);
+        heartbeat->set_health_check_failure(health_->HealthCheckFailure());
+      },
   });
 }
 
@@ -509,6 +515,7 @@ int Run(const Flags& flags) {
   if (!config.ok()) return Fail(config.status());
 
   NodeAgent node(flags, *config);
+  if (absl::Status s = node.WatchHealth(); !s.ok()) return Fail(s);
   if (absl::Status s = node.Serve(&reservation); !s.ok()) return Fail(s);
   node.ConnectToHead();
   node.RunUntilStopped();
@@ -530,51 +537,7 @@ int main(int argc, char** argv) {
 
   berth::Flags flags;
   CLI::App app{"berth-raylet: the berth node agent"};
-  app.add_option("--head", flags.head,
-                 "head address, HOST:PORT, or the active head and its standbys, "
-                 "HOST:PORT,HOST:PORT (the node follows whichever is active)")
-      ->required();
-  app.add_option("--listen", flags.listen, "address to serve RayletService on")
-      ->capture_default_str();
-  app.add_option("--advertise-host", flags.advertise_host,
-                 "host the head and other nodes reach this node at")
-      ->capture_default_str();
-  app.add_option("--port-file", flags.port_file, "write the bound port here once serving");
-  app.add_option("--node-id", flags.node_id, "node id (default: <hostname>-<port>)");
-  app.add_option("--num-cpus", flags.num_cpus, "logical CPUs (default: hardware concurrency)");
-  app.add_option("--memory", flags.memory, "memory in bytes, e.g. 16Gi (default: physical memory)");
-  app.add_option("--num-gpus", flags.num_gpus, "simulate this many GPUs instead of asking NVML");
-  app.add_option("--accelerator-type", flags.accelerator_type,
-                 "accelerator type of the GPUs, e.g. A10G (overrides NVML's)");
-  app.add_option("--resources", flags.resources, "custom resources, name=qty,name=qty");
-  app.add_option("--labels", flags.labels, "node labels, k=v,k=v");
-  app.add_option("--state-dir", flags.state_dir,
-                 "the node's folders: jobs' work folders, packages, logs "
-                 "(default: /tmp/berth/<node-id>)");
-  app.add_option("--log-dir", flags.log_dir, "worker logs (default: <state dir>/logs)");
-  app.add_option("--log-retention-s", flags.log_retention_s,
-                 "keep an ended job's worker logs this long on the node, then remove them")
-      ->capture_default_str();
-  AddTlsFlags(app, flags.tls, "berth-node");
-  app.add_option(
-      "--token-file", flags.token_file,
-      "cluster token: required on every RPC to this raylet, sent on every call to the head");
-  app.add_option("--node-pool", flags.node_pool,
-                 "autoscaler node pool of this node (label berth.io/node-pool)");
-  app.add_option("--metrics-listen", flags.metrics_listen,
-                 "serve Prometheus /metrics on HOST:PORT (port 0 picks one); empty = off");
-  app.add_option("--metrics-port-file", flags.metrics_port_file,
-                 "write the bound metrics port here");
-  app.add_option("--refuse-prepare-file", flags.refuse_prepare_file,
-                 "test hook: refuse every prepare while this file exists");
-  app.add_option("--hold-starts-file", flags.hold_starts_file,
-                 "test hook: StartWorker waits while this file exists");
-  app.add_option("--worker-pythonpath", flags.worker_pythonpath,
-                 "folder of berth's worker-side Python package (berth.train), added to every "
-                 "worker's PYTHONPATH (default: lib/berth/python of an install, or the build's "
-                 "python/); empty = none");
-  app.add_option("--hold-commits-file", flags.hold_commits_file,
-                 "test hook: commits wait while this file exists (30 s at most)");
+  berth::AddRayletFlags(app, &flags);
   const berth::LogFlag log_flag(app);
   berth::AddVersionFlag(app, "berth-raylet");
   berth::AddHelpJsonFlag(app);

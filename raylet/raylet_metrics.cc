@@ -65,9 +65,14 @@ std::vector<prometheus::MetricFamily> RayletStateFamilies(const RayletSnapshot& 
       }
     }
   }
+  GaugeFamily healthy("berth_gpu_healthy",
+                      "1 for a healthy GPU instance, 0 for one found unhealthy (no bundle gets "
+                      "it until an operator returns it).");
   for (uint32_t i = 0; i < s.gpu_count; ++i) {
-    allocated.Add({{"node", s.node_id}, {"gpu_index", absl::StrCat(i)}, {"accelerator_type", type}},
-                  share[i]);
+    const MetricLabels labels = {
+        {"node", s.node_id}, {"gpu_index", absl::StrCat(i)}, {"accelerator_type", type}};
+    allocated.Add(labels, share[i]);
+    healthy.Add(labels, s.unhealthy_gpus.count(i) > 0 ? 0 : 1);
   }
   bundles.Add({{"node", s.node_id}, {"state", "prepared"}}, prepared)
       .Add({{"node", s.node_id}, {"state", "committed"}}, committed);
@@ -83,11 +88,12 @@ std::vector<prometheus::MetricFamily> RayletStateFamilies(const RayletSnapshot& 
   out.push_back(bundles.Take());
   out.push_back(workers.Take());
   out.push_back(idle.Take());
+  out.push_back(healthy.Take());
   return out;
 }
 
 RayletMetrics::RayletMetrics(const std::string& node_id)
-    : registry_(std::make_shared<prometheus::Registry>()) {
+    : registry_(std::make_shared<prometheus::Registry>()), node_id_(node_id) {
   auto& exits = prometheus::BuildCounter()
                     .Name("berth_raylet_worker_exits_total")
                     .Help("Worker processes that ended, by outcome.")
@@ -95,6 +101,21 @@ RayletMetrics::RayletMetrics(const std::string& node_id)
   succeeded_ = &exits.Add({{"node", node_id}, {"outcome", "succeeded"}});
   failed_ = &exits.Add({{"node", node_id}, {"outcome", "failed"}});
   killed_ = &exits.Add({{"node", node_id}, {"outcome", "killed"}});
+  gpu_faults_ = &prometheus::BuildCounter()
+                     .Name("berth_gpu_health_events_total")
+                     .Help(
+                         "GPU faults the node's health watch saw (NVML, the health file), by "
+                         "kind; ignored (application) XIDs included.")
+                     .Register(*registry_);
+  // Every kind from the start: a rate over a series that appears at its
+  // first event misses that event.
+  for (absl::string_view kind : GpuFaultKindNames())
+    gpu_faults_->Add({{"node", node_id_}, {"kind", std::string(kind)}});
+}
+
+void RayletMetrics::OnGpuFault(const GpuFault& fault) {
+  gpu_faults_->Add({{"node", node_id_}, {"kind", std::string(GpuFaultKindName(fault.kind))}})
+      .Increment();
 }
 
 void RayletMetrics::OnWorkerExit(const WorkerRecord& record) {

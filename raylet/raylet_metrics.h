@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -18,6 +19,7 @@
 #include "prometheus/metric_family.h"
 #include "prometheus/registry.h"
 #include "raylet/bundle_reservations.h"
+#include "raylet/gpu_health.h"
 #include "raylet/worker_processes.h"
 
 namespace berth {
@@ -28,6 +30,7 @@ struct RayletSnapshot {
   uint32_t gpu_count = 0;
   std::vector<ReservedBundle> bundles;
   std::vector<WorkerRecord> workers;  // running and ended
+  std::set<uint32_t> unhealthy_gpus;  // by index
 };
 
 std::vector<prometheus::MetricFamily> RayletStateFamilies(const RayletSnapshot& snapshot);
@@ -38,12 +41,16 @@ class RayletMetrics {
   std::shared_ptr<prometheus::Registry> registry() const { return registry_; }
   // Counts an ended worker by outcome (succeeded, failed, killed).
   void OnWorkerExit(const WorkerRecord& record);
+  // Counts a GPU fault the health watch saw, by kind (ignored ones too).
+  void OnGpuFault(const GpuFault& fault);
 
  private:
   std::shared_ptr<prometheus::Registry> registry_;
   prometheus::Counter* succeeded_;
   prometheus::Counter* failed_;
   prometheus::Counter* killed_;
+  std::string node_id_;
+  prometheus::Family<prometheus::Counter>* gpu_faults_;
 };
 
 }  // namespace berth

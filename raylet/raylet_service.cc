@@ -553,4 +553,16 @@ void RayletService::StopWorkersOf(const std::vector<BundleKey>& bundles) {
   }
 }
 
+grpc::Status RayletService::ReturnGpu(grpc::ServerContext* context,
+                                      const v1::ReturnGpuRequest* request,
+                                      v1::ReturnGpuResponse* response) {
+  if (!options_.return_gpu) {
+    return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, "this node watches no GPU health");
+  }
+  absl::StatusOr<std::string> reason = options_.return_gpu(request->gpu_index());
+  if (!reason.ok()) return ToGrpcStatus(reason.status());
+  response->set_was_unhealthy_reason(*std::move(reason));
+  return grpc::Status::OK;
+}
+
 }  // namespace berth

@@ -64,6 +64,9 @@ class RayletService final : public Admitted<v1::RayletService::Service> {
     // Where workers' working-directory packages come from (not owned; null:
     // a spec naming one is refused).
     PackageCache* packages = nullptr;
+    // Returns an unhealthy GPU to service (NodeHealthWatch::ReturnGpu):
+    // why it had been unhealthy. Null: ReturnGpu is FAILED_PRECONDITION.
+    std::function<absl::StatusOr<std::string>(uint32_t gpu_index)> return_gpu;
   };
 
   RayletService(Options options, BundleReservations reservations, WorkerProcessManager* workers);
@@ -93,6 +96,8 @@ class RayletService final : public Admitted<v1::RayletService::Service> {
                             v1::AllocatePortResponse* response) override;
   grpc::Status ReadWorkerLog(grpc::ServerContext* context, const v1::ReadWorkerLogRequest* request,
                              v1::ReadWorkerLogResponse* response) override;
+  grpc::Status ReturnGpu(grpc::ServerContext* context, const v1::ReturnGpuRequest* request,
+                         v1::ReturnGpuResponse* response) override;
 
   // Resources no bundle holds.
   ResourceSet Available() const;

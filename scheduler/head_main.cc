@@ -327,6 +327,10 @@ void AddRayletFlags(CLI::App& app, HeadFlags& flags) {
   app.add_option("--raylet-rpc-timeout-ms", flags.rpc_timeout_ms,
                  "deadline of each call to a raylet")
       ->check(CLI::Range(10, 600000));
+  app.add_option("--max-unhealthy-gpus", flags.config.max_unhealthy_gpus,
+                 "a node with more unhealthy GPUs than this is drained (its healthy ones "
+                 "are suspect too)")
+      ->capture_default_str();
 }
 
 // Where raylets, trainers and clients reach this head and its standbys.

@@ -50,6 +50,8 @@ struct HeadConfig {
   // process starts): how many such calls are in flight at most.
   int committer_threads = 32;
   size_t max_worker_exits_kept = 10000;
+  // A node with more unhealthy GPUs than this is drained (--max-unhealthy-gpus).
+  uint32_t max_unhealthy_gpus = 1;
   int max_message_bytes = 4 << 20;  // largest request accepted (--max-message-bytes)
   // Every RPC must carry it (auth/cluster_token.h); empty = no check.
   // Also used on the head's calls to raylets.

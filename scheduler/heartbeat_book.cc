@@ -6,7 +6,7 @@ namespace berth {
 
 void HeartbeatBook::Registered(const std::string& node_id, std::string address, int64_t now_ms) {
   absl::MutexLock lock(&mu_);
-  nodes_[node_id] = Beats{std::move(address), now_ms, 0, Standing::kAlive};
+  nodes_[node_id] = Beats{std::move(address), now_ms, 0, Standing::kAlive, ""};
   liveness_.Heard(node_id);
 }
 
@@ -29,6 +29,14 @@ HeartbeatBook::Standing HeartbeatBook::Heartbeat(const std::string& node_id, uin
     liveness_.Heard(node_id);
   }
   return beats.standing;
+}
+
+bool HeartbeatBook::NoteHealth(const std::string& node_id, std::string health) {
+  absl::MutexLock lock(&mu_);
+  auto it = nodes_.find(node_id);
+  if (it == nodes_.end() || it->second.health == health) return false;
+  it->second.health = std::move(health);
+  return true;
 }
 
 void HeartbeatBook::GraceAll(int64_t grace_ms) {

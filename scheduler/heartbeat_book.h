@@ -40,6 +40,10 @@ class HeartbeatBook {
   // Counts a heartbeat at `now_ms` (unix) unless its `sequence` is older
   // than the last counted (0: not numbered, always counted).
   Standing Heartbeat(const std::string& node_id, uint64_t sequence, int64_t now_ms);
+  // Keeps `health` (what the node's heartbeats say of its health, as bytes)
+  // and returns whether it differs from what its heartbeats said before
+  // since it registered: only a change needs the head's mutex.
+  bool NoteHealth(const std::string& node_id, std::string health);
   // Every judged node gets `grace_ms` more (a restarted head's nodes must
   // first find it again).
   void GraceAll(int64_t grace_ms);
@@ -64,6 +68,7 @@ class HeartbeatBook {
     int64_t last_ms = 0;
     uint64_t sequence = 0;
     Standing standing = Standing::kAlive;
+    std::string health;  // NoteHealth's
   };
 
   mutable absl::Mutex mu_;

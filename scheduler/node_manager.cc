@@ -6,6 +6,38 @@
 #include "wire/proto_convert.h"
 
 namespace berth {
+namespace {
+
+// `unhealthy` checked against a node of `gpu_count` GPUs, by index.
+absl::StatusOr<std::map<uint32_t, v1::UnhealthyGpu>> UnhealthyByIndex(
+    const google::protobuf::RepeatedPtrField<v1::UnhealthyGpu>& unhealthy, int gpu_count) {
+  std::map<uint32_t, v1::UnhealthyGpu> by_index;
+  for (int i = 0; i < unhealthy.size(); ++i) {
+    const v1::UnhealthyGpu& gpu = unhealthy[i];
+    const std::string field = absl::StrCat("unhealthy_gpus[", i, "]");
+    if (gpu.index() >= static_cast<uint32_t>(gpu_count)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(field, ".index: ", gpu.index(), "; the node has ", gpu_count, " GPU(s)"));
+    }
+    if (absl::Status s = ValidateString(gpu.reason(), field + ".reason", 1024, false); !s.ok())
+      return s;
+    if (!by_index.emplace(gpu.index(), gpu).second) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(field, ".index: GPU ", gpu.index(), " is listed twice"));
+    }
+  }
+  return by_index;
+}
+
+bool SameGpus(const std::map<uint32_t, v1::UnhealthyGpu>& a,
+              const std::map<uint32_t, v1::UnhealthyGpu>& b) {
+  return std::equal(a.begin(), a.end(), b.begin(), b.end(), [](const auto& x, const auto& y) {
+    return x.first == y.first && x.second.reason() == y.second.reason() &&
+           x.second.since_unix_ms() == y.second.since_unix_ms();
+  });
+}
+
+}  // namespace
 
 absl::StatusOr<NodeManager::Registration> NodeManager::Register(
     const v1::RegisterNodeRequest& request, int64_t now_ms) {
@@ -71,6 +103,9 @@ absl::StatusOr<NodeManager::Registration> NodeManager::Register(
     }
   }
   if (request.gpus_size() > 0) spec.accelerator_type = request.gpus(0).accelerator_type();
+  absl::StatusOr<std::map<uint32_t, v1::UnhealthyGpu>> unhealthy =
+      UnhealthyByIndex(request.unhealthy_gpus(), request.gpus_size());
+  if (!unhealthy.ok()) return unhealthy.status();
 
   bool replaced_dead = false;
   if (existing != nodes_.end()) {
@@ -94,8 +129,51 @@ absl::StatusOr<NodeManager::Registration> NodeManager::Register(
   kept.clear_address();
   record.registration = kept.SerializeAsString();
   nodes_[request.node_id()] = std::move(record);
+  Withhold(request.node_id(), *index, *std::move(unhealthy));
   heartbeats_->Registered(request.node_id(), request.address(), now_ms);
   return Registration{*index, replaced_dead};
+}
+
+absl::StatusOr<bool> NodeManager::SetUnhealthyGpus(
+    const std::string& node_id,
+    const google::protobuf::RepeatedPtrField<v1::UnhealthyGpu>& unhealthy) {
+  auto it = nodes_.find(node_id);
+  if (it == nodes_.end())
+    return absl::NotFoundError(absl::StrCat("node_id: no node '", node_id, "'"));
+  v1::RegisterNodeRequest registration;
+  registration.ParseFromString(it->second.registration);
+  absl::StatusOr<std::map<uint32_t, v1::UnhealthyGpu>> by_index =
+      UnhealthyByIndex(unhealthy, registration.gpus_size());
+  if (!by_index.ok()) return by_index.status();
+  if (SameGpus(*by_index, UnhealthyGpus(node_id))) return false;
+  *registration.mutable_unhealthy_gpus() = unhealthy;
+  it->second.registration = registration.SerializeAsString();
+  Withhold(node_id, it->second.index, *std::move(by_index));
+  return true;
+}
+
+void NodeManager::Withhold(const std::string& node_id, NodeIndex index,
+                           std::map<uint32_t, v1::UnhealthyGpu> unhealthy) {
+  if (unhealthy.empty() && unhealthy_.count(node_id) == 0) return;  // healthy, as it was
+  ++gpu_health_version_;
+  const uint32_t count = table_->node(index).gpus.count();
+  for (uint32_t gpu = 0; gpu < count; ++gpu) {
+    // Both known to exist: the GPUs were checked against the registration.
+    table_->SetGpuWithheld(index, gpu, unhealthy.count(gpu) > 0).IgnoreError();
+  }
+  if (unhealthy.empty()) {
+    unhealthy_.erase(node_id);
+  } else {
+    unhealthy_[node_id] = std::move(unhealthy);
+  }
+}
+
+const std::map<uint32_t, v1::UnhealthyGpu>& NodeManager::UnhealthyGpus(
+    const std::string& node_id) const {
+  static const std::map<uint32_t, v1::UnhealthyGpu> kNone;
+  if (unhealthy_.empty()) return kNone;  // as a rule: asked of every placed bundle
+  auto it = unhealthy_.find(node_id);
+  return it == unhealthy_.end() ? kNone : it->second;
 }
 
 bool NodeManager::MarkDead(const std::string& node_id) {
@@ -204,6 +282,7 @@ absl::Status NodeManager::ListNodes(const v1::ListNodesRequest& request,
     }
     info->mutable_labels()->insert(node.labels.begin(), node.labels.end());
     *info->mutable_gpus() = registration.gpus();
+    *info->mutable_unhealthy_gpus() = registration.unhealthy_gpus();
     info->set_last_heartbeat_unix_ms(heard.last_heard_ms);
     info->set_drain_reason(DrainReason(node.id));
     if (auto drain = drains_.find(node.id);

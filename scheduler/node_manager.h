@@ -11,6 +11,7 @@
 #define BERTH_SCHEDULER_NODE_MANAGER_H_
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -52,6 +53,19 @@ class NodeManager {
   // does not drain, NOT_FOUND if unknown.
   absl::Status Undrain(const std::string& node_id);
 
+  // The node's unhealthy GPUs, every one, as its raylet reports them: those
+  // listed are withheld from new bundles, those no longer listed offered
+  // again. Returns whether anything changed (then the caller persists the
+  // node). INVALID_ARGUMENT naming the field (a GPU the node lacks, a GPU
+  // twice), NOT_FOUND for an unknown node.
+  absl::StatusOr<bool> SetUnhealthyGpus(
+      const std::string& node_id,
+      const google::protobuf::RepeatedPtrField<v1::UnhealthyGpu>& unhealthy);
+  // By GPU index, the node's unhealthy GPUs; empty for a healthy or unknown node.
+  const std::map<uint32_t, v1::UnhealthyGpu>& UnhealthyGpus(const std::string& node_id) const;
+  // Advances whenever a node's unhealthy GPUs change.
+  uint64_t gpu_health_version() const { return gpu_health_version_; }
+
   // The raylet address of an ALIVE or DRAINING node, or "".
   std::string Address(NodeIndex index) const;
   // The registration the node was accepted with; nullopt if unknown.
@@ -80,12 +94,20 @@ class NodeManager {
     std::string registration;
   };
 
+  // Withholds exactly the GPUs of `unhealthy` (checked) in the table.
+  void Withhold(const std::string& node_id, NodeIndex index,
+                std::map<uint32_t, v1::UnhealthyGpu> unhealthy);
+
   NodeResourceTable* table_;
   HeartbeatBook* heartbeats_;
   // By node id. Node-based: a record is large, and a flat table's empty
   // slots would cost as much as a third of the records.
   absl::node_hash_map<std::string, NodeRecord> nodes_;
   absl::flat_hash_map<std::string, DrainTerms> drains_;
+  // By node id, the nodes with unhealthy GPUs (few; also in their
+  // registrations, which are what a restarted head reads).
+  absl::flat_hash_map<std::string, std::map<uint32_t, v1::UnhealthyGpu>> unhealthy_;
+  uint64_t gpu_health_version_ = 0;
 };
 
 }  // namespace berth

@@ -4,9 +4,26 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/log.h"
+#include "wire/drain_reasons.h"
 #include "wire/proto_convert.h"
 
 namespace berth {
+namespace {
+
+// Why a node whose heartbeat says `health` is to drain; "" if it is not.
+std::string HealthDrainReason(const v1::HeartbeatRequest& health, uint32_t max_unhealthy_gpus) {
+  if (!health.health_check_failure().empty()) {
+    return absl::StrCat(kHealthDrainPrefix,
+                        " health check failed: ", health.health_check_failure());
+  }
+  const auto unhealthy = static_cast<uint32_t>(health.unhealthy_gpus_size());
+  if (unhealthy <= max_unhealthy_gpus) return "";
+  return absl::StrCat(kHealthDrainPrefix, " ", unhealthy, " GPUs unhealthy (more than ",
+                      max_unhealthy_gpus, "); the first: GPU ", health.unhealthy_gpus(0).index(),
+                      ": ", health.unhealthy_gpus(0).reason());
+}
+
+}  // namespace
 
 NodeServiceImpl::NodeServiceImpl(HeadState* state, RayletClients* raylets)
     : Admitted<v1::NodeService::Service>(HeadAdmission(*state, /*node_methods=*/true)),
@@ -71,7 +88,17 @@ grpc::Status NodeServiceImpl::Heartbeat(grpc::ServerContext* context,
   response->set_head_epoch(state_->epoch());
   response->set_reregister_required(!known);
   response->set_drain_requested(standing == HeartbeatBook::Standing::kDraining);
-  if (!known || request->unrestored_bundles().empty()) return grpc::Status::OK;
+  if (!known) return grpc::Status::OK;
+  v1::HeartbeatRequest health;
+  *health.mutable_unhealthy_gpus() = request->unhealthy_gpus();
+  health.set_health_check_failure(request->health_check_failure());
+  if (state_->heartbeats.NoteHealth(request->node_id(), health.SerializeAsString())) {
+    // A report the head cannot take must not cost the node its heartbeat.
+    if (grpc::Status s = OnHealthReport(*request); !s.ok()) {
+      LogWarning("node ", request->node_id(), ": its health report: ", s.error_message());
+    }
+  }
+  if (request->unrestored_bundles().empty()) return grpc::Status::OK;
   // Bundles the raylet could not reserve again after registering: lost.
   HeadState::BundleLoss lost;
   {
@@ -83,6 +110,40 @@ grpc::Status NodeServiceImpl::Heartbeat(grpc::ServerContext* context,
              " bundle(s); ", lost.groups.size(), " group(s) place them again");
   state_->TellJobs(std::move(lost.told));
   return ToGrpcStatus(state_->Durable(lost.seq));
+}
+
+grpc::Status NodeServiceImpl::OnHealthReport(const v1::HeartbeatRequest& request) {
+  const std::string& node_id = request.node_id();
+  std::vector<GroupSnapshot> told;
+  uint64_t seq = 0;
+  {
+    absl::MutexLock lock(&state_->mu);
+    absl::StatusOr<bool> changed =
+        state_->nodes.SetUnhealthyGpus(node_id, request.unhealthy_gpus());
+    if (!changed.ok()) return ToGrpcStatus(changed.status());
+    std::optional<NodeIndex> index = state_->table.FindNode(node_id);
+    const bool alive = index && state_->table.node(*index).state == NodeState::kAlive;
+    const std::string drain = HealthDrainReason(request, state_->config().max_unhealthy_gpus);
+    if (!drain.empty() && alive) {
+      v1::DrainNodeRequest drain_request;
+      drain_request.set_node_id(node_id);
+      drain_request.set_reason(drain);
+      drain_request.set_request_id(absl::StrCat("health/", request.sequence()));
+      if (absl::Status s = state_->nodes.Drain(drain_request); !s.ok()) return ToGrpcStatus(s);
+      LogWarning("node ", node_id, " drains: ", drain);
+    } else if (!*changed) {
+      return grpc::Status::OK;
+    }
+    for (const v1::UnhealthyGpu& gpu : request.unhealthy_gpus()) {
+      LogWarning("node ", node_id, ": GPU ", gpu.index(), " is unhealthy: ", gpu.reason());
+    }
+    seq = state_->PersistNodeLocked(node_id);
+    state_->groups.OnNodesChanged(HeadNowMs());  // a GPU returned offers room again
+    state_->kick = true;
+    told = state_->JobSnapshotsLocked(state_->groups.GroupsOn(node_id));
+  }
+  state_->TellJobs(std::move(told));
+  return ToGrpcStatus(state_->Durable(seq));
 }
 
 grpc::Status NodeServiceImpl::ListNodes(grpc::ServerContext* context,
@@ -134,6 +195,62 @@ grpc::Status NodeServiceImpl::ChangeDrain(const std::string& node_id,
     told = state_->JobSnapshotsLocked(state_->groups.GroupsOn(node_id));
   }
   state_->TellJobs(std::move(told));
+  return ToGrpcStatus(state_->Durable(seq));
+}
+
+grpc::Status NodeServiceImpl::MarkGpuHealthy(grpc::ServerContext* context,
+                                             const v1::MarkGpuHealthyRequest* request,
+                                             v1::MarkGpuHealthyResponse* response) {
+  const std::string& node_id = request->node_id();
+  if (absl::Status s = ValidateString(node_id, "node_id", 128, true); !s.ok())
+    return ToGrpcStatus(s);
+  std::string address;
+  {
+    absl::MutexLock lock(&state_->mu);
+    std::optional<NodeIndex> index = state_->table.FindNode(node_id);
+    if (!index) {
+      return grpc::Status(grpc::StatusCode::NOT_FOUND,
+                          absl::StrCat("node_id: no node '", node_id, "'"));
+    }
+    const NodeResourceTable::Node& node = state_->table.node(*index);
+    if (request->gpu_index() >= node.gpus.count()) {
+      return grpc::Status(grpc::StatusCode::NOT_FOUND,
+                          absl::StrCat("gpu_index: node ", node_id, " has ", node.gpus.count(),
+                                       " GPU(s); no GPU ", request->gpu_index()));
+    }
+    if (state_->nodes.UnhealthyGpus(node_id).count(request->gpu_index()) == 0) {
+      return grpc::Status(
+          grpc::StatusCode::FAILED_PRECONDITION,
+          absl::StrCat("gpu_index: GPU ", request->gpu_index(), " of ", node_id, " is healthy"));
+    }
+    address = state_->nodes.Address(*index);
+    if (address.empty()) {
+      return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
+                          absl::StrCat("node_id: node ", node_id, " is DEAD"));
+    }
+  }
+  // The node forgets the fault first: otherwise its next heartbeat would
+  // report the GPU unhealthy again.
+  v1::ReturnGpuRequest returned;
+  returned.set_gpu_index(request->gpu_index());
+  absl::StatusOr<v1::ReturnGpuResponse> answer = raylets_->ReturnGpu(address, returned);
+  if (!answer.ok()) return ToGrpcStatus(answer.status());
+  response->set_was_unhealthy_reason(answer->was_unhealthy_reason());
+  uint64_t seq = 0;
+  {
+    absl::MutexLock lock(&state_->mu);
+    google::protobuf::RepeatedPtrField<v1::UnhealthyGpu> still;
+    for (const auto& [gpu, unhealthy] : state_->nodes.UnhealthyGpus(node_id)) {
+      if (gpu != request->gpu_index()) *still.Add() = unhealthy;
+    }
+    absl::StatusOr<bool> changed = state_->nodes.SetUnhealthyGpus(node_id, still);
+    if (!changed.ok()) return ToGrpcStatus(changed.status());
+    seq = state_->PersistNodeLocked(node_id);
+    state_->groups.OnNodesChanged(HeadNowMs());
+    state_->kick = true;
+  }
+  LogInfo("node ", node_id, ": GPU ", request->gpu_index(),
+          " returned to service (was: ", answer->was_unhealthy_reason(), ")");
   return ToGrpcStatus(state_->Durable(seq));
 }
 

@@ -24,8 +24,11 @@
 //
 // Drains: a group with bundles on a DRAINING node is moving. A train job's
 // group moves when its job stopped its processes (at a checkpoint, or at
-// the drain's deadline: LetGo); any other group at the deadline. The
-// bundles moved are placed elsewhere first, like those of a dead node.
+// the drain's deadline: LetGo); any other group at the deadline. A group
+// with a bundle on an unhealthy GPU (NodeManager::UnhealthyGpus) moves that
+// bundle at once: its job ends the attempt, then LetGo; any other group at
+// the next look. The bundles moved are placed elsewhere first, like those
+// of a dead node.
 #ifndef BERTH_SCHEDULER_PLACEMENT_GROUP_MANAGER_H_
 #define BERTH_SCHEDULER_PLACEMENT_GROUP_MANAGER_H_
 
@@ -321,6 +324,7 @@ class PlacementGroupManager {
     kStopping,            // preempted, its job stopping (preempted_by says why)
     kWaitingReadmission,  // preempted and let go (preempted_by says why)
     kMovedOffNode,        // `lost` bundles moved off a draining node (detail: its id)
+    kMovedOffGpu,         // `lost` bundles moved off an unhealthy GPU (detail: which, why)
     kRemoved,
   };
 
@@ -424,13 +428,18 @@ class PlacementGroupManager {
   void StartPreemption(const Preemption& p, int64_t now_ms);
   // A preempted group lets go of its bundles and waits again.
   std::vector<CancelTask> FinishPreemption(Group& g, int64_t now_ms);
-  // What moves of a group (its bundles on DRAINING nodes), and by when.
+  // What moves of a group (its bundles on DRAINING nodes or holding an
+  // unhealthy GPU), why, and by when.
   struct Move {
     std::vector<uint32_t> bundles;
-    std::string node_id;      // the first of those nodes
-    int64_t deadline_ms = 0;  // the earliest of their deadlines; 0 = none
+    std::string node_id;                               // the first of those nodes
+    int64_t deadline_ms = 0;                           // the earliest of their deadlines; 0 = none
+    v1::MoveCause cause = v1::MOVE_CAUSE_UNSPECIFIED;  // an unhealthy GPU comes first
+    std::string reason;  // "node node-1 is draining: ...", "GPU 2 of node-1: XID 79 (...)"
   };
   Move MoveOf(const Group& g) const;
+  // The first unhealthy GPU `allocation` holds, or null.
+  const v1::UnhealthyGpu* UnhealthyGpuOf(const Allocation& allocation) const;
   // The group lets go of the bundles of `move` and places them elsewhere.
   std::vector<CancelTask> FinishMove(Group& g, const Move& move, int64_t now_ms);
   // What is placed of the group (capacity_ holds it), by bundle index.
@@ -463,6 +472,8 @@ class PlacementGroupManager {
   bool pass_due_ = true;           // something changed since the last pass
   size_t waiting_feasible_ = 0;    // of waiting_, those not infeasible at the last pass
   int64_t next_pass_ms_ = 0;
+  // NodeManager::gpu_health_version() at the last look (MoveAtDrainDeadlines).
+  uint64_t gpu_health_seen_ = 0;
   // Drain deadlines are looked at no more often than this (MoveAtDrainDeadlines).
   int64_t next_drain_look_ms_ = 0;
   PreemptionWork preemption_work_;

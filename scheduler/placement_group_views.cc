@@ -98,6 +98,9 @@ std::string PlacementGroupManager::ReasonText(const Group& g) const {
       return absl::StrCat(PreemptedBy(g), "; waiting to be admitted again");
     case Reason::kMovedOffNode:
       return absl::StrCat(g.lost, " bundle(s) moved off draining node ", detail, "; rescheduling");
+    case Reason::kMovedOffGpu:
+      return absl::StrCat(g.lost, " bundle(s) moved off an unhealthy GPU (", detail,
+                          "); rescheduling");
     case Reason::kRemoved:
       return "removed";
   }
@@ -141,8 +144,8 @@ void PlacementGroupManager::ToProto(const Group& g, v1::PlacementGroupInfo* info
   if (const Move move = MoveOf(g); !move.bundles.empty()) {
     info->set_moving(true);
     info->set_move_deadline_unix_ms(move.deadline_ms);
-    info->set_moving_reason(
-        absl::StrCat("node ", move.node_id, " is draining: ", nodes_->DrainReason(move.node_id)));
+    info->set_moving_reason(move.reason);
+    info->set_move_cause(move.cause);
   }
   TopologyToProto(g.spec->topology(), info->mutable_topology());
   // The innermost key whose one value every placed bundle shares.
@@ -259,6 +262,10 @@ void PlacementGroupManager::ClusterStatus(v1::GetClusterStatusResponse* response
     if (node.state == NodeState::kDraining)
       response->set_draining_nodes(response->draining_nodes() + 1);
     if (node.state == NodeState::kDead) response->set_dead_nodes(response->dead_nodes() + 1);
+    if (node.state != NodeState::kDead) {
+      response->set_unhealthy_gpus(response->unhealthy_gpus() +
+                                   static_cast<uint32_t>(nodes_->UnhealthyGpus(node.id).size()));
+    }
     if (node.state != NodeState::kAlive) continue;
     response->set_alive_nodes(response->alive_nodes() + 1);
     total.Add(node.total).IgnoreError();

@@ -44,6 +44,14 @@ std::string PlacementChange(const JobWorld& world, const std::set<std::string>& 
   return "";
 }
 
+AttemptFailure GpuFailure(const v1::PlacementGroupInfo& moving) {
+  AttemptFailure failure;
+  failure.cause = moving.moving_reason();
+  failure.node_failure = true;
+  failure.gpu_fault = true;
+  return failure;
+}
+
 AttemptFailure StartFailure(const absl::Status& status) {
   AttemptFailure failure;
   failure.cause = std::string(status.message());
@@ -61,7 +69,7 @@ FailureVerdict TriageFailure(const AttemptFailure& failure, const v1::FailureCon
   }
   const bool count_node_failures =
       !config.has_count_node_failures() || config.count_node_failures();
-  verdict.charged = count_node_failures || !failure.node_failure;
+  verdict.charged = !failure.gpu_fault && (count_node_failures || !failure.node_failure);
   const int64_t charged = static_cast<int64_t>(failures) + (verdict.charged ? 1 : 0);
   if (config.max_failures() >= 0 && charged > config.max_failures()) {
     verdict.action = FailureAction::kFail;

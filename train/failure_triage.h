@@ -10,7 +10,8 @@
 // says whether the failure is charged to the job: a process's failure
 // always is; a failure of berth's (a node died or stopped answering, the
 // group lost bundles or was placed again, a raylet lost a bundle) is unless
-// count_node_failures is false; a shrink never is. A preemption or a
+// count_node_failures is false; a shrink never is, nor is a GPU found
+// unhealthy (the hardware's fault, which the head routes around). A preemption or a
 // resize is not a failure and never comes here. Pure: the reconciler
 // (job_reconciler.h) carries the verdict out.
 #ifndef BERTH_TRAIN_FAILURE_TRIAGE_H_
@@ -36,6 +37,9 @@ struct AttemptFailure {
   std::string dead_node;
   // The attempt failed before its processes ran.
   bool launch_failed = false;
+  // A GPU of the attempt was found unhealthy (with node_failure): never
+  // charged, whatever count_node_failures says, as a drain is not.
+  bool gpu_fault = false;
 };
 
 // The first observed failure among the exits of `processes` (as torchrun's:
@@ -48,6 +52,11 @@ std::string FirstObservedFailure(const JobProcesses& processes, const ProcessExi
 // bundles are not a failure (elastic_membership.h).
 std::string PlacementChange(const JobWorld& world, const std::set<std::string>& nodes,
                             int64_t placed_unix_ms, bool elastic);
+
+// An attempt whose group holds a GPU found unhealthy (`moving`, with
+// move_cause MOVE_CAUSE_UNHEALTHY_GPU): the cause names the node, the GPU
+// and its fault, e.g. "GPU 2 of node-1: XID 79 (GPU has fallen off the bus)".
+AttemptFailure GpuFailure(const v1::PlacementGroupInfo& moving);
 
 // A launch whose StartWorker failed with `status`: NOT_FOUND is a node that
 // lost a bundle the head's books put there (the head places it again), not

@@ -211,7 +211,7 @@ std::optional<JobStep> JobReconciler::StepPhase(absl::Time now, const JobWorld& 
     case Phase::kProbe:
       return Probe(now, world);
     case Phase::kSettle:
-      return Settle(now);
+      return Settle(now, world);
     case Phase::kAwaitNodeDeath:
       return AwaitingNodeDeath(now, world);
     case Phase::kStopping:

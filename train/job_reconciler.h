@@ -53,6 +53,11 @@
 // moving groups let go of what is on draining nodes (ReleaseGroup), and
 // the next attempt starts once they are placed elsewhere, from the latest
 // checkpoint, without a backoff. Not a failure either (TrainJobInfo.moves).
+// A group moving off an unhealthy GPU ends the attempt at once, as failed
+// by the GPU (its cause in failure_causes, not charged, no backoff), also
+// when a rank's exit came first (a GPU job's failure waits kGpuFaultSettle
+// for its node's report); the next attempt waits for the group to be
+// placed on healthy GPUs.
 //
 // The reconciler is the state machine; its decisions are units of their
 // own: failure_triage.h (a failed attempt's cause, and whether the job
@@ -230,7 +235,7 @@ class JobReconciler {
   std::optional<JobStep> WatchExits(absl::Time now, const JobWorld& world);
   std::optional<JobStep> Finishing(absl::Time now);
   std::optional<JobStep> Probe(absl::Time now, const JobWorld& world);
-  std::optional<JobStep> Settle(absl::Time now);
+  std::optional<JobStep> Settle(absl::Time now, const JobWorld& world);
   std::optional<JobStep> AwaitingNodeDeath(absl::Time now, const JobWorld& world);
   std::optional<JobStep> AwaitStopped(absl::Time now);
   std::optional<JobStep> ReleasingGroup(absl::Time now);
@@ -245,7 +250,7 @@ class JobReconciler {
   bool OnPreempting(absl::Time now, const JobWorld& world);
   // A group of the running attempt is moving off a draining node: whether
   // the attempt stops now (at a checkpoint since the drain was seen, or at
-  // the drain's deadline).
+  // the drain's deadline; off an unhealthy GPU: at once, as failed).
   bool OnMoving(absl::Time now, const JobWorld& world);
   void End(v1::TrainJobState state, std::string message);
   // An elastic job restarts with the workers placed now (resize_reason_ says why).
@@ -298,6 +303,7 @@ class JobReconciler {
   std::set<std::string> unreachable_;
   AttemptFailure failure_;  // of the attempt that failed
   absl::Time deadline_ = absl::InfinitePast();
+  absl::Time gpu_settle_until_ = absl::InfinitePast();  // a GPU job's failure waits for a GPU fault
   JobProcesses to_stop_;
   std::vector<std::string> awaited_;
   AfterStop after_stop_ = AfterStop::kEndStopped;

@@ -18,6 +18,9 @@ namespace {
 // (its processes' exits may come late). With every node answering, the
 // probe's listing has every exit so far and the peers are stopped at once.
 constexpr absl::Duration kFailureSettle = absl::Seconds(2);
+// How long a GPU job's failed process waits for its node to report a fault
+// of its GPU (the node looks every second and heartbeats at once).
+constexpr absl::Duration kGpuFaultSettle = absl::Seconds(2);
 // The longest a finished command job waits for its report relay to be up.
 constexpr absl::Duration kRelayStartup = absl::Seconds(10);
 // The longest the built-in trainer gets to write its last checkpoint once
@@ -171,6 +174,7 @@ void JobReconciler::OnListed(absl::Time now, const WorkersListed& listed) {
       unreachable_ = TakeListedExits(processes_, listed, &exits_);
       phase_ = Phase::kSettle;
       deadline_ = now + kFailureSettle;
+      gpu_settle_until_ = now + kGpuFaultSettle;
       return;
     case Listing::kLaunchFailed:
       unreachable_ = TakeListedExits(processes_, listed, &exits_);
@@ -190,12 +194,25 @@ void JobReconciler::OnListed(absl::Time now, const WorkersListed& listed) {
   }
 }
 
-std::optional<JobStep> JobReconciler::Settle(absl::Time now) {
+std::optional<JobStep> JobReconciler::Settle(absl::Time now, const JobWorld& world) {
+  // A GPU of the attempt found unhealthy by now is the cause: its rank's
+  // exit, and its peers', followed from it.
+  if (const v1::PlacementGroupInfo* moving = MovingGroup(world);
+      moving != nullptr && moving->move_cause() == v1::MOVE_CAUSE_UNHEALTHY_GPU) {
+    failure_ = GpuFailure(*moving);
+    Stop(processes_, AfterStop::kCountFailure);
+    return std::nullopt;
+  }
   // Every node answered the probe, so every exit so far is known (a root
   // cause exits before its peers see the broken connections): stop the
-  // rest now rather than wait for them to fail on their own. Otherwise the
-  // peers on the nodes that answered get a moment to report.
+  // rest now rather than wait for them to fail on their own; but a GPU that
+  // fails takes its rank down at once, and its node's report of the fault
+  // comes a moment later, so a GPU job waits that long for it. Otherwise
+  // the peers on the nodes that answered get a moment to report.
   if (unreachable_.empty()) {
+    if (info_.spec().scaling_config().use_gpu() && !stop_requested_ && now < gpu_settle_until_) {
+      return WaitUntil(gpu_settle_until_);
+    }
     failure_.cause = FirstObservedFailure(processes_, exits_);
     failure_.node_failure = false;
     Stop(processes_, AfterStop::kCountFailure);
@@ -310,6 +327,14 @@ bool JobReconciler::OnMoving(absl::Time now, const JobWorld& world) {
     move_checkpoint_.reset();
     move_deadline_ = absl::InfiniteFuture();
     return false;
+  }
+  if (moving->move_cause() == v1::MOVE_CAUSE_UNHEALTHY_GPU) {
+    // Whatever ran on the GPU is lost: the attempt fails by the GPU.
+    move_checkpoint_.reset();
+    move_deadline_ = absl::InfiniteFuture();
+    failure_ = GpuFailure(*moving);
+    Stop(processes_, AfterStop::kCountFailure);
+    return true;
   }
   if (!move_checkpoint_) move_checkpoint_ = info_.latest_checkpoint();
   move_deadline_ = moving->move_deadline_unix_ms() == 0

@@ -116,6 +116,13 @@ absl::Status HeadClient::UndrainNode(const std::string& node_id) {
       .status();
 }
 
+absl::StatusOr<v1::MarkGpuHealthyResponse> HeadClient::MarkGpuHealthy(
+    const v1::MarkGpuHealthyRequest& request) {
+  return Call<v1::MarkGpuHealthyResponse>(options_.timeout, [&](auto* context, auto* response) {
+    return nodes_->MarkGpuHealthy(context, request, response);
+  });
+}
+
 absl::StatusOr<v1::ListWorkerExitsResponse> HeadClient::ListWorkerExits(
     const v1::ListWorkerExitsRequest& request) {
   return Call<v1::ListWorkerExitsResponse>(options_.timeout, [&](auto* context, auto* response) {

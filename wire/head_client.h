@@ -55,6 +55,8 @@ class HeadClient {
   absl::StatusOr<v1::ListNodesResponse> ListNodes(const v1::ListNodesRequest& request = {});
   absl::StatusOr<v1::DrainNodeResponse> DrainNode(v1::DrainNodeRequest request);
   absl::Status UndrainNode(const std::string& node_id);
+  absl::StatusOr<v1::MarkGpuHealthyResponse> MarkGpuHealthy(
+      const v1::MarkGpuHealthyRequest& request);
   absl::StatusOr<v1::ListWorkerExitsResponse> ListWorkerExits(
       const v1::ListWorkerExitsRequest& request = {});
 

@@ -92,4 +92,10 @@ absl::StatusOr<v1::ReadWorkerLogResponse> RayletClients::ReadWorkerLog(
       address, &v1::RayletService::Stub::ReadWorkerLog, request);
 }
 
+absl::StatusOr<v1::ReturnGpuResponse> RayletClients::ReturnGpu(
+    const std::string& address, const v1::ReturnGpuRequest& request) {
+  return Call<v1::ReturnGpuRequest, v1::ReturnGpuResponse>(
+      address, &v1::RayletService::Stub::ReturnGpu, request);
+}
+
 }  // namespace berth

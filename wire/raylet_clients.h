@@ -46,6 +46,8 @@ class RayletClients {
                                                       const v1::ListWorkersRequest& request);
   absl::StatusOr<v1::ReadWorkerLogResponse> ReadWorkerLog(const std::string& address,
                                                           const v1::ReadWorkerLogRequest& request);
+  absl::StatusOr<v1::ReturnGpuResponse> ReturnGpu(const std::string& address,
+                                                  const v1::ReturnGpuRequest& request);
   // Every call from now on carries the head's epoch (auth/head_epoch.h).
   void set_head_epoch(uint64_t epoch) { head_epoch_.store(epoch); }
 

@@ -27,25 +27,6 @@ absl::Status MakeDirectories(const std::string& dir) {
   return absl::OkStatus();
 }
 
-absl::Status WriteFileAtomically(const std::string& path, const std::string& bytes) {
-  const std::string temporary = absl::StrCat(path, ".tmp.", getpid());
-  {
-    std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
-    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-    if (!out.flush()) {
-      const std::string why = std::strerror(errno);
-      std::remove(temporary.c_str());
-      return absl::UnavailableError(absl::StrCat("writing ", temporary, ": ", why));
-    }
-  }
-  if (std::rename(temporary.c_str(), path.c_str()) != 0) {
-    const std::string why = std::strerror(errno);
-    std::remove(temporary.c_str());
-    return absl::UnavailableError(absl::StrCat("renaming ", temporary, " to ", path, ": ", why));
-  }
-  return absl::OkStatus();
-}
-
 absl::StatusOr<std::string> ReadWholeFile(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) {

@@ -19,10 +19,6 @@ std::string CheckpointPath(const std::string& dir, uint64_t step);
 // Creates `dir` and its parents if missing.
 absl::Status MakeDirectories(const std::string& dir);
 
-// Writes `bytes` to `path` through a temporary file in the same directory and
-// a rename; on error no file (temporary or partial) is left behind.
-absl::Status WriteFileAtomically(const std::string& path, const std::string& bytes);
-
 // The whole file; NOT_FOUND or UNAVAILABLE naming the path.
 absl::StatusOr<std::string> ReadWholeFile(const std::string& path);
 

@@ -18,6 +18,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "common/files.h"
 #include "common/log.h"
 #include "worker/checkpoint_files.h"
 #include "worker/head_reporter.h"

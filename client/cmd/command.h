@@ -116,12 +116,13 @@ void OnChosenLocal(CLI::App* cmd, Action* action, std::shared_ptr<Flags> flags,
 }
 
 // The command groups, one file each.
-void AddClusterCommands(CLI::App& app, Action* action);  // status
-void AddNodeCommands(CLI::App& app, Action* action);     // nodes, drain
-void AddPgCommands(CLI::App& app, Action* action);       // pg create|get|list|remove
-void AddJobCommands(CLI::App& app, Action* action);      // job ..., submit, jobs, logs, stop
-void AddLocalCommands(CLI::App& app, Action* action);    // up, down, start, credentials
-void AddQueueCommands(CLI::App& app, Action* action);    // queue ..., queues
+void AddClusterCommands(CLI::App& app, Action* action);     // status
+void AddNodeCommands(CLI::App& app, Action* action);        // nodes, drain, undrain, node ...
+void AddPgCommands(CLI::App& app, Action* action);          // pg create|get|list|remove
+void AddJobCommands(CLI::App& app, Action* action);         // job ..., submit, jobs, logs, stop
+void AddLocalCommands(CLI::App& app, Action* action);       // up, down, start
+void AddCredentialsCommand(CLI::App& app, Action* action);  // credentials
+void AddQueueCommands(CLI::App& app, Action* action);       // queue ..., queues
 
 }  // namespace berth
 

@@ -1,4 +1,5 @@
-// berth nodes, berth drain, berth undrain: the cluster's nodes.
+// berth nodes, berth drain, berth undrain, berth node gpu-healthy: the
+// cluster's nodes.
 #include <memory>
 #include <string>
 
@@ -51,6 +52,21 @@ int RunUndrain(const Context& ctx, const std::string& node_id) {
   return ctx.json ? PrintJson(v1::UndrainNodeResponse()) : kExitOk;
 }
 
+struct GpuHealthyFlags {
+  std::string node_id;
+  uint32_t gpu_index = 0;
+};
+
+int RunGpuHealthy(const Context& ctx, const GpuHealthyFlags& flags) {
+  v1::MarkGpuHealthyRequest request;
+  request.set_node_id(flags.node_id);
+  request.set_gpu_index(flags.gpu_index);
+  return Print(ctx, ctx.client.MarkGpuHealthy(request), [&](const v1::MarkGpuHealthyResponse& r) {
+    return absl::StrCat("GPU ", flags.gpu_index, " of ", flags.node_id,
+                        " is back in service (it was unhealthy: ", r.was_unhealthy_reason(), ")\n");
+  });
+}
+
 }  // namespace
 
 void AddNodeCommands(CLI::App& app, Action* action) {
@@ -72,6 +88,16 @@ void AddNodeCommands(CLI::App& app, Action* action) {
       app.add_subcommand("undrain", "End a node's drain: it takes bundles again");
   undrain_cmd->add_option("NODE_ID", *undrain, "Node to make ALIVE again")->required();
   OnChosen(undrain_cmd, action, undrain, RunUndrain);
+
+  CLI::App* node = app.add_subcommand("node", "One node's GPUs");
+  node->require_subcommand(1);
+  auto gpu_healthy = std::make_shared<GpuHealthyFlags>();
+  CLI::App* gpu_healthy_cmd = node->add_subcommand(
+      "gpu-healthy", "Return a GPU found unhealthy to service, once it was checked or replaced");
+  gpu_healthy_cmd->add_option("NODE_ID", gpu_healthy->node_id, "The GPU's node")->required();
+  gpu_healthy_cmd->add_option("GPU", gpu_healthy->gpu_index, "The GPU's index on the node")
+      ->required();
+  OnChosen(gpu_healthy_cmd, action, gpu_healthy, RunGpuHealthy);
 }
 
 }  // namespace berth

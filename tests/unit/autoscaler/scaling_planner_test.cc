@@ -225,6 +225,28 @@ TEST(ScalingPlannerTest, NodesOfOtherPoolsOrDrainedByOperatorsAreLeftAlone) {
   EXPECT_THAT(planner.Plan({{manual, foreign}, {}, 600'000}).actions, IsEmpty());
 }
 
+TEST(ScalingPlannerTest, ANodeTheHeadDrainedAsUnhealthyIsReplacedOnceEmpty) {
+  const NodePool a10g = Pool("a10g", "A10G", 4, 8, /*min_nodes=*/2);
+  ScalingPlanner planner({a10g});
+  v1::NodeInfo sick = Node("a-1", a10g, 2);  // its job has not moved yet
+  sick.set_state(v1::NODE_STATE_DRAINING);
+  sick.set_drain_reason("unhealthy: health check failed: NHC: /scratch not mounted (exit 1)");
+  const v1::NodeInfo healthy = Node("a-2", a10g);
+  EXPECT_THAT(planner.Plan({{sick, healthy}, {}, 0}).actions, IsEmpty());
+  sick = Node("a-1", a10g);
+  sick.set_state(v1::NODE_STATE_DRAINING);
+  sick.set_drain_reason("unhealthy: 2 GPUs unhealthy (more than 1)");
+  ScalingPlan plan = planner.Plan({{sick, healthy}, {}, 1'000});
+  ASSERT_EQ(plan.actions.size(), 1u);
+  EXPECT_EQ(plan.actions[0].kind(), v1::AUTOSCALER_ACTION_KIND_REMOVE);
+  EXPECT_THAT(plan.actions[0].node_ids(), ElementsAre("a-1"));
+  // Gone, it is replaced: here for min_nodes (pending demand would do too).
+  plan = planner.Plan({{healthy}, {}, 2'000});
+  ASSERT_EQ(plan.actions.size(), 1u);
+  EXPECT_EQ(plan.actions[0].kind(), v1::AUTOSCALER_ACTION_KIND_SCALE_UP);
+  EXPECT_EQ(plan.actions[0].target_nodes(), 2u);
+}
+
 TEST(ScalingPlannerTest, AFailedScaleUpIsAskedAgain) {
   const NodePool h100 = Pool("h100", "H100", 8, 2);
   ScalingPlanner planner({h100});

@@ -61,15 +61,21 @@ TEST(FormatTest, NodesTableHasFreeOverTotal) {
   cpu_node->set_state(v1::NODE_STATE_DRAINING);
   (*cpu_node->mutable_total()->mutable_amounts())["CPU"] = 8;
 
+  v1::UnhealthyGpu* sick = node->add_unhealthy_gpus();
+  sick->set_index(2);
+  sick->set_reason("XID 79, GPU has fallen off the bus");
+  sick->set_since_unix_ms(1'800'000'000'000);
+
   const std::string table = FormatNodes(response);
-  EXPECT_THAT(
-      table,
-      ContainsRegex("^NODE_ID +STATE +ADDRESS +ACCELERATOR +GPU +CPU +MEMORY +METRICS +LABELS\n"));
-  EXPECT_THAT(
-      table,
-      ContainsRegex("node-a +ALIVE +10.0.0.1:6381 +A10G +3/4 +14.5/16 +100/128Gi +10.0.0.1:9465 +"
-                    "berth.io/accelerator-type=A10G,zone=a\n"));
-  EXPECT_THAT(table, ContainsRegex("node-b +DRAINING +- +- +- +0/8 +- +- +-\n"));
+  EXPECT_THAT(table,
+              ContainsRegex("^NODE_ID +STATE +ADDRESS +ACCELERATOR +GPU +HEALTHY +CPU +MEMORY "
+                            "+METRICS +LABELS\n"));
+  EXPECT_THAT(table,
+              ContainsRegex("node-a +ALIVE +10.0.0.1:6381 +A10G +3/4 +3/4 +14.5/16 +100/128Gi "
+                            "+10.0.0.1:9465 +berth.io/accelerator-type=A10G,zone=a\n"));
+  EXPECT_THAT(table, ContainsRegex("node-b +DRAINING +- +- +- +- +0/8 +- +- +-\n"));
+  EXPECT_THAT(table, ContainsRegex("\nnode-a GPU 2 unhealthy since .*: XID 79, GPU has fallen off "
+                                   "the bus\n"));
 }
 
 v1::PlacementGroupInfo PendingGroup() {
@@ -181,6 +187,10 @@ TEST(FormatTest, ClusterStatusHasTotalsAcceleratorsAndDemand) {
   EXPECT_THAT(text, Not(HasSubstr("accelerator_type:")));
   EXPECT_THAT(text, ContainsRegex("A10G +2 +1.5 +8 +6/16 +32/128Gi\n"));
   EXPECT_THAT(text, HasSubstr("  {GPU: 1} * 1 (SPREAD): 4+ pending\n    waiting for resources\n"));
+  status.set_unhealthy_gpus(2);
+  EXPECT_THAT(
+      FormatClusterStatus(status),
+      HasSubstr("Nodes: 3 alive, 1 draining, 0 dead; 2 unhealthy GPU(s) (see `berth nodes`)\n"));
 }
 
 TEST(FormatTest, ClusterStatusWithoutDemandSaysNone) {

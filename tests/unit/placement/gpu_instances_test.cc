@@ -111,6 +111,27 @@ TEST(GpuInstancesTest, ValidateRejectsNonWholeAboveOne) {
   EXPECT_NE(s.message().find("bundles[0].resources[\"GPU\"]"), std::string::npos);
 }
 
+TEST(GpuInstancesTest, AWithheldInstanceOffersNoRoomAndKeepsWhatIsReleasedOfIt) {
+  GpuInstances gpus(3);
+  const std::vector<GpuShare> held = gpus.Allocate(Q(0.5)).value();  // on GPU 0
+  ASSERT_EQ(held[0].index, 0u);
+  ASSERT_TRUE(gpus.SetWithheld(0, true));
+  EXPECT_FALSE(gpus.SetWithheld(3, true));
+  EXPECT_TRUE(gpus.withheld(0));
+  EXPECT_EQ(gpus.free(0), Q(0));
+  EXPECT_EQ(gpus.TotalFree(), Q(2));
+  EXPECT_EQ(gpus.LargestRequest(), Q(2));
+  EXPECT_FALSE(gpus.CanAllocate(Q(3)));
+  // A fraction goes to a healthy GPU, though GPU 0 has the least room.
+  EXPECT_EQ(gpus.Allocate(Q(0.25)).value()[0].index, 1u);
+  EXPECT_EQ(gpus.OfferedOf(held), Q(0));
+  ASSERT_TRUE(gpus.Release(held).ok());
+  EXPECT_EQ(gpus.free(0), Q(0));  // kept back
+  ASSERT_TRUE(gpus.SetWithheld(0, false));
+  EXPECT_EQ(gpus.free(0), Q(1));  // whole again
+  EXPECT_EQ(gpus.TotalFree(), Q(2.75));
+}
+
 TEST(GpuInstancesTest, FitsCapacity) {
   EXPECT_TRUE(GpuInstances::FitsCapacity(Q(0.5), 1));
   EXPECT_FALSE(GpuInstances::FitsCapacity(Q(0.5), 0));

@@ -64,6 +64,32 @@ TEST(NodeResourceTableTest, AllocateReleaseKeepIndicesExact) {
   EXPECT_EQ(table.node(n).available, table.node(n).total);
 }
 
+TEST(NodeResourceTableTest, AWithheldGpuLeavesTheAvailableGpusAndIndicesUntilOfferedAgain) {
+  NodeResourceTable table;
+  NodeIndex n = table.AddNode(Gpu("n1", 4, "A10G")).value();
+  const Allocation held = table.Allocate(n, ResourceSet::Of({{kGpu, 2}})).value();  // GPUs 0, 1
+  ASSERT_TRUE(table.SetGpuWithheld(n, 1, true).ok());
+  ASSERT_TRUE(table.SetGpuWithheld(n, 3, true).ok());
+  EXPECT_EQ(table.SetGpuWithheld(n, 4, true).code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(table.node(n).available.Get(kGpu), Quantity::Whole(1));  // GPU 2
+  EXPECT_FALSE(table.CanAllocate(n, ResourceSet::Of({{kGpu, 2}})));
+  const auto& by_free = table.FindPool("A10G")->by_free[static_cast<int>(IndexedResource::kGpu)];
+  EXPECT_EQ(by_free.begin()->first,
+            NodeResourceTable::IndexKey(table.node(n).available, IndexedResource::kGpu));
+  // Releasing GPUs 0 and 1 offers only GPU 0 again.
+  ASSERT_TRUE(table.Release(held).ok());
+  EXPECT_EQ(table.node(n).available.Get(kGpu), Quantity::Whole(2));
+  // A head restoring a bundle on a withheld GPU takes it without room offered.
+  const Allocation restored{n, ResourceSet::Of({{kGpu, 1}}), {{1, Quantity::Whole(1)}}};
+  ASSERT_TRUE(table.Reserve(restored).ok());
+  EXPECT_EQ(table.node(n).available.Get(kGpu), Quantity::Whole(2));
+  ASSERT_TRUE(table.Release(restored).ok());
+  ASSERT_TRUE(table.SetGpuWithheld(n, 1, false).ok());
+  ASSERT_TRUE(table.SetGpuWithheld(n, 3, false).ok());
+  EXPECT_EQ(table.node(n).available.Get(kGpu), Quantity::Whole(4));
+  EXPECT_TRUE(table.CanAllocate(n, ResourceSet::Of({{kGpu, 4}})));
+}
+
 TEST(NodeResourceTableTest, AllocateFailsWithoutChange) {
   NodeResourceTable table;
   NodeIndex n = table.AddNode(Gpu("n1", 2, "T4", 2)).value();

@@ -180,6 +180,13 @@ TEST_F(NodeManagerTest, TheBookCountsNewerHeartbeatsAndTellsOfADrain) {
   EXPECT_EQ(heartbeats_.Heartbeat("stranger", 1, 600), HeartbeatBook::Standing::kUnknown);
   EXPECT_FALSE(heartbeats_.Find("stranger").has_value());
   EXPECT_EQ(heartbeats_.Address("stranger"), "");
+  // Only a change of what the heartbeats say of the node's health is news.
+  EXPECT_FALSE(heartbeats_.NoteHealth("n1", ""));
+  EXPECT_TRUE(heartbeats_.NoteHealth("n1", "GPU 1 sick"));
+  EXPECT_FALSE(heartbeats_.NoteHealth("n1", "GPU 1 sick"));
+  EXPECT_FALSE(heartbeats_.NoteHealth("stranger", "GPU 1 sick"));
+  ASSERT_TRUE(nodes_.Register(Registration("n2", 1, "T4"), 700).ok());
+  EXPECT_TRUE(heartbeats_.NoteHealth("n2", "GPU 0 sick"));
 }
 
 TEST_F(NodeManagerTest, DrainStopsNewBundlesOnly) {
@@ -226,6 +233,48 @@ TEST_F(NodeManagerTest, ADrainHasADeadlineAndEndsWithUndrain) {
   EXPECT_EQ(list.nodes(0).drain_reason(), "");
   EXPECT_EQ(list.nodes(0).drain_deadline_unix_ms(), 0);
   EXPECT_EQ(nodes_.Undrain("nope").code(), absl::StatusCode::kNotFound);
+}
+
+TEST_F(NodeManagerTest, UnhealthyGpusAreWithheldListedAndKeptInTheRegistration) {
+  v1::RegisterNodeRequest registration = Registration("n1", 4, "T4");
+  v1::UnhealthyGpu* known = registration.add_unhealthy_gpus();
+  known->set_index(3);
+  known->set_reason("row remapping failed");
+  ASSERT_TRUE(nodes_.Register(registration, 0).ok());
+  EXPECT_EQ(table_.node(0).available.Get(kGpu), Quantity::Whole(3));
+
+  google::protobuf::RepeatedPtrField<v1::UnhealthyGpu> reported;
+  *reported.Add() = *known;
+  v1::UnhealthyGpu* fresh = reported.Add();
+  fresh->set_index(1);
+  fresh->set_reason("XID 79, GPU has fallen off the bus");
+  fresh->set_since_unix_ms(500);
+  const uint64_t version = nodes_.gpu_health_version();
+  EXPECT_THAT(nodes_.SetUnhealthyGpus("n1", reported), testing::Eq(absl::StatusOr<bool>(true)));
+  EXPECT_GT(nodes_.gpu_health_version(), version);
+  EXPECT_THAT(nodes_.SetUnhealthyGpus("n1", reported), testing::Eq(absl::StatusOr<bool>(false)));
+  EXPECT_EQ(table_.node(0).available.Get(kGpu), Quantity::Whole(2));
+  EXPECT_EQ(nodes_.UnhealthyGpus("n1").at(1).reason(), "XID 79, GPU has fallen off the bus");
+  EXPECT_EQ(nodes_.RegistrationOf("n1")->unhealthy_gpus_size(), 2);  // what a restart reads
+  v1::ListNodesResponse list;
+  ASSERT_TRUE(nodes_.ListNodes(v1::ListNodesRequest(), &list).ok());
+  ASSERT_EQ(list.nodes(0).unhealthy_gpus_size(), 2);
+  EXPECT_EQ(list.nodes(0).unhealthy_gpus(1).since_unix_ms(), 500);
+
+  // Bad reports change nothing.
+  fresh->set_index(4);
+  absl::StatusOr<bool> bad = nodes_.SetUnhealthyGpus("n1", reported);
+  EXPECT_THAT(bad.status().message(), HasSubstr("unhealthy_gpus[1].index: 4"));
+  fresh->set_index(3);
+  EXPECT_THAT(nodes_.SetUnhealthyGpus("n1", reported).status().message(),
+              HasSubstr("listed twice"));
+  EXPECT_EQ(nodes_.SetUnhealthyGpus("nope", reported).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(table_.node(0).available.Get(kGpu), Quantity::Whole(2));
+
+  // Returned: offered again.
+  EXPECT_THAT(nodes_.SetUnhealthyGpus("n1", {}), testing::Eq(absl::StatusOr<bool>(true)));
+  EXPECT_EQ(table_.node(0).available.Get(kGpu), Quantity::Whole(4));
+  EXPECT_TRUE(nodes_.UnhealthyGpus("n1").empty());
 }
 
 }  // namespace

@@ -964,5 +964,65 @@ TEST_F(PlacementGroupManagerTest, DrainedNodesBundlesMoveWithTheJobOrAtTheDeadli
   EXPECT_EQ(Info(next).locations(0).node_id(), "a");
 }
 
+// An unhealthy GPU: the bundle holding it moves at once (a job's when its
+// job let go, a direct group's at the next look), on healthy GPUs; no
+// bundle gets the GPU until it is returned.
+TEST_F(PlacementGroupManagerTest, ABundleOnAnUnhealthyGpuMovesAndTheGpuIsWithheld) {
+  AddNode("a", 4);
+  v1::CreatePlacementGroupRequest job_request = Request(2, v1::PLACEMENT_STRATEGY_STRICT_PACK);
+  job_request.set_job_id("job-1");
+  const std::string job_group = Create(job_request);
+  const std::string plain = Create(Request(1, v1::PLACEMENT_STRATEGY_PACK));
+  ScheduleAndCommit();
+  ASSERT_EQ(Info(job_group).locations(1).gpus(0).index(), 1u);
+  ASSERT_EQ(Info(plain).locations(0).gpus(0).index(), 2u);
+  auto unhealthy = [&](std::vector<uint32_t> gpus) {
+    google::protobuf::RepeatedPtrField<v1::UnhealthyGpu> list;
+    for (uint32_t gpu : gpus) {
+      v1::UnhealthyGpu* u = list.Add();
+      u->set_index(gpu);
+      u->set_reason("XID 79, GPU has fallen off the bus");
+      u->set_since_unix_ms(now_ - 5);
+    }
+    absl::StatusOr<bool> changed = nodes_.SetUnhealthyGpus("a", list);
+    ASSERT_TRUE(changed.ok() && *changed) << changed.status();
+    pgs_.OnNodesChanged(now_);
+  };
+  unhealthy({1});
+  v1::PlacementGroupInfo moving = Info(job_group);
+  EXPECT_TRUE(moving.moving());
+  EXPECT_EQ(moving.move_cause(), v1::MOVE_CAUSE_UNHEALTHY_GPU);
+  EXPECT_EQ(moving.moving_reason(), "GPU 1 of a: XID 79, GPU has fallen off the bus");
+  EXPECT_EQ(moving.move_deadline_unix_ms(), now_ - 5);
+  EXPECT_FALSE(Info(plain).moving());
+  EXPECT_EQ(table_.node(0).available.Get(kGpu), Quantity::Whole(1));  // GPU 3
+
+  absl::StatusOr<std::vector<CancelTask>> released = pgs_.LetGo(job_group, now_);
+  ASSERT_TRUE(released.ok()) << released.status();
+  ASSERT_EQ(released->size(), 1u);
+  EXPECT_THAT((*released)[0].bundle_indices, ElementsAre(1));
+  EXPECT_THAT(Info(job_group).pending_reason(),
+              HasSubstr("moved off an unhealthy GPU (GPU 1 of a"));
+  ScheduleAndCommit();
+  EXPECT_EQ(Info(job_group).state(), v1::PLACEMENT_GROUP_STATE_CREATED);
+  EXPECT_EQ(Info(job_group).locations(1).gpus(0).index(), 3u);
+  EXPECT_EQ(table_.node(0).available.Get(kGpu), Quantity());  // GPU 1 stays out
+  const std::string waiting = Create(Request(1, v1::PLACEMENT_STRATEGY_PACK));
+  ScheduleAndCommit();
+  EXPECT_EQ(Info(waiting).state(), v1::PLACEMENT_GROUP_STATE_PENDING);
+
+  // The plain group's GPU goes bad too: it moves at the next look, to GPU 1
+  // once that is returned.
+  unhealthy({1, 2});
+  std::vector<CancelTask> moved = pgs_.MoveAtDrainDeadlines(now_);
+  ASSERT_EQ(moved.size(), 1u);
+  EXPECT_EQ(moved[0].placement_group_id, plain);
+  unhealthy({2});
+  ScheduleAndCommit();
+  EXPECT_EQ(Info(plain).state(), v1::PLACEMENT_GROUP_STATE_CREATED);
+  EXPECT_EQ(Info(plain).locations(0).gpus(0).index(), 1u);  // a lost bundle goes first
+  EXPECT_EQ(Info(waiting).state(), v1::PLACEMENT_GROUP_STATE_PENDING);
+}
+
 }  // namespace
 }  // namespace berth

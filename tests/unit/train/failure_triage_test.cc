@@ -83,6 +83,21 @@ TEST(TriageFailureTest, AnElasticJobShrinksUnchargedWhenANodeOfItWasDeclaredDead
             FailureAction::kFail);
 }
 
+TEST(TriageFailureTest, AnUnhealthyGpuIsNeverChargedAndRestartsAtOnce) {
+  v1::PlacementGroupInfo moving;
+  moving.set_moving(true);
+  moving.set_move_cause(v1::MOVE_CAUSE_UNHEALTHY_GPU);
+  moving.set_moving_reason("GPU 2 of n1: XID 79, GPU has fallen off the bus");
+  const AttemptFailure failure = GpuFailure(moving);
+  EXPECT_EQ(failure.cause, "GPU 2 of n1: XID 79, GPU has fallen off the bus");
+  // Not even with count_node_failures (Ray's default) and max_failures 0.
+  const FailureVerdict verdict = TriageFailure(failure, MaxFailures(0), 0, false);
+  EXPECT_EQ(verdict.action, FailureAction::kRestart);
+  EXPECT_FALSE(verdict.charged);
+  EXPECT_FALSE(verdict.back_off);
+  EXPECT_EQ(TriageFailure(failure, MaxFailures(0), 0, true).action, FailureAction::kRestart);
+}
+
 TEST(TriageFailureTest, AFailedLaunchRestartsAfterABackoff) {
   AttemptFailure failure = ProcessFailure();
   failure.launch_failed = true;

@@ -42,24 +42,26 @@ TEST_F(JobClocksTest, AtItsTimeLimitTheJobIsStoppedWithItsGraceAndEndsTimedOut) 
 
 TEST_F(JobClocksTest, TheTimeLimitRunsThroughRestartsAndEndsAJobWaitingToRestart) {
   v1::TrainJobSpec spec = BuiltinSpec(2);
-  spec.set_time_limit_s(10);
+  spec.set_time_limit_s(14);  // each failure waits 2 s for a GPU fault
   spec.mutable_failure_config()->set_max_failures(-1);
   New(spec);
   const absl::Time placed = now_;
   JobProcesses processes = Run({"n0", "n1"});
   now_ += absl::Seconds(5);
   Look(processes);
-  EXPECT_EQ(Waits(FailRankZero(processes, 0)), now_ + absl::Seconds(1));
+  const JobStep failed_0 = FailRankZero(processes, 0);
+  EXPECT_EQ(Waits(failed_0), now_ + absl::Seconds(1));
   now_ += absl::Seconds(1);
   processes = Launch("n0");
-  EXPECT_EQ(job_->info().time_limit_ends_unix_ms(), absl::ToUnixMillis(placed + absl::Seconds(10)));
+  EXPECT_EQ(job_->info().time_limit_ends_unix_ms(), absl::ToUnixMillis(placed + absl::Seconds(14)));
   now_ += absl::Seconds(2);
   Look(processes);
-  EXPECT_EQ(Waits(FailRankZero(processes, 1)), now_ + absl::Seconds(2));
+  const JobStep failed_1 = FailRankZero(processes, 1);
+  EXPECT_EQ(Waits(failed_1), now_ + absl::Seconds(2));
   now_ += absl::Seconds(1);
   // Woken early (a report, a change of its group): the backoff holds.
   EXPECT_EQ(Waits(Step()), now_ + absl::Seconds(1));
-  now_ = placed + absl::Seconds(10);
+  now_ = placed + absl::Seconds(14);
   Expect<RemoveGroup>(Step());  // at the limit while it waits: no attempt more
   Result(GroupRemoved{});
   EXPECT_EQ(job_->info().state(), v1::TRAIN_JOB_STATE_TIMED_OUT);
@@ -108,7 +110,8 @@ TEST_F(JobClocksTest, ACrashLoopBacksOffButANodeFailureRestartsAtOnce) {
   JobProcesses processes = Run({"n0", "n1"});
   for (int attempt = 0; attempt < 3; ++attempt) {
     const absl::Duration delay = absl::Seconds(1 << attempt);
-    EXPECT_EQ(Waits(FailRankZero(processes, attempt)), now_ + delay);
+    const JobStep failed_attempt = FailRankZero(processes, attempt);
+    EXPECT_EQ(Waits(failed_attempt), now_ + delay);
     EXPECT_THAT(job_->info().message(),
                 StartsWith(absl::StrCat("restarting in ", absl::FormatDuration(delay))));
     now_ += delay;

@@ -1,7 +1,9 @@
 // JobReconciler and drains: a job whose group is moving off a draining node
 // moves at its next checkpoint, or at the drain's deadline, with its grace
 // period; the moving bundles are let go of and placed elsewhere; the next
-// attempt resumes from the checkpoint, and the move is no failure.
+// attempt resumes from the checkpoint, and the move is no failure. A group
+// moving off an unhealthy GPU ends the attempt at once, as failed by the
+// GPU: a cause, never charged.
 #include <csignal>
 
 #include "gmock/gmock.h"
@@ -115,6 +117,63 @@ TEST_F(JobDrainTest, AGroupPlacedOnADrainingNodeBeforeItsStartMovesFirst) {
   alive_.insert("n1");
   EXPECT_EQ(Expect<AllocatePort>(Step()).node_id, "n1");
   EXPECT_EQ(job_->info().attempt(), 0u);
+}
+
+constexpr char kGpuFault[] = "GPU 1 of n0: XID 79, GPU has fallen off the bus";
+
+void OnUnhealthyGpu(absl::StatusOr<v1::PlacementGroupInfo>& group, absl::Time since) {
+  group->set_moving(true);
+  group->set_move_cause(v1::MOVE_CAUSE_UNHEALTHY_GPU);
+  group->set_moving_reason(kGpuFault);
+  group->set_move_deadline_unix_ms(absl::ToUnixMillis(since));
+}
+
+TEST_F(JobDrainTest, AnUnhealthyGpuEndsTheAttemptAtOnceAsAnUnchargedFailure) {
+  v1::TrainJobSpec spec = BuiltinSpec(2);
+  spec.mutable_failure_config()->set_max_failures(0);
+  New(spec);
+  JobProcesses processes = Run({"n0", "n0"});
+  ReportCheckpoint(40);
+  OnUnhealthyGpu(group_, now_);
+  StopAndExit();
+  // Not a move at a checkpoint: a failure of the GPU's, with no backoff.
+  JobStep restart = Step();
+  EXPECT_TRUE(restart.restarted);
+  EXPECT_EQ(job_->info().state(), v1::TRAIN_JOB_STATE_RESTARTING);
+  EXPECT_EQ(job_->info().failures(), 0u);
+  EXPECT_EQ(job_->info().moves(), 0u);
+  ASSERT_EQ(job_->info().failure_causes_size(), 1);
+  EXPECT_EQ(job_->info().failure_causes(0), kGpuFault);
+  EXPECT_EQ(job_->info().message(), absl::StrCat("restarting after: ", kGpuFault));
+  EXPECT_EQ(Waits(restart), now_);  // no backoff
+  // The group lets go of the bundle on the GPU, and is placed again.
+  EXPECT_EQ(Expect<ReleaseGroup>(Step()).placement_group_id, kGroup);
+  Result(GroupReleased{absl::OkStatus()});
+  group_ = Created({"n0", "n0"}, 9);
+  EXPECT_EQ(Expect<AllocatePort>(Step()).node_id, "n0");
+  ExpectResumeFrom("/ckpt/step-40.pt");
+}
+
+TEST_F(JobDrainTest, ARankThatExitedBeforeItsGpuWasFoundUnhealthyIsChargedToTheGpu) {
+  v1::TrainJobSpec spec = BuiltinSpec(2);
+  spec.mutable_failure_config()->set_max_failures(0);
+  New(spec);
+  JobProcesses processes = Run({"n0", "n0"});
+  job_->OnWorkerExit(Exit(Worker(0, "r1"), 1, 1000));  // CUDA error: the GPU is gone
+  ListWorkers probe = Expect<ListWorkers>(Step());
+  JobProcesses running = processes;
+  running.erase(Worker(0, "r1"));
+  Result(Listing(probe.nodes, running));
+  // A moment for the node's report of a fault of its GPU,
+  EXPECT_EQ(Waits(Step()), now_ + absl::Seconds(2));
+  now_ += absl::Seconds(1);
+  OnUnhealthyGpu(group_, now_);  // which comes.
+  StopAndExit();
+  Step();
+  EXPECT_EQ(job_->info().state(), v1::TRAIN_JOB_STATE_RESTARTING);
+  EXPECT_EQ(job_->info().failures(), 0u);
+  ASSERT_EQ(job_->info().failure_causes_size(), 1);
+  EXPECT_EQ(job_->info().failure_causes(0), kGpuFault);
 }
 
 }  // namespace

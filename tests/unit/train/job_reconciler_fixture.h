@@ -189,6 +189,12 @@ class JobReconcilerTest : public ::testing::Test {
     EXPECT_THAT(std::vector<std::string>(trainer.argv().begin(), trainer.argv().end()),
                 ::testing::Contains(checkpoint));
   }
+  // A GPU job's failed process waits a moment for its node to report a
+  // fault of its GPU: none comes.
+  void AwaitNoGpuFault() {
+    EXPECT_EQ(Waits(Step()), now_ + absl::Seconds(2));
+    now_ += absl::Seconds(2);
+  }
   // Stops the processes asked for: all of them exit.
   // min 2 / max 3, max_failures 0, RUNNING on n0, n1 (the job's group)
   // and n2 (its elastic group pg-e0).
@@ -226,6 +232,7 @@ class JobReconcilerTest : public ::testing::Test {
     JobProcesses running = processes;
     running.erase(Worker(attempt, "r0"));
     Result(Listing(probe.nodes, running));
+    AwaitNoGpuFault();
     StopAndExit();
     return Step();
   }

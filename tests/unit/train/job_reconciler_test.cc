@@ -115,6 +115,7 @@ TEST_F(JobReconcilerTest, TheCauseIsTheFirstFailureByTimeAndTheJobRestartsFromIt
   ASSERT_EQ(r1->worker_id(), Worker(0, "r1"));
   *r1 = Exit(Worker(0, "r1"), 3, /*failed_us=*/1000);
   Result(std::move(listed));
+  AwaitNoGpuFault();
   StopAndExit();
   JobStep restart = Step();
   EXPECT_TRUE(restart.restarted);
@@ -143,7 +144,8 @@ TEST_F(JobReconcilerTest, TheCauseIsTheFirstFailureByTimeAndTheJobRestartsFromIt
   // A second failure is over max_failures (1).
   job_->OnWorkerExit(Exit(Worker(1, "trainer"), 0, 0, SIGKILL));
   Result(Listing(Expect<ListWorkers>(Step()).nodes, second));
-  StopAndExit();  // every node answered: the ranks are stopped at once
+  AwaitNoGpuFault();
+  StopAndExit();  // every node answered: the ranks are stopped then
   Expect<RemoveGroup>(Step());
   Result(GroupRemoved{});
   EXPECT_EQ(job_->info().state(), v1::TRAIN_JOB_STATE_FAILED);
@@ -602,6 +604,7 @@ TEST_F(JobReconcilerTest, ARestoredRunningJobAsksItsRayletsForExitsItMissed) {
   Result(Listing(list.nodes, {{Worker(2, "r0"), "n0"}, {Worker(2, "trainer"), "n0"}}));
   ListWorkers probe = Expect<ListWorkers>(Step());
   Result(Listing(probe.nodes, {{Worker(2, "r0"), "n0"}, {Worker(2, "trainer"), "n0"}}));
+  AwaitNoGpuFault();
   StopAndExit();
   Step();
   EXPECT_THAT(job_->info().failure_causes(0),

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "common/files.h"
 #include "gtest/gtest.h"
 
 namespace berth {
