@@ -36,7 +36,9 @@ int NameCompare(absl::string_view a, absl::string_view b) {
 }  // namespace
 
 bool NodeMaySetLabel(absl::string_view key) {
-  if (!absl::StartsWith(key, "berth.io/") || key == kNodePoolLabel) return true;
+  if (!absl::StartsWith(key, "berth.io/") || key == kNodePoolLabel || key == kConfinementLabel) {
+    return true;
+  }
   return std::find(std::begin(kTopologyLabels), std::end(kTopologyLabels), key) !=
          std::end(kTopologyLabels);
 }

@@ -34,6 +34,9 @@ inline constexpr absl::string_view kAcceleratorTypeLabel = "berth.io/accelerator
 // The autoscaler's node pool of a node; the one berth.io/ label a raylet
 // sets itself (from its --node-pool flag).
 inline constexpr absl::string_view kNodePoolLabel = "berth.io/node-pool";
+// How the raylet confines its workers: "cgroup-v1", or "none" (why is in
+// its log); set by the raylet itself.
+inline constexpr absl::string_view kConfinementLabel = "berth.io/confinement";
 // Topology label keys berth knows by name (placement_group_spec.h's
 // Topology takes any key as well); nodes set them (berth start --labels,
 // the autoscaler's pools), the berth.io/ ones included.
@@ -41,7 +44,8 @@ inline constexpr absl::string_view kTopologyLabels[] = {
     "berth.io/topology-block", "berth.io/topology-rack", "berth.io/nvlink-domain",
     "nvidia.com/gpu.clique"};
 // Whether a node may carry label `key` as it registers: any key but the
-// berth.io/ ones berth sets itself (the node pool and topology excepted).
+// berth.io/ ones berth sets itself (the node pool, confinement and topology
+// excepted).
 bool NodeMaySetLabel(absl::string_view key);
 // What a bundle takes of `accelerator_type:<T>`, as in Ray.
 inline constexpr Quantity kAcceleratorRequest = Quantity::FromUnits(10);

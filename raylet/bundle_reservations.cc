@@ -170,6 +170,24 @@ const ReservedBundle* BundleReservations::Find(const BundleKey& key) const {
   return it == bundles_.end() ? nullptr : &it->second;
 }
 
+absl::StatusOr<ResourceSet> BundleReservations::CommittedSum(const std::string& placement_group_id,
+                                                             const std::set<uint32_t>& indices,
+                                                             absl::string_view field) const {
+  ResourceSet sum;
+  for (uint32_t index : indices) {
+    const BundleKey key{placement_group_id, index};
+    const ReservedBundle* bundle = Find(key);
+    if (bundle == nullptr || bundle->state != BundleState::kCommitted) {
+      return absl::FailedPreconditionError(
+          absl::StrCat(field, ": ", key.ToString(), " is not committed on this node"));
+    }
+    if (absl::Status s = sum.Add(bundle->resources); !s.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(field, ": ", s.message()));
+    }
+  }
+  return sum;
+}
+
 std::vector<ReservedBundle> BundleReservations::List() const {
   std::vector<ReservedBundle> out;
   out.reserve(bundles_.size());

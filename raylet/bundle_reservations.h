@@ -99,6 +99,12 @@ class BundleReservations {
   const ReservedBundle* Find(const BundleKey& key) const;
   // Every held bundle, ordered by key.
   std::vector<ReservedBundle> List() const;
+  // What the committed bundles `indices` of `placement_group_id` hold
+  // together (a worker's limits); FAILED_PRECONDITION naming `field` for
+  // one not committed here.
+  absl::StatusOr<ResourceSet> CommittedSum(const std::string& placement_group_id,
+                                           const std::set<uint32_t>& indices,
+                                           absl::string_view field) const;
 
  private:
   void Release(std::map<BundleKey, ReservedBundle>::iterator it);

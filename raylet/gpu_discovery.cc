@@ -36,8 +36,13 @@ std::string QueryNvml(std::vector<GpuDevice>* devices) {
       break;
     }
     const bool has_memory = nvml->get_memory(handle, &memory) == nvml::kSuccess;
+    unsigned int minor = i;
+    if (nvml->get_minor_number(handle, &minor) != nvml::kSuccess) {
+      error = absl::StrCat("NVML could not give GPU ", i, "'s minor number");
+      break;
+    }
     devices->push_back({i, uuid, name, AcceleratorTypeFromName(name),
-                        has_memory ? static_cast<uint64_t>(memory.total) : 0});
+                        has_memory ? static_cast<uint64_t>(memory.total) : 0, minor});
   }
   if (!error.empty()) devices->clear();
   return error;
@@ -66,7 +71,7 @@ std::vector<GpuDevice> SimulatedGpus(uint32_t count, absl::string_view accelerat
                   static_cast<unsigned>(high >> 32), static_cast<unsigned>((high >> 16) & 0xffff),
                   static_cast<unsigned>(high & 0xffff), static_cast<unsigned>(low >> 48),
                   static_cast<unsigned long long>(low & 0xffffffffffffull));
-    devices.push_back({i, uuid, "", std::string(accelerator_type), 0});
+    devices.push_back({i, uuid, "", std::string(accelerator_type), 0, i});
   }
   return devices;
 }

@@ -25,6 +25,9 @@ struct GpuDevice {
   std::string name;              // NVML's product name; empty when simulated
   std::string accelerator_type;  // "A10G", "H100", ...; empty if unknown
   uint64_t memory_bytes = 0;     // 0 if unknown
+  // N of its device node /dev/nvidiaN (NVML's minor number, which need not
+  // be the index); the index when simulated.
+  uint32_t minor_number = 0;
 };
 
 struct GpuDiscoveryOptions {

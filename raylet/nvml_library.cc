@@ -31,7 +31,8 @@ std::unique_ptr<NvmlLibrary> NvmlLibrary::Open(std::string* why) {
       !Load(library, &nvml->get_handle, "nvmlDeviceGetHandleByIndex_v2") ||
       !Load(library, &nvml->get_name, "nvmlDeviceGetName") ||
       !Load(library, &nvml->get_uuid, "nvmlDeviceGetUUID") ||
-      !Load(library, &nvml->get_memory, "nvmlDeviceGetMemoryInfo")) {
+      !Load(library, &nvml->get_memory, "nvmlDeviceGetMemoryInfo") ||
+      !Load(library, &nvml->get_minor_number, "nvmlDeviceGetMinorNumber")) {
     *why = "libnvidia-ml.so.1 lacks an NVML v2 symbol";
     nvml->shutdown_ = nullptr;  // never initialized
     return nullptr;

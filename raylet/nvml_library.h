@@ -72,6 +72,7 @@ class NvmlLibrary {
   nvml::Return (*get_name)(nvml::Device, char*, unsigned int) = nullptr;
   nvml::Return (*get_uuid)(nvml::Device, char*, unsigned int) = nullptr;
   nvml::Return (*get_memory)(nvml::Device, nvml::Memory*) = nullptr;
+  nvml::Return (*get_minor_number)(nvml::Device, unsigned int*) = nullptr;
   // May be null.
   nvml::Return (*get_index)(nvml::Device, unsigned int*) = nullptr;
   nvml::Return (*event_set_create)(nvml::EventSet*) = nullptr;

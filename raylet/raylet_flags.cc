@@ -56,6 +56,16 @@ void AddRayletFlags(CLI::App& app, Flags* flags) {
                  "a health check that runs longer fails")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
+  app.add_option("--cgroups", flags->cgroups,
+                 "confine each worker to its bundle (memory, CPU, pids, GPU devices) with cgroups "
+                 "of its own: auto (where the node's cgroups allow it; needs root) or off")
+      ->check(CLI::IsMember({"auto", "off"}))
+      ->capture_default_str();
+  app.add_option(
+         "--worker-pids-max", flags->worker_pids_max,
+         "with cgroups, the most tasks (processes and threads) a worker may have; 0 = no cap")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
   app.add_option("--log-retention-s", flags->log_retention_s,
                  "keep an ended job's worker logs this long on the node, then remove them")
       ->capture_default_str();

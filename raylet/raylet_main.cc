@@ -48,6 +48,7 @@
 #include "raylet/head_connection.h"
 #include "raylet/head_packages.h"
 #include "raylet/leftover_sweeper.h"
+#include "raylet/node_confinement.h"
 #include "raylet/node_health_watch.h"
 #include "raylet/nvml_health.h"
 #include "raylet/raylet_flags.h"
@@ -211,6 +212,7 @@ struct NodeConfig {
   std::string accelerator_type;  // of the GPUs; empty without
   std::string cluster_token;     // empty = none
   TlsConfig tls;
+  NodeConfinement confinement;
 };
 
 absl::StatusOr<NodeConfig> LoadNodeConfig(const Flags& flags, const HostPort& listen) {
@@ -368,14 +370,21 @@ HeadConnection::Options NodeAgent::HeadConnectionOptions() {
 }
 
 WorkerProcessManager::Options NodeAgent::WorkerOptions() {
-  return {config_.log_dir, config_.node_dir + "/work", [this](const WorkerRecord& record) {
-            v1::WorkerStatus status;
-            WorkerRecordToProto(record, &status);
-            LogInfo("worker ", record.worker_id, " ended: ", v1::WorkerState_Name(status.state()),
-                    ", exit code ", record.exit_code, ", signal ", record.signal);
-            metrics_.OnWorkerExit(record);
-            head_connection_.ReportWorkerExit(status);
-          }};
+  WorkerProcessManager::Options options;
+  options.log_dir = config_.log_dir;
+  options.work_dir_root = config_.node_dir + "/work";
+  options.on_exit = [this](const WorkerRecord& record) {
+    v1::WorkerStatus status;
+    WorkerRecordToProto(record, &status);
+    LogInfo("worker ", record.worker_id, " ended: ", v1::WorkerState_Name(status.state()),
+            ", exit code ", record.exit_code, ", signal ", record.signal);
+    metrics_.OnWorkerExit(record);
+    head_connection_.ReportWorkerExit(status);
+  };
+  options.cgroups = config_.confinement.cgroups.get();
+  options.pids_max = flags_.worker_pids_max;
+  options.gpu_devices = config_.confinement.gpu_devices;
+  return options;
 }
 
 RayletService::Options NodeAgent::ServiceOptions() {
@@ -427,7 +436,8 @@ absl::Status NodeAgent::StartMetrics() {
     std::set<uint32_t> unhealthy;
     for (const v1::UnhealthyGpu& gpu : health_->UnhealthyGpus()) unhealthy.insert(gpu.index());
     return RayletStateFamilies({config_.node_id, config_.accelerator_type, GpuCount(),
-                                service_.Bundles(), workers_.List(), std::move(unhealthy)});
+                                service_.Bundles(), workers_.List(), std::move(unhealthy),
+                                workers_.Usage()});
   });
   if (flags_.metrics_listen.empty()) return absl::OkStatus();
   absl::StatusOr<std::unique_ptr<MetricsServer>> started =
@@ -513,6 +523,9 @@ int Run(const Flags& flags) {
   listen->port = reservation->port();
   absl::StatusOr<NodeConfig> config = LoadNodeConfig(flags, *listen);
   if (!config.ok()) return Fail(config.status());
+  config->confinement = ConfineWorkers({flags.cgroups, config->node_id, config->node_dir,
+                                        &config->gpus.devices, flags.num_gpus.has_value()});
+  config->labels[std::string(kConfinementLabel)] = config->confinement.label;
 
   NodeAgent node(flags, *config);
   if (absl::Status s = node.WatchHealth(); !s.ok()) return Fail(s);

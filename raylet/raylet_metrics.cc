@@ -7,6 +7,36 @@
 #include "common/metrics_server.h"
 
 namespace berth {
+namespace {
+
+// Memory and CPU of each confined running worker, labelled like its GPUs.
+void AddUsageFamilies(const RayletSnapshot& s, std::vector<prometheus::MetricFamily>* out) {
+  GaugeFamily memory("berth_worker_memory_bytes",
+                     "Memory a running worker uses (its cgroup's, every process of it).");
+  GaugeFamily limit(
+      "berth_worker_memory_limit_bytes",
+      "A running worker's memory limit: its bundle's memory (no series without one).");
+  prometheus::MetricFamily cpu{"berth_worker_cpu_seconds_total",
+                               "CPU time a running worker has used (its cgroup's).",
+                               prometheus::MetricType::Counter,
+                               {}};
+  for (const WorkerRecord& w : s.workers) {
+    auto usage = s.usage.find(w.worker_id);
+    if (w.state != WorkerState::kRunning || usage == s.usage.end()) continue;
+    const MetricLabels labels = {
+        {"node", s.node_id}, {"job_id", w.job_id}, {"worker_id", w.worker_id}, {"rank", w.rank}};
+    memory.Add(labels, usage->second.memory_bytes);
+    if (usage->second.memory_limit_bytes > 0) limit.Add(labels, usage->second.memory_limit_bytes);
+    prometheus::ClientMetric& sample = cpu.metric.emplace_back();
+    for (const auto& [name, value] : labels) sample.label.push_back({name, value});
+    sample.counter.value = usage->second.cpu_seconds;
+  }
+  out->push_back(memory.Take());
+  out->push_back(limit.Take());
+  out->push_back(std::move(cpu));
+}
+
+}  // namespace
 
 std::vector<prometheus::MetricFamily> RayletStateFamilies(const RayletSnapshot& s) {
   const std::string type = s.accelerator_type.empty() ? "none" : s.accelerator_type;
@@ -89,6 +119,7 @@ std::vector<prometheus::MetricFamily> RayletStateFamilies(const RayletSnapshot& 
   out.push_back(workers.Take());
   out.push_back(idle.Take());
   out.push_back(healthy.Take());
+  AddUsageFamilies(s, &out);
   return out;
 }
 

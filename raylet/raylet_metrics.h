@@ -1,6 +1,7 @@
 // RayletMetrics: berth-raylet's Prometheus metrics (the contract is
 // docs/metrics.md): which bundle, job and rank holds each GPU instance,
-// bundles by state, running workers, idle reserved GPUs, and worker exits.
+// bundles by state, running workers, idle reserved GPUs, worker exits, and
+// what each confined worker uses of its bundle (from its cgroups).
 //
 // The state gauges are rendered at scrape time from a snapshot of the
 // reservations and the worker table (RayletStateFamilies, pure), so a GPU
@@ -10,6 +11,7 @@
 #define BERTH_RAYLET_RAYLET_METRICS_H_
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <set>
 #include <string>
@@ -29,8 +31,9 @@ struct RayletSnapshot {
   std::string accelerator_type;  // empty without GPUs
   uint32_t gpu_count = 0;
   std::vector<ReservedBundle> bundles;
-  std::vector<WorkerRecord> workers;  // running and ended
-  std::set<uint32_t> unhealthy_gpus;  // by index
+  std::vector<WorkerRecord> workers;         // running and ended
+  std::set<uint32_t> unhealthy_gpus;         // by index
+  std::map<std::string, CgroupUsage> usage;  // of running workers, by worker id
 };
 
 std::vector<prometheus::MetricFamily> RayletStateFamilies(const RayletSnapshot& snapshot);

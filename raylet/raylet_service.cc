@@ -318,6 +318,28 @@ absl::StatusOr<std::string> RayletService::PackageFolder(
   return options_.packages->Ensure(digest, absl::FromChrono(deadline) - absl::Milliseconds(500));
 }
 
+namespace {
+
+// The worker's limits: what the bundles it holds hold together (its own,
+// or each the spec names, which must include its own).
+absl::Status SetLimits(const v1::WorkerSpec& spec, const BundleReservations& reservations,
+                       WorkerLaunch* launch) {
+  std::set<uint32_t> indices(spec.bundle_indices().begin(), spec.bundle_indices().end());
+  if (!indices.empty() && indices.count(spec.bundle_index()) == 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("spec.bundle_indices: must include bundle_index ", spec.bundle_index()));
+  }
+  indices.insert(spec.bundle_index());
+  absl::StatusOr<ResourceSet> held =
+      reservations.CommittedSum(spec.placement_group_id(), indices, "spec.bundle_indices");
+  if (!held.ok()) return held.status();
+  launch->memory_bytes = held->Get(kMemory).units() / Quantity::kUnitsPerWhole;
+  launch->cpus = held->Get(kCpu).ToDouble();
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::Status RayletService::StartWorkerLocked(const v1::WorkerSpec& spec,
                                               const std::string& package_folder,
                                               v1::StartWorkerResponse* response) {
@@ -357,6 +379,7 @@ absl::Status RayletService::StartWorkerLocked(const v1::WorkerSpec& spec,
   if (options_.tls.enabled) launch.env["BERTH_TLS_CA_PEM"] = options_.tls.ca_pem;
   launch.cwd = package_folder.empty() ? spec.cwd() : package_folder;
   if (spec.has_rank()) launch.rank = absl::StrCat(spec.rank().world_rank());
+  if (absl::Status s = SetLimits(spec, reservations_, &launch); !s.ok()) return s;
   if (spec.visible_gpu_indices().empty()) {
     for (const GpuShare& share : bundle->gpus) launch.visible_gpu_indices.push_back(share.index);
   } else {

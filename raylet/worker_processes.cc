@@ -17,6 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/log.h"
+#include "placement/resource_set.h"
 #include "raylet/worker_error.h"
 #include "raylet/worker_spawn.h"
 
@@ -108,6 +109,12 @@ WorkerProcessManager::~WorkerProcessManager() {
     wake_reaper_.Signal();
   }
   reaper_.join();
+  // Killed processes take a moment to leave their cgroups.
+  absl::MutexLock lock(&mu_);
+  for (int attempt = 0; attempt < 50 && !cgroups_to_remove_.empty(); ++attempt) {
+    RemoveEmptiedCgroups();
+    if (!cgroups_to_remove_.empty()) absl::SleepFor(absl::Milliseconds(20));
+  }
   close(lifeline_[0]);
   close(lifeline_[1]);
 }
@@ -119,9 +126,13 @@ absl::StatusOr<StartedWorker> WorkerProcessManager::Start(const WorkerLaunch& la
     absl::MutexLock lock(&mu_);
     auto it = workers_.find(launch.worker_id);
     if (it != workers_.end()) return StartedWorker{it->second.record.pid, true};
+    // An earlier life of this id was forgotten; its cgroups are replaced now.
+    cgroups_to_remove_.erase(launch.worker_id);
   }
   absl::StatusOr<std::string> cwd = CreateDirectories(launch);
   if (!cwd.ok()) return cwd.status();
+  absl::StatusOr<CgroupJoin> cgroups = CreateCgroups(launch);
+  if (!cgroups.ok()) return cgroups.status();
 
   const std::string log_prefix = absl::StrCat(options_.log_dir, "/", launch.worker_id);
   std::string error_file = ErrorFilePath(launch, log_prefix);
@@ -131,10 +142,27 @@ absl::StatusOr<StartedWorker> WorkerProcessManager::Start(const WorkerLaunch& la
   std::filesystem::remove(error_file, ignored);
   absl::StatusOr<SpawnedWorker> spawned =
       SpawnWorkerProcess({launch.worker_id, launch.argv, WorkerEnvironment(launch, error_file),
-                          *cwd, log_prefix, lifeline_[0]});
-  if (!spawned.ok()) return spawned.status();
+                          *cwd, log_prefix, lifeline_[0], cgroups->fds()});
+  if (!spawned.ok()) {
+    if (options_.cgroups != nullptr) options_.cgroups->Remove(launch.worker_id);
+    return spawned.status();
+  }
   Add(launch, *spawned, *std::move(cwd), std::move(error_file));
   return StartedWorker{spawned->pid, false};
+}
+
+absl::StatusOr<CgroupJoin> WorkerProcessManager::CreateCgroups(const WorkerLaunch& launch) {
+  if (options_.cgroups == nullptr) return CgroupJoin();
+  CgroupLimits limits;
+  limits.memory_bytes = launch.memory_bytes;
+  limits.cpus = launch.cpus;
+  limits.pids = options_.pids_max;
+  const std::set<uint32_t> visible(launch.visible_gpu_indices.begin(),
+                                   launch.visible_gpu_indices.end());
+  for (const auto& [index, device] : options_.gpu_devices) {
+    if (visible.count(index) == 0) limits.denied_devices.push_back(device);
+  }
+  return options_.cgroups->Create(launch.worker_id, limits);
 }
 
 absl::StatusOr<std::string> WorkerProcessManager::CreateDirectories(
@@ -206,7 +234,11 @@ void WorkerProcessManager::SignalStop(Worker& worker, absl::Duration grace) {
   const absl::Time kill_at = absl::Now() + grace;
   if (kill_at >= worker.kill_at) return;  // a sooner SIGKILL is already due
   worker.kill_at = kill_at;
-  killpg(worker.record.pid, grace <= absl::ZeroDuration() ? SIGKILL : SIGTERM);
+  if (grace <= absl::ZeroDuration()) {
+    KillRemains(worker.record);
+  } else {
+    killpg(worker.record.pid, SIGTERM);
+  }
   wake_reaper_.Signal();
 }
 
@@ -253,6 +285,16 @@ size_t WorkerProcessManager::RunningCount() const {
   return running;
 }
 
+std::map<std::string, CgroupUsage> WorkerProcessManager::Usage() const {
+  std::map<std::string, CgroupUsage> usage;
+  if (options_.cgroups == nullptr) return usage;
+  absl::MutexLock lock(&mu_);
+  for (const auto& [id, worker] : workers_) {
+    if (worker.record.state == WorkerState::kRunning) usage[id] = options_.cgroups->Usage(id);
+  }
+  return usage;
+}
+
 void WorkerProcessManager::ReapLoop() {
   absl::MutexLock lock(&mu_);
   while (!shutting_down_) {
@@ -287,7 +329,7 @@ std::vector<WorkerRecord> WorkerProcessManager::ReapOnce() {
     // keeps strays from outliving the worker and holding its GPUs.
     if (waitid(P_PID, record.pid, &info, WEXITED | WNOHANG | WNOWAIT) == 0 &&
         info.si_pid == record.pid) {
-      killpg(record.pid, SIGKILL);
+      KillRemains(record);
       int status = 0;
       while (waitpid(record.pid, &status, 0) < 0 && errno == EINTR) {
       }
@@ -303,14 +345,45 @@ std::vector<WorkerRecord> WorkerProcessManager::ReapOnce() {
                             absl::FromUnixMillis(record.started_unix_ms), absl::Now());
         record.error = std::move(error.message);
         record.failed_unix_us = error.failed_unix_us;
+        // What the program said of it comes after: a launcher only saw a
+        // rank end by SIGKILL.
+        if (std::string oom = OutOfMemory(id); !oom.empty()) {
+          record.error = record.error.empty() ? oom : absl::StrCat(oom, "; ", record.error);
+        }
       }
+      if (options_.cgroups != nullptr) cgroups_to_remove_.insert(id);
       ended.push_back(record);
     } else if (worker.kill_at <= now) {
-      killpg(record.pid, SIGKILL);
+      KillRemains(record);
       worker.kill_at = absl::InfiniteFuture();  // sent
     }
   }
+  RemoveEmptiedCgroups();
   return ended;
+}
+
+void WorkerProcessManager::KillRemains(const WorkerRecord& record) const {
+  killpg(record.pid, SIGKILL);
+  // Also what left the process group (setsid) but not the cgroups.
+  if (options_.cgroups != nullptr) options_.cgroups->KillAll(record.worker_id);
+}
+
+std::string WorkerProcessManager::OutOfMemory(const std::string& worker_id) const {
+  if (options_.cgroups == nullptr || options_.cgroups->OomKills(worker_id) == 0) return "";
+  const int64_t limit = options_.cgroups->MemoryLimit(worker_id);
+  return absl::StrCat("out of memory: bundle limit ",
+                      limit > 0 ? FormatMemory(Quantity::Whole(limit)) : "none");
+}
+
+void WorkerProcessManager::RemoveEmptiedCgroups() {
+  for (auto it = cgroups_to_remove_.begin(); it != cgroups_to_remove_.end();) {
+    if (options_.cgroups->Remove(*it)) {
+      it = cgroups_to_remove_.erase(it);
+    } else {
+      options_.cgroups->KillAll(*it);
+      ++it;
+    }
+  }
 }
 
 }  // namespace berth

@@ -13,6 +13,12 @@
 // Stop signals the whole group: SIGTERM, then SIGKILL after the grace period.
 // The destructor kills every worker still running. Thread-safe.
 //
+// With WorkerCgroups, each worker runs in cgroups of its own holding it to
+// its bundle (worker_cgroups.h): its memory and CPU, the pids cap, and none
+// of the node's GPUs but its own. Ending a worker kills every process left
+// in them and removes them; a worker the OOM killer hit inside its limit
+// fails with "out of memory: bundle limit 512Mi".
+//
 // No worker outlives the raylet, however the raylet ends (kill -9
 // included): the group's leader is a small keeper process, forked from the
 // raylet, that forks the program, passes on its exit status as its own and
@@ -30,6 +36,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -39,6 +46,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "raylet/worker_cgroups.h"
 
 namespace berth {
 
@@ -52,6 +60,9 @@ struct WorkerLaunch {
   std::string cwd;  // empty = <work_dir_root>/<job_id or "no-job">
   std::vector<uint32_t> visible_gpu_indices;
   std::string rank;  // world rank, for metrics; empty for processes without one
+  // The bundle's, which the worker's cgroup holds it to (0: no limit).
+  int64_t memory_bytes = 0;
+  double cpus = 0;
 };
 
 enum class WorkerState { kRunning, kExited, kFailed, kKilled };
@@ -88,6 +99,12 @@ class WorkerProcessManager {
     std::string work_dir_root;
     // Called on the reaper thread, once per worker, after it ended.
     std::function<void(const WorkerRecord&)> on_exit;
+    // Not owned; null: workers run unconfined, in the raylet's cgroups.
+    WorkerCgroups* cgroups = nullptr;
+    int64_t pids_max = 0;  // per worker, with cgroups; 0: no cap
+    // Every GPU of the node: index -> its device node's number, so that a
+    // worker's cgroup denies the ones it was not given.
+    std::map<uint32_t, DeviceNumber> gpu_devices;
   };
 
   explicit WorkerProcessManager(Options options);
@@ -113,6 +130,9 @@ class WorkerProcessManager {
   // file name (no path separators), so callers cannot escape the log dir.
   std::string LogPath(const std::string& worker_id, bool stderr_log) const;
   size_t RunningCount() const;
+  // What each running worker uses, from its cgroups, by worker id; empty
+  // without cgroups.
+  std::map<std::string, CgroupUsage> Usage() const;
   // The ended ones of `worker_ids` are forgotten: their records, and their
   // files in the log directory (`.out`, `.err`, the error file). Running or
   // unknown ids are left alone.
@@ -136,6 +156,16 @@ class WorkerProcessManager {
   // Collects ended workers and sends due SIGKILLs; returns the records of
   // workers that ended.
   std::vector<WorkerRecord> ReapOnce() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The worker's cgroups, with its limits; empty without cgroups.
+  absl::StatusOr<CgroupJoin> CreateCgroups(const WorkerLaunch& launch);
+  // Kills what is left of an ended worker (its group, and with cgroups
+  // everything in them) and notes the cgroups for removal.
+  void KillRemains(const WorkerRecord& record) const;
+  // "out of memory: bundle limit 512Mi" when the OOM killer hit the worker.
+  std::string OutOfMemory(const std::string& worker_id) const;
+  // Removes the cgroups of ended workers that have emptied; kills again in
+  // those that have not.
+  void RemoveEmptiedCgroups() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void SignalStop(Worker& worker, absl::Duration grace) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const Options options_;
@@ -144,6 +174,8 @@ class WorkerProcessManager {
   mutable absl::Mutex mu_;
   absl::CondVar wake_reaper_;
   std::map<std::string, Worker> workers_ ABSL_GUARDED_BY(mu_);
+  // Ended workers whose cgroups are still to be removed.
+  std::set<std::string> cgroups_to_remove_ ABSL_GUARDED_BY(mu_);
   bool shutting_down_ ABSL_GUARDED_BY(mu_) = false;
   // Read end for the keepers; the write end stays open, in the raylet only,
   // until the raylet ends.

@@ -20,7 +20,7 @@ namespace {
 
 // What a child reports through its CLOEXEC pipe when it cannot exec.
 struct ChildFailure {
-  enum Stage : int { kProcessGroup, kRedirect, kChdir, kFork, kExec } stage;
+  enum Stage : int { kProcessGroup, kCgroup, kRedirect, kChdir, kFork, kExec } stage;
   int error;
 };
 
@@ -28,6 +28,8 @@ const char* StageName(int stage) {
   switch (stage) {
     case ChildFailure::kProcessGroup:
       return "setpgid";
+    case ChildFailure::kCgroup:
+      return "joining its cgroups";
     case ChildFailure::kRedirect:
       return "redirecting output";
     case ChildFailure::kChdir:
@@ -77,7 +79,8 @@ constexpr int kLifelineFd = 4;
 // The child leads the worker's process group as its keeper and forks the
 // program; exec failures reach the raylet through `report_fd`.
 [[noreturn]] void RunChild(int report_fd, int lifeline_fd, int stdin_fd, int stdout_fd,
-                           int stderr_fd, const char* cwd, char* const argv[], char* const envp[]) {
+                           int stderr_fd, const std::vector<int>& cgroup_procs_fds, const char* cwd,
+                           char* const argv[], char* const envp[]) {
   auto fail = [&report_fd](ChildFailure::Stage stage) {
     const ChildFailure failure{stage, errno};
     ssize_t ignored = write(report_fd, &failure, sizeof(failure));
@@ -85,6 +88,11 @@ constexpr int kLifelineFd = 4;
     _exit(127);
   };
   if (setpgid(0, 0) != 0) fail(ChildFailure::kProcessGroup);
+  // "0" moves the writer: the keeper, and so everything it forks, is in
+  // the worker's cgroups before the program runs.
+  for (int fd : cgroup_procs_fds) {
+    if (write(fd, "0", 1) != 1) fail(ChildFailure::kCgroup);
+  }
   // The raylet blocks or ignores some signals; workers start clean.
   sigset_t none;
   sigemptyset(&none);
@@ -206,7 +214,7 @@ absl::StatusOr<SpawnedWorker> SpawnWorkerProcess(const WorkerSpawn& spawn) {
   if (pid < 0) return absl::InternalError(absl::StrCat("fork: ", std::strerror(errno)));
   if (pid == 0) {
     RunChild(fds.report_pipe[1], spawn.lifeline_fd, fds.stdin_fd, fds.stdout_fd, fds.stderr_fd,
-             spawn.cwd.c_str(), argv.data(), envp.data());
+             spawn.cgroup_procs_fds, spawn.cwd.c_str(), argv.data(), envp.data());
   }
   // Also from the parent, so the group exists before anyone signals it.
   setpgid(pid, pid);

@@ -3,7 +3,7 @@
 //
 // SpawnWorkerProcess returns only once the program has been exec'd; a
 // program that cannot be started is an error naming the step that failed
-// (setpgid, redirecting output, chdir, fork, exec), and its keeper has been
+// (setpgid, joining its cgroups, redirecting output, chdir, fork, exec), and its keeper has been
 // reaped. The program runs with exactly the given environment, stdin on
 // /dev/null and stdout / stderr appended to `<log_prefix>.out` / `.err`.
 // Between fork and exec the child makes only async-signal-safe calls, so it
@@ -31,6 +31,9 @@ struct WorkerSpawn {
   // Read end of the caller's lifeline: the keeper kills the whole group once
   // it closes (the caller died).
   int lifeline_fd = -1;
+  // cgroup.procs files the keeper joins before anything else (CgroupJoin);
+  // empty: it stays in the caller's cgroups.
+  std::vector<int> cgroup_procs_fds;
 };
 
 struct SpawnedWorker {

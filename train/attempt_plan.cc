@@ -261,7 +261,10 @@ absl::Status AddLauncher(const AttemptInputs& in, const AttemptEnv& env,
   SetEnv(w, NodeEnv(env, first.node_id, node_rank, static_cast<uint32_t>(local.size()),
                     first.bundle_index, has_gpus));
   SetUserCommand(user, *full_argv, &w);
-  for (const RankedWorker* r : local) plan->ranks.push_back(RankProto(*r, w.worker_id()));
+  for (const RankedWorker* r : local) {
+    plan->ranks.push_back(RankProto(*r, w.worker_id()));
+    w.add_bundle_indices(r->bundle_index);  // its limits are the node's bundles'
+  }
   AddToNode(std::move(w), first.node_id, plan);
   return absl::OkStatus();
 }

@@ -389,6 +389,7 @@ struct StartFlags {
   std::string metrics_listen = "127.0.0.1:0";
   std::string gpu_health_file;
   std::string health_check_command;
+  std::string cgroups;
 };
 
 int RunStart(const Globals&, const StartFlags& flags) {
@@ -433,6 +434,7 @@ int RunStart(const Globals&, const StartFlags& flags) {
   if (!flags.gpu_health_file.empty())
     add("--gpu-health-file", std::filesystem::absolute(flags.gpu_health_file).string());
   add("--health-check-command", flags.health_check_command);
+  add("--cgroups", flags.cgroups);
   const std::string name =
       flags.node_id.empty() ? absl::StrCat("raylet-", state->processes.size()) : flags.node_id;
   absl::StatusOr<LocalProcess> raylet =
@@ -507,6 +509,11 @@ void AddLocalCommands(CLI::App& app, Action* action) {
   start_cmd->add_option("--health-check-command", start->health_check_command,
                         "With --address: the node's health check (berth-raylet's "
                         "--health-check-command)");
+  start_cmd
+      ->add_option("--cgroups", start->cgroups,
+                   "With --address: confine each worker to its bundle with cgroups (auto, the "
+                   "raylet's default: where the node allows it) or not (off)")
+      ->check(CLI::IsMember({"auto", "off"}));
   start_cmd
       ->add_option("--metrics-listen", start->metrics_listen,
                    "With --address: the raylet's /metrics address (0.0.0.0:9465 to be scraped from "

@@ -37,15 +37,6 @@ class GpuHealthTest : public TrainJobTest {
     std::ofstream(health_file_, std::ios::app) << line << "\n";
   }
 
-  v1::NodeInfo Node(const std::string& id) {
-    v1::ListNodesResponse nodes;
-    EXPECT_TRUE(cluster_->nodes().ListNodes(Context().get(), {}, &nodes).ok());
-    for (const v1::NodeInfo& node : nodes.nodes()) {
-      if (node.node_id() == id) return node;
-    }
-    return {};
-  }
-
   // The node once it drains (or as it is after 15 s).
   v1::NodeInfo WaitDraining(const std::string& id) {
     v1::NodeInfo node;

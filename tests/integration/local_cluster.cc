@@ -22,6 +22,7 @@
 #include "auth/cluster_token.h"
 #include "common/files.h"
 #include "grpcpp/grpcpp.h"
+#include "raylet/worker_cgroups.h"
 
 namespace berth::testing {
 
@@ -305,6 +306,12 @@ LocalCluster::~LocalCluster() {
   raylets_.clear();
   head_.reset();
   standby_.reset();
+  for (const std::string& node : raylet_nodes_) {
+    // Removed with the WorkerCgroups object, once emptied.
+    absl::StatusOr<std::unique_ptr<WorkerCgroups>> cgroups =
+        WorkerCgroups::Open({node, state_dir(node)});
+    if (cgroups.ok()) (*cgroups)->RemoveLeftovers();
+  }
   if (getenv("BERTH_KEEP_TEST_DIRS") == nullptr) {
     std::system(("rm -rf '" + dir_ + "'").c_str());
   }
@@ -320,6 +327,7 @@ std::string LocalCluster::state_dir(const std::string& node_id) const {
 
 void LocalCluster::StartRaylet(Raylet& r) {
   const RayletOptions& o = r.options;
+  raylet_nodes_.insert(o.node_id);
   const std::string port_file = dir_ + "/" + o.node_id + ".port";
   std::remove(port_file.c_str());
   std::vector<std::string> argv;

@@ -12,6 +12,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -148,6 +149,9 @@ class LocalCluster {
   std::unique_ptr<v1::TrainJobService::Stub> jobs_;
   std::unique_ptr<v1::QueueService::Stub> queues_;
   std::vector<std::unique_ptr<Raylet>> raylets_;
+  // Every node a raylet ran as: their cgroups go with the cluster, also
+  // those of raylets a test killed (kill -9 leaves them behind).
+  std::set<std::string> raylet_nodes_;
 };
 
 // The port a daemon wrote to its --port-file, once it is there whole; ""

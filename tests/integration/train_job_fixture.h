@@ -91,6 +91,16 @@ class TrainJobTest : public ::testing::Test {
     return response.job_id();
   }
 
+  // The node as the head lists it (empty when it does not).
+  v1::NodeInfo Node(const std::string& id) {
+    v1::ListNodesResponse nodes;
+    EXPECT_TRUE(cluster_->nodes().ListNodes(Context().get(), {}, &nodes).ok());
+    for (const v1::NodeInfo& node : nodes.nodes()) {
+      if (node.node_id() == id) return node;
+    }
+    return {};
+  }
+
   v1::TrainJobInfo Get(const std::string& id) {
     v1::GetTrainJobRequest request;
     request.set_job_id(id);

@@ -47,6 +47,23 @@ TEST(BundleReservationsTest, PrepareTakesExactlyTheHeadsGpuShares) {
   EXPECT_EQ(node.Find({"pg", 1})->state, BundleState::kCommitted);
 }
 
+TEST(BundleReservationsTest, CommittedSumIsWhatAWorkerOfSeveralBundlesHolds) {
+  BundleReservations node = Node();
+  ASSERT_TRUE(node.Prepare("pg", {Bundle(0, ResourceSet::Of({{"CPU", 2}, {"memory", 1 << 20}})),
+                                  Bundle(1, ResourceSet::Of({{"CPU", 1}, {"memory", 1 << 20}}))})
+                  .ok());
+  absl::StatusOr<ResourceSet> prepared = node.CommittedSum("pg", {0}, "spec.bundle_indices");
+  EXPECT_EQ(prepared.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(prepared.status().message(),
+            "spec.bundle_indices: bundle 0 of placement group pg is not committed on this node");
+  ASSERT_TRUE(node.Commit("pg", {0, 1}).ok());
+  absl::StatusOr<ResourceSet> both = node.CommittedSum("pg", {0, 1}, "spec.bundle_indices");
+  ASSERT_TRUE(both.ok()) << both.status();
+  EXPECT_EQ(*both, ResourceSet::Of({{"CPU", 3}, {"memory", 2 << 20}}));
+  EXPECT_FALSE(node.CommittedSum("pg", {0, 2}, "f").ok());
+  EXPECT_FALSE(node.CommittedSum("other", {0}, "f").ok());
+}
+
 TEST(BundleReservationsTest, PrepareIsAllOrNothing) {
   BundleReservations node = Node();
   // Bundle 1 asks for more CPU than is left after bundle 0.

@@ -94,6 +94,28 @@ TEST(RayletMetricsTest, NodeWithoutGpusHasNoGpuSeries) {
   EXPECT_THAT(Sample(f, "berth_raylet_idle_reserved_gpus", {{"node", "cpu"}}), Optional(0.0));
 }
 
+TEST(RayletMetricsTest, ConfinedRunningWorkersShowWhatTheyUseOfTheirBundles) {
+  RayletSnapshot s;
+  s.node_id = "n1";
+  s.workers = {Worker("w0", "pg", 0, "0"), Worker("w1", "pg", 1, "1"),
+               Worker("old", "pg", 2, "2", WorkerState::kExited)};
+  s.usage = {{"w0", {100 << 20, 512 << 20, 12.5}}, {"w1", {1 << 20, 0, 0.25}}};
+  const std::vector<prometheus::MetricFamily> f = RayletStateFamilies(s);
+  const std::map<std::string, std::string> w0 = {
+      {"node", "n1"}, {"job_id", "job-1"}, {"worker_id", "w0"}, {"rank", "0"}};
+  EXPECT_THAT(Sample(f, "berth_worker_memory_bytes", w0), Optional(100.0 * (1 << 20)));
+  EXPECT_THAT(Sample(f, "berth_worker_memory_limit_bytes", w0), Optional(512.0 * (1 << 20)));
+  EXPECT_EQ(SeriesCount(f, "berth_worker_memory_bytes"), 2u);
+  // w1's bundle has no memory: no limit series.
+  EXPECT_EQ(SeriesCount(f, "berth_worker_memory_limit_bytes"), 1u);
+  for (const prometheus::MetricFamily& family : f) {
+    if (family.name != "berth_worker_cpu_seconds_total") continue;
+    EXPECT_EQ(family.type, prometheus::MetricType::Counter);
+    ASSERT_EQ(family.metric.size(), 2u);
+    EXPECT_EQ(family.metric[0].counter.value, 12.5);
+  }
+}
+
 TEST(RayletMetricsTest, ExitsCountedByOutcome) {
   RayletMetrics metrics("n1");
   metrics.OnWorkerExit(Worker("a", "pg", 0, "0", WorkerState::kExited));

@@ -38,8 +38,9 @@ class RayletServiceTest : public testing::Test {
     std::string pattern = testing::TempDir() + "/raylet_XXXXXX";
     ASSERT_NE(mkdtemp(pattern.data()), nullptr);
     dir_ = std::filesystem::canonical(pattern).string();
-    workers_ = std::make_unique<WorkerProcessManager>(
-        WorkerProcessManager::Options{dir_ + "/logs", dir_ + "/work", nullptr});
+    WorkerProcessManager::Options workers{dir_ + "/logs", dir_ + "/work", nullptr};
+    workers.cgroups = cgroups_.get();
+    workers_ = std::make_unique<WorkerProcessManager>(workers);
     RayletService::Options options;
     options.refuse_prepare_file = dir_ + "/refuse";
     options.bundle_release_grace = absl::Milliseconds(200);
@@ -140,6 +141,7 @@ class RayletServiceTest : public testing::Test {
   }
 
   std::string dir_;
+  std::unique_ptr<WorkerCgroups> cgroups_;  // ConfinedRayletServiceTest's
   std::unique_ptr<WorkerProcessManager> workers_;
   std::unique_ptr<RayletService> service_;
   std::unique_ptr<grpc::Server> server_;
@@ -392,6 +394,85 @@ TEST_F(RayletServiceTest, WorkersGetBerthsPythonPackageAfterTheirOwnPythonPath) 
   }
   EXPECT_EQ(ReadFileOrEmpty(dir_ + "/logs/own.out"), "/srv/lib:/opt/berth/python\n");
   EXPECT_EQ(ReadFileOrEmpty(dir_ + "/logs/none.out"), "/opt/berth/python\n");
+}
+
+// With cgroups (real ones: the tests run as root, as a confining raylet).
+class ConfinedRayletServiceTest : public RayletServiceTest {
+ protected:
+  void SetUp() override {
+    absl::StatusOr<std::unique_ptr<WorkerCgroups>> cgroups =
+        WorkerCgroups::Open({"service-test", testing::TempDir() + "/" + std::to_string(getpid())});
+    ASSERT_TRUE(cgroups.ok()) << cgroups.status();
+    cgroups_ = *std::move(cgroups);
+    RayletServiceTest::SetUp();
+  }
+  void TearDown() override {
+    RayletServiceTest::TearDown();
+    service_.reset();
+    workers_.reset();
+    cgroups_.reset();
+  }
+
+  // Prepares and commits bundles 0 and 1 of `pg`, each 1 CPU and 64Mi.
+  void ReserveTwo(const std::string& pg) {
+    v1::PrepareBundleResourcesRequest request;
+    request.set_placement_group_id(pg);
+    request.set_request_id(pg + "-prepare");
+    for (uint32_t index : {0, 1}) {
+      v1::BundleReservation* bundle = request.add_bundles();
+      bundle->set_bundle_index(index);
+      (*bundle->mutable_resources()->mutable_amounts())["CPU"] = 1;
+      (*bundle->mutable_resources()->mutable_amounts())["memory"] = 64 << 20;
+    }
+    v1::PrepareBundleResourcesResponse prepared;
+    ASSERT_TRUE(Prepare(request, &prepared).ok());
+    ASSERT_TRUE(prepared.prepared()) << prepared.reason();
+    v1::CommitBundleResourcesRequest commit;
+    commit.set_placement_group_id(pg);
+    commit.add_bundle_indices(0);
+    commit.add_bundle_indices(1);
+    commit.set_request_id(pg + "-commit");
+    v1::CommitBundleResourcesResponse committed;
+    ASSERT_TRUE(stub_->CommitBundleResources(Context().get(), commit, &committed).ok());
+  }
+};
+
+// What the worker itself reads of its memory limit.
+constexpr const char* kPrintMemoryLimit =
+    "p=$(grep ':memory:' /proc/self/cgroup | cut -d: -f3); "
+    "cat /sys/fs/cgroup/memory$p/memory.limit_in_bytes";
+
+TEST_F(ConfinedRayletServiceTest, AWorkerIsHeldToTheSumOfTheBundlesItHolds) {
+  ReserveTwo("pg");
+  v1::StartWorkerRequest one = StartRequest("one", "pg", kPrintMemoryLimit);
+  v1::StartWorkerRequest both = StartRequest("both", "pg", kPrintMemoryLimit);
+  both.mutable_spec()->add_bundle_indices(0);
+  both.mutable_spec()->add_bundle_indices(1);
+  for (const v1::StartWorkerRequest& start : {one, both}) {
+    v1::StartWorkerResponse started;
+    ASSERT_TRUE(stub_->StartWorker(Context().get(), start, &started).ok());
+    ASSERT_TRUE(WaitForState(start.spec().worker_id(), v1::WORKER_STATE_EXITED));
+  }
+  EXPECT_EQ(ReadFileOrEmpty(dir_ + "/logs/one.out"), absl::StrCat(64 << 20, "\n"));
+  EXPECT_EQ(ReadFileOrEmpty(dir_ + "/logs/both.out"), absl::StrCat(128 << 20, "\n"));
+}
+
+TEST_F(ConfinedRayletServiceTest, BundleIndicesMustHoldItsOwnAndOnlyCommittedOnes) {
+  ReserveTwo("pg");
+  v1::StartWorkerRequest without_own = StartRequest("w1", "pg", "true");
+  without_own.mutable_spec()->add_bundle_indices(1);
+  v1::StartWorkerResponse started;
+  grpc::Status s = stub_->StartWorker(Context().get(), without_own, &started);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(s.error_message(), "spec.bundle_indices: must include bundle_index 0");
+  v1::StartWorkerRequest missing = StartRequest("w2", "pg", "true");
+  missing.mutable_spec()->add_bundle_indices(0);
+  missing.mutable_spec()->add_bundle_indices(5);
+  s = stub_->StartWorker(Context().get(), missing, &started);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_NE(s.error_message().find("spec.bundle_indices: bundle 5 of placement group pg"),
+            std::string::npos)
+      << s.error_message();
 }
 
 TEST_F(RayletServiceTest, RefusePrepareFileMakesPreparesFailUntilRemoved) {

@@ -16,6 +16,7 @@
 #include "absl/strings/strip.h"
 #include "common/files.h"
 #include "gtest/gtest.h"
+#include "tests/unit/shell_worker.h"
 
 namespace berth {
 namespace {
@@ -31,15 +32,6 @@ class WorkerProcessManagerTest : public testing::Test {
           absl::MutexLock lock(&mu_);
           exits_[record.worker_id] = record;
         }});
-  }
-
-  WorkerLaunch Shell(const std::string& id, const std::string& script) {
-    WorkerLaunch launch;
-    launch.worker_id = id;
-    launch.job_id = "job";
-    launch.placement_group_id = "pg";
-    launch.argv = {"/bin/sh", "-c", script};
-    return launch;
   }
 
   // The record passed to on_exit, waiting up to `timeout` for it.
@@ -72,8 +64,8 @@ class WorkerProcessManagerTest : public testing::Test {
 };
 
 TEST_F(WorkerProcessManagerTest, RecordsExitCodes) {
-  ASSERT_TRUE(manager_->Start(Shell("ok", "exit 0")).ok());
-  ASSERT_TRUE(manager_->Start(Shell("bad", "exit 3")).ok());
+  ASSERT_TRUE(manager_->Start(ShellWorker("ok", "exit 0")).ok());
+  ASSERT_TRUE(manager_->Start(ShellWorker("bad", "exit 3")).ok());
   auto ok = WaitForExit("ok");
   auto bad = WaitForExit("bad");
   ASSERT_TRUE(ok && bad);
@@ -88,7 +80,7 @@ TEST_F(WorkerProcessManagerTest, RecordsExitCodes) {
 }
 
 TEST_F(WorkerProcessManagerTest, RecordsTheSignalThatEndedAWorker) {
-  ASSERT_TRUE(manager_->Start(Shell("usr1", "kill -USR1 $$")).ok());
+  ASSERT_TRUE(manager_->Start(ShellWorker("usr1", "kill -USR1 $$")).ok());
   auto record = WaitForExit("usr1");
   ASSERT_TRUE(record);
   EXPECT_EQ(record->state, WorkerState::kFailed);  // not sent by Stop
@@ -96,7 +88,7 @@ TEST_F(WorkerProcessManagerTest, RecordsTheSignalThatEndedAWorker) {
 }
 
 TEST_F(WorkerProcessManagerTest, LogFilesHoldTheOutputAndAreAppended) {
-  ASSERT_TRUE(manager_->Start(Shell("w", "echo to-stdout; echo to-stderr >&2")).ok());
+  ASSERT_TRUE(manager_->Start(ShellWorker("w", "echo to-stdout; echo to-stderr >&2")).ok());
   ASSERT_TRUE(WaitForExit("w"));
   EXPECT_EQ(ReadFileOrEmpty(LogPath("w", ".out")), "to-stdout\n");
   EXPECT_EQ(ReadFileOrEmpty(LogPath("w", ".err")), "to-stderr\n");
@@ -105,8 +97,8 @@ TEST_F(WorkerProcessManagerTest, LogFilesHoldTheOutputAndAreAppended) {
 TEST_F(WorkerProcessManagerTest, ChildGetsExactlyItsEnvPlusCudaVisibleDevices) {
   // Nothing of the raylet's own environment leaks into workers.
   setenv("BERTH_TEST_RAYLET_ONLY", "leaked", 1);
-  WorkerLaunch launch =
-      Shell("env", "echo \"$RANK|$CUDA_VISIBLE_DEVICES|${BERTH_TEST_RAYLET_ONLY-none}\"; pwd");
+  WorkerLaunch launch = ShellWorker(
+      "env", "echo \"$RANK|$CUDA_VISIBLE_DEVICES|${BERTH_TEST_RAYLET_ONLY-none}\"; pwd");
   launch.env = {{"RANK", "3"}, {"CUDA_VISIBLE_DEVICES", "7"}};  // the raylet's value wins
   launch.visible_gpu_indices = {2, 0};
   ASSERT_TRUE(manager_->Start(launch).ok());
@@ -115,7 +107,7 @@ TEST_F(WorkerProcessManagerTest, ChildGetsExactlyItsEnvPlusCudaVisibleDevices) {
   EXPECT_EQ(ReadFileOrEmpty(LogPath("env", ".out")),
             absl::StrCat("3|2,0|none\n", dir_, "/work/job\n"));
 
-  WorkerLaunch no_gpus = Shell("no-gpus", "echo \"${CUDA_VISIBLE_DEVICES-unset}.\"; pwd");
+  WorkerLaunch no_gpus = ShellWorker("no-gpus", "echo \"${CUDA_VISIBLE_DEVICES-unset}.\"; pwd");
   no_gpus.cwd = dir_;
   ASSERT_TRUE(manager_->Start(no_gpus).ok());
   ASSERT_TRUE(WaitForExit("no-gpus"));
@@ -124,7 +116,8 @@ TEST_F(WorkerProcessManagerTest, ChildGetsExactlyItsEnvPlusCudaVisibleDevices) {
 
 TEST_F(WorkerProcessManagerTest, StopEscalatesToSigkillAfterTheGracePeriod) {
   // Ignores SIGTERM (and so does the sleep it becomes).
-  ASSERT_TRUE(manager_->Start(Shell("stubborn", "trap '' TERM; echo ready; exec sleep 60")).ok());
+  ASSERT_TRUE(
+      manager_->Start(ShellWorker("stubborn", "trap '' TERM; echo ready; exec sleep 60")).ok());
   ASSERT_TRUE(WaitForOutput("stubborn", "ready"));
   const absl::Duration grace = absl::Milliseconds(300);
   const absl::Time start = absl::Now();
@@ -139,7 +132,7 @@ TEST_F(WorkerProcessManagerTest, StopEscalatesToSigkillAfterTheGracePeriod) {
 }
 
 TEST_F(WorkerProcessManagerTest, StopSendsSigtermFirst) {
-  ASSERT_TRUE(manager_->Start(Shell("polite", "echo ready; sleep 60")).ok());
+  ASSERT_TRUE(manager_->Start(ShellWorker("polite", "echo ready; sleep 60")).ok());
   ASSERT_TRUE(WaitForOutput("polite", "ready"));
   ASSERT_TRUE(manager_->Stop("polite", absl::Seconds(30)).ok());
   auto record = WaitForExit("polite", absl::Seconds(5));
@@ -151,8 +144,8 @@ TEST_F(WorkerProcessManagerTest, StopSendsSigtermFirst) {
 }
 
 TEST_F(WorkerProcessManagerTest, StopAllKillsEveryWorker) {
-  ASSERT_TRUE(manager_->Start(Shell("a", "trap '' TERM; sleep 60")).ok());
-  ASSERT_TRUE(manager_->Start(Shell("b", "sleep 60")).ok());
+  ASSERT_TRUE(manager_->Start(ShellWorker("a", "trap '' TERM; sleep 60")).ok());
+  ASSERT_TRUE(manager_->Start(ShellWorker("b", "sleep 60")).ok());
   EXPECT_EQ(manager_->RunningCount(), 2u);
   manager_->StopAll(absl::ZeroDuration());
   EXPECT_EQ(manager_->RunningCount(), 0u);
@@ -176,7 +169,7 @@ bool DiesSoon(pid_t pid) {
 }
 
 TEST_F(WorkerProcessManagerTest, WhatAWorkerLeavesInItsGroupDiesWithIt) {
-  ASSERT_TRUE(manager_->Start(Shell("parent", "sleep 60 & echo $!; exit 0")).ok());
+  ASSERT_TRUE(manager_->Start(ShellWorker("parent", "sleep 60 & echo $!; exit 0")).ok());
   ASSERT_TRUE(WaitForExit("parent"));
   int stray = 0;
   ASSERT_TRUE(absl::SimpleAtoi(
@@ -197,7 +190,7 @@ TEST_F(WorkerProcessManagerTest, NoWorkerOutlivesAKilledRaylet) {
   if (raylet == 0) {
     WorkerProcessManager manager(
         WorkerProcessManager::Options{dir_ + "/raylet-logs", dir_ + "/work", {}});
-    WorkerLaunch launch = Shell("worker", "sleep 60 & echo $! $$; wait");
+    WorkerLaunch launch = ShellWorker("worker", "sleep 60 & echo $! $$; wait");
     if (!manager.Start(launch).ok()) _exit(1);
     while (true) pause();
   }
@@ -221,14 +214,14 @@ TEST_F(WorkerProcessManagerTest, NoWorkerOutlivesAKilledRaylet) {
 }
 
 TEST_F(WorkerProcessManagerTest, ExecFailureIsAnErrorNotASilentExit) {
-  WorkerLaunch launch = Shell("missing", "");
+  WorkerLaunch launch = ShellWorker("missing", "");
   launch.argv = {"berth-no-such-program-anywhere", "--flag"};
   absl::StatusOr<StartedWorker> started = manager_->Start(launch);
   EXPECT_EQ(started.status().code(), absl::StatusCode::kInternal);
   EXPECT_NE(started.status().message().find("No such file"), std::string::npos) << started.status();
   EXPECT_TRUE(manager_->List().empty());
 
-  WorkerLaunch bad_cwd = Shell("bad-cwd", "exit 0");
+  WorkerLaunch bad_cwd = ShellWorker("bad-cwd", "exit 0");
   bad_cwd.cwd = dir_ + "/does/not/exist";
   started = manager_->Start(bad_cwd);
   EXPECT_EQ(started.status().code(), absl::StatusCode::kInternal);
@@ -240,10 +233,10 @@ TEST_F(WorkerProcessManagerTest, ExecFailureIsAnErrorNotASilentExit) {
 }
 
 TEST_F(WorkerProcessManagerTest, StartIsIdempotentByWorkerId) {
-  absl::StatusOr<StartedWorker> first = manager_->Start(Shell("w", "sleep 60"));
+  absl::StatusOr<StartedWorker> first = manager_->Start(ShellWorker("w", "sleep 60"));
   ASSERT_TRUE(first.ok()) << first.status();
   EXPECT_FALSE(first->already_running);
-  absl::StatusOr<StartedWorker> second = manager_->Start(Shell("w", "sleep 60"));
+  absl::StatusOr<StartedWorker> second = manager_->Start(ShellWorker("w", "sleep 60"));
   ASSERT_TRUE(second.ok());
   EXPECT_TRUE(second->already_running);
   EXPECT_EQ(second->pid, first->pid);
@@ -256,11 +249,11 @@ TEST_F(WorkerProcessManagerTest, BadLaunchesAreInvalidArgumentNamingTheField) {
     WorkerLaunch launch;
     std::string field;
   };
-  std::vector<Case> cases = {{Shell("../escape", "exit 0"), "spec.worker_id"},
-                             {Shell("", "exit 0"), "spec.worker_id"},
-                             {Shell("w", "exit 0"), "spec.job_id"},
-                             {Shell("w", "exit 0"), "spec.argv"},
-                             {Shell("w", "exit 0"), "spec.env[\"A=B\"]"}};
+  std::vector<Case> cases = {{ShellWorker("../escape", "exit 0"), "spec.worker_id"},
+                             {ShellWorker("", "exit 0"), "spec.worker_id"},
+                             {ShellWorker("w", "exit 0"), "spec.job_id"},
+                             {ShellWorker("w", "exit 0"), "spec.argv"},
+                             {ShellWorker("w", "exit 0"), "spec.env[\"A=B\"]"}};
   cases[2].launch.job_id = "a/b";
   cases[3].launch.argv.clear();
   cases[4].launch.env["A=B"] = "c";
@@ -273,7 +266,8 @@ TEST_F(WorkerProcessManagerTest, BadLaunchesAreInvalidArgumentNamingTheField) {
 }
 
 TEST_F(WorkerProcessManagerTest, DestructorKillsRunningWorkers) {
-  absl::StatusOr<StartedWorker> started = manager_->Start(Shell("w", "trap '' TERM; sleep 60"));
+  absl::StatusOr<StartedWorker> started =
+      manager_->Start(ShellWorker("w", "trap '' TERM; sleep 60"));
   ASSERT_TRUE(started.ok());
   manager_.reset();
   EXPECT_TRUE(kill(started->pid, 0) != 0 && errno == ESRCH);

@@ -95,6 +95,10 @@ TEST(AttemptPlanTest, TorchrunNeedsAsManyRanksOnEveryNode) {
   EXPECT_EQ(even->by_node[1].second[0].worker_id(), "job-a2-n1");
   EXPECT_EQ(even->ranks.size(), 4u);
   EXPECT_EQ(even->ranks[3].worker_id(), "job-a2-n1");
+  // Each node's launcher holds (and is limited to) that node's bundles.
+  const v1::WorkerSpec& launcher = even->by_node[1].second[0];
+  EXPECT_EQ(launcher.bundle_index(), 2u);
+  EXPECT_THAT(launcher.bundle_indices(), ElementsAre(2, 3));
 }
 
 TEST(AttemptPlanTest, ARecordedAttemptHasItsRanksAndItsHelpersOnRankZerosNode) {
