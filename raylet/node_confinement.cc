@@ -41,7 +41,7 @@ NodeConfinement ConfineWorkers(const NodeConfinementOptions& options) {
   }
   if (options.simulated_gpus) MakeSimulatedDeviceNodes(options);
   if (options.mode == "off") {
-    LogWarning("workers run unconfined (--cgroups=off): no memory, CPU or GPU device limits");
+    LogInfo("workers run unconfined (--cgroups=off): no memory, CPU or GPU device limits");
     confinement.label = "none";
     return confinement;
   }

@@ -1,6 +1,6 @@
 // NodeConfinement: how this node confines its workers, set up once at start.
 //
-// With --cgroups=auto, the node's WorkerCgroups (worker_cgroups.h), after
+// With --cgroups=auto (off by default), the node's WorkerCgroups (worker_cgroups.h), after
 // killing and removing what an earlier life of this raylet left in them;
 // where cgroups cannot be used (or with --cgroups=off), none, and the log
 // says why. Either way the node label berth.io/confinement says which, for

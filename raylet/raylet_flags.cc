@@ -58,7 +58,8 @@ void AddRayletFlags(CLI::App& app, Flags* flags) {
       ->capture_default_str();
   app.add_option("--cgroups", flags->cgroups,
                  "confine each worker to its bundle (memory, CPU, pids, GPU devices) with cgroups "
-                 "of its own: auto (where the node's cgroups allow it; needs root) or off")
+                 "of its own: auto (where the node's cgroups allow it; needs root) or off "
+                 "(TorchTrainer's ranks then start warm, forked from one Python per job)")
       ->check(CLI::IsMember({"auto", "off"}))
       ->capture_default_str();
   app.add_option(

@@ -34,7 +34,7 @@ struct Flags {
   std::string hold_starts_file;
   std::string hold_commits_file;
   std::string worker_pythonpath;  // AddRayletFlags sets the default
-  std::string cgroups = "auto";   // auto | off
+  std::string cgroups = "off";    // auto | off
   int64_t worker_pids_max = 16384;
   std::string node_pool;
   std::string token_file;

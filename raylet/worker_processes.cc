@@ -74,10 +74,12 @@ std::string ErrorFilePath(const WorkerLaunch& launch, const std::string& log_pre
   return log_prefix + ".error.json";
 }
 
-// The launch's environment, with CUDA_VISIBLE_DEVICES naming its GPUs and
-// TORCHELASTIC_ERROR_FILE set (to `error_file`) unless the launch sets it.
+// The launch's environment, with CUDA_VISIBLE_DEVICES naming its GPUs,
+// TORCHELASTIC_ERROR_FILE set (to `error_file`) unless the launch sets it,
+// and BERTH_CONFINEMENT in a confined worker (berth.train's warm zygote
+// forks ranks outside their cgroups, so it stands aside there).
 std::vector<std::string> WorkerEnvironment(const WorkerLaunch& launch,
-                                           const std::string& error_file) {
+                                           const std::string& error_file, bool confined) {
   std::vector<std::string> entries;
   for (const auto& [name, value] : launch.env) {
     if (name != "CUDA_VISIBLE_DEVICES") entries.push_back(absl::StrCat(name, "=", value));
@@ -87,6 +89,7 @@ std::vector<std::string> WorkerEnvironment(const WorkerLaunch& launch,
   }
   entries.push_back(
       absl::StrCat("CUDA_VISIBLE_DEVICES=", absl::StrJoin(launch.visible_gpu_indices, ",")));
+  if (confined) entries.push_back(absl::StrCat("BERTH_CONFINEMENT=", WorkerCgroups::kLabel));
   return entries;
 }
 
@@ -141,8 +144,9 @@ absl::StatusOr<StartedWorker> WorkerProcessManager::Start(const WorkerLaunch& la
   std::error_code ignored;
   std::filesystem::remove(error_file, ignored);
   absl::StatusOr<SpawnedWorker> spawned =
-      SpawnWorkerProcess({launch.worker_id, launch.argv, WorkerEnvironment(launch, error_file),
-                          *cwd, log_prefix, lifeline_[0], cgroups->fds()});
+      SpawnWorkerProcess({launch.worker_id, launch.argv,
+                          WorkerEnvironment(launch, error_file, options_.cgroups != nullptr), *cwd,
+                          log_prefix, lifeline_[0], cgroups->fds()});
   if (!spawned.ok()) {
     if (options_.cgroups != nullptr) options_.cgroups->Remove(launch.worker_id);
     return spawned.status();

@@ -260,6 +260,7 @@ struct UpFlags {
   int port = 6380;
   int heads = 1;
   std::string state_store;
+  std::string cgroups;
 };
 
 // Starts a 3-member etcd on loopback for the heads (`up --state-store
@@ -345,8 +346,10 @@ int RunUp(const Globals& globals, const UpFlags& flags) {
   const std::string address = state->head_address;
   std::vector<std::string> ids;
   for (const auto& [id, spec] : ExpandNodes(specs)) {
-    absl::StatusOr<LocalProcess> raylet =
-        StartRaylet(local, *state, address, id, RayletFlags(id, spec));
+    std::vector<std::string> raylet_flags = RayletFlags(id, spec);
+    if (!flags.cgroups.empty())
+      raylet_flags.insert(raylet_flags.end(), {"--cgroups", flags.cgroups});
+    absl::StatusOr<LocalProcess> raylet = StartRaylet(local, *state, address, id, raylet_flags);
     if (!raylet.ok()) return fail(raylet.status());
     ids.push_back(id);
   }
@@ -475,6 +478,11 @@ void AddLocalCommands(CLI::App& app, Action* action) {
                    "that take over within a second when it dies")
       ->check(CLI::Range(1, 5))
       ->capture_default_str();
+  up_cmd
+      ->add_option("--cgroups", up->cgroups,
+                   "Confine each worker to its bundle with cgroups (auto: where the node allows "
+                   "it, as root) or not (off, the raylets' default)")
+      ->check(CLI::IsMember({"auto", "off"}));
   up_cmd->add_option("--state-store", up->state_store,
                      "Where the heads keep their state: etcd (a 3-member etcd started here, as "
                      "heads on several machines would use one), etcd://HOST:PORT,..., "
@@ -511,8 +519,8 @@ void AddLocalCommands(CLI::App& app, Action* action) {
                         "--health-check-command)");
   start_cmd
       ->add_option("--cgroups", start->cgroups,
-                   "With --address: confine each worker to its bundle with cgroups (auto, the "
-                   "raylet's default: where the node allows it) or not (off)")
+                   "With --address: confine each worker to its bundle with cgroups (auto: where "
+                   "the node allows it, as root) or not (off, the raylet's default)")
       ->check(CLI::IsMember({"auto", "off"}));
   start_cmd
       ->add_option("--metrics-listen", start->metrics_listen,

@@ -15,7 +15,7 @@ class ConfinementTest : public TrainJobTest {
  protected:
   void SetUp() override {
     cluster_ = std::make_unique<LocalCluster>();
-    cluster_->AddRaylet({"n0", 2, "A10G", 8, "32Gi"});
+    cluster_->AddRaylet({"n0", 2, "A10G", 8, "32Gi", "", {"--cgroups", "auto"}});
   }
 };
 

@@ -14,7 +14,8 @@ process group, so berth's stops and its keeper's kill on the node agent's
 death reach it as they reach the client; the client waits for the child's
 exit status and ends the same way (code or signal). The zygote exits when
 its node agent does (a pidfd) or after a minute without ranks; a client that
-cannot reach or start one runs the rank itself, cold. TorchTrainer.fit()
+cannot reach or start one runs the rank itself, cold, as does one its node
+confines (BERTH_CONFINEMENT: a fork would run in the zygote's cgroups). TorchTrainer.fit()
 sets BERTH_TRAIN_ZYGOTE=1 (its ranks and its store host use it;
 ``worker_runtime_env={"env_vars": {"BERTH_TRAIN_ZYGOTE": "0"}}`` turns it
 off). Standard library only until the zygote imports torch.
@@ -126,6 +127,8 @@ def run_forked(argv: List[str]) -> None:
     itself)."""
     if os.environ.get("BERTH_TRAIN_ZYGOTE") != "1" or os.environ.get("BERTH_IN_ZYGOTE"):
         return
+    if os.environ.get("BERTH_CONFINEMENT", "none") != "none":
+        return  # a fork would run in the zygote's cgroups, not this worker's
     if not hasattr(socket, "send_fds") or not hasattr(os, "pidfd_open"):
         return  # Python before 3.9
     raylet_pid = _raylet_pid()

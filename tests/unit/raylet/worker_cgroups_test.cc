@@ -176,6 +176,14 @@ TEST_F(WorkerCgroupsTest, AWorkerOverItsMemoryIsKilledAloneAndSaysSo) {
   EXPECT_EQ(neighbour_end->state, WorkerState::kExited);
 }
 
+TEST_F(WorkerCgroupsTest, AConfinedWorkerIsToldSo) {
+  StartManager();
+  // berth.train's warm zygote stands aside in a confined worker.
+  ASSERT_TRUE(manager_->Start(ShellWorker("env", "echo $BERTH_CONFINEMENT")).ok());
+  ASSERT_TRUE(WaitForExit("env"));
+  EXPECT_EQ(ReadFileOrEmpty(dir_ + "/logs/env.out"), "cgroup-v1\n");
+}
+
 TEST_F(WorkerCgroupsTest, AWorkerMayOpenOnlyItsOwnGpusDeviceNodes) {
   for (int minor : {0, 1}) {
     const std::string node = absl::StrCat(dir_, "/nvidia", minor);
