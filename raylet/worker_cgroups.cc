@@ -73,6 +73,20 @@ std::string CgroupName(absl::string_view node_id, absl::string_view state_dir) {
   return absl::StrCat(name, "-", DigestOf(state_dir).substr(7, 8));
 }
 
+// A process's v1 cgroups, from its /proc/<pid>/cgroup ("4:memory:/path",
+// "2:cpu,cpuacct:/path"): controller -> path in its hierarchy.
+std::map<std::string, std::string> CgroupPaths(absl::string_view proc_cgroup) {
+  std::map<std::string, std::string> paths;
+  for (absl::string_view line : absl::StrSplit(proc_cgroup, '\n')) {
+    std::vector<absl::string_view> fields = absl::StrSplit(line, absl::MaxSplits(':', 2));
+    if (fields.size() != 3) continue;
+    for (absl::string_view controller : absl::StrSplit(fields[1], ',', absl::SkipEmpty())) {
+      paths[std::string(controller)] = std::string(fields[2]);
+    }
+  }
+  return paths;
+}
+
 // Why there are no v1 hierarchies to use: which one is missing, and whether
 // the controllers are on cgroup v2 instead.
 std::string MissingControllerReason(absl::string_view mounts, absl::string_view controller) {
@@ -103,15 +117,9 @@ std::map<std::string, CgroupHierarchy> ParseCgroupV1(absl::string_view mounts,
     }
   }
   std::map<std::string, CgroupHierarchy> hierarchies;
-  for (absl::string_view line : absl::StrSplit(self_cgroup, '\n')) {
-    // "4:memory:/path" or "2:cpu,cpuacct:/path"
-    std::vector<absl::string_view> fields = absl::StrSplit(line, absl::MaxSplits(':', 2));
-    if (fields.size() != 3) continue;
-    for (absl::string_view controller : absl::StrSplit(fields[1], ',')) {
-      auto it = mount_of.find(std::string(controller));
-      if (it == mount_of.end()) continue;
-      hierarchies[it->first] = {it->second, std::string(fields[2])};
-    }
+  for (const auto& [controller, path] : CgroupPaths(self_cgroup)) {
+    auto it = mount_of.find(controller);
+    if (it != mount_of.end()) hierarchies[controller] = {it->second, path};
   }
   return hierarchies;
 }
@@ -238,16 +246,10 @@ absl::StatusOr<CgroupJoin> WorkerCgroups::Create(const std::string& worker_id,
 }
 
 bool WorkerCgroups::Holds(int pid, const std::string& worker_id) const {
-  const std::string wanted = Path("memory", worker_id);
-  const std::string lines = ReadFileOrEmpty(absl::StrCat("/proc/", pid, "/cgroup"));
-  for (absl::string_view line : absl::StrSplit(lines, '\n')) {
-    std::vector<absl::string_view> fields = absl::StrSplit(line, absl::MaxSplits(':', 2));
-    if (fields.size() != 3) continue;
-    for (absl::string_view controller : absl::StrSplit(fields[1], ',')) {
-      if (controller == "memory") return fields[2] == wanted;
-    }
-  }
-  return false;
+  const std::map<std::string, std::string> paths =
+      CgroupPaths(ReadFileOrEmpty(absl::StrCat("/proc/", pid, "/cgroup")));
+  auto memory = paths.find("memory");
+  return memory != paths.end() && memory->second == Path("memory", worker_id);
 }
 
 int WorkerCgroups::KillAll(const std::string& worker_id) {
